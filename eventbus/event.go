@@ -1,0 +1,157 @@
+package eventbus
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Event is one frame a subscriber receives: a published event, a replayed
+// copy of one, or a synthetic frame.
+//
+// Published events have an ID from the bus-wide sequence (1, 2, 3, …, never
+// reused within an epoch). Synthetic frames — state_resync_required,
+// replay_complete, slow_client_warning, client_evicted — have ID 0: they never
+// consume a sequence number and must never move a client's Last-Event-ID
+// (qwen-code's "no slot" rule).
+//
+// An Event is a value: the Data bytes are shared by every subscriber and by
+// the replay buffer and must not be modified.
+type Event struct {
+	// ID is the event's position in the bus-wide sequence, from 1; 0 marks a
+	// synthetic frame.
+	ID uint64 `json:"id,omitempty"`
+	// Session is the id of the session the event was published to. For a
+	// synthetic frame it is the session the subscription was made on.
+	Session string `json:"session"`
+	// Type is the event type, e.g. "agent_message_chunk" or one of the
+	// Type* constants. Never empty, never contains CR or LF.
+	Type string `json:"type"`
+	// Data is the payload as JSON, encoded once at publish.
+	Data json.RawMessage `json:"data,omitempty"`
+	// Time is when the bus accepted the event (synthetic frames: when the
+	// frame was made).
+	Time time.Time `json:"-"`
+	// Origin optionally names the client that caused the event (qwen-code's
+	// originatorClientId), so a client can recognise its own echoes.
+	Origin string `json:"origin,omitempty"`
+	// Replay is true on the copy a subscriber receives from the replay
+	// buffer rather than live (AgentPool's is_replay).
+	Replay bool `json:"replay,omitempty"`
+}
+
+// Synthetic reports whether e is a synthetic frame (ID 0).
+func (e Event) Synthetic() bool { return e.ID == 0 }
+
+// Event types the bus itself produces. All but TypeSessionClosed are
+// synthetic frames without an id.
+const (
+	// TypeStateResyncRequired tells the client its view has a gap it must
+	// repair (reload the session state); data is [ResyncData]. The stream
+	// stays open. From qwen-code.
+	TypeStateResyncRequired = "state_resync_required"
+	// TypeReplayComplete follows the replayed history of every subscribe that
+	// carried a cursor; data is [ReplayCompleteData].
+	TypeReplayComplete = "replay_complete"
+	// TypeSlowClientWarning warns that the live queue reached 75 % of a
+	// limit; data is [SlowClientWarningData]. Once per episode.
+	TypeSlowClientWarning = "slow_client_warning"
+	// TypeClientEvicted is the last frame of a subscriber evicted for
+	// overflow under the drop_subscriber policy; data is [ClientEvictedData].
+	TypeClientEvicted = "client_evicted"
+	// TypeSessionClosed is a real event (it has an id) published by
+	// [Bus.CloseSession]; data is [SessionClosedData].
+	TypeSessionClosed = "session_closed"
+)
+
+// Reasons carried in [ResyncData.Reason] and [ClientEvictedData.Reason].
+const (
+	// ReasonEpochReset: the cursor came from another bus incarnation, or is
+	// at or past the next id; the whole replay buffer is replayed.
+	ReasonEpochReset = "epoch_reset"
+	// ReasonRingEvicted: a session in scope dropped events after the cursor
+	// from its replay buffer before the client came back.
+	ReasonRingEvicted = "ring_evicted"
+	// ReasonReplayBudgetExceeded: the replay stopped early at the replay
+	// byte budget; resume from LastDeliveredID to fetch more.
+	ReasonReplayBudgetExceeded = "replay_budget_exceeded"
+	// ReasonEventsDropped: live events were dropped for this subscriber by
+	// drop_oldest, drop_newest or a droppable type.
+	ReasonEventsDropped = "events_dropped"
+	// ReasonQueueOverflow: evicted because the live queue hit its frame limit.
+	ReasonQueueOverflow = "queue_overflow"
+	// ReasonQueueBytesOverflow: evicted because the live queue hit its byte limit.
+	ReasonQueueBytesOverflow = "queue_bytes_overflow"
+)
+
+// ResyncData is the payload of a state_resync_required frame.
+type ResyncData struct {
+	// Reason is one of ReasonEpochReset, ReasonRingEvicted,
+	// ReasonReplayBudgetExceeded or ReasonEventsDropped.
+	Reason string `json:"reason"`
+	// LastDeliveredID is the last id the subscriber had before the gap: the
+	// cursor (ring_evicted, epoch_reset), the last replayed id
+	// (replay_budget_exceeded), or the last id queued before the dropped run
+	// (events_dropped); 0 when none.
+	LastDeliveredID uint64 `json:"lastDeliveredId"`
+	// EarliestAvailableID is the first id after the gap that the subscriber
+	// can still get, 0 when unknown (nothing held yet).
+	EarliestAvailableID uint64 `json:"earliestAvailableId,omitempty"`
+	// Epoch is the bus epoch (epoch_reset only).
+	Epoch string `json:"epoch,omitempty"`
+	// FirstDroppedID, LastDroppedID and DroppedCount describe the dropped
+	// run (events_dropped only). Ids are not contiguous across sessions, so
+	// DroppedCount is the number of this subscriber's events lost.
+	FirstDroppedID uint64 `json:"firstDroppedId,omitempty"`
+	LastDroppedID  uint64 `json:"lastDroppedId,omitempty"`
+	DroppedCount   int    `json:"droppedCount,omitempty"`
+	// SkippedCount is the number of events in the replay buffer that the
+	// replay budget left out (replay_budget_exceeded only).
+	SkippedCount int `json:"skippedCount,omitempty"`
+}
+
+// ReplayCompleteData is the payload of a replay_complete frame.
+type ReplayCompleteData struct {
+	// LastReplayedEventID is the id of the last replayed event, or the
+	// cursor when nothing was replayed.
+	LastReplayedEventID uint64 `json:"lastReplayedEventId"`
+	// ReplayedCount is how many events were replayed.
+	ReplayedCount int `json:"replayedCount"`
+}
+
+// QueueFigures describes a subscriber's live queue when a frame was made.
+type QueueFigures struct {
+	QueueSize      int   `json:"queueSize"`      // live frames queued
+	MaxQueued      int   `json:"maxQueued"`      // frame limit
+	QueuedBytes    int64 `json:"queuedBytes"`    // live data bytes queued
+	MaxQueuedBytes int64 `json:"maxQueuedBytes"` // byte limit
+}
+
+// SlowClientWarningData is the payload of a slow_client_warning frame.
+type SlowClientWarningData struct {
+	QueueFigures
+	// LastEventID is the id of the newest event queued for the subscriber.
+	LastEventID uint64 `json:"lastEventId"`
+	// Threshold is "frames", "bytes" or "frames_and_bytes": which limit
+	// reached 75 %.
+	Threshold string `json:"threshold"`
+}
+
+// ClientEvictedData is the payload of a client_evicted frame.
+type ClientEvictedData struct {
+	QueueFigures
+	// Reason is ReasonQueueOverflow or ReasonQueueBytesOverflow.
+	Reason string `json:"reason"`
+	// DroppedAfter is the id of the first event the subscriber did NOT get:
+	// the event that overflowed the queue. Resume with Last-Event-ID =
+	// DroppedAfter-1 (or the last id actually received) to get it from the
+	// replay buffer.
+	DroppedAfter uint64 `json:"droppedAfter"`
+}
+
+// SessionClosedData is the payload of a session_closed event.
+type SessionClosedData struct {
+	// Session is the closed session's id.
+	Session string `json:"session"`
+	// Reason is "closed" for [Bus.CloseSession].
+	Reason string `json:"reason"`
+}

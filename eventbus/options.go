@@ -1,0 +1,119 @@
+package eventbus
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/scope"
+)
+
+// OverflowPolicy is [config.OverflowPolicy]: what happens when a subscriber's
+// live queue is full.
+type OverflowPolicy = config.OverflowPolicy
+
+// The overflow policies (AgentPool's names); see [config.OverflowPolicy].
+const (
+	DropSubscriber = config.DropSubscriber
+	DropOldest     = config.DropOldest
+	DropNewest     = config.DropNewest
+)
+
+// SubscribeOptions configure one subscription. The zero value subscribes to
+// the session alone, replays its whole replay buffer, and uses the bus's
+// queue limits and overflow policy.
+type SubscribeOptions struct {
+	// Scope selects which sessions' events arrive; zero is scope.Session.
+	Scope scope.Kind
+
+	// HasCursor says Cursor is set. A subscribe with a cursor replays only
+	// events with id > Cursor, emits state_resync_required when events after
+	// the cursor are gone, and always ends its replay with replay_complete.
+	HasCursor bool
+	// Cursor is the client's Last-Event-ID: the last id it received.
+	Cursor uint64
+	// Epoch, when set, is the bus epoch the cursor came from; a different
+	// epoch is an epoch_reset.
+	Epoch string
+
+	// NoReplay skips the history (AgentPool's subscribe(replay=False)): only
+	// events published after the subscribe arrive. Ignored when HasCursor.
+	NoReplay bool
+
+	// MaxQueued overrides the live-queue frame limit; 0 uses the bus's
+	// MaxQueueSize. Range 1–1,000,000.
+	MaxQueued int
+	// MaxQueuedBytes overrides the live-queue byte limit; 0 uses the bus's.
+	MaxQueuedBytes int64
+	// Policy overrides the overflow policy; "" uses the bus's.
+	Policy OverflowPolicy
+	// SlowClientWarning overrides whether slow_client_warning frames are
+	// sent: nil uses the bus's setting.
+	SlowClientWarning *bool
+
+	// RequireSession makes Subscribe fail with ErrSessionNotFound instead of
+	// creating the session when it does not exist.
+	RequireSession bool
+
+	// Name labels the subscriber in logs, diagnostics and stats (for
+	// example the remote address); it need not be unique.
+	Name string
+}
+
+// Option configures a [Bus] beyond its [config.Config].
+type Option func(*options)
+
+type options struct {
+	logger *slog.Logger
+	hook   func(Diagnostic)
+	epoch  string
+	now    func() time.Time
+}
+
+// WithLogger sends a log record for every slow-client warning, eviction,
+// drop episode and session expiry to l. Default: no logging.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithDiagnostics calls fn for every slow-client warning, eviction and drop
+// (see [Diagnostic]). fn runs on the publisher's goroutine with the bus lock
+// held: it must be quick and must not call back into the bus.
+func WithDiagnostics(fn func(Diagnostic)) Option { return func(o *options) { o.hook = fn } }
+
+// WithEpoch fixes the bus epoch instead of drawing a random one; useful for
+// tests and for a bus that restores state. It must be 1–64 characters from
+// [A-Za-z0-9_].
+func WithEpoch(epoch string) Option { return func(o *options) { o.epoch = epoch } }
+
+// PublishOption configures one [Bus.Publish].
+type PublishOption func(*publishOptions)
+
+type publishOptions struct {
+	origin string
+}
+
+// WithOrigin stamps the event with the id of the client that caused it
+// (qwen-code's originatorClientId).
+func WithOrigin(origin string) PublishOption { return func(o *publishOptions) { o.origin = origin } }
+
+// DiagnosticKind says what a [Diagnostic] reports.
+type DiagnosticKind string
+
+// Diagnostic kinds.
+const (
+	DiagSlowClientWarning DiagnosticKind = "slow_client_warning"
+	DiagEvicted           DiagnosticKind = "client_evicted"
+	DiagDropped           DiagnosticKind = "events_dropped"
+	DiagSessionExpired    DiagnosticKind = "session_expired"
+)
+
+// Diagnostic reports one backpressure incident to the hook given with
+// [WithDiagnostics].
+type Diagnostic struct {
+	Kind       DiagnosticKind
+	Session    string // the subscription's session (or the expired session)
+	Subscriber uint64 // the subscriber's id, 0 for session_expired
+	Name       string // the subscriber's Name
+	EventID    uint64 // the event that triggered it
+	EventType  string // that event's type
+	Queue      QueueFigures
+}
