@@ -79,6 +79,14 @@ type Tree[V any] struct {
 // Len returns the number of nodes.
 func (t *Tree[V]) Len() int { return len(t.nodes) }
 
+// Each calls fn for every node, in no particular order. fn must not add or
+// remove nodes.
+func (t *Tree[V]) Each(fn func(*Node[V])) {
+	for _, n := range t.nodes {
+		fn(n)
+	}
+}
+
 // Get returns the node with the given id, or nil.
 func (t *Tree[V]) Get(id string) *Node[V] { return t.nodes[id] }
 

@@ -1,0 +1,63 @@
+package eventbus
+
+import (
+	"time"
+
+	"github.com/replaybus/replaybus/scope"
+)
+
+// expireLoop frees idle sessions and forgets old tombstones every quarter of
+// the session TTL (at most once a minute), until Close.
+func (b *Bus) expireLoop() {
+	defer close(b.ttlDone)
+	every := b.cfg.SessionTTL / 4
+	if every > time.Minute {
+		every = time.Minute
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.stopTTL:
+			return
+		case <-t.C:
+			b.ExpireIdle()
+		}
+	}
+}
+
+// ExpireIdle frees every session that has been idle — no publish, no
+// subscriber of its own, no child — for at least the session TTL, and
+// forgets closed-session ids older than the TTL. The expiry goroutine calls
+// it periodically; call it yourself to force a sweep. It returns how many
+// sessions it expired. An expired session's id can be used again (a new
+// session), and a resume that needed its events is told with ring_evicted.
+func (b *Bus) ExpireIdle() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return 0
+	}
+	now := b.nowNanos()
+	ttl := int64(b.cfg.SessionTTL)
+	var idle []*session
+	b.tree.Each(func(n *scope.Node[*session]) {
+		x := n.Value
+		if x.nsubs == 0 && n.NumChildren() == 0 && now-x.active >= ttl {
+			idle = append(idle, x)
+		}
+	})
+	for _, x := range idle {
+		b.closeLocked(x, false, false)
+		b.stats.Expired++
+		if b.opts.hook != nil || b.opts.logger != nil {
+			b.diagnose(DiagSessionExpired, &Subscription{sess: x}, &record{})
+		}
+	}
+	for id, at := range b.tombs {
+		if now-at >= ttl {
+			delete(b.tombs, id)
+		}
+	}
+	return len(idle)
+}

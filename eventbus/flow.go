@@ -1,0 +1,233 @@
+package eventbus
+
+// Flow control of one subscriber's live queue: DESIGN.md §5, from qwen-code's
+// EventBus (warning at 75 % with hysteresis, eviction with client_evicted,
+// forced frames that never count), AgentPool's overflow policy names and
+// OpenClaw's dropIfSlow. Every method here runs on a publisher's goroutine
+// with the bus lock held and takes s.mu itself; none of them blocks.
+
+// liveLocked returns the live frames and bytes queued and not yet taken by
+// the consumer. s.mu must be held.
+func (s *Subscription) liveLocked() (frames, bytes int64) {
+	return s.enq - s.consumed.Load(), s.enqBytes - s.consumedBytes.Load()
+}
+
+func (s *Subscription) figuresLocked() QueueFigures {
+	f, b := s.liveLocked()
+	return QueueFigures{QueueSize: int(f), MaxQueued: s.maxQueued, QueuedBytes: b, MaxQueuedBytes: s.maxBytes}
+}
+
+// wakeLocked wakes a consumer blocked in Next. s.mu must be held.
+func (s *Subscription) wakeLocked() {
+	if s.waiting {
+		s.waiting = false
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// deliver offers a live event to the subscriber. It reports what happened so
+// the bus can count it and, for an eviction, unregister the subscriber.
+func (s *Subscription) deliver(r *record, droppable bool) outcome {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return outcomeIgnored
+	}
+	frames, bytes := s.liveLocked()
+	max, maxB := int64(s.maxQueued), s.maxBytes
+	if s.warned && frames*8 <= max*3 && bytes*8 <= maxB*3 {
+		s.warned = false // hysteresis: re-armed at ≤ 37.5 % on both axes
+	}
+	cost := int64(len(r.data))
+	if droppable && (frames*4 >= max*3 || bytes*4 >= maxB*3) {
+		s.dropNewestLocked(r) // OpenClaw's dropIfSlow
+		return outcomeDropped
+	}
+	overFrames := frames >= max
+	overBytes := frames > 0 && bytes+cost > maxB
+	if overFrames || overBytes {
+		switch s.policy {
+		case DropNewest:
+			s.dropNewestLocked(r)
+			return outcomeDropped
+		case DropOldest:
+			if !s.dropOldestLocked(cost) {
+				s.dropNewestLocked(r)
+				return outcomeDropped
+			}
+			s.pushLiveLocked(r, cost)
+			return outcomeDroppedOld
+		default:
+			reason := ReasonQueueOverflow
+			if !overFrames {
+				reason = ReasonQueueBytesOverflow
+			}
+			s.evictLocked(r, reason)
+			return outcomeEvicted
+		}
+	}
+	s.pushLiveLocked(r, cost)
+	if s.warnOn && !s.warned {
+		frames, bytes = frames+1, bytes+cost
+		f, b := frames*4 >= max*3, bytes*4 >= maxB*3
+		if f || b {
+			s.warned = true
+			th := "frames"
+			switch {
+			case f && b:
+				th = "frames_and_bytes"
+			case b:
+				th = "bytes"
+			}
+			s.q = append(s.q, frame(s.sess.id, TypeSlowClientWarning, SlowClientWarningData{
+				QueueFigures: s.figuresLocked(), LastEventID: r.id, Threshold: th,
+			}, r.nanos))
+			return outcomeWarned
+		}
+	}
+	return outcomeQueued
+}
+
+type outcome uint8
+
+const (
+	outcomeIgnored outcome = iota
+	outcomeQueued
+	outcomeWarned
+	outcomeDropped    // the new event was dropped
+	outcomeDroppedOld // an older event was dropped, the new one queued
+	outcomeEvicted
+)
+
+func (s *Subscription) pushLiveLocked(r *record, cost int64) {
+	s.q = append(s.q, entry{rec: *r})
+	s.enq++
+	s.enqBytes += cost
+	s.lastLive = r.id
+	s.wakeLocked()
+}
+
+// pushLocked queues a frame that never counts against the limits (replay,
+// synthetic frames, session_closed).
+func (s *Subscription) pushLocked(e entry) {
+	s.q = append(s.q, e)
+	if e.rec.id != 0 {
+		s.lastLive = e.rec.id
+	}
+	s.wakeLocked()
+}
+
+// lastQueuedIDLocked is the id of the newest event the subscriber has or will
+// have before the current tail of its queue.
+func (s *Subscription) lastQueuedIDLocked() uint64 {
+	if s.lastLive != 0 {
+		return s.lastLive
+	}
+	return s.lastTook
+}
+
+// dropNewestLocked drops r for this subscriber and announces it: the run is
+// merged into an events_dropped frame at the tail of the queue, or a new one
+// is appended, so the frame stands exactly where the gap is.
+func (s *Subscription) dropNewestLocked(r *record) {
+	if n := len(s.q); n > s.qh && s.q[n-1].kind == entryDropped {
+		d := s.q[n-1].drop
+		d.last = r.id
+		d.count++
+		return
+	}
+	s.q = append(s.q, entry{
+		rec:  record{session: s.sess.id, typ: TypeStateResyncRequired, nanos: r.nanos},
+		kind: entryDropped,
+		drop: &dropInfo{lastDelivered: s.lastQueuedIDLocked(), first: r.id, last: r.id, count: 1},
+	})
+	s.wakeLocked()
+}
+
+// dropOldestLocked drops the oldest queued live events until cost more bytes
+// and one more frame fit, replacing them by one events_dropped frame placed
+// where they stood. It returns false when no queued live event is left to
+// drop (the consumer already holds them all).
+func (s *Subscription) dropOldestLocked(cost int64) bool {
+	for {
+		frames, bytes := s.liveLocked()
+		if frames < int64(s.maxQueued) && (frames == 0 || bytes+cost <= s.maxBytes) {
+			return true
+		}
+		i := s.qh
+		for i < len(s.q) && !s.q[i].counts() {
+			i++
+		}
+		if i == len(s.q) {
+			return false
+		}
+		victim := s.q[i].rec
+		s.enq--
+		s.enqBytes -= int64(len(victim.data))
+		if i > s.qh && s.q[i-1].kind == entryDropped {
+			d := s.q[i-1].drop
+			d.last = victim.id
+			d.count++
+			copy(s.q[s.qh+1:i+1], s.q[s.qh:i])
+			s.q[s.qh] = entry{}
+			s.qh++
+			continue
+		}
+		prev := s.lastTook
+		for j := i - 1; j >= s.qh; j-- {
+			if id := s.q[j].rec.id; id != 0 {
+				prev = id
+				break
+			}
+		}
+		s.q[i] = entry{
+			rec:  record{session: s.sess.id, typ: TypeStateResyncRequired, nanos: victim.nanos},
+			kind: entryDropped,
+			drop: &dropInfo{lastDelivered: prev, first: victim.id, last: victim.id, count: 1},
+		}
+	}
+}
+
+// evictLocked ends the subscriber under the drop_subscriber policy: the
+// client_evicted frame goes after everything already queued, and the
+// consumer drains the queue and then gets ErrEvicted (qwen-code's eviction
+// flow). r is the event that did not fit.
+func (s *Subscription) evictLocked(r *record, reason string) {
+	s.q = append(s.q, frame(s.sess.id, TypeClientEvicted, ClientEvictedData{
+		QueueFigures: s.figuresLocked(), Reason: reason, DroppedAfter: r.id,
+	}, r.nanos))
+	s.endLocked(ErrEvicted, false)
+}
+
+// endLocked marks the subscription ended with reason. With discard the queue
+// is dropped (Close, cancellation: nobody is listening); otherwise the
+// consumer drains it first. s.mu must be held. It reports false when the
+// subscription had already ended.
+func (s *Subscription) endLocked(reason error, discard bool) bool {
+	if s.ended {
+		if discard && !s.discard.Load() {
+			s.discardLocked()
+		}
+		return false
+	}
+	s.ended, s.reason = true, reason
+	if discard {
+		s.discardLocked()
+	}
+	close(s.done)
+	s.waiting = true // force the wake below
+	s.wakeLocked()
+	return true
+}
+
+func (s *Subscription) discardLocked() {
+	s.discard.Store(true)
+	clear(s.q)
+	s.q, s.qh = nil, 0
+	if s.abandon != nil {
+		close(s.abandon)
+	}
+}

@@ -1,0 +1,94 @@
+package eventbus
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// record is an event as the replay buffer and the subscriber queues hold it.
+// It is copied by value; data is shared and never modified.
+type record struct {
+	id      uint64
+	session string
+	typ     string
+	data    []byte
+	origin  string
+	nanos   int64 // Unix nanoseconds
+}
+
+func recordID(r *record) uint64 { return r.id }
+
+func (r *record) event(replay bool) Event {
+	return Event{
+		ID:      r.id,
+		Session: r.session,
+		Type:    r.typ,
+		Data:    json.RawMessage(r.data),
+		Time:    time.Unix(0, r.nanos),
+		Origin:  r.origin,
+		Replay:  replay,
+	}
+}
+
+// entryKind tells how a queued entry counts and how it turns into an Event.
+type entryKind uint8
+
+const (
+	entryLive    entryKind = iota // a live event: counts against the live limits
+	entryReplay                   // a replayed copy: Replay=true, never counts
+	entryForced                   // a real event that must arrive (session_closed), never counts
+	entryFrame                    // a synthetic frame with its data already encoded
+	entryDropped                  // an events_dropped frame, encoded when read
+)
+
+// entry is one slot of a subscriber queue.
+type entry struct {
+	rec  record
+	kind entryKind
+	drop *dropInfo // entryDropped only
+}
+
+// dropInfo accumulates one run of events dropped for one subscriber; the
+// publisher extends it while it is still queued, the consumer encodes it.
+type dropInfo struct {
+	lastDelivered uint64
+	first, last   uint64
+	count         int
+}
+
+func (e *entry) counts() bool { return e.kind == entryLive }
+
+func (e *entry) cost() int64 { return int64(len(e.rec.data)) }
+
+// event turns the entry into what the consumer receives.
+func (e *entry) event() Event {
+	switch e.kind {
+	case entryReplay:
+		return e.rec.event(true)
+	case entryDropped:
+		ev := e.rec.event(false)
+		ev.Data = mustJSON(ResyncData{
+			Reason:          ReasonEventsDropped,
+			LastDeliveredID: e.drop.lastDelivered,
+			FirstDroppedID:  e.drop.first,
+			LastDroppedID:   e.drop.last,
+			DroppedCount:    e.drop.count,
+		})
+		return ev
+	}
+	return e.rec.event(false)
+}
+
+// mustJSON encodes one of the package's own frame payloads, which cannot fail.
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("eventbus: encoding a frame: " + err.Error())
+	}
+	return b
+}
+
+// frame builds a synthetic frame record (id 0) for session.
+func frame(session, typ string, data any, nanos int64) entry {
+	return entry{rec: record{session: session, typ: typ, data: mustJSON(data), nanos: nanos}, kind: entryFrame}
+}
