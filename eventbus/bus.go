@@ -539,4 +539,3 @@ func (s *Subscription) stopWatch() {
 		s.stopCtx()
 	}
 }
-

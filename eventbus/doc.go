@@ -1,0 +1,53 @@
+// Package eventbus is a per-session event bus with a bounded replay buffer
+// per session: every subscriber of an agent session sees every event once,
+// in order, across reconnects and slow networks, or is told exactly what it
+// missed.
+//
+// It ports AgentPool's Python EventBus and ReplayBuffer to Go and adds the
+// resume and backpressure protocol of qwen-code's acp-bridge EventBus and
+// OpenClaw's drop-if-slow broadcasting. DESIGN.md is the contract; this
+// documentation states it for users.
+//
+// # Events and ids
+//
+// [Bus.Publish] encodes the payload to JSON once, assigns the next id of one
+// bus-wide sequence (1, 2, 3, …), stores the event in the session's replay
+// buffer and queues it for every subscriber whose scope covers the session.
+// Ids therefore rise strictly within every session and every scope, and a
+// subscriber of any scope resumes with one Last-Event-ID. Synthetic frames
+// (state_resync_required, replay_complete, slow_client_warning,
+// client_evicted) have id 0 and never consume an id. Each bus has a random
+// [Bus.Epoch]; a cursor from another epoch is an epoch_reset.
+//
+// # Delivery guarantees
+//
+//   - Exactly once, in order: every subscriber sees ids strictly increasing,
+//     with no duplicate and no gap that a frame does not announce, across
+//     concurrent publishers, subscribe racing publish, resume and close.
+//   - History before live: [Bus.Subscribe] registers and snapshots under the
+//     publish lock, so the replayed history (Replay=true) precedes every live
+//     event and nothing falls between the two.
+//   - Publish never blocks on a subscriber and never panics.
+//   - Bounded memory: replay buffer size × sessions, live queue limits ×
+//     subscribers, the replay byte budget, idle-session expiry.
+//   - Prompt teardown: cancelling the context, [Subscription.Close],
+//     [Bus.CloseSession] and [Bus.Close] end delivery and release every
+//     registration; all are idempotent.
+//
+// # Backpressure
+//
+// Each subscriber has a live queue bounded in frames and bytes; replayed and
+// synthetic frames never count. At 75 % of either limit it gets one
+// slow_client_warning per episode (re-armed when both fall to 37.5 %). When
+// the queue is full the overflow policy decides: drop_subscriber (default)
+// ends it with client_evicted, drop_oldest and drop_newest keep it and
+// announce the loss with state_resync_required{events_dropped}. Droppable
+// types are dropped for a subscriber at or above the warning level instead.
+//
+// # Concurrency
+//
+// All Bus methods are safe for concurrent use. A Subscription is read by one
+// goroutine at a time (Next or Events); Close, Err and Done are safe from
+// any goroutine. The bus starts one goroutine (session expiry), and
+// [Subscription.Events] one per subscription that uses it.
+package eventbus
