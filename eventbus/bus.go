@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,20 +35,23 @@ type Bus struct {
 	epoch     string
 	droppable map[string]struct{}
 
-	mu       sync.Mutex
-	closed   bool
-	nextID   uint64
-	nextSub  uint64
-	tree     scope.Tree[*session]
-	all      subList
-	nsubs    int
-	allLost  uint64           // highest id lost with any closed or expired session
-	tombs    map[string]int64 // closed session id → Unix ns of closing
-	stats    Stats
-	stopTTL  chan struct{}
-	ttlDone  chan struct{}
-	guarded  atomic.Int64
-	replayed atomic.Int64
+	backend Backend // nil for the in-memory bus
+
+	mu        sync.Mutex
+	closed    bool
+	nextID    uint64 // the id the next event gets (in-memory) or the next expected from the feed
+	highWater uint64 // highest id a backend acknowledged to this node
+	nextSub   uint64
+	tree      scope.Tree[*session]
+	all       subList
+	nsubs     int
+	allLost   uint64           // highest id lost with any closed or expired session
+	tombs     map[string]int64 // closed session id → Unix ns of closing
+	stats     Stats
+	stopTTL   chan struct{}
+	ttlDone   chan struct{}
+	guarded   atomic.Int64
+	replayed  atomic.Int64
 }
 
 // New returns a running Bus configured by cfg (zero fields take their
@@ -185,10 +189,20 @@ func (b *Bus) Publish(sessionID, typ string, data any, opts ...PublishOption) (E
 		return Event{}, err
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if b.closed {
+		b.mu.Unlock()
 		return Event{}, ErrClosed
 	}
+	if b.backend != nil {
+		path, err := b.remotePathLocked(sessionID)
+		now := b.opts.now()
+		b.mu.Unlock()
+		if err != nil {
+			return Event{}, err
+		}
+		return b.appendRemote(path, Event{Session: sessionID, Type: typ, Data: raw, Time: now, Origin: po.origin})
+	}
+	defer b.mu.Unlock()
 	x, err := b.sessionLocked(sessionID, true)
 	if err != nil {
 		return Event{}, err
@@ -196,6 +210,30 @@ func (b *Bus) Publish(sessionID, typ string, data any, opts ...PublishOption) (E
 	r := record{session: x.id, typ: typ, data: raw, origin: po.origin, nanos: b.nowNanos()}
 	b.appendLocked(x, &r, false)
 	return r.event(false), nil
+}
+
+// remotePathLocked is the tree path a backend-driven Publish sends with an
+// event to session id: its local path, or [id] for a new root.
+func (b *Bus) remotePathLocked(id string) ([]string, error) {
+	if _, ok := b.tombs[id]; ok {
+		return nil, fmt.Errorf("%w: %q", ErrSessionClosed, id)
+	}
+	if n := b.tree.Get(id); n != nil {
+		return n.Value.pathLocked(), nil
+	}
+	return []string{id}, nil
+}
+
+// eachSubLocked calls fn for every registered subscriber.
+func (b *Bus) eachSubLocked(fn func(*Subscription)) {
+	b.tree.Each(func(n *scope.Node[*session]) {
+		for _, s := range n.Value.own {
+			fn(s)
+		}
+	})
+	for _, s := range b.all {
+		fn(s)
+	}
 }
 
 // appendLocked assigns the next id, stores r and fans it out.
@@ -271,7 +309,15 @@ func (b *Bus) CreateSession(id, parent string) error {
 	}
 	n := b.tree.Get(id)
 	if n == nil {
-		_, err := b.addLocked(id, parent)
+		x, err := b.addLocked(id, parent)
+		if err != nil || b.backend == nil {
+			return err
+		}
+		path := x.pathLocked()
+		now := b.opts.now()
+		b.mu.Unlock()
+		_, err = b.appendRemote(path, Event{Session: id, Type: TypeSessionCreated, Time: now})
+		b.mu.Lock()
 		return err
 	}
 	x := n.Value
@@ -389,6 +435,35 @@ func (b *Bus) closeSession(id string, cascade bool) error {
 	n := b.tree.Get(id)
 	if n == nil {
 		return fmt.Errorf("%w: %q", ErrSessionNotFound, id)
+	}
+	if b.backend != nil {
+		// Every node, this one included, closes the session when its feed
+		// ingests the session_closed event.
+		var targets []*session
+		if cascade {
+			n.Value.node.Walk(func(d *scope.Node[*session]) bool { targets = append(targets, d.Value); return true })
+			slices.Reverse(targets)
+		} else {
+			targets = []*session{n.Value}
+		}
+		type job struct {
+			path []string
+			id   string
+		}
+		jobs := make([]job, len(targets))
+		for i, x := range targets {
+			jobs[i] = job{x.pathLocked(), x.id}
+		}
+		b.mu.Unlock()
+		defer b.mu.Lock()
+		for _, j := range jobs {
+			ev := Event{Session: j.id, Type: TypeSessionClosed, Time: b.opts.now(),
+				Data: mustJSON(SessionClosedData{Session: j.id, Reason: "closed"})}
+			if _, err := b.appendRemote(j.path, ev); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	b.closeLocked(n.Value, cascade, true)
 	return nil
@@ -515,6 +590,9 @@ func (b *Bus) Close() error {
 	close(b.stopTTL)
 	b.mu.Unlock()
 	<-b.ttlDone
+	if b.backend != nil {
+		return b.backend.Close()
+	}
 	return nil
 }
 

@@ -120,7 +120,7 @@ func (b *Bus) snapshotLocked(s *Subscription, o SubscribeOptions) {
 	reset := false
 	if o.HasCursor {
 		cursor = o.Cursor
-		if (o.Epoch != "" && o.Epoch != b.epoch) || cursor >= b.nextID {
+		if (o.Epoch != "" && o.Epoch != b.epoch) || cursor >= max(b.nextID, b.highWater+1) {
 			reset = true
 			s.q = append(s.q, frame(sid, TypeStateResyncRequired, ResyncData{
 				Reason: ReasonEpochReset, LastDeliveredID: o.Cursor, Epoch: b.epoch,
@@ -198,6 +198,11 @@ func (b *Bus) snapshotLocked(s *Subscription, o SubscribeOptions) {
 		}, now))
 	}
 	s.lastTook = last // what the subscriber has before its first live event
+	if !reset {
+		// The reinsert guard: nothing at or below what the subscriber
+		// already has (its cursor, or the last replayed id) is handed out.
+		s.lastSeen = last
+	}
 
 	b.replayed.Add(int64(n))
 }

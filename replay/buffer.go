@@ -159,6 +159,15 @@ func (b *Buffer[T]) LastID() uint64 {
 // dropped anything. A resume cursor below it has lost events.
 func (b *Buffer[T]) HighestEvicted() uint64 { return b.evicted }
 
+// MarkEvicted records that entries with ids up to upTo were dropped before
+// they reached this buffer (for example by a distributed backend's own
+// retention), so [Buffer.HighestEvicted] reports at least upTo.
+func (b *Buffer[T]) MarkEvicted(upTo uint64) {
+	if upTo > b.evicted {
+		b.evicted = upTo
+	}
+}
+
 // Clear drops every entry and releases the backing array, as AgentPool's
 // clear_replay_buffer. The dropped ids count as evicted, so a later resume
 // from before them is told it lost events. The capacity is kept.

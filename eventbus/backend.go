@@ -1,0 +1,200 @@
+package eventbus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/replaybus/replaybus/config"
+)
+
+// Backend is the seam of DESIGN.md §1: where ids, history and cross-node
+// fan-out live. The in-memory bus ([New]) needs none; adapters/nats
+// implements it over NATS JetStream so that several bus nodes share one
+// sequence. The delivery protocol — subscriber queues, policies, frames,
+// scopes — stays in the Bus and does not know which backend runs.
+//
+// A Bus made with [NewWithBackend] keeps a local replay buffer per session
+// that the backend's feed fills; subscribe, snapshot and replay are local,
+// so the four-step subscribe protocol stays gap-free and duplicate-free
+// whatever the backend.
+type Backend interface {
+	// Epoch identifies the backend's history: the same on every node and
+	// across node restarts, new when the history is lost (a re-created
+	// stream), so that cursors from the old history are an epoch_reset.
+	Epoch() string
+	// Append stores ev (ID 0; Session, Type, Data, Time, Origin set) for
+	// the session whose place in the tree is path (root first, the session
+	// last) and returns the id it was given. Ids rise strictly in the order
+	// events reach every node's [Feed]. It must not wait on any subscriber;
+	// it returns the backend's error (timeouts, no responders, a closed
+	// connection) as is.
+	Append(ctx context.Context, path []string, ev Event) (uint64, error)
+	// Start begins feeding every stored event to feed in id order, from the
+	// oldest the backend still holds. Calls to feed never overlap. It
+	// returns once the feed is running; ctx bounds the start only.
+	Start(ctx context.Context, feed Feed) error
+	// Close stops the feed and releases the backend. Idempotent.
+	Close() error
+}
+
+// Feed is what a [Backend] delivers into. The Bus implements it; backends
+// call it from one goroutine at a time.
+type Feed interface {
+	// Ingest hands over one stored event with its id. Events with an id at
+	// or below one already ingested are ignored (deduplication by sequence
+	// on the hand-off from history to live). A session_closed event closes
+	// the session on this node; a TypeSessionCreated event only creates the
+	// sessions along path.
+	Ingest(path []string, ev Event)
+	// Evicted records that the backend dropped the session's events with
+	// ids up to upTo before this node saw them, so a resume from before
+	// them gets ring_evicted rather than a silent gap.
+	Evicted(path []string, upTo uint64)
+	// Fail ends every current subscription with err (wrapped in
+	// ErrBackend); clients then resume, here once the backend recovers or
+	// on another node. The bus stays usable.
+	Fail(err error)
+}
+
+// TypeSessionCreated is the type of the control record a backend-driven bus
+// appends for [Bus.CreateSession] so every node learns the session and its
+// parent. It consumes an id but is never stored or delivered.
+const TypeSessionCreated = "_replaybus.session_created"
+
+// ErrBackend wraps a backend failure that ended a subscription.
+var ErrBackend = errors.New("eventbus: backend failure")
+
+// NewWithBackend returns a Bus whose ids, history and cross-node fan-out
+// come from be, as [New] otherwise. The bus's epoch is be.Epoch(). It calls
+// be.Start and returns its error; [Bus.Close] also closes be.
+func NewWithBackend(ctx context.Context, cfg config.Config, be Backend, opts ...Option) (*Bus, error) {
+	opts = append(opts, WithEpoch(be.Epoch()))
+	b, err := New(cfg, opts...)
+	if err != nil {
+		return nil, err
+	}
+	b.backend = be
+	if err := be.Start(ctx, busFeed{b}); err != nil {
+		b.Close()
+		return nil, fmt.Errorf("eventbus: starting backend: %w", err)
+	}
+	return b, nil
+}
+
+// busFeed keeps the Feed methods off the Bus's own method set.
+type busFeed struct{ b *Bus }
+
+func (f busFeed) Ingest(path []string, ev Event) { f.b.ingest(path, ev) }
+func (f busFeed) Evicted(path []string, upTo uint64) {
+	b := f.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed || len(path) == 0 {
+		return
+	}
+	if x := b.ensurePathLocked(path); x != nil {
+		x.ring.MarkEvicted(upTo)
+	}
+}
+func (f busFeed) Fail(err error) {
+	b := f.b
+	b.mu.Lock()
+	var subs []*Subscription
+	b.eachSubLocked(func(s *Subscription) { subs = append(subs, s) })
+	for _, s := range subs {
+		b.unregisterLocked(s)
+	}
+	b.mu.Unlock()
+	for _, s := range subs {
+		s.end(fmt.Errorf("%w: %w", ErrBackend, err), false)
+	}
+}
+
+// pathLocked returns x's place in the tree, root first.
+func (x *session) pathLocked() []string {
+	var path []string
+	for a := x; a != nil; a = a.parent() {
+		path = append(path, a.id)
+	}
+	for i, j := 0, len(path)-1; i < j; i, j = i+1, j-1 {
+		path[i], path[j] = path[j], path[i]
+	}
+	return path
+}
+
+// ensurePathLocked returns the session at the end of path, creating missing
+// sessions along it with their parents. It returns nil when the session is
+// closed here.
+func (b *Bus) ensurePathLocked(path []string) *session {
+	var x *session
+	parent := ""
+	for _, id := range path {
+		if _, closed := b.tombs[id]; closed {
+			return nil
+		}
+		if n := b.tree.Get(id); n != nil {
+			x = n.Value
+			if x.parent() == nil && parent != "" && !x.published {
+				if b.tree.SetParent(id, parent) == nil {
+					b.reparentLocked(x, nil, x.parent())
+				}
+			}
+		} else {
+			var err error
+			if x, err = b.addLocked(id, parent); err != nil {
+				return nil
+			}
+		}
+		parent = id
+	}
+	return x
+}
+
+// ingest is Feed.Ingest.
+func (b *Bus) ingest(path []string, ev Event) {
+	if len(path) == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed || ev.ID < b.nextID {
+		return
+	}
+	b.nextID = ev.ID // appendLocked takes this id and moves past it
+	x := b.ensurePathLocked(path)
+	if x == nil || ev.Type == TypeSessionCreated {
+		b.nextID = ev.ID + 1
+		return
+	}
+	r := record{session: x.id, typ: ev.Type, data: ev.Data, origin: ev.Origin, nanos: ev.Time.UnixNano()}
+	if ev.Type == TypeSessionClosed {
+		b.appendLocked(x, &r, true)
+		b.tombs[x.id] = r.nanos
+		b.closeLocked(x, false, false)
+		return
+	}
+	b.appendLocked(x, &r, false)
+}
+
+// backendTimeout bounds one Append on behalf of a method without a context.
+const backendTimeout = 10 * time.Second
+
+// appendRemote hands one event to the backend (Publish, CloseSession and
+// CreateSession of a backend-driven bus).
+func (b *Bus) appendRemote(path []string, ev Event) (Event, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), backendTimeout)
+	defer cancel()
+	id, err := b.backend.Append(ctx, path, ev)
+	if err != nil {
+		return Event{}, fmt.Errorf("eventbus: publish to backend: %w", err)
+	}
+	ev.ID = id
+	b.mu.Lock()
+	if id > b.highWater {
+		b.highWater = id
+	}
+	b.mu.Unlock()
+	return ev, nil
+}
