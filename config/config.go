@@ -2,11 +2,16 @@ package config
 
 import "time"
 
-// Prefix is the prefix of every environment variable this package reads.
+// Prefix is the prefix of every environment variable this package reads
+// (AgentPool's: AGENTPOOL_EVENTBUS_REPLAY_BUFFER_SIZE=200 sets its replay
+// buffer size). [Load] treats every variable with this prefix as its own and
+// refuses the ones it does not know.
 const Prefix = "AGENTPOOL_EVENTBUS_"
 
 // OverflowPolicy says what the bus does when a subscriber's live queue is
-// full. The names are AgentPool's.
+// full. The names are AgentPool's; [OverflowPolicy.Validate] accepts the three
+// constants below and nothing else. The zero value "" means
+// [DefaultOverflowPolicy] inside a [Config].
 type OverflowPolicy string
 
 // The overflow policies. "block" is deliberately absent: it would stall the
@@ -23,20 +28,37 @@ const (
 	DropNewest OverflowPolicy = "drop_newest"
 )
 
-// Defaults, as AgentPool and qwen-code ship them.
+// Defaults, as AgentPool and qwen-code ship them. [Config.WithDefaults]
+// puts them into zero fields.
 const (
-	DefaultReplayBufferSize  = 100
-	DefaultMaxQueueSize      = 1000
-	DefaultMaxQueuedBytes    = 2 << 20 // 2 MiB
-	DefaultMaxSubscribers    = 64
-	DefaultSessionTTL        = time.Hour
-	DefaultReplayBudgetBytes = 8 << 20 // 8 MiB
-	DefaultOverflowPolicy    = DropSubscriber
+	// DefaultReplayBufferSize is 100 events per session, AgentPool's
+	// eventbus_replay_buffer_size.
+	DefaultReplayBufferSize = 100
+	// DefaultMaxQueueSize is 1000 frames per subscriber, AgentPool's
+	// max_queue_size.
+	DefaultMaxQueueSize = 1000
+	// DefaultMaxQueuedBytes is 2 MiB of event data per subscriber.
+	DefaultMaxQueuedBytes = 2 << 20
+	// DefaultMaxSubscribers is 64 subscribers per session, qwen-code's
+	// maxSubscribers.
+	DefaultMaxSubscribers = 64
+	// DefaultSessionTTL is one hour of idleness before a session expires.
+	DefaultSessionTTL = time.Hour
+	// DefaultReplayBudgetBytes is 8 MiB of event data replayed per
+	// subscribe.
+	DefaultReplayBudgetBytes = 8 << 20
+	// DefaultOverflowPolicy is [DropSubscriber], qwen-code's behaviour.
+	DefaultOverflowPolicy = DropSubscriber
 )
 
 // Config is the bus configuration. A zero field means its documented
-// default, so Config{} is a valid configuration; [Load] fills it from
-// AGENTPOOL_EVENTBUS_* variables.
+// default, so Config{} is a valid configuration; [Load] fills it from the
+// AGENTPOOL_EVENTBUS_* variables and [LoadWith] lets a program set fields
+// that win over them. [Config.Validate] checks the ranges. Each field's env
+// tag is its variable name without [Prefix].
+//
+// A Config is a plain value: copying it is safe, and so is sharing it
+// between goroutines that do not modify it.
 type Config struct {
 	// ReplayBufferSize is the number of events kept per session for replay
 	// (AgentPool's eventbus_replay_buffer_size). Range 1–1,000,000; zero
@@ -51,7 +73,9 @@ type Config struct {
 	// MaxQueuedBytes is the default live-queue limit per subscriber, in bytes
 	// of event data; one event larger than it is still admitted into an
 	// empty queue. Range 1 B–1 GiB; zero means 2 MiB.
-	// Env: AGENTPOOL_EVENTBUS_MAX_QUEUED_BYTES.
+	// Env: AGENTPOOL_EVENTBUS_MAX_QUEUED_BYTES, an integer number of bytes
+	// or one with a unit: 512KiB, 2MiB, 1GiB, 100KB (KB/MB/GB are powers of
+	// 1000, KiB/MiB/GiB powers of 1024).
 	MaxQueuedBytes int64 `env:"MAX_QUEUED_BYTES"`
 
 	// MaxSubscribers caps concurrent subscribers per session (qwen-code's
@@ -66,22 +90,28 @@ type Config struct {
 	// (a Go duration such as "30m").
 	SessionTTL time.Duration `env:"SESSION_TTL"`
 
-	// OverflowPolicy is the default overflow policy for subscribers.
-	// Zero means drop_subscriber. Env: AGENTPOOL_EVENTBUS_OVERFLOW_POLICY.
+	// OverflowPolicy is the default overflow policy for subscribers: one of
+	// drop_subscriber, drop_oldest, drop_newest ("block" is refused). Zero
+	// means drop_subscriber. Env: AGENTPOOL_EVENTBUS_OVERFLOW_POLICY.
 	OverflowPolicy OverflowPolicy `env:"OVERFLOW_POLICY"`
 
 	// DroppableTypes lists event types that may be dropped for a slow
 	// subscriber (OpenClaw's dropIfSlow), e.g. streaming text deltas.
-	// Default none. Env: AGENTPOOL_EVENTBUS_DROPPABLE_TYPES, comma-separated.
+	// Default none. Entries must be non-empty and free of white space and
+	// control characters. Env: AGENTPOOL_EVENTBUS_DROPPABLE_TYPES,
+	// comma-separated; entries are trimmed, empty entries and duplicates
+	// are skipped.
 	DroppableTypes []string `env:"DROPPABLE_TYPES"`
 
 	// ReplayBudgetBytes caps the bytes of event data one subscribe replays;
 	// at least one event is always replayed. Range 1 B–1 GiB; zero means
-	// 8 MiB. Env: AGENTPOOL_EVENTBUS_REPLAY_BUDGET_BYTES.
+	// 8 MiB. Env: AGENTPOOL_EVENTBUS_REPLAY_BUDGET_BYTES, a byte size as for
+	// MaxQueuedBytes.
 	ReplayBudgetBytes int64 `env:"REPLAY_BUDGET_BYTES"`
 
 	// DisableSlowClientWarning turns the slow_client_warning frame off by
 	// default (subscribers can still opt in). Default false (warnings on).
-	// Env: AGENTPOOL_EVENTBUS_DISABLE_SLOW_CLIENT_WARNING.
+	// Env: AGENTPOOL_EVENTBUS_DISABLE_SLOW_CLIENT_WARNING, a Go boolean
+	// (true, false, 1, 0, t, f).
 	DisableSlowClientWarning bool `env:"DISABLE_SLOW_CLIENT_WARNING"`
 }

@@ -1,0 +1,548 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The tests in this file use t.Setenv, so none of them is parallel.
+
+// clearEnv unsets every AGENTPOOL_EVENTBUS_* variable for the duration of
+// the test (t.Setenv restores them afterwards).
+func clearEnv(t *testing.T) {
+	t.Helper()
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(strings.ToUpper(k), Prefix) {
+			t.Setenv(k, "")
+			require.NoError(t, os.Unsetenv(k))
+		}
+	}
+}
+
+// errs splits an errors.Join result into its messages.
+func errs(err error) []string {
+	if err == nil {
+		return nil
+	}
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []string{err.Error()}
+	}
+	var out []string
+	for _, e := range j.Unwrap() {
+		out = append(out, e.Error())
+	}
+	return out
+}
+
+func TestLoadDefaults(t *testing.T) {
+	clearEnv(t)
+	cfg, err := Load()
+	require.NoError(t, err)
+	tests := []struct {
+		name string
+		got  any
+		want any
+	}{
+		{"REPLAY_BUFFER_SIZE", cfg.ReplayBufferSize, 100},
+		{"MAX_QUEUE_SIZE", cfg.MaxQueueSize, 1000},
+		{"MAX_QUEUED_BYTES", cfg.MaxQueuedBytes, int64(2 << 20)},
+		{"MAX_SUBSCRIBERS", cfg.MaxSubscribers, 64},
+		{"SESSION_TTL", cfg.SessionTTL, time.Hour},
+		{"OVERFLOW_POLICY", cfg.OverflowPolicy, DropSubscriber},
+		{"DROPPABLE_TYPES", cfg.DroppableTypes, []string(nil)},
+		{"REPLAY_BUDGET_BYTES", cfg.ReplayBudgetBytes, int64(8 << 20)},
+		{"DISABLE_SLOW_CLIENT_WARNING", cfg.DisableSlowClientWarning, false},
+	}
+	require.Len(t, tests, len(fields), "one row per variable")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, tt.got)
+		})
+	}
+	assert.Equal(t, Config{}.WithDefaults(), cfg)
+}
+
+func TestLoadEmptyMeansDefault(t *testing.T) {
+	clearEnv(t)
+	for _, f := range fields {
+		t.Setenv(f.key, "")
+	}
+	cfg, err := Load()
+	require.NoError(t, err)
+	assert.Equal(t, Config{}.WithDefaults(), cfg)
+}
+
+func TestLoadValid(t *testing.T) {
+	tests := []struct {
+		key   string
+		value string
+		got   func(Config) any
+		want  any
+	}{
+		{"REPLAY_BUFFER_SIZE", "200", func(c Config) any { return c.ReplayBufferSize }, 200},
+		{"REPLAY_BUFFER_SIZE", "1", func(c Config) any { return c.ReplayBufferSize }, 1},
+		{"REPLAY_BUFFER_SIZE", "1000000", func(c Config) any { return c.ReplayBufferSize }, 1_000_000},
+		{"REPLAY_BUFFER_SIZE", "+7", func(c Config) any { return c.ReplayBufferSize }, 7},
+		{"MAX_QUEUE_SIZE", "16", func(c Config) any { return c.MaxQueueSize }, 16},
+		{"MAX_QUEUED_BYTES", "1048576", func(c Config) any { return c.MaxQueuedBytes }, int64(1 << 20)},
+		{"MAX_QUEUED_BYTES", "2MiB", func(c Config) any { return c.MaxQueuedBytes }, int64(2 << 20)},
+		{"MAX_QUEUED_BYTES", "512KiB", func(c Config) any { return c.MaxQueuedBytes }, int64(512 << 10)},
+		{"MAX_QUEUED_BYTES", "1GiB", func(c Config) any { return c.MaxQueuedBytes }, int64(1 << 30)},
+		{"MAX_QUEUED_BYTES", "100KB", func(c Config) any { return c.MaxQueuedBytes }, int64(100_000)},
+		{"MAX_QUEUED_BYTES", "100kB", func(c Config) any { return c.MaxQueuedBytes }, int64(100_000)},
+		{"MAX_QUEUED_BYTES", "3MB", func(c Config) any { return c.MaxQueuedBytes }, int64(3_000_000)},
+		{"MAX_QUEUED_BYTES", "1GB", func(c Config) any { return c.MaxQueuedBytes }, int64(1_000_000_000)},
+		{"MAX_QUEUED_BYTES", "1B", func(c Config) any { return c.MaxQueuedBytes }, int64(1)},
+		{"MAX_SUBSCRIBERS", "1", func(c Config) any { return c.MaxSubscribers }, 1},
+		{"SESSION_TTL", "30m", func(c Config) any { return c.SessionTTL }, 30 * time.Minute},
+		{"SESSION_TTL", "1s", func(c Config) any { return c.SessionTTL }, time.Second},
+		{"SESSION_TTL", "8760h", func(c Config) any { return c.SessionTTL }, 8760 * time.Hour},
+		{"OVERFLOW_POLICY", "drop_oldest", func(c Config) any { return c.OverflowPolicy }, DropOldest},
+		{"OVERFLOW_POLICY", "drop_newest", func(c Config) any { return c.OverflowPolicy }, DropNewest},
+		{"OVERFLOW_POLICY", "drop_subscriber", func(c Config) any { return c.OverflowPolicy }, DropSubscriber},
+		{"DROPPABLE_TYPES", "agent_message_chunk", func(c Config) any { return c.DroppableTypes }, []string{"agent_message_chunk"}},
+		{"DROPPABLE_TYPES", " a , b,,\tc ,a,", func(c Config) any { return c.DroppableTypes }, []string{"a", "b", "c"}},
+		{"DROPPABLE_TYPES", " , ,", func(c Config) any { return c.DroppableTypes }, []string(nil)},
+		{"REPLAY_BUDGET_BYTES", "64KiB", func(c Config) any { return c.ReplayBudgetBytes }, int64(64 << 10)},
+		{"DISABLE_SLOW_CLIENT_WARNING", "true", func(c Config) any { return c.DisableSlowClientWarning }, true},
+		{"DISABLE_SLOW_CLIENT_WARNING", "1", func(c Config) any { return c.DisableSlowClientWarning }, true},
+		{"DISABLE_SLOW_CLIENT_WARNING", "false", func(c Config) any { return c.DisableSlowClientWarning }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.key+"="+tt.value, func(t *testing.T) {
+			clearEnv(t)
+			t.Setenv(Prefix+tt.key, tt.value)
+			cfg, err := Load()
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, tt.got(cfg))
+		})
+	}
+}
+
+func TestLoadBadValue(t *testing.T) {
+	const (
+		countRange = ": out of range [1, 1000000]"
+		bytesRange = ": out of range [1B, 1GiB]"
+		ttlRange   = ": out of range [1s, 8760h]"
+		notInt     = ": not an integer"
+		notSize    = ": not a byte size (want an integer, optionally with a B, KB, MB, GB, KiB, MiB or GiB suffix)"
+		notDur     = ": not a Go duration (for example 90s, 30m or 2h)"
+	)
+	tests := []struct {
+		key     string
+		value   string
+		want    string // the error text without the variable name
+		wantErr error
+	}{
+		{"REPLAY_BUFFER_SIZE", "abc", `="abc"` + notInt, ErrInvalid},
+		{"REPLAY_BUFFER_SIZE", "0", `=0` + countRange, ErrOutOfRange},
+		{"REPLAY_BUFFER_SIZE", "-5", `=-5` + countRange, ErrOutOfRange},
+		{"REPLAY_BUFFER_SIZE", "2000000", `=2000000` + countRange, ErrOutOfRange},
+		{"REPLAY_BUFFER_SIZE", "1000001", `=1000001` + countRange, ErrOutOfRange},
+		{"REPLAY_BUFFER_SIZE", "99999999999999999999", `=99999999999999999999` + countRange, ErrOutOfRange},
+		{"REPLAY_BUFFER_SIZE", " 5", `=" 5"` + notInt, ErrInvalid},
+		{"REPLAY_BUFFER_SIZE", "1e3", `="1e3"` + notInt, ErrInvalid},
+		{"REPLAY_BUFFER_SIZE", "1_000", `="1_000"` + notInt, ErrInvalid},
+		{"MAX_QUEUE_SIZE", "abc", `="abc"` + notInt, ErrInvalid},
+		{"MAX_QUEUE_SIZE", "0", `=0` + countRange, ErrOutOfRange},
+		{"MAX_QUEUE_SIZE", "-5", `=-5` + countRange, ErrOutOfRange},
+		{"MAX_QUEUE_SIZE", "2000000", `=2000000` + countRange, ErrOutOfRange},
+		{"MAX_SUBSCRIBERS", "abc", `="abc"` + notInt, ErrInvalid},
+		{"MAX_SUBSCRIBERS", "0", `=0` + countRange, ErrOutOfRange},
+		{"MAX_SUBSCRIBERS", "-5", `=-5` + countRange, ErrOutOfRange},
+		{"MAX_SUBSCRIBERS", "2000000", `=2000000` + countRange, ErrOutOfRange},
+		{"MAX_QUEUED_BYTES", "abc", `="abc"` + notSize, ErrInvalid},
+		{"MAX_QUEUED_BYTES", "0", `=0` + bytesRange, ErrOutOfRange},
+		{"MAX_QUEUED_BYTES", "-5", `=-5` + bytesRange, ErrOutOfRange},
+		{"MAX_QUEUED_BYTES", "2000000000", `=2000000000` + bytesRange, ErrOutOfRange},
+		{"MAX_QUEUED_BYTES", "2GiB", `=2GiB` + bytesRange, ErrOutOfRange},
+		{"MAX_QUEUED_BYTES", "1073741825", `=1073741825` + bytesRange, ErrOutOfRange},
+		{"MAX_QUEUED_BYTES", "0MiB", `=0MiB` + bytesRange, ErrOutOfRange},
+		{"MAX_QUEUED_BYTES", "-1KiB", `=-1KiB` + bytesRange, ErrOutOfRange},
+		{"MAX_QUEUED_BYTES", "9999999999TiB", `=9999999999TiB` + bytesRange, ErrOutOfRange},
+		{"MAX_QUEUED_BYTES", "1.5MiB", `="1.5MiB"` + notSize, ErrInvalid},
+		{"MAX_QUEUED_BYTES", "2 MiB", `="2 MiB"` + notSize, ErrInvalid},
+		{"MAX_QUEUED_BYTES", "2mib", `="2mib"` + notSize, ErrInvalid},
+		{"MAX_QUEUED_BYTES", "MiB", `="MiB"` + notSize, ErrInvalid},
+		{"REPLAY_BUDGET_BYTES", "abc", `="abc"` + notSize, ErrInvalid},
+		{"REPLAY_BUDGET_BYTES", "0", `=0` + bytesRange, ErrOutOfRange},
+		{"REPLAY_BUDGET_BYTES", "-5", `=-5` + bytesRange, ErrOutOfRange},
+		{"REPLAY_BUDGET_BYTES", "2000000000", `=2000000000` + bytesRange, ErrOutOfRange},
+		{"SESSION_TTL", "abc", `="abc"` + notDur, ErrInvalid},
+		{"SESSION_TTL", "30", `="30"` + notDur, ErrInvalid},
+		{"SESSION_TTL", "0", `=0` + ttlRange, ErrOutOfRange},
+		{"SESSION_TTL", "0s", `=0s` + ttlRange, ErrOutOfRange},
+		{"SESSION_TTL", "-5m", `=-5m` + ttlRange, ErrOutOfRange},
+		{"SESSION_TTL", "500ms", `=500ms` + ttlRange, ErrOutOfRange},
+		{"SESSION_TTL", "8761h", `=8761h` + ttlRange, ErrOutOfRange},
+		{"OVERFLOW_POLICY", "block", `="block": refused: block would stall every publisher behind one slow subscriber (want drop_subscriber, drop_oldest or drop_newest)`, ErrInvalid},
+		{"OVERFLOW_POLICY", "fifo", `="fifo": unknown overflow policy (want drop_subscriber, drop_oldest or drop_newest)`, ErrInvalid},
+		{"OVERFLOW_POLICY", "DROP_OLDEST", `="DROP_OLDEST": unknown overflow policy (want drop_subscriber, drop_oldest or drop_newest)`, ErrInvalid},
+		{"DROPPABLE_TYPES", "a b,c", `="a b,c": entry "a b" contains white space or a control character`, ErrInvalid},
+		{"DROPPABLE_TYPES", "ok,x\r\ny", `="ok,x\r\ny": entry "x\r\ny" contains white space or a control character`, ErrInvalid},
+		{"DROPPABLE_TYPES", "a\x00b", `="a\x00b": entry "a\x00b" contains white space or a control character`, ErrInvalid},
+		{"DISABLE_SLOW_CLIENT_WARNING", "yes", `="yes": not a boolean (want true or false)`, ErrInvalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.key+"="+tt.value, func(t *testing.T) {
+			if strings.ContainsRune(tt.value, 0) {
+				// The process environment cannot hold NUL; use load.
+				cfg, err := load([]string{Prefix + tt.key + "=" + tt.value}, Config{})
+				require.Error(t, err)
+				assert.EqualError(t, err, Prefix+tt.key+tt.want)
+				assert.Zero(t, cfg)
+				return
+			}
+			clearEnv(t)
+			t.Setenv(Prefix+tt.key, tt.value)
+			cfg, err := Load()
+			require.Error(t, err)
+			assert.EqualError(t, err, Prefix+tt.key+tt.want)
+			assert.Zero(t, cfg, "a failed Load returns the zero Config")
+			assert.ErrorIs(t, err, tt.wantErr)
+			var ve *VarError
+			require.ErrorAs(t, err, &ve)
+			assert.Equal(t, Prefix+tt.key, ve.Var)
+			assert.Equal(t, tt.value, ve.Value)
+		})
+	}
+}
+
+func TestLoadReportsEveryBadVariable(t *testing.T) {
+	clearEnv(t)
+	t.Setenv(Prefix+"REPLAY_BUFFER_SIZE", "abc")
+	t.Setenv(Prefix+"MAX_QUEUE_SIZE", "0")
+	t.Setenv(Prefix+"MAX_QUEUED_BYTES", "2GiB")
+	t.Setenv(Prefix+"SESSION_TTL", "forever")
+	t.Setenv(Prefix+"OVERFLOW_POLICY", "block")
+	t.Setenv(Prefix+"MAX_SUBSCRIBERS", "8") // good, not reported
+	t.Setenv(Prefix+"MAX_SUBSCRIBER", "8")  // unknown
+	_, err := Load()
+	require.Error(t, err)
+	assert.Equal(t, []string{
+		`AGENTPOOL_EVENTBUS_REPLAY_BUFFER_SIZE="abc": not an integer`,
+		`AGENTPOOL_EVENTBUS_SESSION_TTL="forever": not a Go duration (for example 90s, 30m or 2h)`,
+		`AGENTPOOL_EVENTBUS_MAX_QUEUE_SIZE=0: out of range [1, 1000000]`,
+		`AGENTPOOL_EVENTBUS_MAX_QUEUED_BYTES=2GiB: out of range [1B, 1GiB]`,
+		`AGENTPOOL_EVENTBUS_OVERFLOW_POLICY="block": refused: block would stall every publisher behind one slow subscriber (want drop_subscriber, drop_oldest or drop_newest)`,
+		`AGENTPOOL_EVENTBUS_MAX_SUBSCRIBER="8": unknown variable (did you mean AGENTPOOL_EVENTBUS_MAX_SUBSCRIBERS?)`,
+	}, errs(err))
+	assert.ErrorIs(t, err, ErrInvalid)
+	assert.ErrorIs(t, err, ErrOutOfRange)
+	assert.ErrorIs(t, err, ErrUnknownVariable)
+}
+
+func TestLoadUnknownVariable(t *testing.T) {
+	tests := []struct {
+		key  string
+		want string
+	}{
+		{"AGENTPOOL_EVENTBUS_REPLAY_BUFER_SIZE", `AGENTPOOL_EVENTBUS_REPLAY_BUFER_SIZE="200": unknown variable (did you mean AGENTPOOL_EVENTBUS_REPLAY_BUFFER_SIZE?)`},
+		{"AGENTPOOL_EVENTBUS_replay_buffer_size", `AGENTPOOL_EVENTBUS_replay_buffer_size="200": unknown variable (did you mean AGENTPOOL_EVENTBUS_REPLAY_BUFFER_SIZE?)`},
+		{"agentpool_eventbus_session_ttl", `agentpool_eventbus_session_ttl="200": unknown variable (did you mean AGENTPOOL_EVENTBUS_SESSION_TTL?)`},
+		{"AGENTPOOL_EVENTBUS_SESION_TTL", `AGENTPOOL_EVENTBUS_SESION_TTL="200": unknown variable (did you mean AGENTPOOL_EVENTBUS_SESSION_TTL?)`},
+		{"AGENTPOOL_EVENTBUS_MAX_QUEUED", `AGENTPOOL_EVENTBUS_MAX_QUEUED="200": unknown variable (did you mean AGENTPOOL_EVENTBUS_MAX_QUEUED_BYTES?)`},
+		{"AGENTPOOL_EVENTBUS_HEARTBEAT", `AGENTPOOL_EVENTBUS_HEARTBEAT="200": unknown variable`},
+		{"AGENTPOOL_EVENTBUS_", `AGENTPOOL_EVENTBUS_="200": unknown variable`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.key, func(t *testing.T) {
+			clearEnv(t)
+			t.Setenv(tt.key, "200")
+			_, err := Load()
+			assert.EqualError(t, err, tt.want)
+			assert.ErrorIs(t, err, ErrUnknownVariable)
+		})
+	}
+	t.Run("other prefixes are ignored", func(t *testing.T) {
+		clearEnv(t)
+		t.Setenv("AGENTPOOL_EVENTBUSX", "1")
+		t.Setenv("AGENTPOOL_OTHER", "1")
+		_, err := Load()
+		assert.NoError(t, err)
+	})
+}
+
+func TestLoadWith(t *testing.T) {
+	tests := []struct {
+		name    string
+		env     map[string]string
+		base    Config
+		want    func(*Config) // edits to the defaults
+		wantErr []string
+	}{
+		{
+			name: "zero base reads the environment",
+			env:  map[string]string{"REPLAY_BUFFER_SIZE": "200", "OVERFLOW_POLICY": "drop_oldest"},
+			want: func(c *Config) { c.ReplayBufferSize = 200; c.OverflowPolicy = DropOldest },
+		},
+		{
+			name: "non-zero base field wins over its variable",
+			env:  map[string]string{"REPLAY_BUFFER_SIZE": "200", "MAX_QUEUE_SIZE": "50"},
+			base: Config{ReplayBufferSize: 10},
+			want: func(c *Config) { c.ReplayBufferSize = 10; c.MaxQueueSize = 50 },
+		},
+		{
+			name: "base wins for every kind of field",
+			env: map[string]string{
+				"MAX_QUEUED_BYTES": "1MiB", "SESSION_TTL": "5m", "OVERFLOW_POLICY": "drop_oldest",
+				"DROPPABLE_TYPES": "x", "REPLAY_BUDGET_BYTES": "1KiB", "MAX_SUBSCRIBERS": "3",
+			},
+			base: Config{
+				MaxQueuedBytes: 4096, SessionTTL: time.Minute, OverflowPolicy: DropNewest,
+				DroppableTypes: []string{"y"}, ReplayBudgetBytes: 2048, MaxSubscribers: 4,
+			},
+			want: func(c *Config) {
+				c.MaxQueuedBytes, c.SessionTTL, c.OverflowPolicy = 4096, time.Minute, DropNewest
+				c.DroppableTypes, c.ReplayBudgetBytes, c.MaxSubscribers = []string{"y"}, 2048, 4
+			},
+		},
+		{
+			name: "base true bool wins, env false cannot override",
+			env:  map[string]string{"DISABLE_SLOW_CLIENT_WARNING": "false"},
+			base: Config{DisableSlowClientWarning: true},
+			want: func(c *Config) { c.DisableSlowClientWarning = true },
+		},
+		{
+			name: "env true applies when base is false",
+			env:  map[string]string{"DISABLE_SLOW_CLIENT_WARNING": "true"},
+			want: func(c *Config) { c.DisableSlowClientWarning = true },
+		},
+		{
+			name: "empty DroppableTypes in base defers to env",
+			env:  map[string]string{"DROPPABLE_TYPES": "a,b"},
+			base: Config{DroppableTypes: []string{}},
+			want: func(c *Config) { c.DroppableTypes = []string{"a", "b"} },
+		},
+		{
+			name:    "bad variable is reported even when base overrides it",
+			env:     map[string]string{"REPLAY_BUFFER_SIZE": "abc"},
+			base:    Config{ReplayBufferSize: 10},
+			wantErr: []string{`AGENTPOOL_EVENTBUS_REPLAY_BUFFER_SIZE="abc": not an integer`},
+		},
+		{
+			name:    "out-of-range variable is reported even when base overrides it",
+			env:     map[string]string{"REPLAY_BUFFER_SIZE": "0"},
+			base:    Config{ReplayBufferSize: 10},
+			wantErr: []string{`AGENTPOOL_EVENTBUS_REPLAY_BUFFER_SIZE=0: out of range [1, 1000000]`},
+		},
+		{
+			name: "bad base fields name the Go field",
+			env:  map[string]string{"MAX_QUEUE_SIZE": "0"},
+			base: Config{ReplayBufferSize: -1, SessionTTL: time.Millisecond, OverflowPolicy: "block"},
+			wantErr: []string{
+				`AGENTPOOL_EVENTBUS_MAX_QUEUE_SIZE=0: out of range [1, 1000000]`,
+				`config: ReplayBufferSize=-1: out of range [1, 1000000]`,
+				`config: SessionTTL=1ms: out of range [1s, 8760h]`,
+				`config: OverflowPolicy="block": refused: block would stall every publisher behind one slow subscriber (want drop_subscriber, drop_oldest or drop_newest)`,
+			},
+		},
+		{
+			name:    "unknown variable is reported with a base",
+			env:     map[string]string{"REPLAY_BUFER_SIZE": "5"},
+			base:    Config{ReplayBufferSize: 10},
+			wantErr: []string{`AGENTPOOL_EVENTBUS_REPLAY_BUFER_SIZE="5": unknown variable (did you mean AGENTPOOL_EVENTBUS_REPLAY_BUFFER_SIZE?)`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clearEnv(t)
+			for k, v := range tt.env {
+				t.Setenv(Prefix+k, v)
+			}
+			base := tt.base
+			cfg, err := LoadWith(base)
+			assert.Equal(t, tt.base, base, "base is not modified")
+			if tt.wantErr != nil {
+				assert.Equal(t, tt.wantErr, errs(err))
+				assert.Zero(t, cfg)
+				return
+			}
+			require.NoError(t, err)
+			want := Config{}.WithDefaults()
+			tt.want(&want)
+			assert.Equal(t, want, cfg)
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		want []string
+	}{
+		{name: "zero config is valid", cfg: Config{}},
+		{name: "defaults are valid", cfg: Config{}.WithDefaults()},
+		{name: "upper bounds are valid", cfg: Config{
+			ReplayBufferSize: MaxCount, MaxQueueSize: MaxCount, MaxQueuedBytes: MaxBytes,
+			MaxSubscribers: MaxCount, SessionTTL: MaxSessionTTL, OverflowPolicy: DropNewest,
+			DroppableTypes: []string{"agent_message_chunk", "agent_thought_chunk"}, ReplayBudgetBytes: MaxBytes,
+		}},
+		{name: "lower bounds are valid", cfg: Config{
+			ReplayBufferSize: 1, MaxQueueSize: 1, MaxQueuedBytes: 1, MaxSubscribers: 1,
+			SessionTTL: MinSessionTTL, ReplayBudgetBytes: 1,
+		}},
+		{name: "ReplayBufferSize negative", cfg: Config{ReplayBufferSize: -5},
+			want: []string{"config: ReplayBufferSize=-5: out of range [1, 1000000]"}},
+		{name: "ReplayBufferSize too large", cfg: Config{ReplayBufferSize: 2_000_000},
+			want: []string{"config: ReplayBufferSize=2000000: out of range [1, 1000000]"}},
+		{name: "MaxQueueSize negative", cfg: Config{MaxQueueSize: -1},
+			want: []string{"config: MaxQueueSize=-1: out of range [1, 1000000]"}},
+		{name: "MaxQueuedBytes too large", cfg: Config{MaxQueuedBytes: MaxBytes + 1},
+			want: []string{"config: MaxQueuedBytes=1073741825: out of range [1B, 1GiB]"}},
+		{name: "MaxSubscribers negative", cfg: Config{MaxSubscribers: -64},
+			want: []string{"config: MaxSubscribers=-64: out of range [1, 1000000]"}},
+		{name: "SessionTTL negative", cfg: Config{SessionTTL: -time.Second},
+			want: []string{"config: SessionTTL=-1s: out of range [1s, 8760h]"}},
+		{name: "SessionTTL too short", cfg: Config{SessionTTL: 999 * time.Millisecond},
+			want: []string{"config: SessionTTL=999ms: out of range [1s, 8760h]"}},
+		{name: "SessionTTL too long", cfg: Config{SessionTTL: MaxSessionTTL + 1},
+			want: []string{"config: SessionTTL=8760h0m0.000000001s: out of range [1s, 8760h]"}},
+		{name: "OverflowPolicy unknown", cfg: Config{OverflowPolicy: "fifo"},
+			want: []string{`config: OverflowPolicy="fifo": unknown overflow policy (want drop_subscriber, drop_oldest or drop_newest)`}},
+		{name: "DroppableTypes empty entry", cfg: Config{DroppableTypes: []string{"a", ""}},
+			want: []string{`config: DroppableTypes=["a" ""]: empty entry`}},
+		{name: "DroppableTypes newline", cfg: Config{DroppableTypes: []string{"a\nb"}},
+			want: []string{`config: DroppableTypes=["a\nb"]: entry "a\nb" contains white space or a control character`}},
+		{name: "ReplayBudgetBytes negative", cfg: Config{ReplayBudgetBytes: -1},
+			want: []string{"config: ReplayBudgetBytes=-1: out of range [1B, 1GiB]"}},
+		{name: "every problem at once", cfg: Config{ReplayBufferSize: -1, MaxQueueSize: -2, MaxQueuedBytes: -3,
+			MaxSubscribers: -4, SessionTTL: -5, OverflowPolicy: "block", DroppableTypes: []string{" "}, ReplayBudgetBytes: -6},
+			want: []string{
+				"config: ReplayBufferSize=-1: out of range [1, 1000000]",
+				"config: MaxQueueSize=-2: out of range [1, 1000000]",
+				"config: MaxQueuedBytes=-3: out of range [1B, 1GiB]",
+				"config: MaxSubscribers=-4: out of range [1, 1000000]",
+				"config: SessionTTL=-5ns: out of range [1s, 8760h]",
+				`config: OverflowPolicy="block": refused: block would stall every publisher behind one slow subscriber (want drop_subscriber, drop_oldest or drop_newest)`,
+				`config: DroppableTypes=[" "]: entry " " contains white space or a control character`,
+				"config: ReplayBudgetBytes=-6: out of range [1B, 1GiB]",
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := tt.cfg.Validate()
+			assert.Equal(t, tt.want, errs(err))
+			for _, e := range errs(err) {
+				assert.True(t, strings.HasPrefix(e, "config: "), e)
+			}
+			if err != nil {
+				var fe *FieldError
+				require.ErrorAs(t, err, &fe)
+				assert.NotEmpty(t, fe.Field)
+			}
+		})
+	}
+}
+
+func TestOverflowPolicyValidate(t *testing.T) {
+	tests := []struct {
+		p    OverflowPolicy
+		want string
+	}{
+		{DropSubscriber, ""},
+		{DropOldest, ""},
+		{DropNewest, ""},
+		{"block", `config: overflow policy "block": refused: block would stall every publisher behind one slow subscriber (want drop_subscriber, drop_oldest or drop_newest)`},
+		{"", `config: overflow policy "": unknown overflow policy (want drop_subscriber, drop_oldest or drop_newest)`},
+		{"Drop_Oldest", `config: overflow policy "Drop_Oldest": unknown overflow policy (want drop_subscriber, drop_oldest or drop_newest)`},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.p), func(t *testing.T) {
+			t.Parallel()
+			err := tt.p.Validate()
+			if tt.want == "" {
+				assert.NoError(t, err)
+				return
+			}
+			assert.EqualError(t, err, tt.want)
+			assert.ErrorIs(t, err, ErrInvalid)
+		})
+	}
+}
+
+func TestEnvMap(t *testing.T) {
+	t.Parallel()
+	m := envMap([]string{"A=1", "A=2", "B=x=y", "NOEQUALS", "=C:=weird", "E="})
+	assert.Equal(t, map[string]string{"A": "1", "B": "x=y", "E": ""}, m)
+}
+
+func TestParseBytesClamps(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		want int64
+	}{
+		{"9223372036854775807", 1<<63 - 1},
+		{"99999999999999999999", 1<<63 - 1},
+		{"-99999999999999999999", -1 << 63},
+		{"9000000000GiB", 1<<63 - 1},
+		{"-9000000000GiB", -1 << 63},
+		{"8589934591GiB", 8589934591 << 30},
+	}
+	for _, tt := range tests {
+		v, err := parseBytes(tt.in)
+		require.NoError(t, err, tt.in)
+		assert.Equal(t, tt.want, v, tt.in)
+	}
+}
+
+// FuzzLoad feeds arbitrary strings to REPLAY_BUFFER_SIZE and
+// MAX_QUEUED_BYTES: load must never panic, and either succeed with both
+// fields in range or fail with errors that name the value.
+func FuzzLoad(f *testing.F) {
+	for _, s := range []string{"", "0", "1", "-5", "abc", "2000000", "1000000", "2MiB", "1GiB", "2GiB",
+		"100KB", "1.5MiB", " 7", "+8", "99999999999999999999", "9999999999TiB", "B", "\x00", "\r\n", "é"} {
+		f.Add(s, s)
+		f.Add(s, "2MiB")
+		f.Add("100", s)
+	}
+	f.Fuzz(func(t *testing.T, size, bytes string) {
+		environ := []string{Prefix + "REPLAY_BUFFER_SIZE=" + size, Prefix + "MAX_QUEUED_BYTES=" + bytes}
+		cfg, err := load(environ, Config{})
+		if err == nil {
+			if cfg.ReplayBufferSize < 1 || cfg.ReplayBufferSize > MaxCount {
+				t.Fatalf("ReplayBufferSize %d accepted from %q", cfg.ReplayBufferSize, size)
+			}
+			if cfg.MaxQueuedBytes < 1 || cfg.MaxQueuedBytes > MaxBytes {
+				t.Fatalf("MaxQueuedBytes %d accepted from %q", cfg.MaxQueuedBytes, bytes)
+			}
+			if size != "" {
+				if n, aerr := strconv.Atoi(size); aerr != nil || n != cfg.ReplayBufferSize {
+					t.Fatalf("ReplayBufferSize %d from %q", cfg.ReplayBufferSize, size)
+				}
+			}
+			return
+		}
+		for _, msg := range errs(err) {
+			var name, value string
+			switch {
+			case strings.HasPrefix(msg, Prefix+"REPLAY_BUFFER_SIZE="):
+				name, value = "REPLAY_BUFFER_SIZE", size
+			case strings.HasPrefix(msg, Prefix+"MAX_QUEUED_BYTES="):
+				name, value = "MAX_QUEUED_BYTES", bytes
+			default:
+				t.Fatalf("error names neither variable: %s", msg)
+			}
+			rest := strings.TrimPrefix(msg, Prefix+name+"=")
+			if !strings.HasPrefix(rest, value+": ") && !strings.HasPrefix(rest, strconv.Quote(value)+": ") {
+				t.Fatalf("error does not show the value %q: %s", value, msg)
+			}
+		}
+		var ve *VarError
+		if !errors.As(err, &ve) {
+			t.Fatalf("not a VarError: %v", err)
+		}
+	})
+}

@@ -1,0 +1,60 @@
+// Package config holds the event bus configuration, [Config], and loads it
+// from AGENTPOOL_EVENTBUS_* environment variables with caarlos0/env.
+//
+// The variable names are AgentPool's (AGENTPOOL_EVENTBUS_REPLAY_BUFFER_SIZE
+// is its eventbus_replay_buffer_size override); the other limits come from
+// qwen-code's event bus and OpenClaw's broadcaster.
+//
+// # Variables
+//
+//	variable                                        default          range
+//	AGENTPOOL_EVENTBUS_REPLAY_BUFFER_SIZE           100              1–1,000,000 events per session
+//	AGENTPOOL_EVENTBUS_MAX_QUEUE_SIZE               1000             1–1,000,000 frames per subscriber
+//	AGENTPOOL_EVENTBUS_MAX_QUEUED_BYTES             2MiB             1B–1GiB per subscriber
+//	AGENTPOOL_EVENTBUS_MAX_SUBSCRIBERS              64               1–1,000,000 per session
+//	AGENTPOOL_EVENTBUS_SESSION_TTL                  1h               1s–8760h (Go duration)
+//	AGENTPOOL_EVENTBUS_OVERFLOW_POLICY              drop_subscriber  drop_subscriber | drop_oldest | drop_newest
+//	AGENTPOOL_EVENTBUS_DROPPABLE_TYPES              (none)           comma-separated event types
+//	AGENTPOOL_EVENTBUS_REPLAY_BUDGET_BYTES          8MiB             1B–1GiB per subscribe
+//	AGENTPOOL_EVENTBUS_DISABLE_SLOW_CLIENT_WARNING  false            true | false
+//
+// Byte sizes are an integer number of bytes or an integer with a unit:
+// B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024), with
+// no space, as in 512KiB. Durations use [time.ParseDuration] syntax (90s,
+// 30m, 2h). Booleans use [strconv.ParseBool] syntax.
+//
+// # Validation
+//
+// A variable that is unset or empty takes its default. A variable that is
+// set is taken at its word: "0", "-5" or "2000000" for the replay buffer
+// size are errors, not the default, even though a zero field in a
+// programmatic Config means the default. [Load] reports every problem at
+// once, joined with [errors.Join]; each is a [*VarError] that names the
+// variable and its value:
+//
+//	AGENTPOOL_EVENTBUS_REPLAY_BUFFER_SIZE="abc": not an integer
+//	AGENTPOOL_EVENTBUS_REPLAY_BUFFER_SIZE=0: out of range [1, 1000000]
+//	AGENTPOOL_EVENTBUS_OVERFLOW_POLICY="block": refused: block would stall every publisher behind one slow subscriber (want drop_subscriber, drop_oldest or drop_newest)
+//	AGENTPOOL_EVENTBUS_REPLAY_BUFER_SIZE="200": unknown variable (did you mean AGENTPOOL_EVENTBUS_REPLAY_BUFFER_SIZE?)
+//
+// Every AGENTPOOL_EVENTBUS_* variable belongs to this package, so one it
+// does not know (compared case-insensitively on the prefix) is an error
+// rather than silently ignored.
+//
+// [Config.Validate] checks a programmatic Config against the same ranges and
+// reports [*FieldError] values that name the Go field instead:
+//
+//	config: MaxQueueSize=-5: out of range [1, 1000000]
+//
+// # Embedding
+//
+// A program that embeds the bus may build a Config itself and call
+// [Config.Validate], or call [LoadWith] so that the fields it sets win over
+// the environment and the rest stay configurable by operators.
+//
+// # Concurrency
+//
+// Config is a plain value. [Load] and [LoadWith] read a snapshot of the
+// process environment and share no state; all functions are safe for
+// concurrent use.
+package config

@@ -1,0 +1,344 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+)
+
+// Load reads the configuration from the AGENTPOOL_EVENTBUS_* environment
+// variables (see the package documentation for the table), applies
+// [Config.WithDefaults] and validates the result. It is [LoadWith] with a
+// zero base.
+//
+// A variable that is unset, or set to the empty string, means its default;
+// a variable that is set is parsed and range-checked as given, so an explicit
+// "0" is an error, not the default. Every bad variable, and every unknown
+// AGENTPOOL_EVENTBUS_* variable, is reported at once: the error is an
+// [errors.Join] of [*VarError] values, each naming the variable and its
+// value. On error the returned Config is the zero value.
+//
+// Load reads the process environment once (a snapshot of [os.Environ]) and
+// is safe for concurrent use, as long as nothing changes the environment at
+// the same time.
+func Load() (Config, error) { return LoadWith(Config{}) }
+
+// LoadWith is [Load] for embedded use, where the program configures the bus
+// itself and the environment only fills what it left open: every non-zero
+// field of base wins over its variable, and every zero field is read from the
+// environment, then defaulted. A bool field can therefore only be switched on
+// by base, never forced off; an empty DroppableTypes in base defers to the
+// environment.
+//
+// Variables are checked even when base overrides them, so a bad or unknown
+// variable is still reported. Bad values that come from base are reported as
+// [*FieldError] naming the Go field, as [Config.Validate] does; all errors
+// are joined with [errors.Join]. On error the returned Config is the zero
+// value. base is not modified.
+func LoadWith(base Config) (Config, error) {
+	return load(os.Environ(), base)
+}
+
+// load is LoadWith over an explicit environment ("KEY=value" entries, as
+// os.Environ returns them), so that tests and fuzzing need not touch the
+// process environment.
+func load(environ []string, base Config) (Config, error) {
+	vars := envMap(environ)
+	var fromEnv Config
+	err := env.ParseWithOptions(&fromEnv, env.Options{
+		Prefix:      Prefix,
+		Environment: vars,
+		FuncMap:     parsers,
+	})
+	errs, failed := varErrors(err, vars)
+
+	// Range-check every variable that is set and parsed, as given: defaults
+	// fill only the fields whose variable is unset or empty, so an explicit
+	// "0" is checked as 0. This happens whether or not base overrides the
+	// field, so that a bad variable never goes unnoticed.
+	check := fromEnv.WithDefaults()
+	cv, fv := reflect.ValueOf(&check).Elem(), reflect.ValueOf(fromEnv)
+	set := make(map[string]bool, len(fields))
+	for _, f := range fields {
+		if vars[f.key] != "" && !failed[f.name] {
+			set[f.name] = true
+			cv.FieldByIndex(f.index).Set(fv.FieldByIndex(f.index))
+		}
+	}
+	for _, p := range check.problems() {
+		if set[p.field] {
+			key := keyOf(p.field)
+			errs = append(errs, &VarError{Var: key, Value: vars[key], Err: p.err})
+		}
+	}
+
+	// Merge: a non-zero base field wins over its variable; its problems
+	// name the Go field.
+	merged := fromEnv
+	fromBase := make(map[string]bool, len(fields))
+	bv, mv := reflect.ValueOf(base), reflect.ValueOf(&merged).Elem()
+	for _, f := range fields {
+		if b := bv.FieldByIndex(f.index); !isZero(b) {
+			fromBase[f.name] = true
+			mv.FieldByIndex(f.index).Set(b)
+		}
+	}
+	merged = merged.WithDefaults()
+	for _, p := range merged.problems() {
+		if fromBase[p.field] {
+			errs = append(errs, &FieldError{Field: p.field, Value: p.value, Err: p.err})
+		}
+	}
+
+	errs = append(errs, unknownVars(vars)...)
+	if len(errs) > 0 {
+		return Config{}, errors.Join(errs...)
+	}
+	return merged, nil
+}
+
+// field ties a Config field to its variable; fields lists them in
+// declaration order, read once from the env tags so that the tags stay the
+// only place a variable is named.
+type field struct {
+	name  string // Go field name
+	key   string // full variable name
+	index []int  // for reflect.Value.FieldByIndex
+}
+
+var fields = func() []field {
+	t := reflect.TypeFor[Config]()
+	var fs []field
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		if tag, _, _ := strings.Cut(sf.Tag.Get("env"), ","); tag != "" && tag != "-" {
+			fs = append(fs, field{name: sf.Name, key: Prefix + tag, index: sf.Index})
+		}
+	}
+	return fs
+}()
+
+func keyOf(name string) string {
+	for _, f := range fields {
+		if f.name == name {
+			return f.key
+		}
+	}
+	return name
+}
+
+// envMap turns "KEY=value" entries into a map. The first entry for a key
+// wins, as it does for os.Getenv; entries without "=" are skipped.
+func envMap(environ []string) map[string]string {
+	m := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			continue
+		}
+		if _, dup := m[k]; !dup {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// isZero reports whether a base field counts as unset: its zero value, or an
+// empty slice.
+func isZero(v reflect.Value) bool {
+	if v.Kind() == reflect.Slice {
+		return v.Len() == 0
+	}
+	return v.IsZero()
+}
+
+// varErrors turns env's aggregate of parse errors into VarErrors and returns
+// the names of the fields that failed to parse.
+func varErrors(err error, vars map[string]string) ([]error, map[string]bool) {
+	failed := make(map[string]bool)
+	if err == nil {
+		return nil, failed
+	}
+	var agg env.AggregateError
+	if !errors.As(err, &agg) {
+		return []error{fmt.Errorf("config: %w", err)}, failed
+	}
+	out := make([]error, 0, len(agg.Errors))
+	for _, e := range agg.Errors {
+		var pe env.ParseError
+		if errors.As(e, &pe) {
+			key := keyOf(pe.Name)
+			failed[pe.Name] = true
+			out = append(out, &VarError{Var: key, Value: vars[key], Err: pe.Err})
+			continue
+		}
+		out = append(out, fmt.Errorf("config: %w", e))
+	}
+	return out, failed
+}
+
+// unknownVars reports every variable that starts with Prefix (in any case)
+// but is not a Config field's, sorted by name, suggesting the closest known
+// name when it is a likely typo.
+func unknownVars(vars map[string]string) []error {
+	var names []string
+	for k := range vars {
+		if strings.HasPrefix(strings.ToUpper(k), Prefix) && !slices.ContainsFunc(fields, func(f field) bool { return f.key == k }) {
+			names = append(names, k)
+		}
+	}
+	slices.Sort(names)
+	out := make([]error, 0, len(names))
+	for _, k := range names {
+		err := ErrUnknownVariable
+		if s := suggest(k); s != "" {
+			err = &reason{kind: ErrUnknownVariable, msg: "unknown variable (did you mean " + s + "?)"}
+		}
+		out = append(out, &VarError{Var: k, Value: vars[k], Err: err})
+	}
+	return out
+}
+
+// suggest returns the known variable closest to k, compared in upper case:
+// the one within a third of its length in edits, or else the only one that
+// k is a prefix of; "" when there is none.
+func suggest(k string) string {
+	k = strings.ToUpper(k)
+	best, dist := "", math.MaxInt
+	for _, f := range fields {
+		if d := editDistance(k, f.key); d < dist {
+			best, dist = f.key, d
+		}
+	}
+	if dist <= (len(best)-len(Prefix))/3 {
+		return best
+	}
+	best = ""
+	for _, f := range fields {
+		if len(k) > len(Prefix) && strings.HasPrefix(f.key, k) {
+			if best != "" {
+				return ""
+			}
+			best = f.key
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// parsers replace env's built-in parsers by type, so that every syntax error
+// reads the same way. They check syntax only; ranges are checked per field
+// by Config.problems. Numbers that overflow are clamped (as strconv does) so
+// that they are reported as out of range rather than as not numbers.
+var parsers = map[reflect.Type]env.ParserFunc{
+	reflect.TypeFor[int]():           parseInt,
+	reflect.TypeFor[int64]():         parseBytes, // MaxQueuedBytes, ReplayBudgetBytes
+	reflect.TypeFor[time.Duration](): parseDuration,
+	reflect.TypeFor[bool]():          parseBool,
+	reflect.TypeFor[[]string]():      parseList,
+}
+
+func parseInt(v string) (any, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return nil, invalid("not an integer")
+	}
+	return n, nil
+}
+
+// byteUnits are the accepted size suffixes: SI (powers of 1000) and IEC
+// (powers of 1024), case-sensitive apart from kB.
+var byteUnits = []struct {
+	suffix string
+	mult   int64
+}{
+	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+	{"kB", 1e3}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+	{"B", 1},
+}
+
+// parseBytes parses a byte size: an integer with an optional sign and an
+// optional unit suffix from byteUnits, without spaces ("2097152", "2MiB",
+// "512KiB", "100KB").
+func parseBytes(v string) (any, error) {
+	num, mult := v, int64(1)
+	for _, u := range byteUnits {
+		if s, ok := strings.CutSuffix(v, u.suffix); ok {
+			num, mult = s, u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return nil, invalid("not a byte size (want an integer, optionally with a B, KB, MB, GB, KiB, MiB or GiB suffix)")
+	}
+	switch {
+	case n > math.MaxInt64/mult:
+		return int64(math.MaxInt64), nil
+	case n < math.MinInt64/mult:
+		return int64(math.MinInt64), nil
+	}
+	return n * mult, nil
+}
+
+func parseDuration(v string) (any, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return nil, invalid("not a Go duration (for example 90s, 30m or 2h)")
+	}
+	return d, nil
+}
+
+func parseBool(v string) (any, error) {
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return nil, invalid("not a boolean (want true or false)")
+	}
+	return b, nil
+}
+
+// parseList splits a comma-separated list, trims white space around each
+// entry, skips empty entries and duplicates, and refuses an entry with white
+// space or a control character inside.
+func parseList(v string) (any, error) {
+	var out []string
+	for e := range strings.SplitSeq(v, ",") {
+		e = strings.TrimSpace(e)
+		if e == "" || slices.Contains(out, e) {
+			continue
+		}
+		if err := checkType(e); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
