@@ -54,14 +54,17 @@ func (b *Buffer[T]) Append(v T) (old T, dropped bool) {
 		b.n++
 		return old, false
 	}
-	old = b.items[b.head]
-	b.items[b.head] = v
-	b.head = (b.head + 1) % len(b.items)
+	// Read the id through the slot, not through &old: passing &old to the
+	// id function would move old to the heap and cost an allocation per
+	// Append on a full buffer.
+	slot := &b.items[b.head]
 	if b.id != nil {
-		if id := b.id(&old); id > b.evicted {
+		if id := b.id(slot); id > b.evicted {
 			b.evicted = id
 		}
 	}
+	old, *slot = *slot, v
+	b.head = (b.head + 1) % len(b.items)
 	return old, true
 }
 
