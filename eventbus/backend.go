@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/replaybus/replaybus/config"
@@ -56,6 +57,20 @@ type Feed interface {
 	// ErrBackend); clients then resume, here once the backend recovers or
 	// on another node. The bus stays usable.
 	Fail(err error)
+}
+
+// Syncer is implemented by a [Backend] whose feed can run behind its
+// appends (adapters/nats): LastID asks the backend for the highest id it has
+// stored, whichever node appended it.
+//
+// A Bus over a Syncer uses it when a Subscribe carries a cursor at or past
+// the next id this node expects (a client that moves from a node ahead to a
+// node behind): Subscribe first waits, bounded by its context and 10 s, until
+// the feed has ingested up to min(cursor, LastID), and only then decides on
+// epoch_reset, so such a client is neither told to resync nor handed an id
+// twice. Without Syncer the wait is for the cursor itself.
+type Syncer interface {
+	LastID(ctx context.Context) (uint64, error)
 }
 
 // TypeSessionCreated is the type of the control record a backend-driven bus
@@ -159,6 +174,7 @@ func (b *Bus) ingest(path []string, ev Event) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	defer b.wakeFeedWaitersLocked()
 	if b.closed || ev.ID < b.nextID {
 		return
 	}
@@ -176,6 +192,69 @@ func (b *Bus) ingest(path []string, ev Event) {
 		return
 	}
 	b.appendLocked(x, &r, false)
+}
+
+// feedWaiter is a Subscribe waiting until the feed has ingested upTo.
+type feedWaiter struct {
+	upTo uint64
+	ch   chan struct{}
+}
+
+// wakeFeedWaitersLocked releases the waiters the feed has caught up with.
+func (b *Bus) wakeFeedWaitersLocked() {
+	if len(b.feedWaiters) == 0 {
+		return
+	}
+	kept := b.feedWaiters[:0]
+	for _, w := range b.feedWaiters {
+		if w.upTo < b.nextID {
+			close(w.ch)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	clear(b.feedWaiters[len(kept):])
+	b.feedWaiters = kept
+}
+
+// awaitFeed is the wait of [Syncer]: it returns once this node has ingested
+// up to cursor (or the backend's last id, if lower), ctx is done, the bus
+// closes or backendTimeout passes. It returns at once for a cursor below the
+// next id, and does nothing for the in-memory bus.
+func (b *Bus) awaitFeed(ctx context.Context, cursor uint64) {
+	b.mu.Lock()
+	behind := b.backend != nil && !b.closed && cursor >= b.nextID
+	b.mu.Unlock()
+	if !behind {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, backendTimeout)
+	defer cancel()
+	target := cursor
+	if sy, ok := b.backend.(Syncer); ok {
+		last, err := sy.LastID(ctx)
+		if err != nil {
+			return
+		}
+		target = min(target, last)
+	}
+	w := feedWaiter{upTo: target, ch: make(chan struct{})}
+	b.mu.Lock()
+	if b.closed || target < b.nextID {
+		b.mu.Unlock()
+		return
+	}
+	b.feedWaiters = append(b.feedWaiters, w)
+	b.mu.Unlock()
+	select {
+	case <-w.ch:
+		return
+	case <-ctx.Done():
+	case <-b.stopTTL:
+	}
+	b.mu.Lock()
+	b.feedWaiters = slices.DeleteFunc(b.feedWaiters, func(x feedWaiter) bool { return x.ch == w.ch })
+	b.mu.Unlock()
 }
 
 // backendTimeout bounds one Append on behalf of a method without a context.

@@ -36,6 +36,9 @@ type Bus struct {
 	droppable map[string]struct{}
 
 	backend Backend // nil for the in-memory bus
+	// feedWaiters are subscribes waiting for the backend feed (Syncer);
+	// guarded by mu.
+	feedWaiters []feedWaiter
 
 	mu        sync.Mutex
 	closed    bool

@@ -32,7 +32,8 @@ import (
 //
 // The session is created as a root when it does not exist, unless
 // o.RequireSession is set. The subscription ends when ctx is done (Err is
-// ctx's error); Subscribe itself does not block.
+// ctx's error); Subscribe itself does not block, except on a bus over a
+// backend whose feed is behind the cursor (see [Syncer]).
 //
 // Errors: ErrInvalid naming a bad option value; ErrSessionNotFound;
 // ErrSessionClosed; a *SubscriberLimitError (errors.Is ErrSubscriberLimit)
@@ -79,6 +80,9 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if o.HasCursor && (o.Epoch == "" || o.Epoch == b.epoch) {
+		b.awaitFeed(ctx, o.Cursor) // backend buses only, see Syncer
 	}
 
 	b.mu.Lock()
