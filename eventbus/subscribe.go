@@ -202,11 +202,11 @@ func (b *Bus) snapshotLocked(s *Subscription, o SubscribeOptions) {
 		}, now))
 	}
 	s.lastTook = last // what the subscriber has before its first live event
-	if !reset {
-		// The reinsert guard: nothing at or below what the subscriber
-		// already has (its cursor, or the last replayed id) is handed out.
-		s.lastSeen = last
-	}
+	// The reinsert guard: nothing at or below what the subscriber already
+	// has is handed out. That is the cursor (0 after an epoch_reset), not
+	// the last replayed id: the replayed events themselves still have to
+	// pass the guard.
+	s.lastSeen = cursor
 
 	b.replayed.Add(int64(n))
 }
