@@ -1,0 +1,210 @@
+package eventbus_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/eventbus"
+)
+
+// waitFor bounds every blocking read of a test; nothing in the bus should
+// take more than a few milliseconds.
+const waitFor = 10 * time.Second
+
+// newBus returns a bus closed at the end of the test.
+func newBus(t testing.TB, cfg config.Config, opts ...eventbus.Option) *eventbus.Bus {
+	t.Helper()
+	b, err := eventbus.New(cfg, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+// subscribe subscribes and closes the subscription at the end of the test.
+func subscribe(t testing.TB, b *eventbus.Bus, session string, o eventbus.SubscribeOptions) *eventbus.Subscription {
+	t.Helper()
+	s, err := b.Subscribe(context.Background(), session, o)
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	return s
+}
+
+// publish publishes n events of type "msg" with data {"n":i} to session and
+// returns their ids.
+func publish(t testing.TB, b *eventbus.Bus, session string, n int) []uint64 {
+	t.Helper()
+	ids := make([]uint64, 0, n)
+	for i := 0; i < n; i++ {
+		ev, err := b.Publish(session, "msg", map[string]int{"n": i})
+		require.NoError(t, err)
+		ids = append(ids, ev.ID)
+	}
+	return ids
+}
+
+// next reads one frame, failing the test when none comes in time.
+func next(t testing.TB, s *eventbus.Subscription) eventbus.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	ev, err := s.Next(ctx)
+	require.NoError(t, err)
+	return ev
+}
+
+// readN reads n frames.
+func readN(t testing.TB, s *eventbus.Subscription, n int) []eventbus.Event {
+	t.Helper()
+	out := make([]eventbus.Event, 0, n)
+	for len(out) < n {
+		out = append(out, next(t, s))
+	}
+	return out
+}
+
+// drain returns every frame queued now, without blocking.
+func drain(s *eventbus.Subscription) []eventbus.Event {
+	var out []eventbus.Event
+	for {
+		ev, ok := s.TryNext()
+		if !ok {
+			return out
+		}
+		out = append(out, ev)
+	}
+}
+
+// readToEnd reads until the subscription ends and returns the frames and
+// the end reason.
+func readToEnd(t testing.TB, s *eventbus.Subscription) ([]eventbus.Event, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	var out []eventbus.Event
+	for {
+		ev, err := s.Next(ctx)
+		if err != nil {
+			require.NotErrorIs(t, err, context.DeadlineExceeded, "subscription did not end; read %v", describe(out))
+			return out, err
+		}
+		out = append(out, ev)
+	}
+}
+
+// ids returns the ids of the real events among evs.
+func ids(evs []eventbus.Event) []uint64 {
+	out := []uint64{}
+	for _, e := range evs {
+		if e.ID != 0 {
+			out = append(out, e.ID)
+		}
+	}
+	return out
+}
+
+// seq returns lo, lo+1, …, hi.
+func seq(lo, hi uint64) []uint64 {
+	out := []uint64{}
+	for i := lo; i <= hi; i++ {
+		out = append(out, i)
+	}
+	return out
+}
+
+// describe renders frames compactly for table comparisons: a real event is
+// its id ("7"), with "r" when replayed ("7r") and ":type" unless it is
+// "msg"; a synthetic frame is its type, with the reason for resync frames
+// ("state_resync_required:ring_evicted").
+func describe(evs []eventbus.Event) []string {
+	out := make([]string, 0, len(evs))
+	for _, e := range evs {
+		var s string
+		switch {
+		case e.ID != 0:
+			s = fmt.Sprint(e.ID)
+			if e.Replay {
+				s += "r"
+			}
+			if e.Type != "msg" {
+				s += ":" + e.Type
+			}
+		case e.Type == eventbus.TypeStateResyncRequired:
+			s = e.Type + ":" + decode[eventbus.ResyncData](nil, e).Reason
+		default:
+			s = e.Type
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// decode unmarshals a frame's data. t may be nil (panics on error).
+func decode[T any](t testing.TB, e eventbus.Event) T {
+	var v T
+	if err := json.Unmarshal(e.Data, &v); err != nil {
+		if t == nil {
+			panic(err)
+		}
+		t.Helper()
+		require.NoError(t, err, "decoding %s frame %s", e.Type, e.Data)
+	}
+	return v
+}
+
+// find returns the first frame of type typ among evs.
+func find(t testing.TB, evs []eventbus.Event, typ string) eventbus.Event {
+	t.Helper()
+	for _, e := range evs {
+		if e.Type == typ {
+			return e
+		}
+	}
+	require.Failf(t, "frame missing", "no %s frame in %v", typ, describe(evs))
+	return eventbus.Event{}
+}
+
+// count returns how many frames of type typ are among evs.
+func count(evs []eventbus.Event, typ string) int {
+	n := 0
+	for _, e := range evs {
+		if e.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
+// payload returns a JSON string value whose encoding is exactly size bytes.
+func payload(size int) json.RawMessage {
+	return json.RawMessage(`"` + strings.Repeat("x", size-2) + `"`)
+}
+
+// ptr returns a pointer to v.
+func ptr[T any](v T) *T { return &v }
+
+// ended reports whether s has ended (Done closed).
+func ended(s *eventbus.Subscription) bool {
+	select {
+	case <-s.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// waitEnded waits until s has ended.
+func waitEnded(t testing.TB, s *eventbus.Subscription) {
+	t.Helper()
+	select {
+	case <-s.Done():
+	case <-time.After(waitFor):
+		require.FailNow(t, "subscription did not end")
+	}
+}
