@@ -44,8 +44,10 @@ func (n *Node[V]) Children(fn func(*Node[V]) bool) {
 	}
 }
 
-// Walk calls fn for n and then every descendant, depth first, until fn
-// returns false. It costs O(size of the subtree).
+// Walk calls fn for n and then every descendant, depth first (a parent
+// before its children, siblings in no particular order), until fn returns
+// false. It reports whether the walk completed, that is false when fn
+// stopped it. It costs O(size of the subtree); fn must not change the tree.
 func (n *Node[V]) Walk(fn func(*Node[V]) bool) bool {
 	if !fn(n) {
 		return false
