@@ -25,6 +25,7 @@ type Subscription struct {
 	name    string
 	pos     [2]int // index in the two registration lists (see index.go)
 	stopCtx func() bool
+	ctxDone <-chan struct{} // the subscribe context's Done: also stops the pump
 
 	// limits, fixed at subscribe
 	maxQueued int
@@ -236,6 +237,12 @@ func (s *Subscription) pump(abandon <-chan struct{}) {
 		select {
 		case s.out <- ev:
 		case <-abandon:
+			return
+		case <-s.ctxDone:
+			// The context watch is released when the subscription ends
+			// (eviction, CloseSession, Bus.Close) while frames may still
+			// be queued; a consumer that stopped reading and cancelled
+			// its context must not leave the pump blocked here.
 			return
 		}
 	}
