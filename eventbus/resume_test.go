@@ -1,0 +1,146 @@
+package eventbus_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/eventbus"
+)
+
+// A ring of 5 holding ids 8…12 of one session.
+func TestResume(t *testing.T) {
+	t.Parallel()
+	ring := []string{"8r", "9r", "10r", "11r", "12r"}
+	tests := []struct {
+		name     string
+		opts     eventbus.SubscribeOptions
+		want     []string
+		resync   *eventbus.ResyncData          // the leading frame's data
+		complete *eventbus.ReplayCompleteData // replay_complete's data
+	}{
+		{
+			name:     "cursor inside the ring",
+			opts:     eventbus.SubscribeOptions{HasCursor: true, Cursor: 7},
+			want:     append(append([]string{}, ring...), "replay_complete"),
+			complete: &eventbus.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 5},
+		},
+		{
+			name:     "cursor before the ring",
+			opts:     eventbus.SubscribeOptions{HasCursor: true, Cursor: 3},
+			want:     append(append([]string{"state_resync_required:ring_evicted"}, ring...), "replay_complete"),
+			resync:   &eventbus.ResyncData{Reason: eventbus.ReasonRingEvicted, LastDeliveredID: 3, EarliestAvailableID: 8},
+			complete: &eventbus.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 5},
+		},
+		{
+			name:     "cursor 0 with an evicted ring",
+			opts:     eventbus.SubscribeOptions{HasCursor: true, Cursor: 0},
+			want:     append(append([]string{"state_resync_required:ring_evicted"}, ring...), "replay_complete"),
+			resync:   &eventbus.ResyncData{Reason: eventbus.ReasonRingEvicted, LastDeliveredID: 0, EarliestAvailableID: 8},
+			complete: &eventbus.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 5},
+		},
+		{
+			name:     "cursor at the newest id",
+			opts:     eventbus.SubscribeOptions{HasCursor: true, Cursor: 12},
+			want:     []string{"replay_complete"},
+			complete: &eventbus.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 0},
+		},
+		{
+			name:     "cursor in the middle",
+			opts:     eventbus.SubscribeOptions{HasCursor: true, Cursor: 10, Epoch: "e1"},
+			want:     []string{"11r", "12r", "replay_complete"},
+			complete: &eventbus.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 2},
+		},
+		{
+			name:     "cursor at the next id",
+			opts:     eventbus.SubscribeOptions{HasCursor: true, Cursor: 13},
+			want:     append(append([]string{"state_resync_required:epoch_reset"}, ring...), "replay_complete"),
+			resync:   &eventbus.ResyncData{Reason: eventbus.ReasonEpochReset, LastDeliveredID: 13, Epoch: "e1"},
+			complete: &eventbus.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 5},
+		},
+		{
+			name:   "cursor far ahead",
+			opts:   eventbus.SubscribeOptions{HasCursor: true, Cursor: 1 << 40},
+			want:   append(append([]string{"state_resync_required:epoch_reset"}, ring...), "replay_complete"),
+			resync: &eventbus.ResyncData{Reason: eventbus.ReasonEpochReset, LastDeliveredID: 1 << 40, Epoch: "e1"},
+		},
+		{
+			name:     "wrong epoch",
+			opts:     eventbus.SubscribeOptions{HasCursor: true, Cursor: 10, Epoch: "e0"},
+			want:     append(append([]string{"state_resync_required:epoch_reset"}, ring...), "replay_complete"),
+			resync:   &eventbus.ResyncData{Reason: eventbus.ReasonEpochReset, LastDeliveredID: 10, Epoch: "e1"},
+			complete: &eventbus.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 5},
+		},
+		{
+			name: "no cursor replays the ring without frames",
+			opts: eventbus.SubscribeOptions{},
+			want: ring,
+		},
+		{
+			name: "NoReplay",
+			opts: eventbus.SubscribeOptions{NoReplay: true},
+			want: []string{},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := newBus(t, config.Config{ReplayBufferSize: 5}, eventbus.WithEpoch("e1"))
+			publish(t, b, "s", 12)
+			s := subscribe(t, b, "s", tt.opts)
+			got := drain(s)
+			assert.Equal(t, tt.want, describe(got))
+			if tt.resync != nil {
+				assert.Equal(t, *tt.resync, decode[eventbus.ResyncData](t, got[0]))
+				assert.Equal(t, "s", got[0].Session)
+			}
+			if tt.complete != nil {
+				c := find(t, got, eventbus.TypeReplayComplete)
+				assert.Equal(t, *tt.complete, decode[eventbus.ReplayCompleteData](t, c))
+			}
+			for _, e := range got {
+				assert.Equal(t, e.ID != 0, e.Replay, "only replayed copies carry Replay: %s", e.Type)
+			}
+			// Live events follow, not marked as replay.
+			publish(t, b, "s", 1)
+			live := readN(t, s, 1)
+			assert.Equal(t, []string{"13"}, describe(live))
+			assert.Zero(t, b.Stats().Guarded)
+		})
+	}
+}
+
+func TestResumeAfterClearReplayBuffer(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, config.Config{})
+	publish(t, b, "s", 4)
+	require.NoError(t, b.ClearReplayBuffer("s"))
+	require.ErrorIs(t, b.ClearReplayBuffer("nope"), eventbus.ErrSessionNotFound)
+	s := subscribe(t, b, "s", eventbus.SubscribeOptions{HasCursor: true, Cursor: 2})
+	got := drain(s)
+	require.Equal(t, []string{"state_resync_required:ring_evicted", "replay_complete"}, describe(got))
+	assert.Equal(t, eventbus.ResyncData{Reason: eventbus.ReasonRingEvicted, LastDeliveredID: 2, EarliestAvailableID: 5},
+		decode[eventbus.ResyncData](t, got[0]))
+	// A client that had everything is not told anything.
+	s2 := subscribe(t, b, "s", eventbus.SubscribeOptions{HasCursor: true, Cursor: 4})
+	assert.Equal(t, []string{"replay_complete"}, describe(drain(s2)))
+}
+
+// A resume continues where the previous subscription stopped: no gap, no
+// duplicate, while the ring still holds the missed events.
+func TestResumeContinues(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, config.Config{ReplayBufferSize: 50})
+	s := subscribe(t, b, "s", eventbus.SubscribeOptions{})
+	publish(t, b, "s", 10)
+	got := readN(t, s, 4)
+	s.Close()
+	last := got[len(got)-1].ID
+	publish(t, b, "s", 10)
+	r := subscribe(t, b, "s", eventbus.SubscribeOptions{HasCursor: true, Cursor: last})
+	publish(t, b, "s", 3)
+	all := append(ids(got), ids(drain(r))...)
+	assert.Equal(t, seq(1, 23), all)
+}
