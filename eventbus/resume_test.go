@@ -18,7 +18,7 @@ func TestResume(t *testing.T) {
 		name     string
 		opts     eventbus.SubscribeOptions
 		want     []string
-		resync   *eventbus.ResyncData          // the leading frame's data
+		resync   *eventbus.ResyncData         // the leading frame's data
 		complete *eventbus.ReplayCompleteData // replay_complete's data
 	}{
 		{
