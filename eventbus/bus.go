@@ -271,6 +271,10 @@ func (b *Bus) addLocked(id, parent string) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The id may have lived before (expired, or closed and its tombstone
+	// forgotten) and nothing remembers what it lost then: a resume from
+	// before the last loss gets ring_evicted instead of a silent gap.
+	ring.MarkEvicted(b.allLost)
 	x := &session{id: id, ring: ring, active: b.nowNanos()}
 	n, err := b.tree.Add(id, parent, x)
 	if err != nil {
