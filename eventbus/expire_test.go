@@ -1,0 +1,94 @@
+package eventbus_test
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/scope"
+)
+
+// Idle sessions expire after the TTL by the bus's own goroutine; a
+// subscriber or a child keeps a session alive. Runs on synctest's clock.
+func TestSessionExpiry(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var diags []eventbus.Diagnostic
+		b := newBus(t, config.Config{SessionTTL: time.Second},
+			eventbus.WithDiagnostics(func(d eventbus.Diagnostic) { diags = append(diags, d) }))
+		publish(t, b, "idle", 1)
+		publish(t, b, "watched", 1)
+		s := subscribe(t, b, "watched", eventbus.SubscribeOptions{})
+		require.NoError(t, b.CreateSession("parent", ""))
+		require.NoError(t, b.CreateSession("child", "parent"))
+
+		time.Sleep(900 * time.Millisecond)
+		synctest.Wait()
+		assert.True(t, b.SessionExists("idle"), "not idle for the TTL yet")
+
+		time.Sleep(600 * time.Millisecond)
+		synctest.Wait()
+		assert.False(t, b.SessionExists("idle"))
+		assert.False(t, b.SessionExists("child"))
+		assert.True(t, b.SessionExists("watched"), "a subscriber keeps it")
+		// The parent outlives its child by at most one sweep (TTL/4).
+		time.Sleep(300 * time.Millisecond)
+		synctest.Wait()
+		assert.False(t, b.SessionExists("parent"))
+
+		// An expired id is free again: a new session.
+		ev, err := b.Publish("idle", "msg", nil)
+		require.NoError(t, err)
+		assert.Equal(t, uint64(3), ev.ID)
+
+		s.Close()
+		time.Sleep(900 * time.Millisecond)
+		synctest.Wait()
+		assert.True(t, b.SessionExists("watched"), "idle for less than the TTL since its last subscriber left")
+		time.Sleep(400 * time.Millisecond)
+		synctest.Wait()
+		assert.False(t, b.SessionExists("watched"))
+		assert.False(t, b.SessionExists("idle"))
+		st := b.Stats()
+		assert.Equal(t, uint64(5), st.Expired)
+		assert.Zero(t, st.Sessions)
+		assert.Empty(t, b.Sessions())
+		var kinds []eventbus.DiagnosticKind
+		for _, d := range diags {
+			kinds = append(kinds, d.Kind)
+		}
+		assert.Contains(t, kinds, eventbus.DiagSessionExpired)
+	})
+}
+
+// A client that read part of a session, stayed away longer than the TTL and
+// comes back with its cursor must be told that what it missed is gone; a
+// silently empty replay hides a gap.
+func TestResumeAfterExpiryIsAnnounced(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []scope.Kind{scope.Session, scope.Descendants, scope.All} {
+		t.Run(kind.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := newBus(t, config.Config{SessionTTL: time.Second})
+				publish(t, b, "s", 5)
+				s := subscribe(t, b, "s", eventbus.SubscribeOptions{Scope: kind})
+				got := readN(t, s, 3)
+				s.Close()
+				time.Sleep(2 * time.Second)
+				synctest.Wait()
+				require.False(t, b.SessionExists("s"))
+
+				r := subscribe(t, b, "s", eventbus.SubscribeOptions{Scope: kind, HasCursor: true, Cursor: got[2].ID})
+				evs := drain(r)
+				require.NotEmpty(t, evs)
+				assert.Equal(t, "state_resync_required:ring_evicted", describe(evs)[0],
+					"events 4 and 5 were lost with the expired session: %v", describe(evs))
+			})
+		})
+	}
+}
