@@ -167,8 +167,14 @@ func (s *Subscription) dropOldestLocked(cost int64) bool {
 		victim := s.q[i].rec
 		s.enq--
 		s.enqBytes -= int64(len(victim.data))
-		if i > s.qh && s.q[i-1].kind == entryDropped {
-			d := s.q[i-1].drop
+		// Extend the run before the victim when nothing with an id stands
+		// between them (a slow_client_warning may): one gap, one frame.
+		j := i - 1
+		for j >= s.qh && s.q[j].kind == entryFrame {
+			j--
+		}
+		if j >= s.qh && s.q[j].kind == entryDropped {
+			d := s.q[j].drop
 			d.last = victim.id
 			d.count++
 			copy(s.q[s.qh+1:i+1], s.q[s.qh:i])
