@@ -1,0 +1,479 @@
+package eventbus_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/eventbus"
+)
+
+// MaxQueued=2, nobody reading, publish 1, 2, 3.
+func TestEvictionSequence(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, config.Config{})
+	s := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 2})
+	for i := 0; i < 3; i++ {
+		_, err := b.Publish("s", "msg", nil)
+		require.NoError(t, err)
+	}
+	// The slot is free before the consumer reads anything.
+	assert.Empty(t, b.SubscriberCounts())
+	assert.True(t, ended(s))
+
+	got, err := readToEnd(t, s)
+	require.ErrorIs(t, err, eventbus.ErrEvicted)
+	require.ErrorIs(t, s.Err(), eventbus.ErrEvicted)
+	require.Equal(t, []string{"1", "2", "slow_client_warning", "client_evicted"}, describe(got))
+	assert.Equal(t, eventbus.SlowClientWarningData{
+		QueueFigures: eventbus.QueueFigures{QueueSize: 2, MaxQueued: 2, MaxQueuedBytes: config.DefaultMaxQueuedBytes},
+		LastEventID:  2, Threshold: "frames",
+	}, decode[eventbus.SlowClientWarningData](t, got[2]))
+	assert.Equal(t, eventbus.ClientEvictedData{
+		QueueFigures: eventbus.QueueFigures{QueueSize: 2, MaxQueued: 2, MaxQueuedBytes: config.DefaultMaxQueuedBytes},
+		Reason:       eventbus.ReasonQueueOverflow, DroppedAfter: 3,
+	}, decode[eventbus.ClientEvictedData](t, got[3]))
+	st := b.Stats()
+	assert.Equal(t, uint64(1), st.Evicted)
+	assert.Equal(t, uint64(1), st.Warnings)
+	assert.Equal(t, uint64(2), st.Delivered)
+	assert.Zero(t, st.Subscribers)
+}
+
+// A stalled subscriber is warned once and evicted; the others and the
+// publisher do not notice; it resumes from the ring.
+func TestStalledSubscriber(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, config.Config{ReplayBufferSize: 100})
+	a := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 8})
+	fast := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 8})
+	for i := uint64(1); i <= 100; i++ {
+		ev, err := b.Publish("s", "msg", nil)
+		require.NoError(t, err)
+		require.Equal(t, i, ev.ID)
+		// The reading subscriber keeps up and is never disturbed.
+		require.Equal(t, []string{ev2s(i)}, describe([]eventbus.Event{next(t, fast)}))
+	}
+	require.NoError(t, fast.Err())
+
+	got, err := readToEnd(t, a)
+	require.ErrorIs(t, err, eventbus.ErrEvicted)
+	assert.Equal(t, 1, count(got, eventbus.TypeSlowClientWarning))
+	assert.Equal(t, seq(1, 8), ids(got))
+	ev := find(t, got, eventbus.TypeClientEvicted)
+	assert.Equal(t, uint64(9), decode[eventbus.ClientEvictedData](t, ev).DroppedAfter)
+
+	r := subscribe(t, b, "s", eventbus.SubscribeOptions{HasCursor: true, Cursor: 8})
+	rest := drain(r)
+	assert.Equal(t, seq(9, 100), ids(rest))
+	assert.Equal(t, eventbus.TypeReplayComplete, rest[len(rest)-1].Type)
+	assert.Equal(t, 0, count(rest, eventbus.TypeStateResyncRequired))
+}
+
+func ev2s(id uint64) string { return describe([]eventbus.Event{{ID: id, Type: "msg"}})[0] }
+
+// One slow_client_warning per episode; re-armed only when both axes are
+// at or below 37.5 %.
+func TestWarningHysteresis(t *testing.T) {
+	t.Parallel()
+	type step struct {
+		publish, read int // read counts live events, frames between them are read too
+	}
+	tests := []struct {
+		name     string
+		opts     eventbus.SubscribeOptions
+		size     int // payload bytes
+		steps    []step
+		warnings int
+		th       []string
+	}{
+		{"frames: one episode", eventbus.SubscribeOptions{MaxQueued: 8}, 10,
+			[]step{{6, 0}, {0, 2}, {2, 0}}, 1, []string{"frames"}},
+		{"frames: down to 4 does not re-arm", eventbus.SubscribeOptions{MaxQueued: 8}, 10,
+			[]step{{6, 0}, {0, 2}, {2, 0}, {0, 4}, {2, 0}}, 1, []string{"frames"}},
+		{"frames: down to 3 re-arms", eventbus.SubscribeOptions{MaxQueued: 8}, 10,
+			[]step{{6, 0}, {0, 3}, {3, 0}}, 2, []string{"frames", "frames"}},
+		{"bytes alone", eventbus.SubscribeOptions{MaxQueued: 100, MaxQueuedBytes: 400}, 100,
+			[]step{{3, 0}}, 1, []string{"bytes"}},
+		{"both", eventbus.SubscribeOptions{MaxQueued: 4, MaxQueuedBytes: 400}, 100,
+			[]step{{3, 0}}, 1, []string{"frames_and_bytes"}},
+		{"bytes: frames low but bytes high does not re-arm", eventbus.SubscribeOptions{MaxQueued: 8, MaxQueuedBytes: 800}, 100,
+			// 6 queued (warn on both), read 3 → 3 frames (37.5 %) and 300 B (37.5 %): re-armed.
+			[]step{{6, 0}, {0, 3}, {3, 0}}, 2, []string{"frames_and_bytes", "frames_and_bytes"}},
+		{"bytes: big events keep the byte axis high", eventbus.SubscribeOptions{MaxQueued: 16, MaxQueuedBytes: 800}, 200,
+			// 3 × 200 B = 600 B (75 %): warn on bytes; read 1 → 400 B (50 %); a small
+			// number of frames does not re-arm while bytes are above 37.5 %.
+			[]step{{3, 0}, {0, 1}, {1, 0}}, 1, []string{"bytes"}},
+		{"switched off", eventbus.SubscribeOptions{MaxQueued: 4, SlowClientWarning: ptr(false)}, 10,
+			[]step{{4, 0}}, 0, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := newBus(t, config.Config{})
+			s := subscribe(t, b, "s", tt.opts)
+			var got []eventbus.Event
+			for _, st := range tt.steps {
+				for i := 0; i < st.publish; i++ {
+					_, err := b.Publish("s", "msg", payload(tt.size))
+					require.NoError(t, err)
+				}
+				for n := 0; n < st.read; {
+					ev := next(t, s)
+					got = append(got, ev)
+					if ev.ID != 0 {
+						n++
+					}
+				}
+			}
+			got = append(got, drain(s)...)
+			require.NoError(t, s.Err(), "%v", describe(got))
+			var th []string
+			for _, e := range got {
+				if e.Type == eventbus.TypeSlowClientWarning {
+					w := decode[eventbus.SlowClientWarningData](t, e)
+					th = append(th, w.Threshold)
+					assert.Equal(t, tt.opts.MaxQueued, w.MaxQueued)
+				}
+			}
+			assert.Equal(t, tt.th, th, "%v", describe(got))
+			assert.Equal(t, uint64(tt.warnings), b.Stats().Warnings)
+		})
+	}
+}
+
+func TestByteLimit(t *testing.T) {
+	t.Parallel()
+	t.Run("overflow evicts with queue_bytes_overflow", func(t *testing.T) {
+		t.Parallel()
+		b := newBus(t, config.Config{})
+		s := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 100, MaxQueuedBytes: 400})
+		for i := 0; i < 5; i++ {
+			_, err := b.Publish("s", "msg", payload(100))
+			require.NoError(t, err)
+		}
+		got, err := readToEnd(t, s)
+		require.ErrorIs(t, err, eventbus.ErrEvicted)
+		assert.Equal(t, seq(1, 4), ids(got))
+		ev := decode[eventbus.ClientEvictedData](t, find(t, got, eventbus.TypeClientEvicted))
+		assert.Equal(t, eventbus.ClientEvictedData{
+			QueueFigures: eventbus.QueueFigures{QueueSize: 4, MaxQueued: 100, QueuedBytes: 400, MaxQueuedBytes: 400},
+			Reason:       eventbus.ReasonQueueBytesOverflow, DroppedAfter: 5,
+		}, ev)
+	})
+	t.Run("one oversized event fits an empty queue", func(t *testing.T) {
+		t.Parallel()
+		b := newBus(t, config.Config{})
+		s := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueuedBytes: 50})
+		_, err := b.Publish("s", "msg", payload(100))
+		require.NoError(t, err)
+		assert.Equal(t, []string{"1", "slow_client_warning"}, describe(drain(s)))
+		_, err = b.Publish("s", "msg", payload(100))
+		require.NoError(t, err)
+		assert.Equal(t, []string{"2", "slow_client_warning"}, describe(drain(s)), "a new episode, not an eviction")
+		require.NoError(t, s.Err())
+	})
+}
+
+// Replayed and synthetic frames never count against the live limits.
+func TestReplayNeverEvicts(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, config.Config{})
+	publish(t, b, "s", 10)
+	s := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 4, HasCursor: true, Cursor: 0})
+	publish(t, b, "s", 1)
+	got := drain(s)
+	assert.Equal(t, []string{"1r", "2r", "3r", "4r", "5r", "6r", "7r", "8r", "9r", "10r", "replay_complete", "11"}, describe(got))
+	require.NoError(t, s.Err())
+	st := b.Stats()
+	assert.Zero(t, st.Warnings)
+	assert.Zero(t, st.Evicted)
+	assert.Equal(t, uint64(10), st.Replayed)
+}
+
+func TestDropPolicies(t *testing.T) {
+	t.Parallel()
+	dropped := func(last, first, lastD uint64, n int) eventbus.ResyncData {
+		return eventbus.ResyncData{Reason: eventbus.ReasonEventsDropped, LastDeliveredID: last,
+			FirstDroppedID: first, LastDroppedID: lastD, DroppedCount: n}
+	}
+	tests := []struct {
+		name   string
+		policy eventbus.OverflowPolicy
+		warn   bool
+		want   []string
+		drops  []eventbus.ResyncData
+	}{
+		{"drop_newest", eventbus.DropNewest, false,
+			[]string{"1", "2", "3", "4", "state_resync_required:events_dropped", "11"},
+			[]eventbus.ResyncData{dropped(4, 5, 10, 6)}},
+		{"drop_oldest", eventbus.DropOldest, false,
+			[]string{"state_resync_required:events_dropped", "7", "8", "9", "10", "11"},
+			[]eventbus.ResyncData{dropped(0, 1, 6, 6)}},
+		{"drop_newest with warning", eventbus.DropNewest, true,
+			[]string{"1", "2", "3", "slow_client_warning", "4", "state_resync_required:events_dropped", "11"},
+			[]eventbus.ResyncData{dropped(4, 5, 10, 6)}},
+		// One run of losses is one frame, even across the warning.
+		{"drop_oldest with warning", eventbus.DropOldest, true,
+			[]string{"state_resync_required:events_dropped", "slow_client_warning", "7", "8", "9", "10", "11"},
+			[]eventbus.ResyncData{dropped(0, 1, 6, 6)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := newBus(t, config.Config{})
+			s := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 4, Policy: tt.policy, SlowClientWarning: &tt.warn})
+			publish(t, b, "s", 10)
+			got := drain(s)
+			publish(t, b, "s", 1)
+			got = append(got, drain(s)...)
+			require.Equal(t, tt.want, describe(got))
+			var drops []eventbus.ResyncData
+			for _, e := range got {
+				if e.Type == eventbus.TypeStateResyncRequired {
+					drops = append(drops, decode[eventbus.ResyncData](t, e))
+				}
+			}
+			assert.Equal(t, tt.drops, drops)
+			require.NoError(t, s.Err())
+			st := b.Stats()
+			assert.Equal(t, uint64(6), st.Dropped)
+			assert.Zero(t, st.Evicted)
+		})
+	}
+}
+
+// drop_oldest never drops what the consumer already took out of the queue
+// (a batch it is still reading counts against the limit): the oldest
+// still queued goes.
+func TestDropOldestWithTakenBatch(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, config.Config{})
+	s := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 2, Policy: eventbus.DropOldest, SlowClientWarning: ptr(false)})
+	publish(t, b, "s", 2)
+	first := next(t, s) // takes the whole queue (1, 2) as one batch
+	publish(t, b, "s", 3)
+	got := append([]eventbus.Event{first}, drain(s)...)
+	// 3 and 4 each made room for the next; 2 was already the consumer's.
+	assert.Equal(t, []string{"1", "2", "state_resync_required:events_dropped", "5"}, describe(got))
+	assert.Equal(t, eventbus.ResyncData{Reason: eventbus.ReasonEventsDropped, LastDeliveredID: 2,
+		FirstDroppedID: 3, LastDroppedID: 4, DroppedCount: 2}, decode[eventbus.ResyncData](t, got[2]))
+}
+
+// Droppable types are dropped for a slow subscriber at the warning level
+// while other types still arrive.
+func TestDroppableTypes(t *testing.T) {
+	t.Parallel()
+	for _, policy := range []eventbus.OverflowPolicy{eventbus.DropSubscriber, eventbus.DropNewest, eventbus.DropOldest} {
+		t.Run(string(policy), func(t *testing.T) {
+			t.Parallel()
+			b := newBus(t, config.Config{DroppableTypes: []string{"delta"}})
+			s := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 4, Policy: policy})
+			for i := 0; i < 6; i++ {
+				_, err := b.Publish("s", "delta", "x")
+				require.NoError(t, err)
+			}
+			_, err := b.Publish("s", "final", "done")
+			require.NoError(t, err)
+			got := drain(s)
+			require.Equal(t, []string{"1:delta", "2:delta", "3:delta", "slow_client_warning",
+				"state_resync_required:events_dropped", "7:final"}, describe(got))
+			assert.Equal(t, eventbus.ResyncData{Reason: eventbus.ReasonEventsDropped, LastDeliveredID: 3,
+				FirstDroppedID: 4, LastDroppedID: 6, DroppedCount: 3}, decode[eventbus.ResyncData](t, got[4]))
+			require.NoError(t, s.Err())
+			// Caught up, deltas flow again.
+			_, err = b.Publish("s", "delta", "y")
+			require.NoError(t, err)
+			assert.Equal(t, []string{"8:delta"}, describe(drain(s)))
+			assert.Equal(t, uint64(3), b.Stats().Dropped)
+		})
+	}
+}
+
+func TestReplayBudget(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		budget int64
+		opts   eventbus.SubscribeOptions
+		want   []string
+		resync eventbus.ResyncData
+		done   eventbus.ReplayCompleteData
+	}{
+		{"no cursor", 400, eventbus.SubscribeOptions{},
+			[]string{"1r", "2r", "3r", "4r", "state_resync_required:replay_budget_exceeded", "replay_complete", "11"},
+			eventbus.ResyncData{Reason: eventbus.ReasonReplayBudgetExceeded, LastDeliveredID: 4, EarliestAvailableID: 5, SkippedCount: 6},
+			eventbus.ReplayCompleteData{LastReplayedEventID: 4, ReplayedCount: 4}},
+		{"cursor", 400, eventbus.SubscribeOptions{HasCursor: true, Cursor: 5},
+			[]string{"6r", "7r", "8r", "9r", "state_resync_required:replay_budget_exceeded", "replay_complete", "11"},
+			eventbus.ResyncData{Reason: eventbus.ReasonReplayBudgetExceeded, LastDeliveredID: 9, EarliestAvailableID: 10, SkippedCount: 1},
+			eventbus.ReplayCompleteData{LastReplayedEventID: 9, ReplayedCount: 4}},
+		{"at least one event", 50, eventbus.SubscribeOptions{},
+			[]string{"1r", "state_resync_required:replay_budget_exceeded", "replay_complete", "11"},
+			eventbus.ResyncData{Reason: eventbus.ReasonReplayBudgetExceeded, LastDeliveredID: 1, EarliestAvailableID: 2, SkippedCount: 9},
+			eventbus.ReplayCompleteData{LastReplayedEventID: 1, ReplayedCount: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := newBus(t, config.Config{ReplayBudgetBytes: tt.budget})
+			for i := 0; i < 10; i++ {
+				ev, err := b.Publish("s", "msg", payload(100))
+				require.NoError(t, err)
+				require.Len(t, ev.Data, 100)
+			}
+			s := subscribe(t, b, "s", tt.opts)
+			_, err := b.Publish("s", "msg", payload(100))
+			require.NoError(t, err)
+			got := drain(s)
+			require.Equal(t, tt.want, describe(got))
+			n := len(got)
+			assert.Equal(t, tt.resync, decode[eventbus.ResyncData](t, got[n-3]))
+			assert.Equal(t, tt.done, decode[eventbus.ReplayCompleteData](t, got[n-2]))
+		})
+	}
+	t.Run("within budget", func(t *testing.T) {
+		t.Parallel()
+		b := newBus(t, config.Config{ReplayBudgetBytes: 1000})
+		for i := 0; i < 10; i++ {
+			_, err := b.Publish("s", "msg", payload(100))
+			require.NoError(t, err)
+		}
+		s := subscribe(t, b, "s", eventbus.SubscribeOptions{})
+		assert.Equal(t, seq(1, 10), ids(drain(s)))
+	})
+}
+
+// The subscriber cap under a race: exactly MaxSubscribers are admitted,
+// and a freed slot admits exactly one more.
+func TestSubscriberCap(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, config.Config{MaxSubscribers: 5})
+	attempt := func(n int) (ok []*eventbus.Subscription, cancels []context.CancelFunc, errs []error) {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithCancel(context.Background())
+				<-start
+				s, err := b.Subscribe(ctx, "s", eventbus.SubscribeOptions{})
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					cancel()
+					errs = append(errs, err)
+					return
+				}
+				ok, cancels = append(ok, s), append(cancels, cancel)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		return ok, cancels, errs
+	}
+	ok, cancels, errs := attempt(50)
+	defer func() {
+		for _, c := range cancels {
+			c()
+		}
+	}()
+	require.Len(t, ok, 5)
+	require.Len(t, errs, 45)
+	for _, err := range errs {
+		require.ErrorIs(t, err, eventbus.ErrSubscriberLimit)
+		var le *eventbus.SubscriberLimitError
+		require.True(t, errors.As(err, &le))
+		assert.Equal(t, 5, le.Limit)
+		assert.Equal(t, "s", le.Session)
+		assert.Contains(t, err.Error(), "eventbus: ")
+	}
+	assert.Equal(t, map[string]int{"s": 5}, b.SubscriberCounts())
+
+	cancels[0]()
+	waitEnded(t, ok[0])
+	more, moreCancels, errs := attempt(10)
+	defer func() {
+		for _, c := range moreCancels {
+			c()
+		}
+	}()
+	assert.Len(t, more, 1)
+	assert.Len(t, errs, 9)
+
+	// An eviction frees its slot at once, too.
+	for _, s := range append(ok[1:], more...) {
+		s.Close()
+	}
+	victim := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 1})
+	for i := 0; i < 4; i++ {
+		subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 1000})
+	}
+	_, err := b.Subscribe(context.Background(), "s", eventbus.SubscribeOptions{})
+	require.ErrorIs(t, err, eventbus.ErrSubscriberLimit)
+	publish(t, b, "s", 2)
+	require.True(t, ended(victim))
+	subscribe(t, b, "s", eventbus.SubscribeOptions{})
+}
+
+func TestStatsAndDiagnostics(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var diags []eventbus.Diagnostic
+	b := newBus(t, config.Config{DroppableTypes: []string{"delta"}}, eventbus.WithDiagnostics(func(d eventbus.Diagnostic) {
+		mu.Lock()
+		diags = append(diags, d)
+		mu.Unlock()
+	}))
+	publish(t, b, "s", 3) // 1..3
+	replayer := subscribe(t, b, "s", eventbus.SubscribeOptions{HasCursor: true, Cursor: 100, Name: "replayer"})
+	slow := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 2, NoReplay: true, Name: "slow"})
+	dropper := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 4, NoReplay: true, Policy: eventbus.DropNewest, Name: "dropper"})
+	for i := 0; i < 3; i++ { // 4, 5, 6
+		_, err := b.Publish("s", "delta", nil)
+		require.NoError(t, err)
+	}
+	_, err := b.Publish("s", "final", nil) // 7
+	require.NoError(t, err)
+
+	st := b.Stats()
+	assert.Equal(t, eventbus.Stats{
+		Sessions: 1, Subscribers: 2, Published: 7,
+		Delivered: 4 + 2 + 4, // replayer 4..7, slow 4..5, dropper 4..7
+		Replayed:  3,
+		Dropped:   1, // slow's 6: a delta at its warning level
+		Evicted:   1, // slow at 7
+		Warnings:  2, // slow at 5, dropper at 6
+		Resyncs:   1, // replayer's epoch_reset
+	}, st)
+
+	mu.Lock()
+	defer mu.Unlock()
+	type brief struct {
+		Kind       eventbus.DiagnosticKind
+		Name       string
+		Subscriber uint64
+		EventID    uint64
+		EventType  string
+	}
+	var got []brief
+	for _, d := range diags {
+		assert.Equal(t, "s", d.Session)
+		got = append(got, brief{d.Kind, d.Name, d.Subscriber, d.EventID, d.EventType})
+	}
+	assert.Equal(t, []brief{
+		{eventbus.DiagSlowClientWarning, "slow", slow.ID(), 5, "delta"},
+		{eventbus.DiagDropped, "slow", slow.ID(), 6, "delta"},
+		{eventbus.DiagSlowClientWarning, "dropper", dropper.ID(), 6, "delta"},
+		{eventbus.DiagEvicted, "slow", slow.ID(), 7, "final"},
+	}, got)
+	assert.Equal(t, eventbus.QueueFigures{QueueSize: 2, MaxQueued: 2, MaxQueuedBytes: config.DefaultMaxQueuedBytes}, diags[3].Queue)
+	_ = replayer
+}
