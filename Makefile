@@ -1,0 +1,32 @@
+# replaybus — developer commands. `make test` is the README's test command
+# and what .ci/run runs.
+
+GO ?= go
+PKGS ?= ./...
+
+.PHONY: test lint bench e2e e2e-deps run
+
+## test: every test, with the race detector (the e2e tests need node, npm ci in e2e/node, chromium and curl; they skip without them unless CI is set)
+test:
+	$(GO) test -race -count=1 $(PKGS)
+
+## lint: gofmt must have nothing to say, go vet must pass
+lint:
+	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt -l:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+## bench: all benchmarks with allocations
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+## e2e-deps: install the pinned npm eventsource package for the Node.js test
+e2e-deps:
+	cd e2e/node && npm ci --no-audit --no-fund
+
+## e2e: the real-client tests only (Node.js eventsource, Chromium, curl); missing clients fail
+e2e: e2e-deps
+	CI=$${CI:-1} $(GO) test -race -count=1 -v ./e2e/
+
+## run: the example server with its demo on :8080
+run:
+	$(GO) run ./examples/agentserver -demo

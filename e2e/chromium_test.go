@@ -1,0 +1,206 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replaybus/replaybus/adapters/sse"
+	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/examples/agentserver/demo"
+	"github.com/replaybus/replaybus/examples/agentserver/server"
+	"github.com/replaybus/replaybus/scope"
+)
+
+// screenshotPath is where TestChromiumPage leaves its screenshot, relative
+// to this package (the repository's gitignored artifacts/ folder).
+const screenshotPath = "../artifacts/agentserver.png"
+
+// chromiumFlags are the flags Chromium needs as root on a machine without a
+// network beyond loopback.
+func chromiumAllocator(t *testing.T, exec string) []chromedp.ExecAllocatorOption {
+	return append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exec),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1440, 900),
+	)
+}
+
+// idCollector reads a reference subscription made in-process: every id the
+// bus published in the page's scope.
+type idCollector struct {
+	mu   sync.Mutex
+	ids  []uint64
+	done chan struct{}
+}
+
+func collect(sub *eventbus.Subscription) *idCollector {
+	c := &idCollector{done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		for ev := range sub.Events() {
+			if ev.ID != 0 {
+				c.mu.Lock()
+				c.ids = append(c.ids, ev.ID)
+				c.mu.Unlock()
+			}
+		}
+	}()
+	return c
+}
+
+func (c *idCollector) snapshot() []uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.ids)
+}
+
+// TestChromiumPage loads the example page in headless Chromium while the
+// demo runs, forces two disconnects with the page's button, and checks the
+// page's list of received ids against every id the bus published in the
+// page's scope (session "demo", descendants): the same ids, none twice,
+// strictly increasing. It leaves a screenshot in artifacts/agentserver.png.
+func TestChromiumPage(t *testing.T) {
+	chromium := needTool(t, "chromium", "/usr/bin/chromium", "chromium-browser")
+
+	ts := startServer(t, config.Config{ReplayBufferSize: 10_000}, server.Options{
+		DefaultSession: demo.DefaultParent,
+		DefaultScope:   scope.Descendants,
+		Types:          demo.Types,
+		SSE:            sse.HandlerOptions{EpochIDs: true, Retry: 500 * time.Millisecond},
+	})
+	require.NoError(t, ts.bus.CreateSession(demo.DefaultParent, ""))
+	refCtx, stopRef := context.WithCancel(context.Background())
+	defer stopRef()
+	ref, err := ts.bus.Subscribe(refCtx, demo.DefaultParent, eventbus.SubscribeOptions{Scope: scope.Descendants, MaxQueued: 1_000_000})
+	require.NoError(t, err)
+	want := collect(ref)
+
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), chromiumAllocator(t, chromium)...)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	defer cancelTimeout()
+
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(ts.ts.URL+"/")), "loading the page")
+	waitIDs := func(min int) {
+		t.Helper()
+		_, err := chromedp.Run(ctx, chromedp.Poll[bool](
+			`window.connState === "open" && window.receivedIds.length >= `+itoa(min),
+			chromedp.WithPollingTimeout(30*time.Second)))
+		require.NoError(t, err, "waiting for %d ids", min)
+	}
+	waitIDs(0)
+
+	// One run of the demo, started once the page listens: the children
+	// close only at its end, after the forced disconnects, so every resume
+	// finds what it missed in the replay buffers.
+	demoCtx, stopDemo := context.WithCancel(context.Background())
+	defer stopDemo()
+	demoDone := make(chan error, 1)
+	demoStart := time.Now()
+	go func() {
+		demoDone <- demo.Run(demoCtx, ts.bus, demo.Options{TokensPerSecond: 40, Runs: 1, Seed: 7})
+	}()
+	waitIDs(20)
+
+	// Two forced disconnects: the page closes its EventSource and opens a
+	// new one with ?lastEventId= its cursor.
+	for i := range 2 {
+		require.NoError(t, chromedp.Do(ctx, chromedp.Sleep(time.Second)))
+		n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`window.receivedIds.length`))
+		require.NoError(t, err)
+		require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.ID("drop"))), "drop %d", i+1)
+		waitIDs(n + 20)
+	}
+	state, err := chromedp.Run(ctx, chromedp.Evaluate[string](`window.connState`))
+	require.NoError(t, err)
+	assert.Equal(t, "open", state)
+
+	// The screenshot, mid-run: sub-agents streaming, the resumes in the log.
+	require.NoError(t, chromedp.Do(ctx, chromedp.Sleep(time.Second)))
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(filepath.Dir(screenshotPath), 0o755))
+	require.NoError(t, os.WriteFile(screenshotPath, png, 0o644))
+
+	select {
+	case err := <-demoDone:
+		require.NoError(t, err, "demo run")
+	case <-time.After(60 * time.Second):
+		t.Fatal("the demo run did not finish in 60 s")
+	}
+	runTime := time.Since(demoStart)
+	last := ts.bus.LastEventID()
+	require.Eventually(t, func() bool {
+		ids := want.snapshot()
+		return len(ids) > 0 && ids[len(ids)-1] == last
+	}, 10*time.Second, 10*time.Millisecond, "the reference subscriber must see the last id %d", last)
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](
+		`window.receivedIds.length > 0 && window.receivedIds[window.receivedIds.length-1] === `+itoa(int(last)),
+		chromedp.WithPollingTimeout(15*time.Second)))
+	require.NoError(t, err, "the page must catch up to id %d", last)
+
+	require.NoError(t, chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := chromedp.Evaluate[bool](`window.renderIds(); true`)(ctx, tg)
+		return err
+	})))
+
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[[]uint64](`window.receivedIds`))
+	require.NoError(t, err)
+	frames, err := chromedp.Run(ctx, chromedp.Evaluate[[]map[string]any](`window.frames`))
+	require.NoError(t, err)
+	connects, err := chromedp.Run(ctx, chromedp.Evaluate[int](`window.replaybusPage.connects`))
+	require.NoError(t, err)
+	idsText, err := chromedp.Run(ctx, chromedp.TextContent(chromedp.ID("ids")))
+	require.NoError(t, err)
+	stopRef()
+	<-want.done
+	wantIDs := want.snapshot()
+
+	require.NotEmpty(t, got, "the page received no id")
+	for i := 1; i < len(got); i++ {
+		if got[i] <= got[i-1] {
+			t.Fatalf("page ids not strictly increasing at %d: %d after %d", i, got[i], got[i-1])
+		}
+	}
+	assert.Equal(t, wantIDs, got, "the page must hold every id published in its scope, once, in order")
+	var completes int
+	for _, f := range frames {
+		switch f["type"] {
+		case eventbus.TypeReplayComplete:
+			completes++
+		default:
+			t.Errorf("unexpected frame on the page: %v", f)
+		}
+	}
+	assert.Equal(t, 2, completes, "each resume ends its replay with replay_complete")
+	assert.Equal(t, 3, connects, "one connect and two resumes")
+	assert.Equal(t, itoa(len(got)), itoa(len(splitFields(idsText))), "<pre id=ids> lists the same ids")
+	st := ts.bus.Stats()
+	assert.Zero(t, st.Guarded)
+	t.Logf("chromium: %d ids (1…%d), %d connects, %d replayed by the bus, demo run %v, screenshot %s",
+		len(got), last, connects, st.Replayed, runTime.Round(time.Millisecond), screenshotPath)
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		t.Fatal("chromium context timed out")
+	}
+}

@@ -1,0 +1,8 @@
+// Package e2e proves the agentserver example and the SSE adapter with
+// clients nobody here wrote: the WHATWG-compliant eventsource package under
+// Node.js, Chromium's own EventSource driven by chromedp, and curl.
+//
+// The tests start the server in-process on a loopback port. Each skips when
+// its client is missing, except under CI (the CI environment variable set),
+// where a missing client is a failure: .ci/run installs them.
+package e2e

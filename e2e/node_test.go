@@ -1,0 +1,109 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replaybus/replaybus/adapters/sse"
+	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/examples/agentserver/server"
+)
+
+// nodeResult is what e2e/node/client.mjs prints.
+type nodeResult struct {
+	IDs      []uint64 `json:"ids"`
+	Frames   []string `json:"frames"`
+	Requests []struct {
+		LastEventID *string `json:"lastEventId"`
+	} `json:"requests"`
+	Opens  int   `json:"opens"`
+	Errors int   `json:"errors"`
+	MS     int64 `json:"ms"`
+}
+
+// TestNodeEventSourceResumes: the npm eventsource package reads a session
+// while the test publishes 1…200 and the server cuts the connection after
+// every 50 events; the package reconnects by itself with Last-Event-ID and
+// must end up with exactly ids 1…200, each once, in order.
+func TestNodeEventSourceResumes(t *testing.T) {
+	node := needTool(t, "node", "nodejs")
+	dir, err := filepath.Abs("node")
+	require.NoError(t, err)
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "eventsource")); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("e2e/node/node_modules/eventsource missing under CI: .ci/run must run npm ci in e2e/node")
+		}
+		t.Skip("e2e/node/node_modules missing: run npm ci in e2e/node")
+	}
+
+	const total, every = 200, 50
+	cut := &cutter{n: every}
+	ts := startServer(t, config.Config{ReplayBufferSize: 1000}, server.Options{
+		SSE:        sse.HandlerOptions{Retry: 100 * time.Millisecond},
+		WrapEvents: cut.wrap,
+	})
+	require.NoError(t, ts.bus.CreateSession("run", ""))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, node, "client.mjs", ts.ts.URL+"/session/run/events", strconv.Itoa(total), "30000", "tick")
+	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, &stdout, &stderr
+	require.NoError(t, cmd.Start())
+	waitErr := make(chan error, 1)
+	go func() { waitErr <- cmd.Wait() }()
+
+	// Publish once the client is subscribed, about one event a millisecond,
+	// so that the cuts land while publishing goes on: each resume replays
+	// what was published meanwhile, then goes on live.
+	require.Eventually(t, func() bool { return ts.bus.SubscriberCounts()["run"] == 1 }, 20*time.Second, 5*time.Millisecond,
+		"the node client never subscribed; stderr: %s", &stderr)
+	start := time.Now()
+	for i := 1; i <= total; i++ {
+		ev, err := ts.bus.Publish("run", "tick", map[string]int{"n": i})
+		require.NoError(t, err)
+		require.Equal(t, uint64(i), ev.ID)
+		time.Sleep(time.Millisecond)
+	}
+	publishMS := time.Since(start).Milliseconds()
+
+	select {
+	case err := <-waitErr:
+		require.NoError(t, err, "node client failed; stderr: %s; stdout: %s", &stderr, &stdout)
+	case <-ctx.Done():
+		t.Fatalf("node client did not finish; stderr: %s", &stderr)
+	}
+	var res nodeResult
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &res), "stdout: %s", &stdout)
+
+	want := make([]uint64, total)
+	for i := range want {
+		want[i] = uint64(i + 1)
+	}
+	assert.Equal(t, want, res.IDs, "ids received: exactly 1…200, each once, in order")
+	assert.Empty(t, res.Frames, "no gap should have been announced")
+
+	lastIDs, cuts := cut.requests()
+	assert.GreaterOrEqual(t, cuts, total/every-1, "the server must have cut the stream")
+	require.GreaterOrEqual(t, len(lastIDs), total/every, "one request per connection")
+	assert.Empty(t, lastIDs[0], "the first request has no Last-Event-ID")
+	for i := 1; i < total/every; i++ {
+		c, err := sse.ParseCursor(lastIDs[i])
+		require.NoError(t, err, "request %d Last-Event-ID %q", i, lastIDs[i])
+		assert.Equal(t, uint64(i*every), c.Seq, "request %d resumes after the last id of the cut connection", i)
+	}
+	st := ts.bus.Stats()
+	assert.Zero(t, st.Guarded, "the bus's reinsert guard must never fire")
+	t.Logf("node eventsource: %d ids, %d connections (Last-Event-ID %q), %d cuts, opens=%d errors=%d, %d replayed by the bus, client %d ms, publish %d ms",
+		len(res.IDs), len(lastIDs), lastIDs, cuts, res.Opens, res.Errors, st.Replayed, res.MS, publishMS)
+}

@@ -1,0 +1,183 @@
+package demo
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/scope"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// notification is the ACP session/update params shape.
+type notification struct {
+	SessionID string `json:"sessionId"`
+	Update    struct {
+		SessionUpdate string `json:"sessionUpdate"`
+		ToolCallID    string `json:"toolCallId"`
+		Status        string `json:"status"`
+		Title         string `json:"title"`
+		Content       json.RawMessage
+		Entries       []planEntry `json:"entries"`
+	} `json:"update"`
+}
+
+func newBus(t *testing.T) *eventbus.Bus {
+	t.Helper()
+	bus, err := eventbus.New(config.Config{ReplayBufferSize: 10_000})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = bus.Close() })
+	return bus
+}
+
+// TestRunShapes runs one fast run and checks that the traffic has the ACP
+// shapes and a consistent lifecycle.
+func TestRunShapes(t *testing.T) {
+	t.Parallel()
+	bus := newBus(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sub, err := bus.Subscribe(ctx, "root", eventbus.SubscribeOptions{Scope: scope.All})
+	require.NoError(t, err)
+
+	require.NoError(t, Run(ctx, bus, Options{TokensPerSecond: 20_000, Runs: 1, Pause: -1, Seed: 1}))
+
+	var evs []eventbus.Event
+	for {
+		ev, ok := sub.TryNext()
+		if !ok {
+			break
+		}
+		evs = append(evs, ev)
+	}
+	require.NotEmpty(t, evs)
+
+	bySession := map[string][]string{}
+	toolStatus := map[string][]string{}
+	var closed []string
+	var lastID uint64
+	for _, ev := range evs {
+		require.Greater(t, ev.ID, lastID, "ids rise")
+		lastID = ev.ID
+		bySession[ev.Session] = append(bySession[ev.Session], ev.Type)
+		switch ev.Type {
+		case eventbus.TypeSessionClosed:
+			closed = append(closed, ev.Session)
+			continue
+		case TypeTurnStart, TypeTurnEnd:
+			var d map[string]any
+			require.NoError(t, json.Unmarshal(ev.Data, &d))
+			assert.Equal(t, ev.Session, d["sessionId"])
+			continue
+		}
+		var n notification
+		require.NoError(t, json.Unmarshal(ev.Data, &n), "%s", ev.Data)
+		assert.Equal(t, ev.Session, n.SessionID)
+		assert.Equal(t, ev.Type, n.Update.SessionUpdate, "the event type is the sessionUpdate kind")
+		switch ev.Type {
+		case TypeToolCall:
+			assert.Equal(t, "pending", n.Update.Status)
+			assert.NotEmpty(t, n.Update.Title)
+			toolStatus[n.Update.ToolCallID] = append(toolStatus[n.Update.ToolCallID], n.Update.Status)
+		case TypeToolCallUpdate:
+			toolStatus[n.Update.ToolCallID] = append(toolStatus[n.Update.ToolCallID], n.Update.Status)
+		case TypePlan:
+			assert.Len(t, n.Update.Entries, 3)
+		case TypeMessageChunk, TypeThoughtChunk:
+			var c struct{ Type, Text string }
+			require.NoError(t, json.Unmarshal(n.Update.Content, &c))
+			assert.Equal(t, "text", c.Type)
+			assert.NotEmpty(t, c.Text)
+		default:
+			t.Errorf("unexpected type %q", ev.Type)
+		}
+	}
+
+	require.Len(t, bySession, 3, "a parent and two children: %v", keys(bySession))
+	for s, types := range bySession {
+		assert.Equal(t, TypeTurnStart, types[0], "%s starts its turn first", s)
+		if s == DefaultParent {
+			assert.Equal(t, TypeTurnEnd, types[len(types)-1])
+		} else {
+			assert.Equal(t, TypeTurnEnd, types[len(types)-2], "%s", s)
+			assert.Equal(t, eventbus.TypeSessionClosed, types[len(types)-1], "%s is closed at the end", s)
+			assert.Contains(t, types, TypeToolCall)
+			assert.Contains(t, types, TypeMessageChunk)
+			assert.Contains(t, types, TypeThoughtChunk)
+		}
+	}
+	assert.ElementsMatch(t, []string{"demo-researcher-1", "demo-coder-1"}, closed)
+	for id, st := range toolStatus {
+		assert.Equal(t, []string{"pending", "in_progress", "completed"}, st, "tool call %s", id)
+	}
+	assert.False(t, bus.SessionExists("demo-coder-1"))
+	assert.True(t, bus.SessionExists(DefaultParent))
+}
+
+// TestRunStopsOnCancel: Run returns nil soon after ctx ends, with every
+// goroutine it started gone (goleak checks at the end).
+func TestRunStopsOnCancel(t *testing.T) {
+	t.Parallel()
+	bus := newBus(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, bus, Options{Parent: "p", TokensPerSecond: 50}) }()
+	require.Eventually(t, func() bool { return bus.LastEventID() > 20 }, 10*time.Second, 5*time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		assert.NoError(t, err)
+	case <-time.After(2 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+}
+
+// TestRunBusClosed: a closed bus ends Run with ErrClosed.
+func TestRunBusClosed(t *testing.T) {
+	t.Parallel()
+	bus := newBus(t)
+	done := make(chan error, 1)
+	go func() { done <- Run(context.Background(), bus, Options{TokensPerSecond: 200}) }()
+	require.Eventually(t, func() bool { return bus.LastEventID() > 5 }, 10*time.Second, 5*time.Millisecond)
+	require.NoError(t, bus.Close())
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, eventbus.ErrClosed)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after the bus closed")
+	}
+}
+
+func TestTokens(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   string
+		want []string
+	}{
+		{"", nil},
+		{"Hi there", []string{"Hi ", "there"}},
+		{"exponential backoff", []string{"expon", "entia", "l ", "backo", "ff"}},
+		{"naïveté", []string{"naïv", "eté"}},
+	} {
+		got := tokens(tc.in)
+		assert.Equal(t, tc.want, got, "%q", tc.in)
+		assert.Equal(t, tc.in, strings.Join(got, ""), "tokens join back")
+	}
+}
+
+func keys(m map[string][]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

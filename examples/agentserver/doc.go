@@ -1,0 +1,52 @@
+// Command agentserver is an agent-pool style server on a replaybus event
+// bus: sessions that agents publish to, a Server-Sent Events endpoint that
+// clients subscribe to and resume with Last-Event-ID, and a live page that
+// shows it all in a browser.
+//
+// # Running
+//
+//	go run ./examples/agentserver -demo
+//
+// then open http://localhost:8080/. With -demo a simulated orchestrator agent
+// and two sub-agents (child sessions) stream Agent Client Protocol shaped
+// traffic — agent_message_chunk and agent_thought_chunk text deltas at token
+// rate, tool_call and tool_call_update, plan, turn_start and turn_end — and
+// the page opens session "demo" with scope descendants.
+//
+// Flags:
+//
+//	-addr        listen address; default :8080, or :$PORT when PORT is set
+//	-demo        run the simulated agents
+//	-demo-rate   text deltas per second per agent (default 30)
+//	-log-level   debug, info, warn or error (default info)
+//	-epoch-ids   write SSE ids as <epoch>-<seq> (default true)
+//
+// The bus is configured by the AGENTPOOL_EVENTBUS_* environment variables
+// (see package config); a bad or unknown variable stops the program at
+// start with every problem listed, exit status 2.
+//
+// # API
+//
+//	POST   /sessions               {"id"?, "parent"?} → 201 {"id"}
+//	POST   /session/{id}/events    {"type", "data"?, "origin"?} → 202 {"id"}
+//	DELETE /session/{id}           → 204 (?cascade=1 closes the descendants too)
+//	GET    /session/{id}/events    SSE: ?scope=session|descendants|subtree|all, ?lastEventId=, ?maxQueued=, ?replay=0
+//	GET    /sessions               [{"id","parent","subscribers","buffered","lastEventId"}]
+//	GET    /info                   epoch, last id, event types, counters
+//	GET    /healthz                {"status":"ok"}
+//
+// Errors are JSON {"code", "message"}; see package server for the list.
+//
+// With curl:
+//
+//	curl -N localhost:8080/session/demo/events?scope=descendants
+//	curl -N -H 'Last-Event-ID: 120' localhost:8080/session/demo/events
+//	curl -d '{"type":"note","data":{"text":"hi"}}' localhost:8080/session/demo/events
+//
+// # Shutdown
+//
+// SIGINT or SIGTERM stops the demo, closes the SSE handler (every open stream
+// ends after its last complete frame, so clients resume cleanly elsewhere),
+// waits up to 10 s for other requests with http.Server.Shutdown, then closes
+// the bus.
+package main

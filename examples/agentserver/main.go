@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/replaybus/replaybus/adapters/sse"
+	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/examples/agentserver/demo"
+	"github.com/replaybus/replaybus/examples/agentserver/server"
+	"github.com/replaybus/replaybus/scope"
+)
+
+// shutdownTimeout bounds the graceful part of a shutdown.
+const shutdownTimeout = 10 * time.Second
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Stderr, nil)
+	if err == nil {
+		return
+	}
+	var ue usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	fmt.Fprintln(os.Stderr, "agentserver:", err)
+	os.Exit(1)
+}
+
+// usageError is a bad flag or configuration: exit status 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+// flags are the command-line settings.
+type flags struct {
+	addr     string
+	demo     bool
+	rate     float64
+	level    slog.Level
+	epochIDs bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (flags, error) {
+	var f flags
+	fs := flag.NewFlagSet("agentserver", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	defAddr := ":8080"
+	if p := os.Getenv("PORT"); p != "" {
+		defAddr = ":" + p
+	}
+	fs.StringVar(&f.addr, "addr", defAddr, "listen address (default :8080, or :$PORT when PORT is set)")
+	fs.BoolVar(&f.demo, "demo", false, "run a simulated agent with two sub-agents on session \"demo\"")
+	fs.Float64Var(&f.rate, "demo-rate", demo.DefaultTokensPerSecond, "demo text deltas per second per agent")
+	fs.TextVar(&f.level, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
+	fs.BoolVar(&f.epochIDs, "epoch-ids", true, "write SSE ids as <epoch>-<seq> so browsers detect a server restart")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: agentserver [flags]\n\nServes a replaybus event bus over HTTP and SSE, with a live page at /.\n"+
+			"The bus is configured by the %s* environment variables.\n\n", config.Prefix)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return f, err
+		}
+		return f, usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return f, usageError{fmt.Sprintf("agentserver: unexpected arguments %q", fs.Args())}
+	}
+	return f, nil
+}
+
+// configError lists every configuration problem, one per line.
+func configError(err error) error {
+	var b strings.Builder
+	b.WriteString("agentserver: invalid configuration:")
+	var joined interface{ Unwrap() []error }
+	if errors.As(err, &joined) {
+		for _, e := range joined.Unwrap() {
+			b.WriteString("\n  - " + e.Error())
+		}
+	} else {
+		b.WriteString("\n  - " + err.Error())
+	}
+	return usageError{b.String()}
+}
+
+// run is the whole program: it serves until ctx ends, then shuts down
+// gracefully. ready, when set, is called with the listening address.
+func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Addr)) error {
+	f, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: f.level}))
+
+	cfg, err := config.Load()
+	if err != nil {
+		return configError(err)
+	}
+	bus, err := eventbus.New(cfg, eventbus.WithLogger(log))
+	if err != nil {
+		return configError(err)
+	}
+	defer bus.Close()
+
+	opts := server.Options{Logger: log, SSE: sse.HandlerOptions{EpochIDs: f.epochIDs}}
+	if f.demo {
+		opts.DefaultSession, opts.DefaultScope, opts.Types = demo.DefaultParent, scope.Descendants, demo.Types
+	}
+	srv, err := server.New(bus, opts)
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return err
+	}
+	baseCtx, cancelBase := context.WithCancel(context.Background())
+	defer cancelBase()
+	hs := &http.Server{
+		Handler:           srv,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	// Shutdown waits for handlers to return; SSE streams return when the
+	// SSE handler is closed.
+	hs.RegisterOnShutdown(func() { _ = srv.Close() })
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- hs.Serve(ln) }()
+	log.Info("agentserver listening", "addr", ln.Addr().String(), "epoch", bus.Epoch(), "demo", f.demo,
+		"replay_buffer_size", cfg.ReplayBufferSize, "max_queue_size", cfg.MaxQueueSize, "overflow_policy", cfg.OverflowPolicy)
+	if ready != nil {
+		ready(ln.Addr())
+	}
+
+	var wg sync.WaitGroup
+	demoCtx, stopDemo := context.WithCancel(ctx)
+	defer stopDemo()
+	if f.demo {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := demo.Run(demoCtx, bus, demo.Options{TokensPerSecond: f.rate, Logger: log}); err != nil {
+				log.Error("demo stopped", "error", err)
+			}
+		}()
+	}
+
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case err := <-serveErr:
+		stopDemo()
+		wg.Wait()
+		return err
+	}
+	stopDemo()
+	wg.Wait()
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	err = hs.Shutdown(sctx)
+	cancelBase()
+	if err != nil {
+		log.Warn("graceful shutdown incomplete; closing", "error", err)
+		_ = hs.Close()
+	}
+	<-serveErr // http.ErrServerClosed
+	_ = bus.Close()
+	log.Info("stopped", "published", bus.Stats().Published)
+	return nil
+}

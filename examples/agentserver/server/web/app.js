@@ -1,0 +1,497 @@
+// agentserver page: watches one replaybus session over EventSource.
+//
+// What tests can read:
+//   window.receivedIds  every event id received on the current subscription, in arrival order
+//   window.frames       synthetic frames received ({type, data})
+//   window.connState    "connecting" | "open" | "reconnecting" | "closed"
+//   <pre id="ids">      the same ids, space-separated (refreshed at most once a second)
+'use strict';
+(() => {
+  const $ = (id) => document.getElementById(id);
+  const MAX_ROWS = 400;   // rows kept in the event log
+  const MAX_FLOW = 60;    // items kept per agent card
+  const POLL_MS = 2000;
+  const FRAME_TYPES = new Set(['state_resync_required', 'replay_complete', 'slow_client_warning', 'client_evicted']);
+
+  const st = {
+    session: '', scope: 'session', es: null,
+    cursor: '',      // raw id of the last event (maybe "<epoch>-<seq>"): what a manual reconnect sends
+    lastSeq: 0,      // highest numeric id received
+    types: new Set(), sessions: [],
+    received: 0, replayed: 0, dups: 0, frames: 0, connects: 0,
+  };
+  window.receivedIds = [];
+  window.frames = [];
+  window.connState = 'closed';
+  window.replaybusPage = st;
+
+  // ---- connection -------------------------------------------------------
+
+  function setState(s) {
+    window.connState = s;
+    const el = $('state');
+    el.dataset.state = s;
+    el.textContent = s;
+  }
+
+  function reset() {
+    window.receivedIds = [];
+    window.frames = [];
+    Object.assign(st, { cursor: '', lastSeq: 0, received: 0, replayed: 0, dups: 0, frames: 0, connects: 0 });
+    $('log').replaceChildren();
+    pendingRows.length = 0;
+    agents.clear();
+    hideNotice();
+    scheduleRender();
+  }
+
+  function streamURL(cursor) {
+    const q = new URLSearchParams({ scope: st.scope });
+    if (cursor) q.set('lastEventId', cursor); // a new EventSource cannot set Last-Event-ID itself
+    return `/session/${encodeURIComponent(st.session)}/events?${q}`;
+  }
+
+  function connect(cursor) {
+    if (st.es) { st.es.close(); st.es = null; }
+    if (!st.session) { setState('closed'); return; }
+    const es = new EventSource(streamURL(cursor));
+    st.es = es;
+    setState(cursor ? 'reconnecting' : 'connecting');
+    es.onopen = () => {
+      if (es !== st.es) return;
+      st.connects++;
+      setState('open');
+      connRow(st.connects === 1 && !cursor ? 'connected' : `connected again, resuming after ${cursor || st.cursor || 'the start'}`);
+    };
+    es.onerror = () => {
+      if (es !== st.es) return;
+      if (es.readyState === EventSource.CLOSED) {
+        setState('closed');
+        connRow('connection closed: the server refused to resume (see the notice)');
+        // Ask once more to learn why (a JSON error); abort if it streams.
+        const ac = new AbortController();
+        fetch(streamURL(st.cursor), { signal: ac.signal })
+          .then((r) => { if (r.ok) { ac.abort(); return null; } return r.json(); })
+          .then((j) => { if (j) showNotice(`${j.code}: ${j.message}`); })
+          .catch(() => {});
+      } else {
+        setState('reconnecting');
+        connRow(`connection lost; the browser reconnects with Last-Event-ID ${st.cursor || '(none)'}`);
+      }
+    };
+    for (const t of st.types) es.addEventListener(t, onFrame);
+  }
+
+  function dropConnection() {
+    if (!st.es) return;
+    st.es.close();
+    st.es = null;
+    setState('reconnecting');
+    connRow(`dropped by you at ${st.cursor || '(no id yet)'}`);
+    setTimeout(() => connect(st.cursor), 250);
+  }
+
+  function addTypes(list) {
+    for (const t of list) {
+      if (st.types.has(t)) continue;
+      st.types.add(t);
+      if (st.es) st.es.addEventListener(t, onFrame);
+    }
+  }
+
+  // ---- frames -----------------------------------------------------------
+
+  function onFrame(e) {
+    if (e.target !== st.es) return;
+    let env;
+    try { env = JSON.parse(e.data); } catch { env = { type: e.type, data: e.data }; }
+    const type = env.type || e.type;
+    if (env.id) {
+      let dup = false;
+      if (env.id <= st.lastSeq) { st.dups++; dup = true; } else { st.lastSeq = env.id; }
+      window.receivedIds.push(env.id);
+      st.cursor = e.lastEventId || String(env.id);
+      st.received++;
+      if (env.replay) st.replayed++;
+      agents.apply(env, type);
+      if (type === 'session_closed' && env.session === st.session) {
+        showNotice(`session ${st.session} was closed; the stream ends`, 'info');
+      }
+      queueRow(env, type, dup);
+    } else {
+      st.frames++;
+      window.frames.push({ type, data: env.data });
+      onSynthetic(type, env.data || {});
+      queueRow(env, type, false);
+    }
+    scheduleRender();
+  }
+
+  function onSynthetic(type, d) {
+    switch (type) {
+      case 'state_resync_required':
+        if (d.reason === 'epoch_reset') {
+          // The server restarted: ids start again, our view is from another epoch.
+          window.receivedIds = [];
+          st.lastSeq = 0;
+          agents.clear();
+          showNotice(`server restarted (epoch ${d.epoch || '?'}): replaying its whole buffer`);
+        } else {
+          showNotice(`gap announced: ${d.reason} — last delivered ${d.lastDeliveredId}, earliest available ${d.earliestAvailableId || '?'}`
+            + (d.droppedCount ? `, ${d.droppedCount} dropped` : ''));
+        }
+        break;
+      case 'slow_client_warning':
+        showNotice(`slow client: ${d.queueSize}/${d.maxQueued} frames queued (${d.threshold})`, 'info');
+        break;
+      case 'client_evicted':
+        showNotice(`evicted (${d.reason}) at ${d.droppedAfter}: the browser resumes from the replay buffer`);
+        break;
+    }
+  }
+
+  // ---- event log --------------------------------------------------------
+
+  const pendingRows = [];
+
+  function summary(type, env) {
+    const d = env.data;
+    if (d === undefined || d === null) return '';
+    const u = (d && d.update) || {};
+    switch (type) {
+      case 'agent_message_chunk':
+      case 'agent_thought_chunk':
+        return JSON.stringify(u.content ? u.content.text : d);
+      case 'tool_call':
+        return `${u.title || ''} · ${u.kind || ''} · ${u.status || ''}`;
+      case 'tool_call_update':
+        return `${u.toolCallId || ''} → ${u.status || ''}`;
+      case 'plan': {
+        const es = u.entries || [];
+        return `${es.filter((x) => x.status === 'completed').length}/${es.length} done · ` + es.map((x) => `${x.status}`).join(', ');
+      }
+      case 'turn_start':
+        return `${d.agent || ''} · turn ${d.turn ?? ''} · ${d.prompt || ''}`;
+      case 'turn_end':
+        return `${d.agent || ''} · ${d.stopReason || ''}`;
+      default:
+        if (FRAME_TYPES.has(type)) {
+          return Object.entries(d).map(([k, v]) => `${k}=${v}`).join(' ');
+        }
+        return JSON.stringify(d);
+    }
+  }
+
+  function queueRow(env, type, dup) {
+    const r = document.createElement('div');
+    r.className = `row t-${type.replace(/[^a-z0-9_]/gi, '_')}`;
+    if (env.replay) r.classList.add('replay');
+    if (dup) r.classList.add('dup');
+    if (!env.id) r.classList.add('frame');
+    const id = document.createElement('span');
+    id.className = 'id';
+    id.textContent = env.id ? `#${env.id}` : '—';
+    const sess = document.createElement('span');
+    sess.textContent = env.session || '';
+    const t = document.createElement('span');
+    t.className = 'type';
+    t.textContent = type;
+    if (env.replay) {
+      const b = document.createElement('span');
+      b.className = 'badge r';
+      b.textContent = 'replay';
+      t.append(b);
+    }
+    if (dup) {
+      const b = document.createElement('span');
+      b.className = 'badge';
+      b.textContent = 'dup';
+      t.append(b);
+    }
+    const p = document.createElement('span');
+    p.textContent = summary(type, env);
+    p.title = p.textContent;
+    r.append(id, sess, t, p);
+    pendingRows.push(r);
+  }
+
+  function connRow(text) {
+    const r = document.createElement('div');
+    r.className = 'row t-connection';
+    const a = document.createElement('span');
+    a.textContent = '·';
+    const b = document.createElement('span');
+    const c = document.createElement('span');
+    c.className = 'type';
+    c.textContent = 'connection';
+    const d = document.createElement('span');
+    d.textContent = text;
+    r.append(a, b, c, d);
+    pendingRows.push(r);
+    scheduleRender();
+  }
+
+  // ---- rendering (batched per animation frame) --------------------------
+
+  let renderQueued = false;
+  let idsShown = -1;
+  let idsAt = 0;
+
+  function scheduleRender() {
+    if (renderQueued) return;
+    renderQueued = true;
+    requestAnimationFrame(render);
+  }
+
+  function render() {
+    renderQueued = false;
+    const log = $('log');
+    if (pendingRows.length) {
+      const frag = document.createDocumentFragment();
+      for (const r of pendingRows.splice(0)) frag.append(r);
+      log.append(frag);
+      while (log.childElementCount > MAX_ROWS) log.firstElementChild.remove();
+      if ($('follow').checked) log.scrollTop = log.scrollHeight;
+    }
+    $('st-received').textContent = st.received;
+    $('st-replayed').textContent = st.replayed;
+    $('st-last').textContent = st.lastSeq || '–';
+    $('st-dups').textContent = st.dups;
+    $('st-frames').textContent = st.frames;
+    $('st-connects').textContent = st.connects;
+    $('ids-count').textContent = window.receivedIds.length;
+    const now = Date.now();
+    if (idsShown !== window.receivedIds.length && now - idsAt > 1000) {
+      renderIds();
+    } else if (idsShown !== window.receivedIds.length) {
+      setTimeout(scheduleRender, 1000);
+    }
+    agents.render();
+  }
+
+  function renderIds() {
+    $('ids').textContent = window.receivedIds.join(' ');
+    idsShown = window.receivedIds.length;
+    idsAt = Date.now();
+  }
+  window.renderIds = renderIds;
+
+  // ---- notices ----------------------------------------------------------
+
+  function showNotice(text, kind) {
+    const n = $('notice');
+    n.textContent = text;
+    n.className = kind === 'info' ? 'notice info' : 'notice';
+    n.hidden = false;
+  }
+  function hideNotice() { $('notice').hidden = true; }
+
+  // ---- agent cards: the session state rebuilt from events ----------------
+
+  const agents = {
+    cards: new Map(),
+    dirty: new Set(),
+    clear() { this.cards.clear(); this.dirty.clear(); $('cards').replaceChildren(); },
+    card(session) {
+      let c = this.cards.get(session);
+      if (c) return c;
+      const el = document.createElement('div');
+      el.className = 'card';
+      el.innerHTML = '<h3><code></code><span class="status"></span></h3><ul class="plan"></ul><div class="flow"></div>';
+      el.querySelector('code').textContent = session;
+      c = { el, status: el.querySelector('.status'), plan: el.querySelector('.plan'), flow: el.querySelector('.flow'), last: null, tools: new Map() };
+      this.cards.set(session, c);
+      $('cards').append(el);
+      return c;
+    },
+    push(c, node) {
+      c.flow.append(node);
+      while (c.flow.childElementCount > MAX_FLOW) c.flow.firstElementChild.remove();
+    },
+    apply(env, type) {
+      const d = env.data || {};
+      const u = d.update || {};
+      const c = this.card(env.session);
+      this.dirty.add(c);
+      switch (type) {
+        case 'turn_start':
+          c.status.textContent = `${d.agent || 'agent'} · running`;
+          c.status.className = 'status running';
+          c.el.classList.remove('closed');
+          c.last = null;
+          break;
+        case 'turn_end':
+          c.status.textContent = `${d.agent || 'agent'} · ${d.stopReason || 'done'}`;
+          c.status.className = 'status';
+          c.last = null;
+          break;
+        case 'session_closed':
+          c.status.textContent = 'closed';
+          c.status.className = 'status';
+          c.el.classList.add('closed');
+          break;
+        case 'agent_message_chunk':
+        case 'agent_thought_chunk': {
+          const kind = type === 'agent_message_chunk' ? 'msg' : 'thought';
+          if (!c.last || c.last.kind !== kind) {
+            const n = document.createElement('div');
+            n.className = kind;
+            this.push(c, n);
+            c.last = { kind, el: n };
+          }
+          c.last.el.textContent += (u.content && u.content.text) || '';
+          break;
+        }
+        case 'tool_call': {
+          const n = document.createElement('div');
+          n.className = 'tool';
+          n.innerHTML = '<span class="st"></span><b></b> <span class="muted"></span><pre hidden></pre>';
+          n.querySelector('b').textContent = u.title || u.toolCallId;
+          n.querySelector('.muted').textContent = u.kind || '';
+          const s = n.querySelector('.st');
+          s.textContent = u.status || 'pending';
+          s.className = `st ${u.status || 'pending'}`;
+          c.tools.set(u.toolCallId, n);
+          this.push(c, n);
+          c.last = null;
+          break;
+        }
+        case 'tool_call_update': {
+          const n = c.tools.get(u.toolCallId);
+          if (!n) break;
+          if (u.status) {
+            const s = n.querySelector('.st');
+            s.textContent = u.status;
+            s.className = `st ${u.status}`;
+          }
+          const text = (u.content || []).map((x) => (x.content && x.content.text) || '').join('\n');
+          if (text) {
+            const pre = n.querySelector('pre');
+            pre.textContent = text;
+            pre.hidden = false;
+          }
+          break;
+        }
+        case 'plan':
+          c.plan.replaceChildren(...(u.entries || []).map((x) => {
+            const li = document.createElement('li');
+            li.className = x.status;
+            li.textContent = x.content;
+            return li;
+          }));
+          break;
+      }
+    },
+    render() {
+      for (const c of this.dirty) c.flow.scrollTop = c.flow.scrollHeight;
+      this.dirty.clear();
+    },
+  };
+
+  // ---- sessions list ----------------------------------------------------
+
+  function inScope(id) {
+    const byID = new Map(st.sessions.map((s) => [s.id, s]));
+    const sel = byID.get(st.session);
+    if (!sel) return false;
+    switch (st.scope) {
+      case 'all': return true;
+      case 'session': return id === st.session;
+      case 'subtree': {
+        const s = byID.get(id);
+        return id === st.session || id === sel.parent || (!!s && !!sel.parent && s.parent === sel.parent);
+      }
+      case 'descendants': {
+        for (let s = byID.get(id); s; s = byID.get(s.parent)) if (s.id === st.session) return true;
+        return false;
+      }
+    }
+    return false;
+  }
+
+  function renderSessions() {
+    const ul = $('sessions');
+    const children = new Map();
+    const ids = new Set(st.sessions.map((s) => s.id));
+    for (const s of st.sessions) {
+      const p = s.parent && ids.has(s.parent) ? s.parent : '';
+      if (!children.has(p)) children.set(p, []);
+      children.get(p).push(s);
+    }
+    const items = [];
+    const walk = (parent, depth) => {
+      for (const s of children.get(parent) || []) {
+        const li = document.createElement('li');
+        li.style.paddingLeft = `${8 + depth * 14}px`;
+        if (s.id === st.session) li.classList.add('selected');
+        else if (inScope(s.id)) li.classList.add('inscope');
+        const a = document.createElement('span');
+        a.className = 'sid';
+        a.textContent = (depth ? '└ ' : '') + s.id;
+        const m = document.createElement('span');
+        m.className = 'meta';
+        m.textContent = `last #${s.lastEventId} · ${s.buffered} buffered · ${s.subscribers} sub`;
+        li.append(a, m);
+        li.onclick = () => select(s.id, st.scope);
+        items.push(li);
+        walk(s.id, depth + 1);
+      }
+    };
+    walk('', 0);
+    ul.replaceChildren(...items);
+    $('sessions-updated').textContent = new Date().toLocaleTimeString();
+  }
+
+  async function pollSessions() {
+    try {
+      const r = await fetch('/sessions');
+      if (r.ok) {
+        st.sessions = await r.json();
+        renderSessions();
+        if (!st.session && st.sessions.length) select(st.sessions[0].id, st.scope);
+      }
+    } catch { /* the server may be restarting */ }
+  }
+
+  async function pollInfo() {
+    try {
+      const r = await fetch('/info');
+      if (!r.ok) return null;
+      const info = await r.json();
+      $('epoch').textContent = info.epoch;
+      addTypes(info.types || []);
+      return info;
+    } catch { return null; }
+  }
+
+  function select(session, scope) {
+    st.session = session;
+    st.scope = scope;
+    $('session-name').textContent = session || '–';
+    $('scope').value = scope;
+    const q = new URLSearchParams({ session, scope });
+    history.replaceState(null, '', `/?${q}`);
+    reset();
+    renderSessions();
+    connect('');
+  }
+
+  // ---- start ------------------------------------------------------------
+
+  $('drop').onclick = dropConnection;
+  $('reconnect').onclick = () => select(st.session, st.scope);
+  $('scope').onchange = (e) => select(st.session, e.target.value);
+  document.querySelector('details.ids').addEventListener('toggle', renderIds);
+
+  (async () => {
+    const info = await pollInfo();
+    const q = new URLSearchParams(location.search);
+    const session = q.get('session') || (info && info.defaultSession) || '';
+    const scope = q.get('scope') || (info && info.defaultScope) || 'session';
+    if (session) select(session, scope);
+    else { st.scope = scope; $('scope').value = scope; }
+    await pollSessions();
+    setInterval(pollSessions, POLL_MS);
+    setInterval(pollInfo, POLL_MS);
+  })();
+})();
