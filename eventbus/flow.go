@@ -106,7 +106,6 @@ func (s *Subscription) pushLiveLocked(r *record, cost int64) {
 	s.q = append(s.q, entry{rec: *r})
 	s.enq++
 	s.enqBytes += cost
-	s.lastLive = r.id
 	s.wakeLocked()
 }
 
@@ -114,19 +113,7 @@ func (s *Subscription) pushLiveLocked(r *record, cost int64) {
 // synthetic frames, session_closed).
 func (s *Subscription) pushLocked(e entry) {
 	s.q = append(s.q, e)
-	if e.rec.id != 0 {
-		s.lastLive = e.rec.id
-	}
 	s.wakeLocked()
-}
-
-// lastQueuedIDLocked is the id of the newest event the subscriber has or will
-// have before the current tail of its queue.
-func (s *Subscription) lastQueuedIDLocked() uint64 {
-	if s.lastLive != 0 {
-		return s.lastLive
-	}
-	return s.lastTook
 }
 
 // dropNewestLocked drops r for this subscriber and announces it: the run is
@@ -142,7 +129,7 @@ func (s *Subscription) dropNewestLocked(r *record) {
 	s.q = append(s.q, entry{
 		rec:  record{session: s.sess.id, typ: TypeStateResyncRequired, nanos: r.nanos},
 		kind: entryDropped,
-		drop: &dropInfo{lastDelivered: s.lastQueuedIDLocked(), first: r.id, last: r.id, count: 1},
+		drop: &dropInfo{first: r.id, last: r.id, count: 1},
 	})
 	s.wakeLocked()
 }
@@ -182,17 +169,10 @@ func (s *Subscription) dropOldestLocked(cost int64) bool {
 			s.qh++
 			continue
 		}
-		prev := s.lastTook
-		for j := i - 1; j >= s.qh; j-- {
-			if id := s.q[j].rec.id; id != 0 {
-				prev = id
-				break
-			}
-		}
 		s.q[i] = entry{
 			rec:  record{session: s.sess.id, typ: TypeStateResyncRequired, nanos: victim.nanos},
 			kind: entryDropped,
-			drop: &dropInfo{lastDelivered: prev, first: victim.id, last: victim.id, count: 1},
+			drop: &dropInfo{first: victim.id, last: victim.id, count: 1},
 		}
 	}
 }

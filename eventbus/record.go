@@ -51,6 +51,9 @@ type entry struct {
 // dropInfo accumulates one run of events dropped for one subscriber; the
 // publisher extends it while it is still queued, the consumer encodes it.
 type dropInfo struct {
+	// lastDelivered is filled in by the consumer as it reads the frame: the
+	// last id it actually received. Known for sure only then, since a later
+	// drop_oldest may still drop the events queued before the run.
 	lastDelivered uint64
 	first, last   uint64
 	count         int

@@ -202,7 +202,6 @@ func (b *Bus) snapshotLocked(s *Subscription, o SubscribeOptions) {
 			LastReplayedEventID: last, ReplayedCount: n,
 		}, now))
 	}
-	s.lastTook = last // what the subscriber has before its first live event
 	// The reinsert guard: nothing at or below what the subscriber already
 	// has is handed out. That is the cursor (0 after an epoch_reset), not
 	// the last replayed id: the replayed events themselves still have to

@@ -48,8 +48,6 @@ type Subscription struct {
 	ended    bool
 	reason   error
 	warned   bool
-	lastLive uint64 // id of the newest live event queued
-	lastTook uint64 // id of the newest event the consumer took from q
 	done     chan struct{}
 
 	// consumer side, touched only by the reading goroutine
@@ -179,6 +177,11 @@ func (s *Subscription) take() (Event, bool) {
 			}
 			s.lastSeen = id
 		}
+		if e.kind == entryDropped {
+			// The gap follows what this consumer really received; the
+			// publisher no longer touches an entry it has handed over.
+			e.drop.lastDelivered = s.lastSeen
+		}
 		ev := e.event()
 		*e = entry{} // let the data go
 		return ev, true
@@ -192,12 +195,6 @@ func (s *Subscription) take() (Event, bool) {
 func (s *Subscription) swapLocked() {
 	spent := s.local[:0]
 	s.local, s.li = s.q[s.qh:], 0
-	for i := len(s.local) - 1; i >= 0; i-- {
-		if id := s.local[i].rec.id; id != 0 {
-			s.lastTook = id
-			break
-		}
-	}
 	if cap(spent) > 4*cap(s.local)+64 {
 		spent = nil // do not keep a burst-sized buffer forever
 	}
