@@ -477,3 +477,24 @@ func TestStatsAndDiagnostics(t *testing.T) {
 	assert.Equal(t, eventbus.QueueFigures{QueueSize: 2, MaxQueued: 2, MaxQueuedBytes: config.DefaultMaxQueuedBytes}, diags[3].Queue)
 	_ = replayer
 }
+
+// An events_dropped frame names the last id the subscriber really received,
+// even when drop_oldest later drops the event queued before its run (found
+// by the property test: it named the dropped event).
+func TestDroppedFrameNamesWhatWasReceived(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, config.Config{DroppableTypes: []string{"delta"}})
+	s := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 1, Policy: eventbus.DropOldest})
+	for _, typ := range []string{"delta", "delta", "msg"} {
+		_, err := b.Publish("s", typ, nil)
+		require.NoError(t, err)
+	}
+	// 1 queued (warning); 2 is a delta at the warning level: dropped; 3
+	// overflows: drop_oldest drops 1, the event before 2's run.
+	got := drain(s)
+	require.Equal(t, []string{"state_resync_required:events_dropped", "slow_client_warning",
+		"state_resync_required:events_dropped", "3"}, describe(got))
+	for _, i := range []int{0, 2} {
+		assert.Zero(t, decode[eventbus.ResyncData](t, got[i]).LastDeliveredID, "frame %d: nothing was received", i)
+	}
+}

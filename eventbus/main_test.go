@@ -13,12 +13,15 @@ import (
 // default of 1,000 cases unless -rapid.checks or RAPID_CHECKS says otherwise.
 func TestMain(m *testing.M) {
 	flag.Parse()
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "rapid.checks" })
-	if _, env := os.LookupEnv("RAPID_CHECKS"); !set && !env && flag.Lookup("rapid.checks") != nil {
-		if err := flag.Set("rapid.checks", "1000"); err != nil {
-			panic(err)
-		}
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if _, env := os.LookupEnv("RAPID_CHECKS"); !set["rapid.checks"] && !env {
+		must(flag.Set("rapid.checks", "1000"))
+	}
+	// A failure prints its -rapid.seed; do not litter the tree with
+	// testdata/rapid fail files unless asked (-rapid.nofailfile=false).
+	if !set["rapid.nofailfile"] {
+		must(flag.Set("rapid.nofailfile", "true"))
 	}
 	goleak.VerifyTestMain(m)
 }
