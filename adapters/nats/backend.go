@@ -1,0 +1,340 @@
+package nats
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/eventbus"
+)
+
+// Errors of the backend. Subscriptions that a backend failure ends report
+// them wrapped in [eventbus.ErrBackend].
+var (
+	// ErrDisconnected ends the node's subscriptions when its NATS
+	// connection drops; clients resume (on this node once it reconnects, or
+	// on another).
+	ErrDisconnected = errors.New("nats: connection to NATS lost")
+	// ErrStreamLost: the stream was deleted or re-created (it has another
+	// identity than when the node started). The node's history no longer
+	// matches the stream: its subscriptions end, its publishes fail, and a
+	// new node must be started, which gets a new epoch.
+	ErrStreamLost = errors.New("nats: stream deleted or re-created")
+)
+
+// Backend is the [eventbus.Backend] over one JetStream stream. Make one with
+// [NewBackend] and hand it to [eventbus.NewWithBackend], or let [New] do
+// both. All methods are safe for concurrent use.
+type Backend struct {
+	o       options
+	nc      *nats.Conn
+	ownConn bool
+	js      jetstream.JetStream
+	stream  jetstream.Stream
+	limit   int // MaxMsgsPerSubject, the bus's replay buffer size
+	created time.Time
+	epoch   string
+	log     *slog.Logger
+
+	lost atomic.Pointer[error] // set once the stream is gone for this node
+
+	feedMu    sync.Mutex // serialises every call into feed
+	feed      eventbus.Feed
+	outage    bool          // Fail was sent for the current disconnection; under feedMu
+	processed atomic.Uint64 // highest stream sequence the consumer handled
+
+	ctx     context.Context // cancelled by Close
+	cancel  context.CancelFunc
+	startMu sync.Mutex
+	started bool
+	closed  bool
+	iter    jetstream.MessagesContext
+	cons    jetstream.Consumer
+	status  chan nats.Status
+	adv     *nats.Subscription
+	advSig  chan struct{} // the stream-deleted advisory arrived
+	verify  atomic.Bool   // the connection came back: check the stream before ingesting
+	wg      sync.WaitGroup
+}
+
+var _ eventbus.Backend = (*Backend)(nil)
+var _ eventbus.Syncer = (*Backend)(nil)
+
+// New returns a bus node over NATS JetStream on connection nc: it creates
+// the stream (or updates it to the options), derives the epoch from the
+// stream's identity, starts the node's consumer and returns the
+// [eventbus.Bus] it feeds (see the package documentation). cfg is the bus
+// configuration; its ReplayBufferSize is also the stream's
+// MaxMsgsPerSubject, so every node of one bus must use the same one.
+//
+// The caller keeps nc: [eventbus.Bus.Close] stops the node but does not
+// close nc. ctx bounds the start only. Errors: cfg's validation errors, an
+// option naming its bad value, and NATS errors (no JetStream, a stream
+// that cannot be created or updated, …) wrapped with what was being done.
+func New(ctx context.Context, nc *nats.Conn, cfg config.Config, opts ...Option) (*eventbus.Bus, error) {
+	be, err := NewBackend(ctx, nc, cfg, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return be.bus(ctx, cfg)
+}
+
+// Connect is [New] on a connection it dials to url (a comma-separated list
+// of nats:// URLs for a cluster), retrying forever while the node runs; the
+// bus owns that connection and closes it with [eventbus.Bus.Close].
+func Connect(ctx context.Context, url string, cfg config.Config, opts ...Option) (*eventbus.Bus, error) {
+	nc, err := nats.Connect(url, nats.Name("replaybus"), nats.MaxReconnects(-1),
+		nats.ReconnectWait(500*time.Millisecond))
+	if err != nil {
+		return nil, fmt.Errorf("nats: connecting to %s: %w", url, err)
+	}
+	be, err := NewBackend(ctx, nc, cfg, opts...)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	be.ownConn = true
+	return be.bus(ctx, cfg)
+}
+
+func (be *Backend) bus(ctx context.Context, cfg config.Config) (*eventbus.Bus, error) {
+	b, err := eventbus.NewWithBackend(ctx, cfg, be, be.o.busOpts...)
+	if err != nil {
+		_ = be.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// NewBackend prepares the backend of one bus node: it validates cfg and
+// the options, creates or updates the stream and reads its identity (the
+// epoch). The consumer starts when [eventbus.NewWithBackend] calls Start.
+// Use it instead of [New] to keep a handle on the backend ([Backend.Sync]).
+func NewBackend(ctx context.Context, nc *nats.Conn, cfg config.Config, opts ...Option) (*Backend, error) {
+	if nc == nil {
+		return nil, errors.New("nats: nil connection")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.WithDefaults()
+	be := &Backend{o: defaultOptions(), nc: nc, limit: cfg.ReplayBufferSize}
+	for _, o := range opts {
+		o(&be.o)
+	}
+	if err := be.o.validate(); err != nil {
+		return nil, err
+	}
+	be.log = be.o.logger
+	if be.log == nil {
+		be.log = slog.New(slog.DiscardHandler)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("nats: JetStream context: %w", err)
+	}
+	be.js = js
+	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:              be.o.stream,
+		Description:       "replaybus events: one subject per session, named by its place in the session tree",
+		Subjects:          []string{be.o.prefix + ".>"},
+		Retention:         jetstream.LimitsPolicy,
+		Discard:           jetstream.DiscardOld,
+		MaxMsgsPerSubject: int64(be.limit),
+		Storage:           be.o.storage,
+		Replicas:          be.o.replicas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("nats: creating or updating stream %q (subjects %s.>, %d replicas, %v storage): %w",
+			be.o.stream, be.o.prefix, be.o.replicas, be.o.storage, err)
+	}
+	be.stream = st
+	be.created = st.CachedInfo().Created
+	be.epoch = epochOf(be.o.stream, be.created)
+	be.ctx, be.cancel = context.WithCancel(context.Background())
+	return be, nil
+}
+
+// epochOf derives the epoch from the stream's identity: the same on every
+// node and across restarts, new when the stream is re-created.
+func epochOf(stream string, created time.Time) string {
+	h := sha256.Sum256([]byte(stream + "\x00" + created.UTC().Format(time.RFC3339Nano)))
+	return hex.EncodeToString(h[:8])
+}
+
+// Epoch implements [eventbus.Backend]: 16 hex digits derived from the stream
+// name and its creation time.
+func (be *Backend) Epoch() string { return be.epoch }
+
+// Stream returns the name of the stream the backend uses.
+func (be *Backend) Stream() string { return be.o.stream }
+
+// envelope is a stored event; the session comes from the subject.
+type envelope struct {
+	Type   string          `json:"type"`
+	Time   int64           `json:"time"` // Unix ns
+	Origin string          `json:"origin,omitempty"`
+	Data   json.RawMessage `json:"data,omitempty"`
+}
+
+// Append implements [eventbus.Backend]: a JetStream publish of ev to the
+// subject of path, waiting for the ack (bounded by ctx and the publish
+// timeout); the id is the stream sequence. It never waits on a subscriber.
+// Errors (a timeout, no responders, a closed connection, a payload over the
+// server's limit, [ErrStreamLost]) are returned wrapped, never panicked.
+func (be *Backend) Append(ctx context.Context, path []string, ev eventbus.Event) (uint64, error) {
+	if p := be.lost.Load(); p != nil {
+		return 0, *p
+	}
+	body, err := json.Marshal(envelope{Type: ev.Type, Time: ev.Time.UnixNano(), Origin: ev.Origin, Data: ev.Data})
+	if err != nil {
+		return 0, fmt.Errorf("nats: encoding event: %w", err)
+	}
+	subject := subjectFor(be.o.prefix, path)
+	ctx, cancel := context.WithTimeout(ctx, be.o.publishTimeout)
+	defer cancel()
+	ack, err := be.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: body}, jetstream.WithExpectStream(be.o.stream))
+	if err != nil {
+		return 0, fmt.Errorf("nats: publishing to %q: %w", subject, err)
+	}
+	return ack.Sequence, nil
+}
+
+// LastID implements [eventbus.Syncer]: the stream's last sequence, asked of
+// the server.
+func (be *Backend) LastID(ctx context.Context) (uint64, error) {
+	info, err := be.stream.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("nats: stream info of %q: %w", be.o.stream, err)
+	}
+	return info.State.LastSeq, nil
+}
+
+// Sync waits until this node has ingested every event the stream held when
+// Sync was called (from any node), or ctx is done. Tests and tools use it
+// to wait for a node that runs behind the others.
+func (be *Backend) Sync(ctx context.Context) error {
+	last, err := be.LastID(ctx)
+	if err != nil {
+		return err
+	}
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	for be.processed.Load() < last {
+		if p := be.lost.Load(); p != nil {
+			return *p
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("nats: sync to %d (at %d): %w", last, be.processed.Load(), ctx.Err())
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// Close implements [eventbus.Backend]: it stops the consumer and its
+// goroutines, deletes the consumer, and closes the connection when
+// [Connect] made it. Idempotent.
+func (be *Backend) Close() error {
+	be.startMu.Lock()
+	if be.closed {
+		be.startMu.Unlock()
+		return nil
+	}
+	be.closed = true
+	be.cancel()
+	if be.iter != nil {
+		be.iter.Stop()
+	}
+	if be.status != nil {
+		be.nc.RemoveStatusListener(be.status)
+	}
+	if be.adv != nil {
+		_ = be.adv.Unsubscribe()
+	}
+	cons := be.cons
+	be.startMu.Unlock()
+	be.wg.Wait()
+	if cons != nil && be.nc.IsConnected() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = be.js.DeleteConsumer(ctx, be.o.stream, cons.CachedInfo().Name)
+		cancel()
+	}
+	if be.ownConn {
+		be.nc.Close()
+	}
+	return nil
+}
+
+// fail ends the node's subscriptions once per outage.
+func (be *Backend) fail(err error) {
+	be.feedMu.Lock()
+	defer be.feedMu.Unlock()
+	if be.outage || be.feed == nil {
+		return
+	}
+	be.outage = true
+	be.log.Warn("replaybus/nats: ending subscriptions", slog.String("stream", be.o.stream), slog.Any("err", err))
+	be.feed.Fail(err)
+}
+
+// loseStream marks the stream gone for this node: publishes fail, the
+// subscriptions end, the consumer stops.
+func (be *Backend) loseStream(why error) {
+	err := fmt.Errorf("%w: %q: %w", ErrStreamLost, be.o.stream, why)
+	if !be.lost.CompareAndSwap(nil, &err) {
+		return
+	}
+	be.log.Error("replaybus/nats: stream lost", slog.String("stream", be.o.stream), slog.Any("err", why))
+	be.feedMu.Lock()
+	be.outage = false // this Fail goes out even during an outage
+	be.feedMu.Unlock()
+	be.fail(err)
+	be.startMu.Lock()
+	if be.iter != nil {
+		be.iter.Stop()
+	}
+	be.startMu.Unlock()
+}
+
+// watch turns connection status changes into feed failures and stream
+// checks, and checks the stream when its deletion is announced.
+func (be *Backend) watch(ch chan nats.Status) {
+	defer be.wg.Done()
+	for {
+		select {
+		case <-be.ctx.Done():
+			return
+		case <-be.advSig:
+			be.checkStream()
+		case st, ok := <-ch:
+			if !ok {
+				return
+			}
+			switch st {
+			case nats.DISCONNECTED, nats.RECONNECTING:
+				be.fail(ErrDisconnected)
+			case nats.CONNECTED:
+				be.verify.Store(true)
+				be.feedMu.Lock()
+				be.outage = false
+				be.feedMu.Unlock()
+			case nats.CLOSED:
+				be.fail(fmt.Errorf("%w: %w", ErrDisconnected, nats.ErrConnectionClosed))
+				return
+			}
+		}
+	}
+}

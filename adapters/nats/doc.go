@@ -1,0 +1,60 @@
+// Package nats runs the replaybus event bus across several nodes on NATS
+// JetStream: the second implementation of the [eventbus.Backend] seam
+// (DESIGN.md §1), not a fork of the bus. A client connected to node B sees
+// events published on node A, resumes on node C after B dies, and gets the
+// same ids, frames and guarantees as from the in-memory bus.
+//
+// # How it works
+//
+// One JetStream stream per bus ([WithStream]) holds every event. Each
+// session has one subject that spells its place in the session tree,
+// <prefix>.<root>.<child>…, with session ids escaped into subject tokens
+// (bytes outside [A-Za-z0-9_-] become %XX), so a session's descendants are
+// a subject wildcard. The stream keeps MaxMsgsPerSubject = the replay
+// buffer size events per session.
+//
+// [eventbus.Bus.Publish] is a JetStream publish that waits for the ack; the
+// event id is the stream sequence, so ids rise strictly across the whole
+// bus, on every node, as the in-memory sequence does. Every node runs one
+// ordered consumer over the whole stream, from its first retained message,
+// and ingests each event in sequence order into its local [eventbus.Bus]:
+// the same replay buffers, subscriber queues, policies and frames as the
+// in-memory bus, fed by the stream instead of by Publish. Subscribe,
+// snapshot and replay therefore stay local and gap-free, and the hand-off
+// from history to live deduplicates by sequence.
+//
+// CreateSession appends a control record so that every node learns the
+// session and its parent; CloseSession appends session_closed, and every
+// node closes the session when it ingests it. The epoch is derived from the
+// stream's name and creation time: the same on every node and across
+// restarts, new when the stream is re-created (an epoch_reset for clients).
+//
+// # Delivery guarantees
+//
+// Per node, exactly those of the in-memory bus (package eventbus): each
+// subscriber sees ids strictly increasing, without duplicates and without a
+// gap that no frame announces. Across nodes, all nodes see the same ids in
+// the same order, so a client resumes on any node with its last id. A
+// resume whose cursor is ahead of a node that lags waits for that node to
+// catch up (see [eventbus.Syncer]). Events that JetStream dropped before a
+// node read them (a node that starts after a session's ring filled, or one
+// that fell more than a ring behind) are announced as ring_evicted,
+// conservatively.
+//
+// # Failures
+//
+// Publish errors from NATS (timeouts, no responders, a closed connection,
+// an event over the server's payload limit) come back from Publish as
+// errors; nothing panics. A lost connection ends the node's subscriptions
+// with [ErrDisconnected] wrapped in [eventbus.ErrBackend]; clients resume,
+// and after the reconnect the consumer goes on from the last event the node
+// ingested. A deleted or re-created stream ends them with [ErrStreamLost]
+// and makes the node's publishes fail: start a new node.
+//
+// # Embedded server
+//
+// [RunServer] starts an in-process nats-server with JetStream in a data
+// folder (default under os.TempDir()), for a single process that wants the
+// same code path or for tests; [RunCluster] starts a cluster of them on
+// loopback ports.
+package nats

@@ -1,0 +1,235 @@
+package nats
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// ServerConfig configures [RunServer]. The zero value runs a JetStream
+// server on a free loopback port with its data in a new folder under
+// os.TempDir().
+type ServerConfig struct {
+	// Dir is the JetStream data folder. Empty means a new folder under
+	// os.TempDir() that [Server.Shutdown] removes; a folder given here is
+	// kept, so a server started again on it finds its streams.
+	Dir string
+	// Host to listen on; empty means 127.0.0.1 (loopback only).
+	Host string
+	// Port to listen on; 0 means a free port.
+	Port int
+	// Name is the server name; empty means one derived from the port.
+	Name string
+	// ClusterName, ClusterPort and Routes join the server to a cluster
+	// (see [RunCluster]); ClusterPort 0 means no cluster.
+	ClusterName string
+	ClusterPort int
+	Routes      []string
+	// ReadyTimeout bounds the start; zero means 10 s.
+	ReadyTimeout time.Duration
+}
+
+// Server is an in-process nats-server with JetStream, for the embedded
+// mode of examples/agentserver and for tests. Its methods are safe for
+// concurrent use.
+type Server struct {
+	cfg    ServerConfig
+	ownDir bool
+	srv    *server.Server
+}
+
+// RunServer starts an in-process NATS server with JetStream on the loopback
+// interface and waits until it accepts connections. Errors: the data folder
+// cannot be made, the options are refused, or the server is not ready in
+// time.
+func RunServer(cfg ServerConfig) (*Server, error) {
+	s := &Server{cfg: cfg}
+	if s.cfg.Dir == "" {
+		dir, err := os.MkdirTemp("", "replaybus-nats-*")
+		if err != nil {
+			return nil, fmt.Errorf("nats: data folder: %w", err)
+		}
+		s.cfg.Dir, s.ownDir = dir, true
+	}
+	if s.cfg.Host == "" {
+		s.cfg.Host = "127.0.0.1"
+	}
+	if s.cfg.Port == 0 {
+		p, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		s.cfg.Port = p
+	}
+	if s.cfg.Name == "" {
+		s.cfg.Name = fmt.Sprintf("replaybus-%d", s.cfg.Port)
+	}
+	if s.cfg.ReadyTimeout == 0 {
+		s.cfg.ReadyTimeout = 10 * time.Second
+	}
+	if err := s.start(); err != nil {
+		if s.ownDir {
+			_ = os.RemoveAll(s.cfg.Dir)
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) start() error {
+	opts := &server.Options{
+		ServerName: s.cfg.Name,
+		Host:       s.cfg.Host,
+		Port:       s.cfg.Port,
+		JetStream:  true,
+		StoreDir:   s.cfg.Dir,
+		NoSigs:     true,
+		NoLog:      true,
+	}
+	if s.cfg.ClusterPort != 0 {
+		opts.Cluster = server.ClusterOpts{Name: s.cfg.ClusterName, Host: s.cfg.Host, Port: s.cfg.ClusterPort}
+		for _, r := range s.cfg.Routes {
+			u, err := url.Parse(r)
+			if err != nil {
+				return fmt.Errorf("nats: route %q: %w", r, err)
+			}
+			opts.Routes = append(opts.Routes, u)
+		}
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return fmt.Errorf("nats: embedded server: %w", err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(s.cfg.ReadyTimeout) {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+		return fmt.Errorf("nats: embedded server on %s:%d not ready after %v", s.cfg.Host, s.cfg.Port, s.cfg.ReadyTimeout)
+	}
+	s.srv = srv
+	return nil
+}
+
+// ClientURL returns the nats:// URL clients connect to.
+func (s *Server) ClientURL() string { return fmt.Sprintf("nats://%s:%d", s.cfg.Host, s.cfg.Port) }
+
+// Dir returns the JetStream data folder.
+func (s *Server) Dir() string { return s.cfg.Dir }
+
+// Stop shuts the server down and waits for it, keeping its data folder,
+// so that [Server.Restart] can bring it back. Idempotent.
+func (s *Server) Stop() {
+	if s.srv != nil {
+		s.srv.Shutdown()
+		s.srv.WaitForShutdown()
+		s.srv = nil
+	}
+}
+
+// Restart stops the server (if running) and starts it again on the same
+// port and data folder; with file storage its streams come back.
+func (s *Server) Restart() error {
+	s.Stop()
+	return s.start()
+}
+
+// Shutdown stops the server and removes the data folder if RunServer made
+// it. Idempotent.
+func (s *Server) Shutdown() {
+	s.Stop()
+	if s.ownDir {
+		_ = os.RemoveAll(s.cfg.Dir)
+	}
+}
+
+// Cluster is a NATS cluster of in-process servers on loopback ports, for
+// tests of the distributed bus.
+type Cluster struct {
+	Servers []*Server
+}
+
+// RunCluster starts n (≥ 1) JetStream servers routed to each other as one
+// cluster, with data folders under dir (empty: a new folder under
+// os.TempDir()), and waits until JetStream has a meta leader (up to 20 s).
+func RunCluster(n int, dir string) (*Cluster, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("nats: cluster of %d servers", n)
+	}
+	own := dir == ""
+	if own {
+		d, err := os.MkdirTemp("", "replaybus-cluster-*")
+		if err != nil {
+			return nil, err
+		}
+		dir = d
+	}
+	ports := make([]int, 2*n)
+	for i := range ports {
+		p, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = p
+	}
+	routes := make([]string, n)
+	for i := range n {
+		routes[i] = fmt.Sprintf("nats-route://127.0.0.1:%d", ports[n+i])
+	}
+	c := &Cluster{}
+	for i := range n {
+		s, err := RunServer(ServerConfig{
+			Dir: fmt.Sprintf("%s/s%d", dir, i), Port: ports[i], Name: fmt.Sprintf("s%d", i),
+			ClusterName: "replaybus", ClusterPort: ports[n+i], Routes: routes,
+		})
+		if err != nil {
+			c.Shutdown()
+			return nil, err
+		}
+		s.ownDir = own
+		c.Servers = append(c.Servers, s)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, s := range c.Servers {
+			if s.srv != nil && s.srv.JetStreamIsLeader() {
+				return c, nil
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.Shutdown()
+	return nil, errors.New("nats: cluster has no JetStream meta leader after 20s")
+}
+
+// ClientURLs returns the servers' URLs, comma-separated, as
+// nats.Connect takes them.
+func (c *Cluster) ClientURLs() string {
+	urls := make([]string, len(c.Servers))
+	for i, s := range c.Servers {
+		urls[i] = s.ClientURL()
+	}
+	return strings.Join(urls, ",")
+}
+
+// Shutdown stops every server and removes the data folders it made.
+func (c *Cluster) Shutdown() {
+	for _, s := range c.Servers {
+		s.Shutdown()
+	}
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("nats: finding a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

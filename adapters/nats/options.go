@@ -1,0 +1,115 @@
+package nats
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/replaybus/replaybus/eventbus"
+)
+
+// Defaults of the options.
+const (
+	// DefaultStream is the JetStream stream a bus uses unless [WithStream]
+	// names another.
+	DefaultStream = "REPLAYBUS"
+	// DefaultSubjectPrefix is the first subject token of every event
+	// unless [WithSubjectPrefix] sets another.
+	DefaultSubjectPrefix = "replaybus"
+	// DefaultPublishTimeout bounds one JetStream publish (waiting for its
+	// ack) unless [WithPublishTimeout] sets another.
+	DefaultPublishTimeout = 5 * time.Second
+	// DefaultHeartbeat is the idle heartbeat of the node's consumer: two
+	// missed heartbeats make it re-create the consumer (for example after
+	// the server holding it was stopped).
+	DefaultHeartbeat = 5 * time.Second
+)
+
+// Option configures [New], [Connect] and [NewBackend].
+type Option func(*options)
+
+type options struct {
+	stream         string
+	prefix         string
+	replicas       int
+	storage        jetstream.StorageType
+	publishTimeout time.Duration
+	heartbeat      time.Duration
+	busOpts        []eventbus.Option
+	logger         *slog.Logger
+}
+
+func defaultOptions() options {
+	return options{
+		stream:         DefaultStream,
+		prefix:         DefaultSubjectPrefix,
+		replicas:       1,
+		storage:        jetstream.FileStorage,
+		publishTimeout: DefaultPublishTimeout,
+		heartbeat:      DefaultHeartbeat,
+	}
+}
+
+func (o *options) validate() error {
+	if err := checkStreamName(o.stream); err != nil {
+		return err
+	}
+	if err := checkPrefix(o.prefix); err != nil {
+		return err
+	}
+	if o.replicas < 1 || o.replicas > 5 {
+		return fmt.Errorf("nats: replicas %d out of range [1, 5]", o.replicas)
+	}
+	if o.storage != jetstream.FileStorage && o.storage != jetstream.MemoryStorage {
+		return fmt.Errorf("nats: unknown storage type %v", o.storage)
+	}
+	if o.publishTimeout <= 0 {
+		return fmt.Errorf("nats: publish timeout %v must be positive", o.publishTimeout)
+	}
+	if o.heartbeat < 100*time.Millisecond || o.heartbeat > time.Minute {
+		return fmt.Errorf("nats: heartbeat %v out of range [100ms, 1m]", o.heartbeat)
+	}
+	return nil
+}
+
+// WithStream names the JetStream stream (1–64 characters from
+// [A-Za-z0-9_-]); default [DefaultStream]. Every node of one bus uses the
+// same stream; buses that share a NATS system use different streams and
+// different subject prefixes.
+func WithStream(name string) Option { return func(o *options) { o.stream = name } }
+
+// WithSubjectPrefix sets the subject prefix (one or more tokens without
+// wildcards); default [DefaultSubjectPrefix]. The stream holds the subjects
+// <prefix>.>, which no other stream may overlap.
+func WithSubjectPrefix(prefix string) Option { return func(o *options) { o.prefix = prefix } }
+
+// WithReplicas sets the stream's replication factor, 1–5 (default 1); a
+// NATS cluster of 3 servers with 3 replicas survives the loss of one.
+func WithReplicas(n int) Option { return func(o *options) { o.replicas = n } }
+
+// WithStorage chooses file (default) or memory storage for the stream.
+// Only file storage keeps the history across a restart of the NATS server.
+func WithStorage(st jetstream.StorageType) Option { return func(o *options) { o.storage = st } }
+
+// WithPublishTimeout bounds one publish, which waits for JetStream's ack
+// (default [DefaultPublishTimeout]); a publish that runs out of it fails
+// with an error and may or may not have been stored.
+func WithPublishTimeout(d time.Duration) Option { return func(o *options) { o.publishTimeout = d } }
+
+// WithHeartbeat sets the idle heartbeat of the node's consumer, 100ms–1m
+// (default [DefaultHeartbeat]): a lost consumer is noticed after two missed
+// heartbeats and re-created from the last event the node ingested.
+func WithHeartbeat(d time.Duration) Option { return func(o *options) { o.heartbeat = d } }
+
+// WithBusOptions passes options on to the [eventbus.Bus] that [New] and
+// [Connect] make (logger, diagnostics hook). [eventbus.WithEpoch] is
+// overridden: the epoch comes from the stream.
+func WithBusOptions(opts ...eventbus.Option) Option {
+	return func(o *options) { o.busOpts = append(o.busOpts, opts...) }
+}
+
+// WithLogger sends the backend's own log records (connection lost, consumer
+// gaps, a lost stream) to l. Default: none.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
