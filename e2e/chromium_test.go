@@ -130,18 +130,24 @@ func TestChromiumPage(t *testing.T) {
 		n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`window.receivedIds.length`))
 		require.NoError(t, err)
 		require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.ID("drop"))), "drop %d", i+1)
+		if i == 1 {
+			// The screenshot, mid-run, just after the second resume: the
+			// replayed rows and replay_complete in the log, sub-agents busy.
+			_, err := chromedp.Run(ctx, chromedp.Poll[bool](
+				`window.connState === "open" && window.frames.filter(f => f.type === "replay_complete").length >= 2`,
+				chromedp.WithPollingTimeout(30*time.Second)))
+			require.NoError(t, err, "waiting for the second resume")
+			require.NoError(t, chromedp.Do(ctx, chromedp.Sleep(150*time.Millisecond)))
+			png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+			require.NoError(t, err)
+			require.NoError(t, os.MkdirAll(filepath.Dir(screenshotPath), 0o755))
+			require.NoError(t, os.WriteFile(screenshotPath, png, 0o644))
+		}
 		waitIDs(n + 20)
 	}
 	state, err := chromedp.Run(ctx, chromedp.Evaluate[string](`window.connState`))
 	require.NoError(t, err)
 	assert.Equal(t, "open", state)
-
-	// The screenshot, mid-run: sub-agents streaming, the resumes in the log.
-	require.NoError(t, chromedp.Do(ctx, chromedp.Sleep(time.Second)))
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	require.NoError(t, err)
-	require.NoError(t, os.MkdirAll(filepath.Dir(screenshotPath), 0o755))
-	require.NoError(t, os.WriteFile(screenshotPath, png, 0o644))
 
 	select {
 	case err := <-demoDone:
@@ -189,12 +195,13 @@ func TestChromiumPage(t *testing.T) {
 		switch f["type"] {
 		case eventbus.TypeReplayComplete:
 			completes++
+		case eventbus.TypeSlowClientWarning: // a slow browser is told, but loses nothing
 		default:
 			t.Errorf("unexpected frame on the page: %v", f)
 		}
 	}
-	assert.Equal(t, 2, completes, "each resume ends its replay with replay_complete")
-	assert.Equal(t, 3, connects, "one connect and two resumes")
+	assert.GreaterOrEqual(t, completes, 2, "each resume ends its replay with replay_complete")
+	assert.GreaterOrEqual(t, connects, 3, "one connect and two resumes (more only if the browser reconnected by itself)")
 	assert.Equal(t, itoa(len(got)), itoa(len(splitFields(idsText))), "<pre id=ids> lists the same ids")
 	st := ts.bus.Stats()
 	assert.Zero(t, st.Guarded)

@@ -10,6 +10,7 @@
   const $ = (id) => document.getElementById(id);
   const MAX_ROWS = 400;   // rows kept in the event log
   const MAX_FLOW = 60;    // items kept per agent card
+  const MAX_CARDS = 6;    // agent cards kept (closed sessions go first)
   const POLL_MS = 2000;
   const FRAME_TYPES = new Set(['state_resync_required', 'replay_complete', 'slow_client_warning', 'client_evicted']);
 
@@ -114,6 +115,7 @@
       st.received++;
       if (env.replay) st.replayed++;
       agents.apply(env, type);
+      if (!st.sessions.some((x) => x.id === env.session) || type === 'session_closed') refreshSessionsSoon();
       if (type === 'session_closed' && env.session === st.session) {
         showNotice(`session ${st.session} was closed; the stream ends`, 'info');
       }
@@ -299,9 +301,14 @@
       el.className = 'card';
       el.innerHTML = '<h3><code></code><span class="status"></span></h3><ul class="plan"></ul><div class="flow"></div>';
       el.querySelector('code').textContent = session;
-      c = { el, status: el.querySelector('.status'), plan: el.querySelector('.plan'), flow: el.querySelector('.flow'), last: null, tools: new Map() };
+      c = { el, status: el.querySelector('.status'), plan: el.querySelector('.plan'), flow: el.querySelector('.flow'), last: null, tools: new Map(), closed: false };
       this.cards.set(session, c);
       $('cards').append(el);
+      // Keep the panel bounded: forget the oldest closed sessions.
+      for (const [id, old] of this.cards) {
+        if (this.cards.size <= MAX_CARDS) break;
+        if (old.closed) { old.el.remove(); this.cards.delete(id); }
+      }
       return c;
     },
     push(c, node) {
@@ -329,6 +336,7 @@
           c.status.textContent = 'closed';
           c.status.className = 'status';
           c.el.classList.add('closed');
+          c.closed = true;
           break;
         case 'agent_message_chunk':
         case 'agent_thought_chunk': {
@@ -451,6 +459,14 @@
         if (!st.session && st.sessions.length) select(st.sessions[0].id, st.scope);
       }
     } catch { /* the server may be restarting */ }
+  }
+
+  // A session the list does not show yet (or one that closed): refresh the
+  // list now rather than at the next poll.
+  let refreshTimer = 0;
+  function refreshSessionsSoon() {
+    if (refreshTimer) return;
+    refreshTimer = setTimeout(() => { refreshTimer = 0; pollSessions(); }, 200);
   }
 
   async function pollInfo() {
