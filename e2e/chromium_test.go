@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"errors"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -210,4 +212,99 @@ func TestChromiumPage(t *testing.T) {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		t.Fatal("chromium context timed out")
 	}
+}
+
+// TestChromiumServerRestart: the page's EventSource outlives a server
+// restart. The new bus has a new epoch; the browser's own reconnect sends
+// the old "<epoch>-<seq>" id, the server answers state_resync_required
+// {epoch_reset} and replays its whole buffer, and the page starts its id
+// list again: exactly the new server's ids, in order.
+func TestChromiumServerRestart(t *testing.T) {
+	chromium := needTool(t, "chromium", "/usr/bin/chromium", "chromium-browser")
+	chunk := func(bus *eventbus.Bus, n int) {
+		for i := range n {
+			_, err := bus.Publish(demo.DefaultParent, demo.TypeMessageChunk, map[string]any{
+				"sessionId": demo.DefaultParent,
+				"update":    map[string]any{"sessionUpdate": demo.TypeMessageChunk, "content": map[string]any{"type": "text", "text": itoa(i) + " "}},
+			})
+			require.NoError(t, err)
+		}
+	}
+	// serve runs one incarnation of the server on addr ("127.0.0.1:0" the
+	// first time) and returns its bus, its address and a stop func.
+	serve := func(addr string) (*eventbus.Bus, string, func()) {
+		bus, err := eventbus.New(config.Config{})
+		require.NoError(t, err)
+		require.NoError(t, bus.CreateSession(demo.DefaultParent, ""))
+		srv, err := server.New(bus, server.Options{
+			DefaultSession: demo.DefaultParent, Types: demo.Types,
+			SSE: sse.HandlerOptions{EpochIDs: true, Retry: 200 * time.Millisecond},
+		})
+		require.NoError(t, err)
+		var ln net.Listener
+		require.Eventually(t, func() bool {
+			ln, err = net.Listen("tcp", addr)
+			return err == nil
+		}, 5*time.Second, 20*time.Millisecond, "listening on %s: %v", addr, err)
+		hs := &http.Server{Handler: srv}
+		hs.RegisterOnShutdown(func() { _ = srv.Close() })
+		served := make(chan struct{})
+		go func() {
+			defer close(served)
+			_ = hs.Serve(ln)
+		}()
+		var once sync.Once
+		return bus, ln.Addr().String(), func() {
+			once.Do(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				assert.NoError(t, hs.Shutdown(ctx))
+				<-served
+				_ = bus.Close()
+			})
+		}
+	}
+
+	busA, addr, stopA := serve("127.0.0.1:0")
+	defer stopA()
+	chunk(busA, 30)
+
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), chromiumAllocator(t, chromium)...)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
+	defer cancelTimeout()
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate("http://"+addr+"/")))
+	_, err := chromedp.Run(ctx, chromedp.Poll[bool](`window.connState === "open" && window.receivedIds.length === 30`,
+		chromedp.WithPollingTimeout(30*time.Second)))
+	require.NoError(t, err, "the first server's 30 events")
+
+	stopA()
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`window.connState === "reconnecting"`, chromedp.WithPollingTimeout(10*time.Second)))
+	require.NoError(t, err, "the page notices the server is gone")
+
+	busB, _, stopB := serve(addr)
+	defer stopB()
+	require.NotEqual(t, busA.Epoch(), busB.Epoch())
+	chunk(busB, 10)
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`window.connState === "open" && window.receivedIds.length === 10`,
+		chromedp.WithPollingTimeout(20*time.Second)))
+	require.NoError(t, err, "the page resumes on the new server")
+	chunk(busB, 5)
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`window.receivedIds.length === 15`, chromedp.WithPollingTimeout(10*time.Second)))
+	require.NoError(t, err, "and goes on live")
+
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[[]uint64](`window.receivedIds`))
+	require.NoError(t, err)
+	assert.Equal(t, []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, got)
+	frames, err := chromedp.Run(ctx, chromedp.Evaluate[[]map[string]any](`window.frames`))
+	require.NoError(t, err)
+	require.NotEmpty(t, frames)
+	assert.Equal(t, eventbus.TypeStateResyncRequired, frames[0]["type"])
+	data, _ := frames[0]["data"].(map[string]any)
+	assert.Equal(t, eventbus.ReasonEpochReset, data["reason"])
+	assert.Equal(t, busB.Epoch(), data["epoch"])
+	assert.EqualValues(t, 30, data["lastDeliveredId"], "the browser sent the old server's last id")
+	t.Logf("restart: epoch %s → %s, the page resynced and holds ids 1…15 of the new server", busA.Epoch(), busB.Epoch())
 }

@@ -127,6 +127,11 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 	opts := server.Options{Logger: log, SSE: sse.HandlerOptions{EpochIDs: f.epochIDs}}
 	if f.demo {
 		opts.DefaultSession, opts.DefaultScope, opts.Types = demo.DefaultParent, scope.Descendants, demo.Types
+		// Before listening, so that a browser resuming after a restart
+		// finds the session (and gets epoch_reset) instead of a 404.
+		if err := bus.CreateSession(demo.DefaultParent, ""); err != nil {
+			return err
+		}
 	}
 	srv, err := server.New(bus, opts)
 	if err != nil {
