@@ -8,6 +8,7 @@ import (
 
 	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/scope"
 )
 
 // A ring of 5 holding ids 8…12 of one session.
@@ -143,4 +144,57 @@ func TestResumeContinues(t *testing.T) {
 	publish(t, b, "s", 3)
 	all := append(ids(got), ids(drain(r))...)
 	assert.Equal(t, seq(1, 23), all)
+}
+
+// A resume is told about events lost with a closed session that was in its
+// scope, and only then.
+func TestResumeAcrossClosedSessions(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		on      string
+		kind    scope.Kind
+		close   string
+		evicted bool
+	}{
+		{"descendants, closed child", "X", scope.Descendants, "C", true},
+		{"descendants, closed grandchild", "X", scope.Descendants, "G", true},
+		{"descendants, closed unrelated", "X", scope.Descendants, "U", false},
+		{"descendants, closed parent", "X", scope.Descendants, "P", false},
+		{"subtree, closed sibling", "X", scope.Subtree, "S", true},
+		{"subtree, closed parent", "X", scope.Subtree, "P", true},
+		{"subtree, closed child", "X", scope.Subtree, "C", false},
+		{"subtree, closed unrelated", "X", scope.Subtree, "U", false},
+		{"session, closed child", "X", scope.Session, "C", false},
+		{"all, closed unrelated", "X", scope.All, "U", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			// P ─┬─ X ── C ── G      U
+			//    └─ S
+			b := newBus(t, config.Config{})
+			for _, e := range [][2]string{{"P", ""}, {"X", "P"}, {"C", "X"}, {"G", "C"}, {"S", "P"}, {"U", ""}} {
+				require.NoError(t, b.CreateSession(e[0], e[1]))
+			}
+			ev, err := b.Publish(tt.close, "msg", nil)
+			require.NoError(t, err)
+			cursor := ev.ID - 1
+			require.NoError(t, b.CloseSession(tt.close))
+			closedID := b.LastEventID()
+
+			s := subscribe(t, b, tt.on, eventbus.SubscribeOptions{Scope: tt.kind, HasCursor: true, Cursor: cursor})
+			got := drain(s)
+			if !tt.evicted {
+				assert.Equal(t, []string{"replay_complete"}, describe(got))
+				return
+			}
+			require.Equal(t, []string{"state_resync_required:ring_evicted", "replay_complete"}, describe(got))
+			assert.Equal(t, eventbus.ResyncData{Reason: eventbus.ReasonRingEvicted, LastDeliveredID: cursor,
+				EarliestAvailableID: closedID + 1}, decode[eventbus.ResyncData](t, got[0]))
+			// A client that saw session_closed lost nothing.
+			s2 := subscribe(t, b, tt.on, eventbus.SubscribeOptions{Scope: tt.kind, HasCursor: true, Cursor: closedID})
+			assert.Equal(t, []string{"replay_complete"}, describe(drain(s2)))
+		})
+	}
 }

@@ -1,0 +1,117 @@
+package eventbus_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/scope"
+)
+
+// Publish to a session, then subscribe: the history comes first (Replay is
+// set on those copies), then live events.
+func Example() {
+	b, err := eventbus.New(config.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer b.Close()
+
+	b.Publish("s1", "agent_message_chunk", map[string]string{"text": "Hel"})
+	b.Publish("s1", "agent_message_chunk", map[string]string{"text": "lo"})
+
+	sub, err := b.Subscribe(context.Background(), "s1", eventbus.SubscribeOptions{})
+	if err != nil {
+		panic(err)
+	}
+	defer sub.Close()
+	b.Publish("s1", "tool_call", map[string]string{"title": "Read file"})
+
+	for i := 0; i < 3; i++ {
+		ev, err := sub.Next(context.Background())
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(ev.ID, ev.Type, ev.Replay, string(ev.Data))
+	}
+	// Output:
+	// 1 agent_message_chunk true {"text":"Hel"}
+	// 2 agent_message_chunk true {"text":"lo"}
+	// 3 tool_call false {"title":"Read file"}
+}
+
+// A client resumes with its Last-Event-ID. The replay buffer keeps the last
+// three events, so events 2 and 3 are gone: a state_resync_required frame
+// (no id) says so before the replay, and replay_complete ends it.
+func ExampleBus_Subscribe_resume() {
+	b, err := eventbus.New(config.Config{ReplayBufferSize: 3})
+	if err != nil {
+		panic(err)
+	}
+	defer b.Close()
+	for i := 1; i <= 6; i++ {
+		b.Publish("s1", "agent_message_chunk", nil)
+	}
+
+	sub, err := b.Subscribe(context.Background(), "s1", eventbus.SubscribeOptions{HasCursor: true, Cursor: 1})
+	if err != nil {
+		panic(err)
+	}
+	defer sub.Close()
+	for {
+		ev, ok := sub.TryNext()
+		if !ok {
+			break
+		}
+		if ev.Synthetic() {
+			fmt.Println("frame", ev.Type, string(ev.Data))
+		} else {
+			fmt.Println("event", ev.ID, "replay", ev.Replay)
+		}
+	}
+	// Output:
+	// frame state_resync_required {"reason":"ring_evicted","lastDeliveredId":1,"earliestAvailableId":4}
+	// event 4 replay true
+	// event 5 replay true
+	// event 6 replay true
+	// frame replay_complete {"lastReplayedEventId":6,"replayedCount":3}
+}
+
+// A subscriber of a session with scope descendants hears its sub-agents'
+// sessions too, including those created after it subscribed, as one stream
+// ordered by id.
+func ExampleBus_Subscribe_scopes() {
+	b, err := eventbus.New(config.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer b.Close()
+	b.CreateSession("main", "")
+	b.CreateSession("worker", "main")
+
+	sub, err := b.Subscribe(context.Background(), "main", eventbus.SubscribeOptions{Scope: scope.Descendants})
+	if err != nil {
+		panic(err)
+	}
+	defer sub.Close()
+	b.CreateSession("worker.tool", "worker") // created after subscribing
+	b.Publish("main", "plan", nil)
+	b.Publish("worker", "tool_call", nil)
+	b.Publish("other", "plan", nil) // another root: not in scope
+	b.Publish("worker.tool", "tool_call_update", nil)
+	b.CloseSession("worker.tool")
+
+	for {
+		ev, ok := sub.TryNext()
+		if !ok {
+			break
+		}
+		fmt.Println(ev.ID, ev.Session, ev.Type)
+	}
+	// Output:
+	// 1 main plan
+	// 2 worker tool_call
+	// 4 worker.tool tool_call_update
+	// 5 worker.tool session_closed
+}
