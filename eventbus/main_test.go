@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 	}
 	// A failure prints its -rapid.seed; do not litter the tree with
 	// testdata/rapid fail files unless asked (-rapid.nofailfile=false).
-	if !set["rapid.nofailfile"] {
+	if _, env := os.LookupEnv("RAPID_NOFAILFILE"); !set["rapid.nofailfile"] && !env {
 		must(flag.Set("rapid.nofailfile", "true"))
 	}
 	goleak.VerifyTestMain(m)
