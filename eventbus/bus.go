@@ -48,7 +48,12 @@ type Bus struct {
 	tree      scope.Tree[*session]
 	all       subList
 	nsubs     int
-	allLost   uint64           // highest id lost with any closed or expired session
+	allLost   uint64 // highest id lost with any closed or expired session
+	// lost remembers, for one session TTL, the newest id each closed or
+	// expired session took with it; forgotten is the highest such id whose
+	// entry has been dropped since. A re-created id is seeded from them.
+	lost      map[string]lostMark
+	forgotten uint64
 	tombs     map[string]int64 // closed session id → Unix ns of closing
 	stats     Stats
 	stopTTL   chan struct{}
@@ -272,9 +277,14 @@ func (b *Bus) addLocked(id, parent string) (*session, error) {
 		return nil, err
 	}
 	// The id may have lived before (expired, or closed and its tombstone
-	// forgotten) and nothing remembers what it lost then: a resume from
-	// before the last loss gets ring_evicted instead of a silent gap.
-	ring.MarkEvicted(b.allLost)
+	// forgotten): a resume from before what it lost then gets ring_evicted
+	// instead of a silent gap. Within one TTL we know exactly what the id
+	// lost; after that, conservatively, anything forgotten since.
+	if m, ok := b.lost[id]; ok {
+		ring.MarkEvicted(m.id)
+	} else {
+		ring.MarkEvicted(b.forgotten)
+	}
 	x := &session{id: id, ring: ring, active: b.nowNanos()}
 	n, err := b.tree.Add(id, parent, x)
 	if err != nil {
@@ -507,6 +517,10 @@ func (b *Bus) closeLocked(x *session, cascade, announce bool) {
 			return true
 		})
 		b.allLost = max(b.allLost, lost)
+		if b.lost == nil {
+			b.lost = make(map[string]lostMark)
+		}
+		b.lost[x.id] = lostMark{id: lost, at: now}
 	}
 	// End the session's own subscribers after they drain.
 	for len(x.own) > 0 {
@@ -527,6 +541,12 @@ func (b *Bus) closeLocked(x *session, cascade, announce bool) {
 	x.ring.Clear()
 	x.ring = nil
 	b.stats.Sessions--
+}
+
+// lostMark is what one closed or expired session took with it.
+type lostMark struct {
+	id uint64 // newest id of the session
+	at int64  // Unix ns when it went
 }
 
 // Stats is a snapshot of the bus's counters. Counters are totals since New;

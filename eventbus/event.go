@@ -90,8 +90,8 @@ type ResyncData struct {
 	Reason string `json:"reason"`
 	// LastDeliveredID is the last id the subscriber had before the gap: the
 	// cursor (ring_evicted, epoch_reset), the last replayed id
-	// (replay_budget_exceeded), or the last id queued before the dropped run
-	// (events_dropped); 0 when none.
+	// (replay_budget_exceeded), or the last id the subscriber received
+	// before the dropped run (events_dropped); 0 when none.
 	LastDeliveredID uint64 `json:"lastDeliveredId"`
 	// EarliestAvailableID is the first id after the gap that the subscriber
 	// can still get, 0 when unknown (nothing held yet).

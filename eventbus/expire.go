@@ -54,6 +54,12 @@ func (b *Bus) ExpireIdle() int {
 			b.diagnose(DiagSessionExpired, &Subscription{sess: x}, &record{})
 		}
 	}
+	for id, m := range b.lost {
+		if now-m.at >= ttl {
+			b.forgotten = max(b.forgotten, m.id)
+			delete(b.lost, id)
+		}
+	}
 	for id, at := range b.tombs {
 		if now-at >= ttl {
 			delete(b.tombs, id)

@@ -140,11 +140,11 @@ func (h *harness) fatalf(format string, args ...any) {
 	h.t.Fatalf(format, args...)
 }
 
-// newSession adds a session to the model; a new ring starts marked evicted
-// up to everything lost with closed sessions, as the bus does, since the id
-// may have lived before.
+// newSession adds a session to the model. Within a case no id is ever
+// re-created (closed ids stay closed, nothing expires), so a new ring starts
+// with nothing evicted: a brand-new session must never announce a loss.
 func (h *harness) newSession(id string, parent *mSession) *mSession {
-	x := &mSession{id: id, parent: parent, evicted: h.allLost}
+	x := &mSession{id: id, parent: parent}
 	if parent != nil {
 		parent.children = append(parent.children, x)
 	}

@@ -198,3 +198,21 @@ func TestResumeAcrossClosedSessions(t *testing.T) {
 		})
 	}
 }
+
+// A session created after another one was closed is new: a descendants
+// resume that now covers it must not announce a loss it never had, while a
+// re-created closed id (after its tombstone is forgotten) still does.
+func TestNewSessionAnnouncesNothing(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, config.Config{})
+	require.NoError(t, b.CreateSession("P", ""))
+	require.NoError(t, b.CreateSession("old", "P"))
+	publish(t, b, "old", 3)
+	require.NoError(t, b.CloseSession("old"))
+	cursor := b.LastEventID()
+	require.NoError(t, b.CreateSession("new", "P"))
+	publish(t, b, "new", 2)
+
+	s := subscribe(t, b, "P", eventbus.SubscribeOptions{Scope: scope.Descendants, HasCursor: true, Cursor: cursor})
+	assert.Equal(t, []string{"5r", "6r", "replay_complete"}, describe(drain(s)))
+}
