@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -492,6 +493,8 @@ func (b *Bus) closeLocked(x *session, cascade, announce bool) {
 	if cascade {
 		var kids []*session
 		x.node.Children(func(c *scope.Node[*session]) bool { kids = append(kids, c.Value); return true })
+		// A deterministic order: siblings close in id order.
+		slices.SortFunc(kids, func(a, b *session) int { return strings.Compare(a.id, b.id) })
 		for _, c := range kids {
 			b.closeLocked(c, true, announce)
 		}
