@@ -1,0 +1,227 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/centrifugal/centrifuge"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// centrifuge: one Node with its MemoryBroker; a session is a channel, every
+// publish goes with WithHistory(ring, 1h) (the broker's in-memory history
+// stream), and a subscriber is a Client on an in-process unidirectional JSON
+// transport, connected with Client.Connect and subscribed server-side
+// (ConnectReply.Subscriptions, EnableRecovery) the way centrifuge's own
+// unidirectional SSE/HTTP-stream handlers do. Publish goes Node.Publish →
+// MemoryBroker (history) → Hub broadcast (one encoding per protocol shared by
+// every subscriber) → each Client's writer queue → its writer goroutine →
+// Transport.Write, which parses the offset out of the push and records it.
+// That is centrifuge's hub path minus the socket write.
+type cfInstance struct {
+	node *centrifuge.Node
+	ring int
+
+	mu      sync.Mutex
+	last    map[string]centrifuge.StreamPosition
+	clients []func() error
+	trans   []*cfTransport
+	ctx     context.Context
+	cancel  context.CancelFunc
+	stall   chan struct{}
+}
+
+type cfChannelKey struct{}
+
+func openCentrifuge(o Opts) (Instance, error) {
+	cfg := centrifuge.Config{
+		LogLevel: centrifuge.LogLevelNone,
+		Metrics:  centrifuge.MetricsConfig{RegistererGatherer: prometheus.NewRegistry()},
+	}
+	if o.Lossless {
+		cfg.ClientQueueMaxSize = 1 << 30
+	}
+	node, err := centrifuge.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	broker, err := centrifuge.NewMemoryBroker(node, centrifuge.MemoryBrokerConfig{})
+	if err != nil {
+		return nil, err
+	}
+	node.SetBroker(broker)
+	node.OnConnecting(func(ctx context.Context, e centrifuge.ConnectEvent) (centrifuge.ConnectReply, error) {
+		ch, _ := ctx.Value(cfChannelKey{}).(string)
+		return centrifuge.ConnectReply{
+			Credentials:   &centrifuge.Credentials{UserID: "bench"},
+			Subscriptions: map[string]centrifuge.SubscribeOptions{ch: {EnableRecovery: true}},
+		}, nil
+	})
+	node.OnConnect(func(*centrifuge.Client) {})
+	if err := node.Run(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &cfInstance{node: node, ring: max(o.Ring, 1), last: make(map[string]centrifuge.StreamPosition),
+		ctx: ctx, cancel: cancel, stall: make(chan struct{})}, nil
+}
+
+func (c *cfInstance) Publish(session string, data []byte) (uint64, error) {
+	res, err := c.node.Publish(session, data, centrifuge.WithHistory(c.ring, time.Hour))
+	if err != nil {
+		return 0, err
+	}
+	c.mu.Lock()
+	if res.Offset > c.last[session].Offset {
+		c.last[session] = res.StreamPosition
+	}
+	c.mu.Unlock()
+	return res.Offset, nil
+}
+
+type cfTransport struct {
+	k     *Sink
+	stall <-chan struct{}
+	mu    sync.Mutex
+	dead  bool // set by the instance's Close: no Sink call afterwards
+}
+
+func (t *cfTransport) Name() string                      { return "bench" }
+func (t *cfTransport) AcceptProtocol() string            { return "h1" }
+func (t *cfTransport) Protocol() centrifuge.ProtocolType { return centrifuge.ProtocolTypeJSON }
+func (t *cfTransport) ProtocolVersion() centrifuge.ProtocolVersion {
+	return centrifuge.ProtocolVersion2
+}
+func (t *cfTransport) Unidirectional() bool      { return true }
+func (t *cfTransport) Emulation() bool           { return false }
+func (t *cfTransport) DisabledPushFlags() uint64 { return 0 }
+func (t *cfTransport) PingPongConfig() centrifuge.PingPongConfig {
+	return centrifuge.PingPongConfig{PingInterval: -1, PongTimeout: -1}
+}
+
+func (t *cfTransport) Write(b []byte) error { return t.WriteMany(b) }
+
+var cfOffsetKey = []byte(`"offset":`)
+
+func (t *cfTransport) WriteMany(msgs ...[]byte) error {
+	if t.stall != nil {
+		<-t.stall
+		return errors.New("closed")
+	}
+	at := now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.dead {
+		return errors.New("closed")
+	}
+	for _, b := range msgs {
+		if bytes.HasPrefix(b, []byte(`{"connect"`)) {
+			t.connect(b, at)
+			continue
+		}
+		i := bytes.Index(b, cfOffsetKey)
+		if i < 0 {
+			continue // a push without a publication
+		}
+		var off uint64
+		for i += len(cfOffsetKey); i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+			off = off*10 + uint64(b[i]-'0')
+		}
+		t.k.Event(off)
+	}
+	return nil
+}
+
+// connect handles the connect push, which carries the recovered
+// publications; they count as arrived when the push reached the transport.
+func (t *cfTransport) connect(b []byte, at int64) {
+	var push struct {
+		Connect struct {
+			Subs map[string]struct {
+				Publications []struct {
+					Offset uint64 `json:"offset"`
+				} `json:"publications"`
+			} `json:"subs"`
+		} `json:"connect"`
+	}
+	if err := json.Unmarshal(b, &push); err != nil {
+		return
+	}
+	t.k.stamp = at
+	for _, s := range push.Connect.Subs {
+		for _, p := range s.Publications {
+			t.k.Event(p.Offset)
+		}
+	}
+	t.k.stamp = 0
+}
+
+func (t *cfTransport) Close(d centrifuge.Disconnect) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.dead {
+		t.k.End("disconnect: " + d.Reason)
+	}
+	return nil
+}
+
+func (c *cfInstance) Subscribe(session string, so SubOpts, k *Sink) error {
+	t := &cfTransport{k: k}
+	if so.Stall {
+		t.stall = c.stall
+	}
+	ctx := context.WithValue(c.ctx, cfChannelKey{}, session)
+	client, closeFn, err := centrifuge.NewClient(ctx, c.node, t)
+	if err != nil {
+		return err
+	}
+	req := centrifuge.ConnectRequest{}
+	if so.Replay {
+		c.mu.Lock()
+		epoch := c.last[session].Epoch
+		c.mu.Unlock()
+		req.Subs = map[string]centrifuge.SubscribeRequest{session: {Recover: true, Epoch: epoch, Offset: so.Cursor}}
+	}
+	c.mu.Lock()
+	c.clients = append(c.clients, closeFn)
+	c.trans = append(c.trans, t)
+	c.mu.Unlock()
+	client.Connect(req)
+	// The application's goroutine for this connection (centrifuge's own SSE
+	// handler keeps the request goroutine parked in a select while the
+	// client's writer goroutine writes): every system here has one reader
+	// goroutine per subscriber, so W7 counts it for centrifuge too.
+	go func() { <-c.ctx.Done() }()
+	return nil
+}
+
+func (c *cfInstance) Sync(map[string][]*Sink) error { return nil }
+
+func (c *cfInstance) LastID(session string) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last[session].Offset
+}
+
+func (c *cfInstance) Close() {
+	c.mu.Lock()
+	trans, clients := c.trans, c.clients
+	c.mu.Unlock()
+	for _, t := range trans {
+		t.mu.Lock()
+		t.dead = true
+		t.mu.Unlock()
+	}
+	close(c.stall)
+	for _, f := range clients {
+		_ = f()
+	}
+	c.cancel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	_ = c.node.Shutdown(ctx)
+	cancel()
+}

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	sse "github.com/tmaxmax/go-sse"
+)
+
+// go-sse: one Joe per session, each with its own FiniteReplayer (go-sse's
+// replayer is per provider, so a per-session ring needs a Joe per session),
+// auto ids. A subscriber is a goroutine blocked in Joe.Subscribe (as
+// go-sse's own Server.ServeHTTP is) with a MessageWriter whose Send records
+// the event: Joe calls Send and Flush synchronously from its one goroutine
+// for every subscriber in turn, so this is go-sse's delivery path minus the
+// socket write. go-sse has no per-subscriber queue: a Send that blocks stalls
+// Joe and every publisher.
+type gsSession struct {
+	joe  *sse.Joe
+	last atomic.Uint64 // auto id of the newest message + 1
+}
+
+type gsInstance struct {
+	ring     int
+	mu       sync.RWMutex
+	sessions map[string]*gsSession
+	ctx      context.Context
+	cancel   context.CancelFunc
+	stall    chan struct{}
+	wg       sync.WaitGroup
+}
+
+func openGoSSE(o Opts) (Instance, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &gsInstance{ring: o.Ring, sessions: make(map[string]*gsSession), ctx: ctx, cancel: cancel, stall: make(chan struct{})}, nil
+}
+
+func (g *gsInstance) session(id string) (*gsSession, error) {
+	g.mu.RLock()
+	x := g.sessions[id]
+	g.mu.RUnlock()
+	if x != nil {
+		return x, nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if x = g.sessions[id]; x == nil {
+		ring := max(g.ring, 2) // FiniteReplayer needs ≥ 2
+		rp, err := sse.NewFiniteReplayer(ring, true)
+		if err != nil {
+			return nil, err
+		}
+		x = &gsSession{joe: &sse.Joe{Replayer: rp}}
+		g.sessions[id] = x
+	}
+	return x, nil
+}
+
+var gsTopics = []string{sse.DefaultTopic}
+
+func (g *gsInstance) Publish(session string, data []byte) (uint64, error) {
+	x, err := g.session(session)
+	if err != nil {
+		return 0, err
+	}
+	m := &sse.Message{Type: sse.Type(eventType)}
+	m.AppendData(string(data))
+	if err := x.joe.Publish(m, gsTopics); err != nil {
+		return 0, err
+	}
+	return x.last.Add(1), nil
+}
+
+type gsWriter struct {
+	k     *Sink
+	stall <-chan struct{}
+}
+
+func (w *gsWriter) Send(m *sse.Message) error {
+	if w.stall != nil {
+		<-w.stall
+		return errors.New("closed")
+	}
+	id, err := strconv.ParseUint(m.ID.String(), 10, 64)
+	if err != nil {
+		return err
+	}
+	w.k.Event(id + 1)
+	return nil
+}
+
+func (w *gsWriter) Flush() error { return nil }
+
+func (g *gsInstance) Subscribe(session string, so SubOpts, k *Sink) error {
+	x, err := g.session(session)
+	if err != nil {
+		return err
+	}
+	w := &gsWriter{k: k}
+	if so.Stall {
+		w.stall = g.stall
+	}
+	sub := sse.Subscription{Client: w, Topics: gsTopics}
+	if so.Replay && so.Cursor > 0 {
+		sub.LastEventID = sse.ID(strconv.FormatUint(so.Cursor-1, 10))
+	}
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		if err := x.joe.Subscribe(g.ctx, sub); err != nil && !errors.Is(err, sse.ErrProviderClosed) {
+			k.End(err.Error())
+		}
+	}()
+	return nil
+}
+
+// Sync publishes probes until every sink saw one: Joe registers a
+// subscription asynchronously on its own goroutine.
+func (g *gsInstance) Sync(sinks map[string][]*Sink) error {
+	probe := []byte(`{"probe":true}`)
+	deadline := time.Now().Add(60 * time.Second)
+	pending := make(map[string][]*Sink, len(sinks))
+	for s, ks := range sinks {
+		pending[s] = ks
+	}
+	for len(pending) > 0 {
+		for s, ks := range pending {
+			all := true
+			for _, k := range ks {
+				if !k.seen.Load() {
+					all = false
+					break
+				}
+			}
+			if all {
+				delete(pending, s)
+				continue
+			}
+			if _, err := g.Publish(s, probe); err != nil {
+				return err
+			}
+		}
+		if len(pending) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("go-sse: %d sessions' subscribers not registered after 60s", len(pending))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return nil
+}
+
+func (g *gsInstance) LastID(session string) uint64 {
+	x, err := g.session(session)
+	if err != nil {
+		return 0
+	}
+	return x.last.Load()
+}
+
+func (g *gsInstance) Close() {
+	close(g.stall)
+	g.cancel()
+	g.mu.RLock()
+	for _, x := range g.sessions {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = x.joe.Shutdown(ctx)
+		cancel()
+	}
+	g.mu.RUnlock()
+	g.wg.Wait()
+}
