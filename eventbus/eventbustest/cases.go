@@ -84,7 +84,7 @@ func subscribeRacingPublish(t *testing.T, s *suite) {
 	read := func(sub *eventbus.Subscription, withComplete bool) []uint64 {
 		var got []uint64
 		replaying, completed := true, !withComplete
-		for len(got) == 0 || got[len(got)-1] < last {
+		for len(got) == 0 || got[len(got)-1] < last || !completed {
 			ev := s.next(t, sub)
 			if ev.Synthetic() {
 				require.Equal(t, eventbus.TypeReplayComplete, ev.Type, "%s", ev.Data)
