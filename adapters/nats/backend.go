@@ -54,18 +54,18 @@ type Backend struct {
 	outage    bool          // Fail was sent for the current disconnection; under feedMu
 	processed atomic.Uint64 // highest stream sequence the consumer handled
 
-	ctx     context.Context // cancelled by Close
-	cancel  context.CancelFunc
-	startMu sync.Mutex
-	started bool
-	closed  bool
-	iter    jetstream.MessagesContext
-	cons    jetstream.Consumer
-	status  chan nats.Status
-	adv     *nats.Subscription
-	advSig  chan struct{} // the stream-deleted advisory arrived
-	verify  atomic.Bool   // the connection came back: check the stream before ingesting
-	wg      sync.WaitGroup
+	ctx      context.Context // cancelled by Close
+	cancel   context.CancelFunc
+	startMu  sync.Mutex
+	started  bool
+	closed   bool
+	consName string // prefix of the consumer names, unique per node
+	serial   int    // consumers made so far; touched by the consumer goroutine only
+	status   chan nats.Status
+	adv      *nats.Subscription
+	advSig   chan struct{} // the stream-deleted advisory arrived
+	verify   atomic.Bool   // the connection came back: check the stream before ingesting
+	wg       sync.WaitGroup
 }
 
 var _ eventbus.Backend = (*Backend)(nil)
@@ -94,8 +94,19 @@ func New(ctx context.Context, nc *nats.Conn, cfg config.Config, opts ...Option) 
 // of nats:// URLs for a cluster), retrying forever while the node runs; the
 // bus owns that connection and closes it with [eventbus.Bus.Close].
 func Connect(ctx context.Context, url string, cfg config.Config, opts ...Option) (*eventbus.Bus, error) {
+	o := defaultOptions()
+	for _, fn := range opts {
+		fn(&o)
+	}
+	log := o.logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	nc, err := nats.Connect(url, nats.Name("replaybus"), nats.MaxReconnects(-1),
-		nats.ReconnectWait(500*time.Millisecond))
+		nats.ReconnectWait(500*time.Millisecond),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			log.Warn("replaybus/nats: connection", slog.Any("err", err))
+		}))
 	if err != nil {
 		return nil, fmt.Errorf("nats: connecting to %s: %w", url, err)
 	}
@@ -194,8 +205,11 @@ type envelope struct {
 // Errors (a timeout, no responders, a closed connection, a payload over the
 // server's limit, [ErrStreamLost]) are returned wrapped, never panicked.
 func (be *Backend) Append(ctx context.Context, path []string, ev eventbus.Event) (uint64, error) {
-	if p := be.lost.Load(); p != nil {
-		return 0, *p
+	if !be.confirmStream() {
+		if p := be.lost.Load(); p != nil {
+			return 0, *p
+		}
+		return 0, fmt.Errorf("nats: stream %q: %w", be.o.stream, eventbus.ErrClosed)
 	}
 	body, err := json.Marshal(envelope{Type: ev.Type, Time: ev.Time.UnixNano(), Origin: ev.Origin, Data: ev.Data})
 	if err != nil {
@@ -255,23 +269,14 @@ func (be *Backend) Close() error {
 	}
 	be.closed = true
 	be.cancel()
-	if be.iter != nil {
-		be.iter.Stop()
-	}
 	if be.status != nil {
 		be.nc.RemoveStatusListener(be.status)
 	}
 	if be.adv != nil {
 		_ = be.adv.Unsubscribe()
 	}
-	cons := be.cons
 	be.startMu.Unlock()
 	be.wg.Wait()
-	if cons != nil && be.nc.IsConnected() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_ = be.js.DeleteConsumer(ctx, be.o.stream, cons.CachedInfo().Name)
-		cancel()
-	}
 	if be.ownConn {
 		be.nc.Close()
 	}
@@ -302,11 +307,6 @@ func (be *Backend) loseStream(why error) {
 	be.outage = false // this Fail goes out even during an outage
 	be.feedMu.Unlock()
 	be.fail(err)
-	be.startMu.Lock()
-	if be.iter != nil {
-		be.iter.Stop()
-	}
-	be.startMu.Unlock()
 }
 
 // watch turns connection status changes into feed failures and stream
@@ -318,7 +318,8 @@ func (be *Backend) watch(ch chan nats.Status) {
 		case <-be.ctx.Done():
 			return
 		case <-be.advSig:
-			be.checkStream()
+			be.verify.Store(true)
+			be.confirmStream()
 		case st, ok := <-ch:
 			if !ok {
 				return
@@ -331,6 +332,7 @@ func (be *Backend) watch(ch chan nats.Status) {
 				be.feedMu.Lock()
 				be.outage = false
 				be.feedMu.Unlock()
+				be.confirmStream()
 			case nats.CLOSED:
 				be.fail(fmt.Errorf("%w: %w", ErrDisconnected, nats.ErrConnectionClosed))
 				return

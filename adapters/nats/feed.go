@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/replaybus/replaybus/eventbus"
 )
@@ -62,17 +63,7 @@ func (be *Backend) Start(ctx context.Context, feed eventbus.Feed) error {
 			}
 		}
 	}
-	cons, err := be.js.OrderedConsumer(ctx, be.o.stream, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-	})
-	if err != nil {
-		return fmt.Errorf("nats: ordered consumer on %q: %w", be.o.stream, err)
-	}
-	it, err := cons.Messages(jetstream.PullHeartbeat(be.o.heartbeat), jetstream.PullExpiry(4*be.o.heartbeat))
-	if err != nil {
-		return fmt.Errorf("nats: consuming %q: %w", be.o.stream, err)
-	}
-	be.cons, be.iter = cons, it
+	be.consName = "replaybus_" + nuid.Next()
 	be.status = be.nc.StatusChanged(nats.DISCONNECTED, nats.RECONNECTING, nats.CONNECTED, nats.CLOSED)
 	// A deleted stream is noticed at once through its advisory; errors
 	// (no permission for $JS.EVENT) only leave it to the consumer checks.
@@ -85,8 +76,22 @@ func (be *Backend) Start(ctx context.Context, feed eventbus.Feed) error {
 	})
 	be.wg.Add(2)
 	go be.watch(be.status)
-	go be.consume(it, plan)
+	go be.consume(plan)
 	return nil
+}
+
+// confirmStream checks the stream's identity when it is unconfirmed since
+// a reconnect or a consumer reset (see checkStream); it reports whether
+// the node may go on using the stream.
+func (be *Backend) confirmStream() bool {
+	if !be.verify.Load() {
+		return be.lost.Load() == nil
+	}
+	if !be.checkStream() {
+		return false
+	}
+	be.verify.Store(false)
+	return true
 }
 
 // checkStream compares the stream's identity with the node's; a missing or
@@ -119,40 +124,87 @@ func (be *Backend) checkStream() bool {
 }
 
 // consume is the node's one consumer loop: every message, in stream order,
-// into the feed.
-func (be *Backend) consume(it jetstream.MessagesContext, plan *catchUp) {
+// into the feed. It reads through a plain ephemeral consumer of its own
+// (the ordered-consumer recipe: no acks, memory storage, one replica) and
+// re-creates it from the last sequence it handled whenever it breaks — a
+// missed delivery, missed heartbeats, a lost server — so that Close can
+// always stop it at once.
+func (be *Backend) consume(plan *catchUp) {
 	defer be.wg.Done()
-	consumer := ""
-	for {
-		msg, err := it.Next()
+	for attempt := 0; be.ctx.Err() == nil && be.lost.Load() == nil; attempt++ {
+		err := be.consumeOnce(&plan)
+		if be.ctx.Err() != nil || be.lost.Load() != nil {
+			return
+		}
 		if err != nil {
-			if be.ctx.Err() != nil || be.lost.Load() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return
-			}
 			be.log.Warn("replaybus/nats: consumer", slog.String("stream", be.o.stream), slog.Any("err", err))
-			select {
-			case <-be.ctx.Done():
-				return
-			case <-time.After(200 * time.Millisecond):
-			}
-			continue
+		}
+		select {
+		case <-be.ctx.Done():
+			return
+		case <-time.After(min(time.Duration(attempt+1)*100*time.Millisecond, 2*time.Second)):
+		}
+	}
+}
+
+var errConsumerGap = errors.New("nats: consumer skipped a delivery")
+
+// consumeOnce creates a consumer from the sequence after the last one
+// handled and reads it until it fails.
+func (be *Backend) consumeOnce(plan **catchUp) error {
+	be.serial++
+	name := fmt.Sprintf("%s_%d", be.consName, be.serial)
+	ctx, cancel := context.WithTimeout(be.ctx, 5*time.Second)
+	cons, err := be.js.CreateOrUpdateConsumer(ctx, be.o.stream, jetstream.ConsumerConfig{
+		Name:              name,
+		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:       be.processed.Load() + 1,
+		AckPolicy:         jetstream.AckNonePolicy,
+		MemoryStorage:     true,
+		Replicas:          1,
+		InactiveThreshold: time.Minute,
+	})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("creating consumer: %w", err)
+	}
+	defer func() {
+		if be.nc.IsConnected() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_ = be.js.DeleteConsumer(ctx, be.o.stream, name)
+			cancel()
+		}
+	}()
+	// The consumer reads the stream the node started on, not one
+	// re-created since.
+	be.verify.Store(true)
+	if !be.confirmStream() {
+		return nil
+	}
+	it, err := cons.Messages(jetstream.PullHeartbeat(be.o.heartbeat), jetstream.PullExpiry(4*be.o.heartbeat),
+		jetstream.WithMessagesErrOnMissingHeartbeat(true))
+	if err != nil {
+		return fmt.Errorf("consuming: %w", err)
+	}
+	defer it.Stop()
+	var delivered uint64
+	for {
+		msg, err := it.Next(jetstream.NextContext(be.ctx))
+		if err != nil {
+			return err
 		}
 		meta, err := msg.Metadata()
 		if err != nil {
-			continue
+			return err
 		}
-		// A new consumer name means the ordered consumer was re-created:
-		// make sure it still reads the stream the node started on.
-		if meta.Consumer != consumer {
-			if consumer != "" {
-				be.verify.Store(true)
-			}
-			consumer = meta.Consumer
+		if meta.Sequence.Consumer != delivered+1 {
+			return errConsumerGap
 		}
-		if be.verify.Swap(false) && !be.checkStream() {
-			return
+		delivered = meta.Sequence.Consumer
+		if !be.confirmStream() {
+			return nil
 		}
-		plan = be.handle(msg, meta.Sequence.Stream, plan)
+		*plan = be.handle(msg, meta.Sequence.Stream, *plan)
 	}
 }
 

@@ -62,7 +62,15 @@ var (
 // newNode starts a bus node on url (closed at the end of the test).
 func newNode(t testing.TB, url string, cfg config.Config, opts ...rbnats.Option) *node {
 	t.Helper()
-	nc, err := natsgo.Connect(url, natsgo.MaxReconnects(-1), natsgo.ReconnectWait(100*time.Millisecond))
+	return newNodeOpts(t, url, cfg, nil, opts...)
+}
+
+// newNodeOpts is newNode with connection options.
+func newNodeOpts(t testing.TB, url string, cfg config.Config, copts []natsgo.Option, opts ...rbnats.Option) *node {
+	t.Helper()
+	copts = append([]natsgo.Option{natsgo.MaxReconnects(-1), natsgo.ReconnectWait(100 * time.Millisecond),
+		natsgo.ErrorHandler(func(*natsgo.Conn, *natsgo.Subscription, error) {})}, copts...)
+	nc, err := natsgo.Connect(url, copts...)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -1,0 +1,249 @@
+package nats_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	rbnats "github.com/replaybus/replaybus/adapters/nats"
+	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/scope"
+)
+
+// TestThreeNodes: three bus nodes on one JetStream server; 3000 events
+// published over the three into one session tree reach the session and
+// descendants subscribers of every node as the same strictly increasing id
+// sequences, without gap or duplicate.
+func TestThreeNodes(t *testing.T) {
+	const total = 3000
+	cfg := config.Config{ReplayBufferSize: total, MaxQueueSize: 2 * total}
+	opts := uniqueStream()
+	ns := []*node{newNode(t, shared.ClientURL(), cfg, opts...), newNode(t, shared.ClientURL(), cfg, opts...), newNode(t, shared.ClientURL(), cfg, opts...)}
+	for _, n := range ns[1:] {
+		require.Equal(t, ns[0].bus.Epoch(), n.bus.Epoch(), "one stream, one epoch")
+	}
+	// The tree, made on different nodes; ids that need escaping.
+	root, kids := "job.1 root", []string{"agent *a", "agent >b", "ünï/c"}
+	require.NoError(t, ns[0].bus.CreateSession(root, ""))
+	syncNode(t, ns[1].bus)
+	syncNode(t, ns[2].bus)
+	for i, k := range kids {
+		n := ns[i]
+		syncNode(t, n.bus)
+		require.NoError(t, n.bus.CreateSession(k, root))
+	}
+	require.NoError(t, ns[1].bus.CreateSession("grand.child", kids[0]))
+	for _, n := range ns {
+		syncNode(t, n.bus)
+	}
+	sessions := append([]string{root, "grand.child"}, kids...)
+
+	type pair struct{ own, desc *eventbus.Subscription }
+	subs := make([]pair, len(ns))
+	for i, n := range ns {
+		own, err := n.bus.Subscribe(context.Background(), root, eventbus.SubscribeOptions{NoReplay: true})
+		require.NoError(t, err)
+		desc, err := n.bus.Subscribe(context.Background(), root, eventbus.SubscribeOptions{Scope: scope.Descendants, NoReplay: true})
+		require.NoError(t, err)
+		subs[i] = pair{own, desc}
+		t.Cleanup(own.Close)
+		t.Cleanup(desc.Close)
+	}
+
+	var (
+		mu      sync.Mutex
+		rootIDs = map[uint64]bool{}
+		allIDs  = map[uint64]bool{}
+		wg      sync.WaitGroup
+	)
+	errs := make(chan error, len(ns))
+	for w, n := range ns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < total; i += len(ns) {
+				sess := sessions[i%len(sessions)]
+				ev, err := n.bus.Publish(sess, "msg", map[string]int{"i": i + 1})
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				allIDs[ev.ID] = true
+				if sess == root {
+					rootIDs[ev.ID] = true
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Len(t, allIDs, total)
+
+	var firstOwn, firstDesc []uint64
+	for i, p := range subs {
+		own, fo := readIDs(t, p.own, len(rootIDs))
+		desc, fd := readIDs(t, p.desc, total)
+		assert.Empty(t, fo, "node %d: frames on the session subscriber", i)
+		assert.Empty(t, fd, "node %d: frames on the descendants subscriber", i)
+		checkStrict(t, own)
+		checkStrict(t, desc)
+		for _, id := range own {
+			require.True(t, rootIDs[id], "node %d: id %d not published to the root", i, id)
+		}
+		for _, id := range desc {
+			require.True(t, allIDs[id], "node %d: id %d never published", i, id)
+		}
+		if i == 0 {
+			firstOwn, firstDesc = own, desc
+			continue
+		}
+		assert.Equal(t, firstOwn, own, "node %d: session sequence differs from node 0", i)
+		assert.Equal(t, firstDesc, desc, "node %d: descendants sequence differs from node 0", i)
+		assert.Zero(t, ns[i].bus.Stats().Guarded)
+	}
+}
+
+// TestFailover: a client reads half a session on node B, B closes, the
+// client resumes on node C with its last id and gets exactly the rest,
+// while node A keeps publishing.
+func TestFailover(t *testing.T) {
+	const total = 400
+	cfg := config.Config{ReplayBufferSize: total, MaxQueueSize: 2 * total}
+	opts := uniqueStream()
+	a := newNode(t, shared.ClientURL(), cfg, opts...)
+	b := newNode(t, shared.ClientURL(), cfg, opts...)
+	c := newNode(t, shared.ClientURL(), cfg, opts...)
+
+	var (
+		mu        sync.Mutex
+		published []uint64
+	)
+	publishN := func(n int) {
+		for i := 0; i < n; i++ {
+			ev, err := a.bus.Publish("s", "msg", i)
+			require.NoError(t, err)
+			mu.Lock()
+			published = append(published, ev.ID)
+			mu.Unlock()
+		}
+	}
+	publishN(total / 4)
+	sub, err := b.bus.Subscribe(context.Background(), "s", eventbus.SubscribeOptions{})
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() { defer close(done); publishN(3 * total / 4) }()
+	got, _ := readIDs(t, sub, total/2)
+	require.NoError(t, b.bus.Close())
+	// The client gets what B had queued, then the end.
+	for {
+		ev, err := sub.Next(context.Background())
+		if err != nil {
+			require.ErrorIs(t, err, eventbus.ErrClosed)
+			break
+		}
+		got = append(got, ev.ID)
+	}
+	last := got[len(got)-1]
+	require.Less(t, len(got), total, "B closed before the end")
+
+	resumed, err := c.bus.Subscribe(context.Background(), "s", eventbus.SubscribeOptions{HasCursor: true, Cursor: last, Epoch: b.bus.Epoch()})
+	require.NoError(t, err)
+	defer resumed.Close()
+	<-done
+	rest, frames := readIDs(t, resumed, total-len(got))
+	assert.Equal(t, []string{eventbus.TypeReplayComplete}, frames, "no resync frame")
+	all := append(got, rest...)
+	checkStrict(t, all)
+	assert.Equal(t, published, all, "first half on B + rest on C = everything, once")
+}
+
+// TestRingEviction: MaxMsgsPerSubject=5, 12 events, cursor 3 gets
+// ring_evicted{earliestAvailableId: 8} as with the memory bus — on the
+// node that saw all 12 and on one started after JetStream dropped 1…7.
+func TestRingEviction(t *testing.T) {
+	cfg := config.Config{ReplayBufferSize: 5}
+	opts := uniqueStream()
+	a := newNode(t, shared.ClientURL(), cfg, opts...)
+	var e, small []uint64
+	for i := 0; i < 12; i++ {
+		ev, err := a.bus.Publish("full", "msg", i)
+		require.NoError(t, err)
+		e = append(e, ev.ID)
+		if i%4 == 0 {
+			ev, err := a.bus.Publish("small", "msg", i)
+			require.NoError(t, err)
+			small = append(small, ev.ID)
+		}
+	}
+	late := newNode(t, shared.ClientURL(), cfg, opts...)
+	for name, n := range map[string]*node{"running": a, "late": late} {
+		t.Run(name, func(t *testing.T) {
+			syncNode(t, n.bus)
+			sub, err := n.bus.Subscribe(context.Background(), "full", eventbus.SubscribeOptions{HasCursor: true, Cursor: e[2]})
+			require.NoError(t, err)
+			defer sub.Close()
+			ev := next(t, sub)
+			require.Equal(t, eventbus.TypeStateResyncRequired, ev.Type)
+			assert.JSONEq(t, fmt.Sprintf(`{"reason":"ring_evicted","lastDeliveredId":%d,"earliestAvailableId":%d}`, e[2], e[7]), string(ev.Data))
+			ids, frames := readIDs(t, sub, 5)
+			assert.Equal(t, e[7:], ids)
+			assert.Empty(t, frames)
+			assert.Equal(t, eventbus.TypeReplayComplete, next(t, sub).Type)
+
+			// A session below the limit lost nothing: no resync.
+			sub2, err := n.bus.Subscribe(context.Background(), "small", eventbus.SubscribeOptions{HasCursor: true, Cursor: 0})
+			require.NoError(t, err)
+			defer sub2.Close()
+			ids, frames = readIDs(t, sub2, len(small))
+			assert.Equal(t, small, ids)
+			assert.Empty(t, frames)
+		})
+	}
+}
+
+// TestSubjects: events land on the subject that spells the session's
+// tree path, ids escaped.
+func TestSubjects(t *testing.T) {
+	prefix := fmt.Sprintf("subj.test%d", streamSeq.Add(1))
+	opts := uniqueStream(rbnats.WithSubjectPrefix(prefix))
+	n := newNode(t, shared.ClientURL(), config.Config{}, opts...)
+	require.NoError(t, n.bus.CreateSession("r.1", ""))
+	require.NoError(t, n.bus.CreateSession("c *>", "r.1"))
+	ev, err := n.bus.Publish("c *>", "msg", 1)
+	require.NoError(t, err)
+	js, err := jetstream.New(n.nc)
+	require.NoError(t, err)
+	st, err := js.Stream(context.Background(), n.be.Stream())
+	require.NoError(t, err)
+	m, err := st.GetLastMsgForSubject(context.Background(), prefix+".r%2E1.c%20%2A%3E")
+	require.NoError(t, err)
+	assert.Equal(t, ev.ID, m.Sequence)
+}
+
+// TestPublishErrors: publishing with the server gone is an error, never a
+// panic, and so is an event over the payload limit.
+func TestPublishErrors(t *testing.T) {
+	srv, err := rbnats.RunServer(rbnats.ServerConfig{Dir: t.TempDir()})
+	require.NoError(t, err)
+	defer srv.Shutdown()
+	n := newNode(t, srv.ClientURL(), config.Config{}, uniqueStream(rbnats.WithPublishTimeout(300*time.Millisecond))...)
+	_, err = n.bus.Publish("s", "big", strings.Repeat("x", 2<<20))
+	assert.Error(t, err, "over the payload limit")
+	srv.Stop()
+	_, err = n.bus.Publish("s", "msg", 1)
+	assert.Error(t, err)
+	assert.NoError(t, n.bus.Close())
+}
