@@ -1,0 +1,92 @@
+package sse_test
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replaybus/replaybus/adapters/sse"
+)
+
+func TestParseCursor(t *testing.T) {
+	t.Parallel()
+	good := []struct {
+		in   string
+		want sse.Cursor
+	}{
+		{"", sse.Cursor{}},
+		{"0", sse.Cursor{Set: true}},
+		{"7", sse.Cursor{Set: true, Seq: 7}},
+		{"007", sse.Cursor{Set: true, Seq: 7}},
+		{"9007199254740991", sse.Cursor{Set: true, Seq: sse.MaxID}},
+		{"abc123-42", sse.Cursor{Set: true, Seq: 42, Epoch: "abc123"}},
+		{"A_z-0", sse.Cursor{Set: true, Epoch: "A_z"}},
+	}
+	for _, tt := range good {
+		c, err := sse.ParseCursor(tt.in)
+		require.NoError(t, err, "%q", tt.in)
+		assert.Equal(t, tt.want, c, "%q", tt.in)
+	}
+	bad := []string{
+		"abc", "-1", "1.5", "0x3", " 7", "7 ", "+7", "1e3", "٣",
+		"9007199254740992", "18446744073709551615", "18446744073709551616", "99999999999999999999999",
+		"1\x00", "1\r", "1\n", "\r\n7", "-", "e-", "-5", "e--5", "e-x", "e f-1", "é-1", "e-+1",
+		strings.Repeat("e", 65) + "-1",
+	}
+	for _, in := range bad {
+		_, err := sse.ParseCursor(in)
+		var ce *sse.CursorError
+		require.ErrorAs(t, err, &ce, "%q", in)
+		assert.Equal(t, in, ce.Value)
+		assert.Contains(t, err.Error(), strconv.Quote(in)[:min(len(strconv.Quote(in)), 20)], "error names the value")
+	}
+}
+
+func TestParseEpoch(t *testing.T) {
+	t.Parallel()
+	e, err := sse.ParseEpoch("")
+	require.NoError(t, err)
+	assert.Empty(t, e)
+	e, err = sse.ParseEpoch("0123abcDEF_")
+	require.NoError(t, err)
+	assert.Equal(t, "0123abcDEF_", e)
+	for _, in := range []string{"a-b", "a b", "a\r\n", strings.Repeat("x", 65)} {
+		_, err := sse.ParseEpoch(in)
+		var ee *sse.EpochError
+		require.ErrorAs(t, err, &ee, "%q", in)
+	}
+}
+
+func FuzzParseCursor(f *testing.F) {
+	for _, s := range []string{"", "0", "42", "-1", "1.5", "0x3", " 7", "+7", "ab-12", "9007199254740992", "e-1-2", "\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		c, err := sse.ParseCursor(s)
+		if err != nil {
+			assert.False(t, c.Set)
+			assert.Contains(t, err.Error(), "invalid Last-Event-ID")
+			return
+		}
+		if s == "" {
+			assert.False(t, c.Set)
+			return
+		}
+		require.True(t, c.Set)
+		assert.LessOrEqual(t, c.Seq, uint64(sse.MaxID))
+		assert.NotContains(t, s, "\x00")
+		assert.NotContains(t, s, "\r")
+		assert.NotContains(t, s, "\n")
+		seqPart := s[strings.LastIndexByte(s, '-')+1:]
+		n, perr := strconv.ParseUint(seqPart, 10, 64)
+		require.NoError(t, perr, "%q accepted but not a decimal", s)
+		assert.Equal(t, n, c.Seq)
+		// Round trip, modulo leading zeros.
+		again, err := sse.ParseCursor(c.String())
+		require.NoError(t, err)
+		assert.Equal(t, c, again)
+	})
+}

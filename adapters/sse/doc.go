@@ -1,0 +1,94 @@
+// Package sse serves a replaybus session to browsers over Server-Sent
+// Events and reads it back in Go: [Handler] is the endpoint
+// GET /session/{id}/events (qwen-code's SSE route, DESIGN.md §7), the
+// encoder ([AppendEvent], [WriteEvent], [Encoder]) writes the frames, and
+// [Client] / [Stream] is a resuming client (the seed SDK's parseSseStream
+// plus its reconnect loop) built on [Decoder], a WHATWG-conformant parser.
+// docs/protocol.md is the wire reference for client authors.
+//
+// Mounting:
+//
+//	h, err := sse.NewHandler(bus, sse.HandlerOptions{})
+//	mux.Handle(sse.Pattern, h)        // "GET /session/{id}/events"
+//	srv.RegisterOnShutdown(func() { h.Close() })
+//
+// Under another router, set [HandlerOptions.SessionID].
+//
+// # Wire format
+//
+// A stream starts with "retry: 3000" and a blank line, then one frame per
+// event, each flushed on its own:
+//
+//	id: 42                         real events only (synthetic frames have none)
+//	event: tool_call
+//	data: {"v":1,"id":42,"type":"tool_call","session":"s1","data":{…},"replay":true,"origin":"tab-7"}
+//
+// The data line is one JSON envelope: "v" (always 1), "id" (absent on
+// synthetic frames), "type", "session", "data" (the payload as published;
+// absent when there is none), "replay" (only when true: the event comes from
+// the replay buffer) and "origin" (only when set). Should a payload hold raw
+// line breaks, the envelope is split over several data: lines, which every
+// SSE parser joins back. The event: line never carries CR, LF or NUL, and the
+// id: line is digits (or "<epoch>-<digits>" with [HandlerOptions.EpochIDs]).
+// During silence a ": heartbeat" comment is written every 15 s.
+//
+// Synthetic frames (no id; they never move a client's Last-Event-ID) are
+// state_resync_required, replay_complete, slow_client_warning and
+// client_evicted; session_closed is a real event. See the eventbus package
+// for their payloads.
+//
+// # Resume
+//
+// The cursor is the id of the last event the client received, from the
+// Last-Event-ID header (what EventSource sends on reconnect) or the
+// last_event_id / lastEventId query parameter; the header wins. It is
+// strict: decimal digits up to [MaxID], or "<epoch>-<digits>" ([ParseCursor]);
+// empty means no cursor. With a cursor the stream replays every event in
+// scope with a greater id, then sends replay_complete; without one it
+// replays the whole buffer (unless ?replay=0) and sends replay_complete only
+// when the replay byte budget cut the replay short.
+// A cursor from another bus incarnation — its epoch, from an epoch-qualified
+// id or the X-Event-Epoch request header, differs from the bus's — or past
+// the newest id gets state_resync_required{reason:"epoch_reset"} and the
+// whole buffer; a cursor older than the buffer gets
+// state_resync_required{reason:"ring_evicted"}. Either way the stream goes
+// on: a resync is a frame, not an error.
+//
+// The response ends after client_evicted (the client resumes from its last
+// id and gets the rest from the buffer), after session_closed of the
+// subscribed session (descendant sessions' session_closed events pass
+// through), when the bus or the handler is closed, and when a write fails
+// or exceeds the write timeout (10 s).
+//
+// # Status codes
+//
+// Every error is answered before the stream starts, with no subscriber
+// registered, as JSON {"code":…,"message":…} whose message names the bad
+// value:
+//
+//	400 invalid_last_event_id, invalid_max_queued (not 16–2048),
+//	    invalid_scope, invalid_replay (not 0/1), invalid_epoch,
+//	    invalid_session_id, invalid_request
+//	403 forbidden                  from HandlerOptions.Authorize
+//	404 session_not_found
+//	405 method_not_allowed
+//	410 session_closed
+//	429 subscriber_limit_exceeded  with Retry-After: 5
+//	503 unavailable                bus or handler closed, with Retry-After: 5
+//
+// A 200 answer is text/event-stream with Cache-Control: no-cache,
+// no-transform, X-Accel-Buffering: no, the bus epoch in X-Event-Epoch, and
+// no Content-Length. [Stream] stops on any 4xx and retries 5xx.
+//
+// # Concurrency
+//
+// Each stream is served by the request's goroutine alone: it writes the
+// retry line, frames and heartbeats (one writer) and sets a write deadline
+// before each write, so a peer that stopped reading cannot pin it. The
+// handler starts no goroutine of its own. The request's context is the
+// subscription's: a client that disconnects is unsubscribed at once and
+// frees its slot under the subscriber cap. [Handler.Close] ends every stream;
+// [Handler.Shutdown] also waits for them. [Encoder], [Decoder] and [Stream]
+// are for one goroutine each; [AppendEvent], [WriteEvent], [ParseCursor],
+// [Handler] and [Client] are safe for concurrent use.
+package sse

@@ -1,0 +1,277 @@
+package sse
+
+import (
+	"encoding/json"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/replaybus/replaybus/eventbus"
+)
+
+// EnvelopeVersion is the value of the "v" field of every envelope this
+// package writes (qwen-code's EVENT_SCHEMA_VERSION).
+const EnvelopeVersion = 1
+
+// EncodeOptions configure how [AppendEvent], [WriteEvent] and [Encoder]
+// write a frame. The zero value writes plain decimal ids.
+type EncodeOptions struct {
+	// Epoch, when non-empty, makes the id line epoch-qualified:
+	// "id: <epoch>-<seq>" instead of "id: <seq>", so that a browser, which
+	// cannot send an X-Event-Epoch header, hands the epoch back in
+	// Last-Event-ID and a server restart is detected exactly. The envelope's
+	// "id" stays the plain number. Bytes that could end a line (CR, LF) or
+	// that the WHATWG parser rejects in an id (NUL) are left out.
+	Epoch string
+}
+
+// AppendEvent appends ev as one SSE frame to dst and returns the extended
+// slice. It allocates only when dst has to grow.
+//
+// The frame is, in this order:
+//
+//	id: <seq>            only for a real event (ev.ID != 0); "<epoch>-<seq>" with opts.Epoch
+//	event: <type>        CR, LF and NUL replaced by '_'; left out when the type is empty
+//	data: <envelope>     one JSON object, see below
+//	<blank line>
+//
+// The envelope is {"v":1,"id":…,"type":…,"session":…,"data":…,"replay":true,"origin":…}
+// with "id" left out for a synthetic frame, "data" left out when ev.Data is
+// empty, "replay" only when true and "origin" only when set. Strings are
+// escaped as encoding/json escapes them (without HTML escaping; U+2028,
+// U+2029 and invalid UTF-8 as encoding/json does), so the envelope line
+// never contains a raw CR or LF and the type is carried exactly even when
+// the event: line had to be sanitised. ev.Data is trusted to be the JSON the
+// bus encoded at publish; should it hold raw line breaks (pretty-printed
+// JSON), the envelope is split over several data: lines at each CR, LF or
+// CRLF, which an SSE parser joins back with LF. ev.Time is not written.
+//
+// AppendEvent is a pure function and safe for concurrent use.
+func AppendEvent(dst []byte, ev eventbus.Event, opts EncodeOptions) []byte {
+	if ev.ID != 0 {
+		dst = append(dst, "id: "...)
+		dst = appendID(dst, ev.ID, opts.Epoch)
+		dst = append(dst, '\n')
+	}
+	if ev.Type != "" {
+		dst = append(dst, "event: "...)
+		dst = appendFieldValue(dst, ev.Type)
+		dst = append(dst, '\n')
+	}
+	dst = append(dst, `data: {"v":1`...)
+	if ev.ID != 0 {
+		dst = append(dst, `,"id":`...)
+		dst = strconv.AppendUint(dst, ev.ID, 10)
+	}
+	dst = append(dst, `,"type":`...)
+	dst = appendJSONString(dst, ev.Type)
+	dst = append(dst, `,"session":`...)
+	dst = appendJSONString(dst, ev.Session)
+	if len(ev.Data) > 0 {
+		dst = append(dst, `,"data":`...)
+		dst = appendDataLines(dst, ev.Data)
+	}
+	if ev.Replay {
+		dst = append(dst, `,"replay":true`...)
+	}
+	if ev.Origin != "" {
+		dst = append(dst, `,"origin":`...)
+		dst = appendJSONString(dst, ev.Origin)
+	}
+	return append(dst, "}\n\n"...)
+}
+
+// AppendComment appends an SSE comment line (": text") and a blank line to
+// dst. CR, LF and NUL in text are replaced by '_'. Parsers ignore comments;
+// they keep proxies and load balancers from closing an idle stream.
+func AppendComment(dst []byte, text string) []byte {
+	dst = append(dst, ": "...)
+	dst = appendFieldValue(dst, text)
+	return append(dst, "\n\n"...)
+}
+
+// AppendRetry appends a "retry: <milliseconds>" line and a blank line to
+// dst: it sets the reconnection delay of an EventSource (and of [Client]).
+// Negative durations are written as 0.
+func AppendRetry(dst []byte, d time.Duration) []byte {
+	ms := max(d.Milliseconds(), 0)
+	dst = append(dst, "retry: "...)
+	dst = strconv.AppendInt(dst, ms, 10)
+	return append(dst, "\n\n"...)
+}
+
+// FormatID returns the SSE id of a real event: the decimal seq, or
+// "<epoch>-<seq>" when epoch is non-empty (CR, LF and NUL are left out of
+// the epoch). [ParseCursor] reads both forms back.
+func FormatID(seq uint64, epoch string) string {
+	return string(appendID(nil, seq, epoch))
+}
+
+// WriteEvent writes ev as one SSE frame (see [AppendEvent]) to w with a
+// single Write call, using a pooled buffer, and returns w's error. It does
+// not flush. It is safe for concurrent use as long as w is.
+func WriteEvent(w io.Writer, ev eventbus.Event, opts EncodeOptions) error {
+	bp := bufPool.Get().(*[]byte)
+	b := AppendEvent((*bp)[:0], ev, opts)
+	_, err := w.Write(b)
+	if cap(b) <= maxPooledBuf {
+		*bp = b
+		bufPool.Put(bp)
+	}
+	return err
+}
+
+const maxPooledBuf = 64 << 10
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// Encoder writes SSE frames to one writer through a buffer it reuses, so that
+// in steady state writing a frame allocates nothing. Every method performs
+// exactly one Write on the underlying writer (a frame is never split across
+// writes) and returns that Write's error. It does not flush.
+//
+// An Encoder is not safe for concurrent use: the SSE handler gives each
+// stream one Encoder driven by one goroutine.
+type Encoder struct {
+	w    io.Writer
+	opts EncodeOptions
+	buf  []byte
+}
+
+// NewEncoder returns an Encoder writing to w with opts.
+func NewEncoder(w io.Writer, opts EncodeOptions) *Encoder {
+	return &Encoder{w: w, opts: opts, buf: make([]byte, 0, 1024)}
+}
+
+// Encode writes ev as one frame; see [AppendEvent] for the format.
+func (e *Encoder) Encode(ev eventbus.Event) error {
+	return e.flush(AppendEvent(e.buf[:0], ev, e.opts))
+}
+
+// Comment writes ": text" and a blank line; see [AppendComment].
+func (e *Encoder) Comment(text string) error { return e.flush(AppendComment(e.buf[:0], text)) }
+
+// Retry writes "retry: <ms>" and a blank line; see [AppendRetry].
+func (e *Encoder) Retry(d time.Duration) error { return e.flush(AppendRetry(e.buf[:0], d)) }
+
+func (e *Encoder) flush(b []byte) error {
+	if cap(b) <= maxPooledBuf {
+		e.buf = b // keep the grown buffer, but do not pin one huge frame
+	}
+	_, err := e.w.Write(b)
+	return err
+}
+
+// appendID writes the id line value: [epoch "-"] seq.
+func appendID(dst []byte, seq uint64, epoch string) []byte {
+	if epoch != "" {
+		for i := 0; i < len(epoch); i++ {
+			if c := epoch[i]; c != '\r' && c != '\n' && c != 0 {
+				dst = append(dst, c)
+			}
+		}
+		dst = append(dst, '-')
+	}
+	return strconv.AppendUint(dst, seq, 10)
+}
+
+// appendFieldValue writes s as the value of an SSE field or comment: a
+// CR, LF or NUL would end the line (or, NUL, void an id) and is replaced.
+func appendFieldValue(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '\r' || c == '\n' || c == 0 {
+			c = '_'
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}
+
+// appendDataLines writes JSON that may contain raw line breaks, starting a
+// new "data: " line at each CR, LF or CRLF.
+func appendDataLines(dst []byte, data []byte) []byte {
+	start := 0
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		if c != '\r' && c != '\n' {
+			continue
+		}
+		dst = append(dst, data[start:i]...)
+		dst = append(dst, "\ndata: "...)
+		if c == '\r' && i+1 < len(data) && data[i+1] == '\n' {
+			i++
+		}
+		start = i + 1
+	}
+	return append(dst, data[start:]...)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString writes s as a JSON string the way encoding/json does with
+// SetEscapeHTML(false): control characters escaped, invalid UTF-8 as
+// U+FFFD, U+2028 and U+2029 escaped for JavaScript.
+func appendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// envelope is the JSON shape of a frame's data, for decoding.
+type envelope struct {
+	V       int             `json:"v"`
+	ID      uint64          `json:"id"`
+	Type    string          `json:"type"`
+	Session string          `json:"session"`
+	Data    json.RawMessage `json:"data"`
+	Replay  bool            `json:"replay"`
+	Origin  string          `json:"origin"`
+}

@@ -1,0 +1,477 @@
+package sse_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replaybus/replaybus/adapters/sse"
+	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/scope"
+)
+
+func TestHandlerRejectsBeforeStreaming(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, config.Config{MaxSubscribers: 1})
+	publish(t, b, "s1", "hello", nil)
+	publish(t, b, "gone", "hello", nil)
+	require.NoError(t, b.CloseSession("gone"))
+	full, err := b.Subscribe(t.Context(), "full", eventbus.SubscribeOptions{})
+	require.NoError(t, err)
+	defer full.Close()
+	h := newHandler(t, b, sse.HandlerOptions{
+		Authorize: func(r *http.Request, id string, _ scope.Kind) error {
+			switch id {
+			case "secret":
+				return errors.New("not yours")
+			case "login":
+				return fmt.Errorf("wrapped: %w", &sse.StatusError{Status: http.StatusUnauthorized, Code: "unauthenticated", Message: "log in"})
+			}
+			return nil
+		},
+	})
+	baseline := b.Stats().Subscribers
+
+	type tc struct {
+		name    string
+		method  string
+		session string
+		query   string
+		header  map[string]string
+		status  int
+		code    string
+		inMsg   string // the message must name this
+	}
+	var tests []tc
+	for _, v := range []string{"abc", "-1", "1.5", "0x3", " 7", "+7", "7 ", "9007199254740992", "18446744073709551616", "1\x00", "1\r\n", "\n", "e f-1"} {
+		tests = append(tests,
+			tc{name: "header " + v, header: map[string]string{"Last-Event-ID": v}, status: 400, code: sse.CodeInvalidLastEventID},
+			tc{name: "last_event_id " + v, query: "last_event_id=" + url.QueryEscape(v), status: 400, code: sse.CodeInvalidLastEventID},
+			tc{name: "lastEventId " + v, query: "lastEventId=" + url.QueryEscape(v), status: 400, code: sse.CodeInvalidLastEventID},
+		)
+	}
+	tests = append(tests,
+		tc{name: "good header, bad query", query: "lastEventId=abc", header: map[string]string{"Last-Event-ID": "3"}, status: 400, code: sse.CodeInvalidLastEventID, inMsg: `"abc"`},
+		tc{name: "maxQueued 15", query: "maxQueued=15", status: 400, code: sse.CodeInvalidMaxQueued, inMsg: `"15"`},
+		tc{name: "maxQueued 2049", query: "maxQueued=2049", status: 400, code: sse.CodeInvalidMaxQueued, inMsg: `"2049"`},
+		tc{name: "maxQueued abc", query: "maxQueued=abc", status: 400, code: sse.CodeInvalidMaxQueued, inMsg: `"abc"`},
+		tc{name: "maxQueued +16", query: "maxQueued=%2B16", status: 400, code: sse.CodeInvalidMaxQueued, inMsg: `"+16"`},
+		tc{name: "maxQueued 16.0", query: "maxQueued=16.0", status: 400, code: sse.CodeInvalidMaxQueued, inMsg: `"16.0"`},
+		tc{name: "maxQueued huge", query: "maxQueued=99999999999999999999999", status: 400, code: sse.CodeInvalidMaxQueued},
+		tc{name: "scope bogus", query: "scope=bogus", status: 400, code: sse.CodeInvalidScope, inMsg: `"bogus"`},
+		tc{name: "scope case", query: "scope=Session", status: 400, code: sse.CodeInvalidScope, inMsg: `"Session"`},
+		tc{name: "replay 2", query: "replay=2", status: 400, code: sse.CodeInvalidReplay, inMsg: `"2"`},
+		tc{name: "replay true", query: "replay=true", status: 400, code: sse.CodeInvalidReplay, inMsg: `"true"`},
+		tc{name: "epoch dash", header: map[string]string{sse.HeaderEpoch: "a-b"}, status: 400, code: sse.CodeInvalidEpoch, inMsg: `"a-b"`},
+		tc{name: "epoch long", header: map[string]string{sse.HeaderEpoch: strings.Repeat("e", 65)}, status: 400, code: sse.CodeInvalidEpoch},
+		tc{name: "unknown session", session: "nope", status: 404, code: sse.CodeSessionNotFound, inMsg: "nope"},
+		tc{name: "closed session", session: "gone", status: 410, code: sse.CodeSessionClosed, inMsg: "gone"},
+		tc{name: "subscriber cap", session: "full", status: 429, code: sse.CodeSubscriberLimit, inMsg: "full"},
+		tc{name: "authorize", session: "secret", status: 403, code: sse.CodeForbidden, inMsg: "not yours"},
+		tc{name: "authorize status", session: "login", status: 401, code: "unauthenticated", inMsg: "log in"},
+		tc{name: "POST", method: http.MethodPost, status: 405, code: sse.CodeMethodNotAllowed},
+		tc{name: "empty session id", session: "-", status: 400, code: sse.CodeInvalidSessionID},
+	)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			session := tt.session
+			if session == "" {
+				session = "s1"
+			} else if session == "-" {
+				session = ""
+			}
+			method := tt.method
+			if method == "" {
+				method = http.MethodGet
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second) // a wrongly started stream ends
+			defer cancel()
+			r := httptest.NewRequestWithContext(ctx, method, "/session/x/events?"+tt.query, nil)
+			r.SetPathValue("id", session)
+			for k, v := range tt.header {
+				r.Header[http.CanonicalHeaderKey(k)] = []string{v} // set raw: no validation of the value
+			}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+
+			assert.Equal(t, tt.status, w.Code)
+			assert.Equal(t, "application/json; charset=utf-8", w.Header().Get("Content-Type"))
+			assert.Equal(t, b.Epoch(), w.Header().Get(sse.HeaderEpoch))
+			var body struct{ Code, Message string }
+			require.NoError(t, json.Unmarshal(w.Body.Bytes(), &body), w.Body.String())
+			assert.Equal(t, tt.code, body.Code)
+			assert.NotEmpty(t, body.Message)
+			if tt.inMsg != "" {
+				assert.Contains(t, body.Message, tt.inMsg)
+			}
+			if tt.status == 429 {
+				assert.Equal(t, "5", w.Header().Get("Retry-After"))
+			}
+			assert.NotContains(t, w.Body.String(), "retry:", "no stream may start")
+			assert.Equal(t, baseline, b.Stats().Subscribers, "no subscriber may stay registered")
+		})
+	}
+	assert.Zero(t, h.Stats().Started)
+	assert.EqualValues(t, len(tests), h.Stats().Rejected)
+}
+
+func TestHandlerUnavailable(t *testing.T) {
+	t.Parallel()
+	for _, closeWhat := range []string{"bus", "handler"} {
+		t.Run(closeWhat, func(t *testing.T) {
+			t.Parallel()
+			b := newBus(t, config.Config{})
+			publish(t, b, "s1", "hello", nil)
+			h := newHandler(t, b, sse.HandlerOptions{})
+			if closeWhat == "bus" {
+				require.NoError(t, b.Close())
+			} else {
+				require.NoError(t, h.Close())
+			}
+			r := httptest.NewRequest(http.MethodGet, "/session/s1/events", nil)
+			r.SetPathValue("id", "s1")
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			assert.Equal(t, http.StatusServiceUnavailable, w.Code)
+			assert.Equal(t, "5", w.Header().Get("Retry-After"))
+			assert.Contains(t, w.Body.String(), `"code":"unavailable"`)
+		})
+	}
+}
+
+func TestHandlerHeadersAndRetryFirst(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, config.Config{})
+	publish(t, b, "s1", "hello", map[string]int{"n": 1})
+	h := newHandler(t, b, sse.HandlerOptions{})
+	srv := serve(t, h, nil)
+
+	s := openRaw(t, srv.URL+"/session/s1/events", nil)
+	assert.Equal(t, http.StatusOK, s.resp.StatusCode)
+	hd := s.resp.Header
+	assert.Equal(t, "text/event-stream", hd.Get("Content-Type"))
+	assert.Equal(t, "no-cache, no-transform", hd.Get("Cache-Control"))
+	assert.Equal(t, "no", hd.Get("X-Accel-Buffering"))
+	assert.Equal(t, b.Epoch(), hd.Get(sse.HeaderEpoch))
+	assert.Empty(t, hd.Values("Content-Length"))
+	assert.EqualValues(t, -1, s.resp.ContentLength)
+
+	first := make([]byte, len("retry: 3000\n\n"))
+	_, err := io.ReadFull(s.resp.Body, first)
+	require.NoError(t, err)
+	assert.Equal(t, "retry: 3000\n\n", string(first))
+	rest := make([]byte, 200)
+	n, err := s.resp.Body.Read(rest)
+	require.NoError(t, err)
+	assert.Equal(t, "id: 1\nevent: hello\ndata: {\"v\":1,\"id\":1,\"type\":\"hello\",\"session\":\"s1\",\"data\":{\"n\":1},\"replay\":true}\n\n",
+		string(rest[:n]), "replayed on first connect, one flush per frame")
+}
+
+func TestHandlerHeaderNameCaseInsensitive(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, config.Config{})
+	publish(t, b, "s1", "a", nil)
+	h := newHandler(t, b, sse.HandlerOptions{})
+	srv := serve(t, h, nil)
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = io.WriteString(c, "GET /session/s1/events HTTP/1.1\r\nHost: x\r\nlast-event-id: x9\r\nConnection: close\r\n\r\n")
+	require.NoError(t, err)
+	raw, err := io.ReadAll(c)
+	require.NoError(t, err)
+	assert.Contains(t, string(raw), "HTTP/1.1 400 ")
+	assert.Contains(t, string(raw), `{"code":"invalid_last_event_id","message":"sse: invalid Last-Event-ID \"x9\": want decimal digits only, got 'x' at byte 0"}`)
+	assert.Zero(t, b.Stats().Subscribers)
+}
+
+func TestHandlerOptionsFromQuery(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, config.Config{})
+	publish(t, b, "s1", "hello", nil)
+	got := make(chan eventbus.SubscribeOptions, 10)
+	h := newHandler(t, b, sse.HandlerOptions{Configure: func(_ *http.Request, o *eventbus.SubscribeOptions) { got <- *o }})
+	srv := serve(t, h, nil)
+
+	tests := []struct {
+		query  string
+		header http.Header
+		check  func(t *testing.T, o eventbus.SubscribeOptions)
+	}{
+		{"", nil, func(t *testing.T, o eventbus.SubscribeOptions) {
+			assert.Equal(t, scope.Session, o.Scope)
+			assert.False(t, o.HasCursor)
+			assert.False(t, o.NoReplay, "replay the ring on a first connect")
+			assert.Zero(t, o.MaxQueued)
+			assert.True(t, o.RequireSession)
+		}},
+		{"scope=descendants&maxQueued=16&replay=0", nil, func(t *testing.T, o eventbus.SubscribeOptions) {
+			assert.Equal(t, scope.Descendants, o.Scope)
+			assert.Equal(t, 16, o.MaxQueued)
+			assert.True(t, o.NoReplay)
+		}},
+		{"maxQueued=2048&replay=1&scope=all", nil, func(t *testing.T, o eventbus.SubscribeOptions) {
+			assert.Equal(t, scope.All, o.Scope)
+			assert.Equal(t, 2048, o.MaxQueued)
+			assert.False(t, o.NoReplay)
+		}},
+		{"last_event_id=&lastEventId=", http.Header{"Last-Event-Id": {""}}, func(t *testing.T, o eventbus.SubscribeOptions) {
+			assert.False(t, o.HasCursor, "empty means no cursor")
+		}},
+		{"lastEventId=4", nil, func(t *testing.T, o eventbus.SubscribeOptions) {
+			assert.True(t, o.HasCursor)
+			assert.EqualValues(t, 4, o.Cursor)
+		}},
+		{"last_event_id=5&lastEventId=4", nil, func(t *testing.T, o eventbus.SubscribeOptions) {
+			assert.EqualValues(t, 5, o.Cursor)
+		}},
+		{"last_event_id=5", http.Header{"Last-Event-Id": {"0"}}, func(t *testing.T, o eventbus.SubscribeOptions) {
+			assert.True(t, o.HasCursor)
+			assert.EqualValues(t, 0, o.Cursor, "the header wins over the query")
+		}},
+		{"", http.Header{"Last-Event-Id": {"ep-9"}, sse.HeaderEpoch: {"other"}}, func(t *testing.T, o eventbus.SubscribeOptions) {
+			assert.EqualValues(t, 9, o.Cursor)
+			assert.Equal(t, "ep", o.Epoch, "an epoch-qualified id names its epoch")
+		}},
+		{"", http.Header{sse.HeaderEpoch: {"abc_1"}}, func(t *testing.T, o eventbus.SubscribeOptions) {
+			assert.Equal(t, "abc_1", o.Epoch)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.query, func(t *testing.T) {
+			s := openRaw(t, srv.URL+"/session/s1/events?"+tt.query, tt.header)
+			require.Equal(t, http.StatusOK, s.resp.StatusCode)
+			tt.check(t, <-got)
+			s.close()
+		})
+	}
+}
+
+func TestHandlerCursorReplay(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, config.Config{}, eventbus.WithEpoch("E1"))
+	for range 3 {
+		publish(t, b, "s1", "tick", nil)
+	}
+	h := newHandler(t, b, sse.HandlerOptions{EpochIDs: true})
+	srv := serve(t, h, nil)
+	u := srv.URL + "/session/s1/events"
+
+	t.Run("no cursor: ring without replay_complete", func(t *testing.T) {
+		s := openRaw(t, u, nil)
+		for want := uint64(1); want <= 3; want++ {
+			ev := s.next(t)
+			assert.Equal(t, want, ev.ID)
+			assert.True(t, ev.Replay)
+			assert.Equal(t, fmt.Sprintf("E1-%d", want), s.dec.LastEventID())
+		}
+		ev := publish(t, b, "s1", "live", nil)
+		got := s.next(t)
+		assert.Equal(t, ev.ID, got.ID, "no replay_complete without a cursor")
+		assert.False(t, got.Replay)
+	})
+	t.Run("epoch-qualified cursor", func(t *testing.T) {
+		s := openRaw(t, u, http.Header{"Last-Event-ID": {"E1-2"}})
+		assert.EqualValues(t, 3, s.next(t).ID)
+		assert.EqualValues(t, 4, s.next(t).ID)
+		assert.Equal(t, eventbus.TypeReplayComplete, s.next(t).Type)
+	})
+	t.Run("plain cursor", func(t *testing.T) {
+		s := openRaw(t, u+"?lastEventId=4", nil)
+		ev := s.next(t)
+		assert.Equal(t, eventbus.TypeReplayComplete, ev.Type, "nothing after 4 to replay")
+		assert.JSONEq(t, `{"lastReplayedEventId":4,"replayedCount":0}`, string(ev.Data))
+	})
+	t.Run("other epoch: epoch_reset frame, not an error", func(t *testing.T) {
+		for _, hd := range []http.Header{{"Last-Event-ID": {"OLD-2"}}, {"Last-Event-ID": {"2"}, sse.HeaderEpoch: {"OLD"}}} {
+			s := openRaw(t, u, hd)
+			require.Equal(t, http.StatusOK, s.resp.StatusCode)
+			ev := s.next(t)
+			assert.Equal(t, eventbus.TypeStateResyncRequired, ev.Type)
+			assert.Zero(t, ev.ID)
+			assert.Contains(t, string(ev.Data), `"reason":"epoch_reset"`)
+			assert.EqualValues(t, 1, s.next(t).ID, "the whole buffer is replayed")
+			s.close()
+		}
+	})
+}
+
+func TestHandlerSessionClosedEndsResponse(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, config.Config{})
+	require.NoError(t, b.CreateSession("parent", ""))
+	require.NoError(t, b.CreateSession("child", "parent"))
+	h := newHandler(t, b, sse.HandlerOptions{})
+	srv := serve(t, h, nil)
+
+	s := openRaw(t, srv.URL+"/session/parent/events?scope=descendants&replay=0", nil)
+	require.Equal(t, http.StatusOK, s.resp.StatusCode)
+	require.Eventually(t, func() bool { return b.Stats().Subscribers == 1 }, 5*time.Second, time.Millisecond)
+	require.NoError(t, b.CloseSession("child"))
+	ev := s.next(t)
+	assert.Equal(t, eventbus.TypeSessionClosed, ev.Type)
+	assert.Equal(t, "child", ev.Session)
+	publish(t, b, "parent", "still", nil)
+	assert.Equal(t, "still", s.next(t).Type, "a descendant's close does not end the stream")
+
+	require.NoError(t, b.CloseSession("parent"))
+	ev = s.next(t)
+	assert.Equal(t, eventbus.TypeSessionClosed, ev.Type)
+	assert.NotZero(t, ev.ID)
+	_, err := s.dec.Next()
+	assert.ErrorIs(t, err, io.EOF, "the response ends after session_closed")
+	waitIdle(t, h, b)
+}
+
+func TestHandlerBusCloseEndsResponse(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, config.Config{})
+	publish(t, b, "s1", "a", nil)
+	h := newHandler(t, b, sse.HandlerOptions{})
+	srv := serve(t, h, nil)
+	s := openRaw(t, srv.URL+"/session/s1/events", nil)
+	assert.EqualValues(t, 1, s.next(t).ID)
+	require.NoError(t, b.Close())
+	_, err := s.dec.Next()
+	assert.ErrorIs(t, err, io.EOF)
+	require.Eventually(t, func() bool { return h.Stats().Active == 0 }, 5*time.Second, time.Millisecond)
+}
+
+func TestHandlerShutdownEndsStreams(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, config.Config{})
+	publish(t, b, "s1", "a", nil)
+	h := newHandler(t, b, sse.HandlerOptions{})
+	srv := serve(t, h, nil)
+	var streams []*rawStream
+	for range 5 {
+		s := openRaw(t, srv.URL+"/session/s1/events", nil)
+		assert.EqualValues(t, 1, s.next(t).ID)
+		streams = append(streams, s)
+	}
+	assert.Equal(t, 5, h.Stats().Active)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, h.Shutdown(ctx))
+	for _, s := range streams {
+		_, err := s.dec.Next()
+		assert.ErrorIs(t, err, io.EOF)
+	}
+	waitIdle(t, h, b)
+	require.NoError(t, h.Shutdown(ctx), "idempotent")
+	resp, err := http.Get(srv.URL + "/session/s1/events")
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+}
+
+// A client that stops reading: its live queue overflows, the bus evicts it,
+// and the handler writes what was queued, then client_evicted, then ends.
+func TestHandlerEvictionEndsResponse(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, config.Config{})
+	publish(t, b, "s1", "first", nil)
+	h := newHandler(t, b, sse.HandlerOptions{})
+
+	w := newRecorder()
+	w.gate = make(chan struct{})
+	r := httptest.NewRequest(http.MethodGet, "/session/s1/events?maxQueued=16&replay=0", nil)
+	r.SetPathValue("id", "s1")
+	done := make(chan struct{})
+	go func() { defer close(done); h.ServeHTTP(w, r) }()
+	require.Eventually(t, func() bool { return b.Stats().Subscribers == 1 }, 5*time.Second, time.Millisecond)
+
+	for range 100 { // the handler blocks writing the first; 16 fit in the queue
+		publish(t, b, "s1", "tick", nil)
+	}
+	require.Eventually(t, func() bool { return b.Stats().Evicted == 1 }, 5*time.Second, time.Millisecond)
+	close(w.gate)
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the response did not end after client_evicted")
+	}
+	evs := frames(t, w.body())
+	require.NotEmpty(t, evs)
+	last := evs[len(evs)-1]
+	assert.Equal(t, eventbus.TypeClientEvicted, last.Type)
+	assert.Zero(t, last.ID)
+	var data eventbus.ClientEvictedData
+	require.NoError(t, json.Unmarshal(last.Data, &data))
+	assert.Equal(t, ids(evs)[len(ids(evs))-1]+1, data.DroppedAfter, "resume point follows the last id written")
+	assert.Equal(t, seq(2, uint64(1+len(ids(evs)))), ids(evs))
+	waitIdle(t, h, b)
+}
+
+// A client that goes before reading a byte must not keep its slot under
+// the subscriber cap.
+func TestHandlerClientDropsBeforeFirstByte(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, config.Config{MaxSubscribers: 1})
+	publish(t, b, "s1", "a", nil)
+	h := newHandler(t, b, sse.HandlerOptions{})
+	srv := serve(t, h, nil)
+	addr := srv.Listener.Addr().String()
+
+	for range 20 {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		_, err = io.WriteString(c, "GET /session/s1/events HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n")
+		require.NoError(t, err)
+		require.NoError(t, c.Close())
+	}
+	waitIdle(t, h, b)
+
+	s := openRaw(t, srv.URL+"/session/s1/events", nil)
+	require.Equal(t, http.StatusOK, s.resp.StatusCode, "the slot is free again")
+	assert.EqualValues(t, 1, s.next(t).ID)
+	s.close()
+	waitIdle(t, h, b)
+}
+
+func TestHandlerCustomSessionID(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, config.Config{})
+	publish(t, b, "s/1", "a", nil)
+	var gotScope scope.Kind
+	h := newHandler(t, b, sse.HandlerOptions{
+		SessionID: func(r *http.Request) string { return r.URL.Query().Get("session") },
+		Authorize: func(_ *http.Request, _ string, sc scope.Kind) error { gotScope = sc; return nil },
+	})
+	srv := httptest.NewServer(h) // no ServeMux pattern at all
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { _ = h.Close() })
+	s := openRaw(t, srv.URL+"/anything?session="+url.QueryEscape("s/1")+"&scope=subtree", nil)
+	require.Equal(t, http.StatusOK, s.resp.StatusCode)
+	ev := s.next(t)
+	assert.Equal(t, "s/1", ev.Session)
+	assert.Equal(t, scope.Subtree, gotScope)
+}
+
+func TestNewHandlerNilBus(t *testing.T) {
+	t.Parallel()
+	_, err := sse.NewHandler(nil, sse.HandlerOptions{})
+	require.Error(t, err)
+}
+
+func TestStatusErrorIs(t *testing.T) {
+	t.Parallel()
+	assert.ErrorIs(t, &sse.StatusError{Status: 410, Code: sse.CodeSessionClosed}, eventbus.ErrSessionClosed)
+	assert.ErrorIs(t, &sse.StatusError{Status: 404, Code: sse.CodeSessionNotFound}, eventbus.ErrSessionNotFound)
+	assert.ErrorIs(t, &sse.StatusError{Status: 429, Code: sse.CodeSubscriberLimit}, eventbus.ErrSubscriberLimit)
+	assert.NotErrorIs(t, &sse.StatusError{Status: 400, Code: sse.CodeInvalidScope}, eventbus.ErrSessionClosed)
+	assert.Equal(t, "sse: 400 invalid_scope: bad", (&sse.StatusError{Status: 400, Code: sse.CodeInvalidScope, Message: "bad"}).Error())
+}

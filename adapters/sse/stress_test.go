@@ -1,0 +1,113 @@
+package sse_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"net/http"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replaybus/replaybus/adapters/sse"
+	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/eventbus"
+)
+
+// 50 clients connect, read and cancel at random while 10,000 events are
+// published: nothing panics, every stream sees strictly increasing ids
+// across its reconnects, and afterwards the handler has no stream, the bus
+// no subscriber, and the goroutine count is back to where it started.
+func TestStressClientsCancelDuringPublishes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("stress test")
+	}
+	b := newBus(t, config.Config{})
+	require.NoError(t, b.CreateSession("s1", ""))
+	h := newHandler(t, b, sse.HandlerOptions{Retry: time.Millisecond})
+	srv := serve(t, h, nil)
+	tr := &http.Transport{MaxIdleConnsPerHost: 64}
+	defer tr.CloseIdleConnections()
+	client := &sse.Client{HTTPClient: &http.Client{Transport: tr}, Retry: time.Millisecond, MaxBackoff: 5 * time.Millisecond}
+	baseline := runtime.NumGoroutine()
+
+	const clients, events = 50, 10_000
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var streams, frames int
+	for i := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(i), 1))
+			url := srv.URL + "/session/s1/events"
+			if i%2 == 1 {
+				url += "?replay=0&maxQueued=64"
+			}
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rng.IntN(100_000))*time.Microsecond)
+				s := client.Subscribe(ctx, url, sse.StreamOptions{})
+				var last uint64
+				n := 0
+				for {
+					ev, err := s.Next()
+					if err != nil {
+						if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, eventbus.ErrSubscriberLimit) &&
+							!errors.Is(err, sse.ErrStreamClosed) {
+							assert.NoError(t, err)
+						}
+						break
+					}
+					n++
+					if ev.ID != 0 {
+						assert.Greater(t, ev.ID, last, "ids rise strictly within a stream, across reconnects")
+						last = ev.ID
+					}
+					if rng.IntN(500) == 0 {
+						_ = s.Close() // some leave by Close instead of the context
+					}
+				}
+				cancel()
+				mu.Lock()
+				streams++
+				frames += n
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range events {
+		_, err := b.Publish("s1", "tick", i)
+		require.NoError(t, err)
+		if i%50 == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	close(stop)
+	wg.Wait()
+
+	waitIdle(t, h, b)
+	tr.CloseIdleConnections()
+	// Polled by hand: assert.Eventually runs its condition on a goroutine
+	// of its own.
+	for deadline := time.Now().Add(10 * time.Second); runtime.NumGoroutine() > baseline; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("goroutines %d, baseline %d:\n%s", runtime.NumGoroutine(), baseline, buf[:runtime.Stack(buf, true)])
+		}
+	}
+	st := h.Stats()
+	t.Logf("streams %d, frames %d, handler %+v, bus evicted %d", streams, frames, st, b.Stats().Evicted)
+	assert.Greater(t, streams, clients)
+	assert.Greater(t, frames, events, "the clients did read")
+	assert.Zero(t, b.Stats().Guarded)
+}
