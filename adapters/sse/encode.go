@@ -1,6 +1,7 @@
 package sse
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"strconv"
@@ -167,9 +168,13 @@ func (e *Encoder) flush(b []byte) error {
 // appendID writes the id line value: [epoch "-"] seq.
 func appendID(dst []byte, seq uint64, epoch string) []byte {
 	if epoch != "" {
-		for i := 0; i < len(epoch); i++ {
-			if c := epoch[i]; c != '\r' && c != '\n' && c != 0 {
-				dst = append(dst, c)
+		if !hasLineBreakOrNUL(epoch) {
+			dst = append(dst, epoch...)
+		} else {
+			for i := 0; i < len(epoch); i++ {
+				if c := epoch[i]; c != '\r' && c != '\n' && c != 0 {
+					dst = append(dst, c)
+				}
 			}
 		}
 		dst = append(dst, '-')
@@ -180,6 +185,9 @@ func appendID(dst []byte, seq uint64, epoch string) []byte {
 // appendFieldValue writes s as the value of an SSE field or comment: a
 // CR, LF or NUL would end the line (or, NUL, void an id) and is replaced.
 func appendFieldValue(dst []byte, s string) []byte {
+	if !hasLineBreakOrNUL(s) {
+		return append(dst, s...)
+	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c == '\r' || c == '\n' || c == 0 {
@@ -190,23 +198,44 @@ func appendFieldValue(dst []byte, s string) []byte {
 	return dst
 }
 
+// hasLineBreakOrNUL reports whether s holds CR, LF or NUL.
+func hasLineBreakOrNUL(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= '\r' && (c == '\n' || c == '\r' || c == 0) {
+			return true
+		}
+	}
+	return false
+}
+
 // appendDataLines writes JSON that may contain raw line breaks, starting a
 // new "data: " line at each CR, LF or CRLF.
 func appendDataLines(dst []byte, data []byte) []byte {
-	start := 0
-	for i := 0; i < len(data); i++ {
-		c := data[i]
-		if c != '\r' && c != '\n' {
-			continue
+	for {
+		i := indexLineBreak(data)
+		if i < 0 {
+			return append(dst, data...)
 		}
-		dst = append(dst, data[start:i]...)
+		dst = append(dst, data[:i]...)
 		dst = append(dst, "\ndata: "...)
-		if c == '\r' && i+1 < len(data) && data[i+1] == '\n' {
+		if data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n' {
 			i++
 		}
-		start = i + 1
+		data = data[i+1:]
 	}
-	return append(dst, data[start:]...)
+}
+
+// indexLineBreak returns the index of the first CR or LF in b, or -1.
+func indexLineBreak(b []byte) int {
+	i := bytes.IndexByte(b, '\n')
+	head := b
+	if i >= 0 {
+		head = b[:i]
+	}
+	if j := bytes.IndexByte(head, '\r'); j >= 0 {
+		return j
+	}
+	return i
 }
 
 const hexDigits = "0123456789abcdef"

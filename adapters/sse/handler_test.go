@@ -475,3 +475,32 @@ func TestStatusErrorIs(t *testing.T) {
 	assert.NotErrorIs(t, &sse.StatusError{Status: 400, Code: sse.CodeInvalidScope}, eventbus.ErrSessionClosed)
 	assert.Equal(t, "sse: 400 invalid_scope: bad", (&sse.StatusError{Status: 400, Code: sse.CodeInvalidScope, Message: "bad"}).Error())
 }
+
+// A peer that stops reading cannot pin the stream: once the socket buffers
+// are full, the write deadline ends the stream.
+func TestHandlerWriteTimeout(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, config.Config{MaxQueueSize: 1_000_000, MaxQueuedBytes: 1 << 30})
+	require.NoError(t, b.CreateSession("s1", ""))
+	h := newHandler(t, b, sse.HandlerOptions{WriteTimeout: 100 * time.Millisecond})
+	srv := serve(t, h, nil)
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = io.WriteString(c, "GET /session/s1/events?replay=0 HTTP/1.1\r\nHost: x\r\n\r\n")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return b.Stats().Subscribers == 1 }, 5*time.Second, time.Millisecond)
+
+	payload := strings.Repeat("x", 64<<10)
+	deadline := time.Now().Add(20 * time.Second)
+	for h.Stats().WriteErrors == 0 {
+		require.True(t, time.Now().Before(deadline), "the stream never hit its write deadline")
+		for range 16 {
+			publish(t, b, "s1", "big", payload)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	waitIdle(t, h, b)
+	assert.EqualValues(t, 1, h.Stats().WriteErrors)
+	assert.Zero(t, b.Stats().Evicted, "ended by the deadline, not by eviction")
+}

@@ -1,0 +1,50 @@
+package sse
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestBackoffBoundsAndJitter(t *testing.T) {
+	t.Parallel()
+	c := &Client{Retry: 100 * time.Millisecond, MaxBackoff: time.Second}
+	s := c.Subscribe(context.Background(), "http://x/session/a%2Fb/events", StreamOptions{})
+	defer s.Close()
+	assert.Equal(t, "a/b", s.session, "session taken from the URL")
+	for failures, want := range []time.Duration{100, 200, 400, 800, 1000, 1000, 1000} {
+		s.failures = failures
+		want *= time.Millisecond
+		if want > time.Second {
+			want = time.Second
+		}
+		seen := map[time.Duration]bool{}
+		for range 200 {
+			d := s.backoff()
+			assert.GreaterOrEqual(t, d, want/2, "failures %d", failures)
+			assert.LessOrEqual(t, d, want, "failures %d", failures)
+			seen[d] = true
+		}
+		assert.Greater(t, len(seen), 10, "jittered")
+	}
+	s.failures, s.retry = 0, 5*time.Second // a server retry above MaxBackoff is honoured
+	assert.GreaterOrEqual(t, s.backoff(), 2500*time.Millisecond)
+	s.failures, s.retry, s.minWait = 0, time.Millisecond, 3*time.Second // Retry-After raises it
+	assert.Equal(t, 3*time.Second, s.backoff())
+}
+
+func TestSessionFromURL(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"http://h/session/s1/events":             "s1",
+		"http://h/api/session/s%201/events/?x=1": "s 1",
+		"http://h/sessions/s1/events":            "",
+		"http://h/session/s1/stream":             "",
+		"http://h/events":                        "",
+		"::bad":                                  "",
+	} {
+		assert.Equal(t, want, sessionFromURL(in), in)
+	}
+}
