@@ -41,6 +41,7 @@ type CursorError struct {
 	Reason string // what is wrong with it
 }
 
+// Error names the value, quoted and cut to 64 bytes, and what is wrong.
 func (e *CursorError) Error() string {
 	return fmt.Sprintf("sse: invalid Last-Event-ID %s: %s", quoteCut(e.Value), e.Reason)
 }
@@ -85,6 +86,7 @@ type EpochError struct {
 	Reason string // what is wrong with it
 }
 
+// Error names the value, quoted and cut to 64 bytes, and what is wrong.
 func (e *EpochError) Error() string {
 	return fmt.Sprintf("sse: invalid X-Event-Epoch %s: %s", quoteCut(e.Value), e.Reason)
 }

@@ -300,8 +300,10 @@ type EnvelopeError struct {
 	Err  error  // what is wrong with it
 }
 
+// Error quotes the data (cut to 64 bytes) and the decoding problem.
 func (e *EnvelopeError) Error() string {
 	return "sse: frame data is not an envelope " + quoteCut(e.Data) + ": " + e.Err.Error()
 }
 
+// Unwrap returns the underlying JSON or shape error.
 func (e *EnvelopeError) Unwrap() error { return e.Err }

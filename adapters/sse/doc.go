@@ -74,6 +74,7 @@
 //	405 method_not_allowed
 //	410 session_closed
 //	429 subscriber_limit_exceeded  with Retry-After: 5
+//	500 internal_error
 //	503 unavailable                bus or handler closed, with Retry-After: 5
 //
 // A 200 answer is text/event-stream with Cache-Control: no-cache,

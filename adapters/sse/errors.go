@@ -50,6 +50,7 @@ type StatusError struct {
 	RetryAfter time.Duration
 }
 
+// Error reads "sse: <status> <code>: <message>".
 func (e *StatusError) Error() string {
 	if e.Message == "" {
 		return fmt.Sprintf("sse: %d %s", e.Status, e.Code)
