@@ -555,17 +555,17 @@ type lostMark struct {
 // Stats is a snapshot of the bus's counters. Counters are totals since New;
 // Sessions and Subscribers are current.
 type Stats struct {
-	Sessions    int    // live sessions
-	Subscribers int    // live subscribers
-	Published   uint64 // events accepted, session_closed included
-	Delivered   uint64 // live events queued for subscribers
-	Replayed    uint64 // events handed out from replay buffers
-	Dropped     uint64 // events dropped for a subscriber (drop_oldest, drop_newest, droppable)
-	Evicted     uint64 // subscribers evicted (client_evicted)
-	Warnings    uint64 // slow_client_warning frames
-	Resyncs     uint64 // state_resync_required frames before or after a replay
-	Expired     uint64 // sessions expired for idleness
-	Guarded     uint64 // events the reinsert guard skipped; always 0 unless there is a bug
+	Sessions    int    `json:"sessions"`    // live sessions
+	Subscribers int    `json:"subscribers"` // live subscribers
+	Published   uint64 `json:"published"`   // events accepted, session_closed included
+	Delivered   uint64 `json:"delivered"`   // live events queued for subscribers
+	Replayed    uint64 `json:"replayed"`    // events handed out from replay buffers
+	Dropped     uint64 `json:"dropped"`     // events dropped for a subscriber (drop_oldest, drop_newest, droppable)
+	Evicted     uint64 `json:"evicted"`     // subscribers evicted (client_evicted)
+	Warnings    uint64 `json:"warnings"`    // slow_client_warning frames
+	Resyncs     uint64 `json:"resyncs"`     // state_resync_required frames before or after a replay
+	Expired     uint64 `json:"expired"`     // sessions expired for idleness
+	Guarded     uint64 `json:"guarded"`     // events the reinsert guard skipped; always 0 unless there is a bug
 }
 
 // Stats returns the current counters. It takes the bus lock briefly.

@@ -67,7 +67,8 @@
 // value:
 //
 //	400 invalid_last_event_id, invalid_max_queued (not 16–2048),
-//	    invalid_scope, invalid_replay (not 0/1), invalid_epoch,
+//	    invalid_scope, invalid_replay (not 0/1), invalid_events
+//	    (not typed/message), invalid_epoch,
 //	    invalid_session_id, invalid_request
 //	403 forbidden                  from HandlerOptions.Authorize
 //	404 session_not_found

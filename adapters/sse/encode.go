@@ -26,6 +26,12 @@ type EncodeOptions struct {
 	// "id" stays the plain number. Bytes that could end a line (CR, LF) or
 	// that the WHATWG parser rejects in an id (NUL) are left out.
 	Epoch string
+	// NoEventField leaves the "event: <type>" line out, so a browser's
+	// EventSource dispatches every frame as a plain "message" (its onmessage
+	// sees all of them, including types the page registered no listener
+	// for); the type is still in the envelope. The handler's
+	// ?events=message selects it.
+	NoEventField bool
 }
 
 // AppendEvent appends ev as one SSE frame to dst and returns the extended
@@ -56,7 +62,7 @@ func AppendEvent(dst []byte, ev eventbus.Event, opts EncodeOptions) []byte {
 		dst = appendID(dst, ev.ID, opts.Epoch)
 		dst = append(dst, '\n')
 	}
-	if ev.Type != "" {
+	if ev.Type != "" && !opts.NoEventField {
 		dst = append(dst, "event: "...)
 		dst = appendFieldValue(dst, ev.Type)
 		dst = append(dst, '\n')

@@ -20,6 +20,7 @@ const (
 	CodeInvalidScope       = "invalid_scope"             // 400: scope not session|descendants|subtree|all
 	CodeInvalidReplay      = "invalid_replay"            // 400: replay not 0 or 1
 	CodeInvalidEpoch       = "invalid_epoch"             // 400: X-Event-Epoch malformed
+	CodeInvalidEvents      = "invalid_events"            // 400: events not typed or message
 	CodeInvalidSessionID   = "invalid_session_id"        // 400: empty session id
 	CodeInvalidRequest     = "invalid_request"           // 400: the bus refused the subscribe options
 	CodeForbidden          = "forbidden"                 // 403: the Authorize hook refused

@@ -233,6 +233,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.reject(w, serr)
 		return
 	}
+	enc := h.encOpts
+	switch s := r.URL.Query().Get("events"); s {
+	case "", "typed":
+	case "message":
+		enc.NoEventField = true
+	default:
+		h.reject(w, &StatusError{Status: http.StatusBadRequest, Code: CodeInvalidEvents,
+			Message: fmt.Sprintf("invalid events %s (want typed or message)", quoteCut(s))})
+		return
+	}
 	if h.o.Authorize != nil {
 		if err := h.o.Authorize(r, sessionID, opts.Scope); err != nil {
 			var se *StatusError
@@ -267,7 +277,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer sub.Close()
 	h.started.Add(1)
-	reason := h.stream(ctx, w, sub)
+	reason := h.stream(ctx, w, sub, enc)
 	if h.o.Logger != nil {
 		h.o.Logger.LogAttrs(ctx, slog.LevelDebug, "sse: stream ended",
 			slog.String("session", sessionID), slog.String("remote", r.RemoteAddr), slog.Any("reason", reason))
@@ -276,7 +286,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // stream writes the answer headers, the retry line and then every frame of
 // sub, with heartbeats in the gaps, until something ends it; it returns why.
-func (h *Handler) stream(ctx context.Context, w http.ResponseWriter, sub *eventbus.Subscription) error {
+func (h *Handler) stream(ctx context.Context, w http.ResponseWriter, sub *eventbus.Subscription, enc EncodeOptions) error {
 	hd := w.Header()
 	hd.Set("Content-Type", "text/event-stream")
 	hd.Set("Cache-Control", "no-cache, no-transform")
@@ -284,7 +294,7 @@ func (h *Handler) stream(ctx context.Context, w http.ResponseWriter, sub *eventb
 	hd.Del("Content-Length")
 	w.WriteHeader(http.StatusOK)
 
-	sw := &streamWriter{h: h, ctx: ctx, rc: http.NewResponseController(w), enc: NewEncoder(w, h.encOpts)}
+	sw := &streamWriter{h: h, ctx: ctx, rc: http.NewResponseController(w), enc: NewEncoder(w, enc)}
 	defer sw.rc.SetWriteDeadline(time.Time{}) //nolint:errcheck // best effort: leave no deadline on a kept-alive conn
 	if h.retry > 0 {
 		sw.begin()

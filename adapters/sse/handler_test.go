@@ -75,6 +75,7 @@ func TestHandlerRejectsBeforeStreaming(t *testing.T) {
 		tc{name: "scope case", query: "scope=Session", status: 400, code: sse.CodeInvalidScope, inMsg: `"Session"`},
 		tc{name: "replay 2", query: "replay=2", status: 400, code: sse.CodeInvalidReplay, inMsg: `"2"`},
 		tc{name: "replay true", query: "replay=true", status: 400, code: sse.CodeInvalidReplay, inMsg: `"true"`},
+		tc{name: "events bogus", query: "events=all", status: 400, code: sse.CodeInvalidEvents, inMsg: `"all"`},
 		tc{name: "epoch dash", header: map[string]string{sse.HeaderEpoch: "a-b"}, status: 400, code: sse.CodeInvalidEpoch, inMsg: `"a-b"`},
 		tc{name: "epoch long", header: map[string]string{sse.HeaderEpoch: strings.Repeat("e", 65)}, status: 400, code: sse.CodeInvalidEpoch},
 		tc{name: "unknown session", session: "nope", status: 404, code: sse.CodeSessionNotFound, inMsg: "nope"},
@@ -503,4 +504,21 @@ func TestHandlerWriteTimeout(t *testing.T) {
 	waitIdle(t, h, b)
 	assert.EqualValues(t, 1, h.Stats().WriteErrors)
 	assert.Zero(t, b.Stats().Evicted, "ended by the deadline, not by eviction")
+}
+
+// ?events=message leaves the event: line out so that a browser's onmessage
+// sees every frame; the type stays in the envelope.
+func TestHandlerEventsMessage(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, config.Config{})
+	publish(t, b, "s1", "hello", map[string]int{"n": 1})
+	h := newHandler(t, b, sse.HandlerOptions{Retry: -1})
+	srv := serve(t, h, nil)
+
+	s := openRaw(t, srv.URL+"/session/s1/events?events=message", nil)
+	rest := make([]byte, 200)
+	n, err := s.resp.Body.Read(rest)
+	require.NoError(t, err)
+	assert.Equal(t, "id: 1\ndata: {\"v\":1,\"id\":1,\"type\":\"hello\",\"session\":\"s1\",\"data\":{\"n\":1},\"replay\":true}\n\n",
+		string(rest[:n]))
 }

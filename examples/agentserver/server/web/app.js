@@ -47,7 +47,9 @@
   }
 
   function streamURL(cursor) {
-    const q = new URLSearchParams({ scope: st.scope });
+    // events=message: every frame arrives through onmessage, whatever its
+    // type, so a type the page has never heard of is shown, not skipped.
+    const q = new URLSearchParams({ scope: st.scope, events: 'message' });
     if (cursor) q.set('lastEventId', cursor); // a new EventSource cannot set Last-Event-ID itself
     return `/session/${encodeURIComponent(st.session)}/events?${q}`;
   }
@@ -80,7 +82,7 @@
         connRow(`connection lost; the browser reconnects with Last-Event-ID ${st.cursor || '(none)'}`);
       }
     };
-    for (const t of st.types) es.addEventListener(t, onFrame);
+    es.onmessage = onFrame;
   }
 
   function dropConnection() {
@@ -96,7 +98,6 @@
     for (const t of list) {
       if (st.types.has(t)) continue;
       st.types.add(t);
-      if (st.es) st.es.addEventListener(t, onFrame);
     }
   }
 
