@@ -261,11 +261,16 @@ func (be *Backend) handle(msg jetstream.Msg, seq uint64, plan *catchUp) *catchUp
 	return plan
 }
 
+// maxFirstLookups bounds the per-session requests of one markLag.
+const maxFirstLookups = 256
+
 // markLag handles events deleted from the stream before this node read
-// them (it fell more than MaxMsgsPerSubject behind on some session): it
+// them (it fell more than MaxMsgsPerSubject behind on some session). It
 // does not know which sessions lost them, so every session whose subject
-// is at the limit is marked as having lost events up to upTo; a resume
-// from before that gets ring_evicted instead of a silent gap. feedMu held.
+// is at the limit is marked as having lost events up to upTo, or up to its
+// first retained event when that is lower (what a subject loses is always
+// older than what it keeps); a resume from before that mark gets
+// ring_evicted instead of a silent gap. feedMu held.
 func (be *Backend) markLag(upTo uint64) {
 	be.log.Warn("replaybus/nats: events deleted before this node read them", slog.String("stream", be.o.stream), slog.Uint64("up_to", upTo))
 	for attempt := 0; attempt < 5; attempt++ {
@@ -273,12 +278,30 @@ func (be *Backend) markLag(upTo uint64) {
 		info, err := be.stream.Info(ctx, jetstream.WithSubjectFilter(be.o.prefix+".>"))
 		cancel()
 		if err == nil {
+			var full []string
 			for subj, n := range info.State.Subjects {
-				if n < uint64(be.limit) {
+				if n >= uint64(be.limit) {
+					full = append(full, subj)
+				}
+			}
+			for _, subj := range full {
+				path, err := pathOf(be.o.prefix, subj)
+				if err != nil {
 					continue
 				}
-				if path, err := pathOf(be.o.prefix, subj); err == nil {
-					be.feed.Evicted(path, upTo)
+				mark := upTo
+				// What a subject lost lies before its first retained
+				// event: ask for it while that costs few requests.
+				if len(full) <= maxFirstLookups {
+					ctx, cancel := context.WithTimeout(be.ctx, 2*time.Second)
+					m, err := be.stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subj))
+					cancel()
+					if err == nil {
+						mark = min(mark, m.Sequence-1)
+					}
+				}
+				if mark > 0 {
+					be.feed.Evicted(path, mark)
 				}
 			}
 			return
