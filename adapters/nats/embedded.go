@@ -151,7 +151,9 @@ func (s *Server) Shutdown() {
 // Cluster is a NATS cluster of in-process servers on loopback ports, for
 // tests of the distributed bus.
 type Cluster struct {
+	// Servers are the cluster's servers, in route order.
 	Servers []*Server
+	dir     string // removed by Shutdown when RunCluster made it
 }
 
 // RunCluster starts n (≥ 1) JetStream servers routed to each other as one
@@ -173,6 +175,9 @@ func RunCluster(n int, dir string) (*Cluster, error) {
 	for i := range ports {
 		p, err := FreePort()
 		if err != nil {
+			if own {
+				_ = os.RemoveAll(dir)
+			}
 			return nil, err
 		}
 		ports[i] = p
@@ -182,6 +187,9 @@ func RunCluster(n int, dir string) (*Cluster, error) {
 		routes[i] = fmt.Sprintf("nats-route://127.0.0.1:%d", ports[n+i])
 	}
 	c := &Cluster{}
+	if own {
+		c.dir = dir
+	}
 	for i := range n {
 		s, err := RunServer(ServerConfig{
 			Dir: fmt.Sprintf("%s/s%d", dir, i), Port: ports[i], Name: fmt.Sprintf("s%d", i),
@@ -191,7 +199,6 @@ func RunCluster(n int, dir string) (*Cluster, error) {
 			c.Shutdown()
 			return nil, err
 		}
-		s.ownDir = own
 		c.Servers = append(c.Servers, s)
 	}
 	deadline := time.Now().Add(20 * time.Second)
@@ -221,6 +228,9 @@ func (c *Cluster) ClientURLs() string {
 func (c *Cluster) Shutdown() {
 	for _, s := range c.Servers {
 		s.Shutdown()
+	}
+	if c.dir != "" {
+		_ = os.RemoveAll(c.dir)
 	}
 }
 

@@ -247,3 +247,29 @@ func TestPublishErrors(t *testing.T) {
 	assert.Error(t, err)
 	assert.NoError(t, n.bus.Close())
 }
+
+// TestConnect: Connect dials a URL, the bus owns the connection, and two
+// buses made with New and Connect share one stream and one epoch.
+func TestConnect(t *testing.T) {
+	opts := uniqueStream()
+	ctx := context.Background()
+	b1, err := rbnats.Connect(ctx, shared.ClientURL(), config.Config{}, opts...)
+	require.NoError(t, err)
+	n := newNode(t, shared.ClientURL(), config.Config{}, opts...)
+	b2, err := rbnats.New(ctx, n.nc, config.Config{}, opts...)
+	require.NoError(t, err)
+	assert.Equal(t, b1.Epoch(), b2.Epoch())
+	sub, err := b2.Subscribe(ctx, "s", eventbus.SubscribeOptions{NoReplay: true})
+	require.NoError(t, err)
+	ev, err := b1.Publish("s", "msg", 1)
+	require.NoError(t, err)
+	assert.Equal(t, ev.ID, next(t, sub).ID)
+	require.NoError(t, b1.Close())
+	require.NoError(t, b2.Close())
+	assert.True(t, n.nc.IsConnected(), "New leaves the caller's connection open")
+
+	_, err = rbnats.Connect(ctx, shared.ClientURL(), config.Config{}, rbnats.WithStream("bad name"))
+	assert.ErrorContains(t, err, "bad name")
+	_, err = rbnats.Connect(ctx, shared.ClientURL(), config.Config{ReplayBufferSize: -1})
+	assert.Error(t, err)
+}
