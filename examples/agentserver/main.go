@@ -18,7 +18,6 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/config"
-	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/examples/agentserver/demo"
 	"github.com/replaybus/replaybus/examples/agentserver/server"
 	"github.com/replaybus/replaybus/scope"
@@ -55,6 +54,7 @@ type flags struct {
 	rate     float64
 	level    slog.Level
 	epochIDs bool
+	nats     natsFlags
 }
 
 func parseFlags(args []string, stderr io.Writer) (flags, error) {
@@ -70,6 +70,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.Float64Var(&f.rate, "demo-rate", demo.DefaultTokensPerSecond, "demo text deltas per second per agent")
 	fs.TextVar(&f.level, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
 	fs.BoolVar(&f.epochIDs, "epoch-ids", true, "write SSE ids as <epoch>-<seq> so browsers detect a server restart")
+	f.nats.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: agentserver [flags]\n\nServes a replaybus event bus over HTTP and SSE, with a live page at /.\n"+
 			"The bus is configured by the %s* environment variables.\n\n", config.Prefix)
@@ -118,10 +119,11 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 	if err != nil {
 		return configError(err)
 	}
-	bus, err := eventbus.New(cfg, eventbus.WithLogger(log))
+	bus, stopNATS, err := f.nats.open(ctx, cfg, log)
 	if err != nil {
-		return configError(err)
+		return err
 	}
+	defer stopNATS() // after bus.Close
 	defer bus.Close()
 
 	opts := server.Options{Logger: log, SSE: sse.HandlerOptions{EpochIDs: f.epochIDs}}
