@@ -273,3 +273,35 @@ func TestConnect(t *testing.T) {
 	_, err = rbnats.Connect(ctx, shared.ClientURL(), config.Config{ReplayBufferSize: -1})
 	assert.Error(t, err)
 }
+
+// TestCloseAcrossNodes: CloseSession on node A ends the session's
+// subscribers on node B (after session_closed), a descendants subscriber of
+// its parent on B goes on, and B refuses publishes to it.
+func TestCloseAcrossNodes(t *testing.T) {
+	opts := uniqueStream()
+	a := newNode(t, shared.ClientURL(), config.Config{}, opts...)
+	b := newNode(t, shared.ClientURL(), config.Config{}, opts...)
+	require.NoError(t, a.bus.CreateSession("parent", ""))
+	require.NoError(t, a.bus.CreateSession("kid", "parent"))
+	syncNode(t, b.bus)
+	own, err := b.bus.Subscribe(context.Background(), "kid", eventbus.SubscribeOptions{})
+	require.NoError(t, err)
+	defer own.Close()
+	desc, err := b.bus.Subscribe(context.Background(), "parent", eventbus.SubscribeOptions{Scope: scope.Descendants})
+	require.NoError(t, err)
+	defer desc.Close()
+	ev, err := a.bus.Publish("kid", "msg", 1)
+	require.NoError(t, err)
+	require.NoError(t, a.bus.CloseSession("kid"))
+	for _, sub := range []*eventbus.Subscription{own, desc} {
+		assert.Equal(t, ev.ID, next(t, sub).ID)
+		assert.Equal(t, eventbus.TypeSessionClosed, next(t, sub).Type)
+	}
+	_, err = own.Next(context.Background())
+	assert.ErrorIs(t, err, eventbus.ErrSessionClosed)
+	_, err = b.bus.Publish("kid", "msg", 2)
+	assert.ErrorIs(t, err, eventbus.ErrSessionClosed)
+	more, err := b.bus.Publish("parent", "msg", 3)
+	require.NoError(t, err)
+	assert.Equal(t, more.ID, next(t, desc).ID)
+}
