@@ -20,6 +20,12 @@
 //	-demo-rate   text deltas per second per agent (default 30)
 //	-log-level   debug, info, warn or error (default info)
 //	-epoch-ids   write SSE ids as <epoch>-<seq> (default true)
+//	-nats        run the bus over NATS JetStream: "embedded" starts an
+//	             in-process nats-server with JetStream, nats://… uses an
+//	             external server or cluster; empty (default) is the
+//	             in-memory bus (see docs/distributed.md)
+//	-nats-dir    JetStream data folder for -nats embedded
+//	             (default $TMPDIR/replaybus-nats)
 //
 // The bus is configured by the AGENTPOOL_EVENTBUS_* environment variables
 // (see package config); a bad or unknown variable stops the program at
@@ -30,7 +36,7 @@
 //	POST   /sessions               {"id"?, "parent"?} → 201 {"id"}
 //	POST   /session/{id}/events    {"type", "data"?, "origin"?} → 202 {"id"}
 //	DELETE /session/{id}           → 204 (?cascade=1 closes the descendants too)
-//	GET    /session/{id}/events    SSE: ?scope=session|descendants|subtree|all, ?lastEventId=, ?maxQueued=, ?replay=0
+//	GET    /session/{id}/events    SSE: ?scope=session|descendants|subtree|all, ?lastEventId=, ?maxQueued=, ?replay=0, ?events=message
 //	GET    /sessions               [{"id","parent","subscribers","buffered","lastEventId"}]
 //	GET    /info                   epoch, last id, event types, counters
 //	GET    /healthz                {"status":"ok"}
