@@ -281,6 +281,15 @@ func (b *bench) w2() {
 			}
 		}
 	}
+	none := fmt.Sprintf("W2 S=%d none stalled publish p99", b.p.w2Subs)
+	one := fmt.Sprintf("W2 S=%d 1 stalled publish p99", b.p.w2Subs)
+	for _, sys := range b.syss {
+		n, ok1 := b.t.Median(none, sys.Name)
+		s, ok2 := b.t.Median(one, sys.Name)
+		if ok1 && ok2 && n > 0 {
+			b.t.Add("W2 publish p99, 1 stalled ÷ none stalled", "ratio of medians", aggMedian, sys.Name, s/n)
+		}
+	}
 }
 
 func (b *bench) w3() {

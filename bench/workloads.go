@@ -46,7 +46,7 @@ const quiet = 150 * time.Millisecond
 
 type w1Result struct {
 	nsPerDelivery     float64
-	allocsPerDelivery float64
+	allocsPerDelivery float64 // process-wide mallocs ÷ (events × subscribers), delivered or not
 	deliveries        int64
 	lost, reordered   int64
 	evicted           int
@@ -104,7 +104,7 @@ func runW1(sys System, S, N int, lossless bool) (w1Result, error) {
 	}
 	res = w1Result{
 		nsPerDelivery:     float64(tEnd-t0) / float64(n),
-		allocsPerDelivery: float64(m1.Mallocs-m0.Mallocs) / float64(n),
+		allocsPerDelivery: float64(m1.Mallocs-m0.Mallocs) / float64(int64(N)*int64(S)),
 		deliveries:        n,
 		lost:              int64(N)*int64(S) - n,
 		reordered:         reord,
@@ -331,7 +331,7 @@ func runW5(sys System, M, P int) (w1Result, error) {
 	}
 	return w1Result{
 		nsPerDelivery:     float64(tEnd-t0) / float64(n),
-		allocsPerDelivery: float64(m1.Mallocs-m0.Mallocs) / float64(n),
+		allocsPerDelivery: float64(m1.Mallocs-m0.Mallocs) / float64(per*M),
 		deliveries:        n, lost: int64(per*M) - n, reordered: reord, evicted: ended, gaps: gaps,
 	}, nil
 }
