@@ -184,14 +184,14 @@ func (b *Bus) ingest(path []string, ev Event) {
 		b.nextID = ev.ID + 1
 		return
 	}
-	r := record{session: x.id, typ: ev.Type, data: ev.Data, origin: ev.Origin, nanos: ev.Time.UnixNano()}
+	r := &record{session: x.id, typ: ev.Type, data: ev.Data, origin: originRef(ev.Origin), nanos: ev.Time.UnixNano()}
 	if ev.Type == TypeSessionClosed {
-		b.appendLocked(x, &r, true)
+		b.appendLocked(x, r, true)
 		b.tombs[x.id] = r.nanos
 		b.closeLocked(x, false, false)
 		return
 	}
-	b.appendLocked(x, &r, false)
+	b.appendLocked(x, r, false)
 }
 
 // feedWaiter is a Subscribe waiting until the feed has ingested upTo.

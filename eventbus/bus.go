@@ -183,9 +183,15 @@ func encode(data any) (out []byte, err error) {
 // — a refused event consumes no id; ErrSessionClosed for a closed session;
 // ErrClosed after [Bus.Close].
 func (b *Bus) Publish(sessionID, typ string, data any, opts ...PublishOption) (Event, error) {
-	var po publishOptions
-	for _, o := range opts {
-		o(&po)
+	var origin string
+	if len(opts) > 0 {
+		// Declared here so that it moves to the heap (o(&po) makes it
+		// escape) only for a publish that has options.
+		var po publishOptions
+		for _, o := range opts {
+			o(&po)
+		}
+		origin = po.origin
 	}
 	if err := checkName("session id", sessionID); err != nil {
 		return Event{}, err
@@ -209,15 +215,15 @@ func (b *Bus) Publish(sessionID, typ string, data any, opts ...PublishOption) (E
 		if err != nil {
 			return Event{}, err
 		}
-		return b.appendRemote(path, Event{Session: sessionID, Type: typ, Data: raw, Time: now, Origin: po.origin})
+		return b.appendRemote(path, Event{Session: sessionID, Type: typ, Data: raw, Time: now, Origin: origin})
 	}
 	defer b.mu.Unlock()
 	x, err := b.sessionLocked(sessionID, true)
 	if err != nil {
 		return Event{}, err
 	}
-	r := record{session: x.id, typ: typ, data: raw, origin: po.origin, nanos: b.nowNanos()}
-	b.appendLocked(x, &r, false)
+	r := &record{session: x.id, typ: typ, data: raw, origin: originRef(origin), nanos: b.nowNanos()}
+	b.appendLocked(x, r, false)
 	return r.event(false), nil
 }
 
@@ -252,7 +258,7 @@ func (b *Bus) appendLocked(x *session, r *record, forced bool) {
 	x.published = true
 	x.lastID = r.id
 	x.touch(r.nanos)
-	x.ring.Append(*r)
+	x.ring.Append(r)
 	b.stats.Published++
 	b.fanOutLocked(x, r, forced)
 }
@@ -273,7 +279,7 @@ func (b *Bus) sessionLocked(id string, create bool) (*session, error) {
 }
 
 func (b *Bus) addLocked(id, parent string) (*session, error) {
-	ring, err := replay.New[record](b.cfg.ReplayBufferSize, recordID)
+	ring, err := replay.New[*record](b.cfg.ReplayBufferSize, recordID)
 	if err != nil {
 		return nil, err
 	}
@@ -501,9 +507,9 @@ func (b *Bus) closeLocked(x *session, cascade, announce bool) {
 	}
 	now := b.nowNanos()
 	if announce {
-		r := record{session: x.id, typ: TypeSessionClosed, nanos: now,
+		r := &record{session: x.id, typ: TypeSessionClosed, nanos: now,
 			data: mustJSON(SessionClosedData{Session: x.id, Reason: "closed"})}
-		b.appendLocked(x, &r, true)
+		b.appendLocked(x, r, true)
 		b.tombs[x.id] = now
 	}
 	// Remember what is lost with the ring so a resume that needed it is

@@ -103,7 +103,7 @@ const (
 )
 
 func (s *Subscription) pushLiveLocked(r *record, cost int64) {
-	s.q = append(s.q, entry{rec: *r})
+	s.q = append(s.q, entry{rec: r})
 	s.enq++
 	s.enqBytes += cost
 	s.wakeLocked()
@@ -127,7 +127,7 @@ func (s *Subscription) dropNewestLocked(r *record) {
 		return
 	}
 	s.q = append(s.q, entry{
-		rec:  record{session: s.sess.id, typ: TypeStateResyncRequired, nanos: r.nanos},
+		rec:  &record{session: s.sess.id, typ: TypeStateResyncRequired, nanos: r.nanos},
 		kind: entryDropped,
 		drop: &dropInfo{first: r.id, last: r.id, count: 1},
 	})
@@ -170,7 +170,7 @@ func (s *Subscription) dropOldestLocked(cost int64) bool {
 			continue
 		}
 		s.q[i] = entry{
-			rec:  record{session: s.sess.id, typ: TypeStateResyncRequired, nanos: victim.nanos},
+			rec:  &record{session: s.sess.id, typ: TypeStateResyncRequired, nanos: victim.nanos},
 			kind: entryDropped,
 			drop: &dropInfo{first: victim.id, last: victim.id, count: 1},
 		}

@@ -125,7 +125,7 @@ func (b *Bus) offerLocked(l *subList, skip *session, r *record, droppable, force
 		if forced {
 			s.mu.Lock()
 			if !s.ended {
-				s.pushLocked(entry{rec: *r, kind: entryForced})
+				s.pushLocked(entry{rec: r, kind: entryForced})
 				b.stats.Delivered++
 			}
 			s.mu.Unlock()

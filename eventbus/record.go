@@ -12,11 +12,11 @@ type record struct {
 	session string
 	typ     string
 	data    []byte
-	origin  string
-	nanos   int64 // Unix nanoseconds
+	origin  *string // nil for none: keeps the record at 80 bytes, a size class
+	nanos   int64   // Unix nanoseconds
 }
 
-func recordID(r *record) uint64 { return r.id }
+func recordID(r **record) uint64 { return (*r).id }
 
 func (r *record) event(replay bool) Event {
 	return Event{
@@ -25,7 +25,7 @@ func (r *record) event(replay bool) Event {
 		Type:    r.typ,
 		Data:    json.RawMessage(r.data),
 		Time:    time.Unix(0, r.nanos),
-		Origin:  r.origin,
+		Origin:  originOf(r.origin),
 		Replay:  replay,
 	}
 }
@@ -35,7 +35,6 @@ type entryKind uint8
 
 const (
 	entryLive    entryKind = iota // a live event: counts against the live limits
-	entryReplay                   // a replayed copy: Replay=true, never counts
 	entryForced                   // a real event that must arrive (session_closed), never counts
 	entryFrame                    // a synthetic frame with its data already encoded
 	entryDropped                  // an events_dropped frame, encoded when read
@@ -43,7 +42,7 @@ const (
 
 // entry is one slot of a subscriber queue.
 type entry struct {
-	rec  record
+	rec  *record // shared by the replay buffer and every queue; never modified
 	kind entryKind
 	drop *dropInfo // entryDropped only
 }
@@ -66,8 +65,6 @@ func (e *entry) cost() int64 { return int64(len(e.rec.data)) }
 // event turns the entry into what the consumer receives.
 func (e *entry) event() Event {
 	switch e.kind {
-	case entryReplay:
-		return e.rec.event(true)
 	case entryDropped:
 		ev := e.rec.event(false)
 		ev.Data = mustJSON(ResyncData{
@@ -93,5 +90,22 @@ func mustJSON(v any) []byte {
 
 // frame builds a synthetic frame record (id 0) for session.
 func frame(session, typ string, data any, nanos int64) entry {
-	return entry{rec: record{session: session, typ: typ, data: mustJSON(data), nanos: nanos}, kind: entryFrame}
+	return entry{rec: &record{session: session, typ: typ, data: mustJSON(data), nanos: nanos}, kind: entryFrame}
+}
+
+// originRef returns a pointer to origin, or nil when it is empty.
+func originRef(origin string) *string {
+	if origin == "" {
+		return nil
+	}
+	p := new(string) // not &origin: that would move origin to the heap on every call
+	*p = origin
+	return p
+}
+
+func originOf(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }

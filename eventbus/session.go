@@ -10,7 +10,7 @@ import (
 type session struct {
 	id   string
 	node *scope.Node[*session]
-	ring *replay.Buffer[record]
+	ring *replay.Buffer[*record]
 
 	own          subList // subscribers made on this session (all scopes but "all")
 	desc         subList // those of own with scope descendants

@@ -135,14 +135,16 @@ func (b *Bus) snapshotLocked(s *Subscription, o SubscribeOptions) {
 		}
 	}
 	rings, lost := b.scopeRingsLocked(s.sess, s.kind)
-	var snap []record
-	if len(rings) == 1 {
-		snap = rings[0].AppendAfter(nil, cursor)
-	} else {
-		for _, r := range rings {
-			snap = r.AppendAfter(snap, cursor)
-		}
-		slices.SortFunc(snap, func(a, b record) int {
+	total := 0
+	for _, r := range rings {
+		total += r.Len() - r.Search(cursor)
+	}
+	snap := make([]*record, 0, total)
+	for _, r := range rings {
+		snap = r.AppendAfter(snap, cursor)
+	}
+	if len(rings) > 1 {
+		slices.SortFunc(snap, func(a, b *record) int {
 			switch {
 			case a.id < b.id:
 				return -1
@@ -179,12 +181,11 @@ func (b *Bus) snapshotLocked(s *Subscription, o SubscribeOptions) {
 		used += c
 		n++
 	}
-	if cap(s.q)-len(s.q) < n+2 {
-		s.q = slices.Grow(s.q, n+2)
-	}
-	for i := 0; i < n; i++ {
-		s.q = append(s.q, entry{rec: snap[i], kind: entryReplay})
-	}
+	// Frames queued so far (epoch_reset, ring_evicted) lead; the replay
+	// itself is handed to the consumer as the snapshot slice, read in place
+	// before anything in the queue (no per-event queue entry).
+	s.lead, s.q = s.q, nil
+	s.pre = snap[:n:n]
 	last := cursor
 	if n > 0 {
 		last = snap[n-1].id
@@ -214,17 +215,17 @@ func (b *Bus) snapshotLocked(s *Subscription, o SubscribeOptions) {
 // scopeRingsLocked returns the replay buffers a subscriber of x with scope k
 // replays from, and the highest id lost with sessions that were in that
 // scope and have been closed or expired.
-func (b *Bus) scopeRingsLocked(x *session, k scope.Kind) ([]*replay.Buffer[record], uint64) {
+func (b *Bus) scopeRingsLocked(x *session, k scope.Kind) ([]*replay.Buffer[*record], uint64) {
 	switch k {
 	case scope.Descendants:
-		var rings []*replay.Buffer[record]
+		var rings []*replay.Buffer[*record]
 		x.node.Walk(func(n *scope.Node[*session]) bool {
 			rings = append(rings, n.Value.ring)
 			return true
 		})
 		return rings, x.descLost
 	case scope.Subtree:
-		rings := []*replay.Buffer[record]{x.ring}
+		rings := []*replay.Buffer[*record]{x.ring}
 		lost := x.subtreeLost
 		if p := x.parent(); p != nil {
 			rings = append(rings, p.ring)
@@ -238,9 +239,9 @@ func (b *Bus) scopeRingsLocked(x *session, k scope.Kind) ([]*replay.Buffer[recor
 		}
 		return rings, lost
 	case scope.All:
-		var rings []*replay.Buffer[record]
+		var rings []*replay.Buffer[*record]
 		b.tree.Each(func(n *scope.Node[*session]) { rings = append(rings, n.Value.ring) })
 		return rings, b.allLost
 	}
-	return []*replay.Buffer[record]{x.ring}, 0
+	return []*replay.Buffer[*record]{x.ring}, 0
 }

@@ -50,7 +50,10 @@ type Subscription struct {
 	warned   bool
 	done     chan struct{}
 
-	// consumer side, touched only by the reading goroutine
+	// consumer side, touched only by the reading goroutine (lead and pre
+	// are set by Subscribe before the subscription is visible)
+	lead     []entry   // frames before the replay (epoch_reset, ring_evicted)
+	pre      []*record // the replay snapshot, oldest first
 	local    []entry
 	li       int
 	lastSeen uint64
@@ -157,8 +160,24 @@ func (s *Subscription) TryNext() (ev Event, ok bool) {
 func (s *Subscription) take() (Event, bool) {
 	if s.discard.Load() {
 		clear(s.local)
-		s.local, s.li = nil, 0
+		s.local, s.li, s.lead, s.pre = nil, 0, nil, nil
 		return Event{}, false
+	}
+	if len(s.lead) > 0 {
+		ev := s.lead[0].event()
+		s.lead = s.lead[1:]
+		return ev, true
+	}
+	for len(s.pre) > 0 {
+		r := s.pre[0]
+		s.pre[0] = nil // let the data go once read
+		s.pre = s.pre[1:]
+		if r.id <= s.lastSeen {
+			s.bus.guarded.Add(1)
+			continue
+		}
+		s.lastSeen = r.id
+		return r.event(true), true
 	}
 	for s.li < len(s.local) {
 		e := &s.local[s.li]

@@ -118,10 +118,18 @@ func (b *Buffer[T]) Replay(limit int) []T {
 // O(log Len + returned entries). With no id function every entry is appended.
 func (b *Buffer[T]) AppendAfter(dst []T, cursor uint64) []T {
 	i := b.Search(cursor)
-	for ; i < b.n; i++ {
-		dst = append(dst, *b.at(i))
+	if i >= b.n {
+		return dst
 	}
-	return dst
+	// At most two contiguous runs of the ring: copied with append, not one
+	// by one.
+	start := (b.head + i) % len(b.items)
+	end := start + (b.n - i)
+	if end <= len(b.items) {
+		return append(dst, b.items[start:end]...)
+	}
+	dst = append(dst, b.items[start:]...)
+	return append(dst, b.items[:end-len(b.items)]...)
 }
 
 // Search returns the index (0 = oldest) of the first entry whose id is
