@@ -60,7 +60,7 @@ type StreamOptions struct {
 	// none (the server then replays its buffer, or not, per ?replay=).
 	LastEventID string
 	// Epoch is the bus epoch the cursor came from, sent as X-Event-Epoch.
-	// Afterwards the stream sends the epoch the server last announced.
+	// Afterwards the stream sends the epoch of the last id it received.
 	Epoch string
 	// Session is the session the URL subscribes to: a session_closed event
 	// of this session ends the stream. Empty: taken from a URL path ending
@@ -95,15 +95,16 @@ type Stream struct {
 	url     string
 	session string
 
-	dec      *Decoder // nil while disconnected
-	body     io.ReadCloser
-	lastID   string
-	epoch    string
-	retry    time.Duration
-	failures int
-	minWait  time.Duration // Retry-After from the last failure
-	waitNext bool          // a reconnect must wait first
-	err      error         // terminal
+	dec       *Decoder // nil while disconnected
+	body      io.ReadCloser
+	lastID    string
+	epoch     string // the epoch of lastID, sent as X-Event-Epoch
+	connEpoch string // the epoch the current connection announced
+	retry     time.Duration
+	failures  int
+	minWait   time.Duration // Retry-After from the last failure
+	waitNext  bool          // a reconnect must wait first
+	err       error         // terminal
 
 	mu       sync.Mutex
 	closed   bool
@@ -159,7 +160,12 @@ func (s *Stream) Next() (eventbus.Event, error) {
 		if r, ok := s.dec.Retry(); ok && r > 0 {
 			s.retry = r
 		}
-		s.lastID = s.dec.LastEventID()
+		if id := s.dec.LastEventID(); id != s.lastID {
+			s.lastID = id
+			if s.connEpoch != "" {
+				s.epoch = s.connEpoch
+			}
+		}
 		s.failures = 0
 		ev, _ := DecodeEvent(f)
 		if ev.Type == eventbus.TypeSessionClosed && ev.ID != 0 && s.session != "" && ev.Session == s.session {
@@ -176,8 +182,9 @@ func (s *Stream) Next() (eventbus.Event, error) {
 // the goroutine that calls Next.
 func (s *Stream) LastEventID() string { return s.lastID }
 
-// Epoch returns the bus epoch the server last announced in X-Event-Epoch
-// (or StreamOptions.Epoch before any). Call it from the goroutine that calls
+// Epoch returns the bus epoch of [Stream.LastEventID]: the X-Event-Epoch of
+// the connection that delivered the last frame with an id (or
+// StreamOptions.Epoch before any). Call it from the goroutine that calls
 // Next.
 func (s *Stream) Epoch() string { return s.epoch }
 
@@ -290,9 +297,12 @@ func (s *Stream) connect() {
 			Message: fmt.Sprintf("want text/event-stream, got %q", resp.Header.Get("Content-Type"))})
 		return
 	}
-	if e := resp.Header.Get(HeaderEpoch); e != "" {
-		s.epoch = e
-	}
+	// The epoch goes with the cursor: it is adopted only when a frame with
+	// an id arrives on this connection (see Next). Adopting it at once would
+	// pair a new server's epoch with the old server's cursor should the
+	// connection drop before its first id, and the next resume would then
+	// skip the new server's first events without an epoch_reset.
+	s.connEpoch = resp.Header.Get(HeaderEpoch)
 	s.mu.Lock()
 	s.connects++
 	s.mu.Unlock()

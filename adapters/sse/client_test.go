@@ -395,3 +395,43 @@ func jsonField(t *testing.T, data []byte, name string) float64 {
 	f, _ := m[name].(float64)
 	return f
 }
+
+// The epoch sent on a resume is the one of the connection that delivered the
+// cursor: a new server's epoch announced on a connection that dropped before
+// any id must not be paired with the old server's cursor (the new server
+// would then take the cursor as its own and skip its first events without an
+// epoch_reset).
+func TestClientEpochFollowsCursor(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var seen []http.Header
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		i := len(seen)
+		seen = append(seen, r.Header.Clone())
+		mu.Unlock()
+		switch i {
+		case 0: // the old server delivers id 5
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Header().Set(sse.HeaderEpoch, "OLD")
+			_, _ = io.WriteString(w, "id: 5\nevent: t\ndata: {\"v\":1,\"id\":5,\"type\":\"t\",\"session\":\"s1\"}\n\n")
+		case 1: // the restarted server answers, then the connection drops
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Header().Set(sse.HeaderEpoch, "NEW")
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusGone)
+			_, _ = io.WriteString(w, `{"code":"session_closed","message":"closed"}`)
+		}
+	}))
+	defer ts.Close()
+	c := &sse.Client{Retry: time.Millisecond, MaxBackoff: time.Millisecond}
+	got, err := readAll(t, c.Subscribe(t.Context(), ts.URL+"/session/s1/events", sse.StreamOptions{}))
+	require.Error(t, err)
+	require.Len(t, got, 1)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, seen, 3)
+	assert.Equal(t, "5", seen[2].Get("Last-Event-ID"))
+	assert.Equal(t, "OLD", seen[2].Get(sse.HeaderEpoch), "the epoch of the cursor, not of the empty connection")
+}
