@@ -145,6 +145,19 @@ func checkName(what, v string) error {
 	return nil
 }
 
+// Reserved reports whether typ is one of the bus's own frame types —
+// state_resync_required, replay_complete, slow_client_warning,
+// client_evicted, session_closed — or starts with "_replaybus.". Publish
+// refuses them, so a publisher cannot forge a protocol frame (a real event
+// with an id that a client would take for the end of its session, say).
+func Reserved(typ string) bool {
+	switch typ {
+	case TypeStateResyncRequired, TypeReplayComplete, TypeSlowClientWarning, TypeClientEvicted, TypeSessionClosed:
+		return true
+	}
+	return strings.HasPrefix(typ, "_replaybus.")
+}
+
 // encode turns a payload into JSON once, outside the lock.
 func encode(data any) (out []byte, err error) {
 	defer func() {
@@ -179,12 +192,14 @@ func encode(data any) (out []byte, err error) {
 //
 // It never blocks on a subscriber and never panics. Errors: an ErrInvalid
 // error naming the value for an empty or over-long session id or type, a
-// type with a control character (CR, LF, …), or data that cannot be encoded
+// type with a control character (CR, LF, …), a [Reserved] type (the bus's
+// own frames: use CloseSession for session_closed), or data that cannot be encoded
 // — a refused event consumes no id; ErrSessionClosed for a closed session;
 // ErrClosed after [Bus.Close].
 func (b *Bus) Publish(sessionID, typ string, data any, opts ...PublishOption) (Event, error) {
 	var origin string
 	if len(opts) > 0 {
+		opts = slices.DeleteFunc(slices.Clone(opts), func(o PublishOption) bool { return o == nil })
 		// Declared here so that it moves to the heap (o(&po) makes it
 		// escape) only for a publish that has options.
 		var po publishOptions
@@ -198,6 +213,9 @@ func (b *Bus) Publish(sessionID, typ string, data any, opts ...PublishOption) (E
 	}
 	if err := checkName("event type", typ); err != nil {
 		return Event{}, err
+	}
+	if Reserved(typ) {
+		return Event{}, invalidf("event type %q is reserved for the bus's own frames", typ)
 	}
 	raw, err := encode(data)
 	if err != nil {

@@ -238,6 +238,12 @@ func TestPublishValidation(t *testing.T) {
 		{"nil RawMessage", "s", "msg", json.RawMessage(nil)},
 		{"panicking marshaler", "s", "msg", panicky{}},
 		{"over-long type", "s", string(make([]byte, eventbus.MaxNameLen+1)), nil},
+		{"forged session_closed", "s", eventbus.TypeSessionClosed, nil},
+		{"forged client_evicted", "s", eventbus.TypeClientEvicted, nil},
+		{"forged replay_complete", "s", eventbus.TypeReplayComplete, nil},
+		{"forged state_resync_required", "s", eventbus.TypeStateResyncRequired, nil},
+		{"forged slow_client_warning", "s", eventbus.TypeSlowClientWarning, nil},
+		{"internal control type", "s", eventbus.TypeSessionCreated, nil},
 	}
 	b := newBus(t, config.Config{})
 	for _, tt := range tests {
@@ -247,8 +253,8 @@ func TestPublishValidation(t *testing.T) {
 			assert.Contains(t, err.Error(), "eventbus: ")
 		})
 	}
-	// No refused event consumed an id.
-	ev, err := b.Publish("s", "msg", "ok")
+	// No refused event consumed an id; a nil option is ignored.
+	ev, err := b.Publish("s", "msg", "ok", nil)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), ev.ID)
 	assert.Equal(t, uint64(1), b.Stats().Published)
