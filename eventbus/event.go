@@ -93,8 +93,11 @@ type ResyncData struct {
 	// (replay_budget_exceeded), or the last id the subscriber received
 	// before the dropped run (events_dropped); 0 when none.
 	LastDeliveredID uint64 `json:"lastDeliveredId"`
-	// EarliestAvailableID is the first id after the gap that the subscriber
-	// can still get, 0 when unknown (nothing held yet).
+	// EarliestAvailableID is the first id from which on nothing is missing:
+	// for ring_evicted the first id held after the newest lost one (with
+	// several sessions in scope, older ids of a quiet session may still be
+	// replayed before it); for replay_budget_exceeded the first id left out.
+	// Omitted when unknown.
 	EarliestAvailableID uint64 `json:"earliestAvailableId,omitempty"`
 	// Epoch is the bus epoch (epoch_reset only).
 	Epoch string `json:"epoch,omitempty"`

@@ -216,3 +216,19 @@ func TestNewSessionAnnouncesNothing(t *testing.T) {
 	s := subscribe(t, b, "P", eventbus.SubscribeOptions{Scope: scope.Descendants, HasCursor: true, Cursor: cursor})
 	assert.Equal(t, []string{"5r", "6r", "replay_complete"}, describe(drain(s)))
 }
+
+// With several rings in scope, earliestAvailableId is the first id after
+// which nothing is missing, even when a quiet ring still holds older ids.
+func TestRingEvictedAcrossRings(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, config.Config{ReplayBufferSize: 3})
+	require.NoError(t, b.CreateSession("r", ""))
+	require.NoError(t, b.CreateSession("c", "r"))
+	publish(t, b, "c", 2) // 1, 2: c's ring keeps them
+	publish(t, b, "r", 8) // 3…10: r's ring keeps 8, 9, 10
+	s := subscribe(t, b, "r", eventbus.SubscribeOptions{Scope: scope.Descendants, HasCursor: true, Cursor: 0})
+	got := drain(s)
+	require.Equal(t, []string{"state_resync_required:ring_evicted", "1r", "2r", "8r", "9r", "10r", "replay_complete"}, describe(got))
+	assert.Equal(t, eventbus.ResyncData{Reason: eventbus.ReasonRingEvicted, LastDeliveredID: 0, EarliestAvailableID: 8},
+		decode[eventbus.ResyncData](t, got[0]))
+}

@@ -160,9 +160,14 @@ func (b *Bus) snapshotLocked(s *Subscription, o SubscribeOptions) {
 			evicted = max(evicted, r.HighestEvicted())
 		}
 		if evicted > cursor {
-			earliest := b.nextID
-			if len(snap) > 0 {
-				earliest = snap[0].id
+			// The first id after which nothing is missing: with several
+			// rings in scope a quiet ring may still hold ids older than what
+			// a busy one already evicted, so it is not simply snap[0].
+			earliest := max(b.nextID, b.highWater+1)
+			if i, ok := slices.BinarySearchFunc(snap, evicted+1, func(r *record, id uint64) int {
+				return cmpID(r.id, id)
+			}); i < len(snap) || ok {
+				earliest = snap[i].id
 			}
 			s.q = append(s.q, frame(sid, TypeStateResyncRequired, ResyncData{
 				Reason: ReasonRingEvicted, LastDeliveredID: cursor, EarliestAvailableID: earliest,
@@ -244,4 +249,14 @@ func (b *Bus) scopeRingsLocked(x *session, k scope.Kind) ([]*replay.Buffer[*reco
 		return rings, b.allLost
 	}
 	return []*replay.Buffer[*record]{x.ring}, 0
+}
+
+func cmpID(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
