@@ -340,3 +340,22 @@ func TestEventsPumpExits(t *testing.T) {
 		})
 	}
 }
+
+// The Events channel closes only after Err can say why, also when the
+// context is cancelled while the pump is handing over a frame.
+func TestEventsErrSetWhenChannelCloses(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, config.Config{})
+	for range 300 {
+		ctx, cancel := context.WithCancel(context.Background())
+		s, err := b.Subscribe(ctx, "s", eventbus.SubscribeOptions{NoReplay: true})
+		require.NoError(t, err)
+		ch := s.Events()
+		_, err = b.Publish("s", "msg", nil)
+		require.NoError(t, err)
+		cancel()
+		for range ch {
+		}
+		require.ErrorIs(t, s.Err(), context.Canceled)
+	}
+}

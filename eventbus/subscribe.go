@@ -102,7 +102,7 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 
 	// 1. register, under the publish lock.
 	s.stopCtx = context.AfterFunc(ctx, func() { b.cancel(s, context.Cause(ctx)) })
-	s.ctxDone = ctx.Done()
+	s.ctx, s.ctxDone = ctx, ctx.Done()
 	b.registerLocked(s)
 	x.touch(b.nowNanos())
 

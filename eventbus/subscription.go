@@ -25,7 +25,8 @@ type Subscription struct {
 	name    string
 	pos     [2]int // index in the two registration lists (see index.go)
 	stopCtx func() bool
-	ctxDone <-chan struct{} // the subscribe context's Done: also stops the pump
+	ctx     context.Context // the subscribe context
+	ctxDone <-chan struct{} // ctx.Done(): also stops the pump
 
 	// limits, fixed at subscribe
 	maxQueued int
@@ -258,7 +259,10 @@ func (s *Subscription) pump(abandon <-chan struct{}) {
 			// The context watch is released when the subscription ends
 			// (eviction, CloseSession, Bus.Close) while frames may still
 			// be queued; a consumer that stopped reading and cancelled
-			// its context must not leave the pump blocked here.
+			// its context must not leave the pump blocked here. The end
+			// is recorded before the channel closes, so that Err says why
+			// (the context watch may not have run yet).
+			s.bus.cancel(s, context.Cause(s.ctx))
 			return
 		}
 	}
