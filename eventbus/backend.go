@@ -70,6 +70,8 @@ type Feed interface {
 // epoch_reset, so such a client is neither told to resync nor handed an id
 // twice. Without Syncer the wait is for the cursor itself.
 type Syncer interface {
+	// LastID returns the highest id the backend has stored, or the
+	// backend's error (the wait is then skipped).
 	LastID(ctx context.Context) (uint64, error)
 }
 

@@ -390,11 +390,11 @@ func (b *Bus) SessionExists(id string) bool {
 
 // SessionInfo describes one session for listings.
 type SessionInfo struct {
-	ID          string `json:"id"`
-	Parent      string `json:"parent,omitempty"`
-	Subscribers int    `json:"subscribers"`
-	Buffered    int    `json:"buffered"`    // events in its replay buffer
-	LastEventID uint64 `json:"lastEventId"` // newest id published to it, 0 if none
+	ID          string `json:"id"`               // the session id
+	Parent      string `json:"parent,omitempty"` // its parent's id, "" for a root
+	Subscribers int    `json:"subscribers"`      // subscribers made on it (any scope)
+	Buffered    int    `json:"buffered"`         // events in its replay buffer
+	LastEventID uint64 `json:"lastEventId"`      // newest id published to it, 0 if none
 }
 
 // Sessions lists every live session, in no particular order. It costs

@@ -34,6 +34,7 @@ type SubscriberLimitError struct {
 	Limit   int    // the cap in force
 }
 
+// Error names the session and the limit.
 func (e *SubscriberLimitError) Error() string {
 	return fmt.Sprintf("eventbus: subscriber limit exceeded: session %q has %d subscribers (the limit)", e.Session, e.Limit)
 }

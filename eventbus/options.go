@@ -109,11 +109,11 @@ const (
 // Diagnostic reports one backpressure incident to the hook given with
 // [WithDiagnostics].
 type Diagnostic struct {
-	Kind       DiagnosticKind
-	Session    string // the subscription's session (or the expired session)
-	Subscriber uint64 // the subscriber's id, 0 for session_expired
-	Name       string // the subscriber's Name
-	EventID    uint64 // the event that triggered it
-	EventType  string // that event's type
-	Queue      QueueFigures
+	Kind       DiagnosticKind // what happened
+	Session    string         // the subscription's session (or the expired session)
+	Subscriber uint64         // the subscriber's id, 0 for session_expired
+	Name       string         // the subscriber's Name
+	EventID    uint64         // the event that triggered it
+	EventType  string         // that event's type
+	Queue      QueueFigures   // the subscriber's live queue right after it (zero for session_expired)
 }

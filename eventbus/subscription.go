@@ -87,8 +87,11 @@ func (s *Subscription) Err() error {
 func (s *Subscription) Done() <-chan struct{} { return s.done }
 
 // Close ends the subscription at once (AgentPool's unsubscribe), discarding
-// what is still queued; Err then reports ErrUnsubscribed. It is idempotent
-// and safe to call from any goroutine.
+// what is still queued, and releases its slot. Err then reports
+// ErrUnsubscribed — unless the subscription had already ended (evicted,
+// session closed, bus closed, context done), whose reason stays; its queued
+// frames are discarded all the same. It is idempotent and safe to call from
+// any goroutine.
 func (s *Subscription) Close() { s.bus.cancel(s, ErrUnsubscribed) }
 
 // Next returns the next frame, blocking until one is queued, the
