@@ -127,6 +127,12 @@ func (b *Bus) LastEventID() uint64 {
 
 func (b *Bus) nowNanos() int64 { return b.opts.now().UnixNano() }
 
+// CheckSessionID returns nil when id is a session id the bus accepts: 1 to
+// MaxNameLen bytes of valid UTF-8 without control characters. Otherwise it
+// returns an ErrInvalid error that quotes the id. Adapters use it to refuse
+// a bad id before they subscribe.
+func CheckSessionID(id string) error { return checkName("session id", id) }
+
 func checkName(what, v string) error {
 	if v == "" {
 		return invalidf("empty %s", what)

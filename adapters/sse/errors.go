@@ -21,7 +21,7 @@ const (
 	CodeInvalidReplay      = "invalid_replay"            // 400: replay not 0 or 1
 	CodeInvalidEpoch       = "invalid_epoch"             // 400: X-Event-Epoch malformed
 	CodeInvalidEvents      = "invalid_events"            // 400: events not typed or message
-	CodeInvalidSessionID   = "invalid_session_id"        // 400: empty session id
+	CodeInvalidSessionID   = "invalid_session_id"        // 400: empty, over-long, non-UTF-8 or control characters
 	CodeInvalidRequest     = "invalid_request"           // 400: the bus refused the subscribe options
 	CodeForbidden          = "forbidden"                 // 403: the Authorize hook refused
 	CodeSessionNotFound    = "session_not_found"         // 404: no such session

@@ -408,6 +408,9 @@ func (h *Handler) parseRequest(r *http.Request) (string, eventbus.SubscribeOptio
 	if sessionID == "" {
 		return bad(CodeInvalidSessionID, "empty session id")
 	}
+	if err := eventbus.CheckSessionID(sessionID); err != nil {
+		return bad(CodeInvalidSessionID, "%s", err.Error())
+	}
 	q := r.URL.Query()
 
 	if s := q.Get("scope"); s != "" {

@@ -85,6 +85,8 @@ func TestHandlerRejectsBeforeStreaming(t *testing.T) {
 		tc{name: "authorize status", session: "login", status: 401, code: "unauthenticated", inMsg: "log in"},
 		tc{name: "POST", method: http.MethodPost, status: 405, code: sse.CodeMethodNotAllowed},
 		tc{name: "empty session id", session: "-", status: 400, code: sse.CodeInvalidSessionID},
+		tc{name: "control character in session id", session: "a\x01b", status: 400, code: sse.CodeInvalidSessionID},
+		tc{name: "over-long session id", session: strings.Repeat("x", eventbus.MaxNameLen+1), status: 400, code: sse.CodeInvalidSessionID},
 	)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
