@@ -1,24 +1,3 @@
-// Package demo simulates agent runs on a replaybus [eventbus.Bus], so that
-// the agentserver page has real-looking traffic to show the moment it opens.
-//
-// A run is one prompt turn of a parent agent that splits its task between
-// two sub-agents, each in a child session of its own. Every event has the
-// shape of an Agent Client Protocol session/update notification's params —
-// {"sessionId": …, "update": {"sessionUpdate": <type>, …}} — and is
-// published with the sessionUpdate value as its event type:
-//
-//   - agent_message_chunk and agent_thought_chunk: text deltas, one token at a
-//     time at [Options.TokensPerSecond];
-//   - tool_call (status pending) followed by tool_call_update (in_progress,
-//     then completed with its result content);
-//   - plan: the full list of plan entries with their statuses, re-sent on
-//     every change;
-//   - turn_start and turn_end: the lifecycle of each agent's turn (ACP ends a
-//     turn with the session/prompt response and its stopReason; the demo
-//     publishes it as an event so subscribers see it).
-//
-// At the end of a run the child sessions are closed (each publishes
-// session_closed), and the next run creates new ones.
 package demo
 
 import (
