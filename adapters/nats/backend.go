@@ -163,6 +163,7 @@ func NewBackend(ctx context.Context, nc *nats.Conn, cfg config.Config, opts ...O
 		Retention:         jetstream.LimitsPolicy,
 		Discard:           jetstream.DiscardOld,
 		MaxMsgsPerSubject: int64(be.limit),
+		MaxAge:            be.o.maxAge,
 		Storage:           be.o.storage,
 		Replicas:          be.o.replicas,
 	})

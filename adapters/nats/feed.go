@@ -58,7 +58,7 @@ func (be *Backend) Start(ctx context.Context, feed eventbus.Feed) error {
 	if st := info.State; st.LastSeq > 0 {
 		plan = &catchUp{last: st.LastSeq, expected: st.LastSeq - st.Msgs, full: make(map[string]bool)}
 		for subj, n := range st.Subjects {
-			if n >= uint64(be.limit) {
+			if be.mayHaveLost(n) {
 				plan.full[subj] = true
 			}
 		}
@@ -280,7 +280,7 @@ func (be *Backend) markLag(upTo uint64) {
 		if err == nil {
 			var full []string
 			for subj, n := range info.State.Subjects {
-				if n >= uint64(be.limit) {
+				if be.mayHaveLost(n) {
 					full = append(full, subj)
 				}
 			}
@@ -311,4 +311,12 @@ func (be *Backend) markLag(upTo uint64) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// mayHaveLost reports whether a subject holding n messages may have lost
+// older ones: only a full subject can, unless MaxAge also deletes events, in
+// which case any subject can (conservative: a resume from before its first
+// retained event then gets ring_evicted).
+func (be *Backend) mayHaveLost(n uint64) bool {
+	return n >= uint64(be.limit) || be.o.maxAge > 0
 }

@@ -305,3 +305,28 @@ func TestCloseAcrossNodes(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, more.ID, next(t, desc).ID)
 }
+
+// TestMaxAge: events that aged out of the stream (WithMaxAge) are announced
+// to a resume on a node that starts afterwards, though the session never
+// reached MaxMsgsPerSubject.
+func TestMaxAge(t *testing.T) {
+	cfg := config.Config{ReplayBufferSize: 100}
+	opts := uniqueStream(rbnats.WithMaxAge(time.Second))
+	a := newNode(t, shared.ClientURL(), cfg, opts...)
+	old, err := a.bus.Publish("aged", "msg", 1)
+	require.NoError(t, err)
+	time.Sleep(1500 * time.Millisecond) // JetStream ages the event out
+	fresh, err := a.bus.Publish("aged", "msg", 2)
+	require.NoError(t, err)
+
+	late := newNode(t, shared.ClientURL(), cfg, opts...)
+	syncNode(t, late.bus)
+	sub, err := late.bus.Subscribe(context.Background(), "aged", eventbus.SubscribeOptions{HasCursor: true, Cursor: old.ID - 1})
+	require.NoError(t, err)
+	defer sub.Close()
+	ev := next(t, sub)
+	require.Equal(t, eventbus.TypeStateResyncRequired, ev.Type)
+	assert.JSONEq(t, fmt.Sprintf(`{"reason":"ring_evicted","lastDeliveredId":%d,"earliestAvailableId":%d}`, old.ID-1, fresh.ID), string(ev.Data))
+	ids, _ := readIDs(t, sub, 1)
+	assert.Equal(t, []uint64{fresh.ID}, ids)
+}

@@ -37,6 +37,7 @@ type options struct {
 	storage        jetstream.StorageType
 	publishTimeout time.Duration
 	heartbeat      time.Duration
+	maxAge         time.Duration
 	busOpts        []eventbus.Option
 	logger         *slog.Logger
 }
@@ -68,11 +69,24 @@ func (o *options) validate() error {
 	if o.publishTimeout <= 0 {
 		return fmt.Errorf("nats: publish timeout %v must be positive", o.publishTimeout)
 	}
+	if o.maxAge < 0 {
+		return fmt.Errorf("nats: max age %v must not be negative", o.maxAge)
+	}
 	if o.heartbeat < 100*time.Millisecond || o.heartbeat > time.Minute {
 		return fmt.Errorf("nats: heartbeat %v out of range [100ms, 1m]", o.heartbeat)
 	}
 	return nil
 }
+
+// WithMaxAge sets the stream's MaxAge: JetStream deletes events older than
+// d, so the stream's storage stays bounded although the subjects of closed
+// sessions are never purged (it otherwise keeps up to MaxMsgsPerSubject
+// events of every session ever used). Zero, the default, keeps events until
+// the per-subject limit drops them. A node that starts after events aged
+// out announces the loss to resuming clients (ring_evicted) as for any
+// event the stream no longer holds; a running node keeps its own replay
+// buffers. A good value is a few times the session TTL.
+func WithMaxAge(d time.Duration) Option { return func(o *options) { o.maxAge = d } }
 
 // WithStream names the JetStream stream (1–64 characters from
 // [A-Za-z0-9_-]); default [DefaultStream]. Every node of one bus uses the
