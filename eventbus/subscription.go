@@ -126,6 +126,15 @@ func (s *Subscription) next(ctx context.Context, abandon <-chan struct{}) (Event
 		}
 		s.waiting = true
 		s.mu.Unlock()
+		if abandon == nil {
+			if done := ctx.Done(); done == nil || done == s.ctxDone {
+				// The subscription's own context (or none): its end wakes
+				// us through s.wake, so a plain receive does, cheaper
+				// than a select.
+				<-s.wake
+				continue
+			}
+		}
 		select {
 		case <-s.wake:
 		case <-abandon:
