@@ -64,6 +64,8 @@ type Server struct {
 
 	mu    sync.Mutex
 	types []string // sorted, bounded by maxTypes
+
+	createMu sync.Mutex // makes POST /sessions' exists-check and create one step
 }
 
 // New returns a Server over bus. It fails when bus is nil or the SSE
@@ -219,6 +221,8 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_argument", fmt.Sprintf("session id %q contains '/'", req.ID))
 		return
 	}
+	s.createMu.Lock()
+	defer s.createMu.Unlock()
 	if s.bus.SessionExists(req.ID) {
 		writeError(w, http.StatusConflict, "session_exists", fmt.Sprintf("session %q already exists", req.ID))
 		return
