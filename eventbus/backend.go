@@ -142,14 +142,26 @@ func (x *session) pathLocked() []string {
 }
 
 // ensurePathLocked returns the session at the end of path, creating missing
-// sessions along it with their parents. It returns nil when the session is
-// closed here.
+// sessions along it with their parents; closed ancestors are skipped, and a
+// closed final session is opened again (see the comment inside). It returns
+// nil only when a session cannot be created.
 func (b *Bus) ensurePathLocked(path []string) *session {
 	var x *session
 	parent := ""
-	for _, id := range path {
+	for i, id := range path {
 		if _, closed := b.tombs[id]; closed {
-			return nil
+			if i < len(path)-1 {
+				// A closed ancestor: its children became roots when it
+				// closed; the event still belongs to the live child.
+				parent = ""
+				continue
+			}
+			// The session itself was closed here, yet the stream holds a
+			// later event for it: its id was reused after its tombstone
+			// expired on the publishing node (or a node that had not yet
+			// seen the close published). Every node takes it the same
+			// way: the id lives again.
+			delete(b.tombs, id)
 		}
 		if n := b.tree.Get(id); n != nil {
 			x = n.Value
@@ -181,6 +193,10 @@ func (b *Bus) ingest(path []string, ev Event) {
 		return
 	}
 	b.nextID = ev.ID // appendLocked takes this id and moves past it
+	if _, closed := b.tombs[path[len(path)-1]]; closed && ev.Type == TypeSessionClosed {
+		b.nextID = ev.ID + 1 // closed twice (two nodes at once): once is enough
+		return
+	}
 	x := b.ensurePathLocked(path)
 	if x == nil || ev.Type == TypeSessionCreated {
 		b.nextID = ev.ID + 1

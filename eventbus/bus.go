@@ -234,6 +234,19 @@ func (b *Bus) Publish(sessionID, typ string, data any, opts ...PublishOption) (E
 	}
 	if b.backend != nil {
 		path, err := b.remotePathLocked(sessionID)
+		if err == nil {
+			// Known here from now on, and published: a CreateSession on
+			// this node can no longer give it a parent, as in memory.
+			x := b.tree.Get(sessionID)
+			if x == nil {
+				if nx, aerr := b.addLocked(sessionID, ""); aerr == nil {
+					x = nx.node
+				}
+			}
+			if x != nil {
+				x.Value.published = true
+			}
+		}
 		now := b.opts.now()
 		b.mu.Unlock()
 		if err != nil {
@@ -366,6 +379,11 @@ func (b *Bus) CreateSession(id, parent string) error {
 		b.mu.Unlock()
 		_, err = b.appendRemote(path, Event{Session: id, Type: TypeSessionCreated, Time: now})
 		b.mu.Lock()
+		if err != nil && !b.closed && b.tree.Get(id) == x.node && x.nsubs == 0 && !x.published && x.node.NumChildren() == 0 {
+			// No other node learnt of it: do not keep a local phantom.
+			b.tree.Remove(id, false)
+			b.stats.Sessions--
+		}
 		return err
 	}
 	x := n.Value

@@ -192,6 +192,13 @@ func (be *Backend) Epoch() string { return be.epoch }
 // Stream returns the name of the stream the backend uses.
 func (be *Backend) Stream() string { return be.o.stream }
 
+// MaxSubjectLen bounds a session's subject (its escaped tree path), in
+// bytes. NATS closes a client connection for good when a control line
+// exceeds the server's max_control_line (4 KiB by default), so a deep tree
+// of long ids is refused by Append (ErrInvalid) before it reaches the
+// server.
+const MaxSubjectLen = 3 << 10
+
 // envelope is a stored event; the session comes from the subject.
 type envelope struct {
 	Type   string          `json:"type"`
@@ -206,9 +213,14 @@ type envelope struct {
 // Errors (a timeout, no responders, a closed connection, a payload over the
 // server's limit, [ErrStreamLost]) are returned wrapped, never panicked.
 func (be *Backend) Append(ctx context.Context, path []string, ev eventbus.Event) (uint64, error) {
-	if !be.confirmStream() {
+	ctx, cancel := context.WithTimeout(ctx, be.o.publishTimeout)
+	defer cancel()
+	if !be.confirmStream(ctx) {
 		if p := be.lost.Load(); p != nil {
 			return 0, *p
+		}
+		if err := ctx.Err(); err != nil {
+			return 0, fmt.Errorf("nats: stream %q unconfirmed after a reconnect: %w", be.o.stream, err)
 		}
 		return 0, fmt.Errorf("nats: stream %q: %w", be.o.stream, eventbus.ErrClosed)
 	}
@@ -217,8 +229,10 @@ func (be *Backend) Append(ctx context.Context, path []string, ev eventbus.Event)
 		return 0, fmt.Errorf("nats: encoding event: %w", err)
 	}
 	subject := subjectFor(be.o.prefix, path)
-	ctx, cancel := context.WithTimeout(ctx, be.o.publishTimeout)
-	defer cancel()
+	if len(subject) > MaxSubjectLen {
+		return 0, fmt.Errorf("nats: session path %q gives a subject of %d bytes, over %d: %w",
+			path, len(subject), MaxSubjectLen, eventbus.ErrInvalid)
+	}
 	ack, err := be.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: body}, jetstream.WithExpectStream(be.o.stream))
 	if err != nil {
 		return 0, fmt.Errorf("nats: publishing to %q: %w", subject, err)
@@ -320,7 +334,7 @@ func (be *Backend) watch(ch chan nats.Status) {
 			return
 		case <-be.advSig:
 			be.verify.Store(true)
-			be.confirmStream()
+			be.confirmStream(be.ctx)
 		case st, ok := <-ch:
 			if !ok {
 				return
@@ -333,7 +347,7 @@ func (be *Backend) watch(ch chan nats.Status) {
 				be.feedMu.Lock()
 				be.outage = false
 				be.feedMu.Unlock()
-				be.confirmStream()
+				be.confirmStream(be.ctx)
 			case nats.CLOSED:
 				be.fail(fmt.Errorf("%w: %w", ErrDisconnected, nats.ErrConnectionClosed))
 				return

@@ -83,11 +83,11 @@ func (be *Backend) Start(ctx context.Context, feed eventbus.Feed) error {
 // confirmStream checks the stream's identity when it is unconfirmed since
 // a reconnect or a consumer reset (see checkStream); it reports whether
 // the node may go on using the stream.
-func (be *Backend) confirmStream() bool {
+func (be *Backend) confirmStream(ctx context.Context) bool {
 	if !be.verify.Load() {
 		return be.lost.Load() == nil
 	}
-	if !be.checkStream() {
+	if !be.checkStream(ctx) {
 		return false
 	}
 	be.verify.Store(false)
@@ -95,14 +95,16 @@ func (be *Backend) confirmStream() bool {
 }
 
 // checkStream compares the stream's identity with the node's; a missing or
-// re-created stream loses it. It reports whether ingesting may go on.
-func (be *Backend) checkStream() bool {
+// re-created stream loses it. It reports whether ingesting may go on, and
+// gives up (false) when ctx or the backend is done, so that a Publish waits
+// no longer than its own deadline.
+func (be *Backend) checkStream(ctx context.Context) bool {
 	for attempt := 0; ; attempt++ {
-		if be.lost.Load() != nil || be.ctx.Err() != nil {
+		if be.lost.Load() != nil || be.ctx.Err() != nil || ctx.Err() != nil {
 			return false
 		}
-		ctx, cancel := context.WithTimeout(be.ctx, 5*time.Second)
-		info, err := be.stream.Info(ctx)
+		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		info, err := be.stream.Info(ictx)
 		cancel()
 		switch {
 		case errors.Is(err, jetstream.ErrStreamNotFound):
@@ -117,6 +119,8 @@ func (be *Backend) checkStream() bool {
 		be.log.Warn("replaybus/nats: checking stream", slog.String("stream", be.o.stream), slog.Any("err", err))
 		select {
 		case <-be.ctx.Done():
+			return false
+		case <-ctx.Done():
 			return false
 		case <-time.After(min(time.Duration(attempt+1)*200*time.Millisecond, 2*time.Second)):
 		}
@@ -178,7 +182,7 @@ func (be *Backend) consumeOnce(plan **catchUp) error {
 	// The consumer reads the stream the node started on, not one
 	// re-created since.
 	be.verify.Store(true)
-	if !be.confirmStream() {
+	if !be.confirmStream(be.ctx) {
 		return nil
 	}
 	it, err := cons.Messages(jetstream.PullHeartbeat(be.o.heartbeat), jetstream.PullExpiry(4*be.o.heartbeat),
@@ -201,7 +205,7 @@ func (be *Backend) consumeOnce(plan **catchUp) error {
 			return errConsumerGap
 		}
 		delivered = meta.Sequence.Consumer
-		if !be.confirmStream() {
+		if !be.confirmStream(be.ctx) {
 			return nil
 		}
 		*plan = be.handle(msg, meta.Sequence.Stream, *plan)

@@ -243,9 +243,41 @@ func TestPublishErrors(t *testing.T) {
 	_, err = n.bus.Publish("s", "big", strings.Repeat("x", 2<<20))
 	assert.Error(t, err, "over the payload limit")
 	srv.Stop()
-	_, err = n.bus.Publish("s", "msg", 1)
-	assert.Error(t, err)
+	// While the server is down every publish fails within its deadline,
+	// also once the node is reconnecting and its stream unconfirmed.
+	for i := 0; i < 5; i++ {
+		ch := make(chan error, 1)
+		go func() { _, err := n.bus.Publish("s", "msg", i); ch <- err }()
+		select {
+		case err := <-ch:
+			assert.Error(t, err)
+		case <-time.After(3 * time.Second):
+			t.Fatalf("publish %d while the server is down still blocked after 3 s (publish timeout 300 ms)", i)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	assert.NoError(t, n.bus.Close())
+}
+
+// TestLongSubjectRefused: a tree path whose subject would exceed what the
+// server accepts on a control line is refused with ErrInvalid, and the
+// node's connection (and every other session on it) carries on.
+func TestLongSubjectRefused(t *testing.T) {
+	opts := uniqueStream()
+	a := newNode(t, shared.ClientURL(), config.Config{}, opts...)
+	parent := ""
+	var err error
+	for d := 0; d < 6 && err == nil; d++ {
+		id := strings.Repeat(".", 255) + string(rune('a'+d))
+		if err = a.bus.CreateSession(id, parent); err == nil {
+			parent = id
+		}
+	}
+	require.ErrorIs(t, err, eventbus.ErrInvalid)
+	assert.True(t, a.nc.IsConnected())
+	ev, err := a.bus.Publish("other", "msg", 1)
+	require.NoError(t, err)
+	assert.NotZero(t, ev.ID)
 }
 
 // TestConnect: Connect dials a URL, the bus owns the connection, and two
