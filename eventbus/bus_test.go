@@ -209,12 +209,22 @@ func TestSessionIsolation(t *testing.T) {
 	assert.Equal(t, bIDs, ids(got))
 	for _, cursor := range []uint64{0, 1, 2, 20, 30, 33, 39, 40} {
 		s := subscribe(t, b, "B", eventbus.SubscribeOptions{HasCursor: true, Cursor: cursor})
+		var gotIDs []uint64
 		for _, e := range drain(s) {
 			assert.NotEqual(t, "A", e.Session, "cursor %d", cursor)
 			if e.ID != 0 {
 				assert.Equal(t, uint64(0), e.ID%2, "cursor %d: id %d is A's", cursor, e.ID)
+				gotIDs = append(gotIDs, e.ID)
 			}
 		}
+		// Exactly B's ids after the cursor that its ring of 5 still holds.
+		var want []uint64
+		for _, id := range bIDs[len(bIDs)-5:] {
+			if id > cursor {
+				want = append(want, id)
+			}
+		}
+		assert.Equal(t, want, gotIDs, "cursor %d", cursor)
 		s.Close()
 	}
 }
