@@ -10,10 +10,11 @@ PKGS ?= ./...
 test:
 	$(GO) test -race -count=1 $(PKGS)
 
-## lint: gofmt must have nothing to say, go vet must pass
+## lint: gofmt must have nothing to say, go vet and staticcheck must pass
 lint:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt -l:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
 
 ## bench: all benchmarks with allocations
 bench:
