@@ -343,11 +343,20 @@ func TestCloseAcrossNodes(t *testing.T) {
 // reached MaxMsgsPerSubject.
 func TestMaxAge(t *testing.T) {
 	cfg := config.Config{ReplayBufferSize: 100}
-	opts := uniqueStream(rbnats.WithMaxAge(time.Second))
+	stream := fmt.Sprintf("TMaxAge%d", streamSeq.Add(1))
+	opts := uniqueStream(rbnats.WithMaxAge(time.Second), rbnats.WithStream(stream))
 	a := newNode(t, shared.ClientURL(), cfg, opts...)
 	old, err := a.bus.Publish("aged", "msg", 1)
 	require.NoError(t, err)
-	time.Sleep(1500 * time.Millisecond) // JetStream ages the event out
+	// Wait until JetStream has aged the event out (MaxAge 1 s).
+	js, err := jetstream.New(a.nc)
+	require.NoError(t, err)
+	st, err := js.Stream(context.Background(), stream)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		info, err := st.Info(context.Background())
+		return err == nil && info.State.Msgs == 0
+	}, 15*time.Second, 100*time.Millisecond, "the event never aged out")
 	fresh, err := a.bus.Publish("aged", "msg", 2)
 	require.NoError(t, err)
 
