@@ -233,19 +233,14 @@ func (b *Bus) Publish(sessionID, typ string, data any, opts ...PublishOption) (E
 		return Event{}, ErrClosed
 	}
 	if b.backend != nil {
-		path, err := b.remotePathLocked(sessionID)
+		// The session is known here from now on, and published: a
+		// CreateSession on this node can no longer give it a parent, as in
+		// memory. A closed session is refused as in memory.
+		x, err := b.sessionLocked(sessionID, true)
+		var path []string
 		if err == nil {
-			// Known here from now on, and published: a CreateSession on
-			// this node can no longer give it a parent, as in memory.
-			x := b.tree.Get(sessionID)
-			if x == nil {
-				if nx, aerr := b.addLocked(sessionID, ""); aerr == nil {
-					x = nx.node
-				}
-			}
-			if x != nil {
-				x.Value.published = true
-			}
+			x.published = true
+			path = x.pathLocked()
 		}
 		now := b.opts.now()
 		b.mu.Unlock()
@@ -262,18 +257,6 @@ func (b *Bus) Publish(sessionID, typ string, data any, opts ...PublishOption) (E
 	r := &record{session: x.id, typ: typ, data: raw, origin: originRef(origin), nanos: b.nowNanos()}
 	b.appendLocked(x, r, false)
 	return r.event(false), nil
-}
-
-// remotePathLocked is the tree path a backend-driven Publish sends with an
-// event to session id: its local path, or [id] for a new root.
-func (b *Bus) remotePathLocked(id string) ([]string, error) {
-	if _, ok := b.tombs[id]; ok {
-		return nil, fmt.Errorf("%w: %q", ErrSessionClosed, id)
-	}
-	if n := b.tree.Get(id); n != nil {
-		return n.Value.pathLocked(), nil
-	}
-	return []string{id}, nil
 }
 
 // eachSubLocked calls fn for every registered subscriber.
