@@ -642,8 +642,7 @@ func (b *Bus) Close() error {
 	}
 	b.closed = true
 	var subs []*Subscription
-	b.tree.Each(func(n *scope.Node[*session]) { subs = append(subs, n.Value.own...) })
-	subs = append(subs, b.all...)
+	b.eachSubLocked(func(s *Subscription) { subs = append(subs, s) })
 	for _, s := range subs {
 		b.unregisterLocked(s)
 		s.end(ErrClosed, false)
