@@ -63,18 +63,9 @@ func runW1(sys System, S, N int, lossless bool) (w1Result, error) {
 	sinks := make([]*Sink, S)
 	for i := range sinks {
 		sinks[i] = newSink(int64(N))
-		if err := inst.Subscribe(sess, SubOpts{}, sinks[i]); err != nil {
-			inst.Close()
-			return res, err
-		}
 	}
-	if err := inst.Sync(map[string][]*Sink{sess: sinks}); err != nil {
-		inst.Close()
+	if err := subscribeArmed(inst, sess, sinks); err != nil {
 		return res, err
-	}
-	base := inst.LastID(sess)
-	for _, k := range sinks {
-		k.arm(base)
 	}
 	runtime.GC()
 	var m0, m1 runtime.MemStats
@@ -151,18 +142,9 @@ func runW2(sys System, S, N int, interval time.Duration, stalled bool) (w2Result
 		sinks[i] = newSink(int64(N))
 		sinks[i].pubNanos = pubNanos
 		sinks[i].lat = make([]int64, 0, N)
-		if err := inst.Subscribe(sess, SubOpts{}, sinks[i]); err != nil {
-			inst.Close()
-			return res, err
-		}
 	}
-	if err := inst.Sync(map[string][]*Sink{sess: sinks}); err != nil {
-		inst.Close()
+	if err := subscribeArmed(inst, sess, sinks); err != nil {
 		return res, err
-	}
-	base := inst.LastID(sess)
-	for _, k := range sinks {
-		k.arm(base)
 	}
 	pubLat := make([]int64, N)
 	pubDone := make(chan struct{})
@@ -484,4 +466,25 @@ func floorCopy256() float64 {
 		copy(bufs[i&7][:], payload256)
 	}
 	return float64(now()-t0) / reps
+}
+
+// subscribeArmed subscribes every sink to sess, waits until the system has
+// registered them all, and arms them to expect the ids after the session's
+// last one. On an error it closes inst.
+func subscribeArmed(inst Instance, sess string, sinks []*Sink) error {
+	for _, k := range sinks {
+		if err := inst.Subscribe(sess, SubOpts{}, k); err != nil {
+			inst.Close()
+			return err
+		}
+	}
+	if err := inst.Sync(map[string][]*Sink{sess: sinks}); err != nil {
+		inst.Close()
+		return err
+	}
+	base := inst.LastID(sess)
+	for _, k := range sinks {
+		k.arm(base)
+	}
+	return nil
 }
