@@ -86,7 +86,9 @@
 //
 // Each stream is served by the request's goroutine alone: it writes the
 // retry line, frames and heartbeats (one writer) and sets a write deadline
-// before each write, so a peer that stopped reading cannot pin it. The
+// before each write, so a peer that stopped reading cannot pin it, and
+// clears it after the write, so a quiet stream is never cut (an HTTP/2
+// stream whose deadline passes is reset even when nothing is written). The
 // handler starts no goroutine of its own. The request's context is the
 // subscription's: a client that disconnects is unsubscribed at once and
 // frees its slot under the subscriber cap. [Handler.Close] ends every stream;

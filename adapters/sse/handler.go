@@ -67,10 +67,12 @@ type HandlerOptions struct {
 	// DefaultHeartbeat (15 s); negative disables heartbeats.
 	Heartbeat time.Duration
 	// WriteTimeout is the deadline set (http.ResponseController
-	// .SetWriteDeadline) before each write+flush, so a peer that stopped
-	// reading cannot pin the stream's goroutine; the stream ends when it
-	// passes. Zero means DefaultWriteTimeout (10 s); negative sets none.
-	// It overrides http.Server.WriteTimeout for the stream.
+	// .SetWriteDeadline) before each write+flush and cleared right after
+	// it, so a peer that stopped reading cannot pin the stream's goroutine
+	// (the stream ends when it passes) while a quiet stream is never cut,
+	// over HTTP/1.1 or HTTP/2 alike. Zero means DefaultWriteTimeout (10 s);
+	// negative sets none. It overrides http.Server.WriteTimeout for the
+	// stream.
 	WriteTimeout time.Duration
 	// EpochIDs writes ids as "<epoch>-<seq>" so that a browser, which cannot
 	// send X-Event-Epoch, hands the epoch back in Last-Event-ID and a server
@@ -365,7 +367,10 @@ func (sw *streamWriter) begin() {
 	}
 }
 
-// end flushes after a write that returned err, counting a failure.
+// end flushes after a write that returned err, counting a failure, and
+// clears the write deadline: a deadline must not outlive the write it
+// guards. Over HTTP/2 a deadline left in place resets the stream when it
+// passes, even on a stream that is quietly waiting for its next event.
 func (sw *streamWriter) end(err error) error {
 	if err == nil {
 		if err = sw.rc.Flush(); errors.Is(err, http.ErrNotSupported) {
@@ -375,6 +380,9 @@ func (sw *streamWriter) end(err error) error {
 				sw.h.o.Logger.LogAttrs(sw.ctx, slog.LevelWarn, "sse: response writer cannot flush; frames will be delayed")
 			}
 			sw.noFlush, err = true, nil
+		}
+		if err == nil && sw.h.wt > 0 {
+			_ = sw.rc.SetWriteDeadline(time.Time{}) // ErrNotSupported: nothing was set
 		}
 	}
 	if err != nil {
