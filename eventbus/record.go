@@ -38,6 +38,7 @@ const (
 	entryForced                   // a real event that must arrive (session_closed), never counts
 	entryFrame                    // a synthetic frame with its data already encoded
 	entryDropped                  // an events_dropped frame, encoded when read
+	entryTargeted                 // a targeted frame (SendTo): no id, counts against the live limits, never dropped by drop_oldest
 )
 
 // entry is one slot of a subscriber queue.
@@ -58,7 +59,7 @@ type dropInfo struct {
 	count         int
 }
 
-func (e *entry) counts() bool { return e.kind == entryLive }
+func (e *entry) counts() bool { return e.kind == entryLive || e.kind == entryTargeted }
 
 func (e *entry) cost() int64 { return int64(len(e.rec.data)) }
 
