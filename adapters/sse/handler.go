@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,10 +77,12 @@ type HandlerOptions struct {
 	// DefaultHeartbeat (15 s); negative disables heartbeats.
 	Heartbeat time.Duration
 	// WriteTimeout is the deadline set (http.ResponseController
-	// .SetWriteDeadline) before each write+flush, so a peer that stopped
-	// reading cannot pin the stream's goroutine; the stream ends when it
-	// passes. Zero means DefaultWriteTimeout (10 s); negative sets none.
-	// It overrides http.Server.WriteTimeout for the stream.
+	// .SetWriteDeadline) before each write+flush and cleared right after
+	// it, so a peer that stopped reading cannot pin the stream's goroutine
+	// (the stream ends when it passes) while a quiet stream is never cut,
+	// over HTTP/1.1 or HTTP/2 alike. Zero means DefaultWriteTimeout (10 s);
+	// negative sets none. It overrides http.Server.WriteTimeout for the
+	// stream.
 	WriteTimeout time.Duration
 	// EpochIDs writes ids as "<epoch>-<seq>" so that a browser, which cannot
 	// send X-Event-Epoch, hands the epoch back in Last-Event-ID and a server
@@ -97,8 +101,8 @@ type HandlerOptions struct {
 //
 // Each stream is written by the request's own goroutine (frames, heartbeats
 // and the retry line alike: one writer); the handler starts no goroutines.
-// A Handler is safe for concurrent use. After [Handler.Close] it answers
-// 503 unavailable and every open stream ends.
+// A Handler is safe for concurrent use. After [Handler.Close] every open
+// stream ends and new requests get a retry: line and an empty stream.
 type Handler struct {
 	bus     *eventbus.Bus
 	o       HandlerOptions
@@ -161,8 +165,9 @@ func (h *Handler) Stats() Stats {
 		Frames: h.frames.Load(), Heartbeats: h.heartbeats.Load(), WriteErrors: h.writeErrors.Load()}
 }
 
-// Close makes the handler refuse new streams (503 unavailable, Retry-After
-// 5) and ends every open stream at once: each unsubscribes and returns from
+// Close makes the handler refuse new streams — answered 200 with only a
+// retry: line, never 503, so browsers come back (see the package
+// documentation) — and ends every open stream at once: each unsubscribes and returns from
 // ServeHTTP without a further frame, so browsers reconnect after their retry
 // delay. It does not wait; see [Handler.Shutdown]. Idempotent; always nil.
 // Suitable for http.Server.RegisterOnShutdown.
@@ -264,8 +269,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	id, ok := h.register(cancel)
 	if !ok {
-		h.reject(w, &StatusError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
-			Message: "sse: handler closed", RetryAfter: retryAfterBusy})
+		h.goAway(w)
 		return
 	}
 	defer h.unregister(id)
@@ -275,7 +279,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if ctx.Err() != nil {
 			return // the client is gone (or the handler closed): nobody to answer
 		}
-		h.reject(w, statusFor(err))
+		if errors.Is(err, eventbus.ErrClosed) {
+			h.goAway(w)
+			return
+		}
+		h.reject(w, statusFor(err, sessionID))
 		return
 	}
 	defer sub.Close()
@@ -288,6 +296,33 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.o.Logger.LogAttrs(ctx, slog.LevelDebug, "sse: stream ended",
 			slog.String("session", sessionID), slog.String("remote", r.RemoteAddr), slog.Any("reason", reason))
 	}
+}
+
+// goAway answers a request that arrives while the handler or the bus is
+// shutting down. A 503 would make a browser's EventSource give up for good
+// (WHATWG: any non-200 answer fails the connection), so it answers 200
+// text/event-stream with a retry: line and ends the response at once: an
+// EventSource reconnects after that delay, and so does [Stream]. The delay
+// is drawn from [retry, 2×retry] so that the clients of a restarting server
+// do not all come back in the same instant. Retry-After carries the same
+// hint for other clients.
+func (h *Handler) goAway(w http.ResponseWriter) {
+	h.rejected.Add(1)
+	base := h.retry
+	if base <= 0 {
+		base = DefaultRetry
+	}
+	d := base + rand.N(base+1)
+	hd := w.Header()
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("Cache-Control", "no-cache, no-transform")
+	hd.Set("Retry-After", strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10))
+	hd.Del("Content-Length")
+	w.WriteHeader(http.StatusOK)
+	enc := NewEncoder(w, EncodeOptions{})
+	_ = enc.Retry(d)
+	_ = enc.Comment("unavailable: the server is shutting down; reconnect")
+	_ = http.NewResponseController(w).Flush()
 }
 
 // stream writes the answer headers, the retry line and then every frame of
@@ -371,7 +406,10 @@ func (sw *streamWriter) begin() {
 	}
 }
 
-// end flushes after a write that returned err, counting a failure.
+// end flushes after a write that returned err, counting a failure, and
+// clears the write deadline: a deadline must not outlive the write it
+// guards. Over HTTP/2 a deadline left in place resets the stream when it
+// passes, even on a stream that is quietly waiting for its next event.
 func (sw *streamWriter) end(err error) error {
 	if err == nil {
 		if err = sw.rc.Flush(); errors.Is(err, http.ErrNotSupported) {
@@ -381,6 +419,9 @@ func (sw *streamWriter) end(err error) error {
 				sw.h.o.Logger.LogAttrs(sw.ctx, slog.LevelWarn, "sse: response writer cannot flush; frames will be delayed")
 			}
 			sw.noFlush, err = true, nil
+		}
+		if err == nil && sw.h.wt > 0 {
+			_ = sw.rc.SetWriteDeadline(time.Time{}) // ErrNotSupported: nothing was set
 		}
 	}
 	if err != nil {
@@ -407,6 +448,6 @@ func (h *Handler) parseRequest(r *http.Request) (string, eventbus.SubscribeOptio
 	} else {
 		sessionID = r.PathValue("id")
 	}
-	o, serr := ParseRequest(r, sessionID)
+	o, serr := ParseRequest(r, sessionID, h.bus.Epoch())
 	return sessionID, o, serr
 }

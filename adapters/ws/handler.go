@@ -280,7 +280,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		sessionID = r.PathValue("id")
 	}
-	opts, serr := sse.ParseRequest(r, sessionID)
+	opts, serr := sse.ParseRequest(r, sessionID, h.bus.Epoch())
 	if serr == nil {
 		_, serr = sse.ParseEvents(r.URL.Query().Get("events")) // accepted for parity; every frame is one message
 	}
@@ -326,7 +326,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if ctx.Err() != nil {
 			return
 		}
-		h.reject(w, sse.StatusFor(err))
+		h.reject(w, sse.StatusFor(err, sessionID))
 		return
 	}
 	defer func() { sub.Close() }()
