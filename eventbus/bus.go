@@ -61,6 +61,11 @@ type Bus struct {
 	ttlDone   chan struct{}
 	guarded   atomic.Int64
 	replayed  atomic.Int64
+
+	// deferWakes is set while a publish fans out: consumers' wake-ups are
+	// collected in wakes and sent after b.mu is released (index.go).
+	deferWakes bool
+	wakes      []*Subscription
 }
 
 // New returns a running Bus configured by cfg (zero fields take their
@@ -203,60 +208,118 @@ func encode(data any) (out []byte, err error) {
 // — a refused event consumes no id; ErrSessionClosed for a closed session;
 // ErrClosed after [Bus.Close].
 func (b *Bus) Publish(sessionID, typ string, data any, opts ...PublishOption) (Event, error) {
-	var origin string
-	if len(opts) > 0 {
-		opts = slices.DeleteFunc(slices.Clone(opts), func(o PublishOption) bool { return o == nil })
-		// Declared here so that it moves to the heap (o(&po) makes it
-		// escape) only for a publish that has options.
-		var po publishOptions
-		for _, o := range opts {
-			o(&po)
-		}
-		origin = po.origin
-	}
-	if err := checkName("session id", sessionID); err != nil {
+	if err := checkEvent(sessionID, typ); err != nil {
 		return Event{}, err
-	}
-	if err := checkName("event type", typ); err != nil {
-		return Event{}, err
-	}
-	if Reserved(typ) {
-		return Event{}, invalidf("event type %q is reserved for the bus's own frames", typ)
 	}
 	raw, err := encode(data)
 	if err != nil {
 		return Event{}, err
 	}
+	return b.publish(sessionID, typ, raw, publishOrigin(opts))
+}
+
+// PublishJSON is [Bus.Publish] for a payload that is already JSON: data is
+// validated (encoding/json's json.Valid) and copied, exactly as Publish does
+// with a json.RawMessage, but without passing through an interface value,
+// which costs Publish an allocation per call. Empty data means no payload.
+// Errors and behaviour are Publish's; data is not retained.
+func (b *Bus) PublishJSON(sessionID, typ string, data []byte, opts ...PublishOption) (Event, error) {
+	if err := checkEvent(sessionID, typ); err != nil {
+		return Event{}, err
+	}
+	var raw []byte
+	if len(data) > 0 {
+		if !json.Valid(data) {
+			return Event{}, invalidf("data is not valid JSON: %.60q", data)
+		}
+		raw = append([]byte(nil), data...)
+	}
+	return b.publish(sessionID, typ, raw, publishOrigin(opts))
+}
+
+// checkEvent validates what every publish names.
+func checkEvent(sessionID, typ string) error {
+	if err := checkName("session id", sessionID); err != nil {
+		return err
+	}
+	if err := checkName("event type", typ); err != nil {
+		return err
+	}
+	if Reserved(typ) {
+		return invalidf("event type %q is reserved for the bus's own frames", typ)
+	}
+	return nil
+}
+
+// publishOrigin applies opts (nil ones ignored) and returns the origin.
+func publishOrigin(opts []PublishOption) string {
+	if len(opts) == 0 {
+		return ""
+	}
+	// Declared here so that it moves to the heap (o(&po) makes it escape)
+	// only for a publish that has options.
+	var po publishOptions
+	for _, o := range opts {
+		if o != nil {
+			o(&po)
+		}
+	}
+	return po.origin
+}
+
+// publish stores and fans out one validated, encoded event. Only what must
+// be ordered runs under the bus lock — the id, the replay buffer append and
+// queueing for the subscribers in scope; the record, the clock and the
+// returned Event are made outside it, and parked consumers are woken after
+// it is released.
+func (b *Bus) publish(sessionID, typ string, raw []byte, origin string) (Event, error) {
+	if b.backend != nil {
+		return b.publishRemote(sessionID, typ, raw, origin)
+	}
+	r := &record{typ: typ, data: raw, origin: originRef(origin), nanos: b.nowNanos()}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
 		return Event{}, ErrClosed
 	}
-	if b.backend != nil {
-		// The session is known here from now on, and published: a
-		// CreateSession on this node can no longer give it a parent, as in
-		// memory. A closed session is refused as in memory.
-		x, err := b.sessionLocked(sessionID, true)
-		var path []string
-		if err == nil {
-			x.published = true
-			path = x.pathLocked()
-		}
-		now := b.opts.now()
-		b.mu.Unlock()
-		if err != nil {
-			return Event{}, err
-		}
-		return b.appendRemote(path, Event{Session: sessionID, Type: typ, Data: raw, Time: now, Origin: origin})
-	}
-	defer b.mu.Unlock()
 	x, err := b.sessionLocked(sessionID, true)
+	if err != nil {
+		b.mu.Unlock()
+		return Event{}, err
+	}
+	r.session = x.id
+	b.deferWakes = true
+	b.appendLocked(x, r, false)
+	wakes := b.takeWakesLocked()
+	b.mu.Unlock()
+	sendWakes(wakes)
+	// r is immutable from here on: subscribers read it concurrently.
+	return r.event(false), nil
+}
+
+// publishRemote is publish on a bus over a backend: the backend assigns the
+// id and the feed delivers.
+func (b *Bus) publishRemote(sessionID, typ string, raw []byte, origin string) (Event, error) {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return Event{}, ErrClosed
+	}
+	// The session is known here from now on, and published: a
+	// CreateSession on this node can no longer give it a parent, as in
+	// memory. A closed session is refused as in memory.
+	x, err := b.sessionLocked(sessionID, true)
+	var path []string
+	if err == nil {
+		x.published = true
+		path = x.pathLocked()
+	}
+	now := b.opts.now()
+	b.mu.Unlock()
 	if err != nil {
 		return Event{}, err
 	}
-	r := &record{session: x.id, typ: typ, data: raw, origin: originRef(origin), nanos: b.nowNanos()}
-	b.appendLocked(x, r, false)
-	return r.event(false), nil
+	return b.appendRemote(path, Event{Session: sessionID, Type: typ, Data: raw, Time: now, Origin: origin})
 }
 
 // eachSubLocked calls fn for every registered subscriber.
