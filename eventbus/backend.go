@@ -166,7 +166,7 @@ func (b *Bus) ensurePathLocked(path []string) *session {
 		if n := b.tree.Get(id); n != nil {
 			x = n.Value
 			if x.parent() == nil && parent != "" && !x.published {
-				if b.tree.SetParent(id, parent) == nil {
+				if b.treeSetParentLocked(id, parent) == nil {
 					b.reparentLocked(x, nil, x.parent())
 				}
 			}

@@ -41,6 +41,8 @@ type Bus struct {
 	// guarded by mu.
 	feedWaiters []feedWaiter
 
+	registry // sessions by id for lookups without b.mu (registry.go)
+
 	mu        sync.Mutex
 	closed    bool
 	nextID    uint64 // the id the next event gets (in-memory) or the next expected from the feed
@@ -77,7 +79,7 @@ func New(cfg config.Config, opts ...Option) (*Bus, error) {
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
-	b := &Bus{cfg: cfg, nextID: 1, tombs: make(map[string]int64)}
+	b := &Bus{cfg: cfg, nextID: 1, tombs: make(map[string]int64), registry: newRegistry()}
 	for _, o := range opts {
 		o(&b.opts)
 	}
@@ -342,6 +344,10 @@ func (b *Bus) appendLocked(x *session, r *record, forced bool) {
 	x.lastID = r.id
 	x.touch(r.nanos)
 	x.ring.Append(r)
+	x.info.lastID.Store(r.id)
+	if n := int32(x.ring.Len()); n != x.info.buffered.Load() {
+		x.info.buffered.Store(n)
+	}
 	b.stats.Published++
 	b.fanOutLocked(x, r, forced)
 }
@@ -376,11 +382,9 @@ func (b *Bus) addLocked(id, parent string) (*session, error) {
 		ring.MarkEvicted(b.forgotten)
 	}
 	x := &session{id: id, ring: ring, active: b.nowNanos()}
-	n, err := b.tree.Add(id, parent, x)
-	if err != nil {
+	if err := b.treeAddLocked(x, parent); err != nil {
 		return nil, err
 	}
-	x.node = n
 	b.stats.Sessions++
 	return x, nil
 }
@@ -427,7 +431,7 @@ func (b *Bus) CreateSession(id, parent string) error {
 		b.mu.Lock()
 		if err != nil && !b.closed && b.tree.Get(id) == x.node && x.nsubs == 0 && !x.published && x.node.NumChildren() == 0 {
 			// No other node learnt of it: do not keep a local phantom.
-			b.tree.Remove(id, false)
+			b.treeRemoveLocked(x)
 			b.stats.Sessions--
 		}
 		return err
@@ -443,19 +447,11 @@ func (b *Bus) CreateSession(id, parent string) error {
 	if x.published {
 		return invalidf("session %q has already published; its parent must be set before", id)
 	}
-	if err := b.tree.SetParent(id, parent); err != nil {
+	if err := b.treeSetParentLocked(id, parent); err != nil {
 		return err
 	}
 	b.reparentLocked(x, nil, x.parent())
 	return nil
-}
-
-// SessionExists reports whether session id exists (created and neither
-// closed nor expired).
-func (b *Bus) SessionExists(id string) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.tree.Get(id) != nil
 }
 
 // SessionInfo describes one session for listings.
@@ -465,37 +461,6 @@ type SessionInfo struct {
 	Subscribers int    `json:"subscribers"`      // subscribers made on it (any scope)
 	Buffered    int    `json:"buffered"`         // events in its replay buffer
 	LastEventID uint64 `json:"lastEventId"`      // newest id published to it, 0 if none
-}
-
-// Sessions lists every live session, in no particular order. It costs
-// O(sessions) under the bus lock.
-func (b *Bus) Sessions() []SessionInfo {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := make([]SessionInfo, 0, b.tree.Len())
-	b.tree.Each(func(n *scope.Node[*session]) {
-		x := n.Value
-		info := SessionInfo{ID: x.id, Subscribers: x.nsubs, Buffered: x.ring.Len(), LastEventID: x.lastID}
-		if p := x.parent(); p != nil {
-			info.Parent = p.id
-		}
-		out = append(out, info)
-	})
-	return out
-}
-
-// SubscriberCounts returns the number of subscribers made on each session
-// that has any, as AgentPool's get_subscriber_counts.
-func (b *Bus) SubscriberCounts() map[string]int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := make(map[string]int)
-	b.tree.Each(func(n *scope.Node[*session]) {
-		if n.Value.nsubs > 0 {
-			out[n.ID] = n.Value.nsubs
-		}
-	})
-	return out
 }
 
 // ClearReplayBuffer empties session id's replay buffer, as AgentPool's
@@ -512,6 +477,7 @@ func (b *Bus) ClearReplayBuffer(id string) error {
 		return err
 	}
 	x.ring.Clear()
+	x.info.buffered.Store(0)
 	return nil
 }
 
@@ -634,7 +600,7 @@ func (b *Bus) closeLocked(x *session, cascade, announce bool) {
 	// Children lose their parent: move their subtree subscribers out of
 	// x.childSubtree (they now have no parent to hear).
 	x.childSubtree = nil
-	b.tree.Remove(x.id, false)
+	b.treeRemoveLocked(x)
 	x.ring.Clear()
 	x.ring = nil
 	b.stats.Sessions--

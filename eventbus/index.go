@@ -44,6 +44,7 @@ func (b *Bus) registerLocked(s *Subscription) {
 	s.pos = [2]int{-1, -1}
 	x := s.sess
 	x.nsubs++
+	x.info.nsubs.Store(int32(x.nsubs))
 	b.nsubs++
 	switch s.kind {
 	case scope.All:
@@ -79,6 +80,7 @@ func (b *Bus) unregisterLocked(s *Subscription) {
 	x.own.remove(s, 0)
 	s.pos = [2]int{-1, -1}
 	x.nsubs--
+	x.info.nsubs.Store(int32(x.nsubs))
 	b.nsubs--
 	x.touch(b.nowNanos())
 }
