@@ -63,6 +63,9 @@ type Bus struct {
 	ttlDone   chan struct{}
 	guarded   atomic.Int64
 	replayed  atomic.Int64
+	// lateResyncs counts resync frames decided outside b.mu (the replay
+	// budget cut, see finishSnapshot); Stats adds them to stats.Resyncs.
+	lateResyncs atomic.Int64
 
 	// deferWakes is set while a publish fans out: consumers' wake-ups are
 	// collected in wakes and sent after b.mu is released (index.go).
@@ -636,6 +639,7 @@ func (b *Bus) Stats() Stats {
 	b.mu.Unlock()
 	st.Replayed = uint64(b.replayed.Load())
 	st.Guarded = uint64(b.guarded.Load())
+	st.Resyncs += uint64(b.lateResyncs.Load())
 	return st
 }
 

@@ -88,95 +88,147 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 		b.awaitFeed(ctx, o.Cursor) // backend buses only, see Syncer
 	}
 
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return nil, ErrClosed
-	}
-	x, err := b.sessionLocked(sessionID, !o.RequireSession)
-	if err != nil {
-		return nil, err
-	}
-	if x.nsubs >= b.cfg.MaxSubscribers {
-		return nil, &SubscriberLimitError{Session: x.id, Limit: b.cfg.MaxSubscribers}
-	}
-	b.nextSub++
-	s.id, s.sess = b.nextSub, x
+	replay := o.HasCursor || !o.NoReplay
+	var buf []*record // the snapshot's storage, allocated outside the lock when large
+	for {
+		b.mu.Lock()
+		if b.closed {
+			b.mu.Unlock()
+			return nil, ErrClosed
+		}
+		x, err := b.sessionLocked(sessionID, !o.RequireSession)
+		if err != nil {
+			b.mu.Unlock()
+			return nil, err
+		}
+		if x.nsubs >= b.cfg.MaxSubscribers {
+			b.mu.Unlock()
+			return nil, &SubscriberLimitError{Session: x.id, Limit: b.cfg.MaxSubscribers}
+		}
+		var job snapshotJob
+		if replay {
+			job = b.snapshotPlanLocked(x, s.kind, o)
+			if job.total > snapshotAllocUnderLock && cap(buf) < job.total {
+				// A large resume: allocate its storage without the lock
+				// (an allocation of that size may assist the GC), then
+				// start over; nothing is registered yet.
+				b.mu.Unlock()
+				buf = make([]*record, 0, job.total+job.total/8)
+				continue
+			}
+		}
+		b.nextSub++
+		s.id, s.sess = b.nextSub, x
 
-	// 1. register, under the publish lock.
-	s.stopCtx = context.AfterFunc(ctx, func() { b.cancel(s, context.Cause(ctx)) })
-	s.ctx, s.ctxDone = ctx, ctx.Done()
-	b.registerLocked(s)
-	x.touch(b.nowNanos())
+		// 1. register, under the publish lock.
+		s.stopCtx = context.AfterFunc(ctx, func() { b.cancel(s, context.Cause(ctx)) })
+		s.ctx, s.ctxDone = ctx, ctx.Done()
+		b.registerLocked(s)
+		x.touch(b.nowNanos())
 
-	// 2. snapshot, under the same lock; 4. reinsert: the snapshot goes to
-	// the head of the queue, ahead of any live event (3. drain) that a
-	// publish appends once the lock is released.
-	if o.HasCursor || !o.NoReplay {
-		b.snapshotLocked(s, o)
+		// 2. snapshot: the ring entries in scope with id > cursor are
+		// copied (pointers to shared records) under the same lock, so the
+		// snapshot holds exactly the events published before the
+		// registration and the live queue exactly those after.
+		if replay {
+			job.snap = buf[:0]
+			for _, r := range job.rings {
+				job.snap = r.AppendAfter(job.snap, job.cursor)
+			}
+			job.rings = nil
+		}
+		b.mu.Unlock()
+		// The rest — merging, the replay budget, the frames — is done
+		// without the lock, so that a large resume does not stall the
+		// publishers of other sessions (issue 12.8); 4. reinsert: it goes
+		// to the head of the queue, ahead of any live event (3. drain)
+		// published meanwhile.
+		if replay {
+			if testHookSnapshot != nil {
+				testHookSnapshot(s)
+			}
+			b.finishSnapshot(s, &job)
+		}
+		return s, nil
 	}
-	return s, nil
 }
 
-// snapshotLocked queues the resync frame, the replayed history and
-// replay_complete for s. b.mu must be held; s is not visible to any reader
-// yet.
-func (b *Bus) snapshotLocked(s *Subscription, o SubscribeOptions) {
-	now := b.nowNanos()
-	cursor := uint64(0)
-	sid := s.sess.id
-	reset := false
+// testHookSnapshot, when set by a test, runs between the copy under the
+// lock and finishSnapshot.
+var testHookSnapshot func(*Subscription)
+
+// snapshotAllocUnderLock is the largest snapshot whose storage is allocated
+// with the bus lock held; a larger one is allocated before registering.
+const snapshotAllocUnderLock = 4096
+
+// snapshotJob is one subscribe's replay: decided under the bus lock
+// (snapshotPlanLocked), copied under it, finished outside it.
+type snapshotJob struct {
+	rings     []*replay.Buffer[*record]
+	total     int    // entries to copy (an upper bound once the lock is released)
+	cursor    uint64 // replay ids above this (0 after an epoch_reset)
+	reset     bool   // epoch_reset: the cursor was from another epoch or ahead
+	hasCursor bool   // the subscribe carried a cursor
+	evicted   uint64 // highest id lost or evicted in scope (ring_evicted when > cursor)
+	earliest  uint64 // the next id, for ring_evicted when nothing newer is held
+	now       int64
+	lead      []entry   // frames before the replay (epoch_reset)
+	snap      []*record // the copied entries, oldest first per ring
+}
+
+// snapshotPlanLocked decides what a subscribe of x with scope k replays.
+// b.mu must be held.
+func (b *Bus) snapshotPlanLocked(x *session, k scope.Kind, o SubscribeOptions) snapshotJob {
+	j := snapshotJob{now: b.nowNanos(), earliest: max(b.nextID, b.highWater+1), hasCursor: o.HasCursor}
 	if o.HasCursor {
-		cursor = o.Cursor
-		if (o.Epoch != "" && o.Epoch != b.epoch) || cursor >= max(b.nextID, b.highWater+1) {
-			reset = true
-			s.q = append(s.q, frame(sid, TypeStateResyncRequired, ResyncData{
+		j.cursor = o.Cursor
+		if (o.Epoch != "" && o.Epoch != b.epoch) || j.cursor >= j.earliest {
+			j.reset = true
+			j.lead = append(j.lead, frame(x.id, TypeStateResyncRequired, ResyncData{
 				Reason: ReasonEpochReset, LastDeliveredID: o.Cursor, Epoch: b.epoch,
-			}, now))
+			}, j.now))
 			b.stats.Resyncs++
-			cursor = 0
+			j.cursor = 0
 		}
 	}
-	rings, lost := b.scopeRingsLocked(s.sess, s.kind)
-	total := 0
-	for _, r := range rings {
-		total += r.Len() - r.Search(cursor)
+	var lost uint64
+	j.rings, lost = b.scopeRingsLocked(x, k)
+	j.evicted = lost
+	for _, r := range j.rings {
+		j.total += r.Len() - r.Search(j.cursor)
+		j.evicted = max(j.evicted, r.HighestEvicted())
 	}
-	snap := make([]*record, 0, total)
-	for _, r := range rings {
-		snap = r.AppendAfter(snap, cursor)
+	if o.HasCursor && !j.reset && j.evicted > j.cursor {
+		b.stats.Resyncs++ // the ring_evicted frame finishSnapshot writes
 	}
-	if len(rings) > 1 {
-		slices.SortFunc(snap, func(a, b *record) int {
-			switch {
-			case a.id < b.id:
-				return -1
-			case a.id > b.id:
-				return 1
-			}
-			return 0
-		})
+	return j
+}
+
+// finishSnapshot turns the copied snapshot into what s reads first: the
+// leading resync frames, the replay (merged by id across rings, cut at the
+// replay byte budget) and replay_complete. It runs without the bus lock,
+// before s is returned to its reader; publishers may already have queued
+// live events for s, and the frames go ahead of them.
+func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
+	sid := s.sess.id
+	snap, cursor, hasCursor := j.snap, j.cursor, j.hasCursor
+	if len(snap) > 1 && !slices.IsSortedFunc(snap, func(a, b *record) int { return cmpID(a.id, b.id) }) {
+		slices.SortFunc(snap, func(a, b *record) int { return cmpID(a.id, b.id) })
 	}
-	if o.HasCursor && !reset {
-		evicted := lost
-		for _, r := range rings {
-			evicted = max(evicted, r.HighestEvicted())
+	lead := j.lead
+	if hasCursor && !j.reset && j.evicted > cursor {
+		// The first id after which nothing is missing: with several rings
+		// in scope a quiet ring may still hold ids older than what a busy
+		// one already evicted, so it is not simply snap[0].
+		earliest := j.earliest
+		if i, ok := slices.BinarySearchFunc(snap, j.evicted+1, func(r *record, id uint64) int {
+			return cmpID(r.id, id)
+		}); i < len(snap) || ok {
+			earliest = snap[i].id
 		}
-		if evicted > cursor {
-			// The first id after which nothing is missing: with several
-			// rings in scope a quiet ring may still hold ids older than what
-			// a busy one already evicted, so it is not simply snap[0].
-			earliest := max(b.nextID, b.highWater+1)
-			if i, ok := slices.BinarySearchFunc(snap, evicted+1, func(r *record, id uint64) int {
-				return cmpID(r.id, id)
-			}); i < len(snap) || ok {
-				earliest = snap[i].id
-			}
-			s.q = append(s.q, frame(sid, TypeStateResyncRequired, ResyncData{
-				Reason: ReasonRingEvicted, LastDeliveredID: cursor, EarliestAvailableID: earliest,
-			}, now))
-			b.stats.Resyncs++
-		}
+		lead = append(lead, frame(sid, TypeStateResyncRequired, ResyncData{
+			Reason: ReasonRingEvicted, LastDeliveredID: cursor, EarliestAvailableID: earliest,
+		}, j.now))
 	}
 	// The replay byte budget: at least one event, then stop before the
 	// event that would exceed it.
@@ -189,34 +241,40 @@ func (b *Bus) snapshotLocked(s *Subscription, o SubscribeOptions) {
 		used += c
 		n++
 	}
-	// Frames queued so far (epoch_reset, ring_evicted) lead; the replay
-	// itself is handed to the consumer as the snapshot slice, read in place
-	// before anything in the queue (no per-event queue entry).
-	s.lead, s.q = s.q, nil
-	s.pre = snap[:n:n]
 	last := cursor
 	if n > 0 {
 		last = snap[n-1].id
 	}
+	var tail []entry
 	truncated := n < len(snap)
 	if truncated {
-		s.q = append(s.q, frame(sid, TypeStateResyncRequired, ResyncData{
+		tail = append(tail, frame(sid, TypeStateResyncRequired, ResyncData{
 			Reason: ReasonReplayBudgetExceeded, LastDeliveredID: last,
 			EarliestAvailableID: snap[n].id, SkippedCount: len(snap) - n,
-		}, now))
-		b.stats.Resyncs++
+		}, j.now))
+		b.lateResyncs.Add(1)
 	}
-	if o.HasCursor || truncated {
-		s.q = append(s.q, frame(sid, TypeReplayComplete, ReplayCompleteData{
+	if hasCursor || truncated {
+		tail = append(tail, frame(sid, TypeReplayComplete, ReplayCompleteData{
 			LastReplayedEventID: last, ReplayedCount: n,
-		}, now))
+		}, j.now))
 	}
+	// The consumer's side: the leading frames, then the replay read in
+	// place (no queue entry per replayed event). s is not yet visible to
+	// its reader.
+	s.lead = lead
+	s.pre = snap[:n:n]
 	// The reinsert guard: nothing at or below what the subscriber already
 	// has is handed out. That is the cursor (0 after an epoch_reset), not
 	// the last replayed id: the replayed events themselves still have to
 	// pass the guard.
 	s.lastSeen = cursor
-
+	if len(tail) > 0 {
+		s.mu.Lock()
+		s.q = append(tail, s.q[s.qh:]...)
+		s.qh = 0
+		s.mu.Unlock()
+	}
 	b.replayed.Add(int64(n))
 }
 
