@@ -90,6 +90,11 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 
 	replay := o.HasCursor || !o.NoReplay
 	var buf []*record // the snapshot's storage, allocated outside the lock when large
+	if replay && o.Scope == scope.Session && b.cfg.ReplayBufferSize > snapshotAllocUnderLock {
+		// One ring in scope: its size bounds the snapshot, so the storage
+		// is allocated here and the lock taken once.
+		buf = make([]*record, 0, b.cfg.ReplayBufferSize)
+	}
 	for {
 		b.mu.Lock()
 		if b.closed {
@@ -263,6 +268,10 @@ func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 	// place (no queue entry per replayed event). s is not yet visible to
 	// its reader.
 	s.lead = lead
+	if cap(snap) > 4*n+snapshotAllocUnderLock {
+		// Storage sized for the whole ring, a short replay: do not keep it.
+		snap = slices.Clone(snap[:n])
+	}
 	s.pre = snap[:n:n]
 	// The reinsert guard: nothing at or below what the subscriber already
 	// has is handed out. That is the cursor (0 after an epoch_reset), not
