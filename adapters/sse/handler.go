@@ -460,7 +460,7 @@ func (h *Handler) parseRequest(r *http.Request) (string, eventbus.SubscribeOptio
 	if err != nil {
 		return bad(CodeInvalidQuery, "invalid query %s: %s", quoteCut(r.URL.RawQuery), publicMessage(err))
 	}
-	for _, name := range [...]string{"scope", "maxQueued", "replay", "events", "lastEventId", "last_event_id"} {
+	for _, name := range [...]string{"scope", "maxQueued", "replay", "events", "lastEventId", "last_event_id", "coalesce", "throttle"} {
 		if len(q[name]) > 1 {
 			return bad(CodeInvalidQuery, "query parameter %s given %d times (want at most once)", name, len(q[name]))
 		}
@@ -499,6 +499,10 @@ func (h *Handler) parseRequest(r *http.Request) (string, eventbus.SubscribeOptio
 		o.NoReplay = true
 	default:
 		return bad(CodeInvalidReplay, "invalid replay %s (want 0 or 1)", quoteCut(s))
+	}
+
+	if serr := parseCoalescing(q, &o); serr != nil {
+		return "", o, serr
 	}
 
 	epoch, err := ParseEpoch(r.Header.Get(HeaderEpoch))
