@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"os"
 	"strconv"
 	"sync"
@@ -62,6 +61,14 @@ type HandlerOptions struct {
 	// just before [eventbus.Bus.Subscribe]. The bus validates the result: an
 	// eventbus.ErrInvalid answers 400 invalid_request.
 	Configure func(r *http.Request, o *eventbus.SubscribeOptions)
+	// OnSubscribe, when set, is called with each stream's subscription right
+	// after it was made and before its first frame is written, on the
+	// request's goroutine: the application learns the connection's
+	// subscription, for [eventbus.Bus.SendTo] (a targeted frame sent here
+	// arrives after the replay and replay_complete). The subscription ends
+	// when the stream does; the hook must not keep it past that (watch
+	// sub.Done()). It may block the stream's start, not the bus.
+	OnSubscribe func(r *http.Request, sub *eventbus.Subscription)
 	// Retry is the reconnection delay sent as "retry: <ms>" first on every
 	// stream. Zero means DefaultRetry (3 s); negative sends no retry: line.
 	Retry time.Duration
@@ -240,13 +247,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	enc := h.encOpts
-	switch s := r.URL.Query().Get("events"); s {
-	case "", "typed":
-	case "message":
-		enc.NoEventField = true
-	default:
-		h.reject(w, &StatusError{Status: http.StatusBadRequest, Code: CodeInvalidEvents,
-			Message: fmt.Sprintf("invalid events %s (want typed or message)", quoteCut(s))})
+	if enc.NoEventField, serr = ParseEvents(r.URL.Query().Get("events")); serr != nil {
+		h.reject(w, serr)
 		return
 	}
 	if h.o.Authorize != nil {
@@ -286,6 +288,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer sub.Close()
 	h.started.Add(1)
+	if h.o.OnSubscribe != nil {
+		h.o.OnSubscribe(r, sub)
+	}
 	reason := h.stream(ctx, w, sub, enc)
 	if h.o.Logger != nil {
 		h.o.Logger.LogAttrs(ctx, slog.LevelDebug, "sse: stream ended",
@@ -437,99 +442,12 @@ func (sw *streamWriter) end(err error) error {
 // parseRequest validates everything the request carries; the answer is a
 // 400 naming the bad value.
 func (h *Handler) parseRequest(r *http.Request) (string, eventbus.SubscribeOptions, *StatusError) {
-	var o eventbus.SubscribeOptions
-	bad := func(code, format string, args ...any) (string, eventbus.SubscribeOptions, *StatusError) {
-		return "", o, &StatusError{Status: http.StatusBadRequest, Code: code, Message: fmt.Sprintf(format, args...)}
-	}
 	var sessionID string
 	if h.o.SessionID != nil {
 		sessionID = h.o.SessionID(r)
 	} else {
 		sessionID = r.PathValue("id")
 	}
-	if sessionID == "" {
-		return bad(CodeInvalidSessionID, "empty session id")
-	}
-	if err := eventbus.CheckSessionID(sessionID); err != nil {
-		return bad(CodeInvalidSessionID, "%s", publicMessage(err))
-	}
-	// A query that does not parse (?scope=%zz, ?a=1;scope=x) or names one
-	// of our parameters twice is refused: url.Query would silently drop the
-	// bad pair and fall back to a default the client did not ask for.
-	q, err := url.ParseQuery(r.URL.RawQuery)
-	if err != nil {
-		return bad(CodeInvalidQuery, "invalid query %s: %s", quoteCut(r.URL.RawQuery), publicMessage(err))
-	}
-	for _, name := range [...]string{"scope", "maxQueued", "replay", "events", "lastEventId", "last_event_id", "coalesce", "throttle"} {
-		if len(q[name]) > 1 {
-			return bad(CodeInvalidQuery, "query parameter %s given %d times (want at most once)", name, len(q[name]))
-		}
-	}
-	for _, hn := range [...]string{"Last-Event-ID", HeaderEpoch} {
-		if n := len(r.Header.Values(hn)); n > 1 {
-			code := CodeInvalidLastEventID
-			if hn == HeaderEpoch {
-				code = CodeInvalidEpoch
-			}
-			return bad(code, "header %s sent %d times (want at most once)", hn, n)
-		}
-	}
-
-	if s := q.Get("scope"); s != "" {
-		k, err := scope.Parse(s)
-		if err != nil {
-			return bad(CodeInvalidScope, "invalid scope %s (want session, descendants, subtree or all)", quoteCut(s))
-		}
-		o.Scope = k
-	}
-	if s := q.Get("maxQueued"); s != "" {
-		n, reason := parseSeq(s)
-		if reason == "" && (n < MinMaxQueued || n > MaxMaxQueued) {
-			reason = "out of range"
-		}
-		if reason != "" {
-			return bad(CodeInvalidMaxQueued, "invalid maxQueued %s: %s (want an integer %d–%d)",
-				quoteCut(s), reason, MinMaxQueued, MaxMaxQueued)
-		}
-		o.MaxQueued = int(n)
-	}
-	switch s := q.Get("replay"); s {
-	case "", "1":
-	case "0":
-		o.NoReplay = true
-	default:
-		return bad(CodeInvalidReplay, "invalid replay %s (want 0 or 1)", quoteCut(s))
-	}
-
-	if serr := parseCoalescing(q, &o); serr != nil {
-		return "", o, serr
-	}
-
-	epoch, err := ParseEpoch(r.Header.Get(HeaderEpoch))
-	if err != nil {
-		return bad(CodeInvalidEpoch, "%s", err.(*EpochError).message())
-	}
-	// Every cursor source is validated; the header (what a reconnecting
-	// EventSource sends) wins over the query (which the URL keeps
-	// repeating), and last_event_id over lastEventId.
-	var cur Cursor
-	for _, v := range [...]string{q.Get("lastEventId"), q.Get("last_event_id"), r.Header.Get("Last-Event-ID")} {
-		c, err := ParseCursor(v)
-		if err != nil {
-			return bad(CodeInvalidLastEventID, "%s", err.(*CursorError).message())
-		}
-		if c.Set {
-			cur = c
-		}
-	}
-	if cur.Set {
-		o.HasCursor, o.Cursor = true, cur.Seq
-		if cur.Epoch != "" {
-			epoch = cur.Epoch // the id names the epoch it came from
-		}
-	}
-	o.Epoch = busEpoch(epoch, h.bus.Epoch())
-	o.RequireSession = true
-	o.Name = r.RemoteAddr
-	return sessionID, o, nil
+	o, serr := ParseRequest(r, sessionID, h.bus.Epoch())
+	return sessionID, o, serr
 }
