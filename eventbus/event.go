@@ -37,6 +37,16 @@ type Event struct {
 	// Replay is true on the copy a subscriber receives from the replay
 	// buffer rather than live (AgentPool's is_replay).
 	Replay bool `json:"replay,omitempty"`
+	// Count is how many published events a coalescing subscription merged
+	// into this one (see [SubscribeOptions.Coalesce]): 0 for an event
+	// delivered as published, ≥ 2 for a merged one. A merged event carries
+	// the LAST merged event's ID (and Time), so resuming from it never
+	// replays what it holds; AgentPool's drain_and_merge keeps the first.
+	Count int `json:"count,omitempty"`
+	// FirstID is the id of the first event merged into this one; set only
+	// when Count ≥ 2. Ids between FirstID and ID that belong to other
+	// sessions or were not in this subscriber's scope are not included.
+	FirstID uint64 `json:"firstId,omitempty"`
 }
 
 // Synthetic reports whether e is a synthetic frame (ID 0).

@@ -58,6 +58,19 @@ type SubscribeOptions struct {
 	// Name labels the subscriber in logs, diagnostics and stats (for
 	// example the remote address); it need not be unique.
 	Name string
+
+	// Coalesce, when set, turns on subscriber-side coalescing (AgentPool's
+	// drain_and_merge): each time the consumer takes a frame it takes
+	// everything already queued and merges consecutive events with the same
+	// merge key into one (see [Coalescer]; the coalesce package has the
+	// ACP and AgentPool rule sets). Nil (the default) delivers every event
+	// as published.
+	Coalesce Coalescer
+	// Throttle, with Coalesce set, holds a mergeable live event for up to
+	// this long after the previous one was handed out, merging what follows
+	// (OpenClaw's 150 ms chat-delta throttle); any other event hands out
+	// the held one first. 0 (the default) holds nothing. Range 0–MaxThrottle.
+	Throttle time.Duration
 }
 
 // Option configures a [Bus] beyond its [config.Config].

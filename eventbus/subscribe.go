@@ -73,6 +73,9 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 	if o.SlowClientWarning != nil {
 		s.warnOn = *o.SlowClientWarning
 	}
+	if err := s.setCoalescing(o); err != nil {
+		return nil, err
+	}
 	if o.Epoch != "" {
 		if err := checkEpoch(o.Epoch); err != nil {
 			return nil, err

@@ -62,6 +62,7 @@ type Subscription struct {
 	outOnce  sync.Once
 	abandon  chan struct{} // closed by Close and cancellation; stops the pump
 	discard  atomic.Bool   // set when the end drops what is queued
+	co       *coalescing   // consumer-side merging; nil when off (coalesce.go)
 }
 
 // ID returns the subscriber's id, unique within the bus.
@@ -109,6 +110,9 @@ func (s *Subscription) Next(ctx context.Context) (Event, error) {
 
 // next is Next that also gives up when abandon is closed (the pump's exit).
 func (s *Subscription) next(ctx context.Context, abandon <-chan struct{}) (Event, error) {
+	if s.co != nil {
+		return s.nextMerged(ctx, abandon)
+	}
 	for {
 		if ev, ok := s.take(); ok {
 			return ev, nil
@@ -155,6 +159,9 @@ func (s *Subscription) next(ctx context.Context, abandon <-chan struct{}) (Event
 // TryNext returns the next frame if one is queued, without blocking; ok is
 // false when none is (check Err to tell an ended subscription).
 func (s *Subscription) TryNext() (ev Event, ok bool) {
+	if s.co != nil {
+		return s.tryNextMerged()
+	}
 	for {
 		if ev, ok := s.take(); ok {
 			return ev, true

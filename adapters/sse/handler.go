@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,10 +70,12 @@ type HandlerOptions struct {
 	// DefaultHeartbeat (15 s); negative disables heartbeats.
 	Heartbeat time.Duration
 	// WriteTimeout is the deadline set (http.ResponseController
-	// .SetWriteDeadline) before each write+flush, so a peer that stopped
-	// reading cannot pin the stream's goroutine; the stream ends when it
-	// passes. Zero means DefaultWriteTimeout (10 s); negative sets none.
-	// It overrides http.Server.WriteTimeout for the stream.
+	// .SetWriteDeadline) before each write+flush and cleared right after
+	// it, so a peer that stopped reading cannot pin the stream's goroutine
+	// (the stream ends when it passes) while a quiet stream is never cut,
+	// over HTTP/1.1 or HTTP/2 alike. Zero means DefaultWriteTimeout (10 s);
+	// negative sets none. It overrides http.Server.WriteTimeout for the
+	// stream.
 	WriteTimeout time.Duration
 	// EpochIDs writes ids as "<epoch>-<seq>" so that a browser, which cannot
 	// send X-Event-Epoch, hands the epoch back in Last-Event-ID and a server
@@ -89,8 +94,8 @@ type HandlerOptions struct {
 //
 // Each stream is written by the request's own goroutine (frames, heartbeats
 // and the retry line alike: one writer); the handler starts no goroutines.
-// A Handler is safe for concurrent use. After [Handler.Close] it answers
-// 503 unavailable and every open stream ends.
+// A Handler is safe for concurrent use. After [Handler.Close] every open
+// stream ends and new requests get a retry: line and an empty stream.
 type Handler struct {
 	bus     *eventbus.Bus
 	o       HandlerOptions
@@ -153,8 +158,9 @@ func (h *Handler) Stats() Stats {
 		Frames: h.frames.Load(), Heartbeats: h.heartbeats.Load(), WriteErrors: h.writeErrors.Load()}
 }
 
-// Close makes the handler refuse new streams (503 unavailable, Retry-After
-// 5) and ends every open stream at once: each unsubscribes and returns from
+// Close makes the handler refuse new streams — answered 200 with only a
+// retry: line, never 503, so browsers come back (see the package
+// documentation) — and ends every open stream at once: each unsubscribes and returns from
 // ServeHTTP without a further frame, so browsers reconnect after their retry
 // delay. It does not wait; see [Handler.Shutdown]. Idempotent; always nil.
 // Suitable for http.Server.RegisterOnShutdown.
@@ -261,8 +267,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	id, ok := h.register(cancel)
 	if !ok {
-		h.reject(w, &StatusError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
-			Message: "sse: handler closed", RetryAfter: retryAfterBusy})
+		h.goAway(w)
 		return
 	}
 	defer h.unregister(id)
@@ -272,7 +277,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if ctx.Err() != nil {
 			return // the client is gone (or the handler closed): nobody to answer
 		}
-		h.reject(w, statusFor(err))
+		if errors.Is(err, eventbus.ErrClosed) {
+			h.goAway(w)
+			return
+		}
+		h.reject(w, statusFor(err, sessionID))
 		return
 	}
 	defer sub.Close()
@@ -282,6 +291,33 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.o.Logger.LogAttrs(ctx, slog.LevelDebug, "sse: stream ended",
 			slog.String("session", sessionID), slog.String("remote", r.RemoteAddr), slog.Any("reason", reason))
 	}
+}
+
+// goAway answers a request that arrives while the handler or the bus is
+// shutting down. A 503 would make a browser's EventSource give up for good
+// (WHATWG: any non-200 answer fails the connection), so it answers 200
+// text/event-stream with a retry: line and ends the response at once: an
+// EventSource reconnects after that delay, and so does [Stream]. The delay
+// is drawn from [retry, 2×retry] so that the clients of a restarting server
+// do not all come back in the same instant. Retry-After carries the same
+// hint for other clients.
+func (h *Handler) goAway(w http.ResponseWriter) {
+	h.rejected.Add(1)
+	base := h.retry
+	if base <= 0 {
+		base = DefaultRetry
+	}
+	d := base + rand.N(base+1)
+	hd := w.Header()
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("Cache-Control", "no-cache, no-transform")
+	hd.Set("Retry-After", strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10))
+	hd.Del("Content-Length")
+	w.WriteHeader(http.StatusOK)
+	enc := NewEncoder(w, EncodeOptions{})
+	_ = enc.Retry(d)
+	_ = enc.Comment("unavailable: the server is shutting down; reconnect")
+	_ = http.NewResponseController(w).Flush()
 }
 
 // stream writes the answer headers, the retry line and then every frame of
@@ -365,7 +401,10 @@ func (sw *streamWriter) begin() {
 	}
 }
 
-// end flushes after a write that returned err, counting a failure.
+// end flushes after a write that returned err, counting a failure, and
+// clears the write deadline: a deadline must not outlive the write it
+// guards. Over HTTP/2 a deadline left in place resets the stream when it
+// passes, even on a stream that is quietly waiting for its next event.
 func (sw *streamWriter) end(err error) error {
 	if err == nil {
 		if err = sw.rc.Flush(); errors.Is(err, http.ErrNotSupported) {
@@ -375,6 +414,9 @@ func (sw *streamWriter) end(err error) error {
 				sw.h.o.Logger.LogAttrs(sw.ctx, slog.LevelWarn, "sse: response writer cannot flush; frames will be delayed")
 			}
 			sw.noFlush, err = true, nil
+		}
+		if err == nil && sw.h.wt > 0 {
+			_ = sw.rc.SetWriteDeadline(time.Time{}) // ErrNotSupported: nothing was set
 		}
 	}
 	if err != nil {
@@ -409,9 +451,29 @@ func (h *Handler) parseRequest(r *http.Request) (string, eventbus.SubscribeOptio
 		return bad(CodeInvalidSessionID, "empty session id")
 	}
 	if err := eventbus.CheckSessionID(sessionID); err != nil {
-		return bad(CodeInvalidSessionID, "%s", err.Error())
+		return bad(CodeInvalidSessionID, "%s", publicMessage(err))
 	}
-	q := r.URL.Query()
+	// A query that does not parse (?scope=%zz, ?a=1;scope=x) or names one
+	// of our parameters twice is refused: url.Query would silently drop the
+	// bad pair and fall back to a default the client did not ask for.
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return bad(CodeInvalidQuery, "invalid query %s: %s", quoteCut(r.URL.RawQuery), publicMessage(err))
+	}
+	for _, name := range [...]string{"scope", "maxQueued", "replay", "events", "lastEventId", "last_event_id"} {
+		if len(q[name]) > 1 {
+			return bad(CodeInvalidQuery, "query parameter %s given %d times (want at most once)", name, len(q[name]))
+		}
+	}
+	for _, hn := range [...]string{"Last-Event-ID", HeaderEpoch} {
+		if n := len(r.Header.Values(hn)); n > 1 {
+			code := CodeInvalidLastEventID
+			if hn == HeaderEpoch {
+				code = CodeInvalidEpoch
+			}
+			return bad(code, "header %s sent %d times (want at most once)", hn, n)
+		}
+	}
 
 	if s := q.Get("scope"); s != "" {
 		k, err := scope.Parse(s)
@@ -441,7 +503,7 @@ func (h *Handler) parseRequest(r *http.Request) (string, eventbus.SubscribeOptio
 
 	epoch, err := ParseEpoch(r.Header.Get(HeaderEpoch))
 	if err != nil {
-		return bad(CodeInvalidEpoch, "%s", err.Error())
+		return bad(CodeInvalidEpoch, "%s", err.(*EpochError).message())
 	}
 	// Every cursor source is validated; the header (what a reconnecting
 	// EventSource sends) wins over the query (which the URL keeps
@@ -450,7 +512,7 @@ func (h *Handler) parseRequest(r *http.Request) (string, eventbus.SubscribeOptio
 	for _, v := range [...]string{q.Get("lastEventId"), q.Get("last_event_id"), r.Header.Get("Last-Event-ID")} {
 		c, err := ParseCursor(v)
 		if err != nil {
-			return bad(CodeInvalidLastEventID, "%s", err.Error())
+			return bad(CodeInvalidLastEventID, "%s", err.(*CursorError).message())
 		}
 		if c.Set {
 			cur = c
@@ -462,7 +524,7 @@ func (h *Handler) parseRequest(r *http.Request) (string, eventbus.SubscribeOptio
 			epoch = cur.Epoch // the id names the epoch it came from
 		}
 	}
-	o.Epoch = epoch
+	o.Epoch = busEpoch(epoch, h.bus.Epoch())
 	o.RequireSession = true
 	o.Name = r.RemoteAddr
 	return sessionID, o, nil

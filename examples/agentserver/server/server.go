@@ -122,8 +122,8 @@ func (s *Server) Bus() *eventbus.Bus { return s.bus }
 // SSE returns the SSE handler, for its [sse.Handler.Stats].
 func (s *Server) SSE() *sse.Handler { return s.sse }
 
-// Close ends every open SSE stream and makes the SSE endpoint answer 503 from
-// then on (see [sse.Handler.Close]); the other routes keep working. Register
+// Close ends every open SSE stream and makes the SSE endpoint send clients
+// away with a retry: line from then on (see [sse.Handler.Close]); the other routes keep working. Register
 // it with http.Server.RegisterOnShutdown so that Shutdown does not wait for
 // streams that never end. Idempotent; always nil.
 func (s *Server) Close() error { return s.sse.Close() }
