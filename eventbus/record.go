@@ -34,11 +34,12 @@ func (r *record) event(replay bool) Event {
 type entryKind uint8
 
 const (
-	entryLive    entryKind = iota // a live event: counts against the live limits
-	entryForced                   // a real event that must arrive (session_closed), never counts
-	entryFrame                    // a synthetic frame with its data already encoded
-	entryDropped                  // an events_dropped frame, encoded when read
-	entryGap                      // a feed_gap frame (gap.go), encoded when read
+	entryLive     entryKind = iota // a live event: counts against the live limits
+	entryForced                    // a real event that must arrive (session_closed), never counts
+	entryFrame                     // a synthetic frame with its data already encoded
+	entryDropped                   // an events_dropped frame, encoded when read
+	entryTargeted                  // a targeted frame (SendTo): no id, counts against the live limits, never dropped by drop_oldest
+	entryGap                       // a feed_gap frame (gap.go), encoded when read
 )
 
 // entry is one slot of a subscriber queue.
@@ -61,7 +62,7 @@ type dropInfo struct {
 	earliest uint64
 }
 
-func (e *entry) counts() bool { return e.kind == entryLive }
+func (e *entry) counts() bool { return e.kind == entryLive || e.kind == entryTargeted }
 
 func (e *entry) cost() int64 { return int64(len(e.rec.data)) }
 
