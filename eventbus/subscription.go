@@ -216,10 +216,10 @@ func (s *Subscription) take() (Event, bool) {
 			}
 			s.lastSeen = id
 		}
-		if e.kind == entryDropped {
-			if s.li == len(s.local) {
-				s.mergeDrops(e.drop)
-			}
+		if e.kind == entryDropped && s.li == len(s.local) {
+			s.mergeDrops(e.drop)
+		}
+		if e.kind == entryDropped || e.kind == entryGap {
 			// The gap follows what this consumer really received; the
 			// publisher no longer touches an entry it has handed over.
 			e.drop.lastDelivered = s.lastSeen
