@@ -216,7 +216,7 @@ func (s *Subscription) take() (Event, bool) {
 			}
 			s.lastSeen = id
 		}
-		if e.kind == entryDropped {
+		if e.kind == entryDropped || e.kind == entryGap {
 			// The gap follows what this consumer really received; the
 			// publisher no longer touches an entry it has handed over.
 			e.drop.lastDelivered = s.lastSeen

@@ -17,7 +17,9 @@
 // # Wire format
 //
 // A stream starts with "retry: 3000" and a blank line, then one frame per
-// event, each flushed on its own:
+// event. Frames that are ready together are written as one batch (at most 64
+// frames or 64 KiB) and flushed once; each real event is encoded once and the
+// bytes shared by every stream of the handler:
 //
 //	id: 42                         real events only (synthetic frames have none)
 //	event: tool_call

@@ -114,10 +114,21 @@ type Handler struct {
 	mu      sync.Mutex
 	closed  bool
 	nextID  uint64
-	streams map[uint64]context.CancelFunc
+	streams map[uint64]*streamState
 	idle    chan struct{} // closed when closed and no stream is left
+	cache   frameCache    // one encoding of each event, shared by every stream
 
-	started, rejected, frames, heartbeats, writeErrors atomic.Uint64
+	started, rejected, writeErrors atomic.Uint64
+	// frames and heartbeats of streams that have ended; a live stream
+	// counts in its own streamState, so streams never contend on one
+	// counter.
+	frames, heartbeats atomic.Uint64
+}
+
+// streamState is one open stream: how to end it and its own counters.
+type streamState struct {
+	cancel             context.CancelFunc
+	frames, heartbeats atomic.Uint64
 }
 
 // NewHandler returns a Handler serving bus. It fails when bus is nil.
@@ -126,7 +137,7 @@ func NewHandler(bus *eventbus.Bus, o HandlerOptions) (*Handler, error) {
 	if bus == nil {
 		return nil, errors.New("sse: NewHandler: nil bus")
 	}
-	h := &Handler{bus: bus, o: o, streams: make(map[uint64]context.CancelFunc), idle: make(chan struct{})}
+	h := &Handler{bus: bus, o: o, streams: make(map[uint64]*streamState), idle: make(chan struct{})}
 	h.retry = durationOr(o.Retry, DefaultRetry)
 	h.hb = durationOr(o.Heartbeat, DefaultHeartbeat)
 	h.wt = durationOr(o.WriteTimeout, DefaultWriteTimeout)
@@ -159,10 +170,14 @@ type Stats struct {
 // Stats returns the handler's counters. Safe for concurrent use.
 func (h *Handler) Stats() Stats {
 	h.mu.Lock()
-	active := len(h.streams)
+	st := Stats{Active: len(h.streams), Frames: h.frames.Load(), Heartbeats: h.heartbeats.Load()}
+	for _, s := range h.streams {
+		st.Frames += s.frames.Load()
+		st.Heartbeats += s.heartbeats.Load()
+	}
 	h.mu.Unlock()
-	return Stats{Active: active, Started: h.started.Load(), Rejected: h.rejected.Load(),
-		Frames: h.frames.Load(), Heartbeats: h.heartbeats.Load(), WriteErrors: h.writeErrors.Load()}
+	st.Started, st.Rejected, st.WriteErrors = h.started.Load(), h.rejected.Load(), h.writeErrors.Load()
+	return st
 }
 
 // Close makes the handler refuse new streams — answered 200 with only a
@@ -178,8 +193,8 @@ func (h *Handler) Close() error {
 		return nil
 	}
 	h.closed = true
-	for _, cancel := range h.streams {
-		cancel()
+	for _, s := range h.streams {
+		s.cancel()
 	}
 	if len(h.streams) == 0 {
 		close(h.idle)
@@ -201,20 +216,24 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 }
 
 // register adds a stream; false when the handler is closed.
-func (h *Handler) register(cancel context.CancelFunc) (uint64, bool) {
+func (h *Handler) register(st *streamState) (uint64, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
 		return 0, false
 	}
 	h.nextID++
-	h.streams[h.nextID] = cancel
+	h.streams[h.nextID] = st
 	return h.nextID, true
 }
 
 func (h *Handler) unregister(id uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if st := h.streams[id]; st != nil {
+		h.frames.Add(st.frames.Load())
+		h.heartbeats.Add(st.heartbeats.Load())
+	}
 	delete(h.streams, id)
 	if h.closed && len(h.streams) == 0 {
 		select {
@@ -267,7 +286,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	id, ok := h.register(cancel)
+	st := &streamState{cancel: cancel}
+	id, ok := h.register(st)
 	if !ok {
 		h.goAway(w)
 		return
@@ -291,7 +311,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.o.OnSubscribe != nil {
 		h.o.OnSubscribe(r, sub)
 	}
-	reason := h.stream(ctx, w, sub, enc)
+	reason := h.stream(ctx, w, sub, enc, st)
 	if h.o.Logger != nil {
 		h.o.Logger.LogAttrs(ctx, slog.LevelDebug, "sse: stream ended",
 			slog.String("session", sessionID), slog.String("remote", r.RemoteAddr), slog.Any("reason", reason))
@@ -327,7 +347,7 @@ func (h *Handler) goAway(w http.ResponseWriter) {
 
 // stream writes the answer headers, the retry line and then every frame of
 // sub, with heartbeats in the gaps, until something ends it; it returns why.
-func (h *Handler) stream(ctx context.Context, w http.ResponseWriter, sub *eventbus.Subscription, enc EncodeOptions) error {
+func (h *Handler) stream(ctx context.Context, w http.ResponseWriter, sub *eventbus.Subscription, enc EncodeOptions, st *streamState) error {
 	hd := w.Header()
 	hd.Set("Content-Type", "text/event-stream")
 	hd.Set("Cache-Control", "no-cache, no-transform")
@@ -374,19 +394,59 @@ func (h *Handler) stream(ctx context.Context, w http.ResponseWriter, sub *eventb
 					if err := sw.end(sw.enc.Comment("heartbeat")); err != nil {
 						return err
 					}
-					h.heartbeats.Add(1)
+					st.heartbeats.Add(1)
 					lastWrite = time.Now()
 				}
 				continue
 			}
 			return err
 		}
+		// A batch: this frame and whatever else is ready, written under
+		// one deadline and sent with one flush (centrifuge's writer does
+		// the same), each real event encoded once for all streams.
 		sw.begin()
-		if err := sw.end(sw.enc.Encode(ev)); err != nil {
+		n, err := sw.batch(w, sub, ev, enc)
+		if err == nil {
+			err = sw.end(nil)
+		} else {
+			err = sw.end(err)
+		}
+		st.frames.Add(uint64(n))
+		if err != nil {
 			return err
 		}
-		h.frames.Add(1)
 		lastWrite = time.Now()
+	}
+}
+
+// Bounds of one batch: frames and bytes written before the flush.
+const (
+	maxBatchFrames = 64
+	maxBatchBytes  = 64 << 10
+)
+
+// batch writes ev and then every frame sub has ready, up to the batch
+// bounds, without flushing. It returns how many frames it wrote.
+func (sw *streamWriter) batch(w http.ResponseWriter, sub *eventbus.Subscription, ev eventbus.Event, enc EncodeOptions) (int, error) {
+	n, bytes := 0, 0
+	for {
+		var b []byte
+		b, sw.scratch = sw.h.cache.frame(ev, enc, sw.scratch)
+		if _, err := w.Write(b); err != nil {
+			return n, err
+		}
+		if cap(sw.scratch) > maxPooledBuf {
+			sw.scratch = nil // do not pin one huge frame
+		}
+		n++
+		bytes += len(b)
+		if n >= maxBatchFrames || bytes >= maxBatchBytes {
+			return n, nil
+		}
+		var ok bool
+		if ev, ok = sub.TryNext(); !ok {
+			return n, nil
+		}
 	}
 }
 
@@ -396,7 +456,8 @@ type streamWriter struct {
 	ctx     context.Context
 	rc      *http.ResponseController
 	enc     *Encoder
-	noFlush bool // Flush is not supported
+	scratch []byte // frames not taken from the cache are built here
+	noFlush bool   // Flush is not supported
 }
 
 // begin sets the write deadline for the next write+flush.
