@@ -149,6 +149,9 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 	hs := &http.Server{
 		Handler:           srv,
 		ReadHeaderTimeout: 10 * time.Second,
+		// A client that stops reading pins at most this much kernel
+		// memory (Linux reserves twice it) before its stream is cut.
+		ConnContext: sse.LimitSendBuffer(sse.DefaultSendBuffer),
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
