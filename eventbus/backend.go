@@ -194,6 +194,7 @@ func (b *Bus) ingest(path []string, ev Event) {
 	if len(path) == 0 {
 		return
 	}
+	defer b.flushDiagnostics() // after b.mu is released
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	defer b.wakeFeedWaitersLocked()

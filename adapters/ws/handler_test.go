@@ -161,7 +161,7 @@ func TestBadClientMessages(t *testing.T) {
 		{`{"subscribe":"x"}`, websocket.StatusPolicyViolation, `unknown message "subscribe"`},
 		{`{"ping":1,"ping":2}`, websocket.StatusPolicyViolation, "exactly one"},
 		{`{"resume":{"lastEventId":"1.5"}}`, websocket.StatusPolicyViolation, `lastEventId "1.5": want decimal digits only`},
-		{`{"resume":{"lastEventId":"1"}}`, websocket.StatusPolicyViolation, "resume must be the first message"},
+		{`{"resume":{"lastEventId":"1"}}`, websocket.StatusPolicyViolation, "resume too late"},
 		{`{"ping":1} x`, websocket.StatusPolicyViolation, "trailing data"},
 		{`{"ping":` + strings.Repeat(" ", 5000) + `1}`, websocket.StatusMessageTooBig, ""},
 	}

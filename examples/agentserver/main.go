@@ -149,9 +149,12 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 	hs := &http.Server{
 		Handler:           srv,
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		BaseContext:       func(net.Listener) context.Context { return baseCtx },
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// A client that stops reading pins at most this much kernel
+		// memory (Linux reserves twice it) before its stream is cut.
+		ConnContext: sse.LimitSendBuffer(sse.DefaultSendBuffer),
+		IdleTimeout: 2 * time.Minute,
+		BaseContext: func(net.Listener) context.Context { return baseCtx },
+		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	// Shutdown waits for handlers to return; SSE streams return when the
 	// SSE handler is closed.

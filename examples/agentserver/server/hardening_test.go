@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -226,3 +228,32 @@ func TestPublishAnswersEpochAndCursor(t *testing.T) {
 		assert.Contains(t, rec.Body.String(), "id: "+want+"\n")
 	}
 }
+
+// Issue 12.9: the example server wrote one INFO line per session create and
+// close (80,001 lines for 20,000 sessions). They are Debug now: at INFO, a
+// churn of sessions writes nothing.
+func TestSessionChurnLogsNothingAtInfo(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var buf strings.Builder
+	log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.Write(p)
+	}), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	s := newServer(t, Options{Logger: log})
+	for i := range 200 {
+		id := fmt.Sprintf("c%d", i)
+		status, _, _ := do(t, s, http.MethodPost, "/sessions", `{"id":"`+id+`"}`)
+		require.Equal(t, http.StatusCreated, status)
+		status, _, _ = do(t, s, http.MethodDelete, "/session/"+id, "")
+		require.Equal(t, http.StatusNoContent, status)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Empty(t, buf.String())
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

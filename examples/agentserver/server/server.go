@@ -261,7 +261,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		writeBusError(w, err)
 		return
 	}
-	s.log.Info("session created", "session", req.ID, "parent", req.Parent)
+	s.log.Debug("session created", "session", req.ID, "parent", req.Parent) // Debug: churn must not flood the log
 	writeJSON(w, http.StatusCreated, map[string]string{"id": req.ID})
 }
 
@@ -344,7 +344,7 @@ func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
 		writeBusError(w, err)
 		return
 	}
-	s.log.Info("session closed", "session", id)
+	s.log.Debug("session closed", "session", id)
 	w.WriteHeader(http.StatusNoContent)
 }
 
