@@ -320,8 +320,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer h.unregister(id)
 
 	// Subscribe before upgrading, so that 404/410/429 are HTTP answers and
-	// the slot is held; a first resume message with a cursor replaces it.
-	sub, err := h.bus.Subscribe(ctx, sessionID, opts)
+	// the slot is held. When a resume message may still come, this is a
+	// placeholder without replay (no snapshot wasted on a client that is
+	// about to send its cursor); awaitResume replaces it.
+	await := !opts.HasCursor && h.resumeWait > 0
+	first := opts
+	if await {
+		first.NoReplay = true
+	}
+	sub, err := h.bus.Subscribe(ctx, sessionID, first)
 	if err != nil {
 		if ctx.Err() != nil {
 			return
@@ -341,12 +348,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.SetReadLimit(h.readLimit)
 	cn := &conn{h: h, c: c, raw: hr.conn, ctx: ctx, cancel: cancel, sessionID: sessionID, remote: r.RemoteAddr,
 		first: make(chan ClientMessage, 1), readDone: make(chan struct{}), keeperStop: make(chan struct{}),
-		waiting: !opts.HasCursor && h.resumeWait > 0, urlCursor: opts.HasCursor}
+		waiting: await, urlCursor: opts.HasCursor}
 	cn.readCtx, cn.stopRead = context.WithCancel(context.WithoutCancel(ctx))
 	defer cn.finish()
 	go cn.readLoop()
 
-	if !opts.HasCursor && h.resumeWait > 0 {
+	if await {
 		var ok bool
 		if sub, ok = cn.awaitResume(sub, opts); !ok {
 			return
@@ -517,20 +524,23 @@ func (cn *conn) awaitResume(sub *eventbus.Subscription, opts eventbus.SubscribeO
 		select {
 		case m = <-cn.first: // it came just now
 		default:
-			return sub, true
 		}
 	case <-cn.ctx.Done():
 		cn.closeEnded(nil)
 		return sub, false
 	}
-	if m.Resume == nil || !m.Resume.Cursor.Set {
-		return sub, true
+	switch {
+	case m.Resume != nil && m.Resume.Cursor.Set:
+		opts.HasCursor, opts.Cursor, opts.NoReplay = true, m.Resume.Cursor.Seq, false
+		if m.Resume.Epoch != "" {
+			opts.Epoch = sse.BusEpoch(m.Resume.Epoch, cn.h.bus.Epoch())
+		}
+	case opts.NoReplay:
+		return sub, true // the placeholder is what the URL asked for
 	}
+	// Replaced: what the placeholder queued meanwhile is in the replay
+	// buffer, and the new subscription replays it.
 	sub.Close()
-	opts.HasCursor, opts.Cursor, opts.NoReplay = true, m.Resume.Cursor.Seq, false
-	if m.Resume.Epoch != "" {
-		opts.Epoch = m.Resume.Epoch
-	}
 	ns, err := cn.h.bus.Subscribe(cn.ctx, cn.sessionID, opts)
 	if err != nil {
 		code, reason := closeFor(err)

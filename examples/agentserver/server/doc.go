@@ -14,6 +14,7 @@
 //	                                id, the bus epoch, and the id as the SSE stream writes it (for Last-Event-ID)
 //	DELETE /session/{id}            close the session (?cascade=1: and its descendants) → 204, also when already closed
 //	GET    /session/{id}/events     the SSE stream ([sse.Handler]; ?scope=, ?lastEventId=, …)
+//	GET    /session/{id}/ws         the same stream over WebSocket ([ws.Handler]: same parameters, resume message, close codes)
 //
 // POST bodies must be Content-Type: application/json (else 415, so that a
 // web page cannot post to a local agent server cross-site without a CORS
