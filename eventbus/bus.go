@@ -1,12 +1,10 @@
 package eventbus
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -66,6 +64,7 @@ type Bus struct {
 	// lateResyncs counts resync frames decided outside b.mu (the replay
 	// budget cut, see finishSnapshot); Stats adds them to stats.Resyncs.
 	lateResyncs atomic.Int64
+	diag        diagState // diagnostics queued under mu, delivered after (diaglog.go)
 
 	// deferWakes is set while a publish fans out: consumers' wake-ups are
 	// collected in wakes and sent after b.mu is released (index.go).
@@ -278,6 +277,7 @@ func publishOrigin(opts []PublishOption) string {
 // returned Event are made outside it, and parked consumers are woken after
 // it is released.
 func (b *Bus) publish(sessionID, typ string, raw []byte, origin string) (Event, error) {
+	defer b.flushDiagnostics() // after b.mu is released
 	if b.backend != nil {
 		return b.publishRemote(sessionID, typ, raw, origin)
 	}
@@ -641,25 +641,6 @@ func (b *Bus) Stats() Stats {
 	st.Guarded = uint64(b.guarded.Load())
 	st.Resyncs += uint64(b.lateResyncs.Load())
 	return st
-}
-
-func (b *Bus) diagnose(kind DiagnosticKind, s *Subscription, r *record) {
-	if b.opts.hook == nil && b.opts.logger == nil {
-		return
-	}
-	d := Diagnostic{Kind: kind, Session: s.sess.id, Subscriber: s.id, Name: s.name, EventID: r.id, EventType: r.typ}
-	s.mu.Lock()
-	d.Queue = s.figuresLocked()
-	s.mu.Unlock()
-	if b.opts.hook != nil {
-		b.opts.hook(d)
-	}
-	if b.opts.logger != nil {
-		b.opts.logger.LogAttrs(context.Background(), slog.LevelWarn, "eventbus: "+string(kind),
-			slog.String("session", d.Session), slog.Uint64("subscriber", d.Subscriber), slog.String("name", d.Name),
-			slog.Uint64("event_id", d.EventID), slog.String("event_type", d.EventType),
-			slog.Int("queue_size", d.Queue.QueueSize), slog.Int64("queued_bytes", d.Queue.QueuedBytes))
-	}
 }
 
 // Close ends the bus: every subscription ends with ErrClosed once it has

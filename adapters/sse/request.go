@@ -12,7 +12,8 @@ import (
 // ParseRequest validates what a subscribe request carries besides its path
 // and turns it into subscribe options, exactly as [Handler] does before it
 // answers: the session id (given by the caller, from the path), the query
-// parameters scope, maxQueued (16–2048), replay (0 or 1), lastEventId /
+// parameters scope, maxQueued (16–2048), replay (0 or 1), coalesce (acp,
+// agentpool, off) and throttle (a duration 0–5s, with coalesce), lastEventId /
 // last_event_id, and the Last-Event-ID and X-Event-Epoch headers (the
 // header cursor wins over the query, last_event_id over lastEventId; an
 // epoch-qualified cursor names its epoch; a well-formed epoch the bus
@@ -23,7 +24,8 @@ import (
 //
 // A bad value is a 400 [*StatusError] whose code says which parameter
 // (invalid_session_id, invalid_query, invalid_scope, invalid_max_queued,
-// invalid_replay, invalid_epoch, invalid_last_event_id) and whose message quotes the value
+// invalid_replay, invalid_coalesce, invalid_throttle, invalid_epoch,
+// invalid_last_event_id) and whose message quotes the value
 // (cut to 64 bytes). Other transports that serve the same endpoint shape
 // (the WebSocket adapter) call it so that both validate alike. It reads only
 // r's URL and headers, never its body; safe for concurrent use.
@@ -45,7 +47,7 @@ func ParseRequest(r *http.Request, sessionID, ownEpoch string) (eventbus.Subscri
 	if err != nil {
 		return bad(CodeInvalidQuery, "invalid query %s: %s", quoteCut(r.URL.RawQuery), publicMessage(err))
 	}
-	for _, name := range [...]string{"scope", "maxQueued", "replay", "events", "lastEventId", "last_event_id"} {
+	for _, name := range [...]string{"scope", "maxQueued", "replay", "events", "lastEventId", "last_event_id", "coalesce", "throttle"} {
 		if len(q[name]) > 1 {
 			return bad(CodeInvalidQuery, "query parameter %s given %d times (want at most once)", name, len(q[name]))
 		}
@@ -84,6 +86,9 @@ func ParseRequest(r *http.Request, sessionID, ownEpoch string) (eventbus.Subscri
 		o.NoReplay = true
 	default:
 		return bad(CodeInvalidReplay, "invalid replay %s (want 0 or 1)", quoteCut(s))
+	}
+	if serr := parseCoalescing(q, &o); serr != nil {
+		return eventbus.SubscribeOptions{}, serr
 	}
 
 	epoch, err := ParseEpoch(r.Header.Get(HeaderEpoch))
@@ -140,3 +145,12 @@ func StatusFor(err error, session string) *StatusError { return statusFor(err, s
 // body {"code":…,"message":…}, no-store, nosniff, Retry-After when set,
 // Allow: GET for a 405. Exported for other transports of the same endpoint.
 func WriteError(w http.ResponseWriter, e *StatusError) { e.write(w) }
+
+// BusEpoch returns what to hand the bus as SubscribeOptions.Epoch for a
+// well-formed epoch a client sent (as [ParseEpoch] or [ParseCursor] accept
+// it): the epoch itself when the bus could have issued it, else a stand-in
+// that the bus accepts and that differs from own (the bus's epoch), so that
+// a foreign epoch — a UUID with hyphens, say — is an epoch_reset. Exported
+// for transports that receive the epoch elsewhere (the WebSocket resume
+// message).
+func BusEpoch(epoch, own string) string { return busEpoch(epoch, own) }
