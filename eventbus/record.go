@@ -84,7 +84,7 @@ func (e *entry) event() Event {
 		ev.Data = mustJSON(ResyncData{
 			Reason:              ReasonFeedGap,
 			LastDeliveredID:     e.drop.lastDelivered,
-			EarliestAvailableID: e.drop.earliest,
+			CompleteFromID: e.drop.earliest,
 		})
 		return ev
 	}
