@@ -83,13 +83,21 @@ type options struct {
 	now    func() time.Time
 }
 
-// WithLogger sends a log record for every slow-client warning, eviction,
-// drop episode and session expiry to l. Default: no logging.
+// WithLogger sends log records about slow clients, evictions, drops and
+// session expiry to l, aggregated and rate-limited: one WARN line per
+// eviction and per drop episode of a subscriber (then at most one per 10 s
+// with the count since), INFO for slow-client warnings and expiries, at
+// most 10 lines per kind per 10 s (the next line says how many were
+// suppressed). Records are written after the bus lock is released, on the
+// goroutine of the call that caused them (Publish, ExpireIdle, the NATS
+// feed). [Bus.Stats] counts every incident exactly. Default: no logging.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
-// WithDiagnostics calls fn for every slow-client warning, eviction and drop
-// (see [Diagnostic]). fn runs on the publisher's goroutine with the bus lock
-// held: it must be quick and must not call back into the bus.
+// WithDiagnostics calls fn for every slow-client warning, eviction, drop
+// and session expiry (see [Diagnostic]), unaggregated. fn runs on the
+// goroutine of the call that caused it (Publish, ExpireIdle, the NATS
+// feed) after the bus lock is released, before that call returns; it may
+// call back into the bus, but a slow fn slows that caller.
 func WithDiagnostics(fn func(Diagnostic)) Option { return func(o *options) { o.hook = fn } }
 
 // WithEpoch fixes the bus epoch instead of drawing a random one; useful for

@@ -39,13 +39,14 @@ const (
 	entryFrame                     // a synthetic frame with its data already encoded
 	entryDropped                   // an events_dropped frame, encoded when read
 	entryTargeted                  // a targeted frame (SendTo): no id, counts against the live limits, never dropped by drop_oldest
+	entryGap                       // a feed_gap frame (gap.go), encoded when read
 )
 
 // entry is one slot of a subscriber queue.
 type entry struct {
 	rec  *record // shared by the replay buffer and every queue; never modified
 	kind entryKind
-	drop *dropInfo // entryDropped only
+	drop *dropInfo // entryDropped and entryGap only
 }
 
 // dropInfo accumulates one run of events dropped for one subscriber; the
@@ -57,6 +58,8 @@ type dropInfo struct {
 	lastDelivered uint64
 	first, last   uint64
 	count         int
+	// earliest is the first id after the gap (entryGap only).
+	earliest uint64
 }
 
 func (e *entry) counts() bool { return e.kind == entryLive || e.kind == entryTargeted }
@@ -74,6 +77,14 @@ func (e *entry) event() Event {
 			FirstDroppedID:  e.drop.first,
 			LastDroppedID:   e.drop.last,
 			DroppedCount:    e.drop.count,
+		})
+		return ev
+	case entryGap:
+		ev := e.rec.event(false)
+		ev.Data = mustJSON(ResyncData{
+			Reason:              ReasonFeedGap,
+			LastDeliveredID:     e.drop.lastDelivered,
+			EarliestAvailableID: e.drop.earliest,
 		})
 		return ev
 	}

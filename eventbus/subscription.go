@@ -216,7 +216,10 @@ func (s *Subscription) take() (Event, bool) {
 			}
 			s.lastSeen = id
 		}
-		if e.kind == entryDropped {
+		if e.kind == entryDropped && s.li == len(s.local) {
+			s.mergeDrops(e.drop)
+		}
+		if e.kind == entryDropped || e.kind == entryGap {
 			// The gap follows what this consumer really received; the
 			// publisher no longer touches an entry it has handed over.
 			e.drop.lastDelivered = s.lastSeen
@@ -226,6 +229,22 @@ func (s *Subscription) take() (Event, bool) {
 		return ev, true
 	}
 	return Event{}, false
+}
+
+// mergeDrops folds the events_dropped runs that a publisher queued
+// after the consumer took its batch, and that come right after d (nothing
+// with an id between), into d: consecutive drops make one frame, not one
+// per batch the consumer happened to take. It takes s.mu.
+func (s *Subscription) mergeDrops(d *dropInfo) {
+	s.mu.Lock()
+	for s.qh < len(s.q) && s.q[s.qh].kind == entryDropped {
+		next := s.q[s.qh].drop
+		d.last = next.last
+		d.count += next.count
+		s.q[s.qh] = entry{}
+		s.qh++
+	}
+	s.mu.Unlock()
 }
 
 // swapLocked hands the whole pending queue to the consumer in one step and

@@ -118,11 +118,25 @@ type Stream struct {
 
 // Subscribe returns a Stream for url (for example
 // "ws://host/session/s1/ws?scope=descendants"; http and https URLs are
-// accepted too). It does not connect: the first [Stream.Next] does. The
-// URL should not carry a cursor: the stream sends its own in the resume
-// message. The stream ends when ctx ends.
+// accepted too). It does not connect: the first [Stream.Next] does. A
+// lastEventId / last_event_id in the URL is taken out of it and used as the
+// starting cursor when opts.LastEventID is empty: the stream sends every
+// cursor in its resume message. The stream ends when ctx ends.
 func (c *Client) Subscribe(ctx context.Context, rawURL string, opts StreamOptions) *Stream {
 	ctx, cancel := context.WithCancel(ctx)
+	// A cursor in the URL is the starting cursor, sent in the resume
+	// message like every later one (the URL would repeat a stale one).
+	if u, err := url.Parse(rawURL); err == nil {
+		q := u.Query()
+		for _, k := range [...]string{"lastEventId", "last_event_id"} {
+			if v := q.Get(k); v != "" && opts.LastEventID == "" {
+				opts.LastEventID = v
+			}
+			q.Del(k)
+		}
+		u.RawQuery = q.Encode()
+		rawURL = u.String()
+	}
 	s := &Stream{c: c, ctx: ctx, cancel: cancel, url: rawURL, session: opts.Session, epoch: opts.Epoch}
 	if opts.LastEventID != "" {
 		if cur, err := sse.ParseCursor(opts.LastEventID); err != nil {

@@ -179,7 +179,7 @@ type Stats struct {
 	Started        uint64 // connections upgraded
 	Rejected       uint64 // requests answered with an error status before upgrading
 	Frames         uint64 // frames written (events, synthetic and targeted frames)
-	Evicted        uint64 // connections closed 1008 "slow consumer"
+	Evicted        uint64 // connections evicted as slow consumers: closed 1008 "slow consumer", or cut at the end of the close grace when the peer read nothing
 	ProtocolErrors uint64 // connections closed for an invalid, binary or too big client message
 	WriteErrors    uint64 // connections ended by a failed or timed-out write or an unanswered ping
 	Pongs          uint64 // pong frames answering ping messages
@@ -320,8 +320,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer h.unregister(id)
 
 	// Subscribe before upgrading, so that 404/410/429 are HTTP answers and
-	// the slot is held; a first resume message with a cursor replaces it.
-	sub, err := h.bus.Subscribe(ctx, sessionID, opts)
+	// the slot is held. When a resume message may still come, this is a
+	// placeholder without replay (no snapshot wasted on a client that is
+	// about to send its cursor); awaitResume replaces it.
+	await := !opts.HasCursor && h.resumeWait > 0
+	first := opts
+	if await {
+		first.NoReplay = true
+	}
+	sub, err := h.bus.Subscribe(ctx, sessionID, first)
 	if err != nil {
 		if ctx.Err() != nil {
 			return
@@ -341,12 +348,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.SetReadLimit(h.readLimit)
 	cn := &conn{h: h, c: c, raw: hr.conn, ctx: ctx, cancel: cancel, sessionID: sessionID, remote: r.RemoteAddr,
 		first: make(chan ClientMessage, 1), readDone: make(chan struct{}), keeperStop: make(chan struct{}),
-		waiting: !opts.HasCursor && h.resumeWait > 0}
+		waiting: await, urlCursor: opts.HasCursor}
 	cn.readCtx, cn.stopRead = context.WithCancel(context.WithoutCancel(ctx))
 	defer cn.finish()
-	go cn.readLoop(!opts.HasCursor && h.resumeWait > 0)
+	go cn.readLoop()
 
-	if !opts.HasCursor && h.resumeWait > 0 {
+	if await {
 		var ok bool
 		if sub, ok = cn.awaitResume(sub, opts); !ok {
 			return
@@ -399,6 +406,7 @@ type conn struct {
 	cancel    context.CancelFunc
 	sessionID string
 	remote    string
+	urlCursor bool // the request carried a cursor (URL or header)
 
 	readCtx  context.Context
 	stopRead context.CancelFunc
@@ -413,6 +421,7 @@ type conn struct {
 	keeperOnce sync.Once
 
 	closeOnce sync.Once
+	evictOnce sync.Once
 	killOnce  sync.Once
 	kill      *time.Timer
 
@@ -431,6 +440,20 @@ func (cn *conn) armKill() {
 			}
 			_ = cn.c.CloseNow()
 		})
+	})
+}
+
+// evicted notes the eviction once — counted, logged — and starts the close
+// grace: client_evicted and the 1008 close frame go out within it if the
+// peer reads at all, and the socket is cut at its end regardless.
+func (cn *conn) evicted() {
+	cn.evictOnce.Do(func() {
+		cn.h.evicted.Add(1)
+		cn.armKill()
+		if cn.h.o.Logger != nil {
+			cn.h.o.Logger.LogAttrs(context.Background(), slog.LevelWarn, "ws: slow consumer evicted",
+				slog.String("session", cn.sessionID), slog.String("remote", cn.remote))
+		}
 	})
 }
 
@@ -501,20 +524,23 @@ func (cn *conn) awaitResume(sub *eventbus.Subscription, opts eventbus.SubscribeO
 		select {
 		case m = <-cn.first: // it came just now
 		default:
-			return sub, true
 		}
 	case <-cn.ctx.Done():
 		cn.closeEnded(nil)
 		return sub, false
 	}
-	if m.Resume == nil || !m.Resume.Cursor.Set {
-		return sub, true
+	switch {
+	case m.Resume != nil && m.Resume.Cursor.Set:
+		opts.HasCursor, opts.Cursor, opts.NoReplay = true, m.Resume.Cursor.Seq, false
+		if m.Resume.Epoch != "" {
+			opts.Epoch = sse.BusEpoch(m.Resume.Epoch, cn.h.bus.Epoch())
+		}
+	case opts.NoReplay:
+		return sub, true // the placeholder is what the URL asked for
 	}
+	// Replaced: what the placeholder queued meanwhile is in the replay
+	// buffer, and the new subscription replays it.
 	sub.Close()
-	opts.HasCursor, opts.Cursor, opts.NoReplay = true, m.Resume.Cursor.Seq, false
-	if m.Resume.Epoch != "" {
-		opts.Epoch = m.Resume.Epoch
-	}
 	ns, err := cn.h.bus.Subscribe(cn.ctx, cn.sessionID, opts)
 	if err != nil {
 		code, reason := closeFor(err)
@@ -587,11 +613,7 @@ func (cn *conn) writeLoop(sub *eventbus.Subscription) {
 func (cn *conn) closeEnded(err error) {
 	switch {
 	case errors.Is(err, eventbus.ErrEvicted):
-		cn.h.evicted.Add(1)
-		if cn.h.o.Logger != nil {
-			cn.h.o.Logger.LogAttrs(context.Background(), slog.LevelWarn, "ws: slow consumer evicted",
-				slog.String("session", cn.sessionID), slog.String("remote", cn.remote))
-		}
+		cn.evicted()
 		cn.closeWith(ClosePolicyViolation, ReasonSlowConsumer)
 	case errors.Is(err, eventbus.ErrSessionClosed):
 		cn.closeWith(CloseNormal, "session closed")
@@ -606,10 +628,10 @@ func (cn *conn) closeEnded(err error) {
 
 // readLoop reads client messages until the connection ends. While the
 // handler waits for a resume, the first message goes to cn.first.
-func (cn *conn) readLoop(awaitFirst bool) {
+func (cn *conn) readLoop() {
 	defer close(cn.readDone)
 	defer cn.cancel() // the peer is gone, or broke the protocol: end the stream
-	firstDone := !awaitFirst
+	firstDone := false
 	for {
 		typ, b, err := cn.c.Read(cn.readCtx)
 		if err != nil {
@@ -631,14 +653,8 @@ func (cn *conn) readLoop(awaitFirst bool) {
 			cn.closeWith(ClosePolicyViolation, "invalid message: "+me.Reason)
 			return
 		}
-		if m.Resume != nil {
-			if firstDone {
-				cn.h.protocolErrors.Add(1)
-				cn.closeWith(ClosePolicyViolation, "resume must be the first message, sent within the resume wait, and only without a cursor in the URL")
-				return
-			}
-		}
-		if !firstDone {
+		first := !firstDone
+		if first {
 			firstDone = true
 			cn.firstMu.Lock()
 			waiting := cn.waiting
@@ -646,12 +662,22 @@ func (cn *conn) readLoop(awaitFirst bool) {
 				cn.first <- m // buffered, and the only send
 			}
 			cn.firstMu.Unlock()
-			if !waiting && m.Resume != nil {
+			if !waiting && m.Resume != nil && m.Resume.Cursor.Set {
 				// The wait is over: the stream started as the URL said.
 				cn.h.protocolErrors.Add(1)
 				cn.closeWith(ClosePolicyViolation, "resume too late: send it first, within the resume wait")
 				return
 			}
+		}
+		if m.Resume != nil && !first {
+			cn.h.protocolErrors.Add(1)
+			cn.closeWith(ClosePolicyViolation, "resume must be the first message")
+			return
+		}
+		if m.Resume != nil && cn.urlCursor && m.Resume.Cursor.Set {
+			cn.h.protocolErrors.Add(1)
+			cn.closeWith(ClosePolicyViolation, "resume with a cursor, but the URL already carries one")
+			return
 		}
 		if m.Ping != nil {
 			if err := cn.pong(m.Ping); err != nil {
@@ -702,7 +728,7 @@ func (cn *conn) keep(sub *eventbus.Subscription, done chan<- struct{}) {
 		case <-subDone:
 			subDone = nil
 			if errors.Is(sub.Err(), eventbus.ErrEvicted) {
-				cn.armKill()
+				cn.evicted()
 			}
 		case <-tick:
 			ctx, cancel := context.WithTimeout(cn.ctx, max(cn.h.wt, time.Second))

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -39,11 +40,20 @@ type cutListener struct {
 	net.Listener
 	mu    sync.Mutex
 	conns []net.Conn
+	// small makes every accepted socket's send buffer 4 KiB, so that a
+	// peer that stops reading blocks the server's writes at once.
+	small bool
 }
 
 func (l *cutListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err == nil {
+		l.mu.Lock()
+		small := l.small
+		l.mu.Unlock()
+		if tc, ok := c.(*net.TCPConn); ok && small {
+			_ = tc.SetWriteBuffer(4096)
+		}
 		l.mu.Lock()
 		l.conns = append(l.conns, c)
 		l.mu.Unlock()
@@ -61,9 +71,9 @@ func (l *cutListener) Cut() {
 	l.conns = nil
 }
 
-func newCutServer(t testing.TB, cfg config.Config, o ws.HandlerOptions) (*server, *cutListener) {
+func newCutServer(t testing.TB, cfg config.Config, o ws.HandlerOptions, bo ...eventbus.Option) (*server, *cutListener) {
 	t.Helper()
-	bus, err := eventbus.New(cfg)
+	bus, err := eventbus.New(cfg, bo...)
 	require.NoError(t, err)
 	h, err := ws.NewHandler(bus, o)
 	require.NoError(t, err)
@@ -158,4 +168,30 @@ func publish(t testing.TB, b *eventbus.Bus, session string, n int) []uint64 {
 		ids = append(ids, ev.ID)
 	}
 	return ids
+}
+
+// dialSmall dials with a 4 KiB receive buffer: a client that stops reading
+// stalls the server's writes after a few frames.
+func dialSmall(t testing.TB, url string) *websocket.Conn {
+	t.Helper()
+	d := &net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+		})
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	hc := &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPClient: hc})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = c.CloseNow()
+		hc.CloseIdleConnections()
+	})
+	return c
 }

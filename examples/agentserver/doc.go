@@ -34,9 +34,10 @@
 // # API
 //
 //	POST   /sessions               {"id"?, "parent"?} → 201 {"id"}
-//	POST   /session/{id}/events    {"type", "data"?, "origin"?} → 202 {"id"}
+//	POST   /session/{id}/events    {"type", "data"?, "origin"?} → 202 {"id", "epoch", "cursor"}
 //	DELETE /session/{id}           → 204 (?cascade=1 closes the descendants too)
 //	GET    /session/{id}/events    SSE: ?scope=session|descendants|subtree|all, ?lastEventId=, ?maxQueued=, ?replay=0, ?events=message
+//	GET    /session/{id}/ws        WebSocket: the same parameters; {"resume":{"lastEventId","epoch"}} as first message; a targeted "hello" frame per connection
 //	GET    /sessions               [{"id","parent","subscribers","buffered","lastEventId"}]
 //	GET    /info                   epoch, last id, event types, counters
 //	GET    /healthz                {"status":"ok"}
@@ -47,7 +48,7 @@
 //
 //	curl -N localhost:8080/session/demo/events?scope=descendants
 //	curl -N -H 'Last-Event-ID: 120' localhost:8080/session/demo/events
-//	curl -d '{"type":"note","data":{"text":"hi"}}' localhost:8080/session/demo/events
+//	curl -H 'Content-Type: application/json' -d '{"type":"note","data":{"text":"hi"}}' localhost:8080/session/demo/events
 //
 // # Shutdown
 //

@@ -126,7 +126,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 	defer stopNATS() // after bus.Close
 	defer bus.Close()
 
-	opts := server.Options{Logger: log, SSE: sse.HandlerOptions{EpochIDs: f.epochIDs}}
+	opts := server.Options{Logger: log, SSE: sse.HandlerOptions{EpochIDs: f.epochIDs}, Hello: true}
 	if f.demo {
 		opts.DefaultSession, opts.DefaultScope, opts.Types = demo.DefaultParent, scope.Descendants, demo.Types
 		// Before listening, so that a browser resuming after a restart
@@ -149,9 +149,12 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 	hs := &http.Server{
 		Handler:           srv,
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		BaseContext:       func(net.Listener) context.Context { return baseCtx },
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// A client that stops reading pins at most this much kernel
+		// memory (Linux reserves twice it) before its stream is cut.
+		ConnContext: sse.LimitSendBuffer(sse.DefaultSendBuffer),
+		IdleTimeout: 2 * time.Minute,
+		BaseContext: func(net.Listener) context.Context { return baseCtx },
+		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	// Shutdown waits for handlers to return; SSE streams return when the
 	// SSE handler is closed.

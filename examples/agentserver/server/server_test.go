@@ -45,6 +45,9 @@ func do(t *testing.T, s http.Handler, method, target, body string) (int, http.He
 		r = strings.NewReader(body)
 	}
 	req := httptest.NewRequest(method, target, r)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	rec := httptest.NewRecorder()
 	s.ServeHTTP(rec, req)
 	var out map[string]any
@@ -72,8 +75,8 @@ func TestCreateSession(t *testing.T) {
 		{"unknown parent", `{"id":"orphan","parent":"nope"}`, http.StatusNotFound, "parent_not_found", ""},
 		{"closed parent", `{"id":"late","parent":"gone"}`, http.StatusGone, "session_closed", ""},
 		{"closed id", `{"id":"gone"}`, http.StatusGone, "session_closed", ""},
-		{"slash in id", `{"id":"a/b"}`, http.StatusBadRequest, "invalid_argument", ""},
-		{"control character", `{"id":"a\nb"}`, http.StatusBadRequest, "invalid_argument", ""},
+		{"slash in id", `{"id":"a/b"}`, http.StatusBadRequest, "invalid_session_id", ""},
+		{"control character", `{"id":"a\nb"}`, http.StatusBadRequest, "invalid_session_id", ""},
 		{"not json", `{"id":`, http.StatusBadRequest, "invalid_json", ""},
 		{"unknown field", `{"name":"x"}`, http.StatusBadRequest, "invalid_json", ""},
 		{"trailing data", `{"id":"t1"} {}`, http.StatusBadRequest, "invalid_json", ""},

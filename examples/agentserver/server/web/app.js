@@ -1,10 +1,12 @@
-// agentserver page: watches one replaybus session over EventSource.
+// agentserver page: watches one replaybus session over EventSource or a
+// WebSocket (the transport select; ?transport=ws).
 //
 // What tests can read:
 //   window.receivedIds  every event id received on the current subscription, in arrival order
 //   window.frames       synthetic frames received ({type, data})
 //   window.connState    "connecting" | "open" | "reconnecting" | "closed"
 //   window.agentText    per session, the agent_message_chunk text received (merged rows included)
+//   window.closeCodes   every WebSocket close seen ({code, reason}), oldest first
 //   <pre id="ids">      the same ids, space-separated (refreshed at most once a second)
 'use strict';
 (() => {
@@ -17,6 +19,10 @@
 
   const st = {
     session: '', scope: 'session', es: null,
+    transport: 'sse', // 'ws': one WebSocket, resumed with a {"resume": …} first message
+    wsEpoch: '',      // the epoch that came with the last id over WebSocket
+    wsFailures: 0,    // consecutive WebSocket drops, for the backoff
+    slowMs: 0,        // tests: busy-wait this long per frame (a slow page)
     coalesce: false, // ?coalesce=acp&throttle=150ms: the server merges chunks; rows say how many events they hold
     cursor: '',      // raw id of the last event (maybe "<epoch>-<seq>"): what a manual reconnect sends
     lastSeq: 0,      // highest numeric id received
@@ -27,6 +33,7 @@
   window.frames = [];
   window.connState = 'closed';
   window.agentText = {};
+  window.closeCodes = [];
   window.replaybusPage = st;
 
   // ---- connection -------------------------------------------------------
@@ -42,7 +49,7 @@
     window.receivedIds = [];
     window.frames = [];
     window.agentText = {};
-    Object.assign(st, { cursor: '', lastSeq: 0, received: 0, replayed: 0, dups: 0, frames: 0, connects: 0 });
+    Object.assign(st, { cursor: '', lastSeq: 0, received: 0, replayed: 0, dups: 0, frames: 0, connects: 0, wsEpoch: '', wsFailures: 0 });
     $('log').replaceChildren();
     pendingRows.length = 0;
     agents.clear();
@@ -62,6 +69,7 @@
   function connect(cursor) {
     if (st.es) { st.es.close(); st.es = null; }
     if (!st.session) { setState('closed'); return; }
+    if (st.transport === 'ws') { connectWS(cursor); return; }
     const es = new EventSource(streamURL(cursor));
     st.es = es;
     setState(cursor ? 'reconnecting' : 'connecting');
@@ -90,6 +98,53 @@
     es.onmessage = onFrame;
   }
 
+  // ---- WebSocket transport ---------------------------------------------
+
+  const WS_FINAL = new Set([1000, 1003, 1009, 1011]); // do not reconnect after these
+
+  function connectWS(cursor) {
+    const q = new URLSearchParams({ scope: st.scope });
+    const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
+    const ws = new WebSocket(`${proto}//${location.host}/session/${encodeURIComponent(st.session)}/ws?${q}`);
+    st.es = ws;
+    setState(cursor ? 'reconnecting' : 'connecting');
+    ws.onopen = () => {
+      if (ws !== st.es) return;
+      // A browser cannot set headers: the cursor and its epoch go in the
+      // first message; {} starts without one.
+      const resume = cursor ? { lastEventId: String(st.lastSeq || cursor), epoch: st.wsEpoch || undefined } : {};
+      ws.send(JSON.stringify({ resume }));
+      st.connects++;
+      setState('open');
+      connRow(st.connects === 1 && !cursor ? 'WebSocket connected' : `WebSocket connected again, resuming after ${cursor || 'the start'}`);
+    };
+    ws.onmessage = (e) => {
+      if (ws !== st.es) return;
+      const env = JSON.parse(e.data);
+      if (env.id) { st.wsEpoch = env.epoch || st.wsEpoch; st.wsFailures = 0; }
+      onFrame(e);
+    };
+    ws.onclose = (e) => {
+      window.closeCodes.push({ code: e.code, reason: e.reason });
+      $('close-code').textContent = `${e.code}${e.reason ? ' ' + e.reason : ''}`;
+      if (ws !== st.es) return;
+      st.es = null;
+      const final = WS_FINAL.has(e.code) || (e.code === 1008 && e.reason !== 'slow consumer');
+      if (final) {
+        setState('closed');
+        connRow(`WebSocket closed ${e.code} ${e.reason}`);
+        if (e.code !== 1000) showNotice(`closed ${e.code}: ${e.reason || 'no reason'}`);
+        return;
+      }
+      // 1001 (server restart), 1006 (cut), 1008 slow consumer, 1013: resume.
+      st.wsFailures++;
+      const delay = Math.min(250 * 2 ** (st.wsFailures - 1), 5000);
+      setState('reconnecting');
+      connRow(`WebSocket closed ${e.code} ${e.reason || ''}; resuming after ${st.cursor || '(none)'} in ${delay} ms`);
+      setTimeout(() => { if (!st.es) connect(st.cursor); }, delay);
+    };
+  }
+
   function dropConnection() {
     if (!st.es) return;
     st.es.close();
@@ -110,6 +165,7 @@
 
   function onFrame(e) {
     if (e.target !== st.es) return;
+    if (st.slowMs) { const t = performance.now(); while (performance.now() - t < st.slowMs) { /* a slow page */ } }
     let env;
     try { env = JSON.parse(e.data); } catch { env = { type: e.type, data: e.data }; }
     const type = env.type || e.type;
@@ -505,6 +561,7 @@
     $('scope').value = scope;
     const q = new URLSearchParams({ session, scope });
     if (st.coalesce) q.set('coalesce', 'acp');
+    if (st.transport === 'ws') q.set('transport', 'ws');
     history.replaceState(null, '', `/?${q}`);
     reset();
     renderSessions();
@@ -517,12 +574,15 @@
   $('reconnect').onclick = () => select(st.session, st.scope);
   $('scope').onchange = (e) => select(st.session, e.target.value);
   $('coalesce').onchange = (e) => { st.coalesce = e.target.checked; select(st.session, st.scope); };
+  $('transport').onchange = (e) => { st.transport = e.target.value; select(st.session, st.scope); };
   document.querySelector('details.ids').addEventListener('toggle', renderIds);
 
   (async () => {
     const info = await pollInfo();
     const q = new URLSearchParams(location.search);
     st.coalesce = q.get('coalesce') === 'acp';
+    st.transport = q.get('transport') === 'ws' ? 'ws' : 'sse';
+    $('transport').value = st.transport;
     $('coalesce').checked = st.coalesce;
     const session = q.get('session') || (info && info.defaultSession) || '';
     const scope = q.get('scope') || (info && info.defaultScope) || 'session';
