@@ -5,8 +5,8 @@
 //
 // It ports AgentPool's Python EventBus and ReplayBuffer to Go and adds the
 // resume and backpressure protocol of qwen-code's acp-bridge EventBus and
-// OpenClaw's drop-if-slow broadcasting. DESIGN.md is the contract; this
-// documentation states it for users.
+// OpenClaw's drop-if-slow broadcasting. docs/guarantees.md states the
+// delivery contract; this documentation states it for users of the API.
 //
 // # Events and ids
 //

@@ -60,7 +60,10 @@ const (
 	// stays open. From qwen-code.
 	TypeStateResyncRequired = "state_resync_required"
 	// TypeReplayComplete follows the replayed history of every subscribe that
-	// carried a cursor; data is [ReplayCompleteData].
+	// carried a cursor (even when nothing was replayed), and of a replay
+	// without a cursor only when the replay byte budget cut it short; a
+	// plain subscribe without a cursor gets none. Data is
+	// [ReplayCompleteData].
 	TypeReplayComplete = "replay_complete"
 	// TypeSlowClientWarning warns that the live queue reached 75 % of a
 	// limit; data is [SlowClientWarningData]. Once per episode.

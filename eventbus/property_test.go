@@ -21,7 +21,7 @@ import (
 // Subscribe (every scope, with and without a cursor or replay, small queue
 // limits under every policy), reads, cancellations, ClearReplayBuffer and
 // CloseSession over a tree of up to six sessions, and checks every frame
-// every subscriber reads against a model written from DESIGN.md alone: a
+// every subscriber reads against a model written from the delivery contract alone: a
 // plain list of events, the tree, and per-session rings of size N.
 //
 // For each subscriber the model predicts the exact head of its stream
@@ -180,7 +180,7 @@ func (x *mSession) ancestors() []string {
 }
 
 // inScope reports whether an event of session ev reaches a subscriber made
-// on x with scope k, by DESIGN.md §6.
+// on x with scope k (the scopes of the scope package).
 func inScope(x *mSession, k scope.Kind, ev *mSession) bool {
 	switch k {
 	case scope.Session:

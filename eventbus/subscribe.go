@@ -10,7 +10,7 @@ import (
 
 // Subscribe registers a subscriber on session sessionID and returns its
 // [Subscription]. It follows AgentPool's four steps, made race-free for real
-// threads (DESIGN.md §3.3):
+// threads (docs/guarantees.md, "history before live"):
 //
 //  1. register the subscriber under the lock that Publish holds;
 //  2. snapshot, under that same lock, the replay-buffer entries in scope
@@ -19,7 +19,8 @@ import (
 //     in both;
 //  3. drain: live events published from then on wait in the live queue;
 //  4. reinsert: the subscriber reads the snapshot first (Replay=true), then
-//     replay_complete, then the live events, skipping any id ≤ the last
+//     replay_complete (with a cursor, or when the replay byte budget cut the
+//     replay short), then the live events, skipping any id ≤ the last
 //     replayed one as a guard.
 //
 // With a cursor (o.HasCursor), a state_resync_required frame precedes the

@@ -97,8 +97,9 @@ func (s *Subscription) Close() { s.bus.cancel(s, ErrUnsubscribed) }
 
 // Next returns the next frame, blocking until one is queued, the
 // subscription ends, or ctx is done. Frames come in delivery order: resync
-// frame (if any), replayed events, replay_complete, then live events and the
-// synthetic frames among them.
+// frame (if any), replayed events, replay_complete (with a cursor, or after
+// a replay cut short by the budget), then live events and the synthetic
+// frames among them.
 //
 // After the subscription ended and every frame queued before the end has
 // been returned, Next returns the reason (see [Subscription.Err]); when ctx

@@ -1,6 +1,6 @@
 // Package sse serves a replaybus session to browsers over Server-Sent
 // Events and reads it back in Go: [Handler] is the endpoint
-// GET /session/{id}/events (qwen-code's SSE route, DESIGN.md §7), the
+// GET /session/{id}/events (after qwen-code's SSE route), the
 // encoder ([AppendEvent], [WriteEvent], [Encoder]) writes the frames, and
 // [Client] / [Stream] is a resuming client (the seed SDK's parseSseStream
 // plus its reconnect loop) built on [Decoder], a WHATWG-conformant parser.
