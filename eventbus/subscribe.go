@@ -176,7 +176,7 @@ type snapshotJob struct {
 	reset     bool   // epoch_reset: the cursor was from another epoch or ahead
 	hasCursor bool   // the subscribe carried a cursor
 	evicted   uint64 // highest id lost or evicted in scope (ring_evicted when > cursor)
-	earliest  uint64 // the next id, for ring_evicted when nothing newer is held
+	earliest  uint64 // the next id: completeFromId of ring_evicted when nothing newer is held, and of a budget cut
 	now       int64
 	lead      []entry   // frames before the replay (epoch_reset)
 	snap      []*record // the copied entries, oldest first per ring
@@ -233,7 +233,7 @@ func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 			earliest = snap[i].id
 		}
 		lead = append(lead, frame(sid, TypeStateResyncRequired, ResyncData{
-			Reason: ReasonRingEvicted, LastDeliveredID: cursor, EarliestAvailableID: earliest,
+			Reason: ReasonRingEvicted, LastDeliveredID: cursor, CompleteFromID: earliest,
 		}, j.now))
 	}
 	// The replay byte budget: at least one event, then stop before the
@@ -256,7 +256,7 @@ func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 	if truncated {
 		tail = append(tail, frame(sid, TypeStateResyncRequired, ResyncData{
 			Reason: ReasonReplayBudgetExceeded, LastDeliveredID: last,
-			EarliestAvailableID: snap[n].id, SkippedCount: len(snap) - n,
+			CompleteFromID: j.earliest, SkippedCount: len(snap) - n,
 		}, j.now))
 		b.lateResyncs.Add(1)
 	}

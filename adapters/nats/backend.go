@@ -331,6 +331,11 @@ func (be *Backend) LastID(ctx context.Context) (uint64, error) {
 	return info.State.LastSeq, nil
 }
 
+// Ingested returns the highest stream sequence (event id) this node's
+// consumer has handled; with [Backend.LastID] it gives the node's lag in
+// events. Safe for concurrent use.
+func (be *Backend) Ingested() uint64 { return be.processed.Load() }
+
 // Sync waits until this node has ingested every event the stream held when
 // Sync was called (from any node), or ctx is done. Tests and tools use it
 // to wait for a node that runs behind the others.

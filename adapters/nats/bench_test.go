@@ -123,6 +123,20 @@ func readN(it jetstream.MessagesContext, n int, done chan<- error) {
 	done <- nil
 }
 
+// reportStored reports the stream's storage per message it holds
+// (stored-B/event), as JetStream accounts it.
+func reportStored(b *testing.B, nc *natsgo.Conn, stream string) {
+	js, err := jetstream.New(nc)
+	require.NoError(b, err)
+	st, err := js.Stream(context.Background(), stream)
+	require.NoError(b, err)
+	info, err := st.Info(context.Background())
+	require.NoError(b, err)
+	if info.State.Msgs > 0 {
+		b.ReportMetric(float64(info.State.Bytes)/float64(info.State.Msgs), "stored-B/event")
+	}
+}
+
 // busNodes returns two bus nodes of one fresh stream.
 func busNodes(b *testing.B, st jetstream.StorageType) (a, c *eventbus.Bus) {
 	opts := uniqueStream(rbnats.WithStorage(st))
@@ -243,7 +257,8 @@ func BenchmarkNATSSyncPublish16(b *testing.B) {
 func BenchmarkNATSPipelined(b *testing.B) {
 	for _, sto := range benchStorages {
 		b.Run("bus/"+sto.name, func(b *testing.B) {
-			pub := newNode(b, shared.ClientURL(), benchCfg, uniqueStream(rbnats.WithStorage(sto.st))...).bus
+			n := newNode(b, shared.ClientURL(), benchCfg, uniqueStream(rbnats.WithStorage(sto.st))...)
+			pub := n.bus
 			sub, err := pub.Subscribe(context.Background(), "bench", eventbus.SubscribeOptions{NoReplay: true})
 			require.NoError(b, err)
 			defer sub.Close()
@@ -260,6 +275,7 @@ func BenchmarkNATSPipelined(b *testing.B) {
 			require.NoError(b, pl.Flush(context.Background()))
 			require.NoError(b, <-done)
 			m.stop(b, b.N)
+			reportStored(b, n.nc, n.be.Stream())
 		})
 		b.Run("bare/"+sto.name, func(b *testing.B) {
 			x := newBare(b, sto.st, 256)
@@ -280,6 +296,7 @@ func BenchmarkNATSPipelined(b *testing.B) {
 			}
 			require.NoError(b, <-done)
 			m.stop(b, b.N)
+			reportStored(b, x.pubNC, x.stream.CachedInfo().Config.Name)
 		})
 	}
 }
@@ -357,9 +374,33 @@ func BenchmarkNATSFanout10(b *testing.B) {
 	const subscribers = 10
 	for _, sto := range benchStorages {
 		b.Run("bus/"+sto.name, func(b *testing.B) {
-			pub, recv := busNodes(b, sto.st)
-			pl, err := pub.NewPipeline(eventbus.PipelineOptions{Window: 256})
+			opts := uniqueStream(rbnats.WithStorage(sto.st))
+			pub := newNode(b, shared.ClientURL(), benchCfg, opts...).bus
+			rn := newNode(b, shared.ClientURL(), benchCfg, opts...)
+			recv := rn.bus
+			// The receiving node's lag: acknowledged ids it has not
+			// ingested yet, sampled every 200 µs.
+			var acked atomic.Uint64
+			pl, err := pub.NewPipeline(eventbus.PipelineOptions{Window: 256, OnStored: func(ev eventbus.Event) { acked.Store(ev.ID) }})
 			require.NoError(b, err)
+			var maxLag atomic.Int64
+			stopLag := make(chan struct{})
+			lagDone := make(chan struct{})
+			go func() {
+				defer close(lagDone)
+				t := time.NewTicker(200 * time.Microsecond)
+				defer t.Stop()
+				for {
+					select {
+					case <-stopLag:
+						return
+					case <-t.C:
+						if lag := int64(acked.Load()) - int64(rn.be.Ingested()); lag > maxLag.Load() {
+							maxLag.Store(lag)
+						}
+					}
+				}
+			}()
 			var lost, gaps atomic.Int64
 			var wg sync.WaitGroup
 			for range subscribers {
@@ -397,6 +438,9 @@ func BenchmarkNATSFanout10(b *testing.B) {
 			require.NoError(b, pl.Publish("bench", "bench_end", nil))
 			require.NoError(b, pl.Flush(context.Background()))
 			wg.Wait()
+			close(stopLag)
+			<-lagDone
+			b.ReportMetric(float64(maxLag.Load()), "max-lag-events")
 			m.stop(b, b.N)
 			b.ReportMetric(float64(subscribers*b.N-int(lost.Load()))/b.Elapsed().Seconds(), "received/s")
 			b.ReportMetric(float64(lost.Load()), "lost")
