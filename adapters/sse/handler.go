@@ -446,23 +446,26 @@ func (h *Handler) parseRequest(r *http.Request) (string, eventbus.SubscribeOptio
 	// Every cursor source is validated; the header (what a reconnecting
 	// EventSource sends) wins over the query (which the URL keeps
 	// repeating), and last_event_id over lastEventId.
-	var cur Cursor
+	var cur *eventbus.Position
 	for _, v := range [...]string{q.Get("lastEventId"), q.Get("last_event_id"), r.Header.Get("Last-Event-ID")} {
 		c, err := ParseCursor(v)
 		if err != nil {
 			return bad(CodeInvalidLastEventID, "%s", err.Error())
 		}
-		if c.Set {
+		if c != nil {
 			cur = c
 		}
 	}
-	if cur.Set {
-		o.HasCursor, o.Cursor = true, cur.Seq
-		if cur.Epoch != "" {
-			epoch = cur.Epoch // the id names the epoch it came from
-		}
+	if cur != nil && cur.Epoch == "" {
+		cur.Epoch = epoch // an id without an epoch: the header's, if any
 	}
-	o.Epoch = epoch
+	o.Cursor = cur
+	if !h.bus.OverflowPolicySet() {
+		// The default rule of config.Config.OverflowPolicy: an SSE client
+		// resumes by itself, so evict rather than drop (Configure may
+		// still choose another policy).
+		o.Policy = eventbus.DefaultStreamOverflowPolicy
+	}
 	o.RequireSession = true
 	o.Name = r.RemoteAddr
 	return sessionID, o, nil
