@@ -1,9 +1,18 @@
 // Command bench compares replaybus with its peers — centrifuge's in-memory
 // broker and hub, go-sse's Joe with a FiniteReplayer, a naive mutex+channel
-// baseline — and with the machine's floor, on workloads W1–W7 (see
-// docs/benchmarks.md), in one process, alternating the systems run by run,
-// and prints one Markdown table of medians with their spread.
+// baseline that drops silently, and a lossless channel baseline ("chan") —
+// and with the machine's floor, on workloads W1–W8 (see docs/benchmarks.md),
+// in one process, alternating the systems run by run, and prints one
+// Markdown table of medians with their spread. W8 is real SSE over loopback:
+// each system's own HTTP handler, S TCP clients parsing every frame.
+//
+// The run is bracketed by a quiet-machine check (load average, a
+// calibration loop before and after, other processes' share of the CPUs)
+// whose verdict — quiet or CONTAMINATED, with the reasons — is printed
+// above the table and in the last line.
 //
 //	cd bench && go run .          # the full run
-//	cd bench && go run . -quick   # under a minute; last line: replaybus W1 S=100
+//	cd bench && go run . -quick   # about a minute; the last line states replaybus ÷ go-sse
+//	                              # (below 1 is faster) with its spread, whether every
+//	                              # lossless run lost nothing, and the machine verdict
 package main

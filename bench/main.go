@@ -19,33 +19,44 @@ type params struct {
 	w1Events     int
 	w1Deliveries int
 	w2Subs       int
-	w2Events     int
-	w2Interval   time.Duration
-	w3           [][2]int // ring, subscribes per run
+	w2Events     int           // measured events, after w2Warmup
+	w2Interval   time.Duration // the pacing of the W2 rows (1 ms)
+	w2SatEvents  int           // the saturation row's events
+	w2SatPace    time.Duration // the saturation row's pacing (100 µs)
+	w3           [][2]int      // ring, resumes per run (the median is reported)
 	w4Sessions   int
 	w5Sessions   int
 	w5Publishes  int
-	w6Publishes  int
+	w6Publishes  int   // per publisher and phase, with no subscribers
+	w6Deliveries int   // cap on deliveries per publisher and phase
+	w6Subs       []int // subscribers per session
 	w7Subs       int
+	w8S          []int
+	w8Events     int
+	w8Deliveries int
 }
 
 func fullParams() params {
 	return params{
 		runs: 3, w1S: []int{1, 10, 100, 1000}, w1Events: 200_000, w1Deliveries: 4_000_000,
-		w2Subs: 100, w2Events: 10_000, w2Interval: 100 * time.Microsecond,
-		w3:         [][2]int{{100, 200}, {10_000, 5}},
+		w2Subs: 100, w2Events: 2_000, w2Interval: time.Millisecond,
+		w2SatEvents: 10_000, w2SatPace: 100 * time.Microsecond,
+		w3:         [][2]int{{100, 200}, {10_000, 30}},
 		w4Sessions: 10_000, w5Sessions: 10_000, w5Publishes: 1_000_000,
-		w6Publishes: 500_000, w7Subs: 10_000,
+		w6Publishes: 200_000, w6Deliveries: 400_000, w6Subs: []int{0, 1, 10}, w7Subs: 10_000,
+		w8S: []int{1, 10, 100, 1000}, w8Events: 20_000, w8Deliveries: 400_000,
 	}
 }
 
 func quickParams() params {
 	return params{
 		runs: 3, w1S: []int{1, 10, 100, 1000}, w1Events: 20_000, w1Deliveries: 100_000,
-		w2Subs: 100, w2Events: 2_000, w2Interval: 100 * time.Microsecond,
-		w3:         [][2]int{{100, 50}, {10_000, 2}},
+		w2Subs: 100, w2Events: 500, w2Interval: time.Millisecond,
+		w2SatEvents: 2_000, w2SatPace: 100 * time.Microsecond,
+		w3:         [][2]int{{100, 50}, {10_000, 30}},
 		w4Sessions: 300, w5Sessions: 2_000, w5Publishes: 50_000,
-		w6Publishes: 30_000, w7Subs: 2_000,
+		w6Publishes: 30_000, w6Deliveries: 60_000, w6Subs: []int{0, 1, 10}, w7Subs: 2_000,
+		w8S: []int{1, 10, 100, 1000}, w8Events: 2_000, w8Deliveries: 100_000,
 	}
 }
 
@@ -55,9 +66,9 @@ func main() {
 	}
 	quick := flag.Bool("quick", false, "small sizes: finishes in under a minute")
 	runs := flag.Int("runs", 0, "runs per figure (default 3)")
-	only := flag.String("only", "", "comma-separated workloads to run (W1,W1d,W2,W3,W4,W5,W6,W7); default all")
-	sysList := flag.String("systems", "", "comma-separated systems (replaybus,go-sse,centrifuge,naive); default all")
-	sizes := flag.String("s", "", "W1 subscriber counts, comma-separated (default 1,10,100,1000)")
+	only := flag.String("only", "", "comma-separated workloads to run (W1,W1d,W2,W2s,W3,W4,W5,W6,W7,W8); default all")
+	sysList := flag.String("systems", "", "comma-separated systems (replaybus,go-sse,centrifuge,naive,chan); default all")
+	sizes := flag.String("s", "", "W1 and W8 subscriber counts, comma-separated (default 1,10,100,1000)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	memprofile := flag.String("memprofile", "", "write an allocation profile of the whole run to this file")
 	flag.Parse()
@@ -80,6 +91,7 @@ func main() {
 			}
 			p.w1S = append(p.w1S, n)
 		}
+		p.w8S = p.w1S
 	}
 	want := func(w string) bool {
 		if *only == "" {
@@ -128,13 +140,15 @@ func main() {
 	cols = append(cols, "floor")
 	t := newTable(cols)
 	start := time.Now()
+	q0 := quietCheck()
+	progress("quiet check before: %s", q0)
 	b := &bench{p: p, t: t, syss: syss}
 	for _, w := range []struct {
 		name string
 		run  func()
 	}{
-		{"W1", func() { b.w1(true) }}, {"W1d", func() { b.w1(false) }}, {"W2", b.w2}, {"W3", b.w3},
-		{"W4", b.w4}, {"W5", b.w5}, {"W6", b.w6}, {"W7", b.w7},
+		{"W1", func() { b.w1(true) }}, {"W1d", func() { b.w1(false) }}, {"W2", b.w2}, {"W2s", b.w2sat},
+		{"W3", b.w3}, {"W4", b.w4}, {"W5", b.w5}, {"W6", b.w6}, {"W7", b.w7}, {"W8", b.w8},
 	} {
 		if want(w.name) {
 			t0 := time.Now()
@@ -142,24 +156,43 @@ func main() {
 			progress("== %s took %.1fs", w.name, time.Since(t0).Seconds())
 		}
 	}
-	fmt.Printf("replaybus benchmarks — %s, GOMAXPROCS=%d, %s, %d runs per figure, mode %s, %.0fs\n\n",
+	q1 := quietCheck()
+	progress("quiet check after: %s", q1)
+	verdict := judgeQuiet(q0, q1, time.Since(start))
+	fmt.Printf("replaybus benchmarks — %s, GOMAXPROCS=%d, %s, %d runs per figure, mode %s, %.0fs\n",
 		runtime.Version(), runtime.GOMAXPROCS(0), cpuModel(), p.runs, map[bool]string{true: "-quick", false: "full"}[*quick],
 		time.Since(start).Seconds())
+	fmt.Printf("machine: %s\n\n", verdict)
 	t.Print(os.Stdout)
-	key := "W1 S=100 lossless"
-	rb, ok1 := t.Median(key, "replaybus")
-	gs, ok2 := t.Median(key, "go-sse")
-	fl, ok3 := t.Median(key, "floor")
-	if ok1 {
-		line := fmt.Sprintf("\nreplaybus W1 S=100: %.1f ns/delivery", rb)
-		if ok2 {
-			line += fmt.Sprintf("; ratio to go-sse %.2f (go-sse %.1f ns)", rb/gs, gs)
+	fmt.Println()
+	fmt.Println(b.summary(verdict))
+}
+
+// summary is the run's last line: replaybus's ratio to go-sse on the
+// headline workloads, with its spread over the runs, whether every lossless
+// run was lossless, and the machine verdict.
+func (b *bench) summary(verdict string) string {
+	var parts []string
+	for _, key := range []string{"W1 S=100 lossless", "W1 S=1000 lossless", "W8 S=100 SSE", "W8 S=1000 SSE"} {
+		if m, sp, ok := b.t.Ratio(key, "replaybus", "go-sse"); ok {
+			parts = append(parts, fmt.Sprintf("%s %.2f ±%.0f%%", key, m, sp))
 		}
-		if ok3 {
-			line += fmt.Sprintf("; ratio to floor %.2f (floor %.1f ns)", rb/fl, fl)
-		}
-		fmt.Println(line)
 	}
+	line := "replaybus ÷ go-sse per delivery, below 1 is faster (median of per-run ratios ± spread): "
+	if len(parts) == 0 {
+		line += "not measured"
+	} else {
+		line += strings.Join(parts, ", ")
+	}
+	switch {
+	case b.losslessRuns == 0:
+		line += "; lossless: not checked"
+	case b.losslessBad == 0:
+		line += fmt.Sprintf("; lossless: yes (replaybus: 0 lost, reordered or of another session in %d lossless runs)", b.losslessRuns)
+	default:
+		line += fmt.Sprintf("; lossless: NO (replaybus: %d lost/reordered/of another session over %d lossless runs)", b.losslessBad, b.losslessRuns)
+	}
+	return line + "; machine: " + verdict
 }
 
 func cpuModel() string {
@@ -181,6 +214,17 @@ type bench struct {
 	p    params
 	t    *Table
 	syss []System
+
+	losslessRuns int   // replaybus runs that must lose nothing
+	losslessBad  int64 // what they lost, reordered or misattributed
+}
+
+func (b *bench) lossless(sys string, res w1Result) {
+	if sys != "replaybus" {
+		return
+	}
+	b.losslessRuns++
+	b.losslessBad += res.lost + res.reordered + res.foreign
 }
 
 // order returns the systems rotated by run, so that no system always runs
@@ -214,12 +258,16 @@ func (b *bench) w1(lossless bool) {
 					b.t.Note(key, "ns/delivery", aggMedian, sys.Name, "error")
 					continue
 				}
-				progress("%s run %d %-10s %8.1f ns/delivery %.3f allocs/delivery lost %d reordered %d evicted %d",
-					key, r+1, sys.Name, res.nsPerDelivery, res.allocsPerDelivery, res.lost, res.reordered, res.evicted)
+				progress("%s run %d %-10s %8.1f ns/delivery %.3f allocs/delivery cpu %.1f ns lost %d reordered %d skipped %d foreign %d evicted %d",
+					key, r+1, sys.Name, res.nsPerDelivery, res.allocsPerDelivery, res.cpuPerDelivery, res.lost, res.reordered, res.skipped, res.foreign, res.evicted)
 				b.t.Add(key, "ns/delivery", aggMedian, sys.Name, res.nsPerDelivery)
+				b.t.Add(key+" CPU", "CPU ns/delivery", aggMedian, sys.Name, res.cpuPerDelivery)
 				b.t.Add(key+" allocs", "allocs/delivery", aggMedian, sys.Name, res.allocsPerDelivery)
 				if lossless {
-					b.t.Add(key+" lost+reordered", "events, worst run", aggMax, sys.Name, float64(res.lost+res.reordered))
+					// lost counts every id that did not arrive (skipped
+					// ones included); foreign ones came from another session.
+					b.t.Add(key+" lost+reordered", "events, worst run", aggMax, sys.Name, float64(res.lost+res.reordered+res.foreign))
+					b.lossless(sys.Name, res)
 				} else {
 					b.t.Add(key+" evicted", "subscribers, median", aggMedian, sys.Name, float64(res.evicted))
 					b.t.Add(key+" undelivered", "% of events", aggMedian, sys.Name, 100*float64(res.lost)/float64(int64(N)*int64(S)))
@@ -242,52 +290,68 @@ func (b *bench) w1(lossless bool) {
 }
 
 func (b *bench) w2() {
+	pace := fmt.Sprintf("%v pacing", b.p.w2Interval)
 	for _, stalled := range []bool{false, true} {
 		name := "none stalled"
 		if stalled {
 			name = "1 stalled"
 		}
-		prefix := fmt.Sprintf("W2 S=%d %s", b.p.w2Subs, name)
+		prefix := fmt.Sprintf("W2 S=%d %s %s", b.p.w2Subs, pace, name)
 		for r := 0; r < b.p.runs; r++ {
 			for _, sys := range b.order(r) {
-				if stalled && sys.Name == "go-sse" {
-					// A Send that never returns stops Joe: every later
-					// Publish blocks for good. Nothing to measure.
-					b.t.Note(prefix+" publish p50", "ns", aggMedian, sys.Name, "blocks")
-					b.t.Note(prefix+" publish p99", "ns", aggMedian, sys.Name, "blocks")
-					b.t.Note(prefix+" publish→receive p50", "ns", aggMedian, sys.Name, "blocks")
-					b.t.Note(prefix+" publish→receive p99", "ns", aggMedian, sys.Name, "blocks")
+				if stalled && (sys.Name == "go-sse" || sys.Name == "chan") {
+					// A Send (or channel send) that never returns stops
+					// every later Publish for good. Nothing to measure.
+					for _, m := range []string{" publish p50", " publish p99", " publish→receive p50", " publish→receive p99"} {
+						b.t.Note(prefix+m, "ns", aggMedian, sys.Name, "blocks")
+					}
 					continue
 				}
-				res, err := runW2(sys, b.p.w2Subs, b.p.w2Events, b.p.w2Interval, stalled)
-				if err != nil {
-					progress("%s %s: %v", prefix, sys.Name, err)
-					continue
-				}
-				progress("%s run %d %-10s publish p50 %.0f p99 %.0f ns; receive p50 %.0f p99 %.0f ns; lost %d",
-					prefix, r+1, sys.Name, res.pubP50, res.pubP99, res.recvP50, res.recvP99, res.lost)
-				b.t.Add(prefix+" publish p50", "ns", aggMedian, sys.Name, res.pubP50)
-				b.t.Add(prefix+" publish p99", "ns", aggMedian, sys.Name, res.pubP99)
-				b.t.Add(prefix+" publish→receive p50", "ns", aggMedian, sys.Name, res.recvP50)
-				b.t.Add(prefix+" publish→receive p99", "ns", aggMedian, sys.Name, res.recvP99)
+				b.w2Run(prefix, r, sys, b.p.w2Events, b.p.w2Interval, stalled)
 			}
 		}
 	}
-	none := fmt.Sprintf("W2 S=%d none stalled publish p99", b.p.w2Subs)
-	one := fmt.Sprintf("W2 S=%d 1 stalled publish p99", b.p.w2Subs)
+	none := fmt.Sprintf("W2 S=%d %s none stalled publish p99", b.p.w2Subs, pace)
+	one := fmt.Sprintf("W2 S=%d %s 1 stalled publish p99", b.p.w2Subs, pace)
 	for _, sys := range b.syss {
 		n, ok1 := b.t.Median(none, sys.Name)
 		s, ok2 := b.t.Median(one, sys.Name)
 		if ok1 && ok2 && n > 0 {
-			b.t.Add("W2 publish p99, 1 stalled ÷ none stalled", "ratio of medians", aggMedian, sys.Name, s/n)
+			b.t.Add("W2 "+pace+" publish p99, 1 stalled ÷ none stalled", "ratio of medians", aggMedian, sys.Name, s/n)
 		}
 	}
+}
+
+// w2sat is the saturation row: one publish per 100 µs saturates the
+// designs with a goroutine per subscriber on 2 cores, so its percentiles
+// measure the backlog, not a delivery.
+func (b *bench) w2sat() {
+	prefix := fmt.Sprintf("W2 S=%d %v pacing (saturation) none stalled", b.p.w2Subs, b.p.w2SatPace)
+	for r := 0; r < b.p.runs; r++ {
+		for _, sys := range b.order(r) {
+			b.w2Run(prefix, r, sys, b.p.w2SatEvents, b.p.w2SatPace, false)
+		}
+	}
+}
+
+func (b *bench) w2Run(prefix string, r int, sys System, N int, pace time.Duration, stalled bool) {
+	res, err := runW2(sys, b.p.w2Subs, N, pace, stalled)
+	if err != nil {
+		progress("%s %s: %v", prefix, sys.Name, err)
+		return
+	}
+	progress("%s run %d %-10s publish p50 %.0f p99 %.0f ns; receive p50 %.0f p99 %.0f ns; lost %d",
+		prefix, r+1, sys.Name, res.pubP50, res.pubP99, res.recvP50, res.recvP99, res.lost)
+	b.t.Add(prefix+" publish p50", "ns", aggMedian, sys.Name, res.pubP50)
+	b.t.Add(prefix+" publish p99", "ns", aggMedian, sys.Name, res.pubP99)
+	b.t.Add(prefix+" publish→receive p50", "ns", aggMedian, sys.Name, res.recvP50)
+	b.t.Add(prefix+" publish→receive p99", "ns", aggMedian, sys.Name, res.recvP99)
 }
 
 func (b *bench) w3() {
 	for _, rk := range b.p.w3 {
 		R, K := rk[0], rk[1]
-		key := fmt.Sprintf("W3 replay ring=%d", R)
+		key := fmt.Sprintf("W3 replay ring=%d (median of %d resumes)", R, K)
 		for r := 0; r < b.p.runs; r++ {
 			for _, sys := range b.order(r) {
 				ns, err := runW3(sys, R, K)
@@ -340,21 +404,36 @@ func (b *bench) w5() {
 
 func (b *bench) w6() {
 	P := runtime.GOMAXPROCS(0)
-	k1 := "W6 1 publisher"
-	kP := fmt.Sprintf("W6 %d publishers, distinct sessions", P)
-	kS := fmt.Sprintf("W6 scaling %d vs 1", P)
-	for r := 0; r < b.p.runs; r++ {
-		for _, sys := range b.order(r) {
-			ns1, nsP, err := runW6(sys, P, b.p.w6Publishes)
-			if err != nil {
-				progress("W6 %s: %v", sys.Name, err)
-				continue
+	for _, subs := range b.p.w6Subs {
+		N := b.p.w6Publishes
+		if subs > 0 {
+			N = min(N, b.p.w6Deliveries/subs)
+		}
+		tag := fmt.Sprintf("W6 %d subs/session", subs)
+		k1 := tag + ", 1 publisher"
+		kP := fmt.Sprintf("%s, %d publishers on distinct trees", tag, P)
+		kS := fmt.Sprintf("%s, scaling %d vs 1", tag, P)
+		for r := 0; r < b.p.runs; r++ {
+			for _, sys := range b.order(r) {
+				res, err := runW6(sys, P, N, subs)
+				if err != nil {
+					progress("%s %s: %v", tag, sys.Name, err)
+					continue
+				}
+				progress("%s run %d %-10s 1 publisher %.1f ns/publish (cpu %.1f), %d publishers %.1f ns/publish (cpu %.1f), ×%.2f lost %d bad %d",
+					tag, r+1, sys.Name, res.ns1, res.cpu1, P, res.nsP, res.cpuP, res.ns1/res.nsP, res.lost, res.bad)
+				b.t.Add(k1, "ns/publish", aggMedian, sys.Name, res.ns1)
+				b.t.Add(kP, "ns/publish (aggregate)", aggMedian, sys.Name, res.nsP)
+				b.t.Add(kS, "× throughput", aggMedian, sys.Name, res.ns1/res.nsP)
+				b.t.Add(kP+" CPU", "CPU ns/publish", aggMedian, sys.Name, res.cpuP)
+				if subs > 0 && sys.Name != "naive" {
+					b.t.Add(tag+" lost+reordered", "events, worst run", aggMax, sys.Name, float64(res.lost+res.bad))
+					if sys.Name == "replaybus" {
+						b.losslessRuns++
+						b.losslessBad += res.lost + res.bad
+					}
+				}
 			}
-			progress("W6 run %d %-10s 1 publisher %.1f ns/publish, %d publishers %.1f ns/publish (aggregate), ×%.2f",
-				r+1, sys.Name, ns1, P, nsP, ns1/nsP)
-			b.t.Add(k1, "ns/publish", aggMedian, sys.Name, ns1)
-			b.t.Add(kP, "ns/publish (aggregate)", aggMedian, sys.Name, nsP)
-			b.t.Add(kS, "× throughput", aggMedian, sys.Name, ns1/nsP)
 		}
 	}
 }
@@ -386,9 +465,38 @@ func (b *bench) w7() {
 	if fl, ok := b.t.Median(key+" heap", "floor"); ok {
 		for _, sys := range b.syss {
 			if v, ok := b.t.Median(key+" heap", sys.Name); ok {
-				b.t.Add(key+" heap less the reader goroutine", "bytes/subscription", aggMedian, sys.Name, v-fl)
+				b.t.Add(key+" heap less the reader goroutine and its context", "bytes/subscription", aggMedian, sys.Name, v-fl)
 			}
 		}
 	}
 	b.t.Add("floor: 256-byte copy", "ns", aggMedian, "floor", floorCopy256())
+}
+
+func (b *bench) w8() {
+	for _, S := range b.p.w8S {
+		N := min(b.p.w8Events, b.p.w8Deliveries/S)
+		key := fmt.Sprintf("W8 S=%d SSE", S)
+		for r := 0; r < b.p.runs; r++ {
+			for _, sys := range b.order(r) {
+				if httpSystems[sys.Name] == nil {
+					b.t.Note(key, "ns/delivery", aggMedian, sys.Name, "no SSE handler")
+					continue
+				}
+				res, err := runW8(sys.Name, S, N, true)
+				if err != nil {
+					progress("%s %s: %v", key, sys.Name, err)
+					b.t.Note(key, "ns/delivery", aggMedian, sys.Name, "error")
+					continue
+				}
+				progress("%s run %d %-10s %8.1f ns/delivery cpu %.1f ns/delivery %.3f allocs lost %d reordered %d skipped %d foreign %d",
+					key, r+1, sys.Name, res.nsPerDelivery, res.cpuPerDelivery, res.allocsPerDelivery, res.lost, res.reordered, res.skipped, res.foreign)
+				b.t.Add(key, "ns/delivery", aggMedian, sys.Name, res.nsPerDelivery)
+				b.t.Add(key+" CPU", "CPU ns/delivery", aggMedian, sys.Name, res.cpuPerDelivery)
+				b.t.Add(key+" allocs", "allocs/delivery", aggMedian, sys.Name, res.allocsPerDelivery)
+				b.t.Add(key+" lost+reordered", "events, worst run", aggMax, sys.Name, float64(res.lost+res.reordered+res.foreign))
+				b.lossless(sys.Name, res)
+			}
+		}
+		progress("%s: %d events × %d clients", key, N, S)
+	}
 }

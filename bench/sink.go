@@ -17,16 +17,25 @@ func now() int64 { return int64(time.Since(clockStart)) }
 // receives (synthetic frames excluded) and End when the system ends the
 // subscription. Only the consuming goroutine calls Event.
 type Sink struct {
+	// Padding on both sides keeps one subscriber's hot fields off the cache
+	// lines of the sinks allocated next to it (false sharing between
+	// consumers would be the harness's cost, not the system's).
+	_ [64]byte
+
 	// Set by the workload before the subscriber can receive anything.
 	base     atomic.Uint64 // ids ≤ base are warm-up probes and not counted; MaxUint64 until armed
 	want     int64         // measured events expected; reaching it completes the sink
 	pubNanos []int64       // W2: publish time of id base+1+i at index i (nil: no latency)
 	lat      []int64       // W2: publish-to-receive samples
+	sess     string        // the session subscribed to ("" = not checked)
+	contig   bool          // ids are contiguous (one session, one publisher): check id == prev+1
 
 	// Consumer-side state (one goroutine).
 	prev      uint64
 	n         int64
 	reordered int64
+	skipped   int64 // ids missing between two received ones (contig only), announced or not
+	foreign   int64 // events of another session than sess
 	seenLocal bool
 	stamp     int64 // when non-zero, the arrival time to record instead of now()
 
@@ -39,6 +48,8 @@ type Sink struct {
 	doneOnce sync.Once
 	done     chan struct{}
 	reason   atomic.Value // string
+
+	_ [64]byte
 }
 
 func newSink(want int64) *Sink {
@@ -50,6 +61,16 @@ func newSink(want int64) *Sink {
 // arm starts counting: ids > base are measured. Call it before publishing
 // the measured events.
 func (k *Sink) arm(base uint64) { k.base.Store(base) }
+
+// EventIn records the arrival of event id of session sess: the identity
+// check for systems whose delivery names the session.
+func (k *Sink) EventIn(sess string, id uint64) {
+	if k.sess != "" && sess != k.sess {
+		k.foreign++
+		return
+	}
+	k.Event(id)
+}
 
 // Event records the arrival of event id.
 func (k *Sink) Event(id uint64) {
@@ -64,6 +85,12 @@ func (k *Sink) Event(id uint64) {
 	if id <= k.prev {
 		k.reordered++
 		return
+	}
+	if k.contig {
+		from := max(k.prev, base)
+		if id != from+1 {
+			k.skipped += int64(id - from - 1)
+		}
 	}
 	k.prev = id
 	k.n++

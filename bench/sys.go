@@ -26,6 +26,12 @@ type System struct {
 type Instance interface {
 	// Publish publishes data (JSON) to session and returns its id.
 	Publish(session string, data []byte) (uint64, error)
+	// Publisher resolves session once and returns a function that
+	// publishes to it as Publish does. Workloads resolve every session
+	// before the timed phase, so a peer's own bookkeeping (the harness's
+	// map from session to Joe or channel) stays off its hot path; replaybus
+	// looks the session up itself on every publish, as its API does.
+	Publisher(session string) (func(data []byte) (uint64, error), error)
 	// Subscribe adds a subscriber to session whose events go to k.
 	Subscribe(session string, so SubOpts, k *Sink) error
 	// Sync returns once the given subscribers (by session) are registered,
@@ -43,4 +49,5 @@ var systems = []System{
 	{Name: "go-sse", Open: openGoSSE},
 	{Name: "centrifuge", Open: openCentrifuge},
 	{Name: "naive", Open: openNaive},
+	{Name: "chan", Open: openChan},
 }

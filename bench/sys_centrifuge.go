@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/centrifugal/centrifuge"
@@ -27,7 +28,7 @@ type cfInstance struct {
 	ring int
 
 	mu      sync.Mutex
-	last    map[string]centrifuge.StreamPosition
+	last    map[string]*cfChannel
 	clients []func() error
 	trans   []*cfTransport
 	ctx     context.Context
@@ -66,20 +67,54 @@ func openCentrifuge(o Opts) (Instance, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &cfInstance{node: node, ring: max(o.Ring, 1), last: make(map[string]centrifuge.StreamPosition),
+	return &cfInstance{node: node, ring: max(o.Ring, 1), last: make(map[string]*cfChannel),
 		ctx: ctx, cancel: cancel, stall: make(chan struct{})}, nil
 }
 
+// cfChannel is the harness's bookkeeping for one channel: the newest
+// offset and the stream's epoch, kept with atomics so that it costs the
+// publish path next to nothing.
+type cfChannel struct {
+	name  string
+	last  atomic.Uint64
+	epoch atomic.Pointer[string]
+}
+
+func (c *cfInstance) channel(session string) *cfChannel {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := c.last[session]
+	if ch == nil {
+		ch = &cfChannel{name: session}
+		c.last[session] = ch
+	}
+	return ch
+}
+
 func (c *cfInstance) Publish(session string, data []byte) (uint64, error) {
-	res, err := c.node.Publish(session, data, centrifuge.WithHistory(c.ring, time.Hour))
+	return c.publish(c.channel(session), data)
+}
+
+func (c *cfInstance) Publisher(session string) (func([]byte) (uint64, error), error) {
+	ch := c.channel(session)
+	return func(data []byte) (uint64, error) { return c.publish(ch, data) }, nil
+}
+
+func (c *cfInstance) publish(ch *cfChannel, data []byte) (uint64, error) {
+	res, err := c.node.Publish(ch.name, data, centrifuge.WithHistory(c.ring, time.Hour))
 	if err != nil {
 		return 0, err
 	}
-	c.mu.Lock()
-	if res.Offset > c.last[session].Offset {
-		c.last[session] = res.StreamPosition
+	if ch.epoch.Load() == nil {
+		e := res.Epoch
+		ch.epoch.CompareAndSwap(nil, &e)
 	}
-	c.mu.Unlock()
+	for {
+		old := ch.last.Load()
+		if res.Offset <= old || ch.last.CompareAndSwap(old, res.Offset) {
+			break
+		}
+	}
 	return res.Offset, nil
 }
 
@@ -105,7 +140,10 @@ func (t *cfTransport) PingPongConfig() centrifuge.PingPongConfig {
 
 func (t *cfTransport) Write(b []byte) error { return t.WriteMany(b) }
 
-var cfOffsetKey = []byte(`"offset":`)
+var (
+	cfOffsetKey    = []byte(`"offset":`)
+	cfChannelField = []byte(`"channel":"`)
+)
 
 func (t *cfTransport) WriteMany(msgs ...[]byte) error {
 	if t.stall != nil {
@@ -122,6 +160,16 @@ func (t *cfTransport) WriteMany(msgs ...[]byte) error {
 		if bytes.HasPrefix(b, []byte(`{"connect"`)) {
 			t.connect(b, at)
 			continue
+		}
+		if t.k.sess != "" {
+			// Session identity: the push names its channel.
+			if j := bytes.Index(b, cfChannelField); j >= 0 {
+				rest := b[j+len(cfChannelField):]
+				if e := bytes.IndexByte(rest, '"'); e < 0 || string(rest[:e]) != t.k.sess {
+					t.k.foreign++
+					continue
+				}
+			}
 		}
 		i := bytes.Index(b, cfOffsetKey)
 		if i < 0 {
@@ -174,16 +222,20 @@ func (c *cfInstance) Subscribe(session string, so SubOpts, k *Sink) error {
 	if so.Stall {
 		t.stall = c.stall
 	}
-	ctx := context.WithValue(c.ctx, cfChannelKey{}, session)
+	// The subscription's own context, as a request's.
+	reqCtx, cancel := context.WithCancel(c.ctx)
+	ctx := context.WithValue(reqCtx, cfChannelKey{}, session)
 	client, closeFn, err := centrifuge.NewClient(ctx, c.node, t)
 	if err != nil {
+		cancel()
 		return err
 	}
 	req := centrifuge.ConnectRequest{}
 	if so.Replay {
-		c.mu.Lock()
-		epoch := c.last[session].Epoch
-		c.mu.Unlock()
+		epoch := ""
+		if e := c.channel(session).epoch.Load(); e != nil {
+			epoch = *e
+		}
 		req.Subs = map[string]centrifuge.SubscribeRequest{session: {Recover: true, Epoch: epoch, Offset: so.Cursor}}
 	}
 	c.mu.Lock()
@@ -195,16 +247,14 @@ func (c *cfInstance) Subscribe(session string, so SubOpts, k *Sink) error {
 	// handler keeps the request goroutine parked in a select while the
 	// client's writer goroutine writes): every system here has one reader
 	// goroutine per subscriber, so W7 counts it for centrifuge too.
-	go func() { <-c.ctx.Done() }()
+	go func() { <-ctx.Done(); cancel() }()
 	return nil
 }
 
 func (c *cfInstance) Sync(map[string][]*Sink) error { return nil }
 
 func (c *cfInstance) LastID(session string) uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.last[session].Offset
+	return c.channel(session).last.Load()
 }
 
 func (c *cfInstance) Close() {

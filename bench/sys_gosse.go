@@ -68,6 +68,18 @@ func (g *gsInstance) Publish(session string, data []byte) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	return x.publish(data)
+}
+
+func (g *gsInstance) Publisher(session string) (func([]byte) (uint64, error), error) {
+	x, err := g.session(session)
+	if err != nil {
+		return nil, err
+	}
+	return x.publish, nil
+}
+
+func (x *gsSession) publish(data []byte) (uint64, error) {
 	m := &sse.Message{Type: sse.Type(eventType)}
 	m.AppendData(string(data))
 	if err := x.joe.Publish(m, gsTopics); err != nil {
@@ -86,9 +98,9 @@ func (w *gsWriter) Send(m *sse.Message) error {
 		<-w.stall
 		return errors.New("closed")
 	}
-	id, err := strconv.ParseUint(m.ID.String(), 10, 64)
-	if err != nil {
-		return err
+	id, ok := parseDigits(m.ID.String())
+	if !ok {
+		return fmt.Errorf("go-sse: id %q is not a number", m.ID.String())
 	}
 	w.k.Event(id + 1)
 	return nil
@@ -109,10 +121,13 @@ func (g *gsInstance) Subscribe(session string, so SubOpts, k *Sink) error {
 	if so.Replay && so.Cursor > 0 {
 		sub.LastEventID = sse.ID(strconv.FormatUint(so.Cursor-1, 10))
 	}
+	// The subscription's own context, as a request's.
+	ctx, cancel := context.WithCancel(g.ctx)
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
-		if err := x.joe.Subscribe(g.ctx, sub); err != nil && !errors.Is(err, sse.ErrProviderClosed) {
+		defer cancel()
+		if err := x.joe.Subscribe(ctx, sub); err != nil && !errors.Is(err, sse.ErrProviderClosed) {
 			k.End(err.Error())
 		}
 	}()
@@ -175,4 +190,21 @@ func (g *gsInstance) Close() {
 	}
 	g.mu.RUnlock()
 	g.wg.Wait()
+}
+
+// parseDigits parses a decimal id with a digit loop (as the centrifuge
+// adapter reads offsets), cheaper than strconv on the delivery path.
+func parseDigits(s string) (uint64, bool) {
+	if s == "" {
+		return 0, false
+	}
+	var n uint64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	return n, true
 }

@@ -10,10 +10,20 @@ import (
 // event for that subscriber, silently).
 type naiveEvent struct {
 	id   uint64
+	sess string
 	data []byte
 }
 
+// chan is the lossless channel baseline beside the lossy naive one: the
+// same ring and channels, but a full channel blocks the publisher (under
+// the session lock, as go-sse's Joe blocks on a slow Send) instead of
+// dropping, so nothing is ever lost and a stalled reader stalls publishing.
+func openChan(o Opts) (Instance, error) {
+	return &naiveInstance{ring: o.Ring, sessions: make(map[string]*naiveSession), done: make(chan struct{}), block: true}, nil
+}
+
 type naiveSession struct {
+	id   string
 	mu   sync.Mutex
 	seq  uint64
 	ring []naiveEvent
@@ -23,11 +33,13 @@ type naiveSession struct {
 }
 
 type naiveInstance struct {
-	ring     int
-	mu       sync.RWMutex
-	sessions map[string]*naiveSession
-	done     chan struct{}
-	wg       sync.WaitGroup
+	ring      int
+	mu        sync.RWMutex
+	sessions  map[string]*naiveSession
+	done      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	block     bool // chan: a full channel blocks instead of dropping
 }
 
 const naiveChanCap = 1000
@@ -46,17 +58,25 @@ func (b *naiveInstance) session(id string) *naiveSession {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if x = b.sessions[id]; x == nil {
-		x = &naiveSession{}
+		x = &naiveSession{id: id}
 		b.sessions[id] = x
 	}
 	return x
 }
 
 func (b *naiveInstance) Publish(session string, data []byte) (uint64, error) {
+	return b.publish(b.session(session), data)
+}
+
+func (b *naiveInstance) Publisher(session string) (func([]byte) (uint64, error), error) {
 	x := b.session(session)
+	return func(data []byte) (uint64, error) { return b.publish(x, data) }, nil
+}
+
+func (b *naiveInstance) publish(x *naiveSession, data []byte) (uint64, error) {
 	x.mu.Lock()
 	x.seq++
-	ev := naiveEvent{id: x.seq, data: data}
+	ev := naiveEvent{id: x.seq, sess: x.id, data: data}
 	if x.n < b.ring {
 		x.ring = append(x.ring, ev)
 		x.n++
@@ -65,6 +85,13 @@ func (b *naiveInstance) Publish(session string, data []byte) (uint64, error) {
 		x.head = (x.head + 1) % b.ring
 	}
 	for _, ch := range x.subs {
+		if b.block {
+			select {
+			case ch <- ev:
+			case <-b.done:
+			}
+			continue
+		}
 		select {
 		case ch <- ev:
 		default: // full: dropped, nobody is told
@@ -95,12 +122,12 @@ func (b *naiveInstance) Subscribe(session string, so SubOpts, k *Sink) error {
 	go func() {
 		defer b.wg.Done()
 		for _, ev := range snap {
-			k.Event(ev.id)
+			k.EventIn(ev.sess, ev.id)
 		}
 		for {
 			select {
 			case ev := <-ch:
-				k.Event(ev.id)
+				k.EventIn(ev.sess, ev.id)
 			case <-b.done:
 				return
 			}
@@ -119,6 +146,6 @@ func (b *naiveInstance) LastID(session string) uint64 {
 }
 
 func (b *naiveInstance) Close() {
-	close(b.done)
+	b.closeOnce.Do(func() { close(b.done) })
 	b.wg.Wait()
 }

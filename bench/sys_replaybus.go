@@ -5,13 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
-// replaybus: the in-memory bus. Each subscriber is read by one goroutine
-// calling Subscription.Next in a loop, as an SSE handler does.
+// replaybus: the in-memory bus. Each subscriber has its own context (a
+// child of the instance's, as an HTTP request's context is) and is read by
+// one goroutine calling Subscription.Next the way adapters/sse's handler
+// does: under a heartbeat deadline context derived from the subscription's
+// context, renewed once per heartbeat interval, not per frame.
 type rbInstance struct {
 	bus      *eventbus.Bus
 	lossless bool
@@ -19,10 +23,15 @@ type rbInstance struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	subs     []*eventbus.Subscription
+	cancels  []context.CancelFunc
 	mu       sync.Mutex
 }
 
 const eventType = "agent_message_chunk"
+
+// rbHeartbeat is the shipped handler's default heartbeat interval
+// (sse.DefaultHeartbeat): the deadline the reader waits under.
+const rbHeartbeat = 15 * time.Second
 
 func openReplaybus(o Opts) (Instance, error) {
 	bus, err := eventbus.New(config.Config{
@@ -45,6 +54,12 @@ func (r *rbInstance) Publish(session string, data []byte) (uint64, error) {
 	return ev.ID, err
 }
 
+// Publisher returns Publish bound to session: the bus resolves the session
+// on every call itself, which is part of what is measured.
+func (r *rbInstance) Publisher(session string) (func([]byte) (uint64, error), error) {
+	return func(data []byte) (uint64, error) { return r.Publish(session, data) }, nil
+}
+
 func (r *rbInstance) Subscribe(session string, so SubOpts, k *Sink) error {
 	o := eventbus.SubscribeOptions{NoReplay: !so.Replay}
 	if so.Replay {
@@ -53,22 +68,42 @@ func (r *rbInstance) Subscribe(session string, so SubOpts, k *Sink) error {
 	if r.lossless {
 		o.MaxQueued, o.MaxQueuedBytes = 1_000_000, 1<<30
 	}
-	sub, err := r.bus.Subscribe(r.ctx, session, o)
+	// The subscription's own context, as a request's.
+	subCtx, subCancel := context.WithCancel(r.ctx)
+	sub, err := r.bus.Subscribe(subCtx, session, o)
 	if err != nil {
+		subCancel()
 		return err
 	}
 	r.mu.Lock()
 	r.subs = append(r.subs, sub)
 	r.mu.Unlock()
 	if so.Stall {
+		// Held until the instance closes, as a stuck request is.
+		r.mu.Lock()
+		r.cancels = append(r.cancels, subCancel)
+		r.mu.Unlock()
 		return nil
 	}
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
+		defer subCancel()
+		// As the handler: one deadline context per heartbeat interval.
+		var wait struct {
+			ctx    context.Context
+			cancel context.CancelFunc
+		}
+		wait.ctx, wait.cancel = context.WithDeadline(subCtx, time.Now().Add(rbHeartbeat))
+		defer func() { wait.cancel() }()
 		for {
-			ev, err := sub.Next(r.ctx)
+			ev, err := sub.Next(wait.ctx)
 			if err != nil {
+				if subCtx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+					wait.cancel()
+					wait.ctx, wait.cancel = context.WithDeadline(subCtx, time.Now().Add(rbHeartbeat))
+					continue
+				}
 				if !errors.Is(err, context.Canceled) {
 					k.End(err.Error())
 				}
@@ -80,7 +115,7 @@ func (r *rbInstance) Subscribe(session string, so SubOpts, k *Sink) error {
 				}
 				continue
 			}
-			k.Event(ev.ID)
+			k.EventIn(ev.Session, ev.ID)
 		}
 	}()
 	return nil
@@ -92,6 +127,9 @@ func (r *rbInstance) LastID(string) uint64 { return r.bus.LastEventID() }
 
 func (r *rbInstance) Close() {
 	r.cancel()
+	for _, c := range r.cancels {
+		c()
+	}
 	r.wg.Wait()
 	_ = r.bus.Close()
 }

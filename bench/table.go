@@ -160,3 +160,29 @@ func (t *Table) Print(w io.Writer) {
 		}
 	}
 }
+
+// Ratio returns the median and spread (±%) of the per-run ratios a ÷ b of
+// row key: runs are paired by index (the systems of run i ran side by side,
+// in rotated order).
+func (t *Table) Ratio(key, a, b string) (median, spread float64, ok bool) {
+	r := t.index[key]
+	if r == nil {
+		return 0, 0, false
+	}
+	va, vb := r.cells[a], r.cells[b]
+	n := min(len(va), len(vb))
+	if n == 0 {
+		return 0, 0, false
+	}
+	ratios := make([]float64, 0, n)
+	for i := 0; i < n; i++ {
+		if vb[i] > 0 {
+			ratios = append(ratios, va[i]/vb[i])
+		}
+	}
+	if len(ratios) == 0 {
+		return 0, 0, false
+	}
+	median, spread = medianSpread(ratios)
+	return median, spread, true
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -26,16 +28,35 @@ var (
 	payload2K  = makePayload(2048)
 )
 
-func sumSinks(sinks []*Sink) (n, reordered, gaps int64, ended int) {
+// totals sums what the sinks counted.
+type totals struct {
+	n, reordered, gaps, skipped, foreign int64
+	ended                                int
+}
+
+func sumSinks(sinks []*Sink) (t totals) {
 	for _, k := range sinks {
-		n += k.n
-		reordered += k.reordered
-		gaps += k.gaps.Load()
+		t.n += k.n
+		t.reordered += k.reordered
+		t.skipped += k.skipped
+		t.foreign += k.foreign
+		t.gaps += k.gaps.Load()
 		if k.ended.Load() {
-			ended++
+			t.ended++
 		}
 	}
 	return
+}
+
+// cpuNanos is the CPU time (user + system) this process has used so far:
+// every system here runs in-process, so the delta over a phase is what the
+// system (and its consumers) spent.
+func cpuNanos() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // quiet is how long nothing may arrive, after the last publish, before the
@@ -47,8 +68,10 @@ const quiet = 150 * time.Millisecond
 type w1Result struct {
 	nsPerDelivery     float64
 	allocsPerDelivery float64 // process-wide mallocs ÷ (events × subscribers), delivered or not
+	cpuPerDelivery    float64 // process CPU ns ÷ deliveries
 	deliveries        int64
 	lost, reordered   int64
+	skipped, foreign  int64 // ids missing between received ones; events of another session
 	evicted           int
 	gaps              int64
 }
@@ -63,17 +86,24 @@ func runW1(sys System, S, N int, lossless bool) (w1Result, error) {
 	sinks := make([]*Sink, S)
 	for i := range sinks {
 		sinks[i] = newSink(int64(N))
+		sinks[i].sess, sinks[i].contig = sess, true
 	}
 	if err := subscribeArmed(inst, sess, sinks); err != nil {
+		return res, err
+	}
+	pub, err := inst.Publisher(sess)
+	if err != nil {
+		inst.Close()
 		return res, err
 	}
 	runtime.GC()
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
 	pubDone := make(chan struct{})
+	c0 := cpuNanos()
 	t0 := now()
 	for i := 0; i < N; i++ {
-		if _, err := inst.Publish(sess, payload256); err != nil {
+		if _, err := pub(payload256); err != nil {
 			close(pubDone)
 			inst.Close()
 			return res, err
@@ -81,26 +111,24 @@ func runW1(sys System, S, N int, lossless bool) (w1Result, error) {
 	}
 	close(pubDone)
 	tEnd := waitSinks(sinks, pubDone, quiet)
+	c1 := cpuNanos()
 	runtime.ReadMemStats(&m1)
-	evicted := 0
-	for _, k := range sinks {
-		if k.ended.Load() {
-			evicted++
-		}
-	}
 	inst.Close()
-	n, reord, gaps, _ := sumSinks(sinks)
-	if n == 0 {
+	t := sumSinks(sinks)
+	if t.n == 0 {
 		return res, fmt.Errorf("%s: nothing delivered", sys.Name)
 	}
 	res = w1Result{
-		nsPerDelivery:     float64(tEnd-t0) / float64(n),
+		nsPerDelivery:     float64(tEnd-t0) / float64(t.n),
 		allocsPerDelivery: float64(m1.Mallocs-m0.Mallocs) / float64(int64(N)*int64(S)),
-		deliveries:        n,
-		lost:              int64(N)*int64(S) - n,
-		reordered:         reord,
-		evicted:           evicted,
-		gaps:              gaps,
+		cpuPerDelivery:    float64(c1-c0) / float64(t.n),
+		deliveries:        t.n,
+		lost:              int64(N)*int64(S) - t.n,
+		reordered:         t.reordered,
+		skipped:           t.skipped,
+		foreign:           t.foreign,
+		evicted:           t.ended,
+		gaps:              t.gaps,
 	}
 	return res, nil
 }
@@ -121,6 +149,10 @@ func percentile(v []int64, p float64) float64 {
 	return float64(v[i])
 }
 
+// w2Warmup events are published at the pacing before the measured ones
+// and not measured: goroutines are running, queues and buffers are sized.
+const w2Warmup = 200
+
 func runW2(sys System, S, N int, interval time.Duration, stalled bool) (w2Result, error) {
 	var res w2Result
 	inst, err := sys.Open(Opts{Ring: 100})
@@ -140,46 +172,76 @@ func runW2(sys System, S, N int, interval time.Duration, stalled bool) (w2Result
 	pubNanos := make([]int64, N)
 	for i := range sinks {
 		sinks[i] = newSink(int64(N))
+		sinks[i].sess, sinks[i].contig = sess, true
 		sinks[i].pubNanos = pubNanos
 		sinks[i].lat = make([]int64, 0, N)
 	}
-	if err := subscribeArmed(inst, sess, sinks); err != nil {
+	// Registered but not armed: the warm-up's ids must not count.
+	if err := subscribeSession(inst, sess, sinks, false); err != nil {
+		inst.Close()
 		return res, err
+	}
+	pub, err := inst.Publisher(sess)
+	if err != nil {
+		inst.Close()
+		return res, err
+	}
+	paced := func(n int, each func(i int) error) error {
+		t0 := now()
+		for i := 0; i < n; i++ {
+			if d := t0 + int64(i)*int64(interval) - now(); d > 0 {
+				time.Sleep(time.Duration(d))
+			}
+			if err := each(i); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	// Warm-up, then arm the sinks after it: its ids are not measured.
+	if err := paced(w2Warmup, func(int) error { _, err := pub(payload256); return err }); err != nil {
+		inst.Close()
+		return res, err
+	}
+	base := inst.LastID(sess)
+	for _, k := range sinks {
+		k.arm(base)
 	}
 	pubLat := make([]int64, N)
 	pubDone := make(chan struct{})
-	t0 := now()
-	for i := 0; i < N; i++ {
-		if d := t0 + int64(i)*int64(interval) - now(); d > 0 {
-			time.Sleep(time.Duration(d))
-		}
+	runtime.GC()
+	err = paced(N, func(i int) error {
 		s := now()
 		atomic.StoreInt64(&pubNanos[i], s)
-		if _, err := inst.Publish(sess, payload256); err != nil {
-			close(pubDone)
-			inst.Close()
-			return res, err
+		if _, err := pub(payload256); err != nil {
+			return err
 		}
 		pubLat[i] = now() - s
-	}
+		return nil
+	})
 	close(pubDone)
+	if err != nil {
+		inst.Close()
+		return res, err
+	}
 	waitSinks(sinks, pubDone, quiet)
 	inst.Close()
 	var lat []int64
 	for _, k := range sinks {
 		lat = append(lat, k.lat...)
 	}
-	n, _, _, _ := sumSinks(sinks)
+	t := sumSinks(sinks)
 	res = w2Result{
 		pubP50: percentile(pubLat, 0.50), pubP99: percentile(pubLat, 0.99),
 		recvP50: percentile(lat, 0.50), recvP99: percentile(lat, 0.99),
-		lost: int64(N)*int64(live) - n,
+		lost: int64(N)*int64(live) - t.n,
 	}
 	return res, nil
 }
 
 // ---- W3 replay ----
 
+// runW3 resumes K times and returns the median ns per replayed event.
 func runW3(sys System, R, K int) (nsPerEvent float64, err error) {
 	inst, err := sys.Open(Opts{Ring: R, Lossless: true})
 	if err != nil {
@@ -187,17 +249,23 @@ func runW3(sys System, R, K int) (nsPerEvent float64, err error) {
 	}
 	defer inst.Close()
 	const sess = "w3"
+	pub, err := inst.Publisher(sess)
+	if err != nil {
+		return 0, err
+	}
 	for i := 0; i < 3*R; i++ {
-		if _, err := inst.Publish(sess, payload256); err != nil {
+		if _, err := pub(payload256); err != nil {
 			return 0, err
 		}
 	}
 	last := inst.LastID(sess)
 	cursor := last - uint64(R)
-	var total int64
+	per := make([]float64, 0, K)
 	for j := 0; j < K; j++ {
 		k := newSink(int64(R))
+		k.sess, k.contig = sess, true
 		k.arm(cursor)
+		runtime.GC()
 		t0 := now()
 		if err := inst.Subscribe(sess, SubOpts{Replay: true, Cursor: cursor}, k); err != nil {
 			return 0, err
@@ -210,9 +278,14 @@ func runW3(sys System, R, K int) (nsPerEvent float64, err error) {
 		if k.ended.Load() {
 			return 0, fmt.Errorf("%s: replay subscriber ended: %v", sys.Name, k.reason.Load())
 		}
-		total += k.lastAt.Load() - t0
+		if k.reordered+k.skipped+k.foreign > 0 {
+			return 0, fmt.Errorf("%s: replay out of order (%d reordered, %d skipped, %d of another session)",
+				sys.Name, k.reordered, k.skipped, k.foreign)
+		}
+		per = append(per, float64(k.lastAt.Load()-t0)/float64(R))
 	}
-	return float64(total) / float64(K*R), nil
+	m, _ := medianSpread(per)
+	return m, nil
 }
 
 // floorCopy is the cost per event of copying R 256-byte payloads, held in
@@ -278,6 +351,7 @@ func runW5(sys System, M, P int) (w1Result, error) {
 	for i := range names {
 		names[i] = "session-" + strconv.Itoa(i)
 		sinks[i] = newSink(int64(per))
+		sinks[i].sess = names[i]
 		if err := inst.Subscribe(names[i], SubOpts{}, sinks[i]); err != nil {
 			inst.Close()
 			return res, err
@@ -288,16 +362,22 @@ func runW5(sys System, M, P int) (w1Result, error) {
 		inst.Close()
 		return res, err
 	}
+	pubs := make([]func([]byte) (uint64, error), M)
 	for i, k := range sinks {
 		k.arm(inst.LastID(names[i]))
+		if pubs[i], err = inst.Publisher(names[i]); err != nil {
+			inst.Close()
+			return res, err
+		}
 	}
 	runtime.GC()
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
 	pubDone := make(chan struct{})
+	c0 := cpuNanos()
 	t0 := now()
 	for i := 0; i < per*M; i++ {
-		if _, err := inst.Publish(names[i%M], payload256); err != nil {
+		if _, err := pubs[i%M](payload256); err != nil {
 			close(pubDone)
 			inst.Close()
 			return res, err
@@ -305,68 +385,116 @@ func runW5(sys System, M, P int) (w1Result, error) {
 	}
 	close(pubDone)
 	tEnd := waitSinks(sinks, pubDone, quiet)
+	c1 := cpuNanos()
 	runtime.ReadMemStats(&m1)
 	inst.Close()
-	n, reord, gaps, ended := sumSinks(sinks)
-	if n == 0 {
+	t := sumSinks(sinks)
+	if t.n == 0 {
 		return res, fmt.Errorf("%s: nothing delivered", sys.Name)
 	}
 	return w1Result{
-		nsPerDelivery:     float64(tEnd-t0) / float64(n),
+		nsPerDelivery:     float64(tEnd-t0) / float64(t.n),
 		allocsPerDelivery: float64(m1.Mallocs-m0.Mallocs) / float64(per*M),
-		deliveries:        n, lost: int64(per*M) - n, reordered: reord, evicted: ended, gaps: gaps,
+		cpuPerDelivery:    float64(c1-c0) / float64(t.n),
+		deliveries:        t.n, lost: int64(per*M) - t.n, reordered: t.reordered, evicted: t.ended, gaps: t.gaps,
+		skipped: t.skipped, foreign: t.foreign,
 	}, nil
 }
 
 // ---- W6 parallel publishers ----
 
-func runW6(sys System, P, N int) (ns1, nsP float64, err error) {
-	inst, err := sys.Open(Opts{Ring: 100})
+type w6Result struct {
+	ns1, nsP   float64 // wall ns per publish: one publisher; P publishers (aggregate)
+	cpu1, cpuP float64 // process CPU ns per publish in each phase
+	lost       int64   // deliveries missing (lossless: must be 0)
+	bad        int64   // reordered + skipped + foreign
+}
+
+// runW6 publishes N events from one publisher to one session, then N from
+// each of P publishers, each on its own session (distinct trees: every
+// session is a root), with subs draining subscribers per session. A phase
+// ends when every subscriber has received its events.
+func runW6(sys System, P, N, subs int) (res w6Result, err error) {
+	inst, err := sys.Open(Opts{Ring: 100, Lossless: true})
 	if err != nil {
-		return 0, 0, err
+		return res, err
 	}
 	defer inst.Close()
-	names := make([]string, P)
-	for i := range names {
-		names[i] = "pub-" + strconv.Itoa(i)
-		if _, err := inst.Publish(names[i], payload256); err != nil {
-			return 0, 0, err
+	phase := func(np int) (nsPer, cpuPer float64, err error) {
+		// Fresh sessions per phase, each a root of its own tree.
+		names := make([]string, np)
+		pubs := make([]func([]byte) (uint64, error), np)
+		for j := range names {
+			names[j] = fmt.Sprintf("w6-%d-%d", np, j)
+			if _, err := inst.Publish(names[j], payload256); err != nil {
+				return 0, 0, err
+			}
+			if pubs[j], err = inst.Publisher(names[j]); err != nil {
+				return 0, 0, err
+			}
 		}
-	}
-	t0 := now()
-	for i := 0; i < N; i++ {
-		if _, err := inst.Publish(names[0], payload256); err != nil {
-			return 0, 0, err
-		}
-	}
-	ns1 = float64(now()-t0) / float64(N)
-	var wg sync.WaitGroup
-	var start sync.WaitGroup
-	start.Add(1)
-	errs := make(chan error, P)
-	for j := 0; j < P; j++ {
-		wg.Add(1)
-		go func(sess string) {
-			defer wg.Done()
-			start.Wait()
-			for i := 0; i < N; i++ {
-				if _, err := inst.Publish(sess, payload256); err != nil {
-					errs <- err
-					return
+		var all []*Sink
+		per := make([][]*Sink, np)
+		for j := 0; j < np; j++ {
+			for i := 0; i < subs; i++ {
+				k := newSink(int64(N))
+				// replaybus's ids are bus-wide: contiguous per session
+				// only while one session publishes.
+				k.sess, k.contig = names[j], np == 1
+				per[j] = append(per[j], k)
+			}
+			all = append(all, per[j]...)
+			if subs > 0 {
+				if err := subscribeSession(inst, names[j], per[j], true); err != nil {
+					return 0, 0, err
 				}
 			}
-		}(names[j])
+		}
+		var wg, start sync.WaitGroup
+		start.Add(1)
+		errs := make(chan error, np)
+		for j := 0; j < np; j++ {
+			wg.Add(1)
+			go func(pub func([]byte) (uint64, error)) {
+				defer wg.Done()
+				start.Wait()
+				for i := 0; i < N; i++ {
+					if _, err := pub(payload256); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}(pubs[j])
+		}
+		runtime.GC()
+		c0 := cpuNanos()
+		t0 := now()
+		start.Done()
+		wg.Wait()
+		tEnd := now()
+		if subs > 0 {
+			pubDone := make(chan struct{})
+			close(pubDone)
+			tEnd = max(tEnd, waitSinks(all, pubDone, quiet))
+		}
+		c1 := cpuNanos()
+		select {
+		case err := <-errs:
+			return 0, 0, err
+		default:
+		}
+		t := sumSinks(all)
+		res.lost += int64(N)*int64(len(all)) - t.n
+		res.bad += t.reordered + t.skipped + t.foreign
+		return float64(tEnd-t0) / float64(np*N), float64(c1-c0) / float64(np*N), nil
 	}
-	t0 = now()
-	start.Done()
-	wg.Wait()
-	nsP = float64(now()-t0) / float64(P*N)
-	select {
-	case err := <-errs:
-		return 0, 0, err
-	default:
+	if res.ns1, res.cpu1, err = phase(1); err != nil {
+		return res, err
 	}
-	return ns1, nsP, nil
+	if res.nsP, res.cpuP, err = phase(P); err != nil {
+		return res, err
+	}
+	return res, nil
 }
 
 // ---- W7 idle subscribers ----
@@ -406,20 +534,29 @@ func runW7(sys System, n int) (heapPerSub, stackPerSub float64, err error) {
 	return heapPerSub, stackPerSub, nil
 }
 
-// floorParkedGoroutines is what one parked reader goroutine costs (heap:
-// its descriptor and closure; stack): every system's subscriber has one
-// (the SSE handler's), so it is the floor of W7.
+// floorParkedGoroutines is what one parked reader goroutine with its own
+// context costs (heap: descriptor, closure, context; stack): every system's
+// subscriber has one (the HTTP request's), so it is the floor of W7.
 func floorParkedGoroutines(n int) (heapPer, stackPer float64) {
 	block := make(chan struct{})
 	var m0, m1 runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&m0)
 	var wg sync.WaitGroup
+	parent, stop := context.WithCancel(context.Background())
+	defer stop()
 	for i := 0; i < n; i++ {
+		// What every system's subscriber has: the request's goroutine,
+		// parked, and the request's own context.
+		ctx, cancel := context.WithCancel(parent)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			<-block
+			defer cancel()
+			select {
+			case <-block:
+			case <-ctx.Done():
+			}
 		}()
 	}
 	time.Sleep(20 * time.Millisecond)
@@ -466,6 +603,27 @@ func floorCopy256() float64 {
 		copy(bufs[i&7][:], payload256)
 	}
 	return float64(now()-t0) / reps
+}
+
+// subscribeSession subscribes sinks to sess and waits until the system has
+// registered them; with arm it arms them after the session's last id. It
+// leaves inst open on an error (the caller closes it).
+func subscribeSession(inst Instance, sess string, sinks []*Sink, arm bool) error {
+	for _, k := range sinks {
+		if err := inst.Subscribe(sess, SubOpts{}, k); err != nil {
+			return err
+		}
+	}
+	if err := inst.Sync(map[string][]*Sink{sess: sinks}); err != nil {
+		return err
+	}
+	if arm {
+		base := inst.LastID(sess)
+		for _, k := range sinks {
+			k.arm(base)
+		}
+	}
+	return nil
 }
 
 // subscribeArmed subscribes every sink to sess, waits until the system has

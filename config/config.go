@@ -61,6 +61,11 @@ const (
 	// resumes by itself from the replay buffer with Last-Event-ID, which
 	// loses nothing, where dropping would leave a gap to repair.
 	DefaultStreamOverflowPolicy = DropSubscriber
+	// DefaultNATSRetention is 20: the NATS JetStream stream keeps 20
+	// replay buffers' worth of events per session (2000 with the default
+	// buffer), so a node may lag that far behind one session before it
+	// loses events (measured in docs/distributed.md).
+	DefaultNATSRetention = 20
 )
 
 // Config is the bus configuration. A zero field means its documented
@@ -136,4 +141,21 @@ type Config struct {
 	// Env: AGENTPOOL_EVENTBUS_DISABLE_SLOW_CLIENT_WARNING, a Go boolean
 	// (true, false, 1, 0, t, f).
 	DisableSlowClientWarning bool `env:"DISABLE_SLOW_CLIENT_WARNING"`
+
+	// NATSRetention is used by the bus over NATS JetStream (adapters/nats)
+	// only: the stream keeps NATSRetention × ReplayBufferSize events per
+	// session (its MaxMsgsPerSubject), while each node's replay buffer
+	// stays ReplayBufferSize. The surplus is how far a node may fall behind
+	// one session before events are deleted that it has not read (which it
+	// then announces: state_resync_required{feed_gap}). Range 1–1000; zero
+	// means 20. Env: AGENTPOOL_EVENTBUS_NATS_RETENTION.
+	NATSRetention int `env:"NATS_RETENTION"`
+
+	// NATSMaxAge is used by the bus over NATS JetStream only: the stream
+	// deletes events older than this (its MaxAge), bounding storage
+	// although closed sessions' subjects are never purged. Zero (the
+	// default) keeps events until NATSRetention drops them. Range 0 or
+	// 1s–8760h. Env: AGENTPOOL_EVENTBUS_NATS_MAX_AGE (a Go duration such as
+	// "24h").
+	NATSMaxAge time.Duration `env:"NATS_MAX_AGE"`
 }

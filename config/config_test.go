@@ -61,6 +61,8 @@ func TestLoadDefaults(t *testing.T) {
 		{"DROPPABLE_TYPES", cfg.DroppableTypes, []string(nil)},
 		{"REPLAY_BUDGET_BYTES", cfg.ReplayBudgetBytes, int64(8 << 20)},
 		{"DISABLE_SLOW_CLIENT_WARNING", cfg.DisableSlowClientWarning, false},
+		{"NATS_RETENTION", cfg.NATSRetention, 20},
+		{"NATS_MAX_AGE", cfg.NATSMaxAge, time.Duration(0)},
 	}
 	require.Len(t, tests, len(fields), "one row per variable")
 	for _, tt := range tests {
@@ -152,6 +154,12 @@ func TestLoadBadValue(t *testing.T) {
 		{"REPLAY_BUFFER_SIZE", " 5", `=" 5"` + notInt, ErrInvalid},
 		{"REPLAY_BUFFER_SIZE", "1e3", `="1e3"` + notInt, ErrInvalid},
 		{"REPLAY_BUFFER_SIZE", "1_000", `="1_000"` + notInt, ErrInvalid},
+		{"NATS_RETENTION", "0", `=0: out of range [1, 1000]`, ErrOutOfRange},
+		{"NATS_RETENTION", "1001", `=1001: out of range [1, 1000]`, ErrOutOfRange},
+		{"NATS_RETENTION", "x", `="x"` + notInt, ErrInvalid},
+		{"NATS_MAX_AGE", "500ms", `=500ms: out of range 0 or [1s, 8760h]`, ErrOutOfRange},
+		{"NATS_MAX_AGE", "-1s", `=-1s: out of range 0 or [1s, 8760h]`, ErrOutOfRange},
+		{"NATS_MAX_AGE", "10000h", `=10000h: out of range 0 or [1s, 8760h]`, ErrOutOfRange},
 		{"MAX_QUEUE_SIZE", "abc", `="abc"` + notInt, ErrInvalid},
 		{"MAX_QUEUE_SIZE", "0", `=0` + countRange, ErrOutOfRange},
 		{"MAX_QUEUE_SIZE", "-5", `=-5` + countRange, ErrOutOfRange},
@@ -284,6 +292,16 @@ func TestLoadWith(t *testing.T) {
 			name: "zero base reads the environment",
 			env:  map[string]string{"REPLAY_BUFFER_SIZE": "200", "OVERFLOW_POLICY": "drop_oldest"},
 			want: func(c *Config) { c.ReplayBufferSize = 200; c.OverflowPolicy = DropOldest },
+		},
+		{
+			name: "NATS retention and max age from the environment; an explicit 0 age is none",
+			env:  map[string]string{"NATS_RETENTION": "3", "NATS_MAX_AGE": "0"},
+			want: func(c *Config) { c.NATSRetention = 3 },
+		},
+		{
+			name: "NATS max age from the environment",
+			env:  map[string]string{"NATS_MAX_AGE": "24h"},
+			want: func(c *Config) { c.NATSMaxAge = 24 * time.Hour },
 		},
 		{
 			name: "non-zero base field wins over its variable",

@@ -17,6 +17,8 @@
 //	AGENTPOOL_EVENTBUS_DROPPABLE_TYPES              (none)           comma-separated event types
 //	AGENTPOOL_EVENTBUS_REPLAY_BUDGET_BYTES          8MiB             1B–1GiB per subscribe
 //	AGENTPOOL_EVENTBUS_DISABLE_SLOW_CLIENT_WARNING  false            true | false
+//	AGENTPOOL_EVENTBUS_NATS_RETENTION               20               1–1000 replay buffers per session (NATS only)
+//	AGENTPOOL_EVENTBUS_NATS_MAX_AGE                 0 (none)         0 or 1s–8760h (Go duration, NATS only)
 //
 // Byte sizes are an integer number of bytes or an integer with a unit:
 // B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024), with

@@ -20,6 +20,8 @@ const (
 	MinSessionTTL = time.Second
 	// MaxSessionTTL is the longest SessionTTL: 8760h (365 days).
 	MaxSessionTTL = 8760 * time.Hour
+	// MaxNATSRetention bounds NATSRetention: 1000 replay buffers.
+	MaxNATSRetention = 1000
 )
 
 // The range errors, shared by Validate and Load so both say the same.
@@ -27,14 +29,16 @@ var (
 	errCountRange = outOfRange("[1, 1000000]")
 	errBytesRange = outOfRange("[1B, 1GiB]")
 	errTTLRange   = outOfRange("[1s, 8760h]")
+	errRetRange   = outOfRange("[1, 1000]")
+	errAgeRange   = outOfRange("0 or [1s, 8760h]")
 	errBlock      = invalid("refused: block would stall every publisher behind one slow subscriber (want drop_subscriber, drop_oldest or drop_newest)")
 	errPolicy     = invalid("unknown overflow policy (want drop_subscriber, drop_oldest or drop_newest)")
 )
 
 // WithDefaults returns c with every zero field replaced by its default:
 // ReplayBufferSize 100, MaxQueueSize 1000, MaxQueuedBytes 2 MiB,
-// MaxSubscribers 64, SessionTTL 1h, ReplayBudgetBytes 8 MiB.
-// OverflowPolicy stays zero: "" is not a policy but "apply the default
+// MaxSubscribers 64, SessionTTL 1h, ReplayBudgetBytes 8 MiB, NATSRetention
+// 20. OverflowPolicy stays zero: "" is not a policy but "apply the default
 // rule" (drop_oldest in process, drop_subscriber for streams; see
 // Config.OverflowPolicy), which only the subscriber's side can apply.
 // DroppableTypes (default none) and DisableSlowClientWarning (default
@@ -59,6 +63,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.ReplayBudgetBytes == 0 {
 		c.ReplayBudgetBytes = DefaultReplayBudgetBytes
+	}
+	if c.NATSRetention == 0 {
+		c.NATSRetention = DefaultNATSRetention
 	}
 	return c
 }
@@ -122,6 +129,12 @@ func (c Config) problems() []problem {
 		}
 	}
 	bytes("ReplayBudgetBytes", c.ReplayBudgetBytes)
+	if c.NATSRetention < 1 || c.NATSRetention > MaxNATSRetention {
+		add("NATSRetention", c.NATSRetention, errRetRange)
+	}
+	if c.NATSMaxAge != 0 && (c.NATSMaxAge < time.Second || c.NATSMaxAge > MaxSessionTTL) {
+		add("NATSMaxAge", c.NATSMaxAge, errAgeRange)
+	}
 	return ps
 }
 

@@ -72,10 +72,10 @@ func TestCurl(t *testing.T) {
 	ts := startServer(t, config.Config{}, server.Options{})
 	base := ts.ts.URL
 
-	status, body := curlJSON(t, curl, "-d", `{"id":"demo"}`, base+"/sessions")
+	status, body := curlJSON(t, curl, "-H", "Content-Type: application/json", "-d", `{"id":"demo"}`, base+"/sessions")
 	require.Equal(t, 201, status, "%v", body)
 	for i := 1; i <= 5; i++ {
-		status, body = curlJSON(t, curl, "-d", `{"type":"note","data":{"n":`+itoa(i)+`}}`, base+"/session/demo/events")
+		status, body = curlJSON(t, curl, "-H", "Content-Type: application/json", "-d", `{"type":"note","data":{"n":`+itoa(i)+`}}`, base+"/session/demo/events")
 		require.Equal(t, 202, status, "%v", body)
 		assert.EqualValues(t, i, body["id"])
 	}

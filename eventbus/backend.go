@@ -30,7 +30,8 @@ type Backend interface {
 	// last) and returns the id it was given. Ids rise strictly in the order
 	// events reach every node's [Feed]. It must not wait on any subscriber;
 	// it returns the backend's error (timeouts, no responders, a closed
-	// connection) as is.
+	// connection) as is. The bus passes a ctx without deadline: the backend
+	// bounds the append by its own timeout (one timer per append).
 	Append(ctx context.Context, path []string, ev Event) (uint64, error)
 	// Start begins feeding every stored event to feed in id order, from the
 	// oldest the backend still holds. Calls to feed never overlap. It
@@ -51,7 +52,11 @@ type Feed interface {
 	Ingest(path []string, ev Event)
 	// Evicted records that the backend dropped the session's events with
 	// ids up to upTo before this node saw them, so a resume from before
-	// them gets ring_evicted rather than a silent gap.
+	// them gets ring_evicted rather than a silent gap. When upTo is at or
+	// past the next id the node expects (events it never ingested, not
+	// ones its ring already holds), every live subscriber whose scope
+	// covers the session also gets state_resync_required{feed_gap} at that
+	// point of its stream, before the events that follow the gap.
 	Evicted(path []string, upTo uint64)
 	// Fail ends every current subscription with err (wrapped in
 	// ErrBackend); clients then resume, here once the backend recovers or
@@ -113,6 +118,9 @@ func (f busFeed) Evicted(path []string, upTo uint64) {
 	}
 	if x := b.ensurePathLocked(path); x != nil {
 		x.ring.MarkEvicted(upTo)
+		if upTo >= b.nextID {
+			b.announceGapLocked(x, upTo)
+		}
 	}
 }
 func (f busFeed) Fail(err error) {
@@ -187,6 +195,7 @@ func (b *Bus) ingest(path []string, ev Event) {
 	if len(path) == 0 {
 		return
 	}
+	defer b.flushDiagnostics() // after b.mu is released
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	defer b.wakeFeedWaitersLocked()
@@ -276,15 +285,13 @@ func (b *Bus) awaitFeed(ctx context.Context, cursor uint64) {
 	b.mu.Unlock()
 }
 
-// backendTimeout bounds one Append on behalf of a method without a context.
+// backendTimeout bounds the wait of awaitFeed.
 const backendTimeout = 10 * time.Second
 
 // appendRemote hands one event to the backend (Publish, CloseSession and
 // CreateSession of a backend-driven bus).
 func (b *Bus) appendRemote(path []string, ev Event) (Event, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), backendTimeout)
-	defer cancel()
-	id, err := b.backend.Append(ctx, path, ev)
+	id, err := b.backend.Append(context.Background(), path, ev)
 	if err != nil {
 		return Event{}, fmt.Errorf("eventbus: publish to backend: %w", err)
 	}

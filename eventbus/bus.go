@@ -1,12 +1,10 @@
 package eventbus
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -62,6 +60,7 @@ type Bus struct {
 	ttlDone   chan struct{}
 	guarded   atomic.Int64
 	replayed  atomic.Int64
+	diag      diagState // diagnostics queued under mu, delivered after (diaglog.go)
 }
 
 // New returns a running Bus configured by cfg (zero fields take their
@@ -220,6 +219,7 @@ func encode(data any) (out []byte, err error) {
 // that was not reopened; ErrSessionNotFound for an unknown session with
 // [Existing]; ErrClosed after [Bus.Close].
 func (b *Bus) Publish(sessionID, typ string, data any, opts ...PublishOption) (Event, error) {
+	defer b.flushDiagnostics() // after b.mu is released
 	var origin string
 	create := true
 	if len(opts) > 0 {
@@ -737,25 +737,6 @@ func (b *Bus) Stats() Stats {
 	st.Replayed = uint64(b.replayed.Load())
 	st.Guarded = uint64(b.guarded.Load())
 	return st
-}
-
-func (b *Bus) diagnose(kind DiagnosticKind, s *Subscription, r *record) {
-	if b.opts.hook == nil && b.opts.logger == nil {
-		return
-	}
-	d := Diagnostic{Kind: kind, Session: s.sess.id, Subscriber: s.id, Name: s.name, EventID: r.id, EventType: r.typ}
-	s.mu.Lock()
-	d.Queue = s.figuresLocked()
-	s.mu.Unlock()
-	if b.opts.hook != nil {
-		b.opts.hook(d)
-	}
-	if b.opts.logger != nil {
-		b.opts.logger.LogAttrs(context.Background(), slog.LevelWarn, "eventbus: "+string(kind),
-			slog.String("session", d.Session), slog.Uint64("subscriber", d.Subscriber), slog.String("name", d.Name),
-			slog.Uint64("event_id", d.EventID), slog.String("event_type", d.EventType),
-			slog.Int("queue_size", d.Queue.QueueSize), slog.Int64("queued_bytes", d.Queue.QueuedBytes))
-	}
 }
 
 // Close ends the bus: every subscription ends with ErrClosed once it has

@@ -37,6 +37,16 @@ type Event struct {
 	// Replay is true on the copy a subscriber receives from the replay
 	// buffer rather than live (AgentPool's is_replay).
 	Replay bool `json:"replay,omitempty"`
+	// Count is how many published events a coalescing subscription merged
+	// into this one (see [SubscribeOptions.Coalesce]): 0 for an event
+	// delivered as published, ≥ 2 for a merged one. A merged event carries
+	// the LAST merged event's ID (and Time), so resuming from it never
+	// replays what it holds; AgentPool's drain_and_merge keeps the first.
+	Count int `json:"count,omitempty"`
+	// FirstID is the id of the first event merged into this one; set only
+	// when Count ≥ 2. Ids between FirstID and ID that belong to other
+	// sessions or were not in this subscriber's scope are not included.
+	FirstID uint64 `json:"firstId,omitempty"`
 }
 
 // Synthetic reports whether e is a synthetic frame (ID 0).
@@ -77,6 +87,12 @@ const (
 	// ReasonEventsDropped: live events were dropped for this subscriber by
 	// drop_oldest, drop_newest or a droppable type.
 	ReasonEventsDropped = "events_dropped"
+	// ReasonFeedGap: among live events, the node's backend lost events of a
+	// session in scope before this node received them (a NATS node that fell
+	// behind what the stream retained, or that was cut off from NATS while
+	// the stream moved on). EarliestAvailableID is the first id after the
+	// gap. See [Feed.Evicted].
+	ReasonFeedGap = "feed_gap"
 	// ReasonQueueOverflow: evicted because the live queue hit its frame limit.
 	ReasonQueueOverflow = "queue_overflow"
 	// ReasonQueueBytesOverflow: evicted because the live queue hit its byte limit.
@@ -86,17 +102,19 @@ const (
 // ResyncData is the payload of a state_resync_required frame.
 type ResyncData struct {
 	// Reason is one of ReasonEpochReset, ReasonRingEvicted,
-	// ReasonReplayBudgetExceeded or ReasonEventsDropped.
+	// ReasonReplayBudgetExceeded, ReasonEventsDropped or ReasonFeedGap.
 	Reason string `json:"reason"`
 	// LastDeliveredID is the last id the subscriber had before the gap: the
 	// cursor (ring_evicted, epoch_reset), the last replayed id
 	// (replay_budget_exceeded), or the last id the subscriber received
-	// before the dropped run (events_dropped); 0 when none.
+	// before the dropped run (events_dropped) or the gap (feed_gap); 0 when
+	// none.
 	LastDeliveredID uint64 `json:"lastDeliveredId"`
 	// EarliestAvailableID is the first id from which on nothing is missing:
 	// for ring_evicted the first id held after the newest lost one (with
 	// several sessions in scope, older ids of a quiet session may still be
-	// replayed before it); for replay_budget_exceeded the first id left out.
+	// replayed before it); for replay_budget_exceeded the first id left out;
+	// for feed_gap the first id after the gap.
 	// Omitted when unknown.
 	EarliestAvailableID uint64 `json:"earliestAvailableId,omitempty"`
 	// Epoch is the bus epoch (epoch_reset only).

@@ -33,6 +33,7 @@ func (b *Bus) expireLoop() {
 // sessions it expired. An expired session's id can be used again (a new
 // session), and a resume that needed its events is told with ring_evicted.
 func (b *Bus) ExpireIdle() int {
+	defer b.flushDiagnostics() // after b.mu is released
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {

@@ -145,7 +145,7 @@ func (s *Subscription) dropOldestLocked(cost int64) bool {
 			return true
 		}
 		i := s.qh
-		for i < len(s.q) && !s.q[i].counts() {
+		for i < len(s.q) && s.q[i].kind != entryLive { // targeted frames are not the policy's to drop
 			i++
 		}
 		if i == len(s.q) {

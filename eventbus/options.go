@@ -66,6 +66,19 @@ type SubscribeOptions struct {
 	// Name labels the subscriber in logs, diagnostics and stats (for
 	// example the remote address); it need not be unique.
 	Name string
+
+	// Coalesce, when set, turns on subscriber-side coalescing (AgentPool's
+	// drain_and_merge): each time the consumer takes a frame it takes
+	// everything already queued and merges consecutive events with the same
+	// merge key into one (see [Coalescer]; the coalesce package has the
+	// ACP and AgentPool rule sets). Nil (the default) delivers every event
+	// as published.
+	Coalesce Coalescer
+	// Throttle, with Coalesce set, holds a mergeable live event for up to
+	// this long after the previous one was handed out, merging what follows
+	// (OpenClaw's 150 ms chat-delta throttle); any other event hands out
+	// the held one first. 0 (the default) holds nothing. Range 0–MaxThrottle.
+	Throttle time.Duration
 }
 
 // Option configures a [Bus] beyond its [config.Config].
@@ -103,13 +116,21 @@ func WithSessionController(fn SessionController) Option {
 	return func(o *options) { o.parentOf = fn }
 }
 
-// WithLogger sends a log record for every slow-client warning, eviction,
-// drop episode and session expiry to l. Default: no logging.
+// WithLogger sends log records about slow clients, evictions, drops and
+// session expiry to l, aggregated and rate-limited: one WARN line per
+// eviction and per drop episode of a subscriber (then at most one per 10 s
+// with the count since), INFO for slow-client warnings and expiries, at
+// most 10 lines per kind per 10 s (the next line says how many were
+// suppressed). Records are written after the bus lock is released, on the
+// goroutine of the call that caused them (Publish, ExpireIdle, the NATS
+// feed). [Bus.Stats] counts every incident exactly. Default: no logging.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
-// WithDiagnostics calls fn for every slow-client warning, eviction and drop
-// (see [Diagnostic]). fn runs on the publisher's goroutine with the bus lock
-// held: it must be quick and must not call back into the bus.
+// WithDiagnostics calls fn for every slow-client warning, eviction, drop
+// and session expiry (see [Diagnostic]), unaggregated. fn runs on the
+// goroutine of the call that caused it (Publish, ExpireIdle, the NATS
+// feed) after the bus lock is released, before that call returns; it may
+// call back into the bus, but a slow fn slows that caller.
 func WithDiagnostics(fn func(Diagnostic)) Option { return func(o *options) { o.hook = fn } }
 
 // WithEpoch fixes the bus epoch instead of drawing a random one; useful for

@@ -34,17 +34,19 @@ func (r *record) event(replay bool) Event {
 type entryKind uint8
 
 const (
-	entryLive    entryKind = iota // a live event: counts against the live limits
-	entryForced                   // a real event that must arrive (session_closed), never counts
-	entryFrame                    // a synthetic frame with its data already encoded
-	entryDropped                  // an events_dropped frame, encoded when read
+	entryLive     entryKind = iota // a live event: counts against the live limits
+	entryForced                    // a real event that must arrive (session_closed), never counts
+	entryFrame                     // a synthetic frame with its data already encoded
+	entryDropped                   // an events_dropped frame, encoded when read
+	entryTargeted                  // a targeted frame (SendTo): no id, counts against the live limits, never dropped by drop_oldest
+	entryGap                       // a feed_gap frame (gap.go), encoded when read
 )
 
 // entry is one slot of a subscriber queue.
 type entry struct {
 	rec  *record // shared by the replay buffer and every queue; never modified
 	kind entryKind
-	drop *dropInfo // entryDropped only
+	drop *dropInfo // entryDropped and entryGap only
 }
 
 // dropInfo accumulates one run of events dropped for one subscriber; the
@@ -56,9 +58,11 @@ type dropInfo struct {
 	lastDelivered uint64
 	first, last   uint64
 	count         int
+	// earliest is the first id after the gap (entryGap only).
+	earliest uint64
 }
 
-func (e *entry) counts() bool { return e.kind == entryLive }
+func (e *entry) counts() bool { return e.kind == entryLive || e.kind == entryTargeted }
 
 func (e *entry) cost() int64 { return int64(len(e.rec.data)) }
 
@@ -73,6 +77,14 @@ func (e *entry) event() Event {
 			FirstDroppedID:  e.drop.first,
 			LastDroppedID:   e.drop.last,
 			DroppedCount:    e.drop.count,
+		})
+		return ev
+	case entryGap:
+		ev := e.rec.event(false)
+		ev.Data = mustJSON(ResyncData{
+			Reason:              ReasonFeedGap,
+			LastDeliveredID:     e.drop.lastDelivered,
+			EarliestAvailableID: e.drop.earliest,
 		})
 		return ev
 	}

@@ -80,6 +80,9 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 	if o.SlowClientWarning != nil {
 		s.warnOn = *o.SlowClientWarning
 	}
+	if err := s.setCoalescing(o); err != nil {
+		return nil, err
+	}
 	cursor := o.Cursor
 	if o.NoReplay {
 		cursor = nil // AgentPool's replay=False wins over last_event_id
@@ -306,7 +309,10 @@ func (s *Subscription) reinsert() (Event, bool) {
 			}
 			s.lastSeen = id
 		}
-		if e.kind == entryDropped {
+		if e.kind == entryDropped && s.li == len(s.local) {
+			s.mergeDrops(e.drop)
+		}
+		if e.kind == entryDropped || e.kind == entryGap {
 			// The gap follows what this consumer really received; the
 			// publisher no longer touches an entry it has handed over.
 			e.drop.lastDelivered = s.lastSeen

@@ -64,6 +64,7 @@ type Subscription struct {
 	outOnce  sync.Once
 	abandon  chan struct{} // closed by Close and cancellation; stops the pump
 	discard  atomic.Bool   // set when the end drops what is queued
+	co       *coalescing   // consumer-side merging; nil when off (coalesce.go)
 }
 
 // ID returns the subscriber's id, unique within the bus.
@@ -111,6 +112,9 @@ func (s *Subscription) Next(ctx context.Context) (Event, error) {
 
 // next is Next that also gives up when abandon is closed (the pump's exit).
 func (s *Subscription) next(ctx context.Context, abandon <-chan struct{}) (Event, error) {
+	if s.co != nil {
+		return s.nextMerged(ctx, abandon)
+	}
 	for {
 		if ev, ok := s.reinsert(); ok {
 			return ev, nil
@@ -157,6 +161,9 @@ func (s *Subscription) next(ctx context.Context, abandon <-chan struct{}) (Event
 // TryNext returns the next frame if one is queued, without blocking; ok is
 // false when none is (check Err to tell an ended subscription).
 func (s *Subscription) TryNext() (ev Event, ok bool) {
+	if s.co != nil {
+		return s.tryNextMerged()
+	}
 	for {
 		if ev, ok := s.reinsert(); ok {
 			return ev, true
@@ -169,6 +176,22 @@ func (s *Subscription) TryNext() (ev Event, ok bool) {
 		s.drain()
 		s.mu.Unlock()
 	}
+}
+
+// mergeDrops folds the events_dropped runs that a publisher queued
+// after the consumer took its batch, and that come right after d (nothing
+// with an id between), into d: consecutive drops make one frame, not one
+// per batch the consumer happened to take. It takes s.mu.
+func (s *Subscription) mergeDrops(d *dropInfo) {
+	s.mu.Lock()
+	for s.qh < len(s.q) && s.q[s.qh].kind == entryDropped {
+		next := s.q[s.qh].drop
+		d.last = next.last
+		d.count += next.count
+		s.q[s.qh] = entry{}
+		s.qh++
+	}
+	s.mu.Unlock()
 }
 
 // Events returns a channel that yields the same frames as Next and is closed

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -42,7 +41,8 @@ type Backend struct {
 	ownConn bool
 	js      jetstream.JetStream
 	stream  jetstream.Stream
-	limit   int // MaxMsgsPerSubject, the bus's replay buffer size
+	limit   int   // the bus's replay buffer size
+	perSubj int64 // the stream's MaxMsgsPerSubject: limit × retention
 	created time.Time
 	epoch   string
 	log     *slog.Logger
@@ -66,17 +66,29 @@ type Backend struct {
 	advSig   chan struct{} // the stream-deleted advisory arrived
 	verify   atomic.Bool   // the connection came back: check the stream before ingesting
 	wg       sync.WaitGroup
+
+	// Caches of the consumer goroutine (touched by it only): the tree
+	// path of each subject and the interned event types, so that ingest
+	// does not allocate them per event. Bounded: reset when full.
+	paths map[string][]string
+	types map[string]string
 }
+
+// maxCached bounds each ingest cache.
+const maxCached = 4096
 
 var _ eventbus.Backend = (*Backend)(nil)
 var _ eventbus.Syncer = (*Backend)(nil)
+var _ eventbus.AsyncBackend = (*Backend)(nil)
 
 // New returns a bus node over NATS JetStream on connection nc: it creates
 // the stream (or updates it to the options), derives the epoch from the
 // stream's identity, starts the node's consumer and returns the
 // [eventbus.Bus] it feeds (see the package documentation). cfg is the bus
-// configuration; its ReplayBufferSize is also the stream's
-// MaxMsgsPerSubject, so every node of one bus must use the same one.
+// configuration; ReplayBufferSize × NATSRetention is the stream's
+// MaxMsgsPerSubject and NATSMaxAge its MaxAge (unless [WithRetention] or
+// [WithMaxAge] say otherwise), so every node of one bus must use the same
+// ones: the last node to start updates the stream to its values.
 //
 // The caller keeps nc: [eventbus.Bus.Close] stops the node but does not
 // close nc. ctx bounds the start only. Errors: cfg's validation errors, an
@@ -151,7 +163,19 @@ func NewBackend(ctx context.Context, nc *nats.Conn, cfg config.Config, opts ...O
 	if be.log == nil {
 		be.log = slog.New(slog.DiscardHandler)
 	}
-	js, err := jetstream.New(nc)
+	if !be.o.retentionSet {
+		be.o.retention = cfg.NATSRetention
+	}
+	if !be.o.maxAgeSet {
+		be.o.maxAge = cfg.NATSMaxAge
+	}
+	be.perSubj = int64(be.limit) * int64(be.o.retention)
+	// One timeout per publish: jetstream applies DefaultTimeout to a
+	// synchronous publish whose context has no deadline, and the async
+	// ack timeout to a pipelined one.
+	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(be.o.publishTimeout),
+		jetstream.WithPublishAsyncTimeout(be.o.publishTimeout),
+		jetstream.WithPublishAsyncMaxPending(maxAsyncPending))
 	if err != nil {
 		return nil, fmt.Errorf("nats: JetStream context: %w", err)
 	}
@@ -162,14 +186,14 @@ func NewBackend(ctx context.Context, nc *nats.Conn, cfg config.Config, opts ...O
 		Subjects:          []string{be.o.prefix + ".>"},
 		Retention:         jetstream.LimitsPolicy,
 		Discard:           jetstream.DiscardOld,
-		MaxMsgsPerSubject: int64(be.limit),
+		MaxMsgsPerSubject: be.perSubj,
 		MaxAge:            be.o.maxAge,
 		Storage:           be.o.storage,
 		Replicas:          be.o.replicas,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("nats: creating or updating stream %q (subjects %s.>, %d replicas, %v storage): %w",
-			be.o.stream, be.o.prefix, be.o.replicas, be.o.storage, err)
+		return nil, fmt.Errorf("nats: creating or updating stream %q (subjects %s.>, %d replicas, %v storage, %d events per subject): %w",
+			be.o.stream, be.o.prefix, be.o.replicas, be.o.storage, be.perSubj, err)
 	}
 	be.stream = st
 	be.created = st.CachedInfo().Created
@@ -199,45 +223,127 @@ func (be *Backend) Stream() string { return be.o.stream }
 // server.
 const MaxSubjectLen = 3 << 10
 
-// envelope is a stored event; the session comes from the subject.
-type envelope struct {
-	Type   string          `json:"type"`
-	Time   int64           `json:"time"` // Unix ns
-	Origin string          `json:"origin,omitempty"`
-	Data   json.RawMessage `json:"data,omitempty"`
+// maxAsyncPending bounds the pipelined publishes in flight over one
+// connection (all pipelines of the node together); each pipeline bounds its
+// own window below it.
+const maxAsyncPending = 1 << 16
+
+// ready confirms the stream when a reconnect left it unconfirmed, bounded
+// by ctx and the publish timeout; it returns why the node may not publish.
+func (be *Backend) ready(ctx context.Context) error {
+	if !be.verify.Load() {
+		if p := be.lost.Load(); p != nil {
+			return *p
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, be.o.publishTimeout)
+	defer cancel()
+	if be.confirmStream(ctx) {
+		return nil
+	}
+	if p := be.lost.Load(); p != nil {
+		return *p
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("nats: stream %q unconfirmed after a reconnect: %w", be.o.stream, err)
+	}
+	return fmt.Errorf("nats: stream %q: %w", be.o.stream, eventbus.ErrClosed)
+}
+
+// message is the NATS message that stores ev for the session at path.
+func (be *Backend) message(path []string, ev eventbus.Event) (*nats.Msg, error) {
+	subject := subjectFor(be.o.prefix, path)
+	if len(subject) > MaxSubjectLen {
+		return nil, fmt.Errorf("nats: session path %q gives a subject of %d bytes, over %d: %w",
+			path, len(subject), MaxSubjectLen, eventbus.ErrInvalid)
+	}
+	body := make([]byte, 0, envelopeSize(ev.Type, ev.Origin, ev.Data))
+	body = appendEnvelope(body, ev.Type, ev.Time.UnixNano(), ev.Origin, ev.Data)
+	return &nats.Msg{Subject: subject, Data: body}, nil
+}
+
+// acked checks that the ack came from the node's stream: another stream
+// that took over the subjects (ours deleted) is a lost stream. It stands in
+// for an expected-stream header on every publish.
+func (be *Backend) acked(ack *jetstream.PubAck) (uint64, error) {
+	if ack.Stream != be.o.stream {
+		err := fmt.Errorf("stored by stream %q", ack.Stream)
+		be.loseStream(err)
+		return 0, fmt.Errorf("%w: %q: %w", ErrStreamLost, be.o.stream, err)
+	}
+	return ack.Sequence, nil
 }
 
 // Append implements [eventbus.Backend]: a JetStream publish of ev to the
 // subject of path, waiting for the ack (bounded by ctx and the publish
-// timeout); the id is the stream sequence. It never waits on a subscriber.
-// Errors (a timeout, no responders, a closed connection, a payload over the
-// server's limit, [ErrStreamLost]) are returned wrapped, never panicked.
+// timeout: one timer when ctx has no deadline); the id is the stream
+// sequence. The payload is stored as given, neither re-encoded nor
+// re-validated (see envelope.go). It never waits on a subscriber. Errors
+// (a timeout, no responders, a closed connection, a payload over the
+// server's limit, an over-long subject as [eventbus.ErrInvalid],
+// [ErrStreamLost]) are returned wrapped, never panicked.
 func (be *Backend) Append(ctx context.Context, path []string, ev eventbus.Event) (uint64, error) {
-	ctx, cancel := context.WithTimeout(ctx, be.o.publishTimeout)
-	defer cancel()
-	if !be.confirmStream(ctx) {
-		if p := be.lost.Load(); p != nil {
-			return 0, *p
-		}
-		if err := ctx.Err(); err != nil {
-			return 0, fmt.Errorf("nats: stream %q unconfirmed after a reconnect: %w", be.o.stream, err)
-		}
-		return 0, fmt.Errorf("nats: stream %q: %w", be.o.stream, eventbus.ErrClosed)
+	if err := be.ready(ctx); err != nil {
+		return 0, err
 	}
-	body, err := json.Marshal(envelope{Type: ev.Type, Time: ev.Time.UnixNano(), Origin: ev.Origin, Data: ev.Data})
+	m, err := be.message(path, ev)
 	if err != nil {
-		return 0, fmt.Errorf("nats: encoding event: %w", err)
+		return 0, err
 	}
-	subject := subjectFor(be.o.prefix, path)
-	if len(subject) > MaxSubjectLen {
-		return 0, fmt.Errorf("nats: session path %q gives a subject of %d bytes, over %d: %w",
-			path, len(subject), MaxSubjectLen, eventbus.ErrInvalid)
+	if _, ok := ctx.Deadline(); ok {
+		// The caller's deadline may be later than the publish timeout.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, be.o.publishTimeout)
+		defer cancel()
 	}
-	ack, err := be.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: body}, jetstream.WithExpectStream(be.o.stream))
+	ack, err := be.js.PublishMsg(ctx, m)
 	if err != nil {
-		return 0, fmt.Errorf("nats: publishing to %q: %w", subject, err)
+		return 0, fmt.Errorf("nats: publishing to %q: %w", m.Subject, err)
 	}
-	return ack.Sequence, nil
+	return be.acked(ack)
+}
+
+// AppendAsync implements [eventbus.AsyncBackend]: it sends ev as Append
+// does without waiting for the ack, and returns the handle whose Wait
+// yields the stream sequence. Messages on one connection reach the stream
+// in the order sent; a publish refused for lack of a responder is not
+// retried (a retry would land after later events), so one pipeline's events
+// are stored in order or not at all. The ack timeout is the publish timeout.
+// Errors returned at once (the event was not sent): as for Append, and a
+// full async window of the connection.
+func (be *Backend) AppendAsync(path []string, ev eventbus.Event) (eventbus.PendingAppend, error) {
+	if err := be.ready(context.Background()); err != nil {
+		return nil, err
+	}
+	m, err := be.message(path, ev)
+	if err != nil {
+		return nil, err
+	}
+	f, err := be.js.PublishMsgAsync(m, jetstream.WithRetryAttempts(0))
+	if err != nil {
+		return nil, fmt.Errorf("nats: publishing to %q: %w", m.Subject, err)
+	}
+	return pendingAck{be: be, f: f}, nil
+}
+
+// pendingAck is one pipelined publish waiting for its ack.
+type pendingAck struct {
+	be *Backend
+	f  jetstream.PubAckFuture
+}
+
+// Wait implements [eventbus.PendingAppend]. It returns at the latest when
+// the publish timeout has passed since the event was sent.
+func (p pendingAck) Wait(ctx context.Context) (uint64, error) {
+	select {
+	case ack := <-p.f.Ok():
+		return p.be.acked(ack)
+	case err := <-p.f.Err():
+		return 0, fmt.Errorf("nats: publishing to %q: %w", p.f.Msg().Subject, err)
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
 }
 
 // LastID implements [eventbus.Syncer]: the stream's last sequence, asked of

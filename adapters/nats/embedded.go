@@ -158,7 +158,8 @@ type Cluster struct {
 
 // RunCluster starts n (≥ 1) JetStream servers routed to each other as one
 // cluster, with data folders under dir (empty: a new folder under
-// os.TempDir()), and waits until JetStream has a meta leader (up to 20 s).
+// os.TempDir()), and waits until JetStream has a meta leader that sees all
+// n servers as current peers (up to 20 s).
 func RunCluster(n int, dir string) (*Cluster, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("nats: cluster of %d servers", n)
@@ -204,14 +205,16 @@ func RunCluster(n int, dir string) (*Cluster, error) {
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		for _, s := range c.Servers {
-			if s.srv != nil && s.srv.JetStreamIsLeader() {
+			// Placement of a stream with n replicas needs every peer
+			// online with current stats, not only a meta leader.
+			if s.srv != nil && s.srv.JetStreamIsLeader() && len(s.srv.JetStreamClusterPeers()) >= n {
 				return c, nil
 			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	c.Shutdown()
-	return nil, errors.New("nats: cluster has no JetStream meta leader after 20s")
+	return nil, errors.New("nats: cluster has no JetStream meta leader with every peer current after 20s")
 }
 
 // ClientURLs returns the servers' URLs, comma-separated, as

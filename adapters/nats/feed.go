@@ -2,7 +2,6 @@ package nats
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,6 +25,7 @@ import (
 // Messages deleted while the node catches up show up as more skipped
 // sequences than the stream had missing at start (LastSeq - Msgs).
 type catchUp struct {
+	from     uint64          // the last sequence the node had handled at start
 	last     uint64          // stream's LastSeq at start
 	expected uint64          // sequences ≤ last missing at start
 	skipped  uint64          // sequences ≤ last the consumer skipped so far
@@ -56,7 +56,7 @@ func (be *Backend) Start(ctx context.Context, feed eventbus.Feed) error {
 	}
 	var plan *catchUp
 	if st := info.State; st.LastSeq > 0 {
-		plan = &catchUp{last: st.LastSeq, expected: st.LastSeq - st.Msgs, full: make(map[string]bool)}
+		plan = &catchUp{from: be.processed.Load(), last: st.LastSeq, expected: st.LastSeq - st.Msgs, full: make(map[string]bool)}
 		for subj, n := range st.Subjects {
 			if be.mayHaveLost(n) {
 				plan.full[subj] = true
@@ -221,10 +221,10 @@ func (be *Backend) handle(msg jetstream.Msg, seq uint64, plan *catchUp) *catchUp
 	be.feedMu.Lock()
 	defer be.feedMu.Unlock()
 	subject := msg.Subject()
-	path, perr := pathOf(be.o.prefix, subject)
+	path, perr := be.pathOf(subject)
 	// Sequences skipped between the last message and this one were
 	// deleted before the node read them.
-	var lagUpTo uint64
+	lagAfter, lagUpTo := last, uint64(0)
 	if plan != nil {
 		if gapEnd := min(seq-1, plan.last); gapEnd > last {
 			plan.skipped += gapEnd - last
@@ -235,7 +235,8 @@ func (be *Backend) handle(msg jetstream.Msg, seq uint64, plan *catchUp) *catchUp
 		}
 		if seq >= plan.last {
 			if plan.skipped > plan.expected {
-				lagUpTo = plan.last // messages were deleted while catching up
+				// Messages were deleted somewhere during the catch-up.
+				lagAfter, lagUpTo = plan.from, plan.last
 			}
 			if seq > plan.last+1 && seq-1 > last {
 				lagUpTo = seq - 1
@@ -246,14 +247,13 @@ func (be *Backend) handle(msg jetstream.Msg, seq uint64, plan *catchUp) *catchUp
 		lagUpTo = seq - 1
 	}
 	if lagUpTo > 0 {
-		be.markLag(lagUpTo)
+		be.markLag(lagAfter, lagUpTo)
 	}
 	if perr == nil {
-		var env envelope
-		if err := json.Unmarshal(msg.Data(), &env); err == nil && env.Type != "" {
+		if d, err := decodeEnvelope(msg.Data()); err == nil {
 			be.feed.Ingest(path, eventbus.Event{
-				ID: seq, Session: path[len(path)-1], Type: env.Type, Data: env.Data,
-				Time: time.Unix(0, env.Time), Origin: env.Origin,
+				ID: seq, Session: path[len(path)-1], Type: be.intern(d.typ), Data: d.data,
+				Time: time.Unix(0, d.nanos), Origin: string(d.origin),
 			})
 		} else {
 			be.log.Warn("replaybus/nats: skipping undecodable message", slog.Uint64("seq", seq), slog.String("subject", subject))
@@ -269,17 +269,25 @@ func (be *Backend) handle(msg jetstream.Msg, seq uint64, plan *catchUp) *catchUp
 const maxFirstLookups = 256
 
 // markLag handles events deleted from the stream before this node read
-// them (it fell more than MaxMsgsPerSubject behind on some session). It
-// does not know which sessions lost them, so every session whose subject
-// is at the limit is marked as having lost events up to upTo, or up to its
-// first retained event when that is lower (what a subject loses is always
-// older than what it keeps); a resume from before that mark gets
-// ring_evicted instead of a silent gap. feedMu held.
-func (be *Backend) markLag(upTo uint64) {
-	be.log.Warn("replaybus/nats: events deleted before this node read them", slog.String("stream", be.o.stream), slog.Uint64("up_to", upTo))
+// them: sequences after last up to upTo were skipped (the node fell more
+// than the stream's per-session retention behind on some session, or was
+// cut off from NATS while the stream moved on). It does not know which
+// sessions lost them, so every session whose subject is at the limit may
+// have: each is marked as having lost events up to upTo, or up to its first
+// retained event when that is lower (what a subject loses is always older
+// than what it keeps). A subject whose first retained event the node had
+// already read lost nothing in this gap and is left alone (when the lookup
+// is affordable). The bus announces the mark to live subscribers in scope
+// (state_resync_required{feed_gap}) and to later resumes (ring_evicted).
+// feedMu held.
+func (be *Backend) markLag(last, upTo uint64) {
+	be.log.Warn("replaybus/nats: events deleted before this node read them", slog.String("stream", be.o.stream),
+		slog.Uint64("after", last), slog.Uint64("up_to", upTo))
+	var err error
 	for attempt := 0; attempt < 5; attempt++ {
 		ctx, cancel := context.WithTimeout(be.ctx, 5*time.Second)
-		info, err := be.stream.Info(ctx, jetstream.WithSubjectFilter(be.o.prefix+".>"))
+		var info *jetstream.StreamInfo
+		info, err = be.stream.Info(ctx, jetstream.WithSubjectFilter(be.o.prefix+".>"))
 		cancel()
 		if err == nil {
 			var full []string
@@ -304,7 +312,7 @@ func (be *Backend) markLag(upTo uint64) {
 						mark = min(mark, m.Sequence-1)
 					}
 				}
-				if mark > 0 {
+				if mark > last {
 					be.feed.Evicted(path, mark)
 				}
 			}
@@ -315,6 +323,38 @@ func (be *Backend) markLag(upTo uint64) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	// The stream could not be asked which sessions lost events: the
+	// node's live subscribers must not go on as if nothing happened.
+	be.feed.Fail(fmt.Errorf("nats: events %d..%d deleted before this node read them, and the stream cannot say whose: %w", last+1, upTo, err))
+}
+
+// pathOf is pathOf for the consumer goroutine, cached per subject.
+func (be *Backend) pathOf(subject string) ([]string, error) {
+	if p, ok := be.paths[subject]; ok {
+		return p, nil
+	}
+	p, err := pathOf(be.o.prefix, subject)
+	if err != nil {
+		return nil, err
+	}
+	if be.paths == nil || len(be.paths) >= maxCached {
+		be.paths = make(map[string][]string)
+	}
+	be.paths[subject] = p
+	return p, nil
+}
+
+// intern returns typ as a string, shared between events of one type.
+func (be *Backend) intern(typ []byte) string {
+	if s, ok := be.types[string(typ)]; ok {
+		return s
+	}
+	s := string(typ)
+	if be.types == nil || len(be.types) >= maxCached {
+		be.types = make(map[string]string)
+	}
+	be.types[s] = s
+	return s
 }
 
 // mayHaveLost reports whether a subject holding n messages may have lost
@@ -322,5 +362,5 @@ func (be *Backend) markLag(upTo uint64) {
 // which case any subject can (conservative: a resume from before its first
 // retained event then gets ring_evicted).
 func (be *Backend) mayHaveLost(n uint64) bool {
-	return n >= uint64(be.limit) || be.o.maxAge > 0
+	return n >= uint64(be.perSubj) || be.o.maxAge > 0
 }

@@ -2,7 +2,6 @@ package nats
 
 import (
 	"context"
-	"encoding/json"
 	"sync"
 	"testing"
 	"time"
@@ -65,7 +64,7 @@ func lagBackend(t *testing.T) (*Backend, *recorder) {
 	nc, err := natsgo.Connect(srv.ClientURL())
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
-	be, err := NewBackend(context.Background(), nc, config.Config{ReplayBufferSize: 5}, WithStorage(jetstream.MemoryStorage))
+	be, err := NewBackend(context.Background(), nc, config.Config{ReplayBufferSize: 5}, WithStorage(jetstream.MemoryStorage), WithRetention(1))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = be.Close() })
 	for i := 0; i < 12; i++ {
@@ -82,9 +81,7 @@ func lagBackend(t *testing.T) (*Backend, *recorder) {
 }
 
 func msgFor(t *testing.T, path ...string) fakeMsg {
-	data, err := json.Marshal(envelope{Type: "m", Time: 1})
-	require.NoError(t, err)
-	return fakeMsg{subject: subjectFor(DefaultSubjectPrefix, path), data: data}
+	return fakeMsg{subject: subjectFor(DefaultSubjectPrefix, path), data: appendEnvelope(nil, "m", 1, "", nil)}
 }
 
 // TestLagMarksFullSessions: a node that skipped deleted sequences while

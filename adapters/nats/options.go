@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -38,6 +39,9 @@ type options struct {
 	publishTimeout time.Duration
 	heartbeat      time.Duration
 	maxAge         time.Duration
+	maxAgeSet      bool
+	retention      int // replay buffers per session, when retentionSet
+	retentionSet   bool
 	busOpts        []eventbus.Option
 	logger         *slog.Logger
 }
@@ -72,6 +76,9 @@ func (o *options) validate() error {
 	if o.maxAge < 0 {
 		return fmt.Errorf("nats: max age %v must not be negative", o.maxAge)
 	}
+	if o.retentionSet && (o.retention < 1 || o.retention > config.MaxNATSRetention) {
+		return fmt.Errorf("nats: retention %d out of range [1, %d] replay buffers", o.retention, config.MaxNATSRetention)
+	}
 	if o.heartbeat < 100*time.Millisecond || o.heartbeat > time.Minute {
 		return fmt.Errorf("nats: heartbeat %v out of range [100ms, 1m]", o.heartbeat)
 	}
@@ -81,12 +88,29 @@ func (o *options) validate() error {
 // WithMaxAge sets the stream's MaxAge: JetStream deletes events older than
 // d, so the stream's storage stays bounded although the subjects of closed
 // sessions are never purged (it otherwise keeps up to MaxMsgsPerSubject
-// events of every session ever used). Zero, the default, keeps events until
-// the per-subject limit drops them. A node that starts after events aged
-// out announces the loss to resuming clients (ring_evicted) as for any
-// event the stream no longer holds; a running node keeps its own replay
-// buffers. A good value is a few times the session TTL.
-func WithMaxAge(d time.Duration) Option { return func(o *options) { o.maxAge = d } }
+// events of every session ever used). Zero keeps events until the
+// per-subject limit drops them. Without this option the Config's
+// NATSMaxAge applies (AGENTPOOL_EVENTBUS_NATS_MAX_AGE, default 0). A node
+// that starts after events aged out announces the loss to resuming clients
+// (ring_evicted) as for any event the stream no longer holds; a running
+// node keeps its own replay buffers. A good value is a few times the
+// session TTL, and always far more than a node can lag.
+func WithMaxAge(d time.Duration) Option {
+	return func(o *options) { o.maxAge, o.maxAgeSet = d, true }
+}
+
+// WithRetention sets how many replay buffers' worth of events per session
+// the stream keeps: MaxMsgsPerSubject = n × ReplayBufferSize, n in 1–1000.
+// Without this option the Config's NATSRetention applies
+// (AGENTPOOL_EVENTBUS_NATS_RETENTION, default 20). Each node's replay
+// buffer stays ReplayBufferSize, the replay window; the surplus is how far
+// a node may fall behind one session before JetStream deletes events it has
+// not read, which the node then announces to its live subscribers
+// (state_resync_required{feed_gap}) and resumes (ring_evicted). Storage
+// grows with n: see docs/distributed.md for sizing.
+func WithRetention(n int) Option {
+	return func(o *options) { o.retention, o.retentionSet = n, true }
+}
 
 // WithStream names the JetStream stream (1–64 characters from
 // [A-Za-z0-9_-]); default [DefaultStream]. Every node of one bus uses the
@@ -109,7 +133,8 @@ func WithStorage(st jetstream.StorageType) Option { return func(o *options) { o.
 
 // WithPublishTimeout bounds one publish, which waits for JetStream's ack
 // (default [DefaultPublishTimeout]); a publish that runs out of it fails
-// with an error and may or may not have been stored.
+// with an error and may or may not have been stored. It is also the ack
+// timeout of a pipelined publish ([eventbus.Pipeline]).
 func WithPublishTimeout(d time.Duration) Option { return func(o *options) { o.publishTimeout = d } }
 
 // WithHeartbeat sets the idle heartbeat of the node's consumer, 100ms–1m

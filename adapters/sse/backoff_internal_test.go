@@ -32,7 +32,9 @@ func TestBackoffBoundsAndJitter(t *testing.T) {
 	s.failures, s.retry = 0, 5*time.Second // a server retry above MaxBackoff is honoured
 	assert.GreaterOrEqual(t, s.backoff(), 2500*time.Millisecond)
 	s.failures, s.retry, s.minWait = 0, time.Millisecond, 3*time.Second // Retry-After raises it
-	assert.Equal(t, 3*time.Second, s.backoff())
+	d := s.backoff()
+	assert.GreaterOrEqual(t, d, 3*time.Second)
+	assert.LessOrEqual(t, d, 4500*time.Millisecond)
 }
 
 func TestSessionFromURL(t *testing.T) {
@@ -47,4 +49,27 @@ func TestSessionFromURL(t *testing.T) {
 	} {
 		assert.Equal(t, want, sessionFromURL(in), in)
 	}
+}
+
+// Issue 12.6: 40 clients told Retry-After: 5 came back within the same 50 ms
+// because the jitter was clamped to the Retry-After floor. The waits must
+// spread over seconds, never below the floor.
+func TestBackoffRetryAfterSpreadsClients(t *testing.T) {
+	t.Parallel()
+	c := &Client{}
+	var lo, hi time.Duration
+	for i := range 40 {
+		s := c.Subscribe(context.Background(), "http://x/session/s/events", StreamOptions{})
+		s.failures, s.minWait = 1, 5*time.Second
+		d := s.backoff()
+		s.Close()
+		assert.GreaterOrEqual(t, d, 5*time.Second, "Retry-After is a floor")
+		if i == 0 || d < lo {
+			lo = d
+		}
+		if d > hi {
+			hi = d
+		}
+	}
+	assert.Greater(t, hi-lo, time.Second, "40 clients spread over %v only", hi-lo)
 }

@@ -24,6 +24,9 @@ const (
 	DefaultClientRetry = 3 * time.Second
 	// DefaultMaxBackoff caps the delay between failed reconnects.
 	DefaultMaxBackoff = 30 * time.Second
+	// DefaultRestartGrace is how long a stream keeps retrying 404
+	// session_not_found answers from a restarted server (see [Stream]).
+	DefaultRestartGrace = 30 * time.Second
 )
 
 // ErrStreamClosed is returned by [Stream.Next] after [Stream.Close].
@@ -51,6 +54,12 @@ type Client struct {
 	// MaxFrameBytes bounds one line and one frame's data; zero means
 	// DefaultMaxFrameBytes.
 	MaxFrameBytes int
+	// RestartGrace is how long a stream retries a 404 that comes from a
+	// restarted server (an X-Event-Epoch other than the one the stream
+	// knew: an in-memory server has not recreated the session yet),
+	// counted from the first such 404. Zero means DefaultRestartGrace;
+	// negative: never retry a 404.
+	RestartGrace time.Duration
 }
 
 // StreamOptions configure one [Client.Subscribe].
@@ -80,14 +89,22 @@ type StreamOptions struct {
 // frames never move it — so the server replays exactly what was missed. The
 // wait is the server's retry: value (or Client.Retry) doubled per
 // consecutive failure up to Client.MaxBackoff, with jitter: a uniformly
-// random delay in [d/2, d]. A 5xx's Retry-After raises it. Failures reset
-// once a connection delivers a frame.
+// random delay in [d/2, d]. Failures reset once a connection delivers a
+// frame.
+//
+// Answers that are retried (transient): any 5xx, 408, 429, and a 404 from
+// a restarted server (its X-Event-Epoch differs from the one the stream
+// knew) for up to Client.RestartGrace. A Retry-After on any of them is a
+// floor: the wait is drawn uniformly from [Retry-After, Retry-After +
+// max(d, Retry-After)/2], so clients told the same Retry-After do not come
+// back in the same instant.
 //
 // The stream stops for good, and Next returns the reason from then on:
 // [eventbus.ErrSessionClosed] after the session_closed event of its own
-// session (the event itself is returned first), a [*StatusError] when the
-// server answers 4xx (or a non-200 status other than 5xx, or a 200 that is
-// not text/event-stream), the context's error, or [ErrStreamClosed].
+// session (the event itself is returned first), a [*StatusError] for any
+// other non-200 answer (400, 401, 403, 404 from a server that did not
+// restart, 405, 410, …) or a 200 that is not text/event-stream, the
+// context's error, or [ErrStreamClosed].
 type Stream struct {
 	c       *Client
 	ctx     context.Context
@@ -104,6 +121,7 @@ type Stream struct {
 	failures  int
 	minWait   time.Duration // Retry-After from the last failure
 	waitNext  bool          // a reconnect must wait first
+	since404  time.Time     // first 404 of a restarted server in a row; zero: none
 	err       error         // terminal
 
 	mu       sync.Mutex
@@ -283,7 +301,7 @@ func (s *Stream) connect() {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		_ = resp.Body.Close()
 		se := readStatusError(resp, body)
-		if resp.StatusCode >= 500 {
+		if s.transient(resp) {
 			s.failures++
 			s.minWait = se.RetryAfter
 			return
@@ -291,6 +309,7 @@ func (s *Stream) connect() {
 		s.fail(se)
 		return
 	}
+	s.since404 = time.Time{}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
 		_ = resp.Body.Close()
 		s.fail(&StatusError{Status: resp.StatusCode, Code: "invalid_content_type",
@@ -313,6 +332,33 @@ func (s *Stream) connect() {
 	s.dec.SetLastEventID(s.lastID)
 }
 
+// transient reports whether a non-200 answer is worth another attempt (see
+// [Stream]).
+func (s *Stream) transient(resp *http.Response) bool {
+	switch code := resp.StatusCode; {
+	case code >= 500, code == http.StatusTooManyRequests, code == http.StatusRequestTimeout:
+		return true
+	case code != http.StatusNotFound:
+		return false
+	}
+	grace := s.c.RestartGrace
+	if grace == 0 {
+		grace = DefaultRestartGrace
+	}
+	known := s.connEpoch
+	if known == "" {
+		known = s.epoch
+	}
+	got := resp.Header.Get(HeaderEpoch)
+	if grace < 0 || known == "" || got == "" || got == known {
+		return false // no restart: the session really is not there
+	}
+	if s.since404.IsZero() {
+		s.since404 = time.Now()
+	}
+	return time.Since(s.since404) < grace
+}
+
 // backoff returns the jittered wait before the next connect.
 func (s *Stream) backoff() time.Duration {
 	maxB := s.c.MaxBackoff
@@ -324,8 +370,12 @@ func (s *Stream) backoff() time.Duration {
 		d *= 2
 	}
 	d = min(d, max(maxB, s.retry))
-	d = d/2 + rand.N(d/2+1)
-	return max(d, s.minWait)
+	if s.minWait > 0 {
+		// Retry-After is a floor; the jitter goes above it, never clamped
+		// to it (clamping returned every client at the same instant).
+		return s.minWait + rand.N(max(d, s.minWait)/2+1)
+	}
+	return d/2 + rand.N(d/2+1)
 }
 
 // sleep waits d or until the stream's context ends; it reports whether the

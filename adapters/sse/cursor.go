@@ -2,7 +2,9 @@ package sse
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/replaybus/replaybus/eventbus"
 )
@@ -24,23 +26,29 @@ type CursorError struct {
 }
 
 // Error names the value, quoted and cut to 64 bytes, and what is wrong.
-func (e *CursorError) Error() string {
-	return fmt.Sprintf("sse: invalid Last-Event-ID %s: %s", quoteCut(e.Value), e.Reason)
+func (e *CursorError) Error() string { return "sse: " + e.message() }
+
+// message is Error without the package prefix: what an HTTP answer says.
+func (e *CursorError) message() string {
+	return fmt.Sprintf("invalid Last-Event-ID %s: %s", quoteCut(e.Value), e.Reason)
 }
 
 // ParseCursor parses a Last-Event-ID value strictly into the bus's cursor
-// type, ready for eventbus.SubscribeOptions.Cursor. It accepts:
+// type, eventbus.Position (ID, Epoch). It accepts:
 //
 //   - "" — no cursor (nil, nil);
 //   - decimal digits only, 0 … [MaxID], leading zeros allowed, at most 20
 //     digits: no sign, no space, no "0x", no fraction, no exponent;
-//   - "<epoch>-<seq>": an epoch of 1–[MaxEpochLen] characters from
-//     [A-Za-z0-9_], a '-', and a seq as above (the form [FormatID] writes
-//     for epoch-qualified ids).
+//   - "<epoch>-<seq>": a well-formed epoch (see [ParseEpoch]: 1–[MaxEpochLen]
+//     bytes of UTF-8 without control characters, so hyphens and a UUID are
+//     fine), a '-', and a seq as above (the form [FormatID] writes for
+//     epoch-qualified ids). The last '-' separates the two. An epoch that is
+//     not the bus's is another incarnation's: the handler answers it with
+//     an epoch_reset frame, not an error.
 //
 // Anything else — "abc", "-1", "1.5", "0x3", " 7", "+7", "7 ", a value over
-// MaxID or over the uint64 range, NUL, CR or LF anywhere — is a
-// [*CursorError] naming the value. Where qwen-code silently ignores a bad
+// MaxID or over the uint64 range, NUL, CR or LF anywhere, an epoch over
+// MaxEpochLen bytes — is a [*CursorError] naming the value. Where qwen-code silently ignores a bad
 // cursor (and so hides a gap), the handler answers 400.
 func ParseCursor(s string) (*eventbus.Position, error) {
 	if s == "" {
@@ -70,14 +78,20 @@ type EpochError struct {
 }
 
 // Error names the value, quoted and cut to 64 bytes, and what is wrong.
-func (e *EpochError) Error() string {
-	return fmt.Sprintf("sse: invalid X-Event-Epoch %s: %s", quoteCut(e.Value), e.Reason)
+func (e *EpochError) Error() string { return "sse: " + e.message() }
+
+// message is Error without the package prefix: what an HTTP answer says.
+func (e *EpochError) message() string {
+	return fmt.Sprintf("invalid X-Event-Epoch %s: %s", quoteCut(e.Value), e.Reason)
 }
 
-// ParseEpoch checks an X-Event-Epoch request header value: "" (none) or
-// 1–[MaxEpochLen] characters from [A-Za-z0-9_]. Anything else is an
-// [*EpochError] naming the value. A well-formed epoch that is not the bus's
-// is not an error here: the bus answers it with an epoch_reset frame.
+// ParseEpoch checks an X-Event-Epoch request header value: "" (none) or an
+// epoch of 1–[MaxEpochLen] bytes of valid UTF-8 without control characters.
+// Only a malformed value — over-long, invalid UTF-8, a control character
+// (NUL, CR, LF, DEL, …) — is an [*EpochError] naming the value. Any
+// well-formed value that is not the bus's epoch (one this bus never issued,
+// a UUID with hyphens, another server's) is another incarnation's epoch: the
+// handler answers it with an epoch_reset frame, not with 400.
 func ParseEpoch(s string) (string, error) {
 	if s == "" {
 		return "", nil
@@ -90,15 +104,53 @@ func ParseEpoch(s string) (string, error) {
 
 func checkEpoch(s string) string {
 	if len(s) > MaxEpochLen {
-		return fmt.Sprintf("longer than %d characters", MaxEpochLen)
+		return fmt.Sprintf("longer than %d bytes", MaxEpochLen)
 	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_') {
-			return fmt.Sprintf("has %q at byte %d (want [A-Za-z0-9_])", c, i)
+	for i, r := range s {
+		if r == utf8.RuneError {
+			if _, n := utf8.DecodeRuneInString(s[i:]); n == 1 {
+				return fmt.Sprintf("invalid UTF-8 at byte %d", i)
+			}
+		}
+		if r < 0x20 || r == 0x7f {
+			return fmt.Sprintf("control character %s at byte %d", runeAt(s, i), i)
 		}
 	}
 	return ""
+}
+
+// busEpoch returns what to hand the bus as SubscribeOptions.Cursor.Epoch for a
+// well-formed epoch the client sent: the epoch itself when the bus could
+// have issued it, else a stand-in the bus accepts and that differs from its
+// own epoch, so that a foreign epoch (a UUID, say) is an epoch_reset.
+func busEpoch(epoch, own string) string {
+	if epoch == "" || epoch == own {
+		return epoch
+	}
+	for i := 0; i < len(epoch); i++ {
+		c := epoch[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_') {
+			if own == "foreign" {
+				return "foreign_"
+			}
+			return "foreign"
+		}
+	}
+	return epoch
+}
+
+// runeAt quotes the character that starts at byte i of s: a whole rune
+// ('٣', not the 'Ù' of its first byte), or its byte as '\xd9' when s is
+// not valid UTF-8 there.
+func runeAt(s string, i int) string {
+	r, n := utf8.DecodeRuneInString(s[i:])
+	if r == utf8.RuneError && n <= 1 {
+		if i >= len(s) {
+			return "end of input"
+		}
+		return fmt.Sprintf("'\\x%02x'", s[i])
+	}
+	return strconv.QuoteRune(r)
 }
 
 // parseSeq parses 1–20 decimal digits no greater than MaxID.
@@ -113,7 +165,7 @@ func parseSeq(s string) (uint64, string) {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c < '0' || c > '9' {
-			return 0, fmt.Sprintf("want decimal digits only, got %q at byte %d", c, i)
+			return 0, fmt.Sprintf("want decimal digits only, got %s at byte %d", runeAt(s, i), i)
 		}
 		d := uint64(c - '0')
 		if n > (MaxID-d)/10 {
@@ -124,12 +176,17 @@ func parseSeq(s string) (uint64, string) {
 	return n, ""
 }
 
-// quoteCut quotes s with %q, cutting it to 64 bytes first so an error never
-// echoes a huge header.
+// quoteCut quotes s with %q, cutting it to 64 bytes first (at a rune
+// boundary, so non-ASCII text is quoted as itself) so an error never echoes
+// a huge header.
 func quoteCut(s string) string {
 	const limit = 64
 	if len(s) <= limit {
 		return fmt.Sprintf("%q", s)
 	}
-	return fmt.Sprintf("%q…(%d bytes)", s[:limit], len(s))
+	cut := limit
+	for cut > limit-utf8.UTFMax && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%q…(%d bytes)", s[:cut], len(s))
 }

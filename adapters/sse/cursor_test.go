@@ -25,6 +25,10 @@ func TestParseCursor(t *testing.T) {
 		{"9007199254740991", &eventbus.Position{ID: sse.MaxID}},
 		{"abc123-42", &eventbus.Position{ID: 42, Epoch: "abc123"}},
 		{"A_z-0", &eventbus.Position{Epoch: "A_z"}},
+		// Well-formed epochs this bus never issued: another incarnation's.
+		{"e--5", &eventbus.Position{ID: 5, Epoch: "e-"}},
+		{"550e8400-e29b-41d4-a716-446655440000-7", &eventbus.Position{ID: 7, Epoch: "550e8400-e29b-41d4-a716-446655440000"}},
+		{"é-1", &eventbus.Position{ID: 1, Epoch: "é"}},
 	}
 	for _, tt := range good {
 		c, err := sse.ParseCursor(tt.in)
@@ -34,7 +38,7 @@ func TestParseCursor(t *testing.T) {
 	bad := []string{
 		"abc", "-1", "1.5", "0x3", " 7", "7 ", "+7", "1e3", "٣",
 		"9007199254740992", "18446744073709551615", "18446744073709551616", "99999999999999999999999",
-		"1\x00", "1\r", "1\n", "\r\n7", "-", "e-", "-5", "e--5", "e-x", "e f-1", "é-1", "e-+1",
+		"1\x00", "1\r", "1\n", "\r\n7", "-", "e-", "-5", "e-x", "e\x01f-1", "\xff-1", "e-+1",
 		strings.Repeat("e", 65) + "-1",
 	}
 	for _, in := range bad {
@@ -54,7 +58,7 @@ func TestParseEpoch(t *testing.T) {
 	e, err = sse.ParseEpoch("0123abcDEF_")
 	require.NoError(t, err)
 	assert.Equal(t, "0123abcDEF_", e)
-	for _, in := range []string{"a-b", "a b", "a\r\n", strings.Repeat("x", 65)} {
+	for _, in := range []string{"a\x00b", "a\x7f", "\xffab", "a\r\n", strings.Repeat("x", 65)} {
 		_, err := sse.ParseEpoch(in)
 		var ee *sse.EpochError
 		require.ErrorAs(t, err, &ee, "%q", in)

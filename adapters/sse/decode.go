@@ -272,6 +272,8 @@ func DecodeEvent(f Frame) (eventbus.Event, error) {
 			Data:    env.Data,
 			Origin:  env.Origin,
 			Replay:  env.Replay,
+			Count:   env.Count,
+			FirstID: env.FirstID,
 		}, nil
 	}
 	if err == nil {

@@ -17,7 +17,9 @@
 // # Wire format
 //
 // A stream starts with "retry: 3000" and a blank line, then one frame per
-// event, each flushed on its own:
+// event. Frames that are ready together are written as one batch (at most 64
+// frames or 64 KiB) and flushed once; each real event is encoded once and the
+// bytes shared by every stream of the handler:
 //
 //	id: 42                         real events only (synthetic frames have none)
 //	event: tool_call
@@ -66,9 +68,12 @@
 // registered, as JSON {"code":…,"message":…} whose message names the bad
 // value:
 //
-//	400 invalid_last_event_id, invalid_max_queued (not 16–2048),
-//	    invalid_scope, invalid_replay (not 0/1), invalid_events
-//	    (not typed/message), invalid_epoch,
+//	400 invalid_last_event_id (also: the header twice),
+//	    invalid_query (does not parse, or a parameter twice),
+//	    invalid_max_queued (not 16–2048), invalid_scope,
+//	    invalid_replay (not 0/1), invalid_events (not typed/message),
+//	    invalid_epoch (malformed, or twice; a well-formed foreign
+//	    epoch is an epoch_reset frame, not an error),
 //	    invalid_session_id, invalid_request
 //	403 forbidden                  from HandlerOptions.Authorize
 //	404 session_not_found
@@ -76,17 +81,25 @@
 //	410 session_closed
 //	429 subscriber_limit_exceeded  with Retry-After: 5
 //	500 internal_error
-//	503 unavailable                bus or handler closed, with Retry-After: 5
+//
+// Messages carry no Go package prefix. A closed handler, or one over a
+// closed bus, answers no 503 (a browser's EventSource gives up for good on
+// any non-200 answer): it answers 200 with only a retry: line, spread over
+// [retry, 2×retry], and ends, so every client reconnects later.
 //
 // A 200 answer is text/event-stream with Cache-Control: no-cache,
 // no-transform, X-Accel-Buffering: no, the bus epoch in X-Event-Epoch, and
-// no Content-Length. [Stream] stops on any 4xx and retries 5xx.
+// no Content-Length. [Stream] retries 5xx, 408, 429 and a restarted
+// server's 404, and stops on any other 4xx; docs/protocol.md lists which
+// answers any client should retry.
 //
 // # Concurrency
 //
 // Each stream is served by the request's goroutine alone: it writes the
 // retry line, frames and heartbeats (one writer) and sets a write deadline
-// before each write, so a peer that stopped reading cannot pin it. The
+// before each write, so a peer that stopped reading cannot pin it, and
+// clears it after the write, so a quiet stream is never cut (an HTTP/2
+// stream whose deadline passes is reset even when nothing is written). The
 // handler starts no goroutine of its own. The request's context is the
 // subscription's: a client that disconnects is unsubscribed at once and
 // frees its slot under the subscriber cap. [Handler.Close] ends every stream;

@@ -46,7 +46,9 @@ type EncodeOptions struct {
 //
 // The envelope is {"v":1,"id":…,"type":…,"session":…,"data":…,"replay":true,"origin":…}
 // with "id" left out for a synthetic frame, "data" left out when ev.Data is
-// empty, "replay" only when true and "origin" only when set. Strings are
+// empty, "replay" only when true and "origin" only when set; a merged event
+// of a coalescing subscription (ev.Count ≥ 2) adds "count" and "firstId"
+// (its id, and the SSE id, is the last merged event's). Strings are
 // escaped as encoding/json escapes them (without HTML escaping; U+2028,
 // U+2029 and invalid UTF-8 as encoding/json does), so the envelope line
 // never contains a raw CR or LF and the type is carried exactly even when
@@ -86,6 +88,12 @@ func AppendEvent(dst []byte, ev eventbus.Event, opts EncodeOptions) []byte {
 	if ev.Origin != "" {
 		dst = append(dst, `,"origin":`...)
 		dst = appendJSONString(dst, ev.Origin)
+	}
+	if ev.Count > 1 {
+		dst = append(dst, `,"count":`...)
+		dst = strconv.AppendInt(dst, int64(ev.Count), 10)
+		dst = append(dst, `,"firstId":`...)
+		dst = strconv.AppendUint(dst, ev.FirstID, 10)
 	}
 	return append(dst, "}\n\n"...)
 }
@@ -309,4 +317,6 @@ type envelope struct {
 	Data    json.RawMessage `json:"data"`
 	Replay  bool            `json:"replay"`
 	Origin  string          `json:"origin"`
+	Count   int             `json:"count"`
+	FirstID uint64          `json:"firstId"`
 }

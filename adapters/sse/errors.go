@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/replaybus/replaybus/eventbus"
@@ -23,13 +24,17 @@ const (
 	CodeInvalidEvents      = "invalid_events"            // 400: events not typed or message
 	CodeInvalidSessionID   = "invalid_session_id"        // 400: empty, over-long, non-UTF-8 or control characters
 	CodeInvalidRequest     = "invalid_request"           // 400: the bus refused the subscribe options
+	CodeInvalidQuery       = "invalid_query"             // 400: the query does not parse (?scope=%zz, a ';') or repeats a parameter
 	CodeForbidden          = "forbidden"                 // 403: the Authorize hook refused
 	CodeSessionNotFound    = "session_not_found"         // 404: no such session
 	CodeMethodNotAllowed   = "method_not_allowed"        // 405: not GET
 	CodeSessionClosed      = "session_closed"            // 410: the session was closed
 	CodeSubscriberLimit    = "subscriber_limit_exceeded" // 429: the session is at its subscriber cap; Retry-After: 5
 	CodeInternal           = "internal_error"            // 500: anything else
-	CodeUnavailable        = "unavailable"               // 503: the bus or the handler is closed; Retry-After: 5
+	// CodeUnavailable is the code of a 503 answer. The handler itself
+	// never sends it (a closing handler answers 200 with a retry: line and
+	// an empty stream, so browsers reconnect); [Stream] retries it.
+	CodeUnavailable = "unavailable"
 )
 
 // StatusError is an HTTP error answer of the SSE endpoint: what [Handler]
@@ -119,8 +124,9 @@ func readStatusError(resp *http.Response, body []byte) *StatusError {
 	return e
 }
 
-// statusFor maps a Subscribe error to the answer the handler writes.
-func statusFor(err error) *StatusError {
+// statusFor maps a Subscribe error for session to the answer the handler
+// writes.
+func statusFor(err error, session string) *StatusError {
 	var limit *eventbus.SubscriberLimitError
 	switch {
 	case errors.As(err, &limit):
@@ -128,17 +134,37 @@ func statusFor(err error) *StatusError {
 			Message:    fmt.Sprintf("session %q already has %d subscribers (the limit)", limit.Session, limit.Limit),
 			RetryAfter: 5 * time.Second}
 	case errors.Is(err, eventbus.ErrSubscriberLimit):
-		return &StatusError{Status: http.StatusTooManyRequests, Code: CodeSubscriberLimit, Message: err.Error(),
+		return &StatusError{Status: http.StatusTooManyRequests, Code: CodeSubscriberLimit, Message: publicMessage(err),
 			RetryAfter: 5 * time.Second}
 	case errors.Is(err, eventbus.ErrSessionNotFound):
-		return &StatusError{Status: http.StatusNotFound, Code: CodeSessionNotFound, Message: err.Error()}
+		return &StatusError{Status: http.StatusNotFound, Code: CodeSessionNotFound,
+			Message: fmt.Sprintf("session %q not found", session)}
 	case errors.Is(err, eventbus.ErrSessionClosed):
-		return &StatusError{Status: http.StatusGone, Code: CodeSessionClosed, Message: err.Error()}
+		return &StatusError{Status: http.StatusGone, Code: CodeSessionClosed,
+			Message: fmt.Sprintf("session %q closed", session)}
 	case errors.Is(err, eventbus.ErrClosed):
-		return &StatusError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: err.Error(),
+		return &StatusError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: publicMessage(err),
 			RetryAfter: 5 * time.Second}
 	case errors.Is(err, eventbus.ErrInvalid):
-		return &StatusError{Status: http.StatusBadRequest, Code: CodeInvalidRequest, Message: err.Error()}
+		return &StatusError{Status: http.StatusBadRequest, Code: CodeInvalidRequest, Message: publicMessage(err)}
 	}
-	return &StatusError{Status: http.StatusInternalServerError, Code: CodeInternal, Message: err.Error()}
+	return &StatusError{Status: http.StatusInternalServerError, Code: CodeInternal, Message: publicMessage(err)}
+}
+
+// publicMessage is err's text for an HTTP answer: without the Go package
+// prefixes ("eventbus: ", "sse: ", …) that mean nothing to a client.
+func publicMessage(err error) string {
+	msg := err.Error()
+	for {
+		i := strings.Index(msg, ": ")
+		if i < 0 {
+			return msg
+		}
+		switch msg[:i] {
+		case "eventbus", "sse", "scope", "replay", "nats", "config", "json", "url", "strconv":
+			msg = msg[i+2:]
+		default:
+			return msg
+		}
+	}
 }

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,6 +61,14 @@ type HandlerOptions struct {
 	// just before [eventbus.Bus.Subscribe]. The bus validates the result: an
 	// eventbus.ErrInvalid answers 400 invalid_request.
 	Configure func(r *http.Request, o *eventbus.SubscribeOptions)
+	// OnSubscribe, when set, is called with each stream's subscription right
+	// after it was made and before its first frame is written, on the
+	// request's goroutine: the application learns the connection's
+	// subscription, for [eventbus.Bus.SendTo] (a targeted frame sent here
+	// arrives after the replay and replay_complete). The subscription ends
+	// when the stream does; the hook must not keep it past that (watch
+	// sub.Done()). It may block the stream's start, not the bus.
+	OnSubscribe func(r *http.Request, sub *eventbus.Subscription)
 	// Retry is the reconnection delay sent as "retry: <ms>" first on every
 	// stream. Zero means DefaultRetry (3 s); negative sends no retry: line.
 	Retry time.Duration
@@ -67,10 +77,12 @@ type HandlerOptions struct {
 	// DefaultHeartbeat (15 s); negative disables heartbeats.
 	Heartbeat time.Duration
 	// WriteTimeout is the deadline set (http.ResponseController
-	// .SetWriteDeadline) before each write+flush, so a peer that stopped
-	// reading cannot pin the stream's goroutine; the stream ends when it
-	// passes. Zero means DefaultWriteTimeout (10 s); negative sets none.
-	// It overrides http.Server.WriteTimeout for the stream.
+	// .SetWriteDeadline) before each write+flush and cleared right after
+	// it, so a peer that stopped reading cannot pin the stream's goroutine
+	// (the stream ends when it passes) while a quiet stream is never cut,
+	// over HTTP/1.1 or HTTP/2 alike. Zero means DefaultWriteTimeout (10 s);
+	// negative sets none. It overrides http.Server.WriteTimeout for the
+	// stream.
 	WriteTimeout time.Duration
 	// EpochIDs writes ids as "<epoch>-<seq>" so that a browser, which cannot
 	// send X-Event-Epoch, hands the epoch back in Last-Event-ID and a server
@@ -89,8 +101,8 @@ type HandlerOptions struct {
 //
 // Each stream is written by the request's own goroutine (frames, heartbeats
 // and the retry line alike: one writer); the handler starts no goroutines.
-// A Handler is safe for concurrent use. After [Handler.Close] it answers
-// 503 unavailable and every open stream ends.
+// A Handler is safe for concurrent use. After [Handler.Close] every open
+// stream ends and new requests get a retry: line and an empty stream.
 type Handler struct {
 	bus     *eventbus.Bus
 	o       HandlerOptions
@@ -102,10 +114,21 @@ type Handler struct {
 	mu      sync.Mutex
 	closed  bool
 	nextID  uint64
-	streams map[uint64]context.CancelFunc
+	streams map[uint64]*streamState
 	idle    chan struct{} // closed when closed and no stream is left
+	cache   frameCache    // one encoding of each event, shared by every stream
 
-	started, rejected, frames, heartbeats, writeErrors atomic.Uint64
+	started, rejected, writeErrors atomic.Uint64
+	// frames and heartbeats of streams that have ended; a live stream
+	// counts in its own streamState, so streams never contend on one
+	// counter.
+	frames, heartbeats atomic.Uint64
+}
+
+// streamState is one open stream: how to end it and its own counters.
+type streamState struct {
+	cancel             context.CancelFunc
+	frames, heartbeats atomic.Uint64
 }
 
 // NewHandler returns a Handler serving bus. It fails when bus is nil.
@@ -114,7 +137,7 @@ func NewHandler(bus *eventbus.Bus, o HandlerOptions) (*Handler, error) {
 	if bus == nil {
 		return nil, errors.New("sse: NewHandler: nil bus")
 	}
-	h := &Handler{bus: bus, o: o, streams: make(map[uint64]context.CancelFunc), idle: make(chan struct{})}
+	h := &Handler{bus: bus, o: o, streams: make(map[uint64]*streamState), idle: make(chan struct{})}
 	h.retry = durationOr(o.Retry, DefaultRetry)
 	h.hb = durationOr(o.Heartbeat, DefaultHeartbeat)
 	h.wt = durationOr(o.WriteTimeout, DefaultWriteTimeout)
@@ -147,14 +170,19 @@ type Stats struct {
 // Stats returns the handler's counters. Safe for concurrent use.
 func (h *Handler) Stats() Stats {
 	h.mu.Lock()
-	active := len(h.streams)
+	st := Stats{Active: len(h.streams), Frames: h.frames.Load(), Heartbeats: h.heartbeats.Load()}
+	for _, s := range h.streams {
+		st.Frames += s.frames.Load()
+		st.Heartbeats += s.heartbeats.Load()
+	}
 	h.mu.Unlock()
-	return Stats{Active: active, Started: h.started.Load(), Rejected: h.rejected.Load(),
-		Frames: h.frames.Load(), Heartbeats: h.heartbeats.Load(), WriteErrors: h.writeErrors.Load()}
+	st.Started, st.Rejected, st.WriteErrors = h.started.Load(), h.rejected.Load(), h.writeErrors.Load()
+	return st
 }
 
-// Close makes the handler refuse new streams (503 unavailable, Retry-After
-// 5) and ends every open stream at once: each unsubscribes and returns from
+// Close makes the handler refuse new streams — answered 200 with only a
+// retry: line, never 503, so browsers come back (see the package
+// documentation) — and ends every open stream at once: each unsubscribes and returns from
 // ServeHTTP without a further frame, so browsers reconnect after their retry
 // delay. It does not wait; see [Handler.Shutdown]. Idempotent; always nil.
 // Suitable for http.Server.RegisterOnShutdown.
@@ -165,8 +193,8 @@ func (h *Handler) Close() error {
 		return nil
 	}
 	h.closed = true
-	for _, cancel := range h.streams {
-		cancel()
+	for _, s := range h.streams {
+		s.cancel()
 	}
 	if len(h.streams) == 0 {
 		close(h.idle)
@@ -188,20 +216,24 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 }
 
 // register adds a stream; false when the handler is closed.
-func (h *Handler) register(cancel context.CancelFunc) (uint64, bool) {
+func (h *Handler) register(st *streamState) (uint64, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
 		return 0, false
 	}
 	h.nextID++
-	h.streams[h.nextID] = cancel
+	h.streams[h.nextID] = st
 	return h.nextID, true
 }
 
 func (h *Handler) unregister(id uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if st := h.streams[id]; st != nil {
+		h.frames.Add(st.frames.Load())
+		h.heartbeats.Add(st.heartbeats.Load())
+	}
 	delete(h.streams, id)
 	if h.closed && len(h.streams) == 0 {
 		select {
@@ -234,13 +266,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	enc := h.encOpts
-	switch s := r.URL.Query().Get("events"); s {
-	case "", "typed":
-	case "message":
-		enc.NoEventField = true
-	default:
-		h.reject(w, &StatusError{Status: http.StatusBadRequest, Code: CodeInvalidEvents,
-			Message: fmt.Sprintf("invalid events %s (want typed or message)", quoteCut(s))})
+	if enc.NoEventField, serr = ParseEvents(r.URL.Query().Get("events")); serr != nil {
+		h.reject(w, serr)
 		return
 	}
 	if h.o.Authorize != nil {
@@ -259,10 +286,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	id, ok := h.register(cancel)
+	st := &streamState{cancel: cancel}
+	id, ok := h.register(st)
 	if !ok {
-		h.reject(w, &StatusError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
-			Message: "sse: handler closed", RetryAfter: retryAfterBusy})
+		h.goAway(w)
 		return
 	}
 	defer h.unregister(id)
@@ -272,21 +299,55 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if ctx.Err() != nil {
 			return // the client is gone (or the handler closed): nobody to answer
 		}
-		h.reject(w, statusFor(err))
+		if errors.Is(err, eventbus.ErrClosed) {
+			h.goAway(w)
+			return
+		}
+		h.reject(w, statusFor(err, sessionID))
 		return
 	}
 	defer sub.Close()
 	h.started.Add(1)
-	reason := h.stream(ctx, w, sub, enc)
+	if h.o.OnSubscribe != nil {
+		h.o.OnSubscribe(r, sub)
+	}
+	reason := h.stream(ctx, w, sub, enc, st)
 	if h.o.Logger != nil {
 		h.o.Logger.LogAttrs(ctx, slog.LevelDebug, "sse: stream ended",
 			slog.String("session", sessionID), slog.String("remote", r.RemoteAddr), slog.Any("reason", reason))
 	}
 }
 
+// goAway answers a request that arrives while the handler or the bus is
+// shutting down. A 503 would make a browser's EventSource give up for good
+// (WHATWG: any non-200 answer fails the connection), so it answers 200
+// text/event-stream with a retry: line and ends the response at once: an
+// EventSource reconnects after that delay, and so does [Stream]. The delay
+// is drawn from [retry, 2×retry] so that the clients of a restarting server
+// do not all come back in the same instant. Retry-After carries the same
+// hint for other clients.
+func (h *Handler) goAway(w http.ResponseWriter) {
+	h.rejected.Add(1)
+	base := h.retry
+	if base <= 0 {
+		base = DefaultRetry
+	}
+	d := base + rand.N(base+1)
+	hd := w.Header()
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("Cache-Control", "no-cache, no-transform")
+	hd.Set("Retry-After", strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10))
+	hd.Del("Content-Length")
+	w.WriteHeader(http.StatusOK)
+	enc := NewEncoder(w, EncodeOptions{})
+	_ = enc.Retry(d)
+	_ = enc.Comment("unavailable: the server is shutting down; reconnect")
+	_ = http.NewResponseController(w).Flush()
+}
+
 // stream writes the answer headers, the retry line and then every frame of
 // sub, with heartbeats in the gaps, until something ends it; it returns why.
-func (h *Handler) stream(ctx context.Context, w http.ResponseWriter, sub *eventbus.Subscription, enc EncodeOptions) error {
+func (h *Handler) stream(ctx context.Context, w http.ResponseWriter, sub *eventbus.Subscription, enc EncodeOptions, st *streamState) error {
 	hd := w.Header()
 	hd.Set("Content-Type", "text/event-stream")
 	hd.Set("Cache-Control", "no-cache, no-transform")
@@ -333,19 +394,59 @@ func (h *Handler) stream(ctx context.Context, w http.ResponseWriter, sub *eventb
 					if err := sw.end(sw.enc.Comment("heartbeat")); err != nil {
 						return err
 					}
-					h.heartbeats.Add(1)
+					st.heartbeats.Add(1)
 					lastWrite = time.Now()
 				}
 				continue
 			}
 			return err
 		}
+		// A batch: this frame and whatever else is ready, written under
+		// one deadline and sent with one flush (centrifuge's writer does
+		// the same), each real event encoded once for all streams.
 		sw.begin()
-		if err := sw.end(sw.enc.Encode(ev)); err != nil {
+		n, err := sw.batch(w, sub, ev, enc)
+		if err == nil {
+			err = sw.end(nil)
+		} else {
+			err = sw.end(err)
+		}
+		st.frames.Add(uint64(n))
+		if err != nil {
 			return err
 		}
-		h.frames.Add(1)
 		lastWrite = time.Now()
+	}
+}
+
+// Bounds of one batch: frames and bytes written before the flush.
+const (
+	maxBatchFrames = 64
+	maxBatchBytes  = 64 << 10
+)
+
+// batch writes ev and then every frame sub has ready, up to the batch
+// bounds, without flushing. It returns how many frames it wrote.
+func (sw *streamWriter) batch(w http.ResponseWriter, sub *eventbus.Subscription, ev eventbus.Event, enc EncodeOptions) (int, error) {
+	n, bytes := 0, 0
+	for {
+		var b []byte
+		b, sw.scratch = sw.h.cache.frame(ev, enc, sw.scratch)
+		if _, err := w.Write(b); err != nil {
+			return n, err
+		}
+		if cap(sw.scratch) > maxPooledBuf {
+			sw.scratch = nil // do not pin one huge frame
+		}
+		n++
+		bytes += len(b)
+		if n >= maxBatchFrames || bytes >= maxBatchBytes {
+			return n, nil
+		}
+		var ok bool
+		if ev, ok = sub.TryNext(); !ok {
+			return n, nil
+		}
 	}
 }
 
@@ -355,7 +456,8 @@ type streamWriter struct {
 	ctx     context.Context
 	rc      *http.ResponseController
 	enc     *Encoder
-	noFlush bool // Flush is not supported
+	scratch []byte // frames not taken from the cache are built here
+	noFlush bool   // Flush is not supported
 }
 
 // begin sets the write deadline for the next write+flush.
@@ -365,7 +467,10 @@ func (sw *streamWriter) begin() {
 	}
 }
 
-// end flushes after a write that returned err, counting a failure.
+// end flushes after a write that returned err, counting a failure, and
+// clears the write deadline: a deadline must not outlive the write it
+// guards. Over HTTP/2 a deadline left in place resets the stream when it
+// passes, even on a stream that is quietly waiting for its next event.
 func (sw *streamWriter) end(err error) error {
 	if err == nil {
 		if err = sw.rc.Flush(); errors.Is(err, http.ErrNotSupported) {
@@ -375,6 +480,9 @@ func (sw *streamWriter) end(err error) error {
 				sw.h.o.Logger.LogAttrs(sw.ctx, slog.LevelWarn, "sse: response writer cannot flush; frames will be delayed")
 			}
 			sw.noFlush, err = true, nil
+		}
+		if err == nil && sw.h.wt > 0 {
+			_ = sw.rc.SetWriteDeadline(time.Time{}) // ErrNotSupported: nothing was set
 		}
 	}
 	if err != nil {
@@ -395,78 +503,18 @@ func (sw *streamWriter) end(err error) error {
 // parseRequest validates everything the request carries; the answer is a
 // 400 naming the bad value.
 func (h *Handler) parseRequest(r *http.Request) (string, eventbus.SubscribeOptions, *StatusError) {
-	var o eventbus.SubscribeOptions
-	bad := func(code, format string, args ...any) (string, eventbus.SubscribeOptions, *StatusError) {
-		return "", o, &StatusError{Status: http.StatusBadRequest, Code: code, Message: fmt.Sprintf(format, args...)}
-	}
 	var sessionID string
 	if h.o.SessionID != nil {
 		sessionID = h.o.SessionID(r)
 	} else {
 		sessionID = r.PathValue("id")
 	}
-	if sessionID == "" {
-		return bad(CodeInvalidSessionID, "empty session id")
-	}
-	if err := eventbus.CheckSessionID(sessionID); err != nil {
-		return bad(CodeInvalidSessionID, "%s", err.Error())
-	}
-	q := r.URL.Query()
-
-	if s := q.Get("scope"); s != "" {
-		k, err := scope.Parse(s)
-		if err != nil {
-			return bad(CodeInvalidScope, "invalid scope %s (want session, descendants, subtree or all)", quoteCut(s))
-		}
-		o.Scope = k
-	}
-	if s := q.Get("maxQueued"); s != "" {
-		n, reason := parseSeq(s)
-		if reason == "" && (n < MinMaxQueued || n > MaxMaxQueued) {
-			reason = "out of range"
-		}
-		if reason != "" {
-			return bad(CodeInvalidMaxQueued, "invalid maxQueued %s: %s (want an integer %d–%d)",
-				quoteCut(s), reason, MinMaxQueued, MaxMaxQueued)
-		}
-		o.MaxQueued = int(n)
-	}
-	switch s := q.Get("replay"); s {
-	case "", "1":
-	case "0":
-		o.NoReplay = true
-	default:
-		return bad(CodeInvalidReplay, "invalid replay %s (want 0 or 1)", quoteCut(s))
-	}
-
-	epoch, err := ParseEpoch(r.Header.Get(HeaderEpoch))
-	if err != nil {
-		return bad(CodeInvalidEpoch, "%s", err.Error())
-	}
-	// Every cursor source is validated; the header (what a reconnecting
-	// EventSource sends) wins over the query (which the URL keeps
-	// repeating), and last_event_id over lastEventId.
-	var cur *eventbus.Position
-	for _, v := range [...]string{q.Get("lastEventId"), q.Get("last_event_id"), r.Header.Get("Last-Event-ID")} {
-		c, err := ParseCursor(v)
-		if err != nil {
-			return bad(CodeInvalidLastEventID, "%s", err.Error())
-		}
-		if c != nil {
-			cur = c
-		}
-	}
-	if cur != nil && cur.Epoch == "" {
-		cur.Epoch = epoch // an id without an epoch: the header's, if any
-	}
-	o.Cursor = cur
-	if !h.bus.OverflowPolicySet() {
-		// The default rule of config.Config.OverflowPolicy: an SSE client
-		// resumes by itself, so evict rather than drop (Configure may
-		// still choose another policy).
+	o, serr := ParseRequest(r, sessionID, h.bus.Epoch())
+	if serr == nil && !h.bus.OverflowPolicySet() {
+		// The default rule of config.Config.OverflowPolicy: a stream's
+		// client resumes by itself, so evict rather than drop (Configure
+		// may still choose another policy).
 		o.Policy = eventbus.DefaultStreamOverflowPolicy
 	}
-	o.RequireSession = true
-	o.Name = r.RemoteAddr
-	return sessionID, o, nil
+	return sessionID, o, serr
 }

@@ -34,7 +34,7 @@
 // # API
 //
 //	POST   /sessions               {"id"?, "parent"?} → 201 {"id"}
-//	POST   /session/{id}/events    {"type", "data"?, "origin"?} → 202 {"id"}
+//	POST   /session/{id}/events    {"type", "data"?, "origin"?} → 202 {"id", "epoch", "cursor"}
 //	DELETE /session/{id}           → 204 (?cascade=1 closes the descendants too)
 //	GET    /session/{id}/events    SSE: ?scope=session|descendants|subtree|all, ?lastEventId=, ?maxQueued=, ?replay=0, ?events=message
 //	GET    /sessions               [{"id","parent","subscribers","buffered","lastEventId"}]
@@ -47,7 +47,7 @@
 //
 //	curl -N localhost:8080/session/demo/events?scope=descendants
 //	curl -N -H 'Last-Event-ID: 120' localhost:8080/session/demo/events
-//	curl -d '{"type":"note","data":{"text":"hi"}}' localhost:8080/session/demo/events
+//	curl -H 'Content-Type: application/json' -d '{"type":"note","data":{"text":"hi"}}' localhost:8080/session/demo/events
 //
 // # Shutdown
 //

@@ -10,12 +10,20 @@
 //	GET    /info                    epoch, last id, page defaults, event types, bus and SSE counters
 //	GET    /sessions                every live session (eventbus.SessionInfo), sorted by id
 //	POST   /sessions                {"id"?, "parent"?} → 201 {"id"}; an id is generated when absent;
-//	                                a closed id is reopened (ACP session/resume), a root given a parent
-//	POST   /session/{id}/events     {"type", "data"?, "origin"?} → 202 {"id"} (the event id);
+//	                                a closed id is reopened (ACP session/resume)
+//	POST   /session/{id}/events     {"type", "data"?, "origin"?} → 202 {"id", "epoch", "cursor"}: the event
+//	                                id, the bus epoch, and the id as the SSE stream writes it (for Last-Event-ID);
 //	                                404 for a session nobody created (a typo creates nothing)
 //	DELETE /session/{id}            close the session (?cascade=1: and its descendants) → 204, also when
 //	                                already closed; its children move up to its parent; 404 when unknown
 //	GET    /session/{id}/events     the SSE stream ([sse.Handler]; ?scope=, ?lastEventId=, …)
+//
+// POST bodies must be Content-Type: application/json (else 415, so that a
+// web page cannot post to a local agent server cross-site without a CORS
+// preflight), at most MaxBodyBytes, and arrive within Options.BodyTimeout
+// (else 408 and the connection is closed); streams are not affected by that
+// bound. Session ids are validated the same way on every route: what the bus
+// accepts, and one URL path segment (no "/", ".", "..").
 //
 // Every error is JSON {"code": …, "message": …} with a 4xx or 5xx status;
 // the SSE endpoint's codes are the sse package's, the others are listed with

@@ -7,13 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
@@ -46,6 +47,12 @@ type Options struct {
 	// DefaultScope is the scope the page starts with; zero means
 	// scope.Session.
 	DefaultScope scope.Kind
+	// BodyTimeout bounds how long a POST may take to deliver its body,
+	// counted from when the handler starts reading it; a slower body is
+	// answered 408 request_timeout and its connection closed. It applies
+	// to the POST routes only, so SSE streams are not cut. Zero means
+	// DefaultBodyTimeout (10 s).
+	BodyTimeout time.Duration
 	// Types are event types the page listens for from the start, besides
 	// the bus's own. Types published through POST /session/{id}/events are
 	// added as they come (an EventSource only hears event types it has a
@@ -61,6 +68,8 @@ type Server struct {
 	mux *http.ServeMux
 	log *slog.Logger
 	o   Options
+
+	bodyTimeout time.Duration
 
 	mu    sync.Mutex
 	types []string // sorted, bounded by maxTypes
@@ -84,7 +93,10 @@ func New(bus *eventbus.Bus, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{bus: bus, sse: h, mux: http.NewServeMux(), log: o.Logger, o: o}
+	s := &Server{bus: bus, sse: h, mux: http.NewServeMux(), log: o.Logger, o: o, bodyTimeout: o.BodyTimeout}
+	if s.bodyTimeout <= 0 {
+		s.bodyTimeout = DefaultBodyTimeout
+	}
 	for _, t := range []string{eventbus.TypeStateResyncRequired, eventbus.TypeReplayComplete,
 		eventbus.TypeSlowClientWarning, eventbus.TypeClientEvicted, eventbus.TypeSessionClosed, "message"} {
 		s.addType(t)
@@ -97,9 +109,13 @@ func New(bus *eventbus.Bus, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	var events http.Handler = h
+	var events http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if validPathID(w, r) {
+			h.ServeHTTP(w, r)
+		}
+	})
 	if o.WrapEvents != nil {
-		events = o.WrapEvents(h)
+		events = o.WrapEvents(events)
 	}
 	s.mux.Handle(sse.Pattern, events)
 	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
@@ -122,17 +138,20 @@ func (s *Server) Bus() *eventbus.Bus { return s.bus }
 // SSE returns the SSE handler, for its [sse.Handler.Stats].
 func (s *Server) SSE() *sse.Handler { return s.sse }
 
-// Close ends every open SSE stream and makes the SSE endpoint answer 503 from
-// then on (see [sse.Handler.Close]); the other routes keep working. Register
+// Close ends every open SSE stream and makes the SSE endpoint send clients
+// away with a retry: line from then on (see [sse.Handler.Close]); the other routes keep working. Register
 // it with http.Server.RegisterOnShutdown so that Shutdown does not wait for
 // streams that never end. Idempotent; always nil.
 func (s *Server) Close() error { return s.sse.Close() }
 
 // ServeHTTP routes r. Besides the SSE endpoint's answers, errors are:
 //
-//	400 invalid_json        the body is not the JSON object the route takes
-//	400 invalid_argument    the bus refused a value (empty type, control characters, …)
-//	404 not_found           no such route
+//	400 invalid_json        the body is not the JSON object the route takes (the message says at which byte)
+//	400 invalid_session_id  an id (path, "id" or "parent") the bus refuses or that is not one URL path segment
+//	400 invalid_argument    the bus refused a value (empty type, control characters, …), a bad origin
+//	404 not_found           no such route, or a path with an empty, "." or ".." segment (no redirect)
+//	408 request_timeout     the body did not arrive within Options.BodyTimeout
+//	415 unsupported_media_type  a body that is not Content-Type: application/json
 //	404 session_not_found   DELETE of, or POST of events to, a session nobody created
 //	404 parent_not_found    POST /sessions with an unknown parent
 //	405 method_not_allowed  the route exists for other methods (Allow lists them)
@@ -145,6 +164,11 @@ func (s *Server) Close() error { return s.sse.Close() }
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.log.LogAttrs(r.Context(), slog.LevelDebug, "request",
 		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("remote", r.RemoteAddr))
+	if !cleanPath(r.URL.EscapedPath()) {
+		writeError(w, http.StatusNotFound, "not_found",
+			fmt.Sprintf("no route for %s %s (empty or dot path segment)", r.Method, quote(r.URL.Path)))
+		return
+	}
 	if h, pattern := s.mux.Handler(r); pattern == "" {
 		// The mux would answer in plain text: find out what it would say.
 		rec := &recorder{header: make(http.Header)}
@@ -213,14 +237,20 @@ type createRequest struct {
 
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	var req createRequest
-	if !decodeBody(w, r, &req, true) {
+	if !s.readBody(w, r, &req, true) {
 		return
 	}
 	if req.ID == "" {
 		req.ID = newID()
-	} else if strings.Contains(req.ID, "/") {
-		writeError(w, http.StatusBadRequest, "invalid_argument", fmt.Sprintf("session id %q contains '/'", req.ID))
+	} else if msg := checkID("session id", req.ID); msg != "" {
+		writeError(w, http.StatusBadRequest, "invalid_session_id", msg)
 		return
+	}
+	if req.Parent != "" {
+		if msg := checkID("parent", req.Parent); msg != "" {
+			writeError(w, http.StatusBadRequest, "invalid_session_id", msg)
+			return
+		}
 	}
 	s.createMu.Lock()
 	defer s.createMu.Unlock()
@@ -232,7 +262,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		writeBusError(w, err)
 		return
 	}
-	s.log.Info("session created", "session", req.ID, "parent", req.Parent)
+	s.log.Debug("session created", "session", req.ID, "parent", req.Parent) // Debug: churn must not flood the log
 	writeJSON(w, http.StatusCreated, map[string]string{"id": req.ID})
 }
 
@@ -243,12 +273,19 @@ type publishRequest struct {
 }
 
 func (s *Server) publish(w http.ResponseWriter, r *http.Request) {
+	if !validPathID(w, r) {
+		return
+	}
 	var req publishRequest
-	if !decodeBody(w, r, &req, false) {
+	if !s.readBody(w, r, &req, false) {
 		return
 	}
 	if req.Type == "" {
 		writeError(w, http.StatusBadRequest, "invalid_argument", `missing "type"`)
+		return
+	}
+	if msg := checkOrigin(req.Origin); msg != "" {
+		writeError(w, http.StatusBadRequest, "invalid_argument", msg)
 		return
 	}
 	var data any
@@ -268,10 +305,29 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.addType(req.Type)
-	writeJSON(w, http.StatusAccepted, map[string]uint64{"id": ev.ID})
+	// The answer carries the epoch, and the id in the form the SSE stream
+	// writes it (epoch-qualified with HandlerOptions.EpochIDs), so that a
+	// publisher that resumes from its own event uses a cursor that detects
+	// a restart instead of silently pointing into the next incarnation.
+	epoch := s.bus.Epoch()
+	cursor := sse.FormatID(ev.ID, "")
+	if s.o.SSE.EpochIDs {
+		cursor = sse.FormatID(ev.ID, epoch)
+	}
+	writeJSON(w, http.StatusAccepted, publishAnswer{ID: ev.ID, Epoch: epoch, Cursor: cursor})
+}
+
+// publishAnswer is the 202 answer of POST /session/{id}/events.
+type publishAnswer struct {
+	ID     uint64 `json:"id"`     // the event id
+	Epoch  string `json:"epoch"`  // the bus epoch the id belongs to
+	Cursor string `json:"cursor"` // the id as the SSE stream writes it, for Last-Event-ID
 }
 
 func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
+	if !validPathID(w, r) {
+		return
+	}
 	id := r.PathValue("id")
 	if !s.bus.SessionExists(id) && !s.bus.SessionClosed(id) {
 		// The bus treats closing an unknown id as a no-op (AgentPool's
@@ -279,21 +335,26 @@ func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "session_not_found", fmt.Sprintf("no session %q", id))
 		return
 	}
-	var err error
-	switch c := r.URL.Query().Get("cascade"); c {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil || len(q["cascade"]) > 1 {
+		writeError(w, http.StatusBadRequest, "invalid_argument",
+			fmt.Sprintf("invalid query %s (want at most one cascade=0|1|true|false)", quote(r.URL.RawQuery)))
+		return
+	}
+	switch c := q.Get("cascade"); c {
 	case "", "0", "false":
 		err = s.bus.CloseSession(id)
 	case "1", "true":
 		err = s.bus.CloseSessionTree(id)
 	default:
-		writeError(w, http.StatusBadRequest, "invalid_argument", fmt.Sprintf("cascade %q (want 0, 1, true or false)", c))
+		writeError(w, http.StatusBadRequest, "invalid_argument", fmt.Sprintf("cascade %s (want 0, 1, true or false)", quote(c)))
 		return
 	}
 	if err != nil {
 		writeBusError(w, err)
 		return
 	}
-	s.log.Info("session closed", "session", id)
+	s.log.Debug("session closed", "session", id)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -306,39 +367,6 @@ func (s *Server) addType(t string) {
 		return
 	}
 	s.types = slices.Insert(s.types, i, t)
-}
-
-// decodeBody reads one JSON object into v; an empty body is allowed when
-// emptyOK. It answers the error itself and reports whether to go on.
-func decodeBody(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) bool {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("body over %d bytes", mbe.Limit))
-			return false
-		}
-		writeError(w, http.StatusBadRequest, "invalid_json", "reading body: "+err.Error())
-		return false
-	}
-	if len(strings.TrimSpace(string(body))) == 0 {
-		if emptyOK {
-			return true
-		}
-		writeError(w, http.StatusBadRequest, "invalid_json", "empty body (want a JSON object)")
-		return false
-	}
-	dec := json.NewDecoder(strings.NewReader(string(body)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_json", err.Error())
-		return false
-	}
-	if dec.More() {
-		writeError(w, http.StatusBadRequest, "invalid_json", "trailing data after the JSON object")
-		return false
-	}
-	return true
 }
 
 // writeBusError maps a bus error to its status and code.
@@ -360,7 +388,7 @@ func writeBusError(w http.ResponseWriter, err error) {
 	case errors.Is(err, eventbus.ErrInvalid):
 		status, code = http.StatusBadRequest, "invalid_argument"
 	}
-	writeError(w, status, code, err.Error())
+	writeError(w, status, code, publicMessage(err))
 }
 
 func writeError(w http.ResponseWriter, status int, code, message string) {
@@ -373,8 +401,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		status = http.StatusInternalServerError
 		b = []byte(`{"code":"internal_error","message":"encoding the answer failed"}`)
 	}
-	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
 }

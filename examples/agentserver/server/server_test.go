@@ -45,6 +45,9 @@ func do(t *testing.T, s http.Handler, method, target, body string) (int, http.He
 		r = strings.NewReader(body)
 	}
 	req := httptest.NewRequest(method, target, r)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	rec := httptest.NewRecorder()
 	s.ServeHTTP(rec, req)
 	var out map[string]any
@@ -72,8 +75,8 @@ func TestCreateSession(t *testing.T) {
 		{"unknown parent", `{"id":"orphan","parent":"nope"}`, http.StatusNotFound, "parent_not_found", ""},
 		{"closed parent", `{"id":"late","parent":"gone"}`, http.StatusGone, "session_closed", ""},
 		{"closed id reopens", `{"id":"gone"}`, http.StatusCreated, "", "gone"},
-		{"slash in id", `{"id":"a/b"}`, http.StatusBadRequest, "invalid_argument", ""},
-		{"control character", `{"id":"a\nb"}`, http.StatusBadRequest, "invalid_argument", ""},
+		{"slash in id", `{"id":"a/b"}`, http.StatusBadRequest, "invalid_session_id", ""},
+		{"control character", `{"id":"a\nb"}`, http.StatusBadRequest, "invalid_session_id", ""},
 		{"not json", `{"id":`, http.StatusBadRequest, "invalid_json", ""},
 		{"unknown field", `{"name":"x"}`, http.StatusBadRequest, "invalid_json", ""},
 		{"trailing data", `{"id":"t1"} {}`, http.StatusBadRequest, "invalid_json", ""},
@@ -316,6 +319,8 @@ func TestStreamAndClose(t *testing.T) {
 
 	resp2, err := client.Get(ts.URL + "/session/live/events")
 	require.NoError(t, err)
+	body2, _ := io.ReadAll(resp2.Body)
 	resp2.Body.Close()
-	assert.Equal(t, http.StatusServiceUnavailable, resp2.StatusCode, "a closed server refuses new streams")
+	assert.Equal(t, http.StatusOK, resp2.StatusCode, "a closed server sends browsers away with retry:, not a 503 that ends EventSource")
+	assert.True(t, strings.HasPrefix(string(body2), "retry: "), "%q", body2)
 }

@@ -4,6 +4,7 @@
 //   window.receivedIds  every event id received on the current subscription, in arrival order
 //   window.frames       synthetic frames received ({type, data})
 //   window.connState    "connecting" | "open" | "reconnecting" | "closed"
+//   window.agentText    per session, the agent_message_chunk text received (merged rows included)
 //   <pre id="ids">      the same ids, space-separated (refreshed at most once a second)
 'use strict';
 (() => {
@@ -16,6 +17,7 @@
 
   const st = {
     session: '', scope: 'session', es: null,
+    coalesce: false, // ?coalesce=acp&throttle=150ms: the server merges chunks; rows say how many events they hold
     cursor: '',      // raw id of the last event (maybe "<epoch>-<seq>"): what a manual reconnect sends
     lastSeq: 0,      // highest numeric id received
     types: new Set(), sessions: [],
@@ -24,6 +26,7 @@
   window.receivedIds = [];
   window.frames = [];
   window.connState = 'closed';
+  window.agentText = {};
   window.replaybusPage = st;
 
   // ---- connection -------------------------------------------------------
@@ -38,6 +41,7 @@
   function reset() {
     window.receivedIds = [];
     window.frames = [];
+    window.agentText = {};
     Object.assign(st, { cursor: '', lastSeq: 0, received: 0, replayed: 0, dups: 0, frames: 0, connects: 0 });
     $('log').replaceChildren();
     pendingRows.length = 0;
@@ -50,6 +54,7 @@
     // events=message: every frame arrives through onmessage, whatever its
     // type, so a type the page has never heard of is shown, not skipped.
     const q = new URLSearchParams({ scope: st.scope, events: 'message' });
+    if (st.coalesce) { q.set('coalesce', 'acp'); q.set('throttle', '150ms'); }
     if (cursor) q.set('lastEventId', cursor); // a new EventSource cannot set Last-Event-ID itself
     return `/session/${encodeURIComponent(st.session)}/events?${q}`;
   }
@@ -115,6 +120,10 @@
       st.cursor = e.lastEventId || String(env.id);
       st.received++;
       if (env.replay) st.replayed++;
+      if (type === 'agent_message_chunk') {
+        const u = (env.data && env.data.update) || {};
+        window.agentText[env.session] = (window.agentText[env.session] || '') + ((u.content && u.content.text) || '');
+      }
       agents.apply(env, type);
       if (!st.sessions.some((x) => x.id === env.session) || type === 'session_closed') refreshSessionsSoon();
       if (type === 'session_closed' && env.session === st.session) {
@@ -194,6 +203,7 @@
     const id = document.createElement('span');
     id.className = 'id';
     id.textContent = env.id ? `#${env.id}` : '—';
+    if (env.count > 1) id.title = `merged: ids ${env.firstId}…${env.id}`;
     const sess = document.createElement('span');
     sess.textContent = env.session || '';
     const t = document.createElement('span');
@@ -203,6 +213,13 @@
       const b = document.createElement('span');
       b.className = 'badge r';
       b.textContent = 'replay';
+      t.append(b);
+    }
+    if (env.count > 1) {
+      const b = document.createElement('span');
+      b.className = 'badge m';
+      b.textContent = `×${env.count}`;
+      b.title = `this row holds ${env.count} events (ids ${env.firstId}…${env.id})`;
       t.append(b);
     }
     if (dup) {
@@ -487,6 +504,7 @@
     $('session-name').textContent = session || '–';
     $('scope').value = scope;
     const q = new URLSearchParams({ session, scope });
+    if (st.coalesce) q.set('coalesce', 'acp');
     history.replaceState(null, '', `/?${q}`);
     reset();
     renderSessions();
@@ -498,11 +516,14 @@
   $('drop').onclick = dropConnection;
   $('reconnect').onclick = () => select(st.session, st.scope);
   $('scope').onchange = (e) => select(st.session, e.target.value);
+  $('coalesce').onchange = (e) => { st.coalesce = e.target.checked; select(st.session, st.scope); };
   document.querySelector('details.ids').addEventListener('toggle', renderIds);
 
   (async () => {
     const info = await pollInfo();
     const q = new URLSearchParams(location.search);
+    st.coalesce = q.get('coalesce') === 'acp';
+    $('coalesce').checked = st.coalesce;
     const session = q.get('session') || (info && info.defaultSession) || '';
     const scope = q.get('scope') || (info && info.defaultScope) || 'session';
     if (session) select(session, scope);

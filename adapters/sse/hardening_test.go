@@ -1,0 +1,264 @@
+package sse_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replaybus/replaybus/adapters/sse"
+	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/eventbus"
+)
+
+// serveDirect calls h.ServeHTTP for session s1 with the raw query and
+// headers (several values per name allowed) and returns the recorder.
+func serveDirect(t *testing.T, h http.Handler, rawQuery string, header http.Header) *httptest.ResponseRecorder {
+	t.Helper()
+	r := httptest.NewRequest(http.MethodGet, "/session/s1/events", nil)
+	r.URL.RawQuery = rawQuery
+	r.SetPathValue("id", "s1")
+	for k, v := range header {
+		r.Header[k] = v
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+func errorBody(t *testing.T, w *httptest.ResponseRecorder) (code, message string) {
+	t.Helper()
+	var body struct{ Code, Message string }
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &body), w.Body.String())
+	return body.Code, body.Message
+}
+
+// Issue 12.3: an X-Event-Epoch this server never issued but that is
+// well-formed elsewhere (a UUID with hyphens) was answered 400. It is another
+// incarnation's epoch: epoch_reset, then the whole buffer. Only a malformed
+// value (control characters, over-long, invalid UTF-8) is a 400.
+func TestHandlerForeignEpochIsEpochReset(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, config.Config{})
+	for i := range 3 {
+		publish(t, b, "s1", "t", i)
+	}
+	h := newHandler(t, b, sse.HandlerOptions{Retry: -1})
+	const uuid = "550e8400-e29b-41d4-a716-446655440000"
+	for name, hdr := range map[string]http.Header{
+		"header":       {"X-Event-Epoch": {uuid}, "Last-Event-Id": {"2"}},
+		"qualified id": {"Last-Event-Id": {uuid + "-2"}},
+		"spaces":       {"X-Event-Epoch": {"old epoch"}, "Last-Event-Id": {"2"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := contextWithTimeout(t, 200*time.Millisecond)
+			defer cancel()
+			r := httptest.NewRequestWithContext(ctx, http.MethodGet, "/session/s1/events", nil)
+			r.SetPathValue("id", "s1")
+			for k, v := range hdr {
+				r.Header[k] = v
+			}
+			w := newRecorder()
+			h.ServeHTTP(w, r)
+			require.Equal(t, http.StatusOK, w.code(), w.body())
+			evs := frames(t, w.body())
+			require.NotEmpty(t, evs)
+			assert.Equal(t, eventbus.TypeStateResyncRequired, evs[0].Type)
+			var rd eventbus.ResyncData
+			require.NoError(t, json.Unmarshal(evs[0].Data, &rd))
+			assert.Equal(t, eventbus.ReasonEpochReset, rd.Reason)
+			assert.Equal(t, b.Epoch(), rd.Epoch)
+			assert.Equal(t, seq(1, 3), ids(evs), "the whole buffer after the reset")
+		})
+	}
+	for name, v := range map[string]string{
+		"control": "a\x01b", "newline": "a\nb", "DEL": "ab\x7f", "over-long": strings.Repeat("e", 65), "not UTF-8": "\xffab",
+	} {
+		w := serveDirect(t, h, "", http.Header{"X-Event-Epoch": {v}})
+		assert.Equal(t, http.StatusBadRequest, w.Code, name)
+		code, _ := errorBody(t, w)
+		assert.Equal(t, sse.CodeInvalidEpoch, code, name)
+	}
+}
+
+// Issue 12.7 (handler): queries that do not parse or repeat a parameter,
+// and repeated cursor headers, no longer fall back silently to defaults;
+// error messages quote non-ASCII input as itself and carry no Go package
+// prefixes.
+func TestHandlerRefusesAmbiguousRequests(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, config.Config{})
+	publish(t, b, "s1", "t", nil)
+	h := newHandler(t, b, sse.HandlerOptions{})
+	for _, tt := range []struct {
+		name, query string
+		header      http.Header
+		code, inMsg string
+	}{
+		{name: "bad escape", query: "scope=%zz", code: sse.CodeInvalidQuery, inMsg: "%zz"},
+		{name: "semicolon", query: "a=1;scope=bogus", code: sse.CodeInvalidQuery, inMsg: "semicolon"},
+		{name: "scope twice", query: "scope=all&scope=session", code: sse.CodeInvalidQuery, inMsg: "scope"},
+		{name: "cursor twice in query", query: "lastEventId=1&lastEventId=2", code: sse.CodeInvalidQuery, inMsg: "lastEventId"},
+		{name: "two Last-Event-ID headers", header: http.Header{"Last-Event-Id": {"1", "2"}}, code: sse.CodeInvalidLastEventID, inMsg: "Last-Event-ID"},
+		{name: "two epoch headers", header: http.Header{"X-Event-Epoch": {"a", "b"}}, code: sse.CodeInvalidEpoch, inMsg: "X-Event-Epoch"},
+		{name: "arabic digit", header: http.Header{"Last-Event-Id": {"٣"}}, code: sse.CodeInvalidLastEventID, inMsg: `'٣' at byte 0`},
+		{name: "invalid UTF-8", header: http.Header{"Last-Event-Id": {"1\xd9"}}, code: sse.CodeInvalidLastEventID, inMsg: `'\xd9' at byte 1`},
+		{name: "scope non-ASCII", query: "scope=%D9%A3", code: sse.CodeInvalidScope, inMsg: `"٣"`},
+	} {
+		w := serveDirect(t, h, tt.query, tt.header)
+		assert.Equal(t, http.StatusBadRequest, w.Code, tt.name)
+		assert.Equal(t, "application/json; charset=utf-8", w.Header().Get("Content-Type"), tt.name)
+		code, msg := errorBody(t, w)
+		assert.Equal(t, tt.code, code, tt.name)
+		assert.Contains(t, msg, tt.inMsg, tt.name)
+		assert.NotContains(t, msg, "Ù", tt.name)
+		for _, prefix := range []string{"sse:", "eventbus:", "url:", "json:"} {
+			assert.NotContains(t, msg, prefix, tt.name)
+		}
+	}
+	w := serveDirect(t, h, "", http.Header{"Last-Event-Id": {"x"}})
+	_, msg := errorBody(t, w)
+	assert.True(t, strings.HasPrefix(msg, "invalid Last-Event-ID"), msg)
+	assert.Zero(t, h.Stats().Started)
+	assert.Zero(t, b.Stats().Subscribers)
+}
+
+// Issue 12.6: a 503 at shutdown made browsers' EventSource stop for good
+// (WHATWG: any non-200 answer fails the connection). A closed handler, or a
+// handler over a closed bus, answers 200 text/event-stream with a retry:
+// line (spread over [retry, 2×retry]) and ends the response, so that
+// EventSource reconnects, to this server once it is back or to another.
+func TestHandlerShutdownLetsBrowsersReconnect(t *testing.T) {
+	t.Parallel()
+	for _, closeWhat := range []string{"bus", "handler"} {
+		t.Run(closeWhat, func(t *testing.T) {
+			t.Parallel()
+			b := newBus(t, config.Config{})
+			publish(t, b, "s1", "hello", nil)
+			h := newHandler(t, b, sse.HandlerOptions{Retry: time.Second})
+			if closeWhat == "bus" {
+				require.NoError(t, b.Close())
+			} else {
+				require.NoError(t, h.Close())
+			}
+			seen := map[string]bool{}
+			for range 20 {
+				w := serveDirect(t, h, "", nil)
+				require.Equal(t, http.StatusOK, w.Code)
+				assert.Equal(t, "text/event-stream", w.Header().Get("Content-Type"))
+				ra := w.Header().Get("Retry-After")
+				assert.Contains(t, []string{"1", "2"}, ra)
+				d := sse.NewDecoder(strings.NewReader(w.Body.String()))
+				_, err := d.Next()
+				assert.ErrorIs(t, err, io.EOF, "no frame, just the retry line")
+				r, ok := d.Retry()
+				require.True(t, ok, "a retry: line")
+				assert.GreaterOrEqual(t, r, time.Second)
+				assert.LessOrEqual(t, r, 2*time.Second)
+				seen[r.String()] = true
+			}
+			assert.Greater(t, len(seen), 1, "the retry delay is spread")
+			assert.Zero(t, h.Stats().Started)
+		})
+	}
+}
+
+// switchable serves through whichever handler is current: a server that
+// restarts in memory.
+type switchable struct{ h atomic.Pointer[http.Handler] }
+
+func (s *switchable) set(h http.Handler)                               { s.h.Store(&h) }
+func (s *switchable) ServeHTTP(w http.ResponseWriter, r *http.Request) { (*s.h.Load()).ServeHTTP(w, r) }
+
+// Issue 12.6: a 404 right after an in-memory restart (the agent has not
+// recreated its session yet) ended the Go client for good. A 404 whose
+// X-Event-Epoch is not the one the stream knew is retried for
+// Client.RestartGrace; the stream then gets epoch_reset and goes on.
+func TestClientRetriesNotFoundAfterRestart(t *testing.T) {
+	t.Parallel()
+	b1 := newBus(t, config.Config{})
+	require.NoError(t, b1.CreateSession("s1", ""))
+	h1 := newHandler(t, b1, sse.HandlerOptions{Retry: time.Millisecond})
+	var sw switchable
+	mux1 := http.NewServeMux()
+	mux1.Handle(sse.Pattern, h1)
+	sw.set(mux1)
+	srv := httptest.NewServer(&sw)
+	t.Cleanup(srv.Close)
+
+	s := (&sse.Client{Retry: time.Millisecond, MaxBackoff: 20 * time.Millisecond}).Subscribe(t.Context(),
+		srv.URL+"/session/s1/events", sse.StreamOptions{})
+	defer s.Close()
+	publish(t, b1, "s1", "before", 1)
+	ev, err := s.Next()
+	require.NoError(t, err)
+	require.EqualValues(t, 1, ev.ID)
+
+	// Restart: a new bus without the session; it comes back 100 ms later.
+	b2 := newBus(t, config.Config{})
+	h2 := newHandler(t, b2, sse.HandlerOptions{Retry: time.Millisecond})
+	mux2 := http.NewServeMux()
+	var notFound atomic.Int32
+	mux2.Handle(sse.Pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !b2.SessionExists("s1") {
+			notFound.Add(1)
+		}
+		h2.ServeHTTP(w, r)
+	}))
+	sw.set(mux2)
+	require.NoError(t, h1.Close()) // ends the live stream: the client reconnects
+	time.AfterFunc(100*time.Millisecond, func() {
+		_ = b2.CreateSession("s1", "")
+		_, _ = b2.Publish("s1", "after", 2)
+	})
+
+	ev, err = s.Next()
+	require.NoError(t, err, "a 404 from a restarted server is transient")
+	assert.Equal(t, eventbus.TypeStateResyncRequired, ev.Type)
+	assert.Contains(t, string(ev.Data), eventbus.ReasonEpochReset)
+	ev, err = s.Next()
+	require.NoError(t, err)
+	assert.Equal(t, "after", ev.Type)
+	assert.Positive(t, notFound.Load(), "the restarted server answered 404 at least once")
+}
+
+// Issue 12.6: a transient 429 (the subscriber cap, met while 64 streams
+// reset at once reconnect) ended the Go client for good. It is retried
+// after Retry-After.
+func TestClientRetriesTooManyRequests(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			w.Header().Set("Retry-After", "1")
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = io.WriteString(w, `{"code":"subscriber_limit_exceeded","message":"full"}`)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "id: 7\ndata: {\"v\":1,\"id\":7,\"type\":\"t\",\"session\":\"s\"}\n\n")
+	}))
+	defer ts.Close()
+	s := (&sse.Client{Retry: time.Millisecond}).Subscribe(t.Context(), ts.URL, sse.StreamOptions{})
+	defer s.Close()
+	start := time.Now()
+	ev, err := s.Next()
+	require.NoError(t, err, "429 is transient")
+	assert.EqualValues(t, 7, ev.ID)
+	assert.GreaterOrEqual(t, time.Since(start), time.Second, "Retry-After honoured")
+	assert.EqualValues(t, 2, calls.Load())
+}
+
+func contextWithTimeout(t *testing.T, d time.Duration) (context.Context, context.CancelFunc) {
+	t.Helper()
+	return context.WithTimeout(t.Context(), d)
+}

@@ -1,0 +1,88 @@
+// Package ws serves a replaybus session over WebSocket and reads it back in
+// Go, on github.com/coder/websocket: [Handler] is the endpoint
+// GET /session/{id}/ws, mounted beside the SSE handler with the same query
+// parameters, validation, Authorize hook and JSON error answers; [Client] /
+// [Stream] is a resuming client with the SSE client's behaviour. The
+// protocol follows OpenClaw's gateway (server-broadcast.ts): a slow socket
+// is closed with 1008 "slow consumer" after a bounded grace, and targeted
+// frames ([eventbus.Bus.SendTo]) reach one connection only.
+// docs/protocol.md is the wire reference.
+//
+// Mounting:
+//
+//	h, err := ws.NewHandler(bus, ws.HandlerOptions{})
+//	mux.Handle(ws.Pattern, h)        // "GET /session/{id}/ws"
+//	srv.RegisterOnShutdown(func() { h.Close() })
+//
+// # Before the upgrade
+//
+// The query parameters are the SSE endpoint's, validated by the same code
+// (sse.ParseRequest): scope, replay (0/1), maxQueued (16–2048), lastEventId /
+// last_event_id ("<seq>" or "<epoch>-<seq>"), events (typed/message,
+// accepted for parity), and the Last-Event-ID and X-Event-Epoch headers for
+// clients that can send them. Every error is answered before upgrading, with
+// no subscriber left registered, as JSON {"code":…,"message":…}: 400 (the
+// value named), 403 from Authorize, 404 session_not_found, 405, 410
+// session_closed, 429 subscriber_limit_exceeded with Retry-After, 503 when
+// closed; a request that is not a WebSocket handshake gets 426 and a page
+// from a foreign origin 403 (HandlerOptions.Accept.OriginPatterns allows
+// it). The handshake answer carries the bus epoch in X-Event-Epoch.
+//
+// # Frames
+//
+// One JSON text message per frame, the SSE envelope:
+//
+//	{"v":1,"id":42,"epoch":"9f2c…","type":"tool_call","session":"s1","data":{…},"replay":true,"origin":"tab-7"}
+//
+// "id" and "epoch" only on real events (synthetic and targeted frames have
+// neither and never move a cursor), "data" when there is a payload,
+// "replay" only when true, "origin" only when set. The synthetic frames are
+// the SSE ones (state_resync_required, replay_complete,
+// slow_client_warning, client_evicted) plus "pong", the answer to a ping
+// message. A frame without id whose type is none of these is a targeted
+// frame.
+//
+// # Resume
+//
+// The cursor comes from the URL or headers as on SSE, or — for browsers,
+// which cannot set headers and should not repeat a stale URL — from a first
+// client message {"resume": {"lastEventId": "41", "epoch": "9f2c…"}} sent
+// within ResumeWait (1 s) of the upgrade; {"resume": {}} starts at once
+// without a cursor. Without either, the stream starts as the URL says when
+// the wait ends. Replay, replay_complete and the state_resync_required
+// frames (epoch_reset, ring_evicted, replay_budget_exceeded) are the SSE
+// ones.
+//
+// # Client messages
+//
+// Exactly two are accepted ([ParseClientMessage]): resume (first message
+// only, and only without a cursor in the URL) and {"ping": <value>},
+// answered by {"v":1,"type":"pong","session":…,"data":<value>}. Anything
+// else closes the connection with 1008 and a reason naming the problem; a
+// binary message closes with 1003; a message over ReadLimit (4 KiB) with
+// 1009.
+//
+// # Close codes
+//
+//	1000  the session was closed, after its session_closed event
+//	1001  the handler (Close/Shutdown) or the bus is shutting down
+//	1003  a binary client message
+//	1008  "slow consumer" after client_evicted; or an invalid client message (reason names it)
+//	1009  a client message over ReadLimit
+//	1011  a resume the bus refused unexpectedly
+//	1013  a resume message found the session at its subscriber cap
+//
+// # Backpressure and liveness
+//
+// The subscriber's overflow policy is the bus's (drop_subscriber by
+// default), as on SSE. Under drop_subscriber an overflow evicts the
+// subscriber: from that moment the handler has CloseGrace (1 s) to write
+// client_evicted — skipping what was still queued, which the client gets
+// back from the replay buffer when it resumes — and close with 1008 "slow
+// consumer"; then the socket is cut whether or not the peer read it. Every
+// write has a deadline (WriteTimeout, 10 s; a write that misses it ends the
+// connection) and nothing bounds reads, so an idle but healthy socket is
+// never cut; WebSocket pings every PingInterval (15 s) must be answered
+// within WriteTimeout. The handler starts two goroutines per connection
+// (reader; pinger and eviction watch), both gone when it ends.
+package ws

@@ -1,0 +1,739 @@
+package ws
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/replaybus/replaybus/adapters/sse"
+	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/scope"
+)
+
+// Handler defaults.
+const (
+	// Pattern is the Go 1.22+ http.ServeMux pattern the handler is made for:
+	// mux.Handle(ws.Pattern, h), beside sse.Pattern.
+	Pattern = "GET /session/{id}/ws"
+	// DefaultResumeWait is how long the handler waits for a first
+	// {"resume": …} message when the URL carries no cursor.
+	DefaultResumeWait = time.Second
+	// DefaultPingInterval is the silence after which the server pings;
+	// the peer must answer within the write timeout.
+	DefaultPingInterval = 15 * time.Second
+	// DefaultWriteTimeout bounds every write of a frame, a pong or a ping.
+	DefaultWriteTimeout = 10 * time.Second
+	// DefaultCloseGrace bounds the close: after an eviction (from the moment
+	// it happens) or any other close, the client_evicted frame and the close
+	// frame have this long to go out and the close to be answered before the
+	// socket is cut (OpenClaw's 1 s).
+	DefaultCloseGrace = time.Second
+)
+
+// Close codes the handler uses (RFC 6455 §7.4.1); docs/protocol.md lists
+// when each is sent.
+const (
+	CloseNormal          = websocket.StatusNormalClosure   // 1000: the session was closed, after session_closed
+	CloseGoingAway       = websocket.StatusGoingAway       // 1001: the handler or the bus is shutting down
+	CloseUnsupportedData = websocket.StatusUnsupportedData // 1003: a binary client message
+	ClosePolicyViolation = websocket.StatusPolicyViolation // 1008: "slow consumer" after client_evicted, or an invalid client message
+	CloseMessageTooBig   = websocket.StatusMessageTooBig   // 1009: a client message over ReadLimit
+	CloseInternalError   = websocket.StatusInternalError   // 1011: a resume the bus refused unexpectedly
+	CloseTryAgainLater   = websocket.StatusTryAgainLater   // 1013: a resume found the session at its subscriber cap
+)
+
+// ReasonSlowConsumer is the close reason sent with 1008 after
+// client_evicted, OpenClaw's wording.
+const ReasonSlowConsumer = "slow consumer"
+
+// TypePong is the type of the synthetic frame (no id) that answers a ping
+// message; its data is the ping's value.
+const TypePong = "pong"
+
+// StatusError is the JSON error answer given before upgrading; the same type
+// (and codes) as the SSE handler's.
+type StatusError = sse.StatusError
+
+// HandlerOptions configure a [Handler]. The zero value is valid: PathValue
+// session ids, no authorization, same-origin upgrades only, resume wait 1 s,
+// ping every 15 s, write timeout 10 s, close grace 1 s, client messages up
+// to 4 KiB.
+type HandlerOptions struct {
+	// SessionID extracts the session id; nil means r.PathValue("id"). As on
+	// sse.HandlerOptions.
+	SessionID func(r *http.Request) string
+	// Authorize is called after validation and before anything is
+	// subscribed; an error answers 403 forbidden (or the *StatusError it
+	// is or wraps) before the upgrade. As on sse.HandlerOptions.
+	Authorize func(r *http.Request, sessionID string, sc scope.Kind) error
+	// Configure may adjust the subscribe options derived from the request
+	// before Subscribe (policy, byte limit, …). As on sse.HandlerOptions.
+	Configure func(r *http.Request, o *eventbus.SubscribeOptions)
+	// OnSubscribe is called with the connection's subscription once the
+	// resume is settled and before the first frame is written, on the
+	// request's goroutine, so the application can target it with
+	// [eventbus.Bus.SendTo] (a frame sent here arrives after the replay and
+	// replay_complete). The subscription ends with the connection; watch
+	// sub.Done() rather than keep it.
+	OnSubscribe func(r *http.Request, sub *eventbus.Subscription)
+	// Accept are the coder/websocket accept options: OriginPatterns to allow
+	// cross-origin pages (by default only the request's own host may
+	// connect), compression, subprotocols. Nil: the defaults.
+	Accept *websocket.AcceptOptions
+	// ResumeWait is how long, when the URL carries no cursor, the handler
+	// waits for a first client message before it starts the stream as the
+	// URL says; a first {"resume": {…}} with a cursor resumes from it. Zero
+	// means DefaultResumeWait (1 s); negative does not wait (a cursor then
+	// comes only in the URL or headers).
+	ResumeWait time.Duration
+	// PingInterval is the period of WebSocket pings; a peer that does not
+	// answer one within WriteTimeout is cut off. Zero means
+	// DefaultPingInterval (15 s); negative sends none.
+	PingInterval time.Duration
+	// WriteTimeout bounds every write: a frame that cannot be written
+	// within it ends the connection. Only writes are bounded, so an idle
+	// but healthy socket is never cut. Zero means DefaultWriteTimeout;
+	// negative sets none.
+	WriteTimeout time.Duration
+	// CloseGrace bounds every close (see DefaultCloseGrace). Zero means
+	// DefaultCloseGrace; it cannot be disabled.
+	CloseGrace time.Duration
+	// ReadLimit is the largest client message accepted, in bytes; a larger
+	// one closes with 1009. Zero means MaxClientMessageBytes (4 KiB).
+	ReadLimit int64
+	// Logger receives a debug record per connection end (with its close
+	// code) and a warning per eviction. Nil: no logging.
+	Logger *slog.Logger
+}
+
+// Handler serves one session's events over WebSocket: GET
+// /session/{id}/ws, beside the SSE handler and with its query parameters,
+// validation, Authorize hook and JSON error answers, then one JSON text
+// message per frame. See the package documentation for the protocol and
+// the close codes.
+//
+// Each connection has three goroutines: the request's, which writes frames;
+// one reading client messages; one sending pings and watching for eviction.
+// All three end when the connection does. A Handler is safe for concurrent
+// use. After [Handler.Close] it answers 503 and every connection closes
+// with 1001.
+type Handler struct {
+	bus *eventbus.Bus
+	o   HandlerOptions
+
+	resumeWait, ping, wt, grace time.Duration
+	readLimit                   int64
+
+	mu      sync.Mutex
+	closed  bool
+	nextID  uint64
+	streams map[uint64]context.CancelFunc
+	idle    chan struct{}
+
+	started, rejected, frames, evicted, protocolErrors, writeErrors, pongs atomic.Uint64
+}
+
+// NewHandler returns a Handler serving bus; it fails when bus is nil.
+func NewHandler(bus *eventbus.Bus, o HandlerOptions) (*Handler, error) {
+	if bus == nil {
+		return nil, errors.New("ws: NewHandler: nil bus")
+	}
+	h := &Handler{bus: bus, o: o, streams: make(map[uint64]context.CancelFunc), idle: make(chan struct{})}
+	h.resumeWait = durationOr(o.ResumeWait, DefaultResumeWait)
+	h.ping = durationOr(o.PingInterval, DefaultPingInterval)
+	h.wt = durationOr(o.WriteTimeout, DefaultWriteTimeout)
+	h.grace = o.CloseGrace
+	if h.grace <= 0 {
+		h.grace = DefaultCloseGrace
+	}
+	h.readLimit = o.ReadLimit
+	if h.readLimit <= 0 {
+		h.readLimit = MaxClientMessageBytes
+	}
+	return h, nil
+}
+
+func durationOr(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	}
+	return d
+}
+
+// Stats are a Handler's counters; see [Handler.Stats].
+type Stats struct {
+	Active         int    // connections open now
+	Started        uint64 // connections upgraded
+	Rejected       uint64 // requests answered with an error status before upgrading
+	Frames         uint64 // frames written (events, synthetic and targeted frames)
+	Evicted        uint64 // connections evicted as slow consumers: closed 1008 "slow consumer", or cut at the end of the close grace when the peer read nothing
+	ProtocolErrors uint64 // connections closed for an invalid, binary or too big client message
+	WriteErrors    uint64 // connections ended by a failed or timed-out write or an unanswered ping
+	Pongs          uint64 // pong frames answering ping messages
+}
+
+// Stats returns the handler's counters. Safe for concurrent use.
+func (h *Handler) Stats() Stats {
+	h.mu.Lock()
+	active := len(h.streams)
+	h.mu.Unlock()
+	return Stats{Active: active, Started: h.started.Load(), Rejected: h.rejected.Load(), Frames: h.frames.Load(),
+		Evicted: h.evicted.Load(), ProtocolErrors: h.protocolErrors.Load(), WriteErrors: h.writeErrors.Load(),
+		Pongs: h.pongs.Load()}
+}
+
+// Close makes the handler refuse new connections (503, Retry-After 5) and
+// closes every open one with 1001 "going away" (within the write timeout
+// and the close grace). It does not wait; see [Handler.Shutdown].
+// Connections are hijacked, so http.Server.Shutdown does not see them:
+// register Close with http.Server.RegisterOnShutdown. Idempotent; nil.
+func (h *Handler) Close() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil
+	}
+	h.closed = true
+	for _, cancel := range h.streams {
+		cancel()
+	}
+	if len(h.streams) == 0 {
+		close(h.idle)
+	}
+	return nil
+}
+
+// Shutdown is [Handler.Close] followed by waiting until every connection has
+// ended, or until ctx ends (then it returns ctx's error).
+func (h *Handler) Shutdown(ctx context.Context) error {
+	_ = h.Close()
+	select {
+	case <-h.idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (h *Handler) isClosed() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.closed
+}
+
+func (h *Handler) register(cancel context.CancelFunc) (uint64, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return 0, false
+	}
+	h.nextID++
+	h.streams[h.nextID] = cancel
+	return h.nextID, true
+}
+
+func (h *Handler) unregister(id uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.streams, id)
+	if h.closed && len(h.streams) == 0 {
+		select {
+		case <-h.idle:
+		default:
+			close(h.idle)
+		}
+	}
+}
+
+func (h *Handler) reject(w http.ResponseWriter, e *StatusError) {
+	h.rejected.Add(1)
+	sse.WriteError(w, e)
+}
+
+// ServeHTTP validates the request as the SSE handler does (answering
+// 400/403/404/405/410/429/503 as JSON before upgrading), subscribes,
+// upgrades, settles the resume, and writes frames until the connection
+// ends; see the package documentation for the close codes.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set(sse.HeaderEpoch, h.bus.Epoch())
+	if r.Method != http.MethodGet {
+		h.reject(w, &StatusError{Status: http.StatusMethodNotAllowed, Code: sse.CodeMethodNotAllowed,
+			Message: fmt.Sprintf("method %s not allowed (want GET)", r.Method)})
+		return
+	}
+	var sessionID string
+	if h.o.SessionID != nil {
+		sessionID = h.o.SessionID(r)
+	} else {
+		sessionID = r.PathValue("id")
+	}
+	opts, serr := sse.ParseRequest(r, sessionID, h.bus.Epoch())
+	if serr == nil {
+		_, serr = sse.ParseEvents(r.URL.Query().Get("events")) // accepted for parity; every frame is one message
+	}
+	if serr != nil {
+		h.reject(w, serr)
+		return
+	}
+	if !h.bus.OverflowPolicySet() {
+		// The default rule of config.Config.OverflowPolicy, as for SSE:
+		// the client resumes by itself, so evict rather than drop.
+		opts.Policy = eventbus.DefaultStreamOverflowPolicy
+	}
+	if h.o.Authorize != nil {
+		if err := h.o.Authorize(r, sessionID, opts.Scope); err != nil {
+			var se *StatusError
+			if !errors.As(err, &se) {
+				se = &StatusError{Status: http.StatusForbidden, Code: sse.CodeForbidden, Message: err.Error()}
+			}
+			h.reject(w, se)
+			return
+		}
+	}
+	if h.o.Configure != nil {
+		h.o.Configure(r, &opts)
+	}
+	if !isUpgrade(r) {
+		// Not a WebSocket handshake: let the library answer (426) before
+		// anything is subscribed.
+		h.rejected.Add(1)
+		_, _ = websocket.Accept(w, r, h.o.Accept)
+		return
+	}
+
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	id, ok := h.register(cancel)
+	if !ok {
+		h.reject(w, &StatusError{Status: http.StatusServiceUnavailable, Code: sse.CodeUnavailable,
+			Message: "ws: handler closed", RetryAfter: 5 * time.Second})
+		return
+	}
+	defer h.unregister(id)
+
+	// Subscribe before upgrading, so that 404/410/429 are HTTP answers and
+	// the slot is held; a first resume message with a cursor replaces it.
+	sub, err := h.bus.Subscribe(ctx, sessionID, opts)
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		h.reject(w, sse.StatusFor(err, sessionID))
+		return
+	}
+	defer func() { sub.Close() }()
+
+	hr := &hijackRecorder{ResponseWriter: w}
+	c, err := websocket.Accept(hr, r, h.o.Accept)
+	if err != nil {
+		h.rejected.Add(1) // Accept answered (403 for a foreign origin, say)
+		return
+	}
+	h.started.Add(1)
+	c.SetReadLimit(h.readLimit)
+	cn := &conn{h: h, c: c, raw: hr.conn, ctx: ctx, cancel: cancel, sessionID: sessionID, remote: r.RemoteAddr,
+		first: make(chan ClientMessage, 1), readDone: make(chan struct{}), keeperStop: make(chan struct{}),
+		waiting: opts.Cursor == nil && h.resumeWait > 0, urlCursor: opts.Cursor != nil}
+	cn.readCtx, cn.stopRead = context.WithCancel(context.WithoutCancel(ctx))
+	defer cn.finish()
+	go cn.readLoop()
+
+	if opts.Cursor == nil && h.resumeWait > 0 {
+		var ok bool
+		if sub, ok = cn.awaitResume(sub, opts); !ok {
+			return
+		}
+	}
+	if h.o.OnSubscribe != nil {
+		h.o.OnSubscribe(r, sub)
+	}
+	keeperDone := make(chan struct{})
+	go cn.keep(sub, keeperDone)
+	defer func() { <-keeperDone }()
+	defer cn.stopKeeper()
+	cn.writeLoop(sub)
+}
+
+func isUpgrade(r *http.Request) bool {
+	return headerHasToken(r.Header, "Connection", "upgrade") && headerHasToken(r.Header, "Upgrade", "websocket")
+}
+
+func headerHasToken(h http.Header, key, token string) bool {
+	for _, v := range h.Values(key) {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hijackRecorder keeps the net.Conn that the upgrade hijacks, so that the
+// close grace can cut a socket whose peer stopped reading.
+type hijackRecorder struct {
+	http.ResponseWriter
+	conn net.Conn
+}
+
+func (hr *hijackRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, brw, err := http.NewResponseController(hr.ResponseWriter).Hijack()
+	hr.conn = c
+	return c, brw, err
+}
+
+// conn is one upgraded connection.
+type conn struct {
+	h         *Handler
+	c         *websocket.Conn
+	raw       net.Conn // nil if the hijack went through a wrapper we cannot see
+	ctx       context.Context
+	cancel    context.CancelFunc
+	sessionID string
+	remote    string
+	urlCursor bool // the request carried a cursor (URL or header)
+
+	readCtx  context.Context
+	stopRead context.CancelFunc
+	readDone chan struct{}
+	// The first client message, handed to awaitResume while it waits
+	// (waiting true); buffered so the reader never blocks on it.
+	firstMu sync.Mutex
+	waiting bool
+	first   chan ClientMessage
+
+	keeperStop chan struct{}
+	keeperOnce sync.Once
+
+	closeOnce sync.Once
+	evictOnce sync.Once
+	killOnce  sync.Once
+	kill      *time.Timer
+
+	wctx      context.Context // the write deadline context, reused while fresh
+	wcancel   context.CancelFunc
+	wctxStart time.Time
+}
+
+// armKill cuts the socket after the close grace unless the connection has
+// ended before; armed at most once.
+func (cn *conn) armKill() {
+	cn.killOnce.Do(func() {
+		cn.kill = time.AfterFunc(cn.h.grace, func() {
+			if cn.raw != nil {
+				_ = cn.raw.Close()
+			}
+			_ = cn.c.CloseNow()
+		})
+	})
+}
+
+// evicted notes the eviction once — counted, logged — and starts the close
+// grace: client_evicted and the 1008 close frame go out within it if the
+// peer reads at all, and the socket is cut at its end regardless.
+func (cn *conn) evicted() {
+	cn.evictOnce.Do(func() {
+		cn.h.evicted.Add(1)
+		cn.armKill()
+		if cn.h.o.Logger != nil {
+			cn.h.o.Logger.LogAttrs(context.Background(), slog.LevelWarn, "ws: slow consumer evicted",
+				slog.String("session", cn.sessionID), slog.String("remote", cn.remote))
+		}
+	})
+}
+
+// closeWith closes the connection with code and reason, once: the close
+// frame is written and the peer's answer awaited within the close grace.
+func (cn *conn) closeWith(code websocket.StatusCode, reason string) {
+	cn.closeOnce.Do(func() {
+		cn.armKill()
+		_ = cn.c.Close(code, closeReason(reason))
+		if cn.h.o.Logger != nil {
+			cn.h.o.Logger.LogAttrs(context.Background(), slog.LevelDebug, "ws: connection closed",
+				slog.String("session", cn.sessionID), slog.String("remote", cn.remote),
+				slog.Int("code", int(code)), slog.String("reason", reason))
+		}
+	})
+}
+
+// abort ends the connection without a close frame (a broken socket).
+func (cn *conn) abort() {
+	cn.closeOnce.Do(func() { _ = cn.c.CloseNow() })
+}
+
+// finish releases everything: the reader, the write context, the timer.
+func (cn *conn) finish() {
+	cn.abort() // no-op after a close
+	cn.cancel()
+	cn.stopRead()
+	<-cn.readDone
+	if cn.wcancel != nil {
+		cn.wcancel()
+	}
+	cn.killOnce.Do(func() {}) // no timer after this point
+	if cn.kill != nil {
+		cn.kill.Stop()
+	}
+}
+
+// writeCtx returns a context whose deadline leaves at least half the write
+// timeout for the next write; one serves many frames on a busy connection.
+func (cn *conn) writeCtx() context.Context {
+	if cn.h.wt <= 0 {
+		return context.Background()
+	}
+	now := time.Now()
+	if cn.wctx == nil || now.Sub(cn.wctxStart) > cn.h.wt/2 {
+		if cn.wcancel != nil {
+			cn.wcancel()
+		}
+		cn.wctx, cn.wcancel = context.WithTimeout(context.Background(), cn.h.wt)
+		cn.wctxStart = now
+	}
+	return cn.wctx
+}
+
+// awaitResume waits for the first client message (or ResumeWait) and
+// returns the subscription to stream: sub, or a new one made from the
+// resume message's cursor. ok is false when the connection has ended.
+func (cn *conn) awaitResume(sub *eventbus.Subscription, opts eventbus.SubscribeOptions) (*eventbus.Subscription, bool) {
+	t := time.NewTimer(cn.h.resumeWait)
+	defer t.Stop()
+	var m ClientMessage
+	select {
+	case m = <-cn.first:
+	case <-t.C:
+		cn.firstMu.Lock()
+		cn.waiting = false
+		cn.firstMu.Unlock()
+		select {
+		case m = <-cn.first: // it came just now
+		default:
+			return sub, true
+		}
+	case <-cn.ctx.Done():
+		cn.closeEnded(nil)
+		return sub, false
+	}
+	if m.Resume == nil || m.Resume.Cursor == nil {
+		return sub, true
+	}
+	sub.Close()
+	opts.Cursor, opts.NoReplay = &eventbus.Position{ID: m.Resume.Cursor.ID, Epoch: m.Resume.Epoch}, false
+	ns, err := cn.h.bus.Subscribe(cn.ctx, cn.sessionID, opts)
+	if err != nil {
+		code, reason := closeFor(err)
+		cn.closeWith(code, reason)
+		return sub, false
+	}
+	return ns, true
+}
+
+// closeFor maps a Subscribe error after the upgrade to a close code.
+func closeFor(err error) (websocket.StatusCode, string) {
+	switch {
+	case errors.Is(err, eventbus.ErrSubscriberLimit):
+		return CloseTryAgainLater, sse.CodeSubscriberLimit
+	case errors.Is(err, eventbus.ErrSessionClosed):
+		return CloseNormal, sse.CodeSessionClosed
+	case errors.Is(err, eventbus.ErrSessionNotFound):
+		return ClosePolicyViolation, sse.CodeSessionNotFound
+	case errors.Is(err, eventbus.ErrClosed):
+		return CloseGoingAway, "server shutting down"
+	case errors.Is(err, eventbus.ErrInvalid):
+		return ClosePolicyViolation, "invalid_request: " + err.Error()
+	}
+	return CloseInternalError, "internal_error"
+}
+
+// writeLoop writes every frame of sub until the subscription or the
+// connection ends, then closes with the code the end calls for.
+func (cn *conn) writeLoop(sub *eventbus.Subscription) {
+	epoch := cn.h.bus.Epoch()
+	done := sub.Done()
+	buf := make([]byte, 0, 1024)
+	for {
+		ev, err := sub.Next(cn.ctx)
+		if err != nil {
+			cn.closeEnded(err)
+			return
+		}
+		select {
+		case <-done:
+			if errors.Is(sub.Err(), eventbus.ErrEvicted) && ev.Type != eventbus.TypeClientEvicted {
+				// Evicted: what is still queued is in the replay buffer
+				// for the resume; go straight to client_evicted so that it
+				// and the close frame fit in the grace.
+				for ev.Type != eventbus.TypeClientEvicted {
+					var ok bool
+					if ev, ok = sub.TryNext(); !ok {
+						break
+					}
+				}
+			}
+		default:
+		}
+		buf = sse.AppendEnvelope(buf[:0], ev, epoch)
+		if err := cn.c.Write(cn.writeCtx(), websocket.MessageText, buf); err != nil {
+			if cn.ctx.Err() == nil || cn.h.isClosed() {
+				cn.h.writeErrors.Add(1)
+			}
+			cn.abort()
+			return
+		}
+		cn.h.frames.Add(1)
+		if cap(buf) > 64<<10 {
+			buf = make([]byte, 0, 1024)
+		}
+	}
+}
+
+// closeEnded closes the connection for the end of its subscription.
+func (cn *conn) closeEnded(err error) {
+	switch {
+	case errors.Is(err, eventbus.ErrEvicted):
+		cn.evicted()
+		cn.closeWith(ClosePolicyViolation, ReasonSlowConsumer)
+	case errors.Is(err, eventbus.ErrSessionClosed):
+		cn.closeWith(CloseNormal, "session closed")
+	case errors.Is(err, eventbus.ErrClosed) || cn.h.isClosed():
+		cn.closeWith(CloseGoingAway, "server shutting down")
+	default:
+		// The reader ended (the peer closed, or a protocol error was
+		// answered) or a write failed: nothing more to say.
+		cn.abort()
+	}
+}
+
+// readLoop reads client messages until the connection ends. While the
+// handler waits for a resume, the first message goes to cn.first.
+func (cn *conn) readLoop() {
+	defer close(cn.readDone)
+	defer cn.cancel() // the peer is gone, or broke the protocol: end the stream
+	firstDone := false
+	for {
+		typ, b, err := cn.c.Read(cn.readCtx)
+		if err != nil {
+			if errors.Is(err, websocket.ErrMessageTooBig) {
+				cn.h.protocolErrors.Add(1) // the library sent 1009 itself
+			}
+			return
+		}
+		if typ != websocket.MessageText {
+			cn.h.protocolErrors.Add(1)
+			cn.closeWith(CloseUnsupportedData, "binary messages are not accepted (want JSON text)")
+			return
+		}
+		m, err := ParseClientMessage(b)
+		if err != nil {
+			cn.h.protocolErrors.Add(1)
+			var me *MessageError
+			errors.As(err, &me)
+			cn.closeWith(ClosePolicyViolation, "invalid message: "+me.Reason)
+			return
+		}
+		first := !firstDone
+		if first {
+			firstDone = true
+			cn.firstMu.Lock()
+			waiting := cn.waiting
+			if waiting {
+				cn.first <- m // buffered, and the only send
+			}
+			cn.firstMu.Unlock()
+			if !waiting && m.Resume != nil && m.Resume.Cursor != nil {
+				// The wait is over: the stream started as the URL said.
+				cn.h.protocolErrors.Add(1)
+				cn.closeWith(ClosePolicyViolation, "resume too late: send it first, within the resume wait")
+				return
+			}
+		}
+		if m.Resume != nil && !first {
+			cn.h.protocolErrors.Add(1)
+			cn.closeWith(ClosePolicyViolation, "resume must be the first message")
+			return
+		}
+		if m.Resume != nil && cn.urlCursor && m.Resume.Cursor != nil {
+			cn.h.protocolErrors.Add(1)
+			cn.closeWith(ClosePolicyViolation, "resume with a cursor, but the URL already carries one")
+			return
+		}
+		if m.Ping != nil {
+			if err := cn.pong(m.Ping); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// pong answers a ping message with a pong frame.
+func (cn *conn) pong(v []byte) error {
+	b := sse.AppendEnvelope(nil, eventbus.Event{Type: TypePong, Session: cn.sessionID, Data: v}, "")
+	ctx, cancel := context.Background(), context.CancelFunc(func() {})
+	if cn.h.wt > 0 {
+		ctx, cancel = context.WithTimeout(ctx, cn.h.wt)
+	}
+	defer cancel()
+	if err := cn.c.Write(ctx, websocket.MessageText, b); err != nil {
+		return err
+	}
+	cn.h.pongs.Add(1)
+	return nil
+}
+
+func (cn *conn) stopKeeper() {
+	cn.keeperOnce.Do(func() { close(cn.keeperStop) })
+}
+
+// keep pings the peer every PingInterval (cutting it off when a pong does
+// not come within WriteTimeout) and starts the close grace the moment the
+// subscription is evicted, so that a writer stuck on a peer that stopped
+// reading cannot hold the socket past it.
+func (cn *conn) keep(sub *eventbus.Subscription, done chan<- struct{}) {
+	defer close(done)
+	var tick <-chan time.Time
+	if cn.h.ping > 0 {
+		t := time.NewTicker(cn.h.ping)
+		defer t.Stop()
+		tick = t.C
+	}
+	subDone := sub.Done()
+	for {
+		select {
+		case <-cn.keeperStop:
+			return
+		case <-cn.ctx.Done():
+			return
+		case <-subDone:
+			subDone = nil
+			if errors.Is(sub.Err(), eventbus.ErrEvicted) {
+				cn.evicted()
+			}
+		case <-tick:
+			ctx, cancel := context.WithTimeout(cn.ctx, max(cn.h.wt, time.Second))
+			err := cn.c.Ping(ctx)
+			cancel()
+			if err != nil {
+				if cn.ctx.Err() == nil {
+					cn.h.writeErrors.Add(1)
+					cn.abort()
+					cn.cancel()
+				}
+				return
+			}
+		}
+	}
+}

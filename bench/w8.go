@@ -1,0 +1,319 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/centrifugal/centrifuge"
+	sse "github.com/tmaxmax/go-sse"
+
+	rbsse "github.com/replaybus/replaybus/adapters/sse"
+	"github.com/replaybus/replaybus/eventbus"
+)
+
+// W8: real SSE over loopback. Each system's own HTTP handler is mounted on
+// an http.Server listening on 127.0.0.1; S clients in this process connect
+// over TCP, send a GET, and read and parse every frame of the chunked body
+// (id:, event:, data: lines, blank line ends a frame) with one parser shared
+// by all systems. A delivery is counted when the client has parsed the
+// frame. The events are published in-process, flat out, as in W1.
+//
+//   - replaybus: adapters/sse.NewHandler on the bus (?replay=0); lossless
+//     via HandlerOptions.Configure (MaxQueued 1,000,000, 1 GiB).
+//   - go-sse: sse.Server{Provider: the session's Joe}.
+//   - centrifuge: centrifuge.NewSSEHandler with a server-side subscription
+//     (cf_connect in the URL, the channel from ConnectReply.Subscriptions).
+type httpRig struct {
+	inst     Instance
+	handler  http.Handler
+	path     func(session string) string
+	idOffset uint64 // added to the id line's value (go-sse's auto ids start at 0)
+	offsetIn bool   // the id is the "offset" inside the data line (centrifuge)
+	named    bool   // frames name their session (identity checked)
+}
+
+var httpSystems = map[string]func(lossless bool) (*httpRig, error){
+	"replaybus": func(lossless bool) (*httpRig, error) {
+		inst, err := openReplaybus(Opts{Ring: 100})
+		if err != nil {
+			return nil, err
+		}
+		rb := inst.(*rbInstance)
+		ho := rbsse.HandlerOptions{SessionID: func(r *http.Request) string { return r.URL.Query().Get("s") }}
+		if lossless {
+			ho.Configure = func(_ *http.Request, o *eventbus.SubscribeOptions) {
+				o.MaxQueued, o.MaxQueuedBytes = 1_000_000, 1<<30
+			}
+		}
+		h, err := rbsse.NewHandler(rb.bus, ho)
+		if err != nil {
+			inst.Close()
+			return nil, err
+		}
+		return &httpRig{inst: inst, handler: h, named: true,
+			path: func(s string) string { return "/events?replay=0&s=" + url.QueryEscape(s) }}, nil
+	},
+	"go-sse": func(lossless bool) (*httpRig, error) {
+		inst, _ := openGoSSE(Opts{Ring: 100})
+		g := inst.(*gsInstance)
+		mux := http.NewServeMux()
+		servers := sync.Map{}
+		mux.HandleFunc("/events", func(w http.ResponseWriter, r *http.Request) {
+			s := r.URL.Query().Get("s")
+			x, err := g.session(s)
+			if err != nil {
+				http.Error(w, err.Error(), 500)
+				return
+			}
+			srv, _ := servers.LoadOrStore(s, &sse.Server{Provider: x.joe})
+			srv.(*sse.Server).ServeHTTP(w, r)
+		})
+		return &httpRig{inst: inst, handler: mux, idOffset: 1,
+			path: func(s string) string { return "/events?s=" + url.QueryEscape(s) }}, nil
+	},
+	"centrifuge": func(lossless bool) (*httpRig, error) {
+		inst, err := openCentrifuge(Opts{Ring: 100, Lossless: lossless})
+		if err != nil {
+			return nil, err
+		}
+		c := inst.(*cfInstance)
+		h := centrifuge.NewSSEHandler(c.node, centrifuge.SSEConfig{
+			PingPongConfig: centrifuge.PingPongConfig{PingInterval: -1, PongTimeout: -1},
+		})
+		wrapped := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ctx := context.WithValue(r.Context(), cfChannelKey{}, r.URL.Query().Get("s"))
+			h.ServeHTTP(w, r.WithContext(ctx))
+		})
+		connect := url.QueryEscape(`{"id":1,"connect":{}}`)
+		return &httpRig{inst: inst, handler: wrapped, offsetIn: true, named: true,
+			path: func(s string) string { return "/events?cf_connect=" + connect + "&s=" + url.QueryEscape(s) }}, nil
+	},
+}
+
+// sseClient reads one stream until the connection ends, feeding k.
+func sseClient(conn net.Conn, path string, rig *httpRig, k *Sink) error {
+	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: bench\r\nAccept: text/event-stream\r\n\r\n", path); err != nil {
+		return err
+	}
+	br := bufio.NewReaderSize(conn, 64<<10)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("status %d: %s", resp.StatusCode, b)
+	}
+	body := bufio.NewReaderSize(resp.Body, 64<<10)
+	var (
+		id             uint64
+		hasID, resync  bool
+		sessOK         = true
+		wantSess       = []byte(`"session":"` + k.sess + `"`)
+		wantChan       = []byte(`"channel":"` + k.sess + `"`)
+		resyncType     = []byte(eventbus.TypeStateResyncRequired)
+		offsetField    = []byte(`"offset":`)
+		sessionPresent = []byte(`"session":"`)
+		channelPresent = []byte(`"channel":"`)
+	)
+	for {
+		line, err := body.ReadSlice('\n')
+		if err != nil {
+			if errors.Is(err, bufio.ErrBufferFull) {
+				return fmt.Errorf("line longer than 64 KiB")
+			}
+			return err
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		switch {
+		case len(line) == 0:
+			if resync {
+				k.Gap()
+			}
+			if hasID {
+				if sessOK {
+					k.Event(id + rig.idOffset)
+				} else {
+					k.foreign++
+				}
+			}
+			id, hasID, resync, sessOK = 0, false, false, true
+		case bytes.HasPrefix(line, []byte("id:")):
+			if rig.offsetIn {
+				continue
+			}
+			v := bytes.TrimLeft(line[3:], " ")
+			var n uint64
+			for _, c := range v {
+				if c < '0' || c > '9' {
+					return fmt.Errorf("id %q is not a number", v)
+				}
+				n = n*10 + uint64(c-'0')
+			}
+			id, hasID = n, true
+		case bytes.HasPrefix(line, []byte("event:")):
+			resync = bytes.Equal(bytes.TrimLeft(line[6:], " "), resyncType)
+		case bytes.HasPrefix(line, []byte("data:")):
+			if rig.named && k.sess != "" {
+				switch {
+				case rig.offsetIn && bytes.Contains(line, channelPresent):
+					sessOK = bytes.Contains(line, wantChan)
+				case !rig.offsetIn && bytes.Contains(line, sessionPresent):
+					sessOK = bytes.Contains(line, wantSess)
+				}
+			}
+			if rig.offsetIn {
+				if i := bytes.Index(line, offsetField); i >= 0 {
+					var n uint64
+					for i += len(offsetField); i < len(line) && line[i] >= '0' && line[i] <= '9'; i++ {
+						n = n*10 + uint64(line[i]-'0')
+					}
+					id, hasID = n, true
+				}
+			}
+		}
+	}
+}
+
+// runW8 measures one system at S clients with N events.
+func runW8(name string, S, N int, lossless bool) (w1Result, error) {
+	var res w1Result
+	rig, err := httpSystems[name](lossless)
+	if err != nil {
+		return res, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		rig.inst.Close()
+		return res, err
+	}
+	srv := &http.Server{Handler: rig.handler, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	const sess = "w8"
+	// The session exists before anyone subscribes (replaybus's handler
+	// answers 404 for an unknown session).
+	if _, err := rig.inst.Publish(sess, []byte(`{"probe":true}`)); err != nil {
+		rig.inst.Close()
+		return res, err
+	}
+	sinks := make([]*Sink, S)
+	conns := make([]net.Conn, 0, S)
+	var wg sync.WaitGroup
+	var closing sync.Once
+	stopped := make(chan struct{})
+	shutdown := func() {
+		closing.Do(func() {
+			close(stopped)
+			for _, c := range conns {
+				_ = c.Close()
+			}
+			wg.Wait()
+			_ = srv.Close()
+			rig.inst.Close()
+		})
+	}
+	for i := range sinks {
+		k := newSink(int64(N))
+		k.sess, k.contig = sess, true
+		sinks[i] = k
+		conn, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			shutdown()
+			return res, err
+		}
+		conns = append(conns, conn)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := sseClient(conn, rig.path(sess), rig, k); err != nil {
+				select {
+				case <-stopped:
+				default:
+					k.End(err.Error())
+				}
+			}
+		}()
+	}
+	defer shutdown()
+	pub, err := rig.inst.Publisher(sess)
+	if err != nil {
+		return res, err
+	}
+	// Every client registered: probes until each has seen one.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		all := true
+		for _, k := range sinks {
+			if !k.seen.Load() {
+				if k.ended.Load() {
+					return res, fmt.Errorf("%s: client ended before the start: %v", name, k.reason.Load())
+				}
+				all = false
+				break
+			}
+		}
+		if all {
+			break
+		}
+		if time.Now().After(deadline) {
+			return res, fmt.Errorf("%s: clients not registered after 60 s", name)
+		}
+		if _, err := pub([]byte(`{"probe":true}`)); err != nil {
+			return res, err
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond) // the last probes drain
+	base := rig.inst.LastID(sess)
+	for _, k := range sinks {
+		k.arm(base)
+	}
+	runtime.GC()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	pubDone := make(chan struct{})
+	c0 := cpuNanos()
+	t0 := now()
+	for i := 0; i < N; i++ {
+		if _, err := pub(payload256); err != nil {
+			close(pubDone)
+			return res, err
+		}
+	}
+	close(pubDone)
+	tEnd := waitSinks(sinks, pubDone, quiet)
+	c1 := cpuNanos()
+	runtime.ReadMemStats(&m1)
+	t := sumSinks(sinks)
+	if t.ended > 0 {
+		for _, k := range sinks {
+			if k.ended.Load() {
+				progress("W8 %s: %d of %d clients ended early, e.g.: %v", name, t.ended, S, k.reason.Load())
+				break
+			}
+		}
+	}
+	if t.n == 0 {
+		return res, fmt.Errorf("%s: nothing delivered", name)
+	}
+	return w1Result{
+		nsPerDelivery:     float64(tEnd-t0) / float64(t.n),
+		allocsPerDelivery: float64(m1.Mallocs-m0.Mallocs) / float64(int64(N)*int64(S)),
+		cpuPerDelivery:    float64(c1-c0) / float64(t.n),
+		deliveries:        t.n,
+		lost:              int64(N)*int64(S) - t.n,
+		reordered:         t.reordered, skipped: t.skipped, foreign: t.foreign,
+		evicted: t.ended, gaps: t.gaps,
+	}, nil
+}

@@ -1,0 +1,163 @@
+package eventbus_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/scope"
+)
+
+// A gap the feed notices (Evicted past the next expected id) reaches every
+// live subscriber in scope as state_resync_required{feed_gap} at that point
+// of its stream; subscribers of other sessions hear nothing, and a mark
+// below what the node already ingested (nothing newly lost) is silent.
+func TestFeedGapReachesLiveSubscribersInScope(t *testing.T) {
+	t.Parallel()
+	b, fb := newFedBus(t)
+	fb.ingest(1, eventbus.TypeSessionCreated, "root")
+	fb.ingest(2, eventbus.TypeSessionCreated, "root", "kid")
+	fb.ingest(3, "msg", "root", "kid")
+	fb.ingest(4, "msg", "other")
+	own := subscribe(t, b, "kid", eventbus.SubscribeOptions{NoReplay: true})
+	desc := subscribe(t, b, "root", eventbus.SubscribeOptions{Scope: scope.Descendants, NoReplay: true})
+	all := subscribe(t, b, "other", eventbus.SubscribeOptions{Scope: scope.All, NoReplay: true})
+	other := subscribe(t, b, "other", eventbus.SubscribeOptions{NoReplay: true})
+
+	fb.feed.Evicted([]string{"root", "kid"}, 3) // already ingested: nothing new lost
+	fb.feed.Evicted([]string{"root", "kid"}, 9) // 5…9 never ingested
+	fb.feed.Evicted([]string{"root", "kid"}, 8) // the same gap again: one frame
+	fb.ingest(10, "msg", "root", "kid")
+	for name, s := range map[string]*eventbus.Subscription{"own": own, "descendants": desc, "all": all} {
+		got := readN(t, s, 2)
+		assert.Equal(t, []string{"state_resync_required:feed_gap", "10"}, describe(got), name)
+		d := decode[eventbus.ResyncData](t, got[0])
+		assert.Equal(t, eventbus.ResyncData{Reason: eventbus.ReasonFeedGap, LastDeliveredID: 0, EarliestAvailableID: 10}, d, name)
+	}
+	assert.Empty(t, drain(other), "another session lost nothing")
+	assert.Equal(t, uint64(3), b.Stats().Resyncs)
+
+	// lastDeliveredId is what the subscriber really had.
+	fb.feed.Evicted([]string{"root", "kid"}, 12)
+	fb.ingest(13, "msg", "root", "kid")
+	got := readN(t, own, 2)
+	assert.Equal(t, eventbus.ResyncData{Reason: eventbus.ReasonFeedGap, LastDeliveredID: 10, EarliestAvailableID: 13}, decode[eventbus.ResyncData](t, got[0]))
+
+	// A resume from before the gap is told too (ring_evicted).
+	r := subscribe(t, b, "kid", eventbus.SubscribeOptions{Cursor: eventbus.At(3)})
+	assert.Equal(t, "state_resync_required:ring_evicted", describe(readN(t, r, 1))[0])
+}
+
+// asyncBackend is a fake AsyncBackend: ids from a counter, acks released
+// by the test, and a failure injected at one event.
+type asyncBackend struct {
+	fakeBackend
+	mu      sync.Mutex
+	next    uint64
+	failAt  uint64 // the n-th append fails (its fate unknown); 0: none
+	sent    int
+	release chan struct{} // closed: acks flow
+}
+
+type fakePending struct {
+	id      uint64
+	err     error
+	release chan struct{}
+}
+
+func (p fakePending) Wait(ctx context.Context) (uint64, error) {
+	select {
+	case <-p.release:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	return p.id, p.err
+}
+
+func (a *asyncBackend) AppendAsync(_ []string, ev eventbus.Event) (eventbus.PendingAppend, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.sent++
+	if uint64(a.sent) == a.failAt {
+		return fakePending{err: errors.New("ack timeout"), release: a.release}, nil
+	}
+	a.next++
+	return fakePending{id: a.next, release: a.release}, nil
+}
+
+// A pipeline keeps at most Window events in flight, reports stored events
+// in order with their ids, and on a failure names exactly the events whose
+// fate is unknown; the pipeline is usable afterwards.
+func TestPipelineWindowAndFailure(t *testing.T) {
+	t.Parallel()
+	fb := &asyncBackend{release: make(chan struct{})}
+	b, err := eventbus.NewWithBackend(context.Background(), config.Config{}, fb)
+	require.NoError(t, err)
+	t.Cleanup(func() { b.Close() })
+	_, err = b.NewPipeline(eventbus.PipelineOptions{Window: eventbus.MaxPipelineWindow + 1})
+	require.ErrorIs(t, err, eventbus.ErrInvalid)
+
+	var stored []eventbus.Event
+	p, err := b.NewPipeline(eventbus.PipelineOptions{Window: 3, OnStored: func(ev eventbus.Event) { stored = append(stored, ev) }})
+	require.NoError(t, err)
+	for i := range 3 {
+		require.NoError(t, p.Publish("s", "msg", i))
+	}
+	assert.Equal(t, 3, p.Pending())
+	// A full window: the fourth waits for the oldest ack.
+	done := make(chan error, 1)
+	go func() { done <- p.Publish("s", "msg", 3) }()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	assert.ErrorIs(t, p.Flush(ctx), context.Canceled, "Flush gives up with its context")
+	close(fb.release)
+	require.NoError(t, <-done)
+	require.NoError(t, p.Flush(context.Background()))
+	require.Len(t, stored, 4)
+	for i, ev := range stored {
+		assert.Equal(t, uint64(i+1), ev.ID)
+		assert.Equal(t, "s", ev.Session)
+	}
+	// Bad input is refused at once and consumes nothing.
+	assert.ErrorIs(t, p.Publish("s", eventbus.TypeReplayComplete, nil), eventbus.ErrInvalid)
+
+	// The 6th append fails: it is unknown, 5 and 7 are stored.
+	fb.mu.Lock()
+	fb.failAt = 6
+	fb.mu.Unlock()
+	stored = nil
+	for i := range 3 {
+		require.NoError(t, p.Publish("s", "msg", 10+i))
+	}
+	err = p.Flush(context.Background())
+	var perr *eventbus.PipelineError
+	require.ErrorAs(t, err, &perr)
+	require.Len(t, perr.Unknown, 1)
+	assert.JSONEq(t, `11`, string(perr.Unknown[0].Data))
+	assert.Equal(t, []uint64{5, 6}, []uint64{stored[0].ID, stored[1].ID})
+	assert.Zero(t, p.Pending())
+	require.NoError(t, p.Publish("s", "msg", 20))
+	require.NoError(t, p.Flush(context.Background()))
+}
+
+// On the in-memory bus a pipeline publishes synchronously.
+func TestPipelineInMemory(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, config.Config{})
+	var ids []uint64
+	p, err := b.NewPipeline(eventbus.PipelineOptions{OnStored: func(ev eventbus.Event) { ids = append(ids, ev.ID) }})
+	require.NoError(t, err)
+	s := subscribe(t, b, "s", eventbus.SubscribeOptions{NoReplay: true})
+	for i := range 5 {
+		require.NoError(t, p.Publish("s", "msg", i))
+	}
+	require.NoError(t, p.Flush(context.Background()))
+	assert.Equal(t, []uint64{1, 2, 3, 4, 5}, ids)
+	assert.Equal(t, []string{"1", "2", "3", "4", "5"}, describe(readN(t, s, 5)))
+}

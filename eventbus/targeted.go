@@ -1,0 +1,123 @@
+package eventbus
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Targeted delivery: an event for chosen subscriptions only, OpenClaw's
+// gateway sending tool events to the one connection that registered for
+// them (server-chat.ts) without consuming the broadcast sequence.
+
+// ErrQueueFull is the reason [Bus.SendTo] did not queue a targeted frame for
+// a subscription: its live queue is at its frame or byte limit. The
+// subscription itself is not touched (the overflow policy applies to
+// published events only).
+var ErrQueueFull = errors.New("eventbus: subscriber queue full")
+
+// SendError reports one subscription a targeted frame did not reach; the
+// error [Bus.SendTo] returns joins one per such subscription.
+type SendError struct {
+	Subscriber uint64 // the subscription's ID
+	Session    string // the session it was made on
+	// Err is ErrQueueFull, or why the subscription ended (its Err:
+	// ErrEvicted, ErrUnsubscribed, ErrSessionClosed, ErrClosed, a context
+	// error), or ErrInvalid for a subscription of another bus.
+	Err error
+}
+
+// Error names the subscriber and the reason.
+func (e *SendError) Error() string {
+	return fmt.Sprintf("eventbus: targeted frame not queued for subscriber %d (session %q): %v", e.Subscriber, e.Session, e.Err)
+}
+
+// Unwrap returns Err, so errors.Is(err, ErrQueueFull) works on the joined
+// error of SendTo.
+func (e *SendError) Unwrap() error { return e.Err }
+
+// SendTo queues an event of type typ with payload data for each of subs
+// only: a targeted frame. Use it for what concerns one connection and no
+// other — a per-connection greeting or prompt, a permission request for the
+// client that asked, a tool event for the connection that registered for it
+// (OpenClaw's targeted sends). The adapters' OnSubscribe hooks hand the
+// application each connection's Subscription.
+//
+// A targeted frame has no id: it is not stored in any replay buffer, does
+// not consume a number of the bus sequence, never moves a client's
+// Last-Event-ID and is never replayed — a subscriber that was not connected
+// when it was sent never gets it, and a resume does not bring it back (it is
+// not resumable: send again what must survive a reconnect, or publish it).
+// For the subscriber it is a frame like the others, in order with them: it
+// comes after everything queued before the call (after the replay and
+// replay_complete when sent right after Subscribe), before everything
+// queued after. Its Session is the subscription's session, Replay is false.
+//
+// It counts against the subscription's live queue limits like a published
+// event and is freed when read; when the queue is at a limit the frame is
+// not queued for that subscription and SendTo reports ErrQueueFull for it
+// (one oversized frame is admitted into an empty queue, as for publish).
+// drop_oldest never drops a queued targeted frame. It never blocks on a
+// subscriber and does not take the bus lock: it is safe for concurrent use,
+// including with Close, cancellation and eviction of the subscriptions (a
+// frame sent to a subscription that has ended is reported, never queued).
+//
+// data is encoded to JSON once, as by Publish. Errors: ErrInvalid naming the
+// value for an empty, over-long or [Reserved] type, a type with a control
+// character, or data that cannot be encoded (nothing is sent); ErrClosed
+// after [Bus.Close]; otherwise nil when every subscription got the frame,
+// else the [errors.Join] of one [*SendError] per subscription that did not
+// (nil entries in subs are skipped).
+func (b *Bus) SendTo(typ string, data any, subs ...*Subscription) error {
+	if err := checkName("event type", typ); err != nil {
+		return err
+	}
+	if Reserved(typ) {
+		return invalidf("event type %q is reserved for the bus's own frames", typ)
+	}
+	raw, err := encode(data)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	closed := b.closed
+	b.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	now := b.nowNanos()
+	var errs []error
+	for _, s := range subs {
+		if s == nil {
+			continue
+		}
+		if s.bus != b {
+			errs = append(errs, &SendError{Subscriber: s.id, Session: s.Session(),
+				Err: fmt.Errorf("%w: subscription of another bus", ErrInvalid)})
+			continue
+		}
+		if err := s.deliverTargeted(&record{session: s.sess.id, typ: typ, data: raw, nanos: now}); err != nil {
+			errs = append(errs, &SendError{Subscriber: s.id, Session: s.sess.id, Err: err})
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// deliverTargeted queues a targeted frame (id 0) for s when it fits the
+// live limits; the error says why not.
+func (s *Subscription) deliverTargeted(r *record) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return s.reason
+	}
+	frames, bytes := s.liveLocked()
+	cost := int64(len(r.data))
+	if frames >= int64(s.maxQueued) || (frames > 0 && bytes+cost > s.maxBytes) {
+		return ErrQueueFull
+	}
+	s.q = append(s.q, entry{rec: r, kind: entryTargeted})
+	s.enq++
+	s.enqBytes += cost
+	s.wakeLocked()
+	return nil
+}

@@ -1,0 +1,260 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/replaybus/replaybus/eventbus"
+)
+
+// DefaultBodyTimeout bounds how long a POST may take to deliver its body
+// (Options.BodyTimeout).
+const DefaultBodyTimeout = 10 * time.Second
+
+// checkID is the one validation of a session id, for every route that takes
+// one (the {id} of a path, "id" and "parent" of POST /sessions): what the bus
+// accepts (eventbus.CheckSessionID: 1–256 bytes of UTF-8, no control
+// characters) and what fits one URL path segment ("/", "." and ".." do not:
+// a session created as "a/c" could never be addressed by its URL). It
+// returns "" or what is wrong.
+func checkID(what, id string) string {
+	if err := eventbus.CheckSessionID(id); err != nil {
+		return strings.Replace(publicMessage(err), "session id", what, 1)
+	}
+	switch {
+	case strings.Contains(id, "/"):
+		return fmt.Sprintf("%s %s contains '/' (it must fit one URL path segment)", what, quote(id))
+	case id == "." || id == "..":
+		return fmt.Sprintf("%s %s is a dot segment (it must fit one URL path segment)", what, quote(id))
+	}
+	return ""
+}
+
+// checkOrigin validates the "origin" of a published event: the same rules as
+// an id, so that a newline or 10 KiB of text never reaches a log line or
+// another client's page.
+func checkOrigin(origin string) string {
+	if origin == "" {
+		return ""
+	}
+	if err := eventbus.CheckSessionID(origin); err != nil {
+		return strings.Replace(publicMessage(err), "session id", "origin", 1)
+	}
+	return ""
+}
+
+// validPathID answers 400 invalid_session_id when the {id} of the path is
+// not a valid session id and reports whether to go on.
+func validPathID(w http.ResponseWriter, r *http.Request) bool {
+	if msg := checkID("session id", r.PathValue("id")); msg != "" {
+		writeError(w, http.StatusBadRequest, "invalid_session_id", msg)
+		return false
+	}
+	return true
+}
+
+// cleanPath reports whether p is already clean: no empty, "." or ".."
+// segment. A ServeMux would redirect such a path (/session//events →
+// 307 /session/events); the server answers 404 instead, so that a client
+// with a bad id is told so and not sent somewhere else.
+func cleanPath(p string) bool {
+	c := path.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c == p
+}
+
+// readBody reads one JSON object into v under the body's deadline and
+// limits; an empty body is allowed when emptyOK. It answers the error
+// itself and reports whether to go on:
+//
+//	415 unsupported_media_type  a body whose Content-Type is not application/json
+//	                            (a cross-site form or text/plain POST, which a
+//	                            web page may send without a CORS preflight)
+//	413 body_too_large          a Content-Length or body over MaxBodyBytes (at once)
+//	408 request_timeout         the body did not arrive within BodyTimeout
+//	400 invalid_json            not UTF-8, null, not an object, unknown
+//	                            fields, trailing data; the message says
+//	                            at which byte
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) bool {
+	hasBody := r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody
+	if ct := r.Header.Get("Content-Type"); ct != "" || hasBody {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || mt != "application/json" {
+			w.Header().Set("Accept", "application/json")
+			writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type",
+				fmt.Sprintf("Content-Type %s is not supported (want application/json)", quote(ct)))
+			return false
+		}
+	}
+	if r.ContentLength > MaxBodyBytes {
+		w.Header().Set("Connection", "close")
+		writeError(w, http.StatusRequestEntityTooLarge, "body_too_large",
+			fmt.Sprintf("Content-Length %d is over %d bytes", r.ContentLength, MaxBodyBytes))
+		return false
+	}
+	var body []byte
+	if hasBody {
+		// A body that never finishes would pin the connection (and its
+		// goroutine) forever: bound the read, on this route only, so that
+		// long-lived SSE streams on the same server are not cut.
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Now().Add(s.bodyTimeout)) // ErrNotSupported: nothing to bound
+		var err error
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+		if err != nil {
+			// The deadline stays: after the answer, net/http reads what
+			// is left of the body before it can close or reuse the
+			// connection, and that read must not hang either.
+			var mbe *http.MaxBytesError
+			switch {
+			case errors.As(err, &mbe):
+				writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("body over %d bytes", mbe.Limit))
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				w.Header().Set("Connection", "close")
+				writeError(w, http.StatusRequestTimeout, "request_timeout",
+					fmt.Sprintf("body not received within %v (%d bytes arrived%s)", s.bodyTimeout, len(body), ofLength(r)))
+			default:
+				w.Header().Set("Connection", "close")
+				writeError(w, http.StatusBadRequest, "invalid_json",
+					fmt.Sprintf("reading the body failed after %d bytes%s: %s", len(body), ofLength(r), publicMessage(err)))
+			}
+			return false
+		}
+		_ = rc.SetReadDeadline(time.Time{})
+	}
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 {
+		if emptyOK {
+			return true
+		}
+		writeError(w, http.StatusBadRequest, "invalid_json", "empty body (want a JSON object)")
+		return false
+	}
+	if !utf8.Valid(body) {
+		i := invalidUTF8At(body)
+		writeError(w, http.StatusBadRequest, "invalid_json", fmt.Sprintf("invalid UTF-8 at byte %d (byte 0x%02x)", i, body[i]))
+		return false
+	}
+	if trimmed[0] != '{' {
+		writeError(w, http.StatusBadRequest, "invalid_json",
+			fmt.Sprintf("body is %s, want a JSON object", jsonKind(trimmed)))
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_json", jsonError(err, dec, len(body)))
+		return false
+	}
+	if dec.More() {
+		writeError(w, http.StatusBadRequest, "invalid_json",
+			fmt.Sprintf("trailing data after the JSON object at byte %d", dec.InputOffset()))
+		return false
+	}
+	return true
+}
+
+func ofLength(r *http.Request) string {
+	if r.ContentLength > 0 {
+		return " of " + strconv.FormatInt(r.ContentLength, 10)
+	}
+	return ""
+}
+
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
+}
+
+// jsonKind names the JSON value that starts b.
+func jsonKind(b []byte) string {
+	switch c := b[0]; {
+	case bytes.Equal(b, []byte("null")):
+		return "null"
+	case c == '[':
+		return "an array"
+	case c == '"':
+		return "a string"
+	case c == 't' || c == 'f':
+		return "a boolean"
+	case c == '-' || c >= '0' && c <= '9':
+		return "a number"
+	}
+	return fmt.Sprintf("not JSON (starts with %s)", quote(string(b[:min(len(b), 16)])))
+}
+
+// jsonError says what is wrong with a body and at which byte.
+func jsonError(err error, dec *json.Decoder, n int) string {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return fmt.Sprintf("invalid JSON at byte %d: %s", max(syn.Offset-1, 0), syn.Error())
+	case errors.As(err, &typ):
+		return fmt.Sprintf("invalid JSON at byte %d: field %q must be %s, not %s", typ.Offset, typ.Field, jsonTypeName(typ.Type.String()), typ.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Sprintf("invalid JSON at byte %d: unexpected end of input", n)
+	}
+	return fmt.Sprintf("invalid JSON at byte %d: %s", dec.InputOffset(), publicMessage(err))
+}
+
+func jsonTypeName(goType string) string {
+	switch goType {
+	case "string":
+		return "a string"
+	case "json.RawMessage":
+		return "any JSON value"
+	}
+	return goType
+}
+
+// quote quotes s for an error message: non-ASCII as itself (٣, not Ù),
+// invalid UTF-8 as \x escapes, cut to 64 bytes at a rune boundary.
+func quote(s string) string {
+	const limit = 64
+	if len(s) <= limit {
+		return strconv.Quote(s)
+	}
+	cut := limit
+	for cut > limit-utf8.UTFMax && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s…(%d bytes)", strconv.Quote(s[:cut]), len(s))
+}
+
+// publicMessage is err's text for an HTTP answer: without the Go package
+// prefixes ("eventbus: ", "json: ", …) that mean nothing to a client.
+func publicMessage(err error) string {
+	msg := err.Error()
+	for {
+		i := strings.Index(msg, ": ")
+		if i < 0 {
+			return msg
+		}
+		switch msg[:i] {
+		case "eventbus", "sse", "scope", "replay", "nats", "json", "http", "server":
+			msg = msg[i+2:]
+		default:
+			return msg
+		}
+	}
+}

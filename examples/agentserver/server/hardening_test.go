@@ -1,0 +1,259 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replaybus/replaybus/adapters/sse"
+)
+
+// rawRequest sends req on a new TCP connection to addr, then feeds drip
+// (one byte every step) until the server answers, and returns the status
+// line and how long the server took to answer and close the connection.
+func rawRequest(t *testing.T, addr, req, drip string, step time.Duration) (status string, took time.Duration) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer c.Close()
+	start := time.Now()
+	_, err = io.WriteString(c, req)
+	require.NoError(t, err)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; i < len(drip); i++ {
+			select {
+			case <-done:
+				return
+			case <-time.After(step):
+			}
+			if _, err := c.Write([]byte{drip[i]}); err != nil {
+				return
+			}
+		}
+	}()
+	defer wg.Wait()
+	defer close(done)
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	status, err = br.ReadString('\n')
+	require.NoError(t, err, "no answer: the body read pins the connection")
+	_, err = io.Copy(io.Discard, br)
+	if !errors.Is(err, syscall.ECONNRESET) { // closed while we were still writing: a reset
+		require.NoError(t, err, "the connection was not closed")
+	}
+	return strings.TrimSpace(status), time.Since(start)
+}
+
+// Issue 12.5: a POST whose body never finishes — Content-Length: 100 and 10
+// bytes, one byte per interval, an absurd Content-Length, a chunked body that
+// stalls — never got an answer or a close (200 such connections were held
+// for over 135 s). The body read is bounded per route (Options.BodyTimeout):
+// 408 and a close, or 413 at once; an SSE stream on the same server lives
+// on well past that bound.
+func TestSlowBodiesDoNotPinConnections(t *testing.T) {
+	t.Parallel()
+	const bodyTimeout = 300 * time.Millisecond
+	s := newServer(t, Options{BodyTimeout: bodyTimeout, SSE: sse.HandlerOptions{Heartbeat: -1}})
+	require.NoError(t, s.Bus().CreateSession("s1", ""))
+	ts := httptest.NewUnstartedServer(s)
+	ts.Config.ReadHeaderTimeout = time.Second
+	ts.Start()
+	t.Cleanup(ts.Close)
+	t.Cleanup(func() { _ = s.Close() })
+	addr := ts.Listener.Addr().String()
+
+	// A long-lived stream opened first must outlive every body deadline.
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL+"/session/s1/events?replay=0", nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	head := "POST /session/s1/events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+	for _, tc := range []struct {
+		name, req, drip string
+		step            time.Duration
+		status          string
+		within          time.Duration
+	}{
+		{"10 of 100 bytes", head + "Content-Length: 100\r\n\r\n" + `{"type":"a`, "", 0, "408", 3 * bodyTimeout},
+		{"1 byte per interval", head + "Content-Length: 100\r\n\r\n", `{"type":"a","data":"` + strings.Repeat("x", 80) + `"}`, 50 * time.Millisecond, "408", 3 * bodyTimeout},
+		{"absurd Content-Length", head + "Content-Length: 1000000000000\r\n\r\n" + `{"type":"a"`, "", 0, "413", bodyTimeout},
+		{"stalled chunked body", head + "Transfer-Encoding: chunked\r\n\r\n5\r\n{\"typ\r\n", "", 0, "408", 3 * bodyTimeout},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Many at once, as an attacker would.
+			var wg sync.WaitGroup
+			for range 20 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					status, took := rawRequest(t, addr, tc.req, tc.drip, tc.step)
+					assert.Contains(t, status, " "+tc.status+" ")
+					assert.Less(t, took, tc.within, "answered and closed within the body deadline")
+				}()
+			}
+			wg.Wait()
+		})
+	}
+	assert.Zero(t, s.Bus().LastEventID(), "no half-read body was published")
+
+	ev, err := s.Bus().Publish("s1", "still-live", nil)
+	require.NoError(t, err)
+	dec := sse.NewDecoder(resp.Body)
+	f, err := dec.Next()
+	require.NoError(t, err, "the SSE stream was cut")
+	got, err := sse.DecodeEvent(f)
+	require.NoError(t, err)
+	assert.Equal(t, ev.ID, got.ID)
+}
+
+// Issue 12.7 (example server): one id validation on every path, JSON only,
+// no silent fallbacks, and error answers that quote bad input correctly,
+// carry no Go package prefixes, use one content type and say where invalid
+// JSON broke.
+func TestAdmission(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, Options{})
+	require.NoError(t, s.Bus().CreateSession("s1", ""))
+	send := func(method, target, contentType, body string) (int, http.Header, map[string]any) {
+		var r io.Reader
+		if body != "" {
+			r = strings.NewReader(body)
+		}
+		req := httptest.NewRequest(method, target, r)
+		if contentType != "" {
+			req.Header.Set("Content-Type", contentType)
+		}
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, req)
+		var out map[string]any
+		if rec.Body.Len() > 0 && rec.Header().Get("Content-Type") == "application/json; charset=utf-8" {
+			require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &out), "body %q", rec.Body.String())
+		}
+		return rec.Code, rec.Header(), out
+	}
+	const js = "application/json"
+	for _, tc := range []struct {
+		name, method, target, ct, body string
+		status                         int
+		code, inMsg                    string
+	}{
+		{"publish to an id with a slash", "POST", "/session/a%2Fc/events", js, `{"type":"x"}`, 400, "invalid_session_id", `"a/c"`},
+		{"publish to ..", "POST", "/session/%2E%2E/events", js, `{"type":"x"}`, 400, "invalid_session_id", `".."`},
+		{"create ..", "POST", "/sessions", js, `{"id":".."}`, 400, "invalid_session_id", `".."`},
+		{"create under a bad parent", "POST", "/sessions", js, `{"id":"k","parent":"a/b"}`, 400, "invalid_session_id", "parent"},
+		{"stream an id with a slash", "GET", "/session/a%2Fc/events", "", "", 400, "invalid_session_id", `"a/c"`},
+		{"delete an id with a slash", "DELETE", "/session/a%2Fc", "", "", 400, "invalid_session_id", `"a/c"`},
+		{"text/plain", "POST", "/session/s1/events", "text/plain", `{"type":"x"}`, 415, "unsupported_media_type", `"text/plain"`},
+		{"form", "POST", "/session/s1/events", "application/x-www-form-urlencoded", `{"type":"x"}`, 415, "unsupported_media_type", "application/json"},
+		{"no content type", "POST", "/sessions", "", `{"id":"nct"}`, 415, "unsupported_media_type", "application/json"},
+		{"null body", "POST", "/sessions", js, `null`, 400, "invalid_json", "null"},
+		{"invalid UTF-8 in an id", "POST", "/sessions", js, "{\"id\":\"a\xffb\"}", 400, "invalid_json", "UTF-8 at byte 8"},
+		{"newline in origin", "POST", "/session/s1/events", js, `{"type":"x","origin":"a\nb"}`, 400, "invalid_argument", "origin"},
+		{"10 KiB origin", "POST", "/session/s1/events", js, `{"type":"x","origin":"` + strings.Repeat("o", 10<<10) + `"}`, 400, "invalid_argument", "origin"},
+		{"double slash", "GET", "/session//events", "", "", 404, "not_found", "/session//events"},
+		{"dot segment", "POST", "/session/./events", js, `{"type":"x"}`, 404, "not_found", ""},
+		{"non-ASCII quoted as itself", "POST", "/sessions", js, `{"id":"٣/x"}`, 400, "invalid_session_id", `"٣/x"`},
+		{"where JSON broke", "POST", "/session/s1/events", js, `{"type":}`, 400, "invalid_json", "at byte 8"},
+		{"wrong JSON type", "POST", "/session/s1/events", js, `{"type":7}`, 400, "invalid_json", `"type" must be a string`},
+		{"cascade does not parse", "DELETE", "/session/s1?cascade=%zz", "", "", 400, "invalid_argument", "%zz"},
+		{"unknown session", "DELETE", "/session/nope", "", "", 404, "session_not_found", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, hdr, body := send(tc.method, tc.target, tc.ct, tc.body)
+			require.Equal(t, tc.status, status, "%v", body)
+			assert.Equal(t, "application/json; charset=utf-8", hdr.Get("Content-Type"))
+			assert.Equal(t, tc.code, body["code"])
+			msg, _ := body["message"].(string)
+			assert.Contains(t, msg, tc.inMsg)
+			assert.NotContains(t, msg, "Ù")
+			for _, prefix := range []string{"eventbus:", "json:", "sse:", "http:"} {
+				assert.NotContains(t, msg, prefix)
+			}
+		})
+	}
+	assert.Zero(t, s.Bus().LastEventID(), "nothing was published")
+	for _, id := range []string{"a/c", "..", "nct"} {
+		assert.False(t, s.Bus().SessionExists(id), "session %q created", id)
+	}
+}
+
+// Issue 12.2: POST /session/{id}/events answered {"id": N} while the stream
+// writes <epoch>-N, so a publisher resuming from its own event used a plain
+// cursor that cannot detect a restart. The answer carries the epoch and the
+// id exactly as the stream writes it.
+func TestPublishAnswersEpochAndCursor(t *testing.T) {
+	t.Parallel()
+	for _, epochIDs := range []bool{true, false} {
+		s := newServer(t, Options{SSE: sse.HandlerOptions{EpochIDs: epochIDs}})
+		status, _, out := do(t, s, http.MethodPost, "/session/s1/events", `{"type":"note"}`)
+		require.Equal(t, http.StatusAccepted, status)
+		assert.EqualValues(t, 1, out["id"])
+		assert.Equal(t, s.Bus().Epoch(), out["epoch"])
+		want := "1"
+		if epochIDs {
+			want = s.Bus().Epoch() + "-1"
+		}
+		assert.Equal(t, want, out["cursor"])
+
+		// The stream writes the same id.
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		req := httptest.NewRequestWithContext(ctx, http.MethodGet, "/session/s1/events", nil)
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, req)
+		cancel()
+		assert.Contains(t, rec.Body.String(), "id: "+want+"\n")
+	}
+}
+
+// Issue 12.9: the example server wrote one INFO line per session create and
+// close (80,001 lines for 20,000 sessions). They are Debug now: at INFO, a
+// churn of sessions writes nothing.
+func TestSessionChurnLogsNothingAtInfo(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var buf strings.Builder
+	log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.Write(p)
+	}), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	s := newServer(t, Options{Logger: log})
+	for i := range 200 {
+		id := fmt.Sprintf("c%d", i)
+		status, _, _ := do(t, s, http.MethodPost, "/sessions", `{"id":"`+id+`"}`)
+		require.Equal(t, http.StatusCreated, status)
+		status, _, _ = do(t, s, http.MethodDelete, "/session/"+id, "")
+		require.Equal(t, http.StatusNoContent, status)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Empty(t, buf.String())
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
