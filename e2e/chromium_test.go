@@ -79,8 +79,17 @@ func (c *idCollector) snapshot() []uint64 {
 // demo runs, forces two disconnects with the page's button, and checks the
 // page's list of received ids against every id the bus published in the
 // page's scope (session "demo", descendants): the same ids, none twice,
-// strictly increasing. It leaves a screenshot in artifacts/agentserver.png.
+// strictly increasing — once over SSE, once over WebSocket, where the page
+// resumes with its {"resume": …} first message. Each connection also gets
+// the server's targeted hello, exactly once. The SSE run leaves a
+// screenshot in artifacts/agentserver.png.
 func TestChromiumPage(t *testing.T) {
+	for _, transport := range []string{"sse", "ws"} {
+		t.Run(transport, func(t *testing.T) { chromiumPage(t, transport) })
+	}
+}
+
+func chromiumPage(t *testing.T, transport string) {
 	chromium := needTool(t, "chromium", "/usr/bin/chromium", "chromium-browser")
 
 	ts := startServer(t, config.Config{ReplayBufferSize: 10_000}, server.Options{
@@ -88,6 +97,7 @@ func TestChromiumPage(t *testing.T) {
 		DefaultScope:   scope.Descendants,
 		Types:          demo.Types,
 		SSE:            sse.HandlerOptions{EpochIDs: true, Retry: 500 * time.Millisecond},
+		Hello:          true,
 	})
 	require.NoError(t, ts.bus.CreateSession(demo.DefaultParent, ""))
 	refCtx, stopRef := context.WithCancel(context.Background())
@@ -103,7 +113,7 @@ func TestChromiumPage(t *testing.T) {
 	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
 	defer cancelTimeout()
 
-	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(ts.ts.URL+"/")), "loading the page")
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(ts.ts.URL+"/?transport="+transport)), "loading the page")
 	waitIDs := func(min int) {
 		t.Helper()
 		_, err := chromedp.Run(ctx, chromedp.Poll[bool](
@@ -132,7 +142,7 @@ func TestChromiumPage(t *testing.T) {
 		n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`window.receivedIds.length`))
 		require.NoError(t, err)
 		require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.ID("drop"))), "drop %d", i+1)
-		if i == 1 {
+		if i == 1 && transport == "sse" {
 			// The screenshot, mid-run, just after the second resume: the
 			// replayed rows and replay_complete in the log, sub-agents busy.
 			_, err := chromedp.Run(ctx, chromedp.Poll[bool](
@@ -192,11 +202,16 @@ func TestChromiumPage(t *testing.T) {
 		}
 	}
 	assert.Equal(t, wantIDs, got, "the page must hold every id published in its scope, once, in order")
-	var completes int
+	var completes, hellos int
 	for _, f := range frames {
 		switch f["type"] {
 		case eventbus.TypeReplayComplete:
 			completes++
+		case server.TypeHello: // the targeted frame: no id, this connection only
+			hellos++
+			d, _ := f["data"].(map[string]any)
+			want := map[string]string{"sse": "sse", "ws": "websocket"}[transport]
+			assert.Equal(t, want, d["transport"])
 		case eventbus.TypeSlowClientWarning: // a slow browser is told, but loses nothing
 		default:
 			t.Errorf("unexpected frame on the page: %v", f)
@@ -204,11 +219,12 @@ func TestChromiumPage(t *testing.T) {
 	}
 	assert.GreaterOrEqual(t, completes, 2, "each resume ends its replay with replay_complete")
 	assert.GreaterOrEqual(t, connects, 3, "one connect and two resumes (more only if the browser reconnected by itself)")
+	assert.Equal(t, connects, hellos, "every connection greeted once; the greeting never counted as an id")
 	assert.Equal(t, itoa(len(got)), itoa(len(splitFields(idsText))), "<pre id=ids> lists the same ids")
 	st := ts.bus.Stats()
 	assert.Zero(t, st.Guarded)
-	t.Logf("chromium: %d ids (1…%d), %d connects, %d replayed by the bus, demo run %v, screenshot %s",
-		len(got), last, connects, st.Replayed, runTime.Round(time.Millisecond), screenshotPath)
+	t.Logf("chromium over %s: %d ids (1…%d), %d connects, %d hellos, %d replayed by the bus, demo run %v",
+		transport, len(got), last, connects, hellos, st.Replayed, runTime.Round(time.Millisecond))
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		t.Fatal("chromium context timed out")
 	}
@@ -220,6 +236,15 @@ func TestChromiumPage(t *testing.T) {
 // {epoch_reset} and replays its whole buffer, and the page starts its id
 // list again: exactly the new server's ids, in order.
 func TestChromiumServerRestart(t *testing.T) {
+	for _, transport := range []string{"sse", "ws"} {
+		t.Run(transport, func(t *testing.T) { chromiumServerRestart(t, transport) })
+	}
+}
+
+// chromiumServerRestart is TestChromiumServerRestart over one transport:
+// over WebSocket the page's resume message carries the old server's last id
+// and the epoch that came with it.
+func chromiumServerRestart(t *testing.T, transport string) {
 	chromium := needTool(t, "chromium", "/usr/bin/chromium", "chromium-browser")
 	chunk := func(bus *eventbus.Bus, n int) {
 		for i := range n {
@@ -260,6 +285,7 @@ func TestChromiumServerRestart(t *testing.T) {
 				defer cancel()
 				assert.NoError(t, hs.Shutdown(ctx))
 				<-served
+				assert.NoError(t, srv.WS().Shutdown(ctx), "hijacked WebSockets: Shutdown does not wait for them")
 				_ = bus.Close()
 			})
 		}
@@ -275,7 +301,7 @@ func TestChromiumServerRestart(t *testing.T) {
 	defer cancel()
 	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
 	defer cancelTimeout()
-	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate("http://"+addr+"/")))
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate("http://"+addr+"/?transport="+transport)))
 	_, err := chromedp.Run(ctx, chromedp.Poll[bool](`window.connState === "open" && window.receivedIds.length === 30`,
 		chromedp.WithPollingTimeout(30*time.Second)))
 	require.NoError(t, err, "the first server's 30 events")
@@ -306,5 +332,13 @@ func TestChromiumServerRestart(t *testing.T) {
 	assert.Equal(t, eventbus.ReasonEpochReset, data["reason"])
 	assert.Equal(t, busB.Epoch(), data["epoch"])
 	assert.EqualValues(t, 30, data["lastDeliveredId"], "the browser sent the old server's last id")
-	t.Logf("restart: epoch %s → %s, the page resynced and holds ids 1…15 of the new server", busA.Epoch(), busB.Epoch())
+	// Issue 12.13: the restart notice is informational and goes away once
+	// the replay completed; the counters start again with the ids.
+	counters, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
+		`[document.getElementById("st-received").textContent, String(window.receivedIds.length)]`))
+	require.NoError(t, err)
+	assert.Equal(t, counters[1], counters[0], "the events counter agrees with the received ids after a restart")
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("notice").hidden`, chromedp.WithPollingTimeout(10*time.Second)))
+	assert.NoError(t, err, "the restart notice does not stay up forever")
+	t.Logf("restart over %s: epoch %s → %s, the page resynced and holds ids 1…15 of the new server", transport, busA.Epoch(), busB.Epoch())
 }

@@ -54,6 +54,7 @@ func startServer(t *testing.T, cfg config.Config, o server.Options) *testServer 
 		ctx, cancel := context.WithTimeout(context.Background(), 5e9)
 		defer cancel()
 		require.NoError(t, srv.SSE().Shutdown(ctx), "SSE streams did not end")
+		require.NoError(t, srv.WS().Shutdown(ctx), "WebSockets did not end")
 		ts.Close()
 		_ = bus.Close()
 	})

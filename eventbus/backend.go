@@ -10,7 +10,7 @@ import (
 	"github.com/replaybus/replaybus/config"
 )
 
-// Backend is the seam of DESIGN.md §1: where ids, history and cross-node
+// Backend is the one seam below the delivery protocol: where ids, history and cross-node
 // fan-out live. The in-memory bus ([New]) needs none; adapters/nats
 // implements it over NATS JetStream so that several bus nodes share one
 // sequence. The delivery protocol — subscriber queues, policies, frames,

@@ -5,8 +5,8 @@
 //
 // It ports AgentPool's Python EventBus and ReplayBuffer to Go and adds the
 // resume and backpressure protocol of qwen-code's acp-bridge EventBus and
-// OpenClaw's drop-if-slow broadcasting. DESIGN.md is the contract; this
-// documentation states it for users.
+// OpenClaw's drop-if-slow broadcasting. docs/guarantees.md states the
+// delivery contract; this documentation states it for users of the API.
 //
 // # Events and ids
 //
@@ -45,6 +45,16 @@
 // handler's default, see config.Config.OverflowPolicy for the rule) ends it
 // with client_evicted. Droppable
 // types are dropped for a subscriber at or above the warning level instead.
+//
+// # Coalescing
+//
+// [SubscribeOptions.Coalesce] turns on subscriber-side coalescing
+// (AgentPool's drain_and_merge): each read takes everything already queued
+// and merges consecutive events with one merge key (the coalesce package
+// has the rule sets) into one event carrying the last merged id, [Event.Count]
+// and [Event.FirstID]; never across sessions, types, replay and live, or a
+// synthetic frame. [SubscribeOptions.Throttle] adds OpenClaw's delta
+// throttle. [Coalesce] merges a batch the same way.
 //
 // # Concurrency
 //

@@ -1,6 +1,6 @@
 package eventbus
 
-// Flow control of one subscriber's live queue: DESIGN.md §5, from qwen-code's
+// Flow control of one subscriber's live queue (docs/protocol.md, Frames), from qwen-code's
 // EventBus (warning at 75 % with hysteresis, eviction with client_evicted,
 // forced frames that never count), AgentPool's overflow policy names and
 // OpenClaw's dropIfSlow. Every method here runs on a publisher's goroutine

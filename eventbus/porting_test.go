@@ -51,7 +51,7 @@ func TestInput1ReopenClosedSession(t *testing.T) {
 		strconv.FormatUint(after[1], 10) + "r", "replay_complete"}, describe(evs))
 	rs := decode[eventbus.ResyncData](t, evs[0])
 	assert.Equal(t, before[1], rs.LastDeliveredID)
-	assert.Equal(t, after[0], rs.EarliestAvailableID)
+	assert.Equal(t, after[0], rs.CompleteFromID)
 
 	// One that saw session_closed lost nothing: no frame.
 	seen := subscribe(t, b, "s", eventbus.SubscribeOptions{Cursor: eventbus.At(closedID)})

@@ -22,7 +22,7 @@ import (
 // Subscribe (every scope, with and without a cursor or replay, small queue
 // limits under every policy), reads, cancellations, ClearReplayBuffer and
 // CloseSession over a tree of up to six sessions, and checks every frame
-// every subscriber reads against a model written from DESIGN.md alone: a
+// every subscriber reads against a model written from the delivery contract alone: a
 // plain list of events, the tree, and per-session rings of size N.
 //
 // For each subscriber the model predicts the exact head of its stream
@@ -187,7 +187,7 @@ func (x *mSession) ancestors() []*mSession {
 }
 
 // inScope reports whether an event of session ev reaches a subscriber made
-// on x with scope k, by DESIGN.md §6.
+// on x with scope k (the scopes of the scope package).
 func inScope(x *mSession, k scope.Kind, ev *mSession) bool {
 	switch k {
 	case scope.Session:
@@ -427,7 +427,7 @@ func (h *harness) expectHead(x *mSession, o eventbus.SubscribeOptions) ([]want, 
 			}
 		}
 		head = append(head, want{frame: eventbus.TypeStateResyncRequired, resync: &eventbus.ResyncData{
-			Reason: eventbus.ReasonRingEvicted, LastDeliveredID: cursor, EarliestAvailableID: earliest}})
+			Reason: eventbus.ReasonRingEvicted, LastDeliveredID: cursor, CompleteFromID: earliest}})
 	}
 	n, used := 0, int64(0)
 	for n < len(snap) && (n == 0 || used+int64(snap[n].size) <= h.budget) {
@@ -444,7 +444,7 @@ func (h *harness) expectHead(x *mSession, o eventbus.SubscribeOptions) ([]want, 
 	if n < len(snap) {
 		head = append(head, want{frame: eventbus.TypeStateResyncRequired, resync: &eventbus.ResyncData{
 			Reason: eventbus.ReasonReplayBudgetExceeded, LastDeliveredID: last,
-			EarliestAvailableID: snap[n].id, SkippedCount: len(snap) - n}})
+			CompleteFromID: h.nextID, SkippedCount: len(snap) - n}}) // the first live id
 	}
 	if o.Cursor != nil || n < len(snap) {
 		head = append(head, want{frame: eventbus.TypeReplayComplete,

@@ -23,7 +23,8 @@ import (
 //  3. drain: live events published from then on wait in the live queue and
 //     reach the consumer in one batch per wake-up;
 //  4. reinsert: the consumer reads the snapshot first (Replay=true), then
-//     replay_complete, then the drained live events, skipping any id ≤ the
+//     replay_complete (with a cursor, or when the replay byte budget cut the
+//     replay short), then the drained live events, skipping any id ≤ the
 //     last one handed out as a guard.
 //
 // With a cursor (o.Cursor), a state_resync_required frame precedes the
@@ -193,7 +194,7 @@ func (b *Bus) snapshot(s *Subscription, pos *Position) {
 				earliest = snap[i].id
 			}
 			s.q = append(s.q, frame(sid, TypeStateResyncRequired, ResyncData{
-				Reason: ReasonRingEvicted, LastDeliveredID: cursor, EarliestAvailableID: earliest,
+				Reason: ReasonRingEvicted, LastDeliveredID: cursor, CompleteFromID: earliest,
 			}, now))
 			b.stats.Resyncs++
 		}
@@ -222,7 +223,7 @@ func (b *Bus) snapshot(s *Subscription, pos *Position) {
 	if truncated {
 		s.q = append(s.q, frame(sid, TypeStateResyncRequired, ResyncData{
 			Reason: ReasonReplayBudgetExceeded, LastDeliveredID: last,
-			EarliestAvailableID: snap[n].id, SkippedCount: len(snap) - n,
+			CompleteFromID: max(b.nextID, b.highWater+1), SkippedCount: len(snap) - n,
 		}, now))
 		b.stats.Resyncs++
 	}

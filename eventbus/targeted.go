@@ -48,8 +48,8 @@ func (e *SendError) Unwrap() error { return e.Err }
 // when it was sent never gets it, and a resume does not bring it back (it is
 // not resumable: send again what must survive a reconnect, or publish it).
 // For the subscriber it is a frame like the others, in order with them: it
-// comes after everything queued before the call (after the replay and
-// replay_complete when sent right after Subscribe), before everything
+// comes after everything queued before the call (after the replay, and its
+// replay_complete if it has one, when sent right after Subscribe), before everything
 // queued after. Its Session is the subscription's session, Replay is false.
 //
 // It counts against the subscription's live queue limits like a published

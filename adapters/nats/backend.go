@@ -41,8 +41,9 @@ type Backend struct {
 	ownConn bool
 	js      jetstream.JetStream
 	stream  jetstream.Stream
-	limit   int   // the bus's replay buffer size
-	perSubj int64 // the stream's MaxMsgsPerSubject: limit × retention
+	acks    *acker // publishes and their acks
+	limit   int    // the bus's replay buffer size
+	perSubj int64  // the stream's MaxMsgsPerSubject: limit × retention
 	created time.Time
 	epoch   string
 	log     *slog.Logger
@@ -170,12 +171,7 @@ func NewBackend(ctx context.Context, nc *nats.Conn, cfg config.Config, opts ...O
 		be.o.maxAge = cfg.NATSMaxAge
 	}
 	be.perSubj = int64(be.limit) * int64(be.o.retention)
-	// One timeout per publish: jetstream applies DefaultTimeout to a
-	// synchronous publish whose context has no deadline, and the async
-	// ack timeout to a pipelined one.
-	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(be.o.publishTimeout),
-		jetstream.WithPublishAsyncTimeout(be.o.publishTimeout),
-		jetstream.WithPublishAsyncMaxPending(maxAsyncPending))
+	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("nats: JetStream context: %w", err)
 	}
@@ -196,6 +192,9 @@ func NewBackend(ctx context.Context, nc *nats.Conn, cfg config.Config, opts ...O
 			be.o.stream, be.o.prefix, be.o.replicas, be.o.storage, be.perSubj, err)
 	}
 	be.stream = st
+	if be.acks, err = newAcker(nc, be.o.stream, be.o.publishTimeout); err != nil {
+		return nil, err
+	}
 	be.created = st.CachedInfo().Created
 	be.epoch = epochOf(be.o.stream, be.created)
 	be.ctx, be.cancel = context.WithCancel(context.Background())
@@ -251,8 +250,58 @@ func (be *Backend) ready(ctx context.Context) error {
 	return fmt.Errorf("nats: stream %q: %w", be.o.stream, eventbus.ErrClosed)
 }
 
-// message is the NATS message that stores ev for the session at path.
-func (be *Backend) message(path []string, ev eventbus.Event) (*nats.Msg, error) {
+// result turns an ack's outcome into Append's: an ack from another
+// stream (ours deleted, another took over the subjects) loses the stream.
+// The check stands in for an expected-stream header on every publish.
+func (be *Backend) result(seq uint64, err error) (uint64, error) {
+	if errors.Is(err, ErrStreamLost) {
+		be.loseStream(err)
+	}
+	return seq, err
+}
+
+// Append implements [eventbus.Backend]: a JetStream publish of ev to the
+// subject of path, waiting for the ack (bounded by ctx and the publish
+// timeout: one timer); the id is the stream sequence. The payload is
+// stored as given, neither re-encoded nor re-validated (see envelope.go).
+// It never waits on a subscriber. Errors, wrapped, never panicked: a
+// closed connection, a payload over the server's limit, an over-long
+// subject ([eventbus.ErrInvalid]), [ErrNoAck] (may be stored),
+// [ErrNoStream], [ErrStreamLost].
+func (be *Backend) Append(ctx context.Context, path []string, ev eventbus.Event) (uint64, error) {
+	p, err := be.send(ctx, path, ev)
+	if err != nil {
+		return 0, err
+	}
+	seq, err := p.Wait(ctx)
+	if err != nil && ctx.Err() != nil {
+		p.a.forget(p.token) // nobody waits for it any more
+		return 0, fmt.Errorf("nats: publishing to %q: %w (the event may or may not be stored)", p.subject, err)
+	}
+	return be.result(seq, err)
+}
+
+// AppendAsync implements [eventbus.AsyncBackend]: it sends ev as Append
+// does without waiting for the ack, and returns the handle whose Wait
+// yields the stream sequence, or [ErrNoAck] once the publish timeout has
+// passed. Messages on one connection reach the stream in the order sent,
+// and none is retried (a retry would land after later events), so one
+// pipeline's events are stored in order or not at all. Errors returned at
+// once mean the event was not sent: as for Append, and more than 65,536
+// publishes of this node awaiting their ack.
+func (be *Backend) AppendAsync(path []string, ev eventbus.Event) (eventbus.PendingAppend, error) {
+	p, err := be.send(context.Background(), path, ev)
+	if err != nil {
+		return nil, err
+	}
+	return asyncAck{be: be, p: p}, nil
+}
+
+// send checks the node may publish, and sends ev.
+func (be *Backend) send(ctx context.Context, path []string, ev eventbus.Event) (*pendingAck, error) {
+	if err := be.ready(ctx); err != nil {
+		return nil, err
+	}
 	subject := subjectFor(be.o.prefix, path)
 	if len(subject) > MaxSubjectLen {
 		return nil, fmt.Errorf("nats: session path %q gives a subject of %d bytes, over %d: %w",
@@ -260,91 +309,17 @@ func (be *Backend) message(path []string, ev eventbus.Event) (*nats.Msg, error) 
 	}
 	body := make([]byte, 0, envelopeSize(ev.Type, ev.Origin, ev.Data))
 	body = appendEnvelope(body, ev.Type, ev.Time.UnixNano(), ev.Origin, ev.Data)
-	return &nats.Msg{Subject: subject, Data: body}, nil
+	return be.acks.send(subject, body)
 }
 
-// acked checks that the ack came from the node's stream: another stream
-// that took over the subjects (ours deleted) is a lost stream. It stands in
-// for an expected-stream header on every publish.
-func (be *Backend) acked(ack *jetstream.PubAck) (uint64, error) {
-	if ack.Stream != be.o.stream {
-		err := fmt.Errorf("stored by stream %q", ack.Stream)
-		be.loseStream(err)
-		return 0, fmt.Errorf("%w: %q: %w", ErrStreamLost, be.o.stream, err)
-	}
-	return ack.Sequence, nil
-}
-
-// Append implements [eventbus.Backend]: a JetStream publish of ev to the
-// subject of path, waiting for the ack (bounded by ctx and the publish
-// timeout: one timer when ctx has no deadline); the id is the stream
-// sequence. The payload is stored as given, neither re-encoded nor
-// re-validated (see envelope.go). It never waits on a subscriber. Errors
-// (a timeout, no responders, a closed connection, a payload over the
-// server's limit, an over-long subject as [eventbus.ErrInvalid],
-// [ErrStreamLost]) are returned wrapped, never panicked.
-func (be *Backend) Append(ctx context.Context, path []string, ev eventbus.Event) (uint64, error) {
-	if err := be.ready(ctx); err != nil {
-		return 0, err
-	}
-	m, err := be.message(path, ev)
-	if err != nil {
-		return 0, err
-	}
-	if _, ok := ctx.Deadline(); ok {
-		// The caller's deadline may be later than the publish timeout.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, be.o.publishTimeout)
-		defer cancel()
-	}
-	ack, err := be.js.PublishMsg(ctx, m)
-	if err != nil {
-		return 0, fmt.Errorf("nats: publishing to %q: %w", m.Subject, err)
-	}
-	return be.acked(ack)
-}
-
-// AppendAsync implements [eventbus.AsyncBackend]: it sends ev as Append
-// does without waiting for the ack, and returns the handle whose Wait
-// yields the stream sequence. Messages on one connection reach the stream
-// in the order sent; a publish refused for lack of a responder is not
-// retried (a retry would land after later events), so one pipeline's events
-// are stored in order or not at all. The ack timeout is the publish timeout.
-// Errors returned at once (the event was not sent): as for Append, and a
-// full async window of the connection.
-func (be *Backend) AppendAsync(path []string, ev eventbus.Event) (eventbus.PendingAppend, error) {
-	if err := be.ready(context.Background()); err != nil {
-		return nil, err
-	}
-	m, err := be.message(path, ev)
-	if err != nil {
-		return nil, err
-	}
-	f, err := be.js.PublishMsgAsync(m, jetstream.WithRetryAttempts(0))
-	if err != nil {
-		return nil, fmt.Errorf("nats: publishing to %q: %w", m.Subject, err)
-	}
-	return pendingAck{be: be, f: f}, nil
-}
-
-// pendingAck is one pipelined publish waiting for its ack.
-type pendingAck struct {
+// asyncAck is a pipelined publish waiting for its ack.
+type asyncAck struct {
 	be *Backend
-	f  jetstream.PubAckFuture
+	p  *pendingAck
 }
 
-// Wait implements [eventbus.PendingAppend]. It returns at the latest when
-// the publish timeout has passed since the event was sent.
-func (p pendingAck) Wait(ctx context.Context) (uint64, error) {
-	select {
-	case ack := <-p.f.Ok():
-		return p.be.acked(ack)
-	case err := <-p.f.Err():
-		return 0, fmt.Errorf("nats: publishing to %q: %w", p.f.Msg().Subject, err)
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	}
-}
+// Wait implements [eventbus.PendingAppend].
+func (a asyncAck) Wait(ctx context.Context) (uint64, error) { return a.be.result(a.p.Wait(ctx)) }
 
 // LastID implements [eventbus.Syncer]: the stream's last sequence, asked of
 // the server.
@@ -355,6 +330,11 @@ func (be *Backend) LastID(ctx context.Context) (uint64, error) {
 	}
 	return info.State.LastSeq, nil
 }
+
+// Ingested returns the highest stream sequence (event id) this node's
+// consumer has handled; with [Backend.LastID] it gives the node's lag in
+// events. Safe for concurrent use.
+func (be *Backend) Ingested() uint64 { return be.processed.Load() }
 
 // Sync waits until this node has ingested every event the stream held when
 // Sync was called (from any node), or ctx is done. Tests and tools use it
@@ -398,6 +378,7 @@ func (be *Backend) Close() error {
 	}
 	be.startMu.Unlock()
 	be.wg.Wait()
+	be.acks.close()
 	if be.ownConn {
 		be.nc.Close()
 	}

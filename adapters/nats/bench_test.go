@@ -6,17 +6,34 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
 	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/scope"
 )
+
+// The NATS benchmarks run the bus ("bus") beside bare JetStream ("bare")
+// in one run, each on memory and file storage, on the shared embedded
+// server (in this process, so the CPU figures include the server):
+//
+//	go test -run '^$' -bench 'NATS' -benchtime 5000x ./adapters/nats/
+//
+// "bare" is what an application would write on nats.go alone: the same
+// 200-byte payload published to one subject per session of a stream with
+// the same limits, received by an ordered consumer (one per subscriber).
+// Every benchmark op is one event; besides ns/op and allocs/op (every
+// goroutine: publisher, server, consumer) each reports events/s and
+// cpu-µs/event (process CPU time, user + system, per event).
 
 // benchPayload is an ACP session/update agent_message_chunk of about 200
 // bytes, the commonest event of an agent server.
@@ -25,77 +42,296 @@ var benchPayload = json.RawMessage(`{"sessionUpdate":"agent_message_chunk","cont
 
 var benchCfg = config.Config{MaxQueueSize: config.MaxCount, MaxQueuedBytes: config.MaxBytes}
 
-// benchBuses returns the publishing and the receiving bus of one kind:
-// the same in-memory bus, or two NATS nodes on the shared embedded server.
-func benchBuses(b *testing.B, kind string) (pub, recv *eventbus.Bus) {
-	switch kind {
-	case "memory":
-		bus, err := eventbus.New(benchCfg)
-		require.NoError(b, err)
-		b.Cleanup(func() { _ = bus.Close() })
-		return bus, bus
-	case "nats-memory", "nats-file":
-		st := jetstream.MemoryStorage
-		if kind == "nats-file" {
-			st = jetstream.FileStorage
-		}
-		opts := uniqueStream(rbnats.WithStorage(st))
-		return newNode(b, shared.ClientURL(), benchCfg, opts...).bus, newNode(b, shared.ClientURL(), benchCfg, opts...).bus
-	}
-	panic(kind)
+var benchStorages = []struct {
+	name string
+	st   jetstream.StorageType
+}{{"memory", jetstream.MemoryStorage}, {"file", jetstream.FileStorage}}
+
+// cpuNow returns the process's CPU time so far (user + system).
+func cpuNow() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-var benchKinds = []string{"memory", "nats-memory", "nats-file"}
+// meter reports events/s and cpu-µs/event for n events since start.
+type meter struct{ cpu time.Duration }
 
-// BenchmarkPublish publishes b.N events one after the other on one bus
-// (node) while a live subscriber on another node (the same bus for memory)
-// receives them; it ends when the last one has arrived. ns/op is the
-// publish call (for NATS: until JetStream's ack); events/s counts events
-// published and delivered.
-func BenchmarkPublish(b *testing.B) {
-	for _, kind := range benchKinds {
-		b.Run(kind, func(b *testing.B) {
-			pub, recv := benchBuses(b, kind)
+func startMeter(b *testing.B) meter {
+	b.ReportAllocs()
+	b.ResetTimer()
+	return meter{cpu: cpuNow()}
+}
+
+func (m meter) stop(b *testing.B, n int) {
+	b.StopTimer()
+	cpu := cpuNow() - m.cpu
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(n), "cpu-µs/event")
+}
+
+// bare is plain JetStream: a stream configured as the bus's, a publishing
+// connection and a receiving one.
+type bare struct {
+	pub, recv     jetstream.JetStream
+	stream        jetstream.Stream
+	prefix        string
+	pubNC, recvNC *natsgo.Conn
+}
+
+func newBare(b *testing.B, st jetstream.StorageType, asyncPending int) *bare {
+	n := streamSeq.Add(1)
+	x := &bare{prefix: fmt.Sprintf("bare%d", n)}
+	var err error
+	x.pubNC, err = natsgo.Connect(shared.ClientURL())
+	require.NoError(b, err)
+	x.recvNC, err = natsgo.Connect(shared.ClientURL())
+	require.NoError(b, err)
+	b.Cleanup(func() { x.pubNC.Close(); x.recvNC.Close() })
+	x.pub, err = jetstream.New(x.pubNC, jetstream.WithPublishAsyncMaxPending(asyncPending))
+	require.NoError(b, err)
+	x.recv, err = jetstream.New(x.recvNC)
+	require.NoError(b, err)
+	x.stream, err = x.pub.CreateStream(context.Background(), jetstream.StreamConfig{
+		Name: fmt.Sprintf("BARE%d", n), Subjects: []string{x.prefix + ".>"},
+		MaxMsgsPerSubject: int64(config.DefaultNATSRetention * config.DefaultReplayBufferSize),
+		Storage:           st, Discard: jetstream.DiscardOld,
+	})
+	require.NoError(b, err)
+	return x
+}
+
+// consume starts an ordered consumer of new messages on the receiving
+// connection and returns its iterator.
+func (x *bare) consume(b *testing.B) jetstream.MessagesContext {
+	c, err := x.stream.OrderedConsumer(context.Background(), jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverNewPolicy})
+	require.NoError(b, err)
+	it, err := c.Messages()
+	require.NoError(b, err)
+	b.Cleanup(it.Stop)
+	return it
+}
+
+// readN reads n messages from it, then reports on done.
+func readN(it jetstream.MessagesContext, n int, done chan<- error) {
+	for range n {
+		if _, err := it.Next(); err != nil {
+			done <- err
+			return
+		}
+	}
+	done <- nil
+}
+
+// reportStored reports the stream's storage per message it holds
+// (stored-B/event), as JetStream accounts it.
+func reportStored(b *testing.B, nc *natsgo.Conn, stream string) {
+	js, err := jetstream.New(nc)
+	require.NoError(b, err)
+	st, err := js.Stream(context.Background(), stream)
+	require.NoError(b, err)
+	info, err := st.Info(context.Background())
+	require.NoError(b, err)
+	if info.State.Msgs > 0 {
+		b.ReportMetric(float64(info.State.Bytes)/float64(info.State.Msgs), "stored-B/event")
+	}
+}
+
+// busNodes returns two bus nodes of one fresh stream.
+func busNodes(b *testing.B, st jetstream.StorageType) (a, c *eventbus.Bus) {
+	opts := uniqueStream(rbnats.WithStorage(st))
+	return newNode(b, shared.ClientURL(), benchCfg, opts...).bus, newNode(b, shared.ClientURL(), benchCfg, opts...).bus
+}
+
+// subRead reads n real events from s, then reports on done.
+func subRead(s *eventbus.Subscription, n int, done chan<- error) {
+	for got := 0; got < n; {
+		ev, err := s.Next(context.Background())
+		if err != nil {
+			done <- err
+			return
+		}
+		if !ev.Synthetic() {
+			got++
+		}
+	}
+	done <- nil
+}
+
+// BenchmarkNATSSyncPublish: one publisher, each publish waiting for its
+// ack, into one session; a live subscriber on another node (bare: an
+// ordered consumer on another connection) receives every event before the
+// benchmark ends.
+func BenchmarkNATSSyncPublish(b *testing.B) {
+	for _, sto := range benchStorages {
+		b.Run("bus/"+sto.name, func(b *testing.B) {
+			pub, recv := busNodes(b, sto.st)
 			sub, err := recv.Subscribe(context.Background(), "bench", eventbus.SubscribeOptions{NoReplay: true})
 			require.NoError(b, err)
 			defer sub.Close()
 			done := make(chan error, 1)
-			go func() {
-				for range b.N {
-					if _, err := sub.Next(context.Background()); err != nil {
-						done <- err
-						return
-					}
-				}
-				done <- nil
-			}()
-			b.ReportAllocs()
-			b.ResetTimer()
+			go subRead(sub, b.N, done)
+			m := startMeter(b)
 			for range b.N {
 				if _, err := pub.Publish("bench", "agent_message_chunk", benchPayload); err != nil {
 					b.Fatal(err)
 				}
 			}
 			require.NoError(b, <-done)
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+			m.stop(b, b.N)
+		})
+		b.Run("bare/"+sto.name, func(b *testing.B) {
+			x := newBare(b, sto.st, 256)
+			it := x.consume(b)
+			done := make(chan error, 1)
+			go readN(it, b.N, done)
+			subj := x.prefix + ".bench"
+			m := startMeter(b)
+			for range b.N {
+				if _, err := x.pub.Publish(context.Background(), subj, benchPayload); err != nil {
+					b.Fatal(err)
+				}
+			}
+			require.NoError(b, <-done)
+			m.stop(b, b.N)
 		})
 	}
 }
 
-// BenchmarkLatency measures publish-to-receive latency one event at a time
-// (the next publish waits for the previous event to arrive): from the start
-// of Publish on one node to the subscriber on another node (the same bus
-// for memory) holding the event. It reports p50-µs and p99-µs.
-func BenchmarkLatency(b *testing.B) {
-	for _, kind := range benchKinds {
-		b.Run(kind, func(b *testing.B) {
-			pub, recv := benchBuses(b, kind)
+// BenchmarkNATSSyncPublish16: 16 publishers, one session each, each
+// publish waiting for its ack; one subscriber of every session (scope
+// all) on another node receives them all.
+func BenchmarkNATSSyncPublish16(b *testing.B) {
+	const publishers = 16
+	run := func(b *testing.B, publish func(w int) error, wait func() error) {
+		m := startMeter(b)
+		var wg sync.WaitGroup
+		var left atomic.Int64
+		left.Store(int64(b.N))
+		for w := range publishers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for left.Add(-1) >= 0 {
+					if err := publish(w); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		require.NoError(b, wait())
+		m.stop(b, b.N)
+	}
+	for _, sto := range benchStorages {
+		b.Run("bus/"+sto.name, func(b *testing.B) {
+			pub, recv := busNodes(b, sto.st)
+			sub, err := recv.Subscribe(context.Background(), "any", eventbus.SubscribeOptions{Scope: scope.All, NoReplay: true})
+			require.NoError(b, err)
+			defer sub.Close()
+			done := make(chan error, 1)
+			go subRead(sub, b.N, done)
+			run(b, func(w int) error {
+				_, err := pub.Publish(fmt.Sprintf("s%d", w), "agent_message_chunk", benchPayload)
+				return err
+			}, func() error { return <-done })
+		})
+		b.Run("bare/"+sto.name, func(b *testing.B) {
+			x := newBare(b, sto.st, 256)
+			it := x.consume(b)
+			done := make(chan error, 1)
+			go readN(it, b.N, done)
+			run(b, func(w int) error {
+				_, err := x.pub.Publish(context.Background(), fmt.Sprintf("%s.s%d", x.prefix, w), benchPayload)
+				return err
+			}, func() error { return <-done })
+		})
+	}
+}
+
+// BenchmarkNATSPipelined: one publisher into one session with 256 acks in
+// flight (bus: eventbus.Pipeline; bare: PublishAsync with 256 pending),
+// and a subscriber on the publishing node itself (bare: an ordered
+// consumer), so the figure includes the node ingesting its own events.
+func BenchmarkNATSPipelined(b *testing.B) {
+	for _, sto := range benchStorages {
+		b.Run("bus/"+sto.name, func(b *testing.B) {
+			n := newNode(b, shared.ClientURL(), benchCfg, uniqueStream(rbnats.WithStorage(sto.st))...)
+			pub := n.bus
+			sub, err := pub.Subscribe(context.Background(), "bench", eventbus.SubscribeOptions{NoReplay: true})
+			require.NoError(b, err)
+			defer sub.Close()
+			pl, err := pub.NewPipeline(eventbus.PipelineOptions{Window: 256})
+			require.NoError(b, err)
+			done := make(chan error, 1)
+			go subRead(sub, b.N, done)
+			m := startMeter(b)
+			for range b.N {
+				if err := pl.Publish("bench", "agent_message_chunk", benchPayload); err != nil {
+					b.Fatal(err)
+				}
+			}
+			require.NoError(b, pl.Flush(context.Background()))
+			require.NoError(b, <-done)
+			m.stop(b, b.N)
+			reportStored(b, n.nc, n.be.Stream())
+		})
+		b.Run("bare/"+sto.name, func(b *testing.B) {
+			x := newBare(b, sto.st, 256)
+			it := x.consume(b)
+			done := make(chan error, 1)
+			go readN(it, b.N, done)
+			subj := x.prefix + ".bench"
+			m := startMeter(b)
+			for range b.N {
+				if _, err := x.pub.PublishAsync(subj, benchPayload); err != nil {
+					b.Fatal(err)
+				}
+			}
+			select {
+			case <-x.pub.PublishAsyncComplete():
+			case <-time.After(30 * time.Second):
+				b.Fatal("async publishes not acknowledged")
+			}
+			require.NoError(b, <-done)
+			m.stop(b, b.N)
+			reportStored(b, x.pubNC, x.stream.CachedInfo().Config.Name)
+		})
+	}
+}
+
+// BenchmarkNATSLatency: publish→receive latency at 1,000 events/s (one
+// publish per millisecond tick, each waiting for its ack), from the start
+// of the publish on one node to the subscriber on another node holding the
+// event. Reports p50-µs and p99-µs.
+func BenchmarkNATSLatency(b *testing.B) {
+	run := func(b *testing.B, publish func() error, arrived <-chan time.Time) {
+		lat := make([]time.Duration, 0, b.N)
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		m := startMeter(b)
+		for range b.N {
+			<-tick.C
+			t0 := time.Now()
+			if err := publish(); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, (<-arrived).Sub(t0))
+		}
+		m.stop(b, b.N)
+		slices.Sort(lat)
+		b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, "p50-µs")
+		b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds())/1e3, "p99-µs")
+	}
+	for _, sto := range benchStorages {
+		b.Run("bus/"+sto.name, func(b *testing.B) {
+			pub, recv := busNodes(b, sto.st)
 			sub, err := recv.Subscribe(context.Background(), "bench", eventbus.SubscribeOptions{NoReplay: true})
 			require.NoError(b, err)
 			defer sub.Close()
-			arrived := make(chan time.Time)
+			arrived := make(chan time.Time, 1)
 			go func() {
-				defer close(arrived)
 				for {
 					if _, err := sub.Next(context.Background()); err != nil {
 						return
@@ -103,45 +339,134 @@ func BenchmarkLatency(b *testing.B) {
 					arrived <- time.Now()
 				}
 			}()
-			lat := make([]time.Duration, b.N)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := range b.N {
-				t0 := time.Now()
-				if _, err := pub.Publish("bench", "agent_message_chunk", benchPayload); err != nil {
-					b.Fatal(err)
+			run(b, func() error {
+				_, err := pub.Publish("bench", "agent_message_chunk", benchPayload)
+				return err
+			}, arrived)
+		})
+		b.Run("bare/"+sto.name, func(b *testing.B) {
+			x := newBare(b, sto.st, 256)
+			it := x.consume(b)
+			arrived := make(chan time.Time, 1)
+			go func() {
+				for {
+					if _, err := it.Next(); err != nil {
+						return
+					}
+					arrived <- time.Now()
 				}
-				lat[i] = (<-arrived).Sub(t0)
-			}
-			b.StopTimer()
-			slices.Sort(lat)
-			b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, "p50-µs")
-			b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds())/1e3, "p99-µs")
+			}()
+			subj := x.prefix + ".bench"
+			run(b, func() error {
+				_, err := x.pub.Publish(context.Background(), subj, benchPayload)
+				return err
+			}, arrived)
 		})
 	}
 }
 
-// BenchmarkPublishParallel is publish throughput with 8×GOMAXPROCS
-// concurrent publishers (one session each), no subscriber: NATS publishes
-// wait for their ack, so throughput comes from having many in flight.
-func BenchmarkPublishParallel(b *testing.B) {
-	for _, kind := range benchKinds {
-		b.Run(kind, func(b *testing.B) {
-			pub, _ := benchBuses(b, kind)
-			var n atomic.Int64
-			b.SetParallelism(8)
-			b.ReportAllocs()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				session := fmt.Sprintf("p%d", n.Add(1))
-				for pb.Next() {
-					if _, err := pub.Publish(session, "agent_message_chunk", benchPayload); err != nil {
-						b.Error(err)
+// BenchmarkNATSFanout10: one publisher flat out (pipelined, 256 in flight)
+// into one session, 10 subscribers of it on another node (bare: 10 ordered
+// consumers on another connection). Reports received/s (all subscribers
+// together), lost (events published that a subscriber never got, summed)
+// and, for the bus, gaps (feed_gap frames announcing them).
+func BenchmarkNATSFanout10(b *testing.B) {
+	const subscribers = 10
+	for _, sto := range benchStorages {
+		b.Run("bus/"+sto.name, func(b *testing.B) {
+			opts := uniqueStream(rbnats.WithStorage(sto.st))
+			pub := newNode(b, shared.ClientURL(), benchCfg, opts...).bus
+			rn := newNode(b, shared.ClientURL(), benchCfg, opts...)
+			recv := rn.bus
+			// The receiving node's lag: acknowledged ids it has not
+			// ingested yet, sampled every 200 µs.
+			var acked atomic.Uint64
+			pl, err := pub.NewPipeline(eventbus.PipelineOptions{Window: 256, OnStored: func(ev eventbus.Event) { acked.Store(ev.ID) }})
+			require.NoError(b, err)
+			var maxLag atomic.Int64
+			stopLag := make(chan struct{})
+			lagDone := make(chan struct{})
+			go func() {
+				defer close(lagDone)
+				t := time.NewTicker(200 * time.Microsecond)
+				defer t.Stop()
+				for {
+					select {
+					case <-stopLag:
 						return
+					case <-t.C:
+						if lag := int64(acked.Load()) - int64(rn.be.Ingested()); lag > maxLag.Load() {
+							maxLag.Store(lag)
+						}
 					}
 				}
-			})
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+			}()
+			var lost, gaps atomic.Int64
+			var wg sync.WaitGroup
+			for range subscribers {
+				s, err := recv.Subscribe(context.Background(), "bench", eventbus.SubscribeOptions{NoReplay: true})
+				require.NoError(b, err)
+				defer s.Close()
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					got := 0
+					for {
+						ev, err := s.Next(context.Background())
+						if err != nil {
+							return
+						}
+						switch {
+						case ev.Synthetic():
+							gaps.Add(1)
+						case ev.Type == "bench_end":
+							lost.Add(int64(b.N - got))
+							return
+						default:
+							got++
+						}
+					}
+				}()
+			}
+			m := startMeter(b)
+			for range b.N {
+				if err := pl.Publish("bench", "agent_message_chunk", benchPayload); err != nil {
+					b.Fatal(err)
+				}
+			}
+			// One more event marks the end (not counted as published).
+			require.NoError(b, pl.Publish("bench", "bench_end", nil))
+			require.NoError(b, pl.Flush(context.Background()))
+			wg.Wait()
+			close(stopLag)
+			<-lagDone
+			b.ReportMetric(float64(maxLag.Load()), "max-lag-events")
+			m.stop(b, b.N)
+			b.ReportMetric(float64(subscribers*b.N-int(lost.Load()))/b.Elapsed().Seconds(), "received/s")
+			b.ReportMetric(float64(lost.Load()), "lost")
+			b.ReportMetric(float64(gaps.Load()), "gaps")
+		})
+		b.Run("bare/"+sto.name, func(b *testing.B) {
+			x := newBare(b, sto.st, 256)
+			done := make(chan error, subscribers)
+			for range subscribers {
+				it := x.consume(b)
+				go readN(it, b.N, done)
+			}
+			subj := x.prefix + ".bench"
+			m := startMeter(b)
+			for range b.N {
+				if _, err := x.pub.PublishAsync(subj, benchPayload); err != nil {
+					b.Fatal(err)
+				}
+			}
+			<-x.pub.PublishAsyncComplete()
+			for range subscribers {
+				require.NoError(b, <-done)
+			}
+			m.stop(b, b.N)
+			b.ReportMetric(float64(subscribers*b.N)/b.Elapsed().Seconds(), "received/s")
+			b.ReportMetric(0, "lost")
 		})
 	}
 }

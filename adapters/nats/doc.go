@@ -1,6 +1,6 @@
 // Package nats runs the replaybus event bus across several nodes on NATS
 // JetStream: the second implementation of the [eventbus.Backend] seam
-// (DESIGN.md §1), not a fork of the bus. A client connected to node B sees
+// (ids, history, cross-node fan-out), not a fork of the bus. A client connected to node B sees
 // events published on node A, resumes on node C after B dies, and gets the
 // same ids, frames and guarantees as from the in-memory bus, with the
 // differences docs/distributed.md lists (a publish waits for JetStream's ack,

@@ -192,8 +192,9 @@ func (be *Backend) consumeOnce(plan **catchUp) error {
 	}
 	defer it.Stop()
 	var delivered uint64
+	nextOpt := jetstream.NextContext(be.ctx)
 	for {
-		msg, err := it.Next(jetstream.NextContext(be.ctx))
+		msg, err := it.Next(nextOpt)
 		if err != nil {
 			return err
 		}

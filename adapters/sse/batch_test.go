@@ -30,7 +30,7 @@ func (f *flushCounter) Flush() {
 }
 
 // Frames that are ready together are written as one batch and flushed once
-// (DESIGN: "flush once per batch of ready frames, not per frame"): a resume
+// (flush once per batch of ready frames, not per frame): a resume
 // of 200 events reaches the client in a handful of flushes, every frame
 // intact and in order, and streams of one handler get the same bytes.
 func TestHandlerFlushesOncePerBatch(t *testing.T) {

@@ -95,7 +95,7 @@ type HandlerOptions struct {
 }
 
 // Handler serves one session's events over Server-Sent Events: the
-// endpoint GET /session/{id}/events of DESIGN.md §7, modelled on qwen-code's
+// endpoint GET /session/{id}/events (docs/protocol.md), modelled on qwen-code's
 // SSE route. See the package documentation for the wire format, the query
 // parameters and every status code.
 //

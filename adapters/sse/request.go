@@ -145,3 +145,12 @@ func StatusFor(err error, session string) *StatusError { return statusFor(err, s
 // body {"code":…,"message":…}, no-store, nosniff, Retry-After when set,
 // Allow: GET for a 405. Exported for other transports of the same endpoint.
 func WriteError(w http.ResponseWriter, e *StatusError) { e.write(w) }
+
+// BusEpoch returns what to hand the bus as SubscribeOptions.Epoch for a
+// well-formed epoch a client sent (as [ParseEpoch] or [ParseCursor] accept
+// it): the epoch itself when the bus could have issued it, else a stand-in
+// that the bus accepts and that differs from own (the bus's epoch), so that
+// a foreign epoch — a UUID with hyphens, say — is an epoch_reset. Exported
+// for transports that receive the epoch elsewhere (the WebSocket resume
+// message).
+func BusEpoch(epoch, own string) string { return busEpoch(epoch, own) }

@@ -128,11 +128,27 @@ func TestResumeMessage(t *testing.T) {
 	assert.Contains(t, string(ev.Data), eventbus.ReasonEpochReset)
 	assert.EqualValues(t, 1, read(t, c2).ID)
 
+	// A foreign epoch (a UUID) is another incarnation's: epoch_reset.
+	c4 := dial(t, s.url("s1", ""))
+	send(t, c4, `{"resume":{"lastEventId":3,"epoch":"123e4567-e89b-12d3-a456-426614174000"}}`)
+	ev = read(t, c4)
+	assert.Equal(t, eventbus.TypeStateResyncRequired, ev.Type)
+	assert.Contains(t, string(ev.Data), eventbus.ReasonEpochReset)
+
+	// No message at all: after ResumeWait the stream starts as the URL
+	// says — the whole buffer, and what was published during the wait.
+	c5 := dial(t, s.url("s1", ""))
+	publish(t, s.bus, "s1", 1)
+	for want := uint64(1); want <= 6; want++ {
+		assert.Equal(t, want, read(t, c5).ID)
+	}
+
 	// {"resume":{}}: start now, as the URL says (whole buffer).
 	c3 := dial(t, s.url("s1", ""))
 	start := time.Now()
 	send(t, c3, `{"resume":{}}`)
-	assert.EqualValues(t, 1, read(t, c3).ID)
+	ev = read(t, c3)
+	assert.EqualValues(t, 1, ev.ID)
 	assert.Less(t, time.Since(start), ws.DefaultResumeWait/2, "no wait after an empty resume")
 }
 

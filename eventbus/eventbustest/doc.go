@@ -1,5 +1,5 @@
 // Package eventbustest is the conformance suite of the delivery contract
-// (DESIGN.md §3–§6): one table of delivery tests that any [eventbus.Bus]
+// (docs/guarantees.md): one table of delivery tests that any [eventbus.Bus]
 // must pass, whatever runs behind it — the in-memory bus of [eventbus.New]
 // or a bus over a distributed backend such as adapters/nats. It plays the
 // part that net/http/httptest and testing/slogtest play for their packages

@@ -37,6 +37,7 @@
 //	POST   /session/{id}/events    {"type", "data"?, "origin"?} → 202 {"id", "epoch", "cursor"}
 //	DELETE /session/{id}           → 204 (?cascade=1 closes the descendants too)
 //	GET    /session/{id}/events    SSE: ?scope=session|descendants|subtree|all, ?lastEventId=, ?maxQueued=, ?replay=0, ?events=message
+//	GET    /session/{id}/ws        WebSocket: the same parameters; {"resume":{"lastEventId","epoch"}} as first message; a targeted "hello" frame per connection
 //	GET    /sessions               [{"id","parent","subscribers","buffered","lastEventId"}]
 //	GET    /info                   epoch, last id, event types, counters
 //	GET    /healthz                {"status":"ok"}

@@ -15,7 +15,12 @@ import (
 )
 
 // natsFlags are -nats and -nats-dir: the bus over NATS JetStream (see
-// docs/distributed.md) instead of the in-memory default.
+// docs/distributed.md) instead of the in-memory default. Over NATS the demo
+// agents publish through an eventbus.Pipeline (up to 256 acks in flight per
+// agent, flushed at the end of each turn) rather than waiting for every
+// JetStream ack; POST …/events stays a synchronous Publish, since it
+// answers with the event's id. The stream's retention comes from
+// AGENTPOOL_EVENTBUS_NATS_RETENTION and AGENTPOOL_EVENTBUS_NATS_MAX_AGE.
 type natsFlags struct {
 	url string // "", "embedded" or nats://…
 	dir string
@@ -53,7 +58,7 @@ func (n natsFlags) open(ctx context.Context, cfg config.Config, log *slog.Logger
 		url, stop = srv.ClientURL(), srv.Shutdown
 		log.Info("embedded NATS server", "url", url, "dir", dir)
 	} else if !strings.HasPrefix(n.url, "nats://") && !strings.HasPrefix(n.url, "tls://") {
-		return nil, nop, usageError{fmt.Sprintf("agentserver: -nats %q: want embedded or nats://host:port", n.url)}
+		return nil, nop, usageError{msg: fmt.Sprintf("agentserver: -nats %q: want embedded or nats://host:port", n.url)}
 	}
 	bus, err := rbnats.Connect(ctx, url, cfg, rbnats.WithLogger(log), rbnats.WithBusOptions(eventbus.WithLogger(log)))
 	if err != nil {

@@ -116,9 +116,19 @@ type agent struct {
 	r       *run
 	session string
 	name    string
+	// pl publishes the agent's events: over NATS JetStream it keeps up to
+	// 256 acks in flight instead of waiting for each (on the in-memory bus
+	// each publish is synchronous anyway). Flushed at the end of the turn.
+	pl *eventbus.Pipeline
 }
 
-func (r *run) agent(session, name string) *agent { return &agent{r: r, session: session, name: name} }
+func (r *run) agent(session, name string) *agent {
+	pl, err := r.bus.NewPipeline(eventbus.PipelineOptions{})
+	if err != nil {
+		panic(err) // the default window is valid
+	}
+	return &agent{r: r, session: session, name: name, pl: pl}
+}
 
 // float returns a random number in [0, 1).
 func (r *run) float() float64 {
@@ -141,8 +151,7 @@ func (a *agent) update(typ string, fields map[string]any) error {
 	for k, v := range fields {
 		u[k] = v
 	}
-	_, err := a.r.bus.Publish(a.session, typ, map[string]any{"sessionId": a.session, "update": u})
-	return err
+	return a.pl.Publish(a.session, typ, map[string]any{"sessionId": a.session, "update": u})
 }
 
 // lifecycle publishes turn_start or turn_end.
@@ -151,8 +160,15 @@ func (a *agent) lifecycle(typ string, fields map[string]any) error {
 	for k, v := range fields {
 		d[k] = v
 	}
-	_, err := a.r.bus.Publish(a.session, typ, d)
-	return err
+	if err := a.pl.Publish(a.session, typ, d); err != nil {
+		return err
+	}
+	if typ == TypeTurnEnd {
+		// Every event of the turn stored (or the error) before the
+		// turn counts as done.
+		return a.pl.Flush(context.Background())
+	}
+	return nil
 }
 
 // stream publishes text as chunks of typ at the token rate.

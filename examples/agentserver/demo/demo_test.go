@@ -7,10 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	rbnats "github.com/replaybus/replaybus/adapters/nats"
 	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/scope"
@@ -40,10 +42,25 @@ func newBus(t *testing.T) *eventbus.Bus {
 }
 
 // TestRunShapes runs one fast run and checks that the traffic has the ACP
-// shapes and a consistent lifecycle.
+// shapes and a consistent lifecycle, on the in-memory bus and over NATS
+// JetStream (where the agents' pipelines keep acks in flight).
 func TestRunShapes(t *testing.T) {
 	t.Parallel()
-	bus := newBus(t)
+	t.Run("memory", func(t *testing.T) { t.Parallel(); checkRunShapes(t, newBus(t)) })
+	t.Run("nats", func(t *testing.T) {
+		t.Parallel()
+		srv, err := rbnats.RunServer(rbnats.ServerConfig{Dir: t.TempDir()})
+		require.NoError(t, err)
+		t.Cleanup(srv.Shutdown)
+		bus, err := rbnats.Connect(context.Background(), srv.ClientURL(), config.Config{ReplayBufferSize: 10_000},
+			rbnats.WithStorage(jetstream.MemoryStorage))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = bus.Close() })
+		checkRunShapes(t, bus)
+	})
+}
+
+func checkRunShapes(t *testing.T, bus *eventbus.Bus) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sub, err := bus.Subscribe(ctx, "root", eventbus.SubscribeOptions{Scope: scope.All})
@@ -51,13 +68,17 @@ func TestRunShapes(t *testing.T) {
 
 	require.NoError(t, Run(ctx, bus, Options{TokensPerSecond: 20_000, Runs: 1, Pause: -1, Seed: 1}))
 
+	// Everything up to both children's session_closed (the last events).
 	var evs []eventbus.Event
-	for {
-		ev, ok := sub.TryNext()
-		if !ok {
-			break
-		}
+	rctx, rcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer rcancel()
+	for n := 0; n < 2; {
+		ev, err := sub.Next(rctx)
+		require.NoError(t, err, "after %d events", len(evs))
 		evs = append(evs, ev)
+		if ev.Type == eventbus.TypeSessionClosed {
+			n++
+		}
 	}
 	require.NotEmpty(t, evs)
 

@@ -17,6 +17,7 @@
 //	DELETE /session/{id}            close the session (?cascade=1: and its descendants) → 204, also when
 //	                                already closed; its children move up to its parent; 404 when unknown
 //	GET    /session/{id}/events     the SSE stream ([sse.Handler]; ?scope=, ?lastEventId=, …)
+//	GET    /session/{id}/ws         the same stream over WebSocket ([ws.Handler]: same parameters, resume message, close codes)
 //
 // POST bodies must be Content-Type: application/json (else 415, so that a
 // web page cannot post to a local agent server cross-site without a CORS

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/replaybus/replaybus/adapters/sse"
+	"github.com/replaybus/replaybus/adapters/ws"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -53,6 +54,12 @@ type Options struct {
 	// to the POST routes only, so SSE streams are not cut. Zero means
 	// DefaultBodyTimeout (10 s).
 	BodyTimeout time.Duration
+	// WS configures the WebSocket handler (GET /session/{id}/ws); a nil
+	// WS.Logger is set to Logger.
+	WS ws.HandlerOptions
+	// Hello sends each new connection, SSE or WebSocket, a targeted
+	// "hello" frame ([TypeHello]) once its replay is queued.
+	Hello bool
 	// Types are event types the page listens for from the start, besides
 	// the bus's own. Types published through POST /session/{id}/events are
 	// added as they come (an EventSource only hears event types it has a
@@ -65,6 +72,7 @@ type Options struct {
 type Server struct {
 	bus *eventbus.Bus
 	sse *sse.Handler
+	ws  *ws.Handler
 	mux *http.ServeMux
 	log *slog.Logger
 	o   Options
@@ -89,16 +97,21 @@ func New(bus *eventbus.Bus, o Options) (*Server, error) {
 	if o.SSE.Logger == nil {
 		o.SSE.Logger = o.Logger
 	}
+	s := &Server{mux: http.NewServeMux(), bus: bus, log: o.Logger, o: o, bodyTimeout: o.BodyTimeout}
+	o.SSE.OnSubscribe = s.greeter("sse", o.SSE.OnSubscribe)
 	h, err := sse.NewHandler(bus, o.SSE)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{bus: bus, sse: h, mux: http.NewServeMux(), log: o.Logger, o: o, bodyTimeout: o.BodyTimeout}
+	s.sse = h
+	if err := s.newWS(); err != nil {
+		return nil, err
+	}
 	if s.bodyTimeout <= 0 {
 		s.bodyTimeout = DefaultBodyTimeout
 	}
 	for _, t := range []string{eventbus.TypeStateResyncRequired, eventbus.TypeReplayComplete,
-		eventbus.TypeSlowClientWarning, eventbus.TypeClientEvicted, eventbus.TypeSessionClosed, "message"} {
+		eventbus.TypeSlowClientWarning, eventbus.TypeClientEvicted, eventbus.TypeSessionClosed, "message", TypeHello} {
 		s.addType(t)
 	}
 	for _, t := range o.Types {
@@ -139,10 +152,14 @@ func (s *Server) Bus() *eventbus.Bus { return s.bus }
 func (s *Server) SSE() *sse.Handler { return s.sse }
 
 // Close ends every open SSE stream and makes the SSE endpoint send clients
-// away with a retry: line from then on (see [sse.Handler.Close]); the other routes keep working. Register
+// away with a retry: line from then on (see [sse.Handler.Close]), and
+// closes every WebSocket with 1001 (see [ws.Handler.Close]); the other routes keep working. Register
 // it with http.Server.RegisterOnShutdown so that Shutdown does not wait for
 // streams that never end. Idempotent; always nil.
-func (s *Server) Close() error { return s.sse.Close() }
+func (s *Server) Close() error {
+	_ = s.ws.Close() // every WebSocket gets 1001
+	return s.sse.Close()
+}
 
 // ServeHTTP routes r. Besides the SSE endpoint's answers, errors are:
 //
@@ -221,6 +238,7 @@ func (s *Server) info(w http.ResponseWriter, _ *http.Request) {
 		"types":          types,
 		"bus":            s.bus.Stats(),
 		"sse":            s.sse.Stats(),
+		"ws":             s.ws.Stats(),
 	})
 }
 

@@ -1,10 +1,12 @@
-// agentserver page: watches one replaybus session over EventSource.
+// agentserver page: watches one replaybus session over EventSource or a
+// WebSocket (the transport select; ?transport=ws).
 //
 // What tests can read:
 //   window.receivedIds  every event id received on the current subscription, in arrival order
 //   window.frames       synthetic frames received ({type, data})
 //   window.connState    "connecting" | "open" | "reconnecting" | "closed"
 //   window.agentText    per session, the agent_message_chunk text received (merged rows included)
+//   window.closeCodes   every WebSocket close seen ({code, reason}), oldest first
 //   <pre id="ids">      the same ids, space-separated (refreshed at most once a second)
 'use strict';
 (() => {
@@ -17,7 +19,13 @@
 
   const st = {
     session: '', scope: 'session', es: null,
+    transport: 'sse', // 'ws': one WebSocket, resumed with a {"resume": …} first message
+    wsEpoch: '',      // the epoch that came with the last id over WebSocket
+    wsFailures: 0,    // consecutive WebSocket drops, for the backoff
+    slowMs: 0,        // tests: busy-wait this long per frame (a slow page)
     coalesce: false, // ?coalesce=acp&throttle=150ms: the server merges chunks; rows say how many events they hold
+    maxQueued: '',   // ?maxQueued= (16–2048): a small queue shows slow-client warnings and evictions
+    resyncing: false, // an epoch_reset notice is up until the replay completes
     cursor: '',      // raw id of the last event (maybe "<epoch>-<seq>"): what a manual reconnect sends
     lastSeq: 0,      // highest numeric id received
     types: new Set(), sessions: [],
@@ -27,6 +35,7 @@
   window.frames = [];
   window.connState = 'closed';
   window.agentText = {};
+  window.closeCodes = [];
   window.replaybusPage = st;
 
   // ---- connection -------------------------------------------------------
@@ -42,7 +51,7 @@
     window.receivedIds = [];
     window.frames = [];
     window.agentText = {};
-    Object.assign(st, { cursor: '', lastSeq: 0, received: 0, replayed: 0, dups: 0, frames: 0, connects: 0 });
+    Object.assign(st, { cursor: '', lastSeq: 0, received: 0, replayed: 0, dups: 0, frames: 0, connects: 0, wsEpoch: '', wsFailures: 0 });
     $('log').replaceChildren();
     pendingRows.length = 0;
     agents.clear();
@@ -55,6 +64,7 @@
     // type, so a type the page has never heard of is shown, not skipped.
     const q = new URLSearchParams({ scope: st.scope, events: 'message' });
     if (st.coalesce) { q.set('coalesce', 'acp'); q.set('throttle', '150ms'); }
+    if (st.maxQueued) q.set('maxQueued', st.maxQueued);
     if (cursor) q.set('lastEventId', cursor); // a new EventSource cannot set Last-Event-ID itself
     return `/session/${encodeURIComponent(st.session)}/events?${q}`;
   }
@@ -62,6 +72,7 @@
   function connect(cursor) {
     if (st.es) { st.es.close(); st.es = null; }
     if (!st.session) { setState('closed'); return; }
+    if (st.transport === 'ws') { connectWS(cursor); return; }
     const es = new EventSource(streamURL(cursor));
     st.es = es;
     setState(cursor ? 'reconnecting' : 'connecting');
@@ -90,6 +101,53 @@
     es.onmessage = onFrame;
   }
 
+  // ---- WebSocket transport ---------------------------------------------
+
+  const WS_FINAL = new Set([1000, 1003, 1009, 1011]); // do not reconnect after these
+
+  function connectWS(cursor) {
+    const q = new URLSearchParams({ scope: st.scope });
+    const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
+    const ws = new WebSocket(`${proto}//${location.host}/session/${encodeURIComponent(st.session)}/ws?${q}`);
+    st.es = ws;
+    setState(cursor ? 'reconnecting' : 'connecting');
+    ws.onopen = () => {
+      if (ws !== st.es) return;
+      // A browser cannot set headers: the cursor and its epoch go in the
+      // first message; {} starts without one.
+      const resume = cursor ? { lastEventId: String(st.lastSeq || cursor), epoch: st.wsEpoch || undefined } : {};
+      ws.send(JSON.stringify({ resume }));
+      st.connects++;
+      setState('open');
+      connRow(st.connects === 1 && !cursor ? 'WebSocket connected' : `WebSocket connected again, resuming after ${cursor || 'the start'}`);
+    };
+    ws.onmessage = (e) => {
+      if (ws !== st.es) return;
+      const env = JSON.parse(e.data);
+      if (env.id) { st.wsEpoch = env.epoch || st.wsEpoch; st.wsFailures = 0; }
+      onFrame(e);
+    };
+    ws.onclose = (e) => {
+      window.closeCodes.push({ code: e.code, reason: e.reason });
+      $('close-code').textContent = `${e.code}${e.reason ? ' ' + e.reason : ''}`;
+      if (ws !== st.es) return;
+      st.es = null;
+      const final = WS_FINAL.has(e.code) || (e.code === 1008 && e.reason !== 'slow consumer');
+      if (final) {
+        setState('closed');
+        connRow(`WebSocket closed ${e.code} ${e.reason}`);
+        if (e.code !== 1000) showNotice(`closed ${e.code}: ${e.reason || 'no reason'}`);
+        return;
+      }
+      // 1001 (server restart), 1006 (cut), 1008 slow consumer, 1013: resume.
+      st.wsFailures++;
+      const delay = Math.min(250 * 2 ** (st.wsFailures - 1), 5000);
+      setState('reconnecting');
+      connRow(`WebSocket closed ${e.code} ${e.reason || ''}; resuming after ${st.cursor || '(none)'} in ${delay} ms`);
+      setTimeout(() => { if (!st.es) connect(st.cursor); }, delay);
+    };
+  }
+
   function dropConnection() {
     if (!st.es) return;
     st.es.close();
@@ -110,6 +168,7 @@
 
   function onFrame(e) {
     if (e.target !== st.es) return;
+    if (st.slowMs) { const t = performance.now(); while (performance.now() - t < st.slowMs) { /* a slow page */ } }
     let env;
     try { env = JSON.parse(e.data); } catch { env = { type: e.type, data: e.data }; }
     const type = env.type || e.type;
@@ -143,14 +202,23 @@
     switch (type) {
       case 'state_resync_required':
         if (d.reason === 'epoch_reset') {
-          // The server restarted: ids start again, our view is from another epoch.
+          // The server restarted: ids start again, our view is from another
+          // epoch. Every counter starts again with the ids, so that they
+          // agree (events = received ids).
           window.receivedIds = [];
-          st.lastSeq = 0;
+          Object.assign(st, { lastSeq: 0, received: 0, replayed: 0, dups: 0, resyncing: true });
           agents.clear();
-          showNotice(`server restarted (epoch ${d.epoch || '?'}): replaying its whole buffer`);
+          showNotice(`server restarted (epoch ${d.epoch || '?'}): replaying its whole buffer`, 'info');
         } else {
-          showNotice(`gap announced: ${d.reason} — last delivered ${d.lastDeliveredId}, earliest available ${d.earliestAvailableId || '?'}`
+          showNotice(`gap announced: ${d.reason} — last delivered ${d.lastDeliveredId}, complete from id ${d.completeFromId || '?'}`
             + (d.droppedCount ? `, ${d.droppedCount} dropped` : ''));
+        }
+        break;
+      case 'replay_complete':
+        if (st.resyncing) {
+          // The restart is handled: say so, then get out of the way.
+          st.resyncing = false;
+          showNotice(`server restarted: caught up (${d.replayedCount} events replayed)`, 'info', 5000);
         }
         break;
       case 'slow_client_warning':
@@ -186,6 +254,8 @@
         return `${d.agent || ''} · turn ${d.turn ?? ''} · ${d.prompt || ''}`;
       case 'turn_end':
         return `${d.agent || ''} · ${d.stopReason || ''}`;
+      case 'session_closed':
+        return `session ${d.session || env.session} closed${d.reason && d.reason !== 'closed' ? ` (${d.reason})` : ''}`;
       default:
         if (FRAME_TYPES.has(type)) {
           return Object.entries(d).map(([k, v]) => `${k}=${v}`).join(' ');
@@ -298,13 +368,18 @@
 
   // ---- notices ----------------------------------------------------------
 
-  function showNotice(text, kind) {
+  let noticeTimer = 0;
+  // showNotice shows text (kind 'info': blue, else red); with hideAfter
+  // (ms) it goes away by itself.
+  function showNotice(text, kind, hideAfter) {
     const n = $('notice');
     n.textContent = text;
     n.className = kind === 'info' ? 'notice info' : 'notice';
     n.hidden = false;
+    clearTimeout(noticeTimer);
+    if (hideAfter) noticeTimer = setTimeout(hideNotice, hideAfter);
   }
-  function hideNotice() { $('notice').hidden = true; }
+  function hideNotice() { clearTimeout(noticeTimer); $('notice').hidden = true; }
 
   // ---- agent cards: the session state rebuilt from events ----------------
 
@@ -355,6 +430,8 @@
           c.status.className = 'status';
           c.el.classList.add('closed');
           c.closed = true;
+          // Closed agents go below the live ones, folded to their header.
+          $('cards').append(c.el);
           break;
         case 'agent_message_chunk':
         case 'agent_thought_chunk': {
@@ -465,7 +542,7 @@
     };
     walk('', 0);
     ul.replaceChildren(...items);
-    $('sessions-updated').textContent = new Date().toLocaleTimeString();
+    $('sessions-updated').textContent = `updated ${new Date().toLocaleTimeString()}`;
   }
 
   async function pollSessions() {
@@ -505,6 +582,8 @@
     $('scope').value = scope;
     const q = new URLSearchParams({ session, scope });
     if (st.coalesce) q.set('coalesce', 'acp');
+    if (st.transport === 'ws') q.set('transport', 'ws');
+    if (st.maxQueued) q.set('maxQueued', st.maxQueued);
     history.replaceState(null, '', `/?${q}`);
     reset();
     renderSessions();
@@ -517,13 +596,19 @@
   $('reconnect').onclick = () => select(st.session, st.scope);
   $('scope').onchange = (e) => select(st.session, e.target.value);
   $('coalesce').onchange = (e) => { st.coalesce = e.target.checked; select(st.session, st.scope); };
+  $('transport').onchange = (e) => { st.transport = e.target.value; select(st.session, st.scope); };
+  $('max-queued').onchange = (e) => { st.maxQueued = e.target.value; select(st.session, st.scope); };
   document.querySelector('details.ids').addEventListener('toggle', renderIds);
 
   (async () => {
     const info = await pollInfo();
     const q = new URLSearchParams(location.search);
     st.coalesce = q.get('coalesce') === 'acp';
+    st.transport = q.get('transport') === 'ws' ? 'ws' : 'sse';
+    $('transport').value = st.transport;
     $('coalesce').checked = st.coalesce;
+    const mq = q.get('maxQueued') || '';
+    if ([...$('max-queued').options].some((o) => o.value === mq)) { st.maxQueued = mq; $('max-queued').value = mq; }
     const session = q.get('session') || (info && info.defaultSession) || '';
     const scope = q.get('scope') || (info && info.defaultScope) || 'session';
     if (session) select(session, scope);

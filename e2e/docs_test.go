@@ -1,0 +1,82 @@
+package e2e
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// repoFiles returns the repository's source and documentation files, with
+// their contents, skipping node_modules and generated artifacts.
+func repoFiles(t *testing.T) map[string]string {
+	t.Helper()
+	root, err := filepath.Abs("..")
+	require.NoError(t, err)
+	out := map[string]string{}
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case "node_modules", ".git", "artifacts":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch filepath.Ext(p) {
+		case ".go", ".md", ".js", ".mjs", ".html", ".css":
+		default:
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		out[rel] = string(b)
+		return nil
+	})
+	require.NoError(t, err)
+	require.NotEmpty(t, out)
+	return out
+}
+
+// Issue 12.12: the docs pointed 13 times to a DESIGN.md that is not in the
+// repository, and named AgentPool, qwen-code and OpenClaw without saying
+// what they are. Every file stands alone; every Markdown page that names a
+// source links to it. Issue 12.11: there is a LICENSE.
+func TestDocsStandAlone(t *testing.T) {
+	t.Parallel()
+	sources := map[string]*regexp.Regexp{
+		"AgentPool": regexp.MustCompile(`https://github\.com/Leoyzen/agentpool`),
+		"qwen-code": regexp.MustCompile(`https://github\.com/QwenLM/qwen-code`),
+		"OpenClaw":  regexp.MustCompile(`https://github\.com/openclaw/openclaw`),
+	}
+	// This file names what it looks for; it is not a reference.
+	self := filepath.Join("e2e", "docs_test.go")
+	for name, text := range repoFiles(t) {
+		if name == self {
+			continue
+		}
+		assert.NotContains(t, text, "DESIGN.md", "%s points to a file outside the repository", name)
+		assert.NotContains(t, text, "../shared", "%s points outside the repository", name)
+		if filepath.Ext(name) != ".md" {
+			continue
+		}
+		for source, link := range sources {
+			if strings.Contains(text, source) {
+				assert.Regexp(t, link, text, "%s names %s without a link saying what it is", name, source)
+			}
+		}
+	}
+	lic, err := os.ReadFile(filepath.Join("..", "LICENSE"))
+	require.NoError(t, err, "a LICENSE file")
+	assert.Regexp(t, `MIT License|Apache License`, string(lic))
+}
