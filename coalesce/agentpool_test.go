@@ -373,6 +373,17 @@ func TestAgentPoolDrainAndMerge(t *testing.T) {
 		assert.True(t, strings.HasPrefix("chunk0chunk1chunk2chunk3chunk4chunk5chunk6chunk7chunk8chunk9", text), "text %q", text)
 	})
 
+	for _, name := range []string{"test_drain_and_merge_endofstream_on_initial_receive", "test_drain_and_merge_closed_resource_on_initial_receive"} {
+		t.Run(name+"/bus", func(t *testing.T) {
+			b := newBus(t, config.Config{})
+			sub := subscribe(t, b, "s1", eventbus.SubscribeOptions{Coalesce: coalesce.AgentPool})
+			require.NoError(t, b.CloseSession("s1"))
+			got, err := drain(t, sub)
+			require.ErrorIs(t, err, eventbus.ErrSessionClosed)
+			assert.Empty(t, withoutClosed(t, got), "nothing but the end")
+		})
+	}
+
 	t.Run("test_drain_and_merge_wouldblock_ends_batch", func(t *testing.T) {
 		// What is queued when the consumer takes is one batch; what comes
 		// later is the next one.

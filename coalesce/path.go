@@ -24,24 +24,134 @@ func splitPath(p string) ([]string, error) {
 }
 
 // lookup returns the JSON value at path in data; ok is false when a step is
-// missing or a value on the way is not an object.
+// missing or a value on the way is not an object. data must be valid JSON
+// (the bus validated it at publish); it is scanned in place, without
+// decoding or allocating.
 func lookup(data []byte, path []string) (json.RawMessage, bool) {
-	cur := json.RawMessage(data)
+	cur := data
 	for _, step := range path {
-		if firstByte(cur) != '{' {
-			return nil, false
-		}
-		var m map[string]json.RawMessage
-		if json.Unmarshal(cur, &m) != nil {
-			return nil, false
-		}
-		v, ok := m[step]
+		v, ok := member(cur, step)
 		if !ok {
 			return nil, false
 		}
 		cur = v
 	}
 	return cur, true
+}
+
+// member returns the value of key in the JSON object obj (the last one when
+// the key repeats, as encoding/json decodes it).
+func member(obj []byte, key string) ([]byte, bool) {
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return nil, false
+	}
+	i++
+	var found []byte
+	ok := false
+	for {
+		i = skipSpace(obj, i)
+		if i >= len(obj) || obj[i] == '}' {
+			return found, ok
+		}
+		if obj[i] == ',' {
+			i++
+			continue
+		}
+		if obj[i] != '"' {
+			return nil, false
+		}
+		ks := i
+		i = skipString(obj, i)
+		k := obj[ks:i]
+		i = skipSpace(obj, i)
+		if i >= len(obj) || obj[i] != ':' {
+			return nil, false
+		}
+		i = skipSpace(obj, i+1)
+		vs := i
+		i = skipValue(obj, i)
+		if i < 0 {
+			return nil, false
+		}
+		if keyEquals(k, key) {
+			found, ok = obj[vs:i], true
+		}
+	}
+}
+
+// keyEquals compares a JSON string literal (with its quotes) with key.
+func keyEquals(lit []byte, key string) bool {
+	if bytes.IndexByte(lit, '\\') < 0 {
+		return len(lit) == len(key)+2 && string(lit[1:len(lit)-1]) == key
+	}
+	var s string
+	return json.Unmarshal(lit, &s) == nil && s == key
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index just after the string literal at b[i].
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(b)
+}
+
+// skipValue returns the index just after the JSON value at b[i], or -1.
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return -1
+	}
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return i
+		}
+	}
+	return i
+}
+
+// stringValue returns the text of a JSON string literal; the fast path
+// (no escapes) does not decode.
+func stringValue(lit []byte) (string, error) {
+	if len(lit) >= 2 && lit[0] == '"' && lit[len(lit)-1] == '"' && bytes.IndexByte(lit, '\\') < 0 {
+		return string(lit[1 : len(lit)-1]), nil
+	}
+	var s string
+	err := json.Unmarshal(lit, &s)
+	return s, err
 }
 
 // setPath returns a copy of data with the value at path replaced by v. Each
@@ -83,8 +193,8 @@ func isNull(v []byte) bool { return string(bytes.TrimSpace(v)) == "null" }
 // else by its compact encoding.
 func equals(v json.RawMessage, want string) bool {
 	if firstByte(v) == '"' {
-		var s string
-		return json.Unmarshal(v, &s) == nil && s == want
+		s, err := stringValue(v)
+		return err == nil && s == want
 	}
 	return string(bytes.TrimSpace(v)) == want
 }

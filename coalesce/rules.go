@@ -315,8 +315,8 @@ func (s *Set) Merge(key string, evs []eventbus.Event) (json.RawMessage, error) {
 			if !ok || isNull(v) {
 				continue
 			}
-			var str string
-			if err := json.Unmarshal(v, &str); err != nil {
+			str, err := stringValue(v)
+			if err != nil {
 				return nil, fmt.Errorf("coalesce: %s: event %d: %s: %w", s.name, ev.ID, r.Merge.Path, err)
 			}
 			b.WriteString(str)

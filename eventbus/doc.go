@@ -44,6 +44,16 @@
 // announce the loss with state_resync_required{events_dropped}. Droppable
 // types are dropped for a subscriber at or above the warning level instead.
 //
+// # Coalescing
+//
+// [SubscribeOptions.Coalesce] turns on subscriber-side coalescing
+// (AgentPool's drain_and_merge): each read takes everything already queued
+// and merges consecutive events with one merge key (the coalesce package
+// has the rule sets) into one event carrying the last merged id, [Event.Count]
+// and [Event.FirstID]; never across sessions, types, replay and live, or a
+// synthetic frame. [SubscribeOptions.Throttle] adds OpenClaw's delta
+// throttle. [Coalesce] merges a batch the same way.
+//
 // # Concurrency
 //
 // All Bus methods are safe for concurrent use. A Subscription is read by one

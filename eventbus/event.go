@@ -93,7 +93,7 @@ const (
 	// ReasonFeedGap: among live events, the node's backend lost events of a
 	// session in scope before this node received them (a NATS node that fell
 	// behind what the stream retained, or that was cut off from NATS while
-	// the stream moved on). EarliestAvailableID is the first id after the
+	// the stream moved on). CompleteFromID is the first id after the
 	// gap. See [Feed.Evicted].
 	ReasonFeedGap = "feed_gap"
 	// ReasonQueueOverflow: evicted because the live queue hit its frame limit.
@@ -113,13 +113,19 @@ type ResyncData struct {
 	// before the dropped run (events_dropped) or the gap (feed_gap); 0 when
 	// none.
 	LastDeliveredID uint64 `json:"lastDeliveredId"`
-	// EarliestAvailableID is the first id from which on nothing is missing:
-	// for ring_evicted the first id held after the newest lost one (with
-	// several sessions in scope, older ids of a quiet session may still be
-	// replayed before it); for replay_budget_exceeded the first id left out;
-	// for feed_gap the first id after the gap.
-	// Omitted when unknown.
-	EarliestAvailableID uint64 `json:"earliestAvailableId,omitempty"`
+	// CompleteFromID says where the gap ends: every event in scope with an
+	// id ≥ CompleteFromID reaches this subscriber, in order; events with
+	// smaller ids may be missing. It is not where a replay starts: events
+	// below it can still arrive after this frame (with several sessions in
+	// scope, a quiet session's older ids are replayed in id order before
+	// it), and they are genuine. For ring_evicted it is the first id held
+	// after the newest evicted one; for replay_budget_exceeded the first
+	// live id (the events the budget left out, after LastDeliveredID, come
+	// only with a resume from LastDeliveredID); for feed_gap the first id
+	// after the gap. Omitted when unknown. (It was called
+	// earliestAvailableId before; renamed because that name invited
+	// clients to treat any event below it as an error.)
+	CompleteFromID uint64 `json:"completeFromId,omitempty"`
 	// Epoch is the bus epoch (epoch_reset only).
 	Epoch string `json:"epoch,omitempty"`
 	// FirstDroppedID, LastDroppedID and DroppedCount describe the dropped

@@ -71,7 +71,7 @@ func ExampleBus_Subscribe_resume() {
 		}
 	}
 	// Output:
-	// frame state_resync_required {"reason":"ring_evicted","lastDeliveredId":1,"earliestAvailableId":4}
+	// frame state_resync_required {"reason":"ring_evicted","lastDeliveredId":1,"completeFromId":4}
 	// event 4 replay true
 	// event 5 replay true
 	// event 6 replay true

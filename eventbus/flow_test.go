@@ -307,15 +307,15 @@ func TestReplayBudget(t *testing.T) {
 	}{
 		{"no cursor", 400, eventbus.SubscribeOptions{},
 			[]string{"1r", "2r", "3r", "4r", "state_resync_required:replay_budget_exceeded", "replay_complete", "11"},
-			eventbus.ResyncData{Reason: eventbus.ReasonReplayBudgetExceeded, LastDeliveredID: 4, EarliestAvailableID: 5, SkippedCount: 6},
+			eventbus.ResyncData{Reason: eventbus.ReasonReplayBudgetExceeded, LastDeliveredID: 4, CompleteFromID: 11, SkippedCount: 6},
 			eventbus.ReplayCompleteData{LastReplayedEventID: 4, ReplayedCount: 4}},
 		{"cursor", 400, eventbus.SubscribeOptions{HasCursor: true, Cursor: 5},
 			[]string{"6r", "7r", "8r", "9r", "state_resync_required:replay_budget_exceeded", "replay_complete", "11"},
-			eventbus.ResyncData{Reason: eventbus.ReasonReplayBudgetExceeded, LastDeliveredID: 9, EarliestAvailableID: 10, SkippedCount: 1},
+			eventbus.ResyncData{Reason: eventbus.ReasonReplayBudgetExceeded, LastDeliveredID: 9, CompleteFromID: 11, SkippedCount: 1},
 			eventbus.ReplayCompleteData{LastReplayedEventID: 9, ReplayedCount: 4}},
 		{"at least one event", 50, eventbus.SubscribeOptions{},
 			[]string{"1r", "state_resync_required:replay_budget_exceeded", "replay_complete", "11"},
-			eventbus.ResyncData{Reason: eventbus.ReasonReplayBudgetExceeded, LastDeliveredID: 1, EarliestAvailableID: 2, SkippedCount: 9},
+			eventbus.ResyncData{Reason: eventbus.ReasonReplayBudgetExceeded, LastDeliveredID: 1, CompleteFromID: 11, SkippedCount: 9},
 			eventbus.ReplayCompleteData{LastReplayedEventID: 1, ReplayedCount: 1}},
 	}
 	for _, tt := range tests {

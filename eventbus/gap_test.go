@@ -38,7 +38,7 @@ func TestFeedGapReachesLiveSubscribersInScope(t *testing.T) {
 		got := readN(t, s, 2)
 		assert.Equal(t, []string{"state_resync_required:feed_gap", "10"}, describe(got), name)
 		d := decode[eventbus.ResyncData](t, got[0])
-		assert.Equal(t, eventbus.ResyncData{Reason: eventbus.ReasonFeedGap, LastDeliveredID: 0, EarliestAvailableID: 10}, d, name)
+		assert.Equal(t, eventbus.ResyncData{Reason: eventbus.ReasonFeedGap, LastDeliveredID: 0, CompleteFromID: 10}, d, name)
 	}
 	assert.Empty(t, drain(other), "another session lost nothing")
 	assert.Equal(t, uint64(3), b.Stats().Resyncs)
@@ -47,7 +47,7 @@ func TestFeedGapReachesLiveSubscribersInScope(t *testing.T) {
 	fb.feed.Evicted([]string{"root", "kid"}, 12)
 	fb.ingest(13, "msg", "root", "kid")
 	got := readN(t, own, 2)
-	assert.Equal(t, eventbus.ResyncData{Reason: eventbus.ReasonFeedGap, LastDeliveredID: 10, EarliestAvailableID: 13}, decode[eventbus.ResyncData](t, got[0]))
+	assert.Equal(t, eventbus.ResyncData{Reason: eventbus.ReasonFeedGap, LastDeliveredID: 10, CompleteFromID: 13}, decode[eventbus.ResyncData](t, got[0]))
 
 	// A resume from before the gap is told too (ring_evicted).
 	r := subscribe(t, b, "kid", eventbus.SubscribeOptions{HasCursor: true, Cursor: 3})

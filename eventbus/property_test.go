@@ -402,7 +402,7 @@ func (h *harness) expectHead(x *mSession, o eventbus.SubscribeOptions) ([]want, 
 			}
 		}
 		head = append(head, want{frame: eventbus.TypeStateResyncRequired, resync: &eventbus.ResyncData{
-			Reason: eventbus.ReasonRingEvicted, LastDeliveredID: cursor, EarliestAvailableID: earliest}})
+			Reason: eventbus.ReasonRingEvicted, LastDeliveredID: cursor, CompleteFromID: earliest}})
 	}
 	n, used := 0, int64(0)
 	for n < len(snap) && (n == 0 || used+int64(snap[n].size) <= h.budget) {
@@ -419,7 +419,7 @@ func (h *harness) expectHead(x *mSession, o eventbus.SubscribeOptions) ([]want, 
 	if n < len(snap) {
 		head = append(head, want{frame: eventbus.TypeStateResyncRequired, resync: &eventbus.ResyncData{
 			Reason: eventbus.ReasonReplayBudgetExceeded, LastDeliveredID: last,
-			EarliestAvailableID: snap[n].id, SkippedCount: len(snap) - n}})
+			CompleteFromID: h.nextID, SkippedCount: len(snap) - n}}) // the first live id
 	}
 	if o.HasCursor || n < len(snap) {
 		head = append(head, want{frame: eventbus.TypeReplayComplete,

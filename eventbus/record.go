@@ -82,9 +82,9 @@ func (e *entry) event() Event {
 	case entryGap:
 		ev := e.rec.event(false)
 		ev.Data = mustJSON(ResyncData{
-			Reason:              ReasonFeedGap,
-			LastDeliveredID:     e.drop.lastDelivered,
-			EarliestAvailableID: e.drop.earliest,
+			Reason:          ReasonFeedGap,
+			LastDeliveredID: e.drop.lastDelivered,
+			CompleteFromID:  e.drop.earliest,
 		})
 		return ev
 	}

@@ -32,14 +32,14 @@ func TestResume(t *testing.T) {
 			name:     "cursor before the ring",
 			opts:     eventbus.SubscribeOptions{HasCursor: true, Cursor: 3},
 			want:     append(append([]string{"state_resync_required:ring_evicted"}, ring...), "replay_complete"),
-			resync:   &eventbus.ResyncData{Reason: eventbus.ReasonRingEvicted, LastDeliveredID: 3, EarliestAvailableID: 8},
+			resync:   &eventbus.ResyncData{Reason: eventbus.ReasonRingEvicted, LastDeliveredID: 3, CompleteFromID: 8},
 			complete: &eventbus.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 5},
 		},
 		{
 			name:     "cursor 0 with an evicted ring",
 			opts:     eventbus.SubscribeOptions{HasCursor: true, Cursor: 0},
 			want:     append(append([]string{"state_resync_required:ring_evicted"}, ring...), "replay_complete"),
-			resync:   &eventbus.ResyncData{Reason: eventbus.ReasonRingEvicted, LastDeliveredID: 0, EarliestAvailableID: 8},
+			resync:   &eventbus.ResyncData{Reason: eventbus.ReasonRingEvicted, LastDeliveredID: 0, CompleteFromID: 8},
 			complete: &eventbus.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 5},
 		},
 		{
@@ -122,7 +122,7 @@ func TestResumeAfterClearReplayBuffer(t *testing.T) {
 	s := subscribe(t, b, "s", eventbus.SubscribeOptions{HasCursor: true, Cursor: 2})
 	got := drain(s)
 	require.Equal(t, []string{"state_resync_required:ring_evicted", "replay_complete"}, describe(got))
-	assert.Equal(t, eventbus.ResyncData{Reason: eventbus.ReasonRingEvicted, LastDeliveredID: 2, EarliestAvailableID: 5},
+	assert.Equal(t, eventbus.ResyncData{Reason: eventbus.ReasonRingEvicted, LastDeliveredID: 2, CompleteFromID: 5},
 		decode[eventbus.ResyncData](t, got[0]))
 	// A client that had everything is not told anything.
 	s2 := subscribe(t, b, "s", eventbus.SubscribeOptions{HasCursor: true, Cursor: 4})
@@ -191,7 +191,7 @@ func TestResumeAcrossClosedSessions(t *testing.T) {
 			}
 			require.Equal(t, []string{"state_resync_required:ring_evicted", "replay_complete"}, describe(got))
 			assert.Equal(t, eventbus.ResyncData{Reason: eventbus.ReasonRingEvicted, LastDeliveredID: cursor,
-				EarliestAvailableID: closedID + 1}, decode[eventbus.ResyncData](t, got[0]))
+				CompleteFromID: closedID + 1}, decode[eventbus.ResyncData](t, got[0]))
 			// A client that saw session_closed lost nothing.
 			s2 := subscribe(t, b, tt.on, eventbus.SubscribeOptions{Scope: tt.kind, HasCursor: true, Cursor: closedID})
 			assert.Equal(t, []string{"replay_complete"}, describe(drain(s2)))
@@ -217,7 +217,7 @@ func TestNewSessionAnnouncesNothing(t *testing.T) {
 	assert.Equal(t, []string{"5r", "6r", "replay_complete"}, describe(drain(s)))
 }
 
-// With several rings in scope, earliestAvailableId is the first id after
+// With several rings in scope, completeFromId is the first id after
 // which nothing is missing, even when a quiet ring still holds older ids.
 func TestRingEvictedAcrossRings(t *testing.T) {
 	t.Parallel()
@@ -229,6 +229,6 @@ func TestRingEvictedAcrossRings(t *testing.T) {
 	s := subscribe(t, b, "r", eventbus.SubscribeOptions{Scope: scope.Descendants, HasCursor: true, Cursor: 0})
 	got := drain(s)
 	require.Equal(t, []string{"state_resync_required:ring_evicted", "1r", "2r", "8r", "9r", "10r", "replay_complete"}, describe(got))
-	assert.Equal(t, eventbus.ResyncData{Reason: eventbus.ReasonRingEvicted, LastDeliveredID: 0, EarliestAvailableID: 8},
+	assert.Equal(t, eventbus.ResyncData{Reason: eventbus.ReasonRingEvicted, LastDeliveredID: 0, CompleteFromID: 8},
 		decode[eventbus.ResyncData](t, got[0]))
 }

@@ -174,7 +174,7 @@ func (b *Bus) snapshotLocked(s *Subscription, o SubscribeOptions) {
 				earliest = snap[i].id
 			}
 			s.q = append(s.q, frame(sid, TypeStateResyncRequired, ResyncData{
-				Reason: ReasonRingEvicted, LastDeliveredID: cursor, EarliestAvailableID: earliest,
+				Reason: ReasonRingEvicted, LastDeliveredID: cursor, CompleteFromID: earliest,
 			}, now))
 			b.stats.Resyncs++
 		}
@@ -203,7 +203,7 @@ func (b *Bus) snapshotLocked(s *Subscription, o SubscribeOptions) {
 	if truncated {
 		s.q = append(s.q, frame(sid, TypeStateResyncRequired, ResyncData{
 			Reason: ReasonReplayBudgetExceeded, LastDeliveredID: last,
-			EarliestAvailableID: snap[n].id, SkippedCount: len(snap) - n,
+			CompleteFromID: max(b.nextID, b.highWater+1), SkippedCount: len(snap) - n,
 		}, now))
 		b.stats.Resyncs++
 	}

@@ -91,7 +91,8 @@ func (s *Subscription) Done() <-chan struct{} { return s.done }
 // what is still queued, and releases its slot. Err then reports
 // ErrUnsubscribed — unless the subscription had already ended (evicted,
 // session closed, bus closed, context done), whose reason stays; its queued
-// frames are discarded all the same. It is idempotent and safe to call from
+// frames are discarded all the same (a coalescing consumer still gets the
+// merged event it was holding in its Throttle window). It is idempotent and safe to call from
 // any goroutine.
 func (s *Subscription) Close() { s.bus.cancel(s, ErrUnsubscribed) }
 
@@ -100,6 +101,11 @@ func (s *Subscription) Close() { s.bus.cancel(s, ErrUnsubscribed) }
 // frame (if any), replayed events, replay_complete (with a cursor, or after
 // a replay cut short by the budget), then live events and the synthetic
 // frames among them.
+//
+// With [SubscribeOptions.Coalesce] each call takes everything queued and a
+// frame may hold several merged events ([Event.Count]); with a Throttle a
+// mergeable event may be held for up to the window, and when ctx (or the
+// subscription) ends while one is held, that one is returned first.
 //
 // After the subscription ended and every frame queued before the end has
 // been returned, Next returns the reason (see [Subscription.Err]); when ctx
@@ -158,7 +164,10 @@ func (s *Subscription) next(ctx context.Context, abandon <-chan struct{}) (Event
 }
 
 // TryNext returns the next frame if one is queued, without blocking; ok is
-// false when none is (check Err to tell an ended subscription).
+// false when none is (check Err to tell an ended subscription). A coalescing
+// subscription merges what is queued as Next does; a merged event still in
+// its Throttle window is not due yet (ok false) unless the subscription
+// has ended.
 func (s *Subscription) TryNext() (ev Event, ok bool) {
 	if s.co != nil {
 		return s.tryNextMerged()

@@ -81,7 +81,7 @@ func TestLaggingNodeHidesNoGapFromLiveSubscriber(t *testing.T) {
 				require.Equal(t, eventbus.TypeStateResyncRequired, ev.Type, "a silent gap: got %s %d", ev.Type, ev.ID)
 				var d eventbus.ResyncData
 				require.NoError(t, json.Unmarshal(ev.Data, &d))
-				assert.Equal(t, eventbus.ResyncData{Reason: eventbus.ReasonFeedGap, LastDeliveredID: cursor, EarliestAvailableID: later[15]}, d)
+				assert.Equal(t, eventbus.ResyncData{Reason: eventbus.ReasonFeedGap, LastDeliveredID: cursor, CompleteFromID: later[15]}, d)
 				got, frames := readIDs(t, sub, 5)
 				assert.Equal(t, later[15:], got)
 				assert.Empty(t, frames)

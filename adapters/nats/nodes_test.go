@@ -171,7 +171,7 @@ func TestFailover(t *testing.T) {
 }
 
 // TestRingEviction: MaxMsgsPerSubject=5, 12 events, cursor 3 gets
-// ring_evicted{earliestAvailableId: 8} as with the memory bus — on the
+// ring_evicted{completeFromId: 8} as with the memory bus — on the
 // node that saw all 12 and on one started after JetStream dropped 1…7.
 func TestRingEviction(t *testing.T) {
 	cfg := config.Config{ReplayBufferSize: 5}
@@ -197,7 +197,7 @@ func TestRingEviction(t *testing.T) {
 			defer sub.Close()
 			ev := next(t, sub)
 			require.Equal(t, eventbus.TypeStateResyncRequired, ev.Type)
-			assert.JSONEq(t, fmt.Sprintf(`{"reason":"ring_evicted","lastDeliveredId":%d,"earliestAvailableId":%d}`, e[2], e[7]), string(ev.Data))
+			assert.JSONEq(t, fmt.Sprintf(`{"reason":"ring_evicted","lastDeliveredId":%d,"completeFromId":%d}`, e[2], e[7]), string(ev.Data))
 			ids, frames := readIDs(t, sub, 5)
 			assert.Equal(t, e[7:], ids)
 			assert.Empty(t, frames)
@@ -367,7 +367,7 @@ func TestMaxAge(t *testing.T) {
 	defer sub.Close()
 	ev := next(t, sub)
 	require.Equal(t, eventbus.TypeStateResyncRequired, ev.Type)
-	assert.JSONEq(t, fmt.Sprintf(`{"reason":"ring_evicted","lastDeliveredId":%d,"earliestAvailableId":%d}`, old.ID-1, fresh.ID), string(ev.Data))
+	assert.JSONEq(t, fmt.Sprintf(`{"reason":"ring_evicted","lastDeliveredId":%d,"completeFromId":%d}`, old.ID-1, fresh.ID), string(ev.Data))
 	ids, _ := readIDs(t, sub, 1)
 	assert.Equal(t, []uint64{fresh.ID}, ids)
 }

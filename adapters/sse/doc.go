@@ -28,7 +28,8 @@
 // The data line is one JSON envelope: "v" (always 1), "id" (absent on
 // synthetic frames), "type", "session", "data" (the payload as published;
 // absent when there is none), "replay" (only when true: the event comes from
-// the replay buffer) and "origin" (only when set). Should a payload hold raw
+// the replay buffer), "origin" (only when set), and on a merged event of a
+// coalescing stream "count" and "firstId". Should a payload hold raw
 // line breaks, the envelope is split over several data: lines, which every
 // SSE parser joins back. The event: line never carries CR, LF or NUL, and the
 // id: line is digits (or "<epoch>-<digits>" with [HandlerOptions.EpochIDs]).
@@ -62,6 +63,15 @@
 // through), when the bus or the handler is closed, and when a write fails
 // or exceeds the write timeout (10 s).
 //
+// # Coalescing
+//
+// ?coalesce=acp (or agentpool) merges the consecutive mergeable events
+// queued for the stream into one frame (the coalesce package's rule sets,
+// AgentPool's drain_and_merge); ?throttle=150ms (0–5s, with coalesce) also
+// holds a delta for that long after the previous one was sent (OpenClaw).
+// A merged frame's id is the last merged event's, so Last-Event-ID resumes
+// exactly after what it holds; "count" and "firstId" say what that is.
+//
 // # Status codes
 //
 // Every error is answered before the stream starts, with no subscriber
@@ -72,6 +82,8 @@
 //	    invalid_query (does not parse, or a parameter twice),
 //	    invalid_max_queued (not 16–2048), invalid_scope,
 //	    invalid_replay (not 0/1), invalid_events (not typed/message),
+//	    invalid_coalesce (not acp/agentpool/off),
+//	    invalid_throttle (not a duration 0–5s, or without coalesce),
 //	    invalid_epoch (malformed, or twice; a well-formed foreign
 //	    epoch is an epoch_reset frame, not an error),
 //	    invalid_session_id, invalid_request

@@ -430,6 +430,8 @@ type frameJSON struct {
 	Data    json.RawMessage `json:"data"`
 	Replay  bool            `json:"replay"`
 	Origin  string          `json:"origin"`
+	Count   int             `json:"count"`
+	FirstID uint64          `json:"firstId"`
 }
 
 // DecodeFrame decodes one server text message into the event it carries
@@ -443,7 +445,8 @@ func DecodeFrame(b []byte) (eventbus.Event, string, error) {
 	if f.V != sse.EnvelopeVersion || f.Type == "" {
 		return eventbus.Event{}, "", fmt.Errorf("ws: malformed frame: want an envelope with \"v\":%d and a type", sse.EnvelopeVersion)
 	}
-	return eventbus.Event{ID: f.ID, Session: f.Session, Type: f.Type, Data: f.Data, Replay: f.Replay, Origin: f.Origin}, f.Epoch, nil
+	return eventbus.Event{ID: f.ID, Session: f.Session, Type: f.Type, Data: f.Data, Replay: f.Replay, Origin: f.Origin,
+		Count: f.Count, FirstID: f.FirstID}, f.Epoch, nil
 }
 
 // wsURL turns an http(s) URL into ws(s); ws and wss pass through.

@@ -157,7 +157,7 @@ func resumeTable(t *testing.T, s *suite) {
 				assert.Equal(t, c.want.resync, d.Reason)
 				assert.Equal(t, c.want.lastDeliver, d.LastDeliveredID)
 				if c.want.resync == eventbus.ReasonRingEvicted {
-					assert.Equal(t, c.want.earliest, d.EarliestAvailableID)
+					assert.Equal(t, c.want.earliest, d.CompleteFromID)
 				} else {
 					assert.Equal(t, b.Epoch(), d.Epoch)
 				}

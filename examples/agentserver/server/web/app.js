@@ -205,7 +205,7 @@
           agents.clear();
           showNotice(`server restarted (epoch ${d.epoch || '?'}): replaying its whole buffer`);
         } else {
-          showNotice(`gap announced: ${d.reason} — last delivered ${d.lastDeliveredId}, earliest available ${d.earliestAvailableId || '?'}`
+          showNotice(`gap announced: ${d.reason} — last delivered ${d.lastDeliveredId}, complete from id ${d.completeFromId || '?'}`
             + (d.droppedCount ? `, ${d.droppedCount} dropped` : ''));
         }
         break;
