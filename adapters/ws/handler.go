@@ -1,7 +1,6 @@
 package ws
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -338,7 +337,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer func() { sub.Close() }()
 
-	hr := &hijackRecorder{ResponseWriter: w}
+	hr := &hijackRecorder{ResponseWriter: w, wt: h.wt}
 	c, err := websocket.Accept(hr, r, h.o.Accept)
 	if err != nil {
 		h.rejected.Add(1) // Accept answered (403 for a foreign origin, say)
@@ -346,7 +345,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.started.Add(1)
 	c.SetReadLimit(h.readLimit)
-	cn := &conn{h: h, c: c, raw: hr.conn, ctx: ctx, cancel: cancel, sessionID: sessionID, remote: r.RemoteAddr,
+	cn := &conn{h: h, c: c, raw: hr.conn, cork: hr.cork, ctx: ctx, cancel: cancel, sessionID: sessionID, remote: r.RemoteAddr,
 		first: make(chan ClientMessage, 1), readDone: make(chan struct{}), keeperStop: make(chan struct{}),
 		waiting: await, urlCursor: opts.HasCursor}
 	cn.readCtx, cn.stopRead = context.WithCancel(context.WithoutCancel(ctx))
@@ -384,24 +383,12 @@ func headerHasToken(h http.Header, key, token string) bool {
 	return false
 }
 
-// hijackRecorder keeps the net.Conn that the upgrade hijacks, so that the
-// close grace can cut a socket whose peer stopped reading.
-type hijackRecorder struct {
-	http.ResponseWriter
-	conn net.Conn
-}
-
-func (hr *hijackRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	c, brw, err := http.NewResponseController(hr.ResponseWriter).Hijack()
-	hr.conn = c
-	return c, brw, err
-}
-
 // conn is one upgraded connection.
 type conn struct {
 	h         *Handler
 	c         *websocket.Conn
-	raw       net.Conn // nil if the hijack went through a wrapper we cannot see
+	raw       net.Conn  // the hijacked connection
+	cork      *corkConn // the writes' path to it
 	ctx       context.Context
 	cancel    context.CancelFunc
 	sessionID string
@@ -424,10 +411,6 @@ type conn struct {
 	evictOnce sync.Once
 	killOnce  sync.Once
 	kill      *time.Timer
-
-	wctx      context.Context // the write deadline context, reused while fresh
-	wcancel   context.CancelFunc
-	wctxStart time.Time
 }
 
 // armKill cuts the socket after the close grace unless the connection has
@@ -435,9 +418,7 @@ type conn struct {
 func (cn *conn) armKill() {
 	cn.killOnce.Do(func() {
 		cn.kill = time.AfterFunc(cn.h.grace, func() {
-			if cn.raw != nil {
-				_ = cn.raw.Close()
-			}
+			_ = cn.raw.Close()
 			_ = cn.c.CloseNow()
 		})
 	})
@@ -482,30 +463,10 @@ func (cn *conn) finish() {
 	cn.cancel()
 	cn.stopRead()
 	<-cn.readDone
-	if cn.wcancel != nil {
-		cn.wcancel()
-	}
 	cn.killOnce.Do(func() {}) // no timer after this point
 	if cn.kill != nil {
 		cn.kill.Stop()
 	}
-}
-
-// writeCtx returns a context whose deadline leaves at least half the write
-// timeout for the next write; one serves many frames on a busy connection.
-func (cn *conn) writeCtx() context.Context {
-	if cn.h.wt <= 0 {
-		return context.Background()
-	}
-	now := time.Now()
-	if cn.wctx == nil || now.Sub(cn.wctxStart) > cn.h.wt/2 {
-		if cn.wcancel != nil {
-			cn.wcancel()
-		}
-		cn.wctx, cn.wcancel = context.WithTimeout(context.Background(), cn.h.wt)
-		cn.wctxStart = now
-	}
-	return cn.wctx
 }
 
 // awaitResume waits for the first client message (or ResumeWait) and
@@ -567,46 +528,76 @@ func closeFor(err error) (websocket.StatusCode, string) {
 	return CloseInternalError, "internal_error"
 }
 
+// maxBatch bounds the frames written between two flushes.
+const maxBatch = 64
+
 // writeLoop writes every frame of sub until the subscription or the
-// connection ends, then closes with the code the end calls for.
+// connection ends, then closes with the code the end calls for. Frames that
+// are ready together go out with one flush (corkConn), up to maxBatch.
 func (cn *conn) writeLoop(sub *eventbus.Subscription) {
-	epoch := cn.h.bus.Epoch()
-	done := sub.Done()
-	buf := make([]byte, 0, 1024)
+	w := frameWriter{cn: cn, sub: sub, epoch: cn.h.bus.Epoch(), done: sub.Done(), buf: make([]byte, 0, 1024)}
 	for {
 		ev, err := sub.Next(cn.ctx)
 		if err != nil {
 			cn.closeEnded(err)
 			return
 		}
-		select {
-		case <-done:
-			if errors.Is(sub.Err(), eventbus.ErrEvicted) && ev.Type != eventbus.TypeClientEvicted {
-				// Evicted: what is still queued is in the replay buffer
-				// for the resume; go straight to client_evicted so that it
-				// and the close frame fit in the grace.
-				for ev.Type != eventbus.TypeClientEvicted {
-					var ok bool
-					if ev, ok = sub.TryNext(); !ok {
-						break
-					}
-				}
+		cn.cork.corkWrites()
+		ok := w.write(ev)
+		for n := 1; ok && n < maxBatch; n++ {
+			ev, more := sub.TryNext()
+			if !more {
+				break
 			}
-		default:
+			ok = w.write(ev)
 		}
-		buf = sse.AppendEnvelope(buf[:0], ev, epoch)
-		if err := cn.c.Write(cn.writeCtx(), websocket.MessageText, buf); err != nil {
+		if err := cn.cork.uncork(); err != nil || !ok {
 			if cn.ctx.Err() == nil || cn.h.isClosed() {
 				cn.h.writeErrors.Add(1)
 			}
 			cn.abort()
 			return
 		}
-		cn.h.frames.Add(1)
-		if cap(buf) > 64<<10 {
-			buf = make([]byte, 0, 1024)
-		}
 	}
+}
+
+// frameWriter writes single frames for writeLoop.
+type frameWriter struct {
+	cn    *conn
+	sub   *eventbus.Subscription
+	epoch string
+	done  <-chan struct{}
+	buf   []byte
+}
+
+// write writes ev as one text message; false when the write failed.
+func (w *frameWriter) write(ev eventbus.Event) bool {
+	select {
+	case <-w.done:
+		if errors.Is(w.sub.Err(), eventbus.ErrEvicted) && ev.Type != eventbus.TypeClientEvicted {
+			// Evicted: what is still queued is in the replay buffer for
+			// the resume; go straight to client_evicted so that it and
+			// the close frame fit in the grace.
+			for ev.Type != eventbus.TypeClientEvicted {
+				var ok bool
+				if ev, ok = w.sub.TryNext(); !ok {
+					return true // nothing left: Next reports the eviction
+				}
+			}
+		}
+	default:
+	}
+	w.buf = sse.AppendEnvelope(w.buf[:0], ev, w.epoch)
+	// No context deadline: the bytes go to the cork, and every socket
+	// write has its deadline there (a context would cost a timer per frame).
+	if err := w.cn.c.Write(context.Background(), websocket.MessageText, w.buf); err != nil {
+		return false
+	}
+	w.cn.h.frames.Add(1)
+	if cap(w.buf) > 64<<10 {
+		w.buf = make([]byte, 0, 1024)
+	}
+	return true
 }
 
 // closeEnded closes the connection for the end of its subscription.
