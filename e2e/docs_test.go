@@ -122,4 +122,3 @@ func TestReadmeQuickStartIsTheExample(t *testing.T) {
 	assert.Contains(t, text, "-addr :9090", "how to change the port")
 	assert.Contains(t, text, "?events=message", "how onmessage users get every event")
 }
-
