@@ -88,7 +88,7 @@ func TestPropertyParallelPublishers(t *testing.T) {
 			rd := &reader{kind: rapid.SampledFrom(kinds).Draw(rt, "scope"), on: rapid.SampledFrom(sessions).Draw(rt, "on")}
 			o := eventbus.SubscribeOptions{Scope: rd.kind, MaxQueued: 1_000_000, MaxQueuedBytes: 1 << 30, NoReplay: !mid}
 			if mid {
-				o.HasCursor, o.Cursor = true, 0 // everything from the start: history, then live
+				o.Cursor = eventbus.At(0) // everything from the start: history, then live
 			}
 			sub, err := bus.Subscribe(ctx, rd.on, o)
 			if err != nil {

@@ -51,7 +51,7 @@ func BenchmarkReplayStorm(b *testing.B) {
 							defer wg.Done()
 							ctx, cancel := context.WithCancel(context.Background())
 							defer cancel()
-							sub, err := bus.Subscribe(ctx, "big", eventbus.SubscribeOptions{HasCursor: true, Cursor: 0})
+							sub, err := bus.Subscribe(ctx, "big", eventbus.SubscribeOptions{Cursor: eventbus.At(0)})
 							if err != nil {
 								b.Error(err)
 								return

@@ -37,7 +37,7 @@ func TestReplayStormDoesNotStallOtherSessions(t *testing.T) {
 	}
 	subscribed := make(chan result, 1)
 	go func() {
-		sub, err := b.Subscribe(ctx, "big", SubscribeOptions{HasCursor: true, Cursor: 0})
+		sub, err := b.Subscribe(ctx, "big", SubscribeOptions{Cursor: At(0)})
 		subscribed <- result{sub, err}
 	}()
 	<-inSnapshot

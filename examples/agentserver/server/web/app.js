@@ -107,6 +107,7 @@
 
   function connectWS(cursor) {
     const q = new URLSearchParams({ scope: st.scope });
+    if (st.coalesce) { q.set('coalesce', 'acp'); q.set('throttle', '150ms'); }
     const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
     const ws = new WebSocket(`${proto}//${location.host}/session/${encodeURIComponent(st.session)}/ws?${q}`);
     st.es = ws;
