@@ -64,7 +64,7 @@ func TestLaggingNodeHidesNoGapFromLiveSubscriber(t *testing.T) {
 			cursor := ids[3]
 
 			cutOff(t, b, p)
-			sub, err := b.bus.Subscribe(context.Background(), "s", eventbus.SubscribeOptions{HasCursor: true, Cursor: cursor, Epoch: b.bus.Epoch()})
+			sub, err := b.bus.Subscribe(context.Background(), "s", eventbus.SubscribeOptions{Cursor: &eventbus.Position{ID: cursor, Epoch: b.bus.Epoch()}})
 			require.NoError(t, err)
 			defer sub.Close()
 			ev := next(t, sub)
@@ -94,7 +94,7 @@ func TestLaggingNodeHidesNoGapFromLiveSubscriber(t *testing.T) {
 			}
 			// A resume from the old cursor is told the same way.
 			syncNode(t, b.bus)
-			again, err := b.bus.Subscribe(context.Background(), "s", eventbus.SubscribeOptions{HasCursor: true, Cursor: cursor, Epoch: b.bus.Epoch()})
+			again, err := b.bus.Subscribe(context.Background(), "s", eventbus.SubscribeOptions{Cursor: &eventbus.Position{ID: cursor, Epoch: b.bus.Epoch()}})
 			require.NoError(t, err)
 			defer again.Close()
 			first := next(t, again)
