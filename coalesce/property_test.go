@@ -39,7 +39,10 @@ func (c *client) resume() {
 		c.sub.Close()
 	}
 	o := c.o
-	o.HasCursor, o.Cursor = c.last > 0, c.last
+	o.Cursor = nil
+	if c.last > 0 {
+		o.Cursor = eventbus.At(c.last)
+	}
 	sub, err := c.b.Subscribe(context.Background(), "p", o)
 	if err != nil {
 		c.t.Fatalf("resume from %d: %v", c.last, err)
