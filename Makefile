@@ -4,7 +4,7 @@
 GO ?= go
 PKGS ?= ./...
 
-.PHONY: test lint bench e2e e2e-deps run
+.PHONY: test lint bench e2e e2e-deps run property
 
 ## test: every test, with the race detector (the e2e tests need node, npm ci in e2e/node, chromium and curl; they skip without them unless CI is set)
 test:
@@ -15,6 +15,13 @@ lint:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt -l:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
+
+## property: the long property-test run — every TestProperty* of eventbus (the delivery model; the
+## parallel-publisher one as well once present) with PROPERTY_CHECKS cases (default 10,000, CI runs
+## 1,000) of 60 actions each, under the race detector
+PROPERTY_CHECKS ?= 10000
+property:
+	$(GO) test -race -count=1 -timeout 60m -run '^TestProperty' -v ./eventbus/ -rapid.checks=$(PROPERTY_CHECKS)
 
 ## bench: all benchmarks with allocations
 bench:

@@ -332,5 +332,13 @@ func chromiumServerRestart(t *testing.T, transport string) {
 	assert.Equal(t, eventbus.ReasonEpochReset, data["reason"])
 	assert.Equal(t, busB.Epoch(), data["epoch"])
 	assert.EqualValues(t, 30, data["lastDeliveredId"], "the browser sent the old server's last id")
+	// Issue 12.13: the restart notice is informational and goes away once
+	// the replay completed; the counters start again with the ids.
+	counters, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
+		`[document.getElementById("st-received").textContent, String(window.receivedIds.length)]`))
+	require.NoError(t, err)
+	assert.Equal(t, counters[1], counters[0], "the events counter agrees with the received ids after a restart")
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("notice").hidden`, chromedp.WithPollingTimeout(10*time.Second)))
+	assert.NoError(t, err, "the restart notice does not stay up forever")
 	t.Logf("restart over %s: epoch %s → %s, the page resynced and holds ids 1…15 of the new server", transport, busA.Epoch(), busB.Epoch())
 }

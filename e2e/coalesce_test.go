@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -16,13 +18,18 @@ import (
 	"github.com/replaybus/replaybus/scope"
 )
 
+// coalesceScreenshot is where TestChromiumCoalesceSameText leaves a
+// screenshot of the coalescing tab (the gitignored artifacts/ folder).
+const coalesceScreenshot = "../artifacts/agentserver-coalesce.png"
+
 // TestChromiumCoalesceSameText opens the example page twice in headless
 // Chromium while one demo run streams, one tab with the coalesce toggle on
 // (?coalesce=acp&throttle=150ms), one without; the coalescing tab joins
 // later, so its history is replayed merged. Both must end with the same
 // agent text per session, in the stream state and in the agent cards,
 // while the coalescing tab shows far fewer rows, some marked with how many
-// events they hold.
+// events they hold. It leaves a screenshot of the coalescing tab in
+// artifacts/agentserver-coalesce.png.
 func TestChromiumCoalesceSameText(t *testing.T) {
 	chromium := needTool(t, "chromium", "/usr/bin/chromium", "chromium-browser")
 	ts := startServer(t, config.Config{ReplayBufferSize: 10_000}, server.Options{
@@ -91,6 +98,11 @@ func TestChromiumCoalesceSameText(t *testing.T) {
 		require.NoError(t, err)
 		return
 	}
+	png, err := chromedp.Run(merged, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(filepath.Dir(coalesceScreenshot), 0o755))
+	require.NoError(t, os.WriteFile(coalesceScreenshot, png, 0o644))
+
 	textOff, shownOff, idsOff, mergedOff := read(plain)
 	textOn, shownOn, idsOn, mergedOn := read(merged)
 

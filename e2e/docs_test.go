@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -79,4 +80,45 @@ func TestDocsStandAlone(t *testing.T) {
 	lic, err := os.ReadFile(filepath.Join("..", "LICENSE"))
 	require.NoError(t, err, "a LICENSE file")
 	assert.Regexp(t, `MIT License|Apache License`, string(lic))
+}
+
+// Issue 12.11: the README's quick start blocked forever on a live session,
+// was not run by any test, and hid that eventbus.New does not read the
+// environment. It is now Example_quickStart, line for line, and the README
+// says how to change the port and how onmessage users get every event.
+func TestReadmeQuickStartIsTheExample(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	require.NoError(t, err)
+	example, err := os.ReadFile(filepath.Join("..", "eventbus", "example_quickstart_test.go"))
+	require.NoError(t, err)
+	text := string(readme)
+	i := strings.Index(text, "## Quick start")
+	require.GreaterOrEqual(t, i, 0)
+	start := strings.Index(text[i:], "```go\n")
+	require.GreaterOrEqual(t, start, 0)
+	block := text[i+start+len("```go\n"):]
+	block = block[:strings.Index(block, "```")]
+	var want []string
+	for _, line := range strings.Split(block, "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			want = append(want, line)
+		}
+	}
+	var got []string
+	for _, line := range strings.Split(string(example), "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			got = append(got, line)
+		}
+	}
+	// The README's block is a contiguous run of the example's lines.
+	found := false
+	for k := 0; k+len(want) <= len(got) && !found; k++ {
+		found = slices.Equal(got[k:k+len(want)], want)
+	}
+	assert.True(t, found, "the README's quick start is not Example_quickStart's body")
+	assert.Contains(t, block, "config.Load", "the quick start shows where the environment is read")
+	assert.Contains(t, block, "// Output:", "the quick start ends, with its output")
+	assert.Contains(t, text, "-addr :9090", "how to change the port")
+	assert.Contains(t, text, "?events=message", "how onmessage users get every event")
 }

@@ -285,7 +285,7 @@ func BenchmarkNATSPipelined(b *testing.B) {
 			subj := x.prefix + ".bench"
 			m := startMeter(b)
 			for range b.N {
-				if _, err := x.pub.PublishAsync(subj, benchPayload); err != nil {
+				if _, err := x.pub.PublishAsync(subj, benchPayload, jetstream.WithStallWait(time.Minute)); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -456,7 +456,7 @@ func BenchmarkNATSFanout10(b *testing.B) {
 			subj := x.prefix + ".bench"
 			m := startMeter(b)
 			for range b.N {
-				if _, err := x.pub.PublishAsync(subj, benchPayload); err != nil {
+				if _, err := x.pub.PublishAsync(subj, benchPayload, jetstream.WithStallWait(time.Minute)); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -13,12 +13,17 @@
 // session has one subject that spells its place in the session tree,
 // <prefix>.<root>.<child>…, with session ids escaped into subject tokens
 // (bytes outside [A-Za-z0-9_-] become %XX), so a session's descendants are
-// a subject wildcard. The stream keeps MaxMsgsPerSubject = the replay
-// buffer size events per session.
+// a subject wildcard. The stream keeps MaxMsgsPerSubject = NATSRetention ×
+// the replay buffer size events per session (config.Config; default 20 ×
+// 100), so that a node that lags can still read what it has not ingested;
+// each node's replay buffer stays the replay window.
 //
-// [eventbus.Bus.Publish] is a JetStream publish that waits for the ack; the
-// event id is the stream sequence, so ids rise strictly across the whole
-// bus, on every node, as the in-memory sequence does. Every node runs one
+// [eventbus.Bus.Publish] is a JetStream publish that waits for the ack;
+// [eventbus.Pipeline] (bus.NewPipeline) keeps a window of acks in flight
+// instead. The event id is the stream sequence, so ids rise strictly across
+// the whole bus, on every node, as the in-memory sequence does. The stored
+// message is a small binary envelope around the payload as published (see
+// docs/distributed.md), with no headers. Every node runs one
 // ordered consumer over the whole stream, from its first retained message,
 // and ingests each event in sequence order into its local [eventbus.Bus]:
 // the same replay buffers, subscriber queues, policies and frames as the
@@ -40,9 +45,11 @@
 // the same order, so a client resumes on any node with its last id. A
 // resume whose cursor is ahead of a node that lags waits for that node to
 // catch up (see [eventbus.Syncer]). Events that JetStream dropped before a
-// node read them (a node that starts after a session's ring filled, or one
-// that fell more than a ring behind) are announced as ring_evicted,
-// conservatively.
+// node read them (a node that starts after a session's subject filled, one
+// that fell more than the retention behind, or one cut off from NATS while
+// the stream moved on) are announced, conservatively: to the node's live
+// subscribers in scope as state_resync_required{feed_gap} at that point of
+// their stream, and to later resumes as ring_evicted.
 //
 // # Failures
 //

@@ -30,20 +30,34 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := run(ctx, os.Args[1:], os.Stderr, nil)
+	if code := report(err, os.Stderr); code != 0 {
+		os.Exit(code)
+	}
+}
+
+// report writes err to stderr, unless the flag package already did, and
+// returns the exit status: 0 for nil, 2 for a usage error, else 1.
+func report(err error, stderr io.Writer) int {
 	if err == nil {
-		return
+		return 0
 	}
 	var ue usageError
 	if errors.As(err, &ue) {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
+		if !ue.printed {
+			fmt.Fprintln(stderr, err)
+		}
+		return 2
 	}
-	fmt.Fprintln(os.Stderr, "agentserver:", err)
-	os.Exit(1)
+	fmt.Fprintln(stderr, "agentserver:", err)
+	return 1
 }
 
-// usageError is a bad flag or configuration: exit status 2.
-type usageError struct{ msg string }
+// usageError is a bad flag or configuration: exit status 2. printed: the
+// flag package has already written it (with the usage) to stderr.
+type usageError struct {
+	msg     string
+	printed bool
+}
 
 func (e usageError) Error() string { return e.msg }
 
@@ -65,7 +79,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	if p := os.Getenv("PORT"); p != "" {
 		defAddr = ":" + p
 	}
-	fs.StringVar(&f.addr, "addr", defAddr, "listen address (default :8080, or :$PORT when PORT is set)")
+	fs.StringVar(&f.addr, "addr", defAddr, "listen address; :$PORT when PORT is set")
 	fs.BoolVar(&f.demo, "demo", false, "run a simulated agent with two sub-agents on session \"demo\"")
 	fs.Float64Var(&f.rate, "demo-rate", demo.DefaultTokensPerSecond, "demo text deltas per second per agent")
 	fs.TextVar(&f.level, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
@@ -80,10 +94,10 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 		if errors.Is(err, flag.ErrHelp) {
 			return f, err
 		}
-		return f, usageError{err.Error()}
+		return f, usageError{msg: err.Error(), printed: true} // flag wrote it and the usage
 	}
 	if fs.NArg() > 0 {
-		return f, usageError{fmt.Sprintf("agentserver: unexpected arguments %q", fs.Args())}
+		return f, usageError{msg: fmt.Sprintf("agentserver: unexpected arguments %q", fs.Args())}
 	}
 	return f, nil
 }
@@ -100,7 +114,7 @@ func configError(err error) error {
 	} else {
 		b.WriteString("\n  - " + err.Error())
 	}
-	return usageError{b.String()}
+	return usageError{msg: b.String()}
 }
 
 // run is the whole program: it serves until ctx ends, then shuts down
@@ -162,7 +176,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
-	log.Info("agentserver listening", "addr", ln.Addr().String(), "epoch", bus.Epoch(), "demo", f.demo,
+	log.Info("agentserver listening", "url", pageURL(ln.Addr()), "addr", ln.Addr().String(), "epoch", bus.Epoch(), "demo", f.demo,
 		"replay_buffer_size", cfg.ReplayBufferSize, "max_queue_size", cfg.MaxQueueSize, "overflow_policy", cfg.OverflowPolicy)
 	if ready != nil {
 		ready(ln.Addr())
@@ -203,4 +217,17 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 	_ = bus.Close()
 	log.Info("stopped", "published", bus.Stats().Published)
 	return nil
+}
+
+// pageURL is the address to open in a browser for a server listening on
+// addr: localhost for an unspecified host (":8080", "[::]:8080").
+func pageURL(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "http://" + addr.String() + "/"
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/"
 }

@@ -58,7 +58,7 @@ func (n natsFlags) open(ctx context.Context, cfg config.Config, log *slog.Logger
 		url, stop = srv.ClientURL(), srv.Shutdown
 		log.Info("embedded NATS server", "url", url, "dir", dir)
 	} else if !strings.HasPrefix(n.url, "nats://") && !strings.HasPrefix(n.url, "tls://") {
-		return nil, nop, usageError{fmt.Sprintf("agentserver: -nats %q: want embedded or nats://host:port", n.url)}
+		return nil, nop, usageError{msg: fmt.Sprintf("agentserver: -nats %q: want embedded or nats://host:port", n.url)}
 	}
 	bus, err := rbnats.Connect(ctx, url, cfg, rbnats.WithLogger(log), rbnats.WithBusOptions(eventbus.WithLogger(log)))
 	if err != nil {

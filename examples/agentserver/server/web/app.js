@@ -24,6 +24,8 @@
     wsFailures: 0,    // consecutive WebSocket drops, for the backoff
     slowMs: 0,        // tests: busy-wait this long per frame (a slow page)
     coalesce: false, // ?coalesce=acp&throttle=150ms: the server merges chunks; rows say how many events they hold
+    maxQueued: '',   // ?maxQueued= (16–2048): a small queue shows slow-client warnings and evictions
+    resyncing: false, // an epoch_reset notice is up until the replay completes
     cursor: '',      // raw id of the last event (maybe "<epoch>-<seq>"): what a manual reconnect sends
     lastSeq: 0,      // highest numeric id received
     types: new Set(), sessions: [],
@@ -62,6 +64,7 @@
     // type, so a type the page has never heard of is shown, not skipped.
     const q = new URLSearchParams({ scope: st.scope, events: 'message' });
     if (st.coalesce) { q.set('coalesce', 'acp'); q.set('throttle', '150ms'); }
+    if (st.maxQueued) q.set('maxQueued', st.maxQueued);
     if (cursor) q.set('lastEventId', cursor); // a new EventSource cannot set Last-Event-ID itself
     return `/session/${encodeURIComponent(st.session)}/events?${q}`;
   }
@@ -104,6 +107,7 @@
 
   function connectWS(cursor) {
     const q = new URLSearchParams({ scope: st.scope });
+    if (st.coalesce) { q.set('coalesce', 'acp'); q.set('throttle', '150ms'); }
     const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
     const ws = new WebSocket(`${proto}//${location.host}/session/${encodeURIComponent(st.session)}/ws?${q}`);
     st.es = ws;
@@ -199,14 +203,23 @@
     switch (type) {
       case 'state_resync_required':
         if (d.reason === 'epoch_reset') {
-          // The server restarted: ids start again, our view is from another epoch.
+          // The server restarted: ids start again, our view is from another
+          // epoch. Every counter starts again with the ids, so that they
+          // agree (events = received ids).
           window.receivedIds = [];
-          st.lastSeq = 0;
+          Object.assign(st, { lastSeq: 0, received: 0, replayed: 0, dups: 0, resyncing: true });
           agents.clear();
-          showNotice(`server restarted (epoch ${d.epoch || '?'}): replaying its whole buffer`);
+          showNotice(`server restarted (epoch ${d.epoch || '?'}): replaying its whole buffer`, 'info');
         } else {
           showNotice(`gap announced: ${d.reason} — last delivered ${d.lastDeliveredId}, complete from id ${d.completeFromId || '?'}`
             + (d.droppedCount ? `, ${d.droppedCount} dropped` : ''));
+        }
+        break;
+      case 'replay_complete':
+        if (st.resyncing) {
+          // The restart is handled: say so, then get out of the way.
+          st.resyncing = false;
+          showNotice(`server restarted: caught up (${d.replayedCount} events replayed)`, 'info', 5000);
         }
         break;
       case 'slow_client_warning':
@@ -242,6 +255,8 @@
         return `${d.agent || ''} · turn ${d.turn ?? ''} · ${d.prompt || ''}`;
       case 'turn_end':
         return `${d.agent || ''} · ${d.stopReason || ''}`;
+      case 'session_closed':
+        return `session ${d.session || env.session} closed${d.reason && d.reason !== 'closed' ? ` (${d.reason})` : ''}`;
       default:
         if (FRAME_TYPES.has(type)) {
           return Object.entries(d).map(([k, v]) => `${k}=${v}`).join(' ');
@@ -354,13 +369,18 @@
 
   // ---- notices ----------------------------------------------------------
 
-  function showNotice(text, kind) {
+  let noticeTimer = 0;
+  // showNotice shows text (kind 'info': blue, else red); with hideAfter
+  // (ms) it goes away by itself.
+  function showNotice(text, kind, hideAfter) {
     const n = $('notice');
     n.textContent = text;
     n.className = kind === 'info' ? 'notice info' : 'notice';
     n.hidden = false;
+    clearTimeout(noticeTimer);
+    if (hideAfter) noticeTimer = setTimeout(hideNotice, hideAfter);
   }
-  function hideNotice() { $('notice').hidden = true; }
+  function hideNotice() { clearTimeout(noticeTimer); $('notice').hidden = true; }
 
   // ---- agent cards: the session state rebuilt from events ----------------
 
@@ -411,6 +431,8 @@
           c.status.className = 'status';
           c.el.classList.add('closed');
           c.closed = true;
+          // Closed agents go below the live ones, folded to their header.
+          $('cards').append(c.el);
           break;
         case 'agent_message_chunk':
         case 'agent_thought_chunk': {
@@ -521,7 +543,7 @@
     };
     walk('', 0);
     ul.replaceChildren(...items);
-    $('sessions-updated').textContent = new Date().toLocaleTimeString();
+    $('sessions-updated').textContent = `updated ${new Date().toLocaleTimeString()}`;
   }
 
   async function pollSessions() {
@@ -562,6 +584,7 @@
     const q = new URLSearchParams({ session, scope });
     if (st.coalesce) q.set('coalesce', 'acp');
     if (st.transport === 'ws') q.set('transport', 'ws');
+    if (st.maxQueued) q.set('maxQueued', st.maxQueued);
     history.replaceState(null, '', `/?${q}`);
     reset();
     renderSessions();
@@ -575,6 +598,7 @@
   $('scope').onchange = (e) => select(st.session, e.target.value);
   $('coalesce').onchange = (e) => { st.coalesce = e.target.checked; select(st.session, st.scope); };
   $('transport').onchange = (e) => { st.transport = e.target.value; select(st.session, st.scope); };
+  $('max-queued').onchange = (e) => { st.maxQueued = e.target.value; select(st.session, st.scope); };
   document.querySelector('details.ids').addEventListener('toggle', renderIds);
 
   (async () => {
@@ -584,6 +608,8 @@
     st.transport = q.get('transport') === 'ws' ? 'ws' : 'sse';
     $('transport').value = st.transport;
     $('coalesce').checked = st.coalesce;
+    const mq = q.get('maxQueued') || '';
+    if ([...$('max-queued').options].some((o) => o.value === mq)) { st.maxQueued = mq; $('max-queued').value = mq; }
     const session = q.get('session') || (info && info.defaultSession) || '';
     const scope = q.get('scope') || (info && info.defaultScope) || 'session';
     if (session) select(session, scope);

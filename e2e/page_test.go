@@ -1,0 +1,99 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replaybus/replaybus/adapters/sse"
+	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/examples/agentserver/server"
+	"github.com/replaybus/replaybus/scope"
+)
+
+// Issue 12.13: the demo page gave no way to see a slow-client warning or an
+// eviction, showed session_closed as raw JSON, let closed agents' cards
+// push live ones below the fold, and showed an unlabelled time. In
+// headless Chromium: the Queue control (?maxQueued=16) with a slow page
+// brings slow_client_warning and client_evicted frames, the page resumes and
+// loses nothing; a closed sub-agent's card moves below the live one, folded;
+// session_closed reads as a sentence; the list's time is labelled.
+func TestChromiumPageControls(t *testing.T) {
+	chromium := needTool(t, "chromium", "/usr/bin/chromium", "chromium-browser")
+	ts := startServer(t, config.Config{ReplayBufferSize: 10_000}, server.Options{
+		DefaultSession: "p", DefaultScope: scope.Descendants,
+		SSE: sse.HandlerOptions{EpochIDs: true, Retry: 200 * time.Millisecond},
+	})
+	require.NoError(t, ts.bus.CreateSession("p", ""))
+	require.NoError(t, ts.bus.CreateSession("p.early", "p"))
+	require.NoError(t, ts.bus.CreateSession("p.live", "p"))
+
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), chromiumAllocator(t, chromium)...)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
+	defer cancelTimeout()
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(ts.ts.URL+"/?maxQueued=16")))
+	_, err := chromedp.Run(ctx, chromedp.Poll[bool](`window.connState === "open"`, chromedp.WithPollingTimeout(20*time.Second)))
+	require.NoError(t, err)
+	sel, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("max-queued").value`))
+	require.NoError(t, err)
+	assert.Equal(t, "16", sel, "the Queue control shows ?maxQueued=")
+
+	// Cards: early first, then live; then early closes.
+	publishN(t, ts, "p.early", 1)
+	publishN(t, ts, "p.live", 1)
+	require.NoError(t, ts.bus.CloseSession("p.early"))
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`window.receivedIds.length === 3`, chromedp.WithPollingTimeout(10*time.Second)))
+	require.NoError(t, err)
+	order, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
+		`[...document.querySelectorAll("#cards .card")].map(c => c.querySelector("code").textContent + (c.classList.contains("closed") ? ":closed" : ""))`))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"p.live", "p.early:closed"}, order, "a closed agent's card goes below the live ones")
+	flowShown, err := chromedp.Run(ctx, chromedp.Evaluate[bool](
+		`getComputedStyle(document.querySelector("#cards .card.closed .flow")).display !== "none"`))
+	require.NoError(t, err)
+	assert.False(t, flowShown, "a closed card is folded")
+	closedRow, err := chromedp.Run(ctx, chromedp.Evaluate[string](
+		`[...document.querySelectorAll("#log .row.t-session_closed span")].map(s => s.textContent).pop()`))
+	require.NoError(t, err)
+	assert.Equal(t, "session p.early closed", closedRow)
+	updated, err := chromedp.Run(ctx, chromedp.Poll[string](`document.getElementById("sessions-updated").textContent`,
+		chromedp.WithPollingTimeout(10*time.Second)))
+	require.NoError(t, err)
+	assert.Regexp(t, `^updated `, updated)
+
+	// A slow page with a 16-frame queue: warning, eviction, resume.
+	_, err = chromedp.Run(ctx, chromedp.Evaluate[any](`window.replaybusPage.slowMs = 15`))
+	require.NoError(t, err)
+	publishN(t, ts, "p.live", 300)
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](
+		`window.receivedIds.length === 303 && window.frames.some(f => f.type === "client_evicted")`,
+		chromedp.WithPollingTimeout(40*time.Second)))
+	require.NoError(t, err, "every event arrives, after an eviction and a resume")
+	types, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`window.frames.map(f => f.type)`))
+	require.NoError(t, err)
+	assert.Contains(t, types, "slow_client_warning")
+	ids, err := chromedp.Run(ctx, chromedp.Evaluate[[]uint64](`window.receivedIds`))
+	require.NoError(t, err)
+	for i := 1; i < len(ids); i++ {
+		require.Less(t, ids[i-1], ids[i], "strictly increasing")
+	}
+	counters, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
+		`[document.getElementById("st-received").textContent, String(window.receivedIds.length)]`))
+	require.NoError(t, err)
+	assert.Equal(t, counters[1], counters[0], "the events counter agrees with the received ids")
+}
+
+func publishN(t *testing.T, ts *testServer, session string, n int) {
+	t.Helper()
+	for i := range n {
+		_, err := ts.bus.Publish(session, "note", map[string]int{"n": i})
+		require.NoError(t, err)
+	}
+}

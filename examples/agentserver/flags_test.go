@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Issue 12.13: -h showed -addr's default twice, an unknown flag's error was
+// printed twice (by the flag package and again by main), and the start-up
+// log did not say which URL to open.
+func TestFlagsOutputOnce(t *testing.T) {
+	t.Setenv("PORT", "")
+	var help syncBuffer
+	require.NoError(t, run(context.Background(), []string{"-h"}, &help, nil))
+	assert.Equal(t, 1, strings.Count(help.String(), ":8080"), "-addr's default once:\n%s", help.String())
+
+	var out syncBuffer
+	err := run(context.Background(), []string{"-nope"}, &out, nil)
+	assert.Equal(t, 2, report(err, &out))
+	assert.Equal(t, 1, strings.Count(out.String(), "flag provided but not defined: -nope"), out.String())
+
+	var extra syncBuffer
+	err = run(context.Background(), []string{"stray"}, &extra, nil)
+	assert.Equal(t, 2, report(err, &extra))
+	assert.Equal(t, 1, strings.Count(extra.String(), "unexpected arguments"), "errors the flag package did not print are printed once")
+}
+
+func TestStartupLogPrintsURL(t *testing.T) {
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	addrc := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"-addr", "127.0.0.1:0"}, &logs, func(a net.Addr) { addrc <- a }) }()
+	var a net.Addr
+	select {
+	case a = <-addrc:
+	case err := <-done:
+		t.Fatalf("run ended early: %v\n%s", err, logs.String())
+	case <-time.After(10 * time.Second):
+		t.Fatal("not listening")
+	}
+	cancel()
+	require.NoError(t, <-done)
+	assert.Contains(t, logs.String(), "url=http://"+a.String()+"/")
+
+	for in, want := range map[string]string{
+		":8080": "http://localhost:8080/", "0.0.0.0:80": "http://localhost:80/", "[::]:9": "http://localhost:9/",
+		"127.0.0.1:5": "http://127.0.0.1:5/", "[::1]:7": "http://[::1]:7/",
+	} {
+		addr, err := net.ResolveTCPAddr("tcp", in)
+		require.NoError(t, err)
+		assert.Equal(t, want, pageURL(addr), in)
+	}
+}
