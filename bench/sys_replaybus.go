@@ -38,6 +38,9 @@ func openReplaybus(o Opts) (Instance, error) {
 		ReplayBufferSize:  o.Ring,
 		MaxSubscribers:    1_000_000,
 		ReplayBudgetBytes: 1 << 30,
+		// drop_subscriber, as the figures in docs/benchmarks.md were taken
+		// (the in-process default is drop_oldest since AgentPool parity).
+		OverflowPolicy: config.DropSubscriber,
 	})
 	if err != nil {
 		return nil, err
@@ -58,7 +61,10 @@ func (r *rbInstance) Publisher(session string) (func([]byte) (uint64, error), er
 }
 
 func (r *rbInstance) Subscribe(session string, so SubOpts, k *Sink) error {
-	o := eventbus.SubscribeOptions{NoReplay: !so.Replay, HasCursor: so.Replay, Cursor: so.Cursor}
+	o := eventbus.SubscribeOptions{NoReplay: !so.Replay}
+	if so.Replay {
+		o.Cursor = eventbus.At(so.Cursor)
+	}
 	if r.lossless {
 		o.MaxQueued, o.MaxQueuedBytes = 1_000_000, 1<<30
 	}

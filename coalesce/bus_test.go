@@ -47,7 +47,7 @@ func TestReplayOfThousandDeltasIsOneFrame(t *testing.T) {
 		want.WriteString(s)
 		ids = append(ids, pub(t, b, "s1", "agent_message_chunk", mustData(acpChunk("s1", s))).ID)
 	}
-	sub := subscribe(t, b, "s1", eventbus.SubscribeOptions{HasCursor: true, Cursor: 0, Coalesce: coalesce.ACP})
+	sub := subscribe(t, b, "s1", eventbus.SubscribeOptions{Cursor: eventbus.At(0), Coalesce: coalesce.ACP})
 	live := pub(t, b, "s1", "agent_message_chunk", mustData(acpChunk("s1", "LIVE")))
 
 	got := next(t, sub)

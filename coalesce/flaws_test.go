@@ -18,7 +18,7 @@ import (
 // replayed after it.
 func resumeText(t *testing.T, b *eventbus.Bus, session string, cursor uint64) string {
 	t.Helper()
-	sub := subscribe(t, b, session, eventbus.SubscribeOptions{HasCursor: true, Cursor: cursor})
+	sub := subscribe(t, b, session, eventbus.SubscribeOptions{Cursor: eventbus.At(cursor)})
 	var s strings.Builder
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), waitFor)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
@@ -38,7 +39,10 @@ func (c *client) resume() {
 		c.sub.Close()
 	}
 	o := c.o
-	o.HasCursor, o.Cursor = c.last > 0, c.last
+	o.Cursor = nil
+	if c.last > 0 {
+		o.Cursor = eventbus.At(c.last)
+	}
 	sub, err := c.b.Subscribe(context.Background(), "p", o)
 	if err != nil {
 		c.t.Fatalf("resume from %d: %v", c.last, err)
@@ -96,7 +100,9 @@ func frameText(t *rapid.T, ev eventbus.Event) (textKey, string) {
 // TestPropertyCoalescedTextEqualsPublished: for random interleavings of
 // sessions (a parent, a child, a grandchild, read with a descendants
 // scope), types (text, thought, passthrough, plan), reads, resumes and
-// drops (tiny live queues under every overflow policy), the text a
+// drops (tiny live queues under every overflow policy), with and without a
+// throttle (a resume drops what the consumer held; the replay brings it
+// back), the text a
 // coalescing client receives per session and type is exactly the text
 // published; ids strictly increase across resumes; and resuming from any
 // id it received never repeats text (what it held up to that id plus what
@@ -115,6 +121,7 @@ func TestPropertyCoalescedTextEqualsPublished(t *testing.T) {
 			MaxQueued:         rapid.IntRange(1, 8).Draw(rt, "maxQueued"),
 			Policy:            rapid.SampledFrom([]eventbus.OverflowPolicy{eventbus.DropNewest, eventbus.DropOldest, eventbus.DropSubscriber}).Draw(rt, "policy"),
 			SlowClientWarning: new(rapid.Bool().Draw(rt, "warn")),
+			Throttle:          rapid.SampledFrom([]time.Duration{0, 0, time.Millisecond}).Draw(rt, "throttle"),
 		}
 		c := &client{t: rt, b: b, o: o, text: map[textKey]*strings.Builder{}}
 		c.resume()
@@ -157,6 +164,11 @@ func TestPropertyCoalescedTextEqualsPublished(t *testing.T) {
 			}
 		}
 		for c.read(64) {
+		}
+		if o.Throttle > 0 { // what is still held in its window
+			time.Sleep(2 * o.Throttle)
+			for c.read(64) {
+			}
 		}
 		for k, want := range published {
 			got := ""

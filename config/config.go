@@ -10,18 +10,20 @@ const Prefix = "AGENTPOOL_EVENTBUS_"
 
 // OverflowPolicy says what the bus does when a subscriber's live queue is
 // full. The names are AgentPool's; [OverflowPolicy.Validate] accepts the three
-// constants below and nothing else. The zero value "" means
-// [DefaultOverflowPolicy] inside a [Config].
+// constants below and nothing else. The zero value "" inside a [Config]
+// means "not set": the default rule of Config.OverflowPolicy applies.
 type OverflowPolicy string
 
 // The overflow policies. "block" is deliberately absent: it would stall the
 // publisher on one slow subscriber.
 const (
 	// DropSubscriber evicts the subscriber with a client_evicted frame; the
-	// client resumes from the replay buffer (qwen-code's behaviour). Default.
+	// client resumes from the replay buffer (qwen-code's behaviour; also
+	// AgentPool's, without the frame). The SSE handler's default.
 	DropSubscriber OverflowPolicy = "drop_subscriber"
 	// DropOldest drops the oldest queued live event to make room and
 	// announces the loss with state_resync_required{events_dropped}.
+	// AgentPool's default, and ours for in-process subscribers.
 	DropOldest OverflowPolicy = "drop_oldest"
 	// DropNewest drops the incoming event and announces the loss with
 	// state_resync_required{events_dropped}.
@@ -47,8 +49,18 @@ const (
 	// DefaultReplayBudgetBytes is 8 MiB of event data replayed per
 	// subscribe.
 	DefaultReplayBudgetBytes = 8 << 20
-	// DefaultOverflowPolicy is [DropSubscriber], qwen-code's behaviour.
-	DefaultOverflowPolicy = DropSubscriber
+	// DefaultOverflowPolicy is [DropOldest], AgentPool's default
+	// (EventBus(overflow_policy="drop_oldest")): the policy of an
+	// in-process subscriber when neither the subscription nor the
+	// configuration sets one. Streaming adapters use
+	// [DefaultStreamOverflowPolicy] instead; see Config.OverflowPolicy.
+	DefaultOverflowPolicy = DropOldest
+	// DefaultStreamOverflowPolicy is [DropSubscriber], qwen-code's
+	// behaviour: the policy of an SSE (or other network stream)
+	// subscriber when the configuration does not set one — its client
+	// resumes by itself from the replay buffer with Last-Event-ID, which
+	// loses nothing, where dropping would leave a gap to repair.
+	DefaultStreamOverflowPolicy = DropSubscriber
 	// DefaultNATSRetention is 20: the NATS JetStream stream keeps 20
 	// replay buffers' worth of events per session (2000 with the default
 	// buffer), so a node may lag that far behind one session before it
@@ -95,9 +107,19 @@ type Config struct {
 	// (a Go duration such as "30m").
 	SessionTTL time.Duration `env:"SESSION_TTL"`
 
-	// OverflowPolicy is the default overflow policy for subscribers: one of
-	// drop_subscriber, drop_oldest, drop_newest ("block" is refused). Zero
-	// means drop_subscriber. Env: AGENTPOOL_EVENTBUS_OVERFLOW_POLICY.
+	// OverflowPolicy is the overflow policy for subscribers: one of
+	// drop_subscriber, drop_oldest, drop_newest ("block" is refused).
+	// Env: AGENTPOOL_EVENTBUS_OVERFLOW_POLICY.
+	//
+	// The default rule, stated once here: a subscription's own
+	// SubscribeOptions.Policy wins; else a policy set here (by the
+	// variable or in code) applies to every subscriber; else — the field
+	// is zero — in-process subscribers get drop_oldest (AgentPool's
+	// default, [DefaultOverflowPolicy]) and the SSE handler's subscribers
+	// get drop_subscriber ([DefaultStreamOverflowPolicy]: its clients
+	// resume by themselves). Zero stays zero through WithDefaults and
+	// Load, so that eventbus.Bus.OverflowPolicySet can tell an adapter
+	// which case holds.
 	OverflowPolicy OverflowPolicy `env:"OVERFLOW_POLICY"`
 
 	// DroppableTypes lists event types that may be dropped for a slow

@@ -57,7 +57,7 @@ func TestLoadDefaults(t *testing.T) {
 		{"MAX_QUEUED_BYTES", cfg.MaxQueuedBytes, int64(2 << 20)},
 		{"MAX_SUBSCRIBERS", cfg.MaxSubscribers, 64},
 		{"SESSION_TTL", cfg.SessionTTL, time.Hour},
-		{"OVERFLOW_POLICY", cfg.OverflowPolicy, DropSubscriber},
+		{"OVERFLOW_POLICY", cfg.OverflowPolicy, OverflowPolicy("")}, // unset: the default rule applies where subscribers are made
 		{"DROPPABLE_TYPES", cfg.DroppableTypes, []string(nil)},
 		{"REPLAY_BUDGET_BYTES", cfg.ReplayBudgetBytes, int64(8 << 20)},
 		{"DISABLE_SLOW_CLIENT_WARNING", cfg.DisableSlowClientWarning, false},

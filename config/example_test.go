@@ -36,10 +36,10 @@ func ExampleLoad() {
 		return
 	}
 	fmt.Println(cfg.ReplayBufferSize, cfg.MaxQueueSize, cfg.MaxQueuedBytes, cfg.SessionTTL)
-	fmt.Println(cfg.OverflowPolicy, cfg.DroppableTypes)
+	fmt.Printf("%q %v\n", cfg.OverflowPolicy, cfg.DroppableTypes)
 	// Output:
 	// 200 1000 524288 30m0s
-	// drop_subscriber [agent_message_chunk agent_thought_chunk]
+	// "" [agent_message_chunk agent_thought_chunk]
 }
 
 func ExampleLoad_errors() {
@@ -101,10 +101,10 @@ func ExampleConfig_Validate() {
 func ExampleConfig_WithDefaults() {
 	cfg := config.Config{ReplayBufferSize: 50}.WithDefaults()
 	fmt.Println(cfg.ReplayBufferSize, cfg.MaxQueueSize, cfg.MaxQueuedBytes, cfg.MaxSubscribers)
-	fmt.Println(cfg.SessionTTL, cfg.OverflowPolicy, cfg.ReplayBudgetBytes)
+	fmt.Printf("%v %q %v\n", cfg.SessionTTL, cfg.OverflowPolicy, cfg.ReplayBudgetBytes)
 	// Output:
 	// 50 1000 2097152 64
-	// 1h0m0s drop_subscriber 8388608
+	// 1h0m0s "" 8388608
 }
 
 func ExampleOverflowPolicy_Validate() {

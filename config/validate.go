@@ -37,9 +37,12 @@ var (
 
 // WithDefaults returns c with every zero field replaced by its default:
 // ReplayBufferSize 100, MaxQueueSize 1000, MaxQueuedBytes 2 MiB,
-// MaxSubscribers 64, SessionTTL 1h, OverflowPolicy drop_subscriber,
-// ReplayBudgetBytes 8 MiB, NATSRetention 20. DroppableTypes (default none) and
-// DisableSlowClientWarning (default false) have no zero to replace. Negative
+// MaxSubscribers 64, SessionTTL 1h, ReplayBudgetBytes 8 MiB, NATSRetention
+// 20. OverflowPolicy stays zero: "" is not a policy but "apply the default
+// rule" (drop_oldest in process, drop_subscriber for streams; see
+// Config.OverflowPolicy), which only the subscriber's side can apply.
+// DroppableTypes (default none) and DisableSlowClientWarning (default
+// false) have no zero to replace. Negative
 // values are kept, for [Config.Validate] to refuse. c is not modified; the
 // returned Config shares c's DroppableTypes slice.
 func (c Config) WithDefaults() Config {
@@ -57,9 +60,6 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.SessionTTL == 0 {
 		c.SessionTTL = DefaultSessionTTL
-	}
-	if c.OverflowPolicy == "" {
-		c.OverflowPolicy = DefaultOverflowPolicy
 	}
 	if c.ReplayBudgetBytes == 0 {
 		c.ReplayBudgetBytes = DefaultReplayBudgetBytes
@@ -119,7 +119,7 @@ func (c Config) problems() []problem {
 	if c.SessionTTL < MinSessionTTL || c.SessionTTL > MaxSessionTTL {
 		add("SessionTTL", c.SessionTTL, errTTLRange)
 	}
-	if err := c.OverflowPolicy.check(); err != nil {
+	if err := c.OverflowPolicy.check(); err != nil && c.OverflowPolicy != "" {
 		add("OverflowPolicy", c.OverflowPolicy, err)
 	}
 	for _, t := range c.DroppableTypes {

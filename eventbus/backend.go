@@ -173,9 +173,10 @@ func (b *Bus) ensurePathLocked(path []string) *session {
 		}
 		if n := b.tree.Get(id); n != nil {
 			x = n.Value
-			if x.parent() == nil && parent != "" && !x.published {
+			if x.parent() == nil && parent != "" {
+				// Attached late (CreateSession on a root), as in memory.
 				if b.tree.SetParent(id, parent) == nil {
-					b.reparentLocked(x, nil, x.parent())
+					b.attachedLocked(x)
 				}
 			}
 		} else {
@@ -215,7 +216,7 @@ func (b *Bus) ingest(path []string, ev Event) {
 	if ev.Type == TypeSessionClosed {
 		b.appendLocked(x, r, true)
 		b.tombs[x.id] = r.nanos
-		b.closeLocked(x, false, false)
+		b.closeLocked(x, false)
 		return
 	}
 	b.appendLocked(x, r, false)

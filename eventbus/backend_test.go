@@ -51,7 +51,7 @@ func TestIngestUnderClosedAncestor(t *testing.T) {
 	t.Parallel()
 	b, fb := newFedBus(t)
 	fb.ingest(1, "msg", "P", "C")
-	s := subscribe(t, b, "C", eventbus.SubscribeOptions{HasCursor: true, Cursor: 1})
+	s := subscribe(t, b, "C", eventbus.SubscribeOptions{Cursor: eventbus.At(1)})
 	fb.ingest(2, eventbus.TypeSessionClosed, "P")
 	fb.ingest(3, "msg", "P", "C")
 	assert.Equal(t, []string{"replay_complete", "3"}, describe(readN(t, s, 2)))
@@ -71,6 +71,6 @@ func TestIngestReusedID(t *testing.T) {
 	fb.ingest(3, eventbus.TypeSessionClosed, "s")
 	fb.ingest(4, "msg", "s")
 	require.True(t, b.SessionExists("s"))
-	s := subscribe(t, b, "s", eventbus.SubscribeOptions{HasCursor: true, Cursor: 2})
+	s := subscribe(t, b, "s", eventbus.SubscribeOptions{Cursor: eventbus.At(2)})
 	assert.Equal(t, []string{"4r", "replay_complete"}, describe(drain(s)))
 }

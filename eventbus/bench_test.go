@@ -216,7 +216,7 @@ func BenchmarkSubscribeReplay(b *testing.B) {
 				benchPublish(b, bus, "s")
 			}
 			cursor := bus.LastEventID() - uint64(n)
-			o := eventbus.SubscribeOptions{HasCursor: true, Cursor: cursor}
+			o := eventbus.SubscribeOptions{Cursor: eventbus.At(cursor)}
 			ctx := context.Background()
 			b.ReportAllocs()
 			b.ResetTimer()

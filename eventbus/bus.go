@@ -30,6 +30,7 @@ const MaxNameLen = 256
 // matching subscriber; none of them waits on a subscriber.
 type Bus struct {
 	cfg       config.Config
+	policySet bool // cfg.OverflowPolicy was set, not defaulted
 	opts      options
 	epoch     string
 	droppable map[string]struct{}
@@ -72,6 +73,10 @@ func New(cfg config.Config, opts ...Option) (*Bus, error) {
 	}
 	cfg = cfg.WithDefaults()
 	b := &Bus{cfg: cfg, nextID: 1, tombs: make(map[string]int64)}
+	b.policySet = cfg.OverflowPolicy != ""
+	if !b.policySet {
+		b.cfg.OverflowPolicy = config.DefaultOverflowPolicy // in-process default
+	}
 	for _, o := range opts {
 		o(&b.opts)
 	}
@@ -113,8 +118,17 @@ func checkEpoch(e string) error {
 // with [WithEpoch]. A client cursor from another epoch is an epoch_reset.
 func (b *Bus) Epoch() string { return b.epoch }
 
-// Config returns the configuration in force, defaults applied.
+// Config returns the configuration in force, defaults applied (an unset
+// OverflowPolicy shows as drop_oldest, the in-process default).
 func (b *Bus) Config() config.Config { return b.cfg }
+
+// OverflowPolicySet reports whether the configuration given to [New] set
+// OverflowPolicy (from AGENTPOOL_EVENTBUS_OVERFLOW_POLICY or in code)
+// rather than leaving it to the default. Streaming adapters use it to apply
+// the default rule of [config.Config.OverflowPolicy]: when it is false they
+// give their subscribers drop_subscriber instead of the in-process default
+// drop_oldest.
+func (b *Bus) OverflowPolicySet() bool { return b.policySet }
 
 // LastEventID returns the highest id assigned so far (0 before the first
 // publish), qwen-code's lastEventId getter.
@@ -191,19 +205,23 @@ func encode(data any) (out []byte, err error) {
 // (AgentPool's publish; qwen-code's "publish is always safe to call").
 //
 // data is encoded to JSON once and shared (a json.RawMessage is validated
-// and copied as is; nil means no payload). The session is created as a root
-// if it does not exist. It returns the stored Event with its id, from one
-// bus-wide sequence that starts at 1.
+// and copied as is; nil means no payload). The session is created if it
+// does not exist (AgentPool's create-on-first-publish) — as a root, or under
+// the parent the [SessionController] names — unless [Existing] is given.
+// It returns the stored Event with its id, from one bus-wide sequence that
+// starts at 1.
 //
 // It never blocks on a subscriber and never panics. Errors: an ErrInvalid
 // error naming the value for an empty or over-long session id or type, a
 // type with a control character (CR, LF, …), a [Reserved] type (the bus's
 // own frames: use CloseSession for session_closed), or data that cannot be encoded
-// — a refused event consumes no id; ErrSessionClosed for a closed session;
-// ErrClosed after [Bus.Close].
+// — a refused event consumes no id; ErrSessionClosed for a closed session
+// that was not reopened; ErrSessionNotFound for an unknown session with
+// [Existing]; ErrClosed after [Bus.Close].
 func (b *Bus) Publish(sessionID, typ string, data any, opts ...PublishOption) (Event, error) {
 	defer b.flushDiagnostics() // after b.mu is released
 	var origin string
+	create := true
 	if len(opts) > 0 {
 		opts = slices.DeleteFunc(slices.Clone(opts), func(o PublishOption) bool { return o == nil })
 		// Declared here so that it moves to the heap (o(&po) makes it
@@ -212,7 +230,7 @@ func (b *Bus) Publish(sessionID, typ string, data any, opts ...PublishOption) (E
 		for _, o := range opts {
 			o(&po)
 		}
-		origin = po.origin
+		origin, create = po.origin, !po.existing
 	}
 	if err := checkName("session id", sessionID); err != nil {
 		return Event{}, err
@@ -236,7 +254,7 @@ func (b *Bus) Publish(sessionID, typ string, data any, opts ...PublishOption) (E
 		// The session is known here from now on, and published: a
 		// CreateSession on this node can no longer give it a parent, as in
 		// memory. A closed session is refused as in memory.
-		x, err := b.sessionLocked(sessionID, true)
+		x, err := b.sessionLocked(sessionID, create)
 		var path []string
 		if err == nil {
 			x.published = true
@@ -250,7 +268,7 @@ func (b *Bus) Publish(sessionID, typ string, data any, opts ...PublishOption) (E
 		return b.appendRemote(path, Event{Session: sessionID, Type: typ, Data: raw, Time: now, Origin: origin})
 	}
 	defer b.mu.Unlock()
-	x, err := b.sessionLocked(sessionID, true)
+	x, err := b.sessionLocked(sessionID, create)
 	if err != nil {
 		return Event{}, err
 	}
@@ -295,7 +313,37 @@ func (b *Bus) sessionLocked(id string, create bool) (*session, error) {
 	if !create {
 		return nil, fmt.Errorf("%w: %q", ErrSessionNotFound, id)
 	}
+	if b.opts.parentOf != nil {
+		return b.addAskedLocked(id, nil)
+	}
 	return b.addLocked(id, "")
+}
+
+// maxAskDepth bounds how many ancestors one [SessionController] lookup may
+// create.
+const maxAskDepth = 64
+
+// addAskedLocked creates the unknown session id under the parent the
+// session controller names, creating that parent first (asking again) when
+// the bus does not know it either. asking holds the ids being created
+// further down, so a controller that answers with a cycle ends it: the
+// session that would close it becomes a root.
+func (b *Bus) addAskedLocked(id string, asking []string) (*session, error) {
+	parent := b.opts.parentOf(id)
+	switch {
+	case parent == "" || parent == id || checkName("parent session id", parent) != nil,
+		len(asking) >= maxAskDepth, slices.Contains(asking, parent):
+		parent = ""
+	default:
+		if _, closed := b.tombs[parent]; closed {
+			parent = ""
+		} else if b.tree.Get(parent) == nil {
+			if _, err := b.addAskedLocked(parent, append(asking, id)); err != nil {
+				parent = ""
+			}
+		}
+	}
+	return b.addLocked(id, parent)
 }
 
 func (b *Bus) addLocked(id, parent string) (*session, error) {
@@ -322,15 +370,30 @@ func (b *Bus) addLocked(id, parent string) (*session, error) {
 	return x, nil
 }
 
-// CreateSession creates session id under parent ("" for a root), or gives an
-// existing session that has not published yet its parent (AgentPool's
-// session tree: a child session of a sub-agent). Calling it again with the
-// same parent is a no-op.
+// CreateSession creates session id under parent ("" for a root), or
+// brings it into the tree:
 //
-// Errors (each naming the ids): ErrInvalid for a bad id; scope.ErrUnknownParent
-// for an unknown parent; scope.ErrCycle when parent lies below id;
-// ErrSessionClosed when id or parent was closed; ErrInvalid when id already
-// published or already has another parent; ErrClosed after Close.
+//   - an unknown id is created under parent;
+//   - a closed id is reopened (AgentPool's closed sessions come back with
+//     ACP session/resume or session/load, same id): a new incarnation with
+//     an empty replay buffer, under the same bus sequence, so its ids go on
+//     rising. A subscriber that resumes it with a cursor from before the
+//     close is told what it cannot get back with state_resync_required
+//     {ring_evicted} — never silence;
+//   - an existing root is attached to parent, at any time, even after it
+//     published (agent pools learn the link late): from then on its events
+//     reach parent's descendants, subtree and ancestors' subscribers, and a
+//     descendants subscribe or resume on an ancestor replays its history
+//     merged by id;
+//   - calling it again with the same parent is a no-op.
+//
+// Errors (each naming the ids): ErrInvalid for a bad id, or when id already
+// has another parent (a session is attached once; it is not moved between
+// parents); scope.ErrUnknownParent for an unknown parent; scope.ErrCycle
+// when parent is id or lies below it; ErrSessionClosed when parent was
+// closed (reopen it first); ErrClosed after Close. Over a [Backend] the
+// creation, reopening or attachment is also appended to the backend so
+// every node learns it, and the backend's error is returned.
 func (b *Bus) CreateSession(id, parent string) error {
 	if err := checkName("session id", id); err != nil {
 		return err
@@ -345,17 +408,25 @@ func (b *Bus) CreateSession(id, parent string) error {
 	if b.closed {
 		return ErrClosed
 	}
-	if _, ok := b.tombs[id]; ok {
-		return fmt.Errorf("%w: %q", ErrSessionClosed, id)
-	}
 	if _, ok := b.tombs[parent]; ok && parent != "" {
 		return fmt.Errorf("%w: parent %q", ErrSessionClosed, parent)
 	}
 	n := b.tree.Get(id)
 	if n == nil {
+		if parent == id {
+			return fmt.Errorf("%w: %q under itself", scope.ErrCycle, id)
+		}
+		_, reopened := b.tombs[id]
 		x, err := b.addLocked(id, parent)
-		if err != nil || b.backend == nil {
+		if err != nil {
 			return err
+		}
+		// A reopened id is a new incarnation: its replay buffer starts
+		// empty and is marked evicted up to what the closed one held
+		// (addLocked), so an old cursor gets ring_evicted.
+		delete(b.tombs, id)
+		if b.backend == nil {
+			return nil
 		}
 		path := x.pathLocked()
 		now := b.opts.now()
@@ -366,6 +437,9 @@ func (b *Bus) CreateSession(id, parent string) error {
 			// No other node learnt of it: do not keep a local phantom.
 			b.tree.Remove(id, false)
 			b.stats.Sessions--
+			if reopened {
+				b.tombs[id] = b.nowNanos()
+			}
 		}
 		return err
 	}
@@ -377,14 +451,42 @@ func (b *Bus) CreateSession(id, parent string) error {
 	if old != nil {
 		return invalidf("session %q already has parent %q, cannot move it under %q", id, old.id, parent)
 	}
-	if x.published {
-		return invalidf("session %q has already published; its parent must be set before", id)
-	}
 	if err := b.tree.SetParent(id, parent); err != nil {
 		return err
 	}
-	b.reparentLocked(x, nil, x.parent())
-	return nil
+	b.attachedLocked(x)
+	if b.backend == nil {
+		return nil
+	}
+	path := x.pathLocked()
+	now := b.opts.now()
+	b.mu.Unlock()
+	_, err := b.appendRemote(path, Event{Session: id, Type: TypeSessionCreated, Time: now})
+	b.mu.Lock()
+	return err
+}
+
+// attachedLocked finishes attaching the root x to its new parent: its
+// subtree subscribers move to the parent's list, and what x's subtree lost
+// with closed or expired sessions is now lost to the new ancestors'
+// descendants scope too.
+func (b *Bus) attachedLocked(x *session) {
+	p := x.parent()
+	b.reparentLocked(x, nil, p)
+	lost := x.descLost
+	for a := p; a != nil && lost > 0; a = a.parent() {
+		a.descLost = max(a.descLost, lost)
+	}
+}
+
+// SessionClosed reports whether session id was closed and has not been
+// reopened since. A closed id is remembered for the session TTL; after that
+// it is simply unknown (SessionClosed and SessionExists both false).
+func (b *Bus) SessionClosed(id string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, ok := b.tombs[id]
+	return ok
 }
 
 // SessionExists reports whether session id exists (created and neither
@@ -436,19 +538,19 @@ func (b *Bus) SubscriberCounts() map[string]int {
 }
 
 // ClearReplayBuffer empties session id's replay buffer, as AgentPool's
-// clear_replay_buffer. The cleared ids count as evicted: a later resume from
-// before them gets ring_evicted. Errors: ErrSessionNotFound, ErrClosed.
+// clear_replay_buffer (which agent servers call at the start of every
+// turn). The cleared ids count as evicted: a later resume from before them
+// gets ring_evicted. Like AgentPool's, it is a no-op (nil) for an id the bus
+// does not know or that was closed. Errors: ErrClosed after Close.
 func (b *Bus) ClearReplayBuffer(id string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return ErrClosed
 	}
-	x, err := b.sessionLocked(id, false)
-	if err != nil {
-		return err
+	if n := b.tree.Get(id); n != nil {
+		n.Value.ring.Clear()
 	}
-	x.ring.Clear()
 	return nil
 }
 
@@ -456,20 +558,26 @@ func (b *Bus) ClearReplayBuffer(id string) error {
 // session_closed event (a real event with an id) that every subscriber in
 // scope receives even when its queue is full, ends the session's own
 // subscribers once they have drained (their Err is ErrSessionClosed), frees
-// its replay buffer and removes it from the tree; its children become roots.
-// Subscribers of other sessions that heard it (descendants, subtree, all)
-// receive session_closed and go on. Later publishes and subscribes to id fail
-// with ErrSessionClosed for the session TTL (AgentPool silently re-creates
-// the buffer; we refuse, so a late publish cannot resurrect a closed
-// session).
+// its replay buffer and removes it from the tree. Its children move up to
+// its parent (roots when it was a root), so the tree stays connected: a
+// descendants subscriber of an ancestor keeps hearing them, as in
+// AgentPool, whose tree keeps the closed link. Subscribers of other
+// sessions that heard it (descendants, subtree, all) receive session_closed
+// and go on.
 //
-// Closing a closed session is a no-op (nil). Errors: ErrSessionNotFound for
-// an id that never existed, ErrClosed after Close.
+// Later publishes and subscribes to id fail with ErrSessionClosed for the
+// session TTL, unless [Bus.CreateSession] reopens it (AgentPool silently
+// re-creates the buffer on the next publish; we refuse, so a late publish
+// cannot resurrect a closed session unnoticed).
+//
+// Closing a closed or unknown session is a no-op (nil), as in AgentPool.
+// Errors: ErrClosed after Close; over a [Backend], the backend's error.
 func (b *Bus) CloseSession(id string) error { return b.closeSession(id, false) }
 
-// CloseSessionTree closes session id and, depth first, every session below
-// it, each as [Bus.CloseSession] does (children first, so each child's
-// session_closed precedes its parent's).
+// CloseSessionTree closes session id and every session below it, however
+// deep, each as [Bus.CloseSession] does: children before their parent (so
+// each child's session_closed precedes its parent's), siblings in id order.
+// On a closed or unknown id it is a no-op (nil).
 func (b *Bus) CloseSessionTree(id string) error { return b.closeSession(id, true) }
 
 func (b *Bus) closeSession(id string, cascade bool) error {
@@ -478,20 +586,16 @@ func (b *Bus) closeSession(id string, cascade bool) error {
 	if b.closed {
 		return ErrClosed
 	}
-	if _, ok := b.tombs[id]; ok {
-		return nil
-	}
 	n := b.tree.Get(id)
 	if n == nil {
-		return fmt.Errorf("%w: %q", ErrSessionNotFound, id)
+		return nil
 	}
 	if b.backend != nil {
 		// Every node, this one included, closes the session when its feed
 		// ingests the session_closed event.
 		var targets []*session
 		if cascade {
-			n.Value.node.Walk(func(d *scope.Node[*session]) bool { targets = append(targets, d.Value); return true })
-			slices.Reverse(targets)
+			targets = closeOrder(n.Value)
 		} else {
 			targets = []*session{n.Value}
 		}
@@ -514,22 +618,39 @@ func (b *Bus) closeSession(id string, cascade bool) error {
 		}
 		return nil
 	}
-	b.closeLocked(n.Value, cascade, true)
+	if cascade {
+		for _, x := range closeOrder(n.Value) {
+			b.closeLocked(x, true)
+		}
+		return nil
+	}
+	b.closeLocked(n.Value, true)
 	return nil
 }
 
-// closeLocked closes x (and with cascade its subtree, children first). With
-// announce it publishes session_closed; expiry does not.
-func (b *Bus) closeLocked(x *session, cascade, announce bool) {
-	if cascade {
-		var kids []*session
-		x.node.Children(func(c *scope.Node[*session]) bool { kids = append(kids, c.Value); return true })
-		// A deterministic order: siblings close in id order.
-		slices.SortFunc(kids, func(a, b *session) int { return strings.Compare(a.id, b.id) })
-		for _, c := range kids {
-			b.closeLocked(c, true, announce)
-		}
+// closeOrder returns x's subtree in the order CloseSessionTree closes it:
+// every session after all of its descendants, siblings in id order. It is
+// iterative, so a tree of any depth is fine.
+func closeOrder(x *session) []*session {
+	// A pre-order walk with children visited in reverse id order, reversed,
+	// puts children before parents and siblings in id order.
+	var out []*session
+	stack := []*session{x}
+	for len(stack) > 0 {
+		y := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		out = append(out, y)
+		start := len(stack)
+		y.node.Children(func(c *scope.Node[*session]) bool { stack = append(stack, c.Value); return true })
+		slices.SortFunc(stack[start:], func(a, b *session) int { return strings.Compare(a.id, b.id) })
 	}
+	slices.Reverse(out)
+	return out
+}
+
+// closeLocked closes x. With announce it publishes session_closed; expiry
+// does not. x's children move up to x's parent.
+func (b *Bus) closeLocked(x *session, announce bool) {
 	now := b.nowNanos()
 	if announce {
 		r := &record{session: x.id, typ: TypeSessionClosed, nanos: now,
@@ -537,19 +658,21 @@ func (b *Bus) closeLocked(x *session, cascade, announce bool) {
 		b.appendLocked(x, r, true)
 		b.tombs[x.id] = now
 	}
+	p := x.parent()
+	var kids []*session
+	x.node.Children(func(c *scope.Node[*session]) bool { kids = append(kids, c.Value); return true })
 	// Remember what is lost with the ring so a resume that needed it is
 	// told (ring_evicted) instead of silently missing it.
 	if lost := x.lastID; lost > 0 {
-		for a := x.parent(); a != nil; a = a.parent() {
+		for a := p; a != nil; a = a.parent() {
 			a.descLost = max(a.descLost, lost)
 		}
-		if p := x.parent(); p != nil {
+		if p != nil {
 			p.childLost = max(p.childLost, lost)
 		}
-		x.node.Children(func(c *scope.Node[*session]) bool {
-			c.Value.subtreeLost = max(c.Value.subtreeLost, lost)
-			return true
-		})
+		for _, c := range kids {
+			c.subtreeLost = max(c.subtreeLost, lost)
+		}
 		b.allLost = max(b.allLost, lost)
 		if b.lost == nil {
 			b.lost = make(map[string]lostMark)
@@ -568,10 +691,16 @@ func (b *Bus) closeLocked(x *session, cascade, announce bool) {
 			s.end(ErrSessionClosed, false)
 		}
 	}
-	// Children lose their parent: move their subtree subscribers out of
-	// x.childSubtree (they now have no parent to hear).
-	x.childSubtree = nil
+	// The children move up to x's parent, and their subtree subscribers
+	// (kept in x.childSubtree) to the parent's list.
 	b.tree.Remove(x.id, false)
+	for _, c := range kids {
+		if p != nil {
+			_ = b.tree.SetParent(c.id, p.id) // p is an ancestor of c's old place: no cycle
+		}
+		b.reparentLocked(c, x, p)
+	}
+	x.childSubtree = nil
 	x.ring.Clear()
 	x.ring = nil
 	b.stats.Sessions--

@@ -24,14 +24,14 @@ func TestHistoryPrecedesLive(t *testing.T) {
 	}{
 		{"default replays the ring", eventbus.SubscribeOptions{},
 			[]string{"1r", "2r", "3r", "4r", "5r", "6", "7", "8"}},
-		{"cursor 0 replays all and completes", eventbus.SubscribeOptions{HasCursor: true},
+		{"cursor 0 replays all and completes", eventbus.SubscribeOptions{Cursor: eventbus.At(0)},
 			[]string{"1r", "2r", "3r", "4r", "5r", "replay_complete", "6", "7", "8"}},
-		{"cursor 3", eventbus.SubscribeOptions{HasCursor: true, Cursor: 3},
+		{"cursor 3", eventbus.SubscribeOptions{Cursor: eventbus.At(3)},
 			[]string{"4r", "5r", "replay_complete", "6", "7", "8"}},
 		{"NoReplay", eventbus.SubscribeOptions{NoReplay: true},
 			[]string{"6", "7", "8"}},
-		{"NoReplay is ignored with a cursor", eventbus.SubscribeOptions{NoReplay: true, HasCursor: true, Cursor: 4},
-			[]string{"5r", "replay_complete", "6", "7", "8"}},
+		{"NoReplay wins over a cursor (AgentPool's replay=False)", eventbus.SubscribeOptions{NoReplay: true, Cursor: eventbus.At(4)},
+			[]string{"6", "7", "8"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -80,7 +80,7 @@ func TestSubscribeRacingPublish(t *testing.T) {
 			}
 		}()
 		close(start)
-		s, err := b.Subscribe(context.Background(), "s", eventbus.SubscribeOptions{HasCursor: true, Cursor: 50})
+		s, err := b.Subscribe(context.Background(), "s", eventbus.SubscribeOptions{Cursor: eventbus.At(50)})
 		require.NoError(t, err)
 		var got []uint64
 		completes := 0
@@ -121,7 +121,7 @@ func TestConcurrentPublishers(t *testing.T) {
 	b := newBus(t, config.Config{ReplayBufferSize: 1000, MaxQueueSize: 2000})
 	type item struct{ P, I int }
 	var subs []*eventbus.Subscription
-	for _, o := range []eventbus.SubscribeOptions{{}, {NoReplay: true}, {HasCursor: true}} {
+	for _, o := range []eventbus.SubscribeOptions{{}, {NoReplay: true}, {Cursor: eventbus.At(0)}} {
 		subs = append(subs, subscribe(t, b, "s", o))
 	}
 	results := make([][]eventbus.Event, len(subs))
@@ -208,7 +208,7 @@ func TestSessionIsolation(t *testing.T) {
 	got := drain(live)
 	assert.Equal(t, bIDs, ids(got))
 	for _, cursor := range []uint64{0, 1, 2, 20, 30, 33, 39, 40} {
-		s := subscribe(t, b, "B", eventbus.SubscribeOptions{HasCursor: true, Cursor: cursor})
+		s := subscribe(t, b, "B", eventbus.SubscribeOptions{Cursor: eventbus.At(cursor)})
 		var gotIDs []uint64
 		for _, e := range drain(s) {
 			assert.NotEqual(t, "A", e.Session, "cursor %d", cursor)
@@ -337,7 +337,7 @@ func TestSubscribeValidation(t *testing.T) {
 		{"MaxQueued < 0", context.Background(), "s", eventbus.SubscribeOptions{MaxQueued: -1}, eventbus.ErrInvalid},
 		{"MaxQueuedBytes < 0", context.Background(), "s", eventbus.SubscribeOptions{MaxQueuedBytes: -1}, eventbus.ErrInvalid},
 		{"block policy", context.Background(), "s", eventbus.SubscribeOptions{Policy: "block"}, eventbus.ErrInvalid},
-		{"bad epoch", context.Background(), "s", eventbus.SubscribeOptions{Epoch: "a-b"}, eventbus.ErrInvalid},
+		{"bad epoch", context.Background(), "s", eventbus.SubscribeOptions{Cursor: &eventbus.Position{ID: 1, Epoch: "a-b"}}, eventbus.ErrInvalid},
 		{"RequireSession", context.Background(), "nope", eventbus.SubscribeOptions{RequireSession: true}, eventbus.ErrSessionNotFound},
 		{"cancelled context", cancelled, "s", eventbus.SubscribeOptions{}, context.Canceled},
 	}

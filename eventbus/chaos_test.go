@@ -66,8 +66,10 @@ func TestConcurrentChaos(t *testing.T) {
 					return
 				default:
 				}
-				o := eventbus.SubscribeOptions{Scope: scope.Kind(r.IntN(4)), HasCursor: r.IntN(2) == 0,
-					Cursor: uint64(r.IntN(int(b.LastEventID()) + 2)), NoReplay: r.IntN(3) == 0}
+				o := eventbus.SubscribeOptions{Scope: scope.Kind(r.IntN(4)), NoReplay: r.IntN(3) == 0}
+				if r.IntN(2) == 0 {
+					o.Cursor = eventbus.At(uint64(r.IntN(int(b.LastEventID()) + 2)))
+				}
 				if r.IntN(2) == 0 {
 					o.MaxQueued = 1 + r.IntN(8)
 					o.Policy = []eventbus.OverflowPolicy{eventbus.DropSubscriber, eventbus.DropOldest, eventbus.DropNewest}[r.IntN(3)]
@@ -163,7 +165,7 @@ func TestWithLogger(t *testing.T) {
 		defer mu.Unlock()
 		return buf.Write(p)
 	}), nil)
-	b := newBus(t, config.Config{}, eventbus.WithLogger(slog.New(h)))
+	b := newBus(t, config.Config{OverflowPolicy: config.DropSubscriber}, eventbus.WithLogger(slog.New(h)))
 	subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 1, Name: "alice"})
 	publish(t, b, "s", 2)
 	mu.Lock()

@@ -116,7 +116,7 @@ func (s *Subscription) setCoalescing(o SubscribeOptions) error {
 // ones when its local batch is spent, without blocking.
 func (s *Subscription) rawTake() (Event, bool) {
 	for {
-		if ev, ok := s.take(); ok {
+		if ev, ok := s.reinsert(); ok {
 			return ev, true
 		}
 		s.mu.Lock()
@@ -124,7 +124,7 @@ func (s *Subscription) rawTake() (Event, bool) {
 			s.mu.Unlock()
 			return Event{}, false
 		}
-		s.swapLocked()
+		s.drain()
 		s.mu.Unlock()
 	}
 }

@@ -39,9 +39,11 @@
 // Each subscriber has a live queue bounded in frames and bytes; replayed and
 // synthetic frames never count. At 75 % of either limit it gets one
 // slow_client_warning per episode (re-armed when both fall to 37.5 %). When
-// the queue is full the overflow policy decides: drop_subscriber (default)
-// ends it with client_evicted, drop_oldest and drop_newest keep it and
-// announce the loss with state_resync_required{events_dropped}. Droppable
+// the queue is full the overflow policy decides: drop_oldest (AgentPool's
+// default, and ours in process) and drop_newest keep it and announce the
+// loss with state_resync_required{events_dropped}; drop_subscriber (the SSE
+// handler's default, see config.Config.OverflowPolicy for the rule) ends it
+// with client_evicted. Droppable
 // types are dropped for a subscriber at or above the warning level instead.
 //
 // # Coalescing

@@ -35,7 +35,7 @@ func Example_quickStart() {
 	// A client reconnecting with Last-Event-ID: 1, hearing the whole subtree.
 	ctx := context.Background()
 	sub, err := bus.Subscribe(ctx, "run-1", eventbus.SubscribeOptions{
-		Scope: scope.Descendants, HasCursor: true, Cursor: 1,
+		Scope: scope.Descendants, Cursor: eventbus.At(1), // a Position{ID, Epoch}
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -45,8 +45,7 @@ func Example_quickStart() {
 	// The run ends: each session publishes session_closed, and the
 	// subscription of run-1 ends after delivering it.
 	bus.CloseSessionTree("run-1")
-	for {
-		ev, err := sub.Next(ctx) // replayed history, replay_complete, live events
+	for ev, err := range sub.All(ctx) { // replayed history, replay_complete, live events
 		if err != nil {
 			fmt.Println("end:", err) // ErrSessionClosed, ErrEvicted, ErrClosed, ctx.Err()
 			return

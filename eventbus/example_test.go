@@ -54,7 +54,7 @@ func ExampleBus_Subscribe_resume() {
 		b.Publish("s1", "agent_message_chunk", nil)
 	}
 
-	sub, err := b.Subscribe(context.Background(), "s1", eventbus.SubscribeOptions{HasCursor: true, Cursor: 1})
+	sub, err := b.Subscribe(context.Background(), "s1", eventbus.SubscribeOptions{Cursor: eventbus.At(1)})
 	if err != nil {
 		panic(err)
 	}

@@ -49,7 +49,7 @@ func (b *Bus) ExpireIdle() int {
 		}
 	})
 	for _, x := range idle {
-		b.closeLocked(x, false, false)
+		b.closeLocked(x, false)
 		b.stats.Expired++
 		if b.opts.hook != nil || b.opts.logger != nil {
 			b.diagnose(DiagSessionExpired, &Subscription{sess: x}, &record{})

@@ -83,7 +83,7 @@ func TestResumeAfterExpiryIsAnnounced(t *testing.T) {
 				synctest.Wait()
 				require.False(t, b.SessionExists("s"))
 
-				r := subscribe(t, b, "s", eventbus.SubscribeOptions{Scope: kind, HasCursor: true, Cursor: got[2].ID})
+				r := subscribe(t, b, "s", eventbus.SubscribeOptions{Scope: kind, Cursor: eventbus.At(got[2].ID)})
 				evs := drain(r)
 				require.NotEmpty(t, evs)
 				assert.Equal(t, "state_resync_required:ring_evicted", describe(evs)[0],

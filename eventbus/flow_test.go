@@ -16,7 +16,7 @@ import (
 // MaxQueued=2, nobody reading, publish 1, 2, 3.
 func TestEvictionSequence(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, config.Config{OverflowPolicy: config.DropSubscriber})
 	s := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 2})
 	for i := 0; i < 3; i++ {
 		_, err := b.Publish("s", "msg", nil)
@@ -49,7 +49,7 @@ func TestEvictionSequence(t *testing.T) {
 // publisher do not notice; it resumes from the ring.
 func TestStalledSubscriber(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{ReplayBufferSize: 100})
+	b := newBus(t, config.Config{ReplayBufferSize: 100, OverflowPolicy: config.DropSubscriber})
 	a := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 8})
 	fast := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 8})
 	for i := uint64(1); i <= 100; i++ {
@@ -68,7 +68,7 @@ func TestStalledSubscriber(t *testing.T) {
 	ev := find(t, got, eventbus.TypeClientEvicted)
 	assert.Equal(t, uint64(9), decode[eventbus.ClientEvictedData](t, ev).DroppedAfter)
 
-	r := subscribe(t, b, "s", eventbus.SubscribeOptions{HasCursor: true, Cursor: 8})
+	r := subscribe(t, b, "s", eventbus.SubscribeOptions{Cursor: eventbus.At(8)})
 	rest := drain(r)
 	assert.Equal(t, seq(9, 100), ids(rest))
 	assert.Equal(t, eventbus.TypeReplayComplete, rest[len(rest)-1].Type)
@@ -151,7 +151,7 @@ func TestByteLimit(t *testing.T) {
 	t.Parallel()
 	t.Run("overflow evicts with queue_bytes_overflow", func(t *testing.T) {
 		t.Parallel()
-		b := newBus(t, config.Config{})
+		b := newBus(t, config.Config{OverflowPolicy: config.DropSubscriber})
 		s := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 100, MaxQueuedBytes: 400})
 		for i := 0; i < 5; i++ {
 			_, err := b.Publish("s", "msg", payload(100))
@@ -185,7 +185,7 @@ func TestReplayNeverEvicts(t *testing.T) {
 	t.Parallel()
 	b := newBus(t, config.Config{})
 	publish(t, b, "s", 10)
-	s := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 4, HasCursor: true, Cursor: 0})
+	s := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 4, Cursor: eventbus.At(0)})
 	publish(t, b, "s", 1)
 	got := drain(s)
 	assert.Equal(t, []string{"1r", "2r", "3r", "4r", "5r", "6r", "7r", "8r", "9r", "10r", "replay_complete", "11"}, describe(got))
@@ -309,7 +309,7 @@ func TestReplayBudget(t *testing.T) {
 			[]string{"1r", "2r", "3r", "4r", "state_resync_required:replay_budget_exceeded", "replay_complete", "11"},
 			eventbus.ResyncData{Reason: eventbus.ReasonReplayBudgetExceeded, LastDeliveredID: 4, CompleteFromID: 11, SkippedCount: 6},
 			eventbus.ReplayCompleteData{LastReplayedEventID: 4, ReplayedCount: 4}},
-		{"cursor", 400, eventbus.SubscribeOptions{HasCursor: true, Cursor: 5},
+		{"cursor", 400, eventbus.SubscribeOptions{Cursor: eventbus.At(5)},
 			[]string{"6r", "7r", "8r", "9r", "state_resync_required:replay_budget_exceeded", "replay_complete", "11"},
 			eventbus.ResyncData{Reason: eventbus.ReasonReplayBudgetExceeded, LastDeliveredID: 9, CompleteFromID: 11, SkippedCount: 1},
 			eventbus.ReplayCompleteData{LastReplayedEventID: 9, ReplayedCount: 4}},
@@ -353,7 +353,7 @@ func TestReplayBudget(t *testing.T) {
 // and a freed slot admits exactly one more.
 func TestSubscriberCap(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{MaxSubscribers: 5})
+	b := newBus(t, config.Config{MaxSubscribers: 5, OverflowPolicy: config.DropSubscriber})
 	attempt := func(n int) (ok []*eventbus.Subscription, cancels []context.CancelFunc, errs []error) {
 		var mu sync.Mutex
 		var wg sync.WaitGroup
@@ -427,13 +427,13 @@ func TestStatsAndDiagnostics(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var diags []eventbus.Diagnostic
-	b := newBus(t, config.Config{DroppableTypes: []string{"delta"}}, eventbus.WithDiagnostics(func(d eventbus.Diagnostic) {
+	b := newBus(t, config.Config{DroppableTypes: []string{"delta"}, OverflowPolicy: config.DropSubscriber}, eventbus.WithDiagnostics(func(d eventbus.Diagnostic) {
 		mu.Lock()
 		diags = append(diags, d)
 		mu.Unlock()
 	}))
 	publish(t, b, "s", 3) // 1..3
-	replayer := subscribe(t, b, "s", eventbus.SubscribeOptions{HasCursor: true, Cursor: 100, Name: "replayer"})
+	replayer := subscribe(t, b, "s", eventbus.SubscribeOptions{Cursor: eventbus.At(100), Name: "replayer"})
 	slow := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 2, NoReplay: true, Name: "slow"})
 	dropper := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 4, NoReplay: true, Policy: eventbus.DropNewest, Name: "dropper"})
 	for i := 0; i < 3; i++ { // 4, 5, 6

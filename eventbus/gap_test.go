@@ -50,7 +50,7 @@ func TestFeedGapReachesLiveSubscribersInScope(t *testing.T) {
 	assert.Equal(t, eventbus.ResyncData{Reason: eventbus.ReasonFeedGap, LastDeliveredID: 10, CompleteFromID: 13}, decode[eventbus.ResyncData](t, got[0]))
 
 	// A resume from before the gap is told too (ring_evicted).
-	r := subscribe(t, b, "kid", eventbus.SubscribeOptions{HasCursor: true, Cursor: 3})
+	r := subscribe(t, b, "kid", eventbus.SubscribeOptions{Cursor: eventbus.At(3)})
 	assert.Equal(t, "state_resync_required:ring_evicted", describe(readN(t, r, 1))[0])
 }
 

@@ -17,6 +17,10 @@ const (
 	DropSubscriber = config.DropSubscriber
 	DropOldest     = config.DropOldest
 	DropNewest     = config.DropNewest
+	// DefaultStreamOverflowPolicy is what streaming adapters give their
+	// subscribers when the bus's policy was not set: drop_subscriber (see
+	// [config.Config.OverflowPolicy] and [Bus.OverflowPolicySet]).
+	DefaultStreamOverflowPolicy = config.DefaultStreamOverflowPolicy
 )
 
 // SubscribeOptions configure one subscription. The zero value subscribes to
@@ -26,18 +30,19 @@ type SubscribeOptions struct {
 	// Scope selects which sessions' events arrive; zero is scope.Session.
 	Scope scope.Kind
 
-	// HasCursor says Cursor is set. A subscribe with a cursor replays only
-	// events with id > Cursor, emits state_resync_required when events after
-	// the cursor are gone, and always ends its replay with replay_complete.
-	HasCursor bool
-	// Cursor is the client's Last-Event-ID: the last id it received.
-	Cursor uint64
-	// Epoch, when set, is the bus epoch the cursor came from; a different
-	// epoch is an epoch_reset.
-	Epoch string
+	// Cursor, when non-nil, is the client's position: replay only events
+	// with id > Cursor.ID, emit state_resync_required when events after it
+	// are gone (ring_evicted) or when it is from another epoch or at/after
+	// the next id (epoch_reset: the whole history in scope is replayed),
+	// and end the replay with replay_complete even when nothing was
+	// replayed. nil replays the whole history in scope (AgentPool's
+	// last_event_id=None).
+	Cursor *Position
 
-	// NoReplay skips the history (AgentPool's subscribe(replay=False)): only
-	// events published after the subscribe arrive. Ignored when HasCursor.
+	// NoReplay skips the history entirely (AgentPool's
+	// subscribe(replay=False)): only events published after the subscribe
+	// arrive, and no resync or replay_complete frame precedes them. It wins
+	// over Cursor, as AgentPool's replay=False wins over last_event_id.
 	NoReplay bool
 
 	// MaxQueued overrides the live-queue frame limit; 0 uses the bus's
@@ -45,7 +50,10 @@ type SubscribeOptions struct {
 	MaxQueued int
 	// MaxQueuedBytes overrides the live-queue byte limit; 0 uses the bus's.
 	MaxQueuedBytes int64
-	// Policy overrides the overflow policy; "" uses the bus's.
+	// Policy overrides the overflow policy; "" uses the bus's (see
+	// [config.Config.OverflowPolicy] for the default rule: drop_oldest for
+	// in-process subscribers, drop_subscriber for the SSE handler when the
+	// bus's policy was not set explicitly).
 	Policy OverflowPolicy
 	// SlowClientWarning overrides whether slow_client_warning frames are
 	// sent: nil uses the bus's setting.
@@ -77,10 +85,35 @@ type SubscribeOptions struct {
 type Option func(*options)
 
 type options struct {
-	logger *slog.Logger
-	hook   func(Diagnostic)
-	epoch  string
-	now    func() time.Time
+	logger   *slog.Logger
+	hook     func(Diagnostic)
+	epoch    string
+	now      func() time.Time
+	parentOf SessionController
+}
+
+// SessionController tells the bus a session's parent: it returns the
+// parent's id, or "" for a root. It is the seam of AgentPool's
+// EventBus(session_controller=…), whose get_parent the Python bus consults.
+type SessionController func(sessionID string) (parentID string)
+
+// WithSessionController makes the bus ask fn for a session's parent the
+// first time it sees the id without being told one: when [Bus.Publish] or
+// [Bus.Subscribe] creates the session implicitly. (CreateSession names the
+// parent itself and is not asked about.) The answer places the session in
+// the tree from its first event, so descendants and subtree subscribers
+// hear it at once. A parent the bus does not know is created the same way
+// (asking fn for its parent in turn, at most 64 levels up); a parent that
+// is closed, that would close a cycle, or that is not a valid session id
+// is ignored and the session starts as a root (attach it later with
+// CreateSession). AgentPool asks its controller on every routing decision;
+// we ask once per id, since the tree only changes through the bus.
+//
+// fn runs with the bus lock held, on the goroutine of the call that
+// created the session: it must be quick and must not call back into the
+// bus. Default: no controller (implicit sessions are roots).
+func WithSessionController(fn SessionController) Option {
+	return func(o *options) { o.parentOf = fn }
 }
 
 // WithLogger sends log records about slow clients, evictions, drops and
@@ -109,8 +142,15 @@ func WithEpoch(epoch string) Option { return func(o *options) { o.epoch = epoch 
 type PublishOption func(*publishOptions)
 
 type publishOptions struct {
-	origin string
+	origin   string
+	existing bool
 }
+
+// Existing makes Publish refuse, with ErrSessionNotFound, a session the bus
+// does not know instead of creating it (the default, AgentPool's
+// create-on-first-publish). A server that publishes on a client's behalf
+// uses it so that a mistyped session id is an error, not a new session.
+func Existing() PublishOption { return func(o *publishOptions) { o.existing = true } }
 
 // WithOrigin stamps the event with the id of the client that caused it
 // (qwen-code's originatorClientId).

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,6 +66,7 @@ func TestPropertyDelivery(t *testing.T) {
 type propTally struct {
 	Cases, Events, Subscribers, Frames, Replayed, Resumes, RingEvicted, EpochResets, Budget int
 	Warnings, Drops, Evictions, SessionsClosed, Cancels, SessionClosedEnds                  int
+	Reopened, AttachedLate, MovedUp                                                         int
 }
 
 var sessionNames = []string{"a", "b", "c", "d", "e", "f"}
@@ -89,11 +91,13 @@ type mSession struct {
 }
 
 // closedRec is what the model remembers of a closed session: its place in
-// the tree at the moment it closed and the id of its session_closed.
+// the tree at the moment it closed (by identity: a reopened id is another
+// session) and the id of its session_closed. ancestors grows when a root
+// above it is attached late.
 type closedRec struct {
-	ancestors []string
-	parent    string
-	children  []string
+	ancestors []*mSession
+	parent    *mSession
+	children  []*mSession
 	lost      uint64
 }
 
@@ -107,7 +111,8 @@ type harness struct {
 	events   map[uint64]mEvent
 	sessions map[string]*mSession
 	tombs    map[string]bool
-	closed   []closedRec
+	lostByID map[string]uint64 // the session_closed id of each closed id, seeds a reopened ring
+	closed   []*closedRec
 	allLost  uint64
 	subs     []*mSub
 	tally    *propTally
@@ -122,6 +127,7 @@ func newHarness(t *rapid.T) *harness {
 		events:   map[uint64]mEvent{},
 		sessions: map[string]*mSession{},
 		tombs:    map[string]bool{},
+		lostByID: map[string]uint64{},
 	}
 	b, err := eventbus.New(config.Config{
 		ReplayBufferSize:  h.n,
@@ -140,11 +146,12 @@ func (h *harness) fatalf(format string, args ...any) {
 	h.t.Fatalf(format, args...)
 }
 
-// newSession adds a session to the model. Within a case no id is ever
-// re-created (closed ids stay closed, nothing expires), so a new ring starts
-// with nothing evicted: a brand-new session must never announce a loss.
+// newSession adds a session to the model. Nothing expires within a case, so
+// a brand-new id starts with nothing evicted and must never announce a loss;
+// a reopened id (CreateSession on a closed one) starts with everything up to
+// its session_closed counted as evicted.
 func (h *harness) newSession(id string, parent *mSession) *mSession {
-	x := &mSession{id: id, parent: parent}
+	x := &mSession{id: id, parent: parent, evicted: h.lostByID[id]}
 	if parent != nil {
 		parent.children = append(parent.children, x)
 	}
@@ -171,10 +178,10 @@ func (x *mSession) isAncestorOf(y *mSession) bool {
 	return false
 }
 
-func (x *mSession) ancestors() []string {
-	var out []string
+func (x *mSession) ancestors() []*mSession {
+	var out []*mSession
 	for a := x.parent; a != nil; a = a.parent {
-		out = append(out, a.id)
+		out = append(out, a)
 	}
 	return out
 }
@@ -260,24 +267,32 @@ func (h *harness) create(t *rapid.T) {
 }
 
 // modelCreate applies CreateSession to the model and returns the sentinel
-// error the bus must return, nil for success.
+// error the bus must return, nil for success: a closed id is reopened, a
+// root is attached to a parent whether or not it published.
 func (h *harness) modelCreate(id, parent string) error {
-	if h.tombs[id] || (parent != "" && h.tombs[parent]) {
+	if parent != "" && h.tombs[parent] {
 		return eventbus.ErrSessionClosed
 	}
 	p := h.sessions[parent]
 	x := h.sessions[id]
 	if x == nil {
+		if parent == id {
+			return scope.ErrCycle
+		}
 		if parent != "" && p == nil {
 			return scope.ErrUnknownParent
 		}
+		if h.tombs[id] {
+			h.tally.Reopened++
+		}
+		delete(h.tombs, id)
 		h.newSession(id, p)
 		return nil
 	}
 	if x.parent == p && (p != nil || parent == "") {
 		return nil
 	}
-	if x.parent != nil || x.published {
+	if x.parent != nil {
 		return eventbus.ErrInvalid
 	}
 	if p == nil {
@@ -288,6 +303,16 @@ func (h *harness) modelCreate(id, parent string) error {
 	}
 	x.parent = p
 	p.children = append(p.children, x)
+	if x.published {
+		h.tally.AttachedLate++
+	}
+	// What x's subtree lost is now lost to its new ancestors' descendants
+	// scope too.
+	for _, c := range h.closed {
+		if slices.Contains(c.ancestors, x) {
+			c.ancestors = append(c.ancestors, x.ancestors()...)
+		}
+	}
 	return nil
 }
 
@@ -299,14 +324,14 @@ func (h *harness) subscribe(t *rapid.T) {
 	m := &mSub{h: h, session: id}
 	m.kind = rapid.SampledFrom([]scope.Kind{scope.Session, scope.Descendants, scope.Subtree, scope.All}).Draw(t, "scope")
 	o := eventbus.SubscribeOptions{Scope: m.kind, Name: fmt.Sprint(len(h.subs))}
-	o.HasCursor = rapid.Bool().Draw(t, "hasCursor")
-	if o.HasCursor {
-		o.Cursor = uint64(rapid.IntRange(0, int(h.nextID)+1).Draw(t, "cursor"))
+	if rapid.Bool().Draw(t, "hasCursor") {
+		c := &eventbus.Position{ID: uint64(rapid.IntRange(0, int(h.nextID)+1).Draw(t, "cursor"))}
 		if len(h.subs) > 0 && rapid.Bool().Draw(t, "resume") {
 			// A real resume: where an earlier subscriber got to.
-			o.Cursor = h.subs[rapid.IntRange(0, len(h.subs)-1).Draw(t, "from")].last
+			c.ID = h.subs[rapid.IntRange(0, len(h.subs)-1).Draw(t, "from")].last
 		}
-		o.Epoch = rapid.SampledFrom([]string{"", "", "e1", "e0"}).Draw(t, "epoch")
+		c.Epoch = rapid.SampledFrom([]string{"", "", "e1", "e0"}).Draw(t, "epoch")
+		o.Cursor = c
 	}
 	o.NoReplay = rapid.Bool().Draw(t, "noReplay")
 	m.policy, m.warnOn = eventbus.DropSubscriber, true
@@ -339,7 +364,7 @@ func (h *harness) subscribe(t *rapid.T) {
 	}
 	m.head, m.last = h.expectHead(x, o)
 	h.tally.Subscribers++
-	if o.HasCursor {
+	if o.Cursor != nil && !o.NoReplay {
 		h.tally.Resumes++
 	}
 	m.registered = true
@@ -349,17 +374,17 @@ func (h *harness) subscribe(t *rapid.T) {
 // expectHead returns the frames the model expects before the first live
 // event, and the last id the subscriber has after them.
 func (h *harness) expectHead(x *mSession, o eventbus.SubscribeOptions) ([]want, uint64) {
-	if !o.HasCursor && o.NoReplay {
-		return nil, 0
+	if o.NoReplay {
+		return nil, 0 // NoReplay wins over a cursor, as AgentPool's replay=False
 	}
 	var head []want
 	cursor, reset := uint64(0), false
-	if o.HasCursor {
-		cursor = o.Cursor
-		if (o.Epoch != "" && o.Epoch != "e1") || cursor >= h.nextID {
+	if o.Cursor != nil {
+		cursor = o.Cursor.ID
+		if (o.Cursor.Epoch != "" && o.Cursor.Epoch != "e1") || cursor >= h.nextID {
 			reset = true
 			head = append(head, want{frame: eventbus.TypeStateResyncRequired, resync: &eventbus.ResyncData{
-				Reason: eventbus.ReasonEpochReset, LastDeliveredID: o.Cursor, Epoch: "e1"}})
+				Reason: eventbus.ReasonEpochReset, LastDeliveredID: o.Cursor.ID, Epoch: "e1"}})
 			cursor = 0
 		}
 	}
@@ -381,9 +406,9 @@ func (h *harness) expectHead(x *mSession, o eventbus.SubscribeOptions) ([]want, 
 		var relevant bool
 		switch o.Scope {
 		case scope.Descendants:
-			relevant = slices.Contains(c.ancestors, x.id)
+			relevant = slices.Contains(c.ancestors, x)
 		case scope.Subtree:
-			relevant = slices.Contains(c.children, x.id) || (x.parent != nil && c.parent == x.parent.id)
+			relevant = slices.Contains(c.children, x) || (x.parent != nil && c.parent == x.parent)
 		case scope.All:
 			relevant = true
 		}
@@ -391,7 +416,7 @@ func (h *harness) expectHead(x *mSession, o eventbus.SubscribeOptions) ([]want, 
 			evicted = max(evicted, c.lost)
 		}
 	}
-	if o.HasCursor && !reset && evicted > cursor {
+	if o.Cursor != nil && !reset && evicted > cursor {
 		// The first held id after the newest loss: nothing after it is
 		// missing (a quiet ring may hold older ids than a busy one lost).
 		earliest := h.nextID
@@ -421,7 +446,7 @@ func (h *harness) expectHead(x *mSession, o eventbus.SubscribeOptions) ([]want, 
 			Reason: eventbus.ReasonReplayBudgetExceeded, LastDeliveredID: last,
 			CompleteFromID: h.nextID, SkippedCount: len(snap) - n}}) // the first live id
 	}
-	if o.HasCursor || n < len(snap) {
+	if o.Cursor != nil || n < len(snap) {
 		head = append(head, want{frame: eventbus.TypeReplayComplete,
 			complete: &eventbus.ReplayCompleteData{LastReplayedEventID: last, ReplayedCount: n}})
 	}
@@ -483,13 +508,9 @@ func (h *harness) clear(t *rapid.T) {
 	err := h.bus.ClearReplayBuffer(id)
 	x := h.sessions[id]
 	switch {
-	case h.tombs[id]:
-		if !errors.Is(err, eventbus.ErrSessionClosed) {
-			h.fatalf("clear closed %s: %v", id, err)
-		}
-	case x == nil:
-		if !errors.Is(err, eventbus.ErrSessionNotFound) {
-			h.fatalf("clear unknown %s: %v", id, err)
+	case x == nil: // closed or unknown: a no-op, as AgentPool's
+		if err != nil {
+			h.fatalf("clear closed or unknown %s: %v", id, err)
 		}
 	default:
 		if err != nil {
@@ -504,34 +525,63 @@ func (h *harness) clear(t *rapid.T) {
 
 func (h *harness) closeSession(t *rapid.T) {
 	if rapid.IntRange(0, 3).Draw(t, "skipClose") != 0 {
-		return // a closed name stays closed for the case: keep them rarer
+		return // closing ends subscribers: keep it rarer
 	}
 	id := rapid.SampledFrom(sessionNames).Draw(t, "session")
-	err := h.bus.CloseSession(id)
+	tree := rapid.IntRange(0, 2).Draw(t, "tree") == 0
+	var err error
+	if tree {
+		err = h.bus.CloseSessionTree(id)
+	} else {
+		err = h.bus.CloseSession(id)
+	}
 	x := h.sessions[id]
 	switch {
-	case h.tombs[id]:
+	case x == nil: // closed or unknown: a no-op, as AgentPool's
 		if err != nil {
-			h.fatalf("closing closed %s again: %v", id, err)
-		}
-		return
-	case x == nil:
-		if !errors.Is(err, eventbus.ErrSessionNotFound) {
-			h.fatalf("closing unknown %s: %v", id, err)
+			h.fatalf("closing closed or unknown %s: %v", id, err)
 		}
 		return
 	case err != nil:
 		h.fatalf("closing %s: %v", id, err)
 	}
+	if !tree {
+		h.closeOne(x)
+		return
+	}
+	// Every session below x, however deep, children before their parent,
+	// siblings in id order.
+	var order []*mSession
+	var visit func(y *mSession)
+	visit = func(y *mSession) {
+		kids := slices.Clone(y.children)
+		slices.SortFunc(kids, func(a, b *mSession) int { return strings.Compare(a.id, b.id) })
+		for _, c := range kids {
+			visit(c)
+		}
+		order = append(order, y)
+	}
+	visit(x)
+	for _, y := range order {
+		h.closeOne(y)
+	}
+}
+
+// closeOne applies CloseSession(x.id) to the model.
+func (h *harness) closeOne(x *mSession) {
+	id := x.id
 	ev := h.append(x, eventbus.TypeSessionClosed, len(`{"session":"a","reason":"closed"}`))
 	h.tally.SessionsClosed++
-	rec := closedRec{ancestors: x.ancestors(), lost: ev.id}
-	if x.parent != nil {
-		rec.parent = x.parent.id
+	rec := &closedRec{ancestors: x.ancestors(), parent: x.parent, children: slices.Clone(x.children), lost: ev.id}
+	// The children move up to x's parent: the tree stays connected.
+	if x.parent != nil && len(x.children) > 0 {
+		h.tally.MovedUp++
 	}
 	for _, c := range x.children {
-		rec.children = append(rec.children, c.id)
-		c.parent = nil
+		c.parent = x.parent
+		if x.parent != nil {
+			x.parent.children = append(x.parent.children, c)
+		}
 	}
 	h.closed = append(h.closed, rec)
 	h.allLost = max(h.allLost, ev.id)
@@ -540,6 +590,7 @@ func (h *harness) closeSession(t *rapid.T) {
 	}
 	delete(h.sessions, id)
 	h.tombs[id] = true
+	h.lostByID[id] = ev.id
 	for _, m := range h.subs {
 		if m.session == id && m.registered {
 			m.registered, m.sessionClosed = false, true

@@ -24,52 +24,52 @@ func TestResume(t *testing.T) {
 	}{
 		{
 			name:     "cursor inside the ring",
-			opts:     eventbus.SubscribeOptions{HasCursor: true, Cursor: 7},
+			opts:     eventbus.SubscribeOptions{Cursor: eventbus.At(7)},
 			want:     append(append([]string{}, ring...), "replay_complete"),
 			complete: &eventbus.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 5},
 		},
 		{
 			name:     "cursor before the ring",
-			opts:     eventbus.SubscribeOptions{HasCursor: true, Cursor: 3},
+			opts:     eventbus.SubscribeOptions{Cursor: eventbus.At(3)},
 			want:     append(append([]string{"state_resync_required:ring_evicted"}, ring...), "replay_complete"),
 			resync:   &eventbus.ResyncData{Reason: eventbus.ReasonRingEvicted, LastDeliveredID: 3, CompleteFromID: 8},
 			complete: &eventbus.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 5},
 		},
 		{
 			name:     "cursor 0 with an evicted ring",
-			opts:     eventbus.SubscribeOptions{HasCursor: true, Cursor: 0},
+			opts:     eventbus.SubscribeOptions{Cursor: eventbus.At(0)},
 			want:     append(append([]string{"state_resync_required:ring_evicted"}, ring...), "replay_complete"),
 			resync:   &eventbus.ResyncData{Reason: eventbus.ReasonRingEvicted, LastDeliveredID: 0, CompleteFromID: 8},
 			complete: &eventbus.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 5},
 		},
 		{
 			name:     "cursor at the newest id",
-			opts:     eventbus.SubscribeOptions{HasCursor: true, Cursor: 12},
+			opts:     eventbus.SubscribeOptions{Cursor: eventbus.At(12)},
 			want:     []string{"replay_complete"},
 			complete: &eventbus.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 0},
 		},
 		{
 			name:     "cursor in the middle",
-			opts:     eventbus.SubscribeOptions{HasCursor: true, Cursor: 10, Epoch: "e1"},
+			opts:     eventbus.SubscribeOptions{Cursor: &eventbus.Position{ID: 10, Epoch: "e1"}},
 			want:     []string{"11r", "12r", "replay_complete"},
 			complete: &eventbus.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 2},
 		},
 		{
 			name:     "cursor at the next id",
-			opts:     eventbus.SubscribeOptions{HasCursor: true, Cursor: 13},
+			opts:     eventbus.SubscribeOptions{Cursor: eventbus.At(13)},
 			want:     append(append([]string{"state_resync_required:epoch_reset"}, ring...), "replay_complete"),
 			resync:   &eventbus.ResyncData{Reason: eventbus.ReasonEpochReset, LastDeliveredID: 13, Epoch: "e1"},
 			complete: &eventbus.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 5},
 		},
 		{
 			name:   "cursor far ahead",
-			opts:   eventbus.SubscribeOptions{HasCursor: true, Cursor: 1 << 40},
+			opts:   eventbus.SubscribeOptions{Cursor: eventbus.At(1 << 40)},
 			want:   append(append([]string{"state_resync_required:epoch_reset"}, ring...), "replay_complete"),
 			resync: &eventbus.ResyncData{Reason: eventbus.ReasonEpochReset, LastDeliveredID: 1 << 40, Epoch: "e1"},
 		},
 		{
 			name:     "wrong epoch",
-			opts:     eventbus.SubscribeOptions{HasCursor: true, Cursor: 10, Epoch: "e0"},
+			opts:     eventbus.SubscribeOptions{Cursor: &eventbus.Position{ID: 10, Epoch: "e0"}},
 			want:     append(append([]string{"state_resync_required:epoch_reset"}, ring...), "replay_complete"),
 			resync:   &eventbus.ResyncData{Reason: eventbus.ReasonEpochReset, LastDeliveredID: 10, Epoch: "e1"},
 			complete: &eventbus.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 5},
@@ -118,14 +118,15 @@ func TestResumeAfterClearReplayBuffer(t *testing.T) {
 	b := newBus(t, config.Config{})
 	publish(t, b, "s", 4)
 	require.NoError(t, b.ClearReplayBuffer("s"))
-	require.ErrorIs(t, b.ClearReplayBuffer("nope"), eventbus.ErrSessionNotFound)
-	s := subscribe(t, b, "s", eventbus.SubscribeOptions{HasCursor: true, Cursor: 2})
+	require.NoError(t, b.ClearReplayBuffer("nope"), "a no-op on an unknown id, as AgentPool's clear_replay_buffer")
+	assert.False(t, b.SessionExists("nope"), "and it creates nothing")
+	s := subscribe(t, b, "s", eventbus.SubscribeOptions{Cursor: eventbus.At(2)})
 	got := drain(s)
 	require.Equal(t, []string{"state_resync_required:ring_evicted", "replay_complete"}, describe(got))
 	assert.Equal(t, eventbus.ResyncData{Reason: eventbus.ReasonRingEvicted, LastDeliveredID: 2, CompleteFromID: 5},
 		decode[eventbus.ResyncData](t, got[0]))
 	// A client that had everything is not told anything.
-	s2 := subscribe(t, b, "s", eventbus.SubscribeOptions{HasCursor: true, Cursor: 4})
+	s2 := subscribe(t, b, "s", eventbus.SubscribeOptions{Cursor: eventbus.At(4)})
 	assert.Equal(t, []string{"replay_complete"}, describe(drain(s2)))
 }
 
@@ -140,7 +141,7 @@ func TestResumeContinues(t *testing.T) {
 	s.Close()
 	last := got[len(got)-1].ID
 	publish(t, b, "s", 10)
-	r := subscribe(t, b, "s", eventbus.SubscribeOptions{HasCursor: true, Cursor: last})
+	r := subscribe(t, b, "s", eventbus.SubscribeOptions{Cursor: eventbus.At(last)})
 	publish(t, b, "s", 3)
 	all := append(ids(got), ids(drain(r))...)
 	assert.Equal(t, seq(1, 23), all)
@@ -183,7 +184,7 @@ func TestResumeAcrossClosedSessions(t *testing.T) {
 			require.NoError(t, b.CloseSession(tt.close))
 			closedID := b.LastEventID()
 
-			s := subscribe(t, b, tt.on, eventbus.SubscribeOptions{Scope: tt.kind, HasCursor: true, Cursor: cursor})
+			s := subscribe(t, b, tt.on, eventbus.SubscribeOptions{Scope: tt.kind, Cursor: eventbus.At(cursor)})
 			got := drain(s)
 			if !tt.evicted {
 				assert.Equal(t, []string{"replay_complete"}, describe(got))
@@ -193,7 +194,7 @@ func TestResumeAcrossClosedSessions(t *testing.T) {
 			assert.Equal(t, eventbus.ResyncData{Reason: eventbus.ReasonRingEvicted, LastDeliveredID: cursor,
 				CompleteFromID: closedID + 1}, decode[eventbus.ResyncData](t, got[0]))
 			// A client that saw session_closed lost nothing.
-			s2 := subscribe(t, b, tt.on, eventbus.SubscribeOptions{Scope: tt.kind, HasCursor: true, Cursor: closedID})
+			s2 := subscribe(t, b, tt.on, eventbus.SubscribeOptions{Scope: tt.kind, Cursor: eventbus.At(closedID)})
 			assert.Equal(t, []string{"replay_complete"}, describe(drain(s2)))
 		})
 	}
@@ -213,7 +214,7 @@ func TestNewSessionAnnouncesNothing(t *testing.T) {
 	require.NoError(t, b.CreateSession("new", "P"))
 	publish(t, b, "new", 2)
 
-	s := subscribe(t, b, "P", eventbus.SubscribeOptions{Scope: scope.Descendants, HasCursor: true, Cursor: cursor})
+	s := subscribe(t, b, "P", eventbus.SubscribeOptions{Scope: scope.Descendants, Cursor: eventbus.At(cursor)})
 	assert.Equal(t, []string{"5r", "6r", "replay_complete"}, describe(drain(s)))
 }
 
@@ -226,7 +227,7 @@ func TestRingEvictedAcrossRings(t *testing.T) {
 	require.NoError(t, b.CreateSession("c", "r"))
 	publish(t, b, "c", 2) // 1, 2: c's ring keeps them
 	publish(t, b, "r", 8) // 3…10: r's ring keeps 8, 9, 10
-	s := subscribe(t, b, "r", eventbus.SubscribeOptions{Scope: scope.Descendants, HasCursor: true, Cursor: 0})
+	s := subscribe(t, b, "r", eventbus.SubscribeOptions{Scope: scope.Descendants, Cursor: eventbus.At(0)})
 	got := drain(s)
 	require.Equal(t, []string{"state_resync_required:ring_evicted", "1r", "2r", "8r", "9r", "10r", "replay_complete"}, describe(got))
 	assert.Equal(t, eventbus.ResyncData{Reason: eventbus.ReasonRingEvicted, LastDeliveredID: 0, CompleteFromID: 8},

@@ -24,7 +24,7 @@ func TestResyncSaysWhereTheGapEnds(t *testing.T) {
 	require.NoError(t, b.CreateSession("c", "r"))
 	publish(t, b, "c", 2) // 1, 2
 	publish(t, b, "r", 8) // 3…10: r keeps 8, 9, 10
-	s := subscribe(t, b, "r", eventbus.SubscribeOptions{Scope: scope.Descendants, HasCursor: true, Cursor: 0})
+	s := subscribe(t, b, "r", eventbus.SubscribeOptions{Scope: scope.Descendants, Cursor: eventbus.At(0)})
 	got := drain(s)
 	require.NotEmpty(t, got)
 	assert.JSONEq(t, `{"reason":"ring_evicted","lastDeliveredId":0,"completeFromId":8}`, string(got[0].Data))

@@ -47,7 +47,7 @@ func TestScopes(t *testing.T) {
 					wantReplay = append(wantReplay, ev.ID)
 				}
 			}
-			s := subscribe(t, b, "X", eventbus.SubscribeOptions{Scope: tt.kind, HasCursor: true})
+			s := subscribe(t, b, "X", eventbus.SubscribeOptions{Scope: tt.kind, Cursor: eventbus.At(0)})
 			assert.Equal(t, tt.kind, s.Scope())
 			assert.Equal(t, "X", s.Session())
 			for _, e := range [][2]string{{"L", "X"}, {"LG", "C"}, {"S2", "P"}, {"N2", "S"}} {
@@ -98,9 +98,9 @@ func TestDescendantsResume(t *testing.T) {
 	}
 	pub(3)
 	var got []uint64
-	cursor, has := uint64(0), false
+	var cursor *eventbus.Position
 	for round := 0; round < 5; round++ {
-		s := subscribe(t, b, "X", eventbus.SubscribeOptions{Scope: scope.Descendants, HasCursor: has, Cursor: cursor})
+		s := subscribe(t, b, "X", eventbus.SubscribeOptions{Scope: scope.Descendants, Cursor: cursor})
 		pub(2)
 		evs := drain(s)
 		assert.Equal(t, 0, count(evs, eventbus.TypeStateResyncRequired), "round %d: %v", round, describe(evs))
@@ -108,11 +108,11 @@ func TestDescendantsResume(t *testing.T) {
 		part := ids(evs)
 		part = part[:len(part)-round]
 		got = append(got, part...)
-		cursor, has = part[len(part)-1], true
+		cursor = eventbus.At(part[len(part)-1])
 		s.Close()
 		pub(1)
 	}
-	s := subscribe(t, b, "X", eventbus.SubscribeOptions{Scope: scope.Descendants, HasCursor: true, Cursor: cursor})
+	s := subscribe(t, b, "X", eventbus.SubscribeOptions{Scope: scope.Descendants, Cursor: cursor})
 	got = append(got, ids(drain(s))...)
 	assert.Equal(t, want, got)
 }
@@ -135,11 +135,11 @@ func TestCreateSession(t *testing.T) {
 			must(b.CreateSession("b", "a"))
 			must(b.CreateSession("c", "b"))
 		}, id: "a", parent: "c", want: scope.ErrCycle},
-		{name: "parent after publish", setup: func(b *eventbus.Bus) {
+		{name: "parent after publish (attach late)", setup: func(b *eventbus.Bus) {
 			must(b.CreateSession("p", ""))
 			_, err := b.Publish("a", "msg", nil)
 			must(err)
-		}, id: "a", parent: "p", want: eventbus.ErrInvalid, wantErrSubstr: "already published"},
+		}, id: "a", parent: "p"},
 		{name: "parent before publish", setup: func(b *eventbus.Bus) {
 			must(b.CreateSession("p", ""))
 			must(b.CreateSession("a", ""))
@@ -153,10 +153,16 @@ func TestCreateSession(t *testing.T) {
 			must(b.CreateSession("q", ""))
 			must(b.CreateSession("a", "p"))
 		}, id: "a", parent: "q", want: eventbus.ErrInvalid},
-		{name: "closed id", setup: func(b *eventbus.Bus) {
+		{name: "closed id reopens", setup: func(b *eventbus.Bus) {
 			must(b.CreateSession("a", ""))
 			must(b.CloseSession("a"))
-		}, id: "a", want: eventbus.ErrSessionClosed},
+		}, id: "a"},
+		{name: "closed id reopens under a parent", setup: func(b *eventbus.Bus) {
+			must(b.CreateSession("p", ""))
+			must(b.CreateSession("a", ""))
+			must(b.CloseSession("a"))
+		}, id: "a", parent: "p"},
+		{name: "unknown id under itself", id: "a", parent: "a", want: scope.ErrCycle},
 		{name: "closed parent", setup: func(b *eventbus.Bus) {
 			must(b.CreateSession("p", ""))
 			must(b.CloseSession("p"))
@@ -228,14 +234,17 @@ func TestCreateSessionReparentsSubscribers(t *testing.T) {
 	assert.Equal(t, []uint64{p.ID, s.ID, c.ID}, ids(drain(desc)))
 }
 
-// Closing a middle session makes its children roots: an ancestor's
-// descendants subscriber no longer hears them, and its subtree subscribers
-// no longer have a parent or siblings.
-func TestCloseDetachesChildren(t *testing.T) {
+// Closing a middle session moves its children up to its parent: an
+// ancestor's descendants subscriber keeps hearing them, and a child's
+// subtree subscriber now has the grandparent as parent and its former
+// uncles as siblings (AgentPool keeps the closed link, so its descendants
+// subscriber keeps hearing them too).
+func TestCloseMovesChildrenUp(t *testing.T) {
 	t.Parallel()
 	b := newBus(t, config.Config{})
 	require.NoError(t, b.CreateSession("X", ""))
 	require.NoError(t, b.CreateSession("C", "X"))
+	require.NoError(t, b.CreateSession("U", "X"))
 	require.NoError(t, b.CreateSession("G", "C"))
 	require.NoError(t, b.CreateSession("G2", "C"))
 	desc := subscribe(t, b, "X", eventbus.SubscribeOptions{Scope: scope.Descendants})
@@ -243,9 +252,11 @@ func TestCloseDetachesChildren(t *testing.T) {
 	require.NoError(t, b.CloseSession("C"))
 	closed := b.LastEventID()
 	g, _ := b.Publish("G", "msg", nil)
-	_, _ = b.Publish("G2", "msg", nil)
+	g2, _ := b.Publish("G2", "msg", nil)
+	u, _ := b.Publish("U", "msg", nil)
 	x, _ := b.Publish("X", "msg", nil)
-	assert.Equal(t, []uint64{closed, x.ID}, ids(drain(desc)))
-	assert.Equal(t, []uint64{closed, g.ID}, ids(drain(sub)))
-	assert.Equal(t, "", parentOf(b, "G"))
+	assert.Equal(t, []uint64{closed, g.ID, g2.ID, u.ID, x.ID}, ids(drain(desc)))
+	assert.Equal(t, []uint64{closed, g.ID, g2.ID, u.ID, x.ID}, ids(drain(sub)))
+	assert.Equal(t, "X", parentOf(b, "G"))
+	assert.Equal(t, "X", parentOf(b, "G2"))
 }

@@ -9,37 +9,44 @@ import (
 )
 
 // Subscribe registers a subscriber on session sessionID and returns its
-// [Subscription]. It follows AgentPool's four steps, made race-free for real
-// threads (docs/guarantees.md, "history before live"):
+// [Subscription]. It follows AgentPool's subscribe protocol — register,
+// snapshot, drain, reinsert — made race-free for real threads; the four
+// steps are the four functions of this file, [Bus.register],
+// [Bus.snapshot], [Subscription.drain] and [Subscription.reinsert], in that
+// order:
 //
 //  1. register the subscriber under the lock that Publish holds;
 //  2. snapshot, under that same lock, the replay-buffer entries in scope
 //     with id > cursor (merged by id across sessions for multi-session
 //     scopes), so nothing falls between register and snapshot and nothing is
 //     in both;
-//  3. drain: live events published from then on wait in the live queue;
-//  4. reinsert: the subscriber reads the snapshot first (Replay=true), then
+//  3. drain: live events published from then on wait in the live queue and
+//     reach the consumer in one batch per wake-up;
+//  4. reinsert: the consumer reads the snapshot first (Replay=true), then
 //     replay_complete (with a cursor, or when the replay byte budget cut the
-//     replay short), then the live events, skipping any id ≤ the last
-//     replayed one as a guard.
+//     replay short), then the drained live events, skipping any id ≤ the
+//     last one handed out as a guard.
 //
-// With a cursor (o.HasCursor), a state_resync_required frame precedes the
+// With a cursor (o.Cursor), a state_resync_required frame precedes the
 // replay when the cursor is from another epoch or at/after the next id
 // (epoch_reset: the whole buffer is replayed) or when a session in scope
 // already dropped events after the cursor (ring_evicted). The replay stops
 // at the replay byte budget (replay_budget_exceeded). Replayed and synthetic
 // frames never count against the live queue limits (qwen-code's forced
-// entries).
+// entries). o.NoReplay skips steps 2 and 4's history entirely, cursor or
+// not (AgentPool's replay=False).
 //
-// The session is created as a root when it does not exist, unless
-// o.RequireSession is set. The subscription ends when ctx is done (Err is
-// ctx's error); Subscribe itself does not block, except on a bus over a
-// backend whose feed is behind the cursor (see [Syncer]).
+// The session is created when it does not exist, unless o.RequireSession is
+// set: as a root, or under the parent the [SessionController] names. The
+// subscription ends when ctx is done (Err is ctx's error); Subscribe itself
+// does not block, except on a bus over a backend whose feed is behind the
+// cursor (see [Syncer]).
 //
 // Errors: ErrInvalid naming a bad option value; ErrSessionNotFound;
-// ErrSessionClosed; a *SubscriberLimitError (errors.Is ErrSubscriberLimit)
-// when the session has MaxSubscribers subscribers; ErrClosed after Close;
-// ctx's error when ctx is already done.
+// ErrSessionClosed for a closed session that was not reopened; a
+// *SubscriberLimitError (errors.Is ErrSubscriberLimit) when the session has
+// MaxSubscribers subscribers; ErrClosed after Close; ctx's error when ctx is
+// already done.
 func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOptions) (*Subscription, error) {
 	if err := checkName("session id", sessionID); err != nil {
 		return nil, err
@@ -77,16 +84,20 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 	if err := s.setCoalescing(o); err != nil {
 		return nil, err
 	}
-	if o.Epoch != "" {
-		if err := checkEpoch(o.Epoch); err != nil {
+	cursor := o.Cursor
+	if o.NoReplay {
+		cursor = nil // AgentPool's replay=False wins over last_event_id
+	}
+	if cursor != nil && cursor.Epoch != "" {
+		if err := checkEpoch(cursor.Epoch); err != nil {
 			return nil, err
 		}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if o.HasCursor && (o.Epoch == "" || o.Epoch == b.epoch) {
-		b.awaitFeed(ctx, o.Cursor) // backend buses only, see Syncer
+	if cursor != nil && (cursor.Epoch == "" || cursor.Epoch == b.epoch) {
+		b.awaitFeed(ctx, cursor.ID) // backend buses only, see Syncer
 	}
 
 	b.mu.Lock()
@@ -101,38 +112,55 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 	if x.nsubs >= b.cfg.MaxSubscribers {
 		return nil, &SubscriberLimitError{Session: x.id, Limit: b.cfg.MaxSubscribers}
 	}
-	b.nextSub++
-	s.id, s.sess = b.nextSub, x
-
-	// 1. register, under the publish lock.
-	s.stopCtx = context.AfterFunc(ctx, func() { b.cancel(s, context.Cause(ctx)) })
-	s.ctx, s.ctxDone = ctx, ctx.Done()
-	b.registerLocked(s)
-	x.touch(b.nowNanos())
-
-	// 2. snapshot, under the same lock; 4. reinsert: the snapshot goes to
-	// the head of the queue, ahead of any live event (3. drain) that a
-	// publish appends once the lock is released.
-	if o.HasCursor || !o.NoReplay {
-		b.snapshotLocked(s, o)
+	b.register(ctx, s, x)
+	if !o.NoReplay {
+		b.snapshot(s, cursor)
 	}
 	return s, nil
 }
 
-// snapshotLocked queues the resync frame, the replayed history and
-// replay_complete for s. b.mu must be held; s is not visible to any reader
-// yet.
-func (b *Bus) snapshotLocked(s *Subscription, o SubscribeOptions) {
+// register is step 1: it makes s a subscriber of x under the bus lock that
+// every Publish holds (b.mu must be held).
+//
+// The race it closes: AgentPool's asyncio subscribe could register after a
+// publish had picked its targets and before the publish appended to the
+// replay buffer, so an event could miss both the live queue and the replay.
+// Here the publisher appends to the ring and offers to the registered
+// subscribers in one critical section with register, so an event is either
+// published before register (it is in the ring, for the snapshot) or after
+// (it is queued for s) — never neither.
+func (b *Bus) register(ctx context.Context, s *Subscription, x *session) {
+	b.nextSub++
+	s.id, s.sess = b.nextSub, x
+	s.stopCtx = context.AfterFunc(ctx, func() { b.cancel(s, context.Cause(ctx)) })
+	s.ctx, s.ctxDone = ctx, ctx.Done()
+	b.registerLocked(s)
+	x.touch(b.nowNanos())
+}
+
+// snapshot is step 2: it queues, ahead of any live event, the resync frame
+// (if any), the replayed history in scope with id > cursor, and
+// replay_complete (with a cursor, or after a cut replay). cursor nil
+// replays everything held. b.mu must be held, in the same critical section
+// as register; s is not yet visible to any reader.
+//
+// The race it closes: taken under the same lock as register, the snapshot
+// holds exactly the events published before s was registered, and the live
+// queue exactly those after — so nothing falls between history and live
+// and nothing is in both (AgentPool's Python subscribe takes its snapshot
+// after releasing the lock). With several sessions in scope, the rings are
+// merged by id, so a descendants or all resume is one ordered stream.
+func (b *Bus) snapshot(s *Subscription, pos *Position) {
 	now := b.nowNanos()
 	cursor := uint64(0)
 	sid := s.sess.id
 	reset := false
-	if o.HasCursor {
-		cursor = o.Cursor
-		if (o.Epoch != "" && o.Epoch != b.epoch) || cursor >= max(b.nextID, b.highWater+1) {
+	if pos != nil {
+		cursor = pos.ID
+		if (pos.Epoch != "" && pos.Epoch != b.epoch) || cursor >= max(b.nextID, b.highWater+1) {
 			reset = true
 			s.q = append(s.q, frame(sid, TypeStateResyncRequired, ResyncData{
-				Reason: ReasonEpochReset, LastDeliveredID: o.Cursor, Epoch: b.epoch,
+				Reason: ReasonEpochReset, LastDeliveredID: pos.ID, Epoch: b.epoch,
 			}, now))
 			b.stats.Resyncs++
 			cursor = 0
@@ -148,17 +176,9 @@ func (b *Bus) snapshotLocked(s *Subscription, o SubscribeOptions) {
 		snap = r.AppendAfter(snap, cursor)
 	}
 	if len(rings) > 1 {
-		slices.SortFunc(snap, func(a, b *record) int {
-			switch {
-			case a.id < b.id:
-				return -1
-			case a.id > b.id:
-				return 1
-			}
-			return 0
-		})
+		slices.SortFunc(snap, func(a, b *record) int { return cmpID(a.id, b.id) })
 	}
-	if o.HasCursor && !reset {
+	if pos != nil && !reset {
 		evicted := lost
 		for _, r := range rings {
 			evicted = max(evicted, r.HighestEvicted())
@@ -207,7 +227,7 @@ func (b *Bus) snapshotLocked(s *Subscription, o SubscribeOptions) {
 		}, now))
 		b.stats.Resyncs++
 	}
-	if o.HasCursor || truncated {
+	if pos != nil || truncated {
 		s.q = append(s.q, frame(sid, TypeReplayComplete, ReplayCompleteData{
 			LastReplayedEventID: last, ReplayedCount: n,
 		}, now))
@@ -219,6 +239,90 @@ func (b *Bus) snapshotLocked(s *Subscription, o SubscribeOptions) {
 	s.lastSeen = cursor
 
 	b.replayed.Add(int64(n))
+}
+
+// drain is step 3, on the consumer's side: it takes every live event (and
+// frame) queued since the last drain out of the shared queue in one step and
+// makes it the consumer's local batch, giving the publisher the consumer's
+// spent buffer back (zero allocation in steady state). s.mu must be held.
+//
+// The race it closes: publishers append to the shared queue while the
+// consumer is still handing out the snapshot; those events wait there, in
+// publish order, instead of being interleaved with the history (AgentPool
+// drains its queue after the replay for the same reason). Taking the whole
+// queue under s.mu means a publish lands either in this batch or in the
+// next one — never lost, never read twice.
+func (s *Subscription) drain() {
+	spent := s.local[:0]
+	s.local, s.li = s.q[s.qh:], 0
+	if cap(spent) > 4*cap(s.local)+64 {
+		spent = nil // do not keep a burst-sized buffer forever
+	}
+	s.q, s.qh = spent, 0
+}
+
+// reinsert is step 4: it returns the next frame for the consumer, in
+// delivery order — the leading resync frames, the snapshot (Replay=true),
+// then the drained batch (replay_complete and the live events) — and false
+// when the local batch is spent (the caller then drains again or waits).
+//
+// The race it closes: an event could in principle be both in the snapshot
+// and drained live, or a live event could overtake the history; the guard
+// hands out each id at most once and only in increasing order (AgentPool's
+// reinsert skips ids ≤ the last replayed one). With register and snapshot
+// in one critical section the guard never fires; Stats.Guarded counts it
+// if it ever does, and the tests require zero.
+func (s *Subscription) reinsert() (Event, bool) {
+	if s.discard.Load() {
+		clear(s.local)
+		s.local, s.li, s.lead, s.pre = nil, 0, nil, nil
+		return Event{}, false
+	}
+	if len(s.lead) > 0 {
+		ev := s.lead[0].event()
+		s.lead = s.lead[1:]
+		return ev, true
+	}
+	for len(s.pre) > 0 {
+		r := s.pre[0]
+		s.pre[0] = nil // let the data go once read
+		s.pre = s.pre[1:]
+		if r.id <= s.lastSeen {
+			s.bus.guarded.Add(1)
+			continue
+		}
+		s.lastSeen = r.id
+		return r.event(true), true
+	}
+	for s.li < len(s.local) {
+		e := &s.local[s.li]
+		s.li++
+		if e.counts() {
+			s.consumed.Add(1)
+			s.consumedBytes.Add(e.cost())
+		}
+		if id := e.rec.id; id != 0 {
+			if id <= s.lastSeen {
+				// The guard: never hand out an id twice or out of order.
+				s.bus.guarded.Add(1)
+				*e = entry{}
+				continue
+			}
+			s.lastSeen = id
+		}
+		if e.kind == entryDropped && s.li == len(s.local) {
+			s.mergeDrops(e.drop)
+		}
+		if e.kind == entryDropped || e.kind == entryGap {
+			// The gap follows what this consumer really received; the
+			// publisher no longer touches an entry it has handed over.
+			e.drop.lastDelivered = s.lastSeen
+		}
+		ev := e.event()
+		*e = entry{} // let the data go
+		return ev, true
+	}
+	return Event{}, false
 }
 
 // scopeRingsLocked returns the replay buffers a subscriber of x with scope k

@@ -2,8 +2,10 @@ package eventbus
 
 import (
 	"context"
+	"iter"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/replaybus/replaybus/scope"
 )
@@ -121,12 +123,12 @@ func (s *Subscription) next(ctx context.Context, abandon <-chan struct{}) (Event
 		return s.nextMerged(ctx, abandon)
 	}
 	for {
-		if ev, ok := s.take(); ok {
+		if ev, ok := s.reinsert(); ok {
 			return ev, nil
 		}
 		s.mu.Lock()
 		if s.qh < len(s.q) && !s.discard.Load() {
-			s.swapLocked()
+			s.drain()
 			s.mu.Unlock()
 			continue
 		}
@@ -173,7 +175,7 @@ func (s *Subscription) TryNext() (ev Event, ok bool) {
 		return s.tryNextMerged()
 	}
 	for {
-		if ev, ok := s.take(); ok {
+		if ev, ok := s.reinsert(); ok {
 			return ev, true
 		}
 		s.mu.Lock()
@@ -181,64 +183,9 @@ func (s *Subscription) TryNext() (ev Event, ok bool) {
 			s.mu.Unlock()
 			return Event{}, false
 		}
-		s.swapLocked()
+		s.drain()
 		s.mu.Unlock()
 	}
-}
-
-// take returns the next frame of the consumer's local batch.
-func (s *Subscription) take() (Event, bool) {
-	if s.discard.Load() {
-		clear(s.local)
-		s.local, s.li, s.lead, s.pre = nil, 0, nil, nil
-		return Event{}, false
-	}
-	if len(s.lead) > 0 {
-		ev := s.lead[0].event()
-		s.lead = s.lead[1:]
-		return ev, true
-	}
-	for len(s.pre) > 0 {
-		r := s.pre[0]
-		s.pre[0] = nil // let the data go once read
-		s.pre = s.pre[1:]
-		if r.id <= s.lastSeen {
-			s.bus.guarded.Add(1)
-			continue
-		}
-		s.lastSeen = r.id
-		return r.event(true), true
-	}
-	for s.li < len(s.local) {
-		e := &s.local[s.li]
-		s.li++
-		if e.counts() {
-			s.consumed.Add(1)
-			s.consumedBytes.Add(e.cost())
-		}
-		if id := e.rec.id; id != 0 {
-			if id <= s.lastSeen {
-				// The guard of AgentPool's reinsert step: never hand out an
-				// id twice or out of order. Counted; tests require zero.
-				s.bus.guarded.Add(1)
-				*e = entry{}
-				continue
-			}
-			s.lastSeen = id
-		}
-		if e.kind == entryDropped && s.li == len(s.local) {
-			s.mergeDrops(e.drop)
-		}
-		if e.kind == entryDropped || e.kind == entryGap {
-			// The gap follows what this consumer really received; the
-			// publisher no longer touches an entry it has handed over.
-			e.drop.lastDelivered = s.lastSeen
-		}
-		ev := e.event()
-		*e = entry{} // let the data go
-		return ev, true
-	}
-	return Event{}, false
 }
 
 // mergeDrops folds the events_dropped runs that a publisher queued
@@ -257,24 +204,16 @@ func (s *Subscription) mergeDrops(d *dropInfo) {
 	s.mu.Unlock()
 }
 
-// swapLocked hands the whole pending queue to the consumer in one step and
-// gives the publisher the consumer's spent buffer back (zero allocation in
-// steady state). s.mu must be held.
-func (s *Subscription) swapLocked() {
-	spent := s.local[:0]
-	s.local, s.li = s.q[s.qh:], 0
-	if cap(spent) > 4*cap(s.local)+64 {
-		spent = nil // do not keep a burst-sized buffer forever
-	}
-	s.q, s.qh = spent, 0
-}
-
 // Events returns a channel that yields the same frames as Next and is closed
 // when the subscription has ended and everything queued was read; then Err
 // says why. The first call starts one goroutine that feeds the channel; it
-// exits when the channel is closed, or at once when the subscription is
-// closed or its context cancelled, so a caller that stops reading must Close
-// the subscription or cancel its context. Do not mix with Next.
+// exits when the channel is closed, at once when the subscription is closed
+// or its context cancelled, and after [Bus.Close]: it still hands over what
+// is queued while the reader keeps taking it, but closes the channel once
+// the reader has not taken a frame for one second — so channels nobody
+// reads never keep a goroutine past Close. A caller that stops reading
+// while the bus runs must Close the subscription or cancel its context.
+// Do not mix with Next or All.
 func (s *Subscription) Events() <-chan Event {
 	s.outOnce.Do(func() {
 		s.out = make(chan Event)
@@ -290,6 +229,57 @@ func (s *Subscription) Events() <-chan Event {
 		go s.pump(abandon)
 	})
 	return s.out
+}
+
+// pumpGrace is how long, after [Bus.Close], an Events pump waits for its
+// reader to take one frame before it closes the channel.
+const pumpGrace = time.Second
+
+// handOver sends ev to the Events channel after the bus closed, waiting at
+// most pumpGrace; it reports whether the reader took it.
+func (s *Subscription) handOver(ev Event, abandon <-chan struct{}) bool {
+	t := time.NewTimer(pumpGrace)
+	defer t.Stop()
+	select {
+	case s.out <- ev:
+		return true
+	case <-abandon:
+	case <-s.ctxDone:
+	case <-t.C:
+	}
+	return false
+}
+
+// All returns an iterator over the subscription's frames, the Go form of
+// AgentPool's `async for event in queue`:
+//
+//	for ev, err := range sub.All(ctx) {
+//		if err != nil {
+//			// the subscription ended (err is why: ErrSessionClosed,
+//			// ErrEvicted, ErrClosed, …) or ctx is done (ctx.Err())
+//			break
+//		}
+//		handle(ev)
+//	}
+//
+// Each step is [Subscription.Next] with ctx: it yields (frame, nil) in
+// delivery order, blocking until one is queued; when Next fails it yields
+// (Event{}, err) once and stops. Breaking out of the loop leaves the
+// subscription open (Close it, or range again to go on). Do not mix with
+// Events; one goroutine at a time.
+func (s *Subscription) All(ctx context.Context) iter.Seq2[Event, error] {
+	return func(yield func(Event, error) bool) {
+		for {
+			ev, err := s.Next(ctx)
+			if err != nil {
+				yield(Event{}, err)
+				return
+			}
+			if !yield(ev, nil) {
+				return
+			}
+		}
+	}
 }
 
 func (s *Subscription) pump(abandon <-chan struct{}) {
@@ -312,6 +302,14 @@ func (s *Subscription) pump(abandon <-chan struct{}) {
 			// (the context watch may not have run yet).
 			s.bus.cancel(s, context.Cause(s.ctx))
 			return
+		case <-s.bus.stopTTL:
+			// The bus is closed: hand over what is left to a reader that
+			// is still reading, but wait for it at most pumpGrace per
+			// frame, so that a channel nobody reads does not keep this
+			// goroutine alive after Close.
+			if !s.handOver(ev, abandon) {
+				return
+			}
 		}
 	}
 }

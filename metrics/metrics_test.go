@@ -19,7 +19,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestCollectorReportsStats(t *testing.T) {
-	bus, err := eventbus.New(config.Config{MaxQueueSize: 2}, eventbus.WithEpoch("e1"))
+	bus, err := eventbus.New(config.Config{MaxQueueSize: 2, OverflowPolicy: config.DropSubscriber}, eventbus.WithEpoch("e1"))
 	require.NoError(t, err)
 	defer bus.Close()
 	sub, err := bus.Subscribe(context.Background(), "s", eventbus.SubscribeOptions{})

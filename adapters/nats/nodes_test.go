@@ -159,7 +159,7 @@ func TestFailover(t *testing.T) {
 	last := got[len(got)-1]
 	require.Less(t, len(got), total, "B closed before the end")
 
-	resumed, err := c.bus.Subscribe(context.Background(), "s", eventbus.SubscribeOptions{HasCursor: true, Cursor: last, Epoch: b.bus.Epoch()})
+	resumed, err := c.bus.Subscribe(context.Background(), "s", eventbus.SubscribeOptions{Cursor: &eventbus.Position{ID: last, Epoch: b.bus.Epoch()}})
 	require.NoError(t, err)
 	defer resumed.Close()
 	<-done
@@ -192,7 +192,7 @@ func TestRingEviction(t *testing.T) {
 	for name, n := range map[string]*node{"running": a, "late": late} {
 		t.Run(name, func(t *testing.T) {
 			syncNode(t, n.bus)
-			sub, err := n.bus.Subscribe(context.Background(), "full", eventbus.SubscribeOptions{HasCursor: true, Cursor: e[2]})
+			sub, err := n.bus.Subscribe(context.Background(), "full", eventbus.SubscribeOptions{Cursor: eventbus.At(e[2])})
 			require.NoError(t, err)
 			defer sub.Close()
 			ev := next(t, sub)
@@ -204,7 +204,7 @@ func TestRingEviction(t *testing.T) {
 			assert.Equal(t, eventbus.TypeReplayComplete, next(t, sub).Type)
 
 			// A session below the limit lost nothing: no resync.
-			sub2, err := n.bus.Subscribe(context.Background(), "small", eventbus.SubscribeOptions{HasCursor: true, Cursor: 0})
+			sub2, err := n.bus.Subscribe(context.Background(), "small", eventbus.SubscribeOptions{Cursor: eventbus.At(0)})
 			require.NoError(t, err)
 			defer sub2.Close()
 			ids, frames = readIDs(t, sub2, len(small))
@@ -362,7 +362,7 @@ func TestMaxAge(t *testing.T) {
 
 	late := newNode(t, shared.ClientURL(), cfg, opts...)
 	syncNode(t, late.bus)
-	sub, err := late.bus.Subscribe(context.Background(), "aged", eventbus.SubscribeOptions{HasCursor: true, Cursor: old.ID - 1})
+	sub, err := late.bus.Subscribe(context.Background(), "aged", eventbus.SubscribeOptions{Cursor: eventbus.At(old.ID - 1)})
 	require.NoError(t, err)
 	defer sub.Close()
 	ev := next(t, sub)

@@ -67,9 +67,9 @@ func resumeUntil(t testing.TB, n *node, session string, sub *eventbus.Subscripti
 			require.ErrorIs(t, err, eventbus.ErrBackend)
 			t.Logf("resuming after: %v", err)
 			resumes.Add(1)
-			o := eventbus.SubscribeOptions{HasCursor: true, Epoch: n.bus.Epoch()}
+			o := eventbus.SubscribeOptions{Cursor: &eventbus.Position{Epoch: n.bus.Epoch()}}
 			if len(got) > 0 {
-				o.Cursor = got[len(got)-1]
+				o.Cursor.ID = got[len(got)-1]
 			}
 			sub.Close()
 			sub, err = n.bus.Subscribe(context.Background(), session, o)
@@ -148,8 +148,8 @@ func TestServerRestart(t *testing.T) {
 	assert.NotEqual(t, epoch, fresh.bus.Epoch())
 	last := got[len(got)-1]
 	for _, o := range []eventbus.SubscribeOptions{
-		{HasCursor: true, Cursor: last, Epoch: epoch}, // header clients send the epoch
-		{HasCursor: true, Cursor: last},               // browsers only the id
+		{Cursor: &eventbus.Position{ID: last, Epoch: epoch}}, // header clients send the epoch
+		{Cursor: eventbus.At(last)},                          // browsers only the id
 	} {
 		s, err := fresh.bus.Subscribe(context.Background(), "s", o)
 		require.NoError(t, err)
@@ -208,12 +208,12 @@ func TestCluster(t *testing.T) {
 		acked = append(acked, publishRetry(t, a.bus, "s", i))
 	}
 	// Resume on c with the last id read on b: exactly the rest.
-	res, err := c.bus.Subscribe(context.Background(), "s", eventbus.SubscribeOptions{HasCursor: true, Cursor: got[len(got)-1], Epoch: b.bus.Epoch()})
+	res, err := c.bus.Subscribe(context.Background(), "s", eventbus.SubscribeOptions{Cursor: &eventbus.Position{ID: got[len(got)-1], Epoch: b.bus.Epoch()}})
 	require.NoError(t, err)
 	got = resumeUntil(t, c, "s", res, got, func() []uint64 { return acked })
 	assert.Equal(t, acked, got)
 	// b moved to another server and catches up too.
-	res2, err := b.bus.Subscribe(context.Background(), "s", eventbus.SubscribeOptions{HasCursor: true, Cursor: acked[10]})
+	res2, err := b.bus.Subscribe(context.Background(), "s", eventbus.SubscribeOptions{Cursor: eventbus.At(acked[10])})
 	require.NoError(t, err)
 	got2 := resumeUntil(t, b, "s", res2, acked[:11], func() []uint64 { return acked })
 	assert.Equal(t, acked, got2)

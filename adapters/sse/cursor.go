@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/replaybus/replaybus/eventbus"
 )
 
 // MaxID is the largest event id a cursor may name: 2^53−1, the largest
@@ -15,26 +17,6 @@ const MaxID = 1<<53 - 1
 // MaxEpochLen is the longest epoch [ParseCursor] and [ParseEpoch] accept,
 // the bound eventbus.WithEpoch documents.
 const MaxEpochLen = 64
-
-// Cursor is a parsed Last-Event-ID: the id of the last event a client
-// received and, for an epoch-qualified id, the bus epoch it came from.
-type Cursor struct {
-	// Set is false for an empty Last-Event-ID: no cursor.
-	Set bool
-	// Seq is the id of the last event received (0 is valid: nothing yet).
-	Seq uint64
-	// Epoch is the epoch of an "<epoch>-<seq>" id; empty for a plain id.
-	Epoch string
-}
-
-// String formats c the way [ParseCursor] reads it: "" when unset, else
-// [FormatID] of Seq and Epoch.
-func (c Cursor) String() string {
-	if !c.Set {
-		return ""
-	}
-	return FormatID(c.Seq, c.Epoch)
-}
 
 // CursorError reports a Last-Event-ID that is not a valid cursor. Value is
 // the value as received; Error quotes it (cut to 64 bytes).
@@ -51,9 +33,10 @@ func (e *CursorError) message() string {
 	return fmt.Sprintf("invalid Last-Event-ID %s: %s", quoteCut(e.Value), e.Reason)
 }
 
-// ParseCursor parses a Last-Event-ID value strictly. It accepts:
+// ParseCursor parses a Last-Event-ID value strictly into the bus's cursor
+// type, eventbus.Position (ID, Epoch). It accepts:
 //
-//   - "" — no cursor (Cursor.Set false, nil error);
+//   - "" — no cursor (nil, nil);
 //   - decimal digits only, 0 … [MaxID], leading zeros allowed, at most 20
 //     digits: no sign, no space, no "0x", no fraction, no exponent;
 //   - "<epoch>-<seq>": a well-formed epoch (see [ParseEpoch]: 1–[MaxEpochLen]
@@ -67,25 +50,25 @@ func (e *CursorError) message() string {
 // MaxID or over the uint64 range, NUL, CR or LF anywhere, an epoch over
 // MaxEpochLen bytes — is a [*CursorError] naming the value. Where qwen-code silently ignores a bad
 // cursor (and so hides a gap), the handler answers 400.
-func ParseCursor(s string) (Cursor, error) {
+func ParseCursor(s string) (*eventbus.Position, error) {
 	if s == "" {
-		return Cursor{}, nil
+		return nil, nil
 	}
 	seqPart, epoch := s, ""
 	if i := strings.LastIndexByte(s, '-'); i >= 0 {
 		epoch, seqPart = s[:i], s[i+1:]
 		if epoch == "" {
-			return Cursor{}, &CursorError{Value: s, Reason: "want decimal digits only (no sign)"}
+			return nil, &CursorError{Value: s, Reason: "want decimal digits only (no sign)"}
 		}
 		if err := checkEpoch(epoch); err != "" {
-			return Cursor{}, &CursorError{Value: s, Reason: "epoch " + err}
+			return nil, &CursorError{Value: s, Reason: "epoch " + err}
 		}
 	}
 	seq, reason := parseSeq(seqPart)
 	if reason != "" {
-		return Cursor{}, &CursorError{Value: s, Reason: reason}
+		return nil, &CursorError{Value: s, Reason: reason}
 	}
-	return Cursor{Set: true, Seq: seq, Epoch: epoch}, nil
+	return &eventbus.Position{ID: seq, Epoch: epoch}, nil
 }
 
 // EpochError reports an X-Event-Epoch value that is not a valid epoch.
@@ -136,7 +119,7 @@ func checkEpoch(s string) string {
 	return ""
 }
 
-// busEpoch returns what to hand the bus as SubscribeOptions.Epoch for a
+// busEpoch returns what to hand the bus as SubscribeOptions.Cursor.Epoch for a
 // well-formed epoch the client sent: the epoch itself when the bus could
 // have issued it, else a stand-in the bus accepts and that differs from its
 // own epoch, so that a foreign epoch (a UUID, say) is an epoch_reset.

@@ -9,25 +9,26 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/adapters/sse"
+	"github.com/replaybus/replaybus/eventbus"
 )
 
 func TestParseCursor(t *testing.T) {
 	t.Parallel()
 	good := []struct {
 		in   string
-		want sse.Cursor
+		want *eventbus.Position
 	}{
-		{"", sse.Cursor{}},
-		{"0", sse.Cursor{Set: true}},
-		{"7", sse.Cursor{Set: true, Seq: 7}},
-		{"007", sse.Cursor{Set: true, Seq: 7}},
-		{"9007199254740991", sse.Cursor{Set: true, Seq: sse.MaxID}},
-		{"abc123-42", sse.Cursor{Set: true, Seq: 42, Epoch: "abc123"}},
-		{"A_z-0", sse.Cursor{Set: true, Epoch: "A_z"}},
+		{"", nil},
+		{"0", &eventbus.Position{}},
+		{"7", &eventbus.Position{ID: 7}},
+		{"007", &eventbus.Position{ID: 7}},
+		{"9007199254740991", &eventbus.Position{ID: sse.MaxID}},
+		{"abc123-42", &eventbus.Position{ID: 42, Epoch: "abc123"}},
+		{"A_z-0", &eventbus.Position{Epoch: "A_z"}},
 		// Well-formed epochs this bus never issued: another incarnation's.
-		{"e--5", sse.Cursor{Set: true, Seq: 5, Epoch: "e-"}},
-		{"550e8400-e29b-41d4-a716-446655440000-7", sse.Cursor{Set: true, Seq: 7, Epoch: "550e8400-e29b-41d4-a716-446655440000"}},
-		{"é-1", sse.Cursor{Set: true, Seq: 1, Epoch: "é"}},
+		{"e--5", &eventbus.Position{ID: 5, Epoch: "e-"}},
+		{"550e8400-e29b-41d4-a716-446655440000-7", &eventbus.Position{ID: 7, Epoch: "550e8400-e29b-41d4-a716-446655440000"}},
+		{"é-1", &eventbus.Position{ID: 1, Epoch: "é"}},
 	}
 	for _, tt := range good {
 		c, err := sse.ParseCursor(tt.in)
@@ -71,23 +72,23 @@ func FuzzParseCursor(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		c, err := sse.ParseCursor(s)
 		if err != nil {
-			assert.False(t, c.Set)
+			assert.Nil(t, c)
 			assert.Contains(t, err.Error(), "invalid Last-Event-ID")
 			return
 		}
 		if s == "" {
-			assert.False(t, c.Set)
+			assert.Nil(t, c)
 			return
 		}
-		require.True(t, c.Set)
-		assert.LessOrEqual(t, c.Seq, uint64(sse.MaxID))
+		require.NotNil(t, c)
+		assert.LessOrEqual(t, c.ID, uint64(sse.MaxID))
 		assert.NotContains(t, s, "\x00")
 		assert.NotContains(t, s, "\r")
 		assert.NotContains(t, s, "\n")
 		seqPart := s[strings.LastIndexByte(s, '-')+1:]
 		n, perr := strconv.ParseUint(seqPart, 10, 64)
 		require.NoError(t, perr, "%q accepted but not a decimal", s)
-		assert.Equal(t, n, c.Seq)
+		assert.Equal(t, n, c.ID)
 		// Round trip, modulo leading zeros.
 		again, err := sse.ParseCursor(c.String())
 		require.NoError(t, err)

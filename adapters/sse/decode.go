@@ -284,8 +284,8 @@ func DecodeEvent(f Frame) (eventbus.Event, error) {
 		ev.Type = "message"
 	}
 	if f.HasID {
-		if c, perr := ParseCursor(f.ID); perr == nil {
-			ev.ID = c.Seq
+		if c, perr := ParseCursor(f.ID); perr == nil && c != nil {
+			ev.ID = c.ID
 		}
 	}
 	if json.Valid(f.Data) {

@@ -508,5 +508,11 @@ func (h *Handler) parseRequest(r *http.Request) (string, eventbus.SubscribeOptio
 		sessionID = r.PathValue("id")
 	}
 	o, serr := ParseRequest(r, sessionID, h.bus.Epoch())
+	if serr == nil && !h.bus.OverflowPolicySet() {
+		// The default rule of config.Config.OverflowPolicy: a stream's
+		// client resumes by itself, so evict rather than drop (Configure
+		// may still choose another policy).
+		o.Policy = eventbus.DefaultStreamOverflowPolicy
+	}
 	return sessionID, o, serr
 }

@@ -192,7 +192,8 @@ func TestHandlerOptionsFromQuery(t *testing.T) {
 	}{
 		{"", nil, func(t *testing.T, o eventbus.SubscribeOptions) {
 			assert.Equal(t, scope.Session, o.Scope)
-			assert.False(t, o.HasCursor)
+			assert.Nil(t, o.Cursor)
+			assert.Equal(t, eventbus.DropSubscriber, o.Policy, "the bus's policy was not set: the stream default")
 			assert.False(t, o.NoReplay, "replay the ring on a first connect")
 			assert.Zero(t, o.MaxQueued)
 			assert.True(t, o.RequireSession)
@@ -208,25 +209,25 @@ func TestHandlerOptionsFromQuery(t *testing.T) {
 			assert.False(t, o.NoReplay)
 		}},
 		{"last_event_id=&lastEventId=", http.Header{"Last-Event-Id": {""}}, func(t *testing.T, o eventbus.SubscribeOptions) {
-			assert.False(t, o.HasCursor, "empty means no cursor")
+			assert.Nil(t, o.Cursor, "empty means no cursor")
 		}},
 		{"lastEventId=4", nil, func(t *testing.T, o eventbus.SubscribeOptions) {
-			assert.True(t, o.HasCursor)
-			assert.EqualValues(t, 4, o.Cursor)
+			assert.Equal(t, &eventbus.Position{ID: 4}, o.Cursor)
 		}},
 		{"last_event_id=5&lastEventId=4", nil, func(t *testing.T, o eventbus.SubscribeOptions) {
-			assert.EqualValues(t, 5, o.Cursor)
+			assert.Equal(t, &eventbus.Position{ID: 5}, o.Cursor)
 		}},
 		{"last_event_id=5", http.Header{"Last-Event-Id": {"0"}}, func(t *testing.T, o eventbus.SubscribeOptions) {
-			assert.True(t, o.HasCursor)
-			assert.EqualValues(t, 0, o.Cursor, "the header wins over the query")
+			assert.Equal(t, &eventbus.Position{ID: 0}, o.Cursor, "the header wins over the query")
 		}},
 		{"", http.Header{"Last-Event-Id": {"ep-9"}, sse.HeaderEpoch: {"other"}}, func(t *testing.T, o eventbus.SubscribeOptions) {
-			assert.EqualValues(t, 9, o.Cursor)
-			assert.Equal(t, "ep", o.Epoch, "an epoch-qualified id names its epoch")
+			assert.Equal(t, &eventbus.Position{ID: 9, Epoch: "ep"}, o.Cursor, "an epoch-qualified id names its epoch")
 		}},
 		{"", http.Header{sse.HeaderEpoch: {"abc_1"}}, func(t *testing.T, o eventbus.SubscribeOptions) {
-			assert.Equal(t, "abc_1", o.Epoch)
+			assert.Nil(t, o.Cursor, "an epoch alone is no cursor")
+		}},
+		{"lastEventId=4", http.Header{sse.HeaderEpoch: {"abc_1"}}, func(t *testing.T, o eventbus.SubscribeOptions) {
+			assert.Equal(t, &eventbus.Position{ID: 4, Epoch: "abc_1"}, o.Cursor, "a plain id takes the header's epoch")
 		}},
 	}
 	for _, tt := range tests {
@@ -499,4 +500,36 @@ func TestHandlerEventsMessage(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "id: 1\ndata: {\"v\":1,\"id\":1,\"type\":\"hello\",\"session\":\"s1\",\"data\":{\"n\":1},\"replay\":true}\n\n",
 		string(rest[:n]))
+}
+
+// The overflow default rule (config.Config.OverflowPolicy): with the bus's
+// policy unset, SSE subscribers get drop_subscriber — their clients resume
+// by themselves — while in-process subscribers get drop_oldest; a policy set
+// on the bus (env var or code) applies to SSE subscribers too.
+func TestHandlerOverflowDefault(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		bus  config.OverflowPolicy
+		want eventbus.OverflowPolicy // what the handler asks for; "" = the bus's
+	}{
+		{"unset: drop_subscriber", "", eventbus.DropSubscriber},
+		{"explicit drop_oldest", config.DropOldest, ""},
+		{"explicit drop_newest", config.DropNewest, ""},
+		{"explicit drop_subscriber", config.DropSubscriber, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := newBus(t, config.Config{OverflowPolicy: tt.bus})
+			assert.Equal(t, tt.bus != "", b.OverflowPolicySet())
+			got := make(chan eventbus.SubscribeOptions, 1)
+			h := newHandler(t, b, sse.HandlerOptions{Configure: func(_ *http.Request, o *eventbus.SubscribeOptions) { got <- *o }})
+			srv := serve(t, h, nil)
+			require.NoError(t, b.CreateSession("s1", ""))
+			s := openRaw(t, srv.URL+"/session/s1/events", nil)
+			require.Equal(t, http.StatusOK, s.resp.StatusCode)
+			assert.Equal(t, tt.want, (<-got).Policy)
+			s.close()
+		})
+	}
 }

@@ -98,23 +98,23 @@ func ParseRequest(r *http.Request, sessionID, ownEpoch string) (eventbus.Subscri
 	// Every cursor source is validated; the header (what a reconnecting
 	// EventSource sends) wins over the query (which the URL keeps
 	// repeating), and last_event_id over lastEventId.
-	var cur Cursor
+	var cur *eventbus.Position
 	for _, v := range [...]string{q.Get("lastEventId"), q.Get("last_event_id"), r.Header.Get("Last-Event-ID")} {
 		c, err := ParseCursor(v)
 		if err != nil {
 			return bad(CodeInvalidLastEventID, "%s", err.(*CursorError).message())
 		}
-		if c.Set {
+		if c != nil {
 			cur = c
 		}
 	}
-	if cur.Set {
-		o.HasCursor, o.Cursor = true, cur.Seq
-		if cur.Epoch != "" {
-			epoch = cur.Epoch // the id names the epoch it came from
+	if cur != nil {
+		if cur.Epoch == "" {
+			cur.Epoch = epoch // a plain id: the header's epoch, if any
 		}
+		cur.Epoch = busEpoch(cur.Epoch, ownEpoch)
 	}
-	o.Epoch = busEpoch(epoch, ownEpoch)
+	o.Cursor = cur
 	o.RequireSession = true
 	o.Name = r.RemoteAddr
 	return o, nil

@@ -141,8 +141,8 @@ func (c *Client) Subscribe(ctx context.Context, rawURL string, opts StreamOption
 	if opts.LastEventID != "" {
 		if cur, err := sse.ParseCursor(opts.LastEventID); err != nil {
 			s.err = fmt.Errorf("ws: StreamOptions.LastEventID: %w", err)
-		} else if cur.Set {
-			s.lastID, s.hasID = cur.Seq, true
+		} else if cur != nil {
+			s.lastID, s.hasID = cur.ID, true
 			if cur.Epoch != "" {
 				s.epoch = cur.Epoch
 			}

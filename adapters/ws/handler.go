@@ -287,6 +287,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.reject(w, serr)
 		return
 	}
+	if !h.bus.OverflowPolicySet() {
+		// The default rule of config.Config.OverflowPolicy, as for SSE:
+		// the client resumes by itself, so evict rather than drop.
+		opts.Policy = eventbus.DefaultStreamOverflowPolicy
+	}
 	if h.o.Authorize != nil {
 		if err := h.o.Authorize(r, sessionID, opts.Scope); err != nil {
 			var se *StatusError
@@ -322,7 +327,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// the slot is held. When a resume message may still come, this is a
 	// placeholder without replay (no snapshot wasted on a client that is
 	// about to send its cursor); awaitResume replaces it.
-	await := !opts.HasCursor && h.resumeWait > 0
+	await := opts.Cursor == nil && h.resumeWait > 0
 	first := opts
 	if await {
 		first.NoReplay = true
@@ -347,7 +352,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.SetReadLimit(h.readLimit)
 	cn := &conn{h: h, c: c, raw: hr.conn, cork: hr.cork, ctx: ctx, cancel: cancel, sessionID: sessionID, remote: r.RemoteAddr,
 		first: make(chan ClientMessage, 1), readDone: make(chan struct{}), keeperStop: make(chan struct{}),
-		waiting: await, urlCursor: opts.HasCursor}
+		waiting: await, urlCursor: opts.Cursor != nil}
 	cn.readCtx, cn.stopRead = context.WithCancel(context.WithoutCancel(ctx))
 	defer cn.finish()
 	go cn.readLoop()
@@ -491,10 +496,10 @@ func (cn *conn) awaitResume(sub *eventbus.Subscription, opts eventbus.SubscribeO
 		return sub, false
 	}
 	switch {
-	case m.Resume != nil && m.Resume.Cursor.Set:
-		opts.HasCursor, opts.Cursor, opts.NoReplay = true, m.Resume.Cursor.Seq, false
+	case m.Resume != nil && m.Resume.Cursor != nil:
+		opts.Cursor, opts.NoReplay = &eventbus.Position{ID: m.Resume.Cursor.ID}, false
 		if m.Resume.Epoch != "" {
-			opts.Epoch = sse.BusEpoch(m.Resume.Epoch, cn.h.bus.Epoch())
+			opts.Cursor.Epoch = sse.BusEpoch(m.Resume.Epoch, cn.h.bus.Epoch())
 		}
 	case opts.NoReplay:
 		return sub, true // the placeholder is what the URL asked for
@@ -653,7 +658,7 @@ func (cn *conn) readLoop() {
 				cn.first <- m // buffered, and the only send
 			}
 			cn.firstMu.Unlock()
-			if !waiting && m.Resume != nil && m.Resume.Cursor.Set {
+			if !waiting && m.Resume != nil && m.Resume.Cursor != nil {
 				// The wait is over: the stream started as the URL said.
 				cn.h.protocolErrors.Add(1)
 				cn.closeWith(ClosePolicyViolation, "resume too late: send it first, within the resume wait")
@@ -665,7 +670,7 @@ func (cn *conn) readLoop() {
 			cn.closeWith(ClosePolicyViolation, "resume must be the first message")
 			return
 		}
-		if m.Resume != nil && cn.urlCursor && m.Resume.Cursor.Set {
+		if m.Resume != nil && cn.urlCursor && m.Resume.Cursor != nil {
 			cn.h.protocolErrors.Add(1)
 			cn.closeWith(ClosePolicyViolation, "resume with a cursor, but the URL already carries one")
 			return

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/replaybus/replaybus/adapters/sse"
+	"github.com/replaybus/replaybus/eventbus"
 )
 
 // MaxClientMessageBytes is the default bound on one client message
@@ -33,8 +34,8 @@ type ClientMessage struct {
 // reconnecting SSE client sends it in Last-Event-ID.
 type Resume struct {
 	// Cursor is the parsed lastEventId: a decimal id (JSON string or
-	// number) or "<epoch>-<seq>"; Set false when absent, null or "".
-	Cursor sse.Cursor
+	// number) or "<epoch>-<seq>"; nil when absent, null or "".
+	Cursor *eventbus.Position
 	// Epoch is the bus epoch the cursor came from (the "epoch" field, or
 	// the epoch of an epoch-qualified lastEventId); "" when unknown.
 	Epoch string
@@ -184,7 +185,7 @@ func parseResume(v json.RawMessage) (Resume, error) {
 			return r, msgErr("resume: unknown member %s (want lastEventId, epoch)", quoteCut(f.name))
 		}
 	}
-	if r.Cursor.Epoch != "" {
+	if r.Cursor != nil && r.Cursor.Epoch != "" {
 		if r.Epoch != "" && r.Epoch != r.Cursor.Epoch {
 			return r, msgErr("resume: epoch %q disagrees with the epoch %q of lastEventId", r.Epoch, r.Cursor.Epoch)
 		}

@@ -77,7 +77,7 @@ func subscribeRacingPublish(t *testing.T, s *suite) {
 	mu.Lock()
 	cursor := published[n/6]
 	mu.Unlock()
-	resumed := subscribe(t, b, "race", eventbus.SubscribeOptions{HasCursor: true, Cursor: cursor})
+	resumed := subscribe(t, b, "race", eventbus.SubscribeOptions{Cursor: eventbus.At(cursor)})
 	require.NoError(t, <-done)
 	last := published[n-1]
 
@@ -150,7 +150,7 @@ func resumeTable(t *testing.T, s *suite) {
 		{"other epoch", e[6], "otherEpoch0", want{resync: eventbus.ReasonEpochReset, lastDeliver: e[6], replayed: ring, lastReplay: e[11]}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			sub := subscribe(t, b, "r", eventbus.SubscribeOptions{HasCursor: true, Cursor: c.cursor, Epoch: c.epoch})
+			sub := subscribe(t, b, "r", eventbus.SubscribeOptions{Cursor: &eventbus.Position{ID: c.cursor, Epoch: c.epoch}})
 			if c.want.resync != "" {
 				var d eventbus.ResyncData
 				s.frame(t, sub, eventbus.TypeStateResyncRequired, &d)
@@ -172,7 +172,7 @@ func resumeTable(t *testing.T, s *suite) {
 		})
 	}
 	// A resumed subscriber goes on live.
-	sub := subscribe(t, b, "r", eventbus.SubscribeOptions{HasCursor: true, Cursor: e[11]})
+	sub := subscribe(t, b, "r", eventbus.SubscribeOptions{Cursor: eventbus.At(e[11])})
 	s.frame(t, sub, eventbus.TypeReplayComplete, nil)
 	more := publish(t, b, "r", "msg", 2)
 	assert.Equal(t, more, s.ids(t, sub, 2, false))
@@ -258,7 +258,7 @@ func scopesReplay(t *testing.T, s *suite) {
 	s.syncBus(t, b)
 	cursor := all[2]
 	for _, sc := range expectScopes {
-		sub := subscribe(t, b, "a", eventbus.SubscribeOptions{Scope: sc.kind, HasCursor: true, Cursor: cursor})
+		sub := subscribe(t, b, "a", eventbus.SubscribeOptions{Scope: sc.kind, Cursor: eventbus.At(cursor)})
 		var want []uint64
 		for _, id := range merge(per, all, sc.sessions) {
 			if id > cursor {
@@ -375,7 +375,7 @@ func concurrentPublishers(t *testing.T, s *suite) {
 // of its queue and evicted at 100 % with client_evicted naming the first
 // event it did not get, then resumes from the ring.
 func slowConsumerEvicted(t *testing.T, s *suite) {
-	b := s.newBus(t, config.Config{MaxQueueSize: 4})
+	b := s.newBus(t, config.Config{MaxQueueSize: 4, OverflowPolicy: config.DropSubscriber})
 	sub := subscribe(t, b, "slow", eventbus.SubscribeOptions{})
 	e := publish(t, b, "slow", "msg", 10)
 	s.syncBus(t, b)
@@ -389,7 +389,7 @@ func slowConsumerEvicted(t *testing.T, s *suite) {
 	s.ended(t, sub, eventbus.ErrEvicted)
 	assert.EqualValues(t, 1, b.Stats().Evicted)
 
-	again := subscribe(t, b, "slow", eventbus.SubscribeOptions{HasCursor: true, Cursor: e[3]})
+	again := subscribe(t, b, "slow", eventbus.SubscribeOptions{Cursor: eventbus.At(e[3])})
 	assert.Equal(t, e[4:], s.ids(t, again, 6, true))
 	s.frame(t, again, eventbus.TypeReplayComplete, nil)
 }

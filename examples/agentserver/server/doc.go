@@ -9,10 +9,13 @@
 //	GET    /healthz                 200 {"status":"ok"}
 //	GET    /info                    epoch, last id, page defaults, event types, bus and SSE counters
 //	GET    /sessions                every live session (eventbus.SessionInfo), sorted by id
-//	POST   /sessions                {"id"?, "parent"?} → 201 {"id"}; an id is generated when absent
+//	POST   /sessions                {"id"?, "parent"?} → 201 {"id"}; an id is generated when absent;
+//	                                a closed id is reopened (ACP session/resume)
 //	POST   /session/{id}/events     {"type", "data"?, "origin"?} → 202 {"id", "epoch", "cursor"}: the event
-//	                                id, the bus epoch, and the id as the SSE stream writes it (for Last-Event-ID)
-//	DELETE /session/{id}            close the session (?cascade=1: and its descendants) → 204, also when already closed
+//	                                id, the bus epoch, and the id as the SSE stream writes it (for Last-Event-ID);
+//	                                404 for a session nobody created (a typo creates nothing)
+//	DELETE /session/{id}            close the session (?cascade=1: and its descendants) → 204, also when
+//	                                already closed; its children move up to its parent; 404 when unknown
 //	GET    /session/{id}/events     the SSE stream ([sse.Handler]; ?scope=, ?lastEventId=, …)
 //	GET    /session/{id}/ws         the same stream over WebSocket ([ws.Handler]: same parameters, resume message, close codes)
 //

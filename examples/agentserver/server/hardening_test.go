@@ -209,6 +209,7 @@ func TestPublishAnswersEpochAndCursor(t *testing.T) {
 	t.Parallel()
 	for _, epochIDs := range []bool{true, false} {
 		s := newServer(t, Options{SSE: sse.HandlerOptions{EpochIDs: epochIDs}})
+		require.NoError(t, s.Bus().CreateSession("s1", ""))
 		status, _, out := do(t, s, http.MethodPost, "/session/s1/events", `{"type":"note"}`)
 		require.Equal(t, http.StatusAccepted, status)
 		assert.EqualValues(t, 1, out["id"])

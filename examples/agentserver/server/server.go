@@ -169,12 +169,13 @@ func (s *Server) Close() error {
 //	404 not_found           no such route, or a path with an empty, "." or ".." segment (no redirect)
 //	408 request_timeout     the body did not arrive within Options.BodyTimeout
 //	415 unsupported_media_type  a body that is not Content-Type: application/json
-//	404 session_not_found   DELETE of an unknown session
+//	404 session_not_found   DELETE of, or POST of events to, a session nobody created
 //	404 parent_not_found    POST /sessions with an unknown parent
 //	405 method_not_allowed  the route exists for other methods (Allow lists them)
 //	409 session_exists      POST /sessions with an id in use
 //	409 cycle               the parent lies below the session
-//	410 session_closed      the session (or the parent) was closed
+//	410 session_closed      the session (or the parent) was closed; POST /sessions
+//	                        with the closed id reopens it (201)
 //	413 body_too_large      a body over MaxBodyBytes
 //	503 unavailable         the bus is closed
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -309,7 +310,10 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request) {
 	if len(req.Data) > 0 && string(req.Data) != "null" {
 		data = req.Data
 	}
-	var opts []eventbus.PublishOption
+	// A session nobody created is a 404, as GET answers: a typo must not
+	// create a session (the library's Publish keeps AgentPool's
+	// create-on-first-publish; eventbus.Existing turns it off here).
+	opts := []eventbus.PublishOption{eventbus.Existing()}
 	if req.Origin != "" {
 		opts = append(opts, eventbus.WithOrigin(req.Origin))
 	}
@@ -343,6 +347,12 @@ func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
+	if !s.bus.SessionExists(id) && !s.bus.SessionClosed(id) {
+		// The bus treats closing an unknown id as a no-op (AgentPool's
+		// close_session); over HTTP a typo is worth a 404.
+		writeError(w, http.StatusNotFound, "session_not_found", fmt.Sprintf("no session %q", id))
+		return
+	}
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil || len(q["cascade"]) > 1 {
 		writeError(w, http.StatusBadRequest, "invalid_argument",

@@ -74,7 +74,7 @@ func TestCreateSession(t *testing.T) {
 		{"duplicate", `{"id":"root"}`, http.StatusConflict, "session_exists", ""},
 		{"unknown parent", `{"id":"orphan","parent":"nope"}`, http.StatusNotFound, "parent_not_found", ""},
 		{"closed parent", `{"id":"late","parent":"gone"}`, http.StatusGone, "session_closed", ""},
-		{"closed id", `{"id":"gone"}`, http.StatusGone, "session_closed", ""},
+		{"closed id reopens", `{"id":"gone"}`, http.StatusCreated, "", "gone"},
 		{"slash in id", `{"id":"a/b"}`, http.StatusBadRequest, "invalid_session_id", ""},
 		{"control character", `{"id":"a\nb"}`, http.StatusBadRequest, "invalid_session_id", ""},
 		{"not json", `{"id":`, http.StatusBadRequest, "invalid_json", ""},
@@ -112,6 +112,7 @@ func TestPublish(t *testing.T) {
 	s := newServer(t, Options{})
 	require.NoError(t, s.Bus().CreateSession("closed", ""))
 	require.NoError(t, s.Bus().CloseSession("closed"))
+	require.NoError(t, s.Bus().CreateSession("s1", ""))
 
 	status, _, out := do(t, s, http.MethodPost, "/session/s1/events", `{"type":"note","data":{"text":"hi"}}`)
 	require.Equal(t, http.StatusAccepted, status)
@@ -142,6 +143,7 @@ func TestPublish(t *testing.T) {
 		{"bad json", "/session/s1/events", `{"type":}`, http.StatusBadRequest, "invalid_json"},
 		{"newline in type", "/session/s1/events", `{"type":"a\nb"}`, http.StatusBadRequest, "invalid_argument"},
 		{"closed session", "/session/closed/events", `{"type":"x"}`, http.StatusGone, "session_closed"},
+		{"unknown session (a typo)", "/session/dmeo/events", `{"type":"x"}`, http.StatusNotFound, "session_not_found"},
 		{"too large", "/session/s1/events", `{"type":"x","data":"` + strings.Repeat("a", MaxBodyBytes) + `"}`, http.StatusRequestEntityTooLarge, "body_too_large"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -210,7 +212,9 @@ func TestHealthzInfoAndRouting(t *testing.T) {
 	assert.Equal(t, http.StatusOK, status)
 	assert.Equal(t, "ok", body["status"])
 
-	do(t, s, http.MethodPost, "/session/x/events", `{"type":"custom_type"}`)
+	require.NoError(t, s.Bus().CreateSession("x", ""))
+	status, _, _ = do(t, s, http.MethodPost, "/session/x/events", `{"type":"custom_type"}`)
+	require.Equal(t, http.StatusAccepted, status)
 	status, _, body = do(t, s, http.MethodGet, "/info", "")
 	require.Equal(t, http.StatusOK, status)
 	assert.Equal(t, s.Bus().Epoch(), body["epoch"])
