@@ -27,11 +27,11 @@ property:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
-## e2e-deps: install the pinned npm eventsource package for the Node.js test
+## e2e-deps: install the pinned npm eventsource and ws packages for the Node.js tests
 e2e-deps:
 	cd e2e/node && npm ci --no-audit --no-fund
 
-## e2e: the real-client tests only (Node.js eventsource, Chromium, curl); missing clients fail
+## e2e: the real-client tests only (Node.js eventsource and ws, Chromium, curl); missing clients fail
 e2e: e2e-deps
 	CI=$${CI:-1} $(GO) test -race -count=1 -v ./e2e/
 

@@ -10,9 +10,11 @@ import (
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	rbnats "github.com/replaybus/replaybus/adapters/nats"
 	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
@@ -225,6 +227,7 @@ func TestFlatOutNoSilentLoss(t *testing.T) {
 			}
 			require.NoError(t, pl.Flush(context.Background()))
 			require.Len(t, published, total)
+			checkStrict(t, published) // one caller's events in order
 			last := published[len(published)-1]
 
 			type result struct {
@@ -263,4 +266,56 @@ func TestFlatOutNoSilentLoss(t *testing.T) {
 			t.Logf("node B lagged up to %d events; its subscribers lost %d events in all", maxLag.Load(), lostB)
 		})
 	}
+}
+
+// TestPipelineFailureNamesUnknownEvents: a pipeline whose acks stop
+// coming (the node's connection frozen) reports, once the publish timeout
+// has passed, exactly the events whose fate is unknown, in order; events
+// acknowledged before were reported with ids equal to the stream sequence,
+// rising in publish order; afterwards the pipeline works again.
+func TestPipelineFailureNamesUnknownEvents(t *testing.T) {
+	p := newProxy(t, shared.ClientURL()[len("nats://"):])
+	n := newNodeOpts(t, p.URL(), config.Config{}, []natsgo.Option{natsgo.PingInterval(time.Minute)},
+		uniqueStream(rbnats.WithPublishTimeout(300*time.Millisecond), rbnats.WithHeartbeat(time.Minute))...)
+	var stored []eventbus.Event
+	pl, err := n.bus.NewPipeline(eventbus.PipelineOptions{Window: 8, OnStored: func(ev eventbus.Event) { stored = append(stored, ev) }})
+	require.NoError(t, err)
+	for i := range 5 {
+		require.NoError(t, pl.Publish("s", "msg", i))
+	}
+	require.NoError(t, pl.Flush(context.Background()))
+	require.Len(t, stored, 5)
+	for i := 1; i < len(stored); i++ {
+		require.Greater(t, stored[i].ID, stored[i-1].ID, "ids rise in publish order")
+	}
+	js, err := jetstream.New(n.nc)
+	require.NoError(t, err)
+	st, err := js.Stream(context.Background(), n.be.Stream())
+	require.NoError(t, err)
+	m, err := st.GetMsg(context.Background(), stored[4].ID)
+	require.NoError(t, err)
+	assert.Equal(t, stored[4].ID, m.Sequence, "the id is the stream sequence")
+
+	p.Pause()
+	for i := 5; i < 8; i++ {
+		require.NoError(t, pl.Publish("s", "msg", i), "sent without waiting")
+	}
+	err = pl.Flush(context.Background())
+	var perr *eventbus.PipelineError
+	require.ErrorAs(t, err, &perr)
+	require.ErrorIs(t, err, rbnats.ErrNoAck)
+	var unknown []string
+	for _, ev := range perr.Unknown {
+		assert.Zero(t, ev.ID)
+		unknown = append(unknown, string(ev.Data))
+	}
+	assert.Equal(t, []string{"5", "6", "7"}, unknown)
+	assert.Zero(t, pl.Pending())
+
+	p.Resume()
+	stored = nil
+	require.NoError(t, pl.Publish("s", "msg", 8))
+	require.NoError(t, pl.Flush(context.Background()))
+	require.Len(t, stored, 1)
+	assert.Greater(t, stored[0].ID, uint64(0))
 }

@@ -213,3 +213,23 @@ func TestShutdownGoingAway(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 }
+
+// TestCoalesceOverWebSocket: ?coalesce=acp works as on SSE (the parameters
+// are parsed by the same code): five queued chunks arrive as one merged
+// frame carrying the last id, count and firstId.
+func TestCoalesceOverWebSocket(t *testing.T) {
+	s := newServer(t, config.Config{}, ws.HandlerOptions{})
+	for _, text := range []string{"He", "ll", "o ", "wo", "rld"} {
+		_, err := s.bus.Publish("s1", "agent_message_chunk", map[string]any{
+			"sessionId": "s1", "update": map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": text}}})
+		require.NoError(t, err)
+	}
+	c := dial(t, s.url("s1", "coalesce=acp"))
+	send(t, c, `{"resume":{"lastEventId":"0"}}`)
+	ev := read(t, c)
+	assert.EqualValues(t, 5, ev.ID)
+	assert.Equal(t, 5, ev.Count)
+	assert.EqualValues(t, 1, ev.FirstID)
+	assert.Contains(t, string(ev.Data), `"text":"Hello world"`)
+	assert.Equal(t, eventbus.TypeReplayComplete, read(t, c).Type)
+}

@@ -1,10 +1,13 @@
 package ws_test
 
 import (
+	"bufio"
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"syscall"
@@ -170,11 +173,9 @@ func publish(t testing.TB, b *eventbus.Bus, session string, n int) []uint64 {
 	return ids
 }
 
-// dialSmall dials with a 4 KiB receive buffer: a client that stops reading
-// stalls the server's writes after a few frames.
-func dialSmall(t testing.TB, url string) *websocket.Conn {
-	t.Helper()
-	d := &net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+// smallRcvBuf is a net.Dialer whose sockets have a 4 KiB receive buffer.
+func smallRcvBuf() *net.Dialer {
+	return &net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
 		var serr error
 		err := rc.Control(func(fd uintptr) {
 			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
@@ -184,7 +185,32 @@ func dialSmall(t testing.TB, url string) *websocket.Conn {
 		}
 		return serr
 	}}
-	hc := &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+}
+
+// dialRaw opens a raw TCP socket (4 KiB receive buffer), writes a WebSocket
+// handshake by hand, reads the 101 answer, and returns the socket: a client
+// that then never reads a byte.
+func dialRaw(t testing.TB, rawURL string) net.Conn {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	require.NoError(t, err)
+	c, err := smallRcvBuf().Dial("tcp", u.Host)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	_, err = fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", u.RequestURI(), u.Host)
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
+	return c
+}
+
+// dialSmall dials with a 4 KiB receive buffer: a client that stops reading
+// stalls the server's writes after a few frames.
+func dialSmall(t testing.TB, url string) *websocket.Conn {
+	t.Helper()
+	hc := &http.Client{Transport: &http.Transport{DialContext: smallRcvBuf().DialContext}}
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	c, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPClient: hc})

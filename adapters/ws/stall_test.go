@@ -3,11 +3,13 @@ package ws_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,7 +29,7 @@ func heapAlloc() uint64 {
 	return m.HeapAlloc
 }
 
-// TestStalledSocketEvicted: a socket that never reads and one that reads
+// TestStalledSocketEvicted: a raw socket that never reads and one that reads
 // only after its eviction, each with maxQueued=16, beside a healthy client.
 // Both are evicted once their 16 frames are queued behind the stalled
 // writes; the late reader finds client_evicted and the close 1008 "slow
@@ -86,10 +88,9 @@ func TestStalledSocketEvicted(t *testing.T) {
 			}
 		}
 	}()
-	stalled := dialSmall(t, s.url("s1", "who=stalled&replay=0&maxQueued=16"))
+	stalled := dialRaw(t, s.url("s1", "who=stalled&replay=0&maxQueued=16")) // a raw socket: never reads
 	late := dialSmall(t, s.url("s1", "who=late&replay=0&maxQueued=16"))
 	require.Eventually(t, func() bool { return s.h.Stats().Active == 3 }, waitFor, time.Millisecond)
-	_ = stalled
 
 	payload := map[string]string{"text": strings.Repeat("x", 1024)}
 	pub := func(n int) {
@@ -129,15 +130,29 @@ func TestStalledSocketEvicted(t *testing.T) {
 	assert.Equal(t, ws.ReasonSlowConsumer, ce.Reason)
 	require.NotEmpty(t, evs)
 	assert.Equal(t, eventbus.TypeClientEvicted, evs[len(evs)-1].Type)
-	for i, e := range evs[:len(evs)-1] {
-		assert.EqualValues(t, i+1, e.ID, "what the socket buffers held, in order; the rest was skipped")
+	var want uint64
+	for _, e := range evs[:len(evs)-1] {
+		if e.ID == 0 {
+			assert.Equal(t, eventbus.TypeSlowClientWarning, e.Type)
+			continue
+		}
+		want++
+		assert.Equal(t, want, e.ID, "what the socket buffers held, in order; the rest was skipped")
 	}
 	assert.Less(t, time.Since(lateAt), grace+time.Second)
 
 	// The socket that never reads is cut at the end of the grace: only the
-	// healthy connection is left.
+	// healthy connection is left, and the raw socket, read now, holds the
+	// frames that fitted in the buffers and then ends (no close frame could
+	// reach it).
 	require.Eventually(t, func() bool { return s.h.Stats().Active == 1 }, grace+5*time.Second, 5*time.Millisecond)
 	assert.Less(t, time.Since(stalledAt), grace+5*time.Second)
+	require.NoError(t, stalled.SetReadDeadline(time.Now().Add(waitFor)))
+	rest, err := io.ReadAll(stalled)
+	if err != nil {
+		assert.ErrorIs(t, err, syscall.ECONNRESET, "the server cut the socket")
+	}
+	assert.NotEmpty(t, rest, "the frames that fitted in the socket buffers")
 	assert.EqualValues(t, 2, s.h.Stats().Evicted)
 
 	// The healthy client received everything published meanwhile.
