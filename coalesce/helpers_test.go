@@ -123,20 +123,23 @@ func pub(t testing.TB, b *eventbus.Bus, session string, typ string, data any) ev
 	return ev
 }
 
-// drain reads s until it ends and returns what it got and why it ended.
+// drain reads s with the range-over-func iterator until it ends (as
+// AgentPool's tests do with `async for env in drain_and_merge(stream)`) and
+// returns what it got and why it ended.
 func drain(t testing.TB, s *eventbus.Subscription) ([]eventbus.Event, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	var out []eventbus.Event
-	for {
-		ev, err := s.Next(ctx)
+	for ev, err := range s.All(ctx) {
 		if err != nil {
 			require.False(t, errors.Is(err, context.DeadlineExceeded), "the subscription did not end")
 			return out, err
 		}
 		out = append(out, ev)
 	}
+	t.Fatal("All stopped without an error")
+	return nil, nil
 }
 
 // withoutClosed drops a trailing session_closed: AgentPool's close_session

@@ -37,8 +37,6 @@ const (
 	// MinMaxQueued and MaxMaxQueued bound the ?maxQueued= query parameter,
 	// qwen-code's range.
 	MinMaxQueued, MaxMaxQueued = 16, 2048
-	// retryAfterBusy is the Retry-After of 429 and 503 answers.
-	retryAfterBusy = 5 * time.Second
 )
 
 // HandlerOptions configure a [Handler]. The zero value is valid: PathValue

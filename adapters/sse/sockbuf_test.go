@@ -105,7 +105,8 @@ func TestLimitSendBufferLeavesOtherConnsAlone(t *testing.T) {
 	a, b := net.Pipe()
 	defer a.Close()
 	defer b.Close()
-	ctx := context.WithValue(context.Background(), struct{}{}, "v")
+	type key struct{}
+	ctx := context.WithValue(context.Background(), key{}, "v")
 	assert.Equal(t, ctx, f(ctx, a), "ctx passes through; a pipe is not TCP")
 	assert.Equal(t, ctx, sse.LimitSendBuffer(0)(ctx, a))
 }
