@@ -1,6 +1,7 @@
 package eventbus
 
 import (
+	"container/list"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -54,7 +55,11 @@ type Bus struct {
 	// lost remembers, for one session TTL, the newest id each closed or
 	// expired session took with it; forgotten is the highest such id whose
 	// entry has been dropped since. A re-created id is seeded from them.
-	lost      map[string]lostMark
+	lost map[string]lostMark
+	// Closed sessions' buffers kept for their open ancestors (retain.go):
+	// by id, and in closing order for expiry and the MaxRetained cap.
+	keptByID  map[string]*retained
+	keptOrder *list.List
 	forgotten uint64
 	tombs     map[string]int64 // closed session id → Unix ns of closing
 	stats     Stats
@@ -439,6 +444,7 @@ func (b *Bus) addLocked(id, parent string) (*session, error) {
 		return nil, err
 	}
 	b.stats.Sessions++
+	b.adoptLocked(x)
 	return x, nil
 }
 
@@ -447,11 +453,13 @@ func (b *Bus) addLocked(id, parent string) (*session, error) {
 //
 //   - an unknown id is created under parent;
 //   - a closed id is reopened (AgentPool's closed sessions come back with
-//     ACP session/resume or session/load, same id): a new incarnation with
-//     an empty replay buffer, under the same bus sequence, so its ids go on
-//     rising. A subscriber that resumes it with a cursor from before the
-//     close is told what it cannot get back with state_resync_required
-//     {ring_evicted} — never silence;
+//     ACP session/resume or session/load, same id): a new incarnation under
+//     the same bus sequence, so its ids go on rising. It takes back its old
+//     replay buffer (session_closed included) while that is still kept for
+//     its tree (config.ClosedRetention), so a resume from before the close
+//     loses nothing; otherwise it starts empty and a subscriber that
+//     resumes with a cursor from before the close is told what it cannot
+//     get back with state_resync_required{ring_evicted} — never silence;
 //   - an existing root is attached to parent, at any time, even after it
 //     published (agent pools learn the link late): from then on its events
 //     reach parent's descendants, subtree and ancestors' subscribers, and a
@@ -591,8 +599,12 @@ func (b *Bus) ClearReplayBuffer(id string) error {
 // CloseSession closes session id (AgentPool's close_session): it publishes a
 // session_closed event (a real event with an id) that every subscriber in
 // scope receives even when its queue is full, ends the session's own
-// subscribers once they have drained (their Err is ErrSessionClosed), frees
-// its replay buffer and removes it from the tree. Its children move up to
+// subscribers once they have drained (their Err is ErrSessionClosed) and
+// removes it from the tree. Its replay buffer stays readable for the
+// descendants and all scopes of its open ancestors, so that a client of the
+// run that resumes after the sub-agent finished loses nothing, until the
+// tree's root closes, config.ClosedRetention passes or config.MaxRetained
+// buffers are kept (a root's buffer goes at once). Its children move up to
 // its parent (roots when it was a root), so the tree stays connected: a
 // descendants subscriber of an ancestor keeps hearing them, as in
 // AgentPool, whose tree keeps the closed link. Subscribers of other
@@ -695,19 +707,24 @@ func (b *Bus) closeLocked(x *session, announce bool) {
 	p := x.parent()
 	var kids []*session
 	x.node.Children(func(c *scope.Node[*session]) bool { kids = append(kids, c.Value); return true })
-	// Remember what is lost with the ring so a resume that needed it is
-	// told (ring_evicted) instead of silently missing it.
+	// x's buffer stays readable for the descendants and all scopes of its
+	// open ancestors (retain.go); a root's goes, with all it holds. What
+	// goes, and what the subtree scope no longer reads, is remembered so a
+	// resume that needed it is told (ring_evicted) instead of silently
+	// missing it.
+	if p != nil {
+		b.keepLocked(x, p, now)
+	} else {
+		b.dropHeldLocked(x)
+		b.allLost = max(b.allLost, x.lastID)
+	}
 	if lost := x.lastID; lost > 0 {
-		for a := p; a != nil; a = a.parent() {
-			a.descLost = max(a.descLost, lost)
-		}
 		if p != nil {
 			p.childLost = max(p.childLost, lost)
 		}
 		for _, c := range kids {
 			c.subtreeLost = max(c.subtreeLost, lost)
 		}
-		b.allLost = max(b.allLost, lost)
 		if b.lost == nil {
 			b.lost = make(map[string]lostMark)
 		}
@@ -735,7 +752,9 @@ func (b *Bus) closeLocked(x *session, announce bool) {
 		b.reparentLocked(c, x, p)
 	}
 	x.childSubtree = nil
-	x.ring.Clear()
+	if p == nil {
+		x.ring.Clear()
+	}
 	x.ring = nil
 	b.stats.Sessions--
 }
@@ -760,6 +779,13 @@ type Stats struct {
 	Resyncs     uint64 `json:"resyncs"`     // state_resync_required frames before or after a replay
 	Expired     uint64 `json:"expired"`     // sessions expired for idleness
 	Guarded     uint64 `json:"guarded"`     // events the reinsert guard skipped; always 0 unless there is a bug
+	// Retained is the number of closed sessions whose replay buffers are
+	// kept now for the scopes of their open ancestors (at most
+	// config.MaxRetained); RetainedDropped counts those dropped before
+	// being reopened: at config.ClosedRetention, at the cap, or when
+	// their tree's root closed.
+	Retained        int    `json:"retained"`
+	RetainedDropped uint64 `json:"retainedDropped"`
 }
 
 // Stats returns the current counters. It takes the bus lock briefly.
@@ -767,6 +793,7 @@ func (b *Bus) Stats() Stats {
 	b.mu.Lock()
 	st := b.stats
 	st.Subscribers = b.nsubs
+	st.Retained = len(b.keptByID)
 	b.mu.Unlock()
 	st.Replayed = uint64(b.replayed.Load())
 	st.Guarded = uint64(b.guarded.Load())

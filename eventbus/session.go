@@ -27,6 +27,10 @@ type session struct {
 	// (subtreeLost), or among its children (childLost); a resume from
 	// before them is told with ring_evicted.
 	descLost, subtreeLost, childLost uint64
+
+	// kept are closed sessions' replay buffers held for this session's
+	// descendants and all scopes (and its ancestors'), see retain.go.
+	kept []*retained
 }
 
 func (x *session) parent() *session {

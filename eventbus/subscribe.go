@@ -413,6 +413,7 @@ func (b *Bus) scopeRingsLocked(x *session, k scope.Kind) ([]*replay.Buffer[*reco
 		var rings []*replay.Buffer[*record]
 		x.node.Walk(func(n *scope.Node[*session]) bool {
 			rings = append(rings, n.Value.ring)
+			rings = n.Value.keptRings(rings)
 			return true
 		})
 		return rings, x.descLost
@@ -432,7 +433,7 @@ func (b *Bus) scopeRingsLocked(x *session, k scope.Kind) ([]*replay.Buffer[*reco
 		return rings, lost
 	case scope.All:
 		var rings []*replay.Buffer[*record]
-		b.tree.Each(func(n *scope.Node[*session]) { rings = append(rings, n.Value.ring) })
+		b.tree.Each(func(n *scope.Node[*session]) { rings = n.Value.keptRings(append(rings, n.Value.ring)) })
 		return rings, b.allLost
 	}
 	return []*replay.Buffer[*record]{x.ring}, 0
