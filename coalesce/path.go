@@ -146,12 +146,21 @@ func skipValue(b []byte, i int) int {
 // stringValue returns the text of a JSON string literal; the fast path
 // (no escapes) does not decode.
 func stringValue(lit []byte) (string, error) {
-	if len(lit) >= 2 && lit[0] == '"' && lit[len(lit)-1] == '"' && bytes.IndexByte(lit, '\\') < 0 {
-		return string(lit[1 : len(lit)-1]), nil
+	if raw, ok := rawString(lit); ok {
+		return string(raw), nil
 	}
 	var s string
 	err := json.Unmarshal(lit, &s)
 	return s, err
+}
+
+// rawString returns the bytes between the quotes of a JSON string literal
+// without escapes (they are its text); ok is false otherwise.
+func rawString(lit []byte) ([]byte, bool) {
+	if len(lit) >= 2 && lit[0] == '"' && lit[len(lit)-1] == '"' && bytes.IndexByte(lit, '\\') < 0 {
+		return lit[1 : len(lit)-1], true
+	}
+	return nil, false
 }
 
 // setPath returns a copy of data with the value at path replaced by v. Each
@@ -193,6 +202,9 @@ func isNull(v []byte) bool { return string(bytes.TrimSpace(v)) == "null" }
 // else by its compact encoding.
 func equals(v json.RawMessage, want string) bool {
 	if firstByte(v) == '"' {
+		if lit := bytes.TrimSpace(v); bytes.IndexByte(lit, '\\') < 0 {
+			return len(lit) >= 2 && string(lit[1:len(lit)-1]) == want // no allocation
+		}
 		s, err := stringValue(v)
 		return err == nil && s == want
 	}

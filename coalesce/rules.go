@@ -126,7 +126,8 @@ type rule struct {
 	group    string
 	when     []cond
 	keyPaths [][]string
-	path     []string // Merge.Path
+	path     []string          // Merge.Path
+	prefix   map[string]string // event type → "<rule>\x1f<group>\x1f<type>"
 }
 
 type cond struct {
@@ -205,6 +206,10 @@ func Compile(rs RuleSet) (*Set, error) {
 		default:
 			return bad("rule %d (%s): unknown Op %d", i, c.group, r.Merge.Op)
 		}
+		c.prefix = make(map[string]string, len(r.Types))
+		for _, t := range r.Types {
+			c.prefix[t] = strconv.Itoa(len(s.rules)) + "\x1f" + c.group + "\x1f" + t
+		}
 		s.rules = append(s.rules, c)
 		for _, t := range r.Types {
 			s.byType[t] = append(s.byType[t], len(s.rules)-1)
@@ -248,12 +253,12 @@ func (s *Set) Key(ev eventbus.Event) (key string, drop bool) {
 		if !r.applies(ev.Data) {
 			continue
 		}
+		prefix := r.prefix[ev.Type]
+		if r.Key == nil && len(r.keyPaths) == 0 {
+			return prefix, false // no allocation for the common case
+		}
 		var b strings.Builder
-		b.WriteString(strconv.Itoa(i))
-		b.WriteByte(0x1f)
-		b.WriteString(r.group)
-		b.WriteByte(0x1f)
-		b.WriteString(ev.Type)
+		b.WriteString(prefix)
 		if r.Key != nil {
 			k, ok := r.Key(ev.Data)
 			if !ok {
@@ -313,6 +318,10 @@ func (s *Set) Merge(key string, evs []eventbus.Event) (json.RawMessage, error) {
 		for _, ev := range evs {
 			v, ok := lookup(ev.Data, r.path)
 			if !ok || isNull(v) {
+				continue
+			}
+			if raw, ok := rawString(v); ok {
+				b.Write(raw) // no escapes: the bytes are the text
 				continue
 			}
 			str, err := stringValue(v)
