@@ -11,6 +11,8 @@ require (
 
 require github.com/coder/websocket v1.8.15
 
+require github.com/puzpuzpuz/xsync/v3 v3.5.1
+
 require (
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
 	github.com/beorn7/perks v1.0.1 // indirect

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"sync"
 	"time"
@@ -50,7 +49,7 @@ func openReplaybus(o Opts) (Instance, error) {
 }
 
 func (r *rbInstance) Publish(session string, data []byte) (uint64, error) {
-	ev, err := r.bus.Publish(session, eventType, json.RawMessage(data))
+	ev, err := r.bus.PublishJSON(session, eventType, data)
 	return ev.ID, err
 }
 

@@ -66,6 +66,13 @@ const (
 	// buffer), so a node may lag that far behind one session before it
 	// loses events (measured in docs/distributed.md).
 	DefaultNATSRetention = 20
+	// DefaultClosedRetention is 10 minutes: how long a closed sub-agent
+	// session's replay buffer stays readable for the scopes of its
+	// still-open ancestors.
+	DefaultClosedRetention = 10 * time.Minute
+	// DefaultMaxRetained is 1000 closed sessions' replay buffers kept at
+	// once per bus.
+	DefaultMaxRetained = 1000
 )
 
 // Config is the bus configuration. A zero field means its documented
@@ -158,4 +165,20 @@ type Config struct {
 	// 1s–8760h. Env: AGENTPOOL_EVENTBUS_NATS_MAX_AGE (a Go duration such as
 	// "24h").
 	NATSMaxAge time.Duration `env:"NATS_MAX_AGE"`
+
+	// ClosedRetention is how long the replay buffer of a closed session
+	// that had a parent stays readable for the descendants and all scopes
+	// of its still-open ancestors, so that a client of the tree that
+	// resumes after a sub-agent finished loses nothing. The buffer goes
+	// earlier when the tree's root closes (nothing is left to resume into)
+	// or when MaxRetained is reached (the oldest goes first); a resume that
+	// needed it is then told with ring_evicted. Range 1s–8760h; zero means
+	// 10m. Env: AGENTPOOL_EVENTBUS_CLOSED_RETENTION (a Go duration).
+	ClosedRetention time.Duration `env:"CLOSED_RETENTION"`
+
+	// MaxRetained caps how many closed sessions' replay buffers a bus
+	// keeps for ClosedRetention, bounding that memory to MaxRetained ×
+	// ReplayBufferSize events. Range 1–1,000,000; zero means 1000.
+	// Env: AGENTPOOL_EVENTBUS_MAX_RETAINED.
+	MaxRetained int `env:"MAX_RETAINED"`
 }

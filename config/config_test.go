@@ -63,6 +63,8 @@ func TestLoadDefaults(t *testing.T) {
 		{"DISABLE_SLOW_CLIENT_WARNING", cfg.DisableSlowClientWarning, false},
 		{"NATS_RETENTION", cfg.NATSRetention, 20},
 		{"NATS_MAX_AGE", cfg.NATSMaxAge, time.Duration(0)},
+		{"CLOSED_RETENTION", cfg.ClosedRetention, 10 * time.Minute},
+		{"MAX_RETAINED", cfg.MaxRetained, 1000},
 	}
 	require.Len(t, tests, len(fields), "one row per variable")
 	for _, tt := range tests {
@@ -155,6 +157,9 @@ func TestLoadBadValue(t *testing.T) {
 		{"REPLAY_BUFFER_SIZE", "1e3", `="1e3"` + notInt, ErrInvalid},
 		{"REPLAY_BUFFER_SIZE", "1_000", `="1_000"` + notInt, ErrInvalid},
 		{"NATS_RETENTION", "0", `=0: out of range [1, 1000]`, ErrOutOfRange},
+		{"CLOSED_RETENTION", "500ms", `=500ms: out of range [1s, 8760h]`, ErrOutOfRange},
+		{"CLOSED_RETENTION", "soon", `="soon": not a Go duration (for example 90s, 30m or 2h)`, ErrInvalid},
+		{"MAX_RETAINED", "0", `=0: out of range [1, 1000000]`, ErrOutOfRange},
 		{"NATS_RETENTION", "1001", `=1001: out of range [1, 1000]`, ErrOutOfRange},
 		{"NATS_RETENTION", "x", `="x"` + notInt, ErrInvalid},
 		{"NATS_MAX_AGE", "500ms", `=500ms: out of range 0 or [1s, 8760h]`, ErrOutOfRange},

@@ -13,12 +13,14 @@
 //	AGENTPOOL_EVENTBUS_MAX_QUEUED_BYTES             2MiB             1B–1GiB per subscriber
 //	AGENTPOOL_EVENTBUS_MAX_SUBSCRIBERS              64               1–1,000,000 per session
 //	AGENTPOOL_EVENTBUS_SESSION_TTL                  1h               1s–8760h (Go duration)
-//	AGENTPOOL_EVENTBUS_OVERFLOW_POLICY              drop_subscriber  drop_subscriber | drop_oldest | drop_newest
+//	AGENTPOOL_EVENTBUS_OVERFLOW_POLICY              (unset)          drop_subscriber | drop_oldest | drop_newest
 //	AGENTPOOL_EVENTBUS_DROPPABLE_TYPES              (none)           comma-separated event types
 //	AGENTPOOL_EVENTBUS_REPLAY_BUDGET_BYTES          8MiB             1B–1GiB per subscribe
 //	AGENTPOOL_EVENTBUS_DISABLE_SLOW_CLIENT_WARNING  false            true | false
 //	AGENTPOOL_EVENTBUS_NATS_RETENTION               20               1–1000 replay buffers per session (NATS only)
 //	AGENTPOOL_EVENTBUS_NATS_MAX_AGE                 0 (none)         0 or 1s–8760h (Go duration, NATS only)
+//	AGENTPOOL_EVENTBUS_CLOSED_RETENTION             10m              1s–8760h a closed sub-agent's buffer stays readable
+//	AGENTPOOL_EVENTBUS_MAX_RETAINED                 1000             1–1,000,000 closed sessions' buffers kept
 //
 // Byte sizes are an integer number of bytes or an integer with a unit:
 // B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024), with

@@ -38,7 +38,7 @@ var (
 // WithDefaults returns c with every zero field replaced by its default:
 // ReplayBufferSize 100, MaxQueueSize 1000, MaxQueuedBytes 2 MiB,
 // MaxSubscribers 64, SessionTTL 1h, ReplayBudgetBytes 8 MiB, NATSRetention
-// 20. OverflowPolicy stays zero: "" is not a policy but "apply the default
+// 20, ClosedRetention 10m, MaxRetained 1000. OverflowPolicy stays zero: "" is not a policy but "apply the default
 // rule" (drop_oldest in process, drop_subscriber for streams; see
 // Config.OverflowPolicy), which only the subscriber's side can apply.
 // DroppableTypes (default none) and DisableSlowClientWarning (default
@@ -66,6 +66,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.NATSRetention == 0 {
 		c.NATSRetention = DefaultNATSRetention
+	}
+	if c.ClosedRetention == 0 {
+		c.ClosedRetention = DefaultClosedRetention
+	}
+	if c.MaxRetained == 0 {
+		c.MaxRetained = DefaultMaxRetained
 	}
 	return c
 }
@@ -135,6 +141,10 @@ func (c Config) problems() []problem {
 	if c.NATSMaxAge != 0 && (c.NATSMaxAge < time.Second || c.NATSMaxAge > MaxSessionTTL) {
 		add("NATSMaxAge", c.NATSMaxAge, errAgeRange)
 	}
+	if c.ClosedRetention < MinSessionTTL || c.ClosedRetention > MaxSessionTTL {
+		add("ClosedRetention", c.ClosedRetention, errTTLRange)
+	}
+	count("MaxRetained", c.MaxRetained)
 	return ps
 }
 

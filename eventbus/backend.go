@@ -175,7 +175,7 @@ func (b *Bus) ensurePathLocked(path []string) *session {
 			x = n.Value
 			if x.parent() == nil && parent != "" {
 				// Attached late (CreateSession on a root), as in memory.
-				if b.tree.SetParent(id, parent) == nil {
+				if b.treeSetParentLocked(id, parent) == nil {
 					b.attachedLocked(x)
 				}
 			}
@@ -250,6 +250,9 @@ func (b *Bus) wakeFeedWaitersLocked() {
 // closes or backendTimeout passes. It returns at once for a cursor below the
 // next id, and does nothing for the in-memory bus.
 func (b *Bus) awaitFeed(ctx context.Context, cursor uint64) {
+	if b.backend == nil {
+		return // in memory: nothing to wait for, and no lock to take
+	}
 	b.mu.Lock()
 	behind := b.backend != nil && !b.closed && cursor >= b.nextID
 	b.mu.Unlock()

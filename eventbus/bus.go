@@ -1,6 +1,7 @@
 package eventbus
 
 import (
+	"container/list"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -40,6 +41,8 @@ type Bus struct {
 	// guarded by mu.
 	feedWaiters []feedWaiter
 
+	registry // sessions by id for lookups without b.mu (registry.go)
+
 	mu        sync.Mutex
 	closed    bool
 	nextID    uint64 // the id the next event gets (in-memory) or the next expected from the feed
@@ -52,7 +55,11 @@ type Bus struct {
 	// lost remembers, for one session TTL, the newest id each closed or
 	// expired session took with it; forgotten is the highest such id whose
 	// entry has been dropped since. A re-created id is seeded from them.
-	lost      map[string]lostMark
+	lost map[string]lostMark
+	// Closed sessions' buffers kept for their open ancestors (retain.go):
+	// by id, and in closing order for expiry and the MaxRetained cap.
+	keptByID  map[string]*retained
+	keptOrder *list.List
 	forgotten uint64
 	tombs     map[string]int64 // closed session id → Unix ns of closing
 	stats     Stats
@@ -60,7 +67,15 @@ type Bus struct {
 	ttlDone   chan struct{}
 	guarded   atomic.Int64
 	replayed  atomic.Int64
-	diag      diagState // diagnostics queued under mu, delivered after (diaglog.go)
+	// lateResyncs counts resync frames decided outside b.mu (the replay
+	// budget cut, see finishSnapshot); Stats adds them to stats.Resyncs.
+	lateResyncs atomic.Int64
+	diag        diagState // diagnostics queued under mu, delivered after (diaglog.go)
+
+	// deferWakes is set while a publish fans out: consumers' wake-ups are
+	// collected in wakes and sent after b.mu is released (index.go).
+	deferWakes bool
+	wakes      []*Subscription
 }
 
 // New returns a running Bus configured by cfg (zero fields take their
@@ -72,7 +87,7 @@ func New(cfg config.Config, opts ...Option) (*Bus, error) {
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
-	b := &Bus{cfg: cfg, nextID: 1, tombs: make(map[string]int64)}
+	b := &Bus{cfg: cfg, nextID: 1, tombs: make(map[string]int64), registry: newRegistry()}
 	b.policySet = cfg.OverflowPolicy != ""
 	if !b.policySet {
 		b.cfg.OverflowPolicy = config.DefaultOverflowPolicy // in-process default
@@ -219,62 +234,122 @@ func encode(data any) (out []byte, err error) {
 // that was not reopened; ErrSessionNotFound for an unknown session with
 // [Existing]; ErrClosed after [Bus.Close].
 func (b *Bus) Publish(sessionID, typ string, data any, opts ...PublishOption) (Event, error) {
-	defer b.flushDiagnostics() // after b.mu is released
-	var origin string
-	create := true
-	if len(opts) > 0 {
-		opts = slices.DeleteFunc(slices.Clone(opts), func(o PublishOption) bool { return o == nil })
-		// Declared here so that it moves to the heap (o(&po) makes it
-		// escape) only for a publish that has options.
-		var po publishOptions
-		for _, o := range opts {
-			o(&po)
-		}
-		origin, create = po.origin, !po.existing
-	}
-	if err := checkName("session id", sessionID); err != nil {
+	if err := checkEvent(sessionID, typ); err != nil {
 		return Event{}, err
-	}
-	if err := checkName("event type", typ); err != nil {
-		return Event{}, err
-	}
-	if Reserved(typ) {
-		return Event{}, invalidf("event type %q is reserved for the bus's own frames", typ)
 	}
 	raw, err := encode(data)
 	if err != nil {
 		return Event{}, err
 	}
+	origin, create := publishOpts(opts)
+	return b.publish(sessionID, typ, raw, origin, create)
+}
+
+// PublishJSON is [Bus.Publish] for a payload that is already JSON: data is
+// validated (encoding/json's json.Valid) and copied, exactly as Publish does
+// with a json.RawMessage, but without passing through an interface value,
+// which costs Publish an allocation per call. Empty data means no payload.
+// Errors and behaviour are Publish's; data is not retained.
+func (b *Bus) PublishJSON(sessionID, typ string, data []byte, opts ...PublishOption) (Event, error) {
+	if err := checkEvent(sessionID, typ); err != nil {
+		return Event{}, err
+	}
+	var raw []byte
+	if len(data) > 0 {
+		if !json.Valid(data) {
+			return Event{}, invalidf("data is not valid JSON: %.60q", data)
+		}
+		raw = append([]byte(nil), data...)
+	}
+	origin, create := publishOpts(opts)
+	return b.publish(sessionID, typ, raw, origin, create)
+}
+
+// checkEvent validates what every publish names.
+func checkEvent(sessionID, typ string) error {
+	if err := checkName("session id", sessionID); err != nil {
+		return err
+	}
+	if err := checkName("event type", typ); err != nil {
+		return err
+	}
+	if Reserved(typ) {
+		return invalidf("event type %q is reserved for the bus's own frames", typ)
+	}
+	return nil
+}
+
+// publishOpts applies opts (nil ones ignored) and returns the origin and
+// whether a missing session is created.
+func publishOpts(opts []PublishOption) (origin string, create bool) {
+	if len(opts) == 0 {
+		return "", true
+	}
+	// Declared here so that it moves to the heap (o(&po) makes it escape)
+	// only for a publish that has options.
+	var po publishOptions
+	for _, o := range opts {
+		if o != nil {
+			o(&po)
+		}
+	}
+	return po.origin, !po.existing
+}
+
+// publish stores and fans out one validated, encoded event. Only what must
+// be ordered runs under the bus lock — the id, the replay buffer append and
+// queueing for the subscribers in scope; the record, the clock and the
+// returned Event are made outside it, and parked consumers are woken after
+// it is released.
+func (b *Bus) publish(sessionID, typ string, raw []byte, origin string, create bool) (Event, error) {
+	defer b.flushDiagnostics() // after b.mu is released
+	if b.backend != nil {
+		return b.publishRemote(sessionID, typ, raw, origin, create)
+	}
+	r := &record{typ: typ, data: raw, origin: originRef(origin), nanos: b.nowNanos()}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
 		return Event{}, ErrClosed
 	}
-	if b.backend != nil {
-		// The session is known here from now on, and published: a
-		// CreateSession on this node can no longer give it a parent, as in
-		// memory. A closed session is refused as in memory.
-		x, err := b.sessionLocked(sessionID, create)
-		var path []string
-		if err == nil {
-			x.published = true
-			path = x.pathLocked()
-		}
-		now := b.opts.now()
-		b.mu.Unlock()
-		if err != nil {
-			return Event{}, err
-		}
-		return b.appendRemote(path, Event{Session: sessionID, Type: typ, Data: raw, Time: now, Origin: origin})
-	}
-	defer b.mu.Unlock()
 	x, err := b.sessionLocked(sessionID, create)
+	if err != nil {
+		b.mu.Unlock()
+		return Event{}, err
+	}
+	r.session = x.id
+	b.deferWakes = true
+	b.appendLocked(x, r, false)
+	wakes := b.takeWakesLocked()
+	b.mu.Unlock()
+	sendWakes(wakes)
+	// r is immutable from here on: subscribers read it concurrently.
+	return r.event(false), nil
+}
+
+// publishRemote is publish on a bus over a backend: the backend assigns the
+// id and the feed delivers.
+func (b *Bus) publishRemote(sessionID, typ string, raw []byte, origin string, create bool) (Event, error) {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return Event{}, ErrClosed
+	}
+	// The session is known here from now on, and published: a
+	// CreateSession on this node can no longer give it a parent, as in
+	// memory. A closed session is refused as in memory.
+	x, err := b.sessionLocked(sessionID, create)
+	var path []string
+	if err == nil {
+		x.published = true
+		path = x.pathLocked()
+	}
+	now := b.opts.now()
+	b.mu.Unlock()
 	if err != nil {
 		return Event{}, err
 	}
-	r := &record{session: x.id, typ: typ, data: raw, origin: originRef(origin), nanos: b.nowNanos()}
-	b.appendLocked(x, r, false)
-	return r.event(false), nil
+	return b.appendRemote(path, Event{Session: sessionID, Type: typ, Data: raw, Time: now, Origin: origin})
 }
 
 // eachSubLocked calls fn for every registered subscriber.
@@ -297,6 +372,10 @@ func (b *Bus) appendLocked(x *session, r *record, forced bool) {
 	x.lastID = r.id
 	x.touch(r.nanos)
 	x.ring.Append(r)
+	x.info.lastID.Store(r.id)
+	if n := int32(x.ring.Len()); n != x.info.buffered.Load() {
+		x.info.buffered.Store(n)
+	}
 	b.stats.Published++
 	b.fanOutLocked(x, r, forced)
 }
@@ -361,12 +440,11 @@ func (b *Bus) addLocked(id, parent string) (*session, error) {
 		ring.MarkEvicted(b.forgotten)
 	}
 	x := &session{id: id, ring: ring, active: b.nowNanos()}
-	n, err := b.tree.Add(id, parent, x)
-	if err != nil {
+	if err := b.treeAddLocked(x, parent); err != nil {
 		return nil, err
 	}
-	x.node = n
 	b.stats.Sessions++
+	b.adoptLocked(x)
 	return x, nil
 }
 
@@ -375,11 +453,13 @@ func (b *Bus) addLocked(id, parent string) (*session, error) {
 //
 //   - an unknown id is created under parent;
 //   - a closed id is reopened (AgentPool's closed sessions come back with
-//     ACP session/resume or session/load, same id): a new incarnation with
-//     an empty replay buffer, under the same bus sequence, so its ids go on
-//     rising. A subscriber that resumes it with a cursor from before the
-//     close is told what it cannot get back with state_resync_required
-//     {ring_evicted} — never silence;
+//     ACP session/resume or session/load, same id): a new incarnation under
+//     the same bus sequence, so its ids go on rising. It takes back its old
+//     replay buffer (session_closed included) while that is still kept for
+//     its tree (config.ClosedRetention), so a resume from before the close
+//     loses nothing; otherwise it starts empty and a subscriber that
+//     resumes with a cursor from before the close is told what it cannot
+//     get back with state_resync_required{ring_evicted} — never silence;
 //   - an existing root is attached to parent, at any time, even after it
 //     published (agent pools learn the link late): from then on its events
 //     reach parent's descendants, subtree and ancestors' subscribers, and a
@@ -435,7 +515,7 @@ func (b *Bus) CreateSession(id, parent string) error {
 		b.mu.Lock()
 		if err != nil && !b.closed && b.tree.Get(id) == x.node && x.nsubs == 0 && !x.published && x.node.NumChildren() == 0 {
 			// No other node learnt of it: do not keep a local phantom.
-			b.tree.Remove(id, false)
+			b.treeRemoveLocked(x)
 			b.stats.Sessions--
 			if reopened {
 				b.tombs[id] = b.nowNanos()
@@ -451,7 +531,7 @@ func (b *Bus) CreateSession(id, parent string) error {
 	if old != nil {
 		return invalidf("session %q already has parent %q, cannot move it under %q", id, old.id, parent)
 	}
-	if err := b.tree.SetParent(id, parent); err != nil {
+	if err := b.treeSetParentLocked(id, parent); err != nil {
 		return err
 	}
 	b.attachedLocked(x)
@@ -489,14 +569,6 @@ func (b *Bus) SessionClosed(id string) bool {
 	return ok
 }
 
-// SessionExists reports whether session id exists (created and neither
-// closed nor expired).
-func (b *Bus) SessionExists(id string) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.tree.Get(id) != nil
-}
-
 // SessionInfo describes one session for listings.
 type SessionInfo struct {
 	ID          string `json:"id"`               // the session id
@@ -504,37 +576,6 @@ type SessionInfo struct {
 	Subscribers int    `json:"subscribers"`      // subscribers made on it (any scope)
 	Buffered    int    `json:"buffered"`         // events in its replay buffer
 	LastEventID uint64 `json:"lastEventId"`      // newest id published to it, 0 if none
-}
-
-// Sessions lists every live session, in no particular order. It costs
-// O(sessions) under the bus lock.
-func (b *Bus) Sessions() []SessionInfo {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := make([]SessionInfo, 0, b.tree.Len())
-	b.tree.Each(func(n *scope.Node[*session]) {
-		x := n.Value
-		info := SessionInfo{ID: x.id, Subscribers: x.nsubs, Buffered: x.ring.Len(), LastEventID: x.lastID}
-		if p := x.parent(); p != nil {
-			info.Parent = p.id
-		}
-		out = append(out, info)
-	})
-	return out
-}
-
-// SubscriberCounts returns the number of subscribers made on each session
-// that has any, as AgentPool's get_subscriber_counts.
-func (b *Bus) SubscriberCounts() map[string]int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := make(map[string]int)
-	b.tree.Each(func(n *scope.Node[*session]) {
-		if n.Value.nsubs > 0 {
-			out[n.ID] = n.Value.nsubs
-		}
-	})
-	return out
 }
 
 // ClearReplayBuffer empties session id's replay buffer, as AgentPool's
@@ -550,6 +591,7 @@ func (b *Bus) ClearReplayBuffer(id string) error {
 	}
 	if n := b.tree.Get(id); n != nil {
 		n.Value.ring.Clear()
+		n.Value.info.buffered.Store(0)
 	}
 	return nil
 }
@@ -557,8 +599,12 @@ func (b *Bus) ClearReplayBuffer(id string) error {
 // CloseSession closes session id (AgentPool's close_session): it publishes a
 // session_closed event (a real event with an id) that every subscriber in
 // scope receives even when its queue is full, ends the session's own
-// subscribers once they have drained (their Err is ErrSessionClosed), frees
-// its replay buffer and removes it from the tree. Its children move up to
+// subscribers once they have drained (their Err is ErrSessionClosed) and
+// removes it from the tree. Its replay buffer stays readable for the
+// descendants and all scopes of its open ancestors, so that a client of the
+// run that resumes after the sub-agent finished loses nothing, until the
+// tree's root closes, config.ClosedRetention passes or config.MaxRetained
+// buffers are kept (a root's buffer goes at once). Its children move up to
 // its parent (roots when it was a root), so the tree stays connected: a
 // descendants subscriber of an ancestor keeps hearing them, as in
 // AgentPool, whose tree keeps the closed link. Subscribers of other
@@ -661,19 +707,24 @@ func (b *Bus) closeLocked(x *session, announce bool) {
 	p := x.parent()
 	var kids []*session
 	x.node.Children(func(c *scope.Node[*session]) bool { kids = append(kids, c.Value); return true })
-	// Remember what is lost with the ring so a resume that needed it is
-	// told (ring_evicted) instead of silently missing it.
+	// x's buffer stays readable for the descendants and all scopes of its
+	// open ancestors (retain.go); a root's goes, with all it holds. What
+	// goes, and what the subtree scope no longer reads, is remembered so a
+	// resume that needed it is told (ring_evicted) instead of silently
+	// missing it.
+	if p != nil {
+		b.keepLocked(x, p, now)
+	} else {
+		b.dropHeldLocked(x)
+		b.allLost = max(b.allLost, x.lastID)
+	}
 	if lost := x.lastID; lost > 0 {
-		for a := p; a != nil; a = a.parent() {
-			a.descLost = max(a.descLost, lost)
-		}
 		if p != nil {
 			p.childLost = max(p.childLost, lost)
 		}
 		for _, c := range kids {
 			c.subtreeLost = max(c.subtreeLost, lost)
 		}
-		b.allLost = max(b.allLost, lost)
 		if b.lost == nil {
 			b.lost = make(map[string]lostMark)
 		}
@@ -693,15 +744,17 @@ func (b *Bus) closeLocked(x *session, announce bool) {
 	}
 	// The children move up to x's parent, and their subtree subscribers
 	// (kept in x.childSubtree) to the parent's list.
-	b.tree.Remove(x.id, false)
+	b.treeRemoveLocked(x)
 	for _, c := range kids {
 		if p != nil {
-			_ = b.tree.SetParent(c.id, p.id) // p is an ancestor of c's old place: no cycle
+			_ = b.treeSetParentLocked(c.id, p.id) // p is an ancestor of c's old place: no cycle
 		}
 		b.reparentLocked(c, x, p)
 	}
 	x.childSubtree = nil
-	x.ring.Clear()
+	if p == nil {
+		x.ring.Clear()
+	}
 	x.ring = nil
 	b.stats.Sessions--
 }
@@ -726,6 +779,13 @@ type Stats struct {
 	Resyncs     uint64 `json:"resyncs"`     // state_resync_required frames before or after a replay
 	Expired     uint64 `json:"expired"`     // sessions expired for idleness
 	Guarded     uint64 `json:"guarded"`     // events the reinsert guard skipped; always 0 unless there is a bug
+	// Retained is the number of closed sessions whose replay buffers are
+	// kept now for the scopes of their open ancestors (at most
+	// config.MaxRetained); RetainedDropped counts those dropped before
+	// being reopened: at config.ClosedRetention, at the cap, or when
+	// their tree's root closed.
+	Retained        int    `json:"retained"`
+	RetainedDropped uint64 `json:"retainedDropped"`
 }
 
 // Stats returns the current counters. It takes the bus lock briefly.
@@ -733,9 +793,11 @@ func (b *Bus) Stats() Stats {
 	b.mu.Lock()
 	st := b.stats
 	st.Subscribers = b.nsubs
+	st.Retained = len(b.keptByID)
 	b.mu.Unlock()
 	st.Replayed = uint64(b.replayed.Load())
 	st.Guarded = uint64(b.guarded.Load())
+	st.Resyncs += uint64(b.lateResyncs.Load())
 	return st
 }
 

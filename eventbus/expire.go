@@ -10,7 +10,7 @@ import (
 // the session TTL (at most once a minute), until Close.
 func (b *Bus) expireLoop() {
 	defer close(b.ttlDone)
-	every := b.cfg.SessionTTL / 4
+	every := min(b.cfg.SessionTTL, b.cfg.ClosedRetention) / 4
 	if every > time.Minute {
 		every = time.Minute
 	}
@@ -55,6 +55,7 @@ func (b *Bus) ExpireIdle() int {
 			b.diagnose(DiagSessionExpired, &Subscription{sess: x}, &record{})
 		}
 	}
+	b.expireKeptLocked(now)
 	for id, m := range b.lost {
 		if now-m.at >= ttl {
 			b.forgotten = max(b.forgotten, m.id)

@@ -4,12 +4,27 @@ package eventbus
 // EventBus (warning at 75 % with hysteresis, eviction with client_evicted,
 // forced frames that never count), AgentPool's overflow policy names and
 // OpenClaw's dropIfSlow. Every method here runs on a publisher's goroutine
-// with the bus lock held and takes s.mu itself; none of them blocks.
+// with the bus lock held and takes s.mu itself; none of them blocks. The
+// wake-up of a parked consumer is the caller's to send (deliver reports it),
+// so that the publish path sends it after releasing the bus lock.
 
 // liveLocked returns the live frames and bytes queued and not yet taken by
-// the consumer. s.mu must be held.
+// the consumer, exactly: it refreshes the publisher's copy of the
+// consumer's counters. s.mu must be held.
 func (s *Subscription) liveLocked() (frames, bytes int64) {
-	return s.enq - s.consumed.Load(), s.enqBytes - s.consumedBytes.Load()
+	s.seenConsumed, s.seenConsumedBytes = s.consumed.Load(), s.consumedBytes.Load()
+	return s.enq - s.seenConsumed, s.enqBytes - s.seenConsumedBytes
+}
+
+// liveBoundLocked is liveLocked from the publisher's copy of the
+// consumer's counters, without reading them: an upper bound (the consumer
+// only ever takes), exact as of the last refresh. deliver uses it away from
+// every threshold, so that a delivery does not pull the cache line the
+// consumer writes on each event; near a threshold it refreshes, so every
+// decision and every figure is the one the exact values give. s.mu must be
+// held.
+func (s *Subscription) liveBoundLocked() (frames, bytes int64) {
+	return s.enq - s.seenConsumed, s.enqBytes - s.seenConsumedBytes
 }
 
 func (s *Subscription) figuresLocked() QueueFigures {
@@ -19,29 +34,61 @@ func (s *Subscription) figuresLocked() QueueFigures {
 
 // wakeLocked wakes a consumer blocked in Next. s.mu must be held.
 func (s *Subscription) wakeLocked() {
+	if s.takeWakeLocked() {
+		s.sendWake()
+	}
+}
+
+// takeWakeLocked reports whether the consumer is parked and must be woken,
+// and clears the mark, so that exactly one wake-up is sent: by the caller,
+// possibly after it released its locks (see Bus.wakeLater). s.mu must be
+// held.
+func (s *Subscription) takeWakeLocked() bool {
 	if s.waiting {
 		s.waiting = false
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
+		return true
+	}
+	return false
+}
+
+// sendWake hands the parked consumer its wake-up; it never blocks (the
+// channel holds one token, and a token already there wakes it as well).
+func (s *Subscription) sendWake() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
 	}
 }
 
 // deliver offers a live event to the subscriber. It reports what happened so
-// the bus can count it and, for an eviction, unregister the subscriber.
-func (s *Subscription) deliver(r *record, droppable bool) outcome {
+// the bus can count it and, for an eviction, unregister the subscriber, and
+// whether the consumer is parked and needs a wake-up, which the caller sends
+// (after releasing the bus lock on the publish path).
+func (s *Subscription) deliver(r *record, droppable bool) (outcome, bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	o := s.deliverLocked(r, droppable)
+	wake := o != outcomeIgnored && o != outcomeEvicted && s.takeWakeLocked()
+	s.mu.Unlock()
+	return o, wake
+}
+
+func (s *Subscription) deliverLocked(r *record, droppable bool) outcome {
 	if s.ended {
 		return outcomeIgnored
 	}
-	frames, bytes := s.liveLocked()
 	max, maxB := int64(s.maxQueued), s.maxBytes
+	cost := int64(len(r.data))
+	frames, bytes := s.liveBoundLocked()
+	// Every threshold below (warning at 75 % counting this event, the
+	// droppable cut at 75 %, overflow, the warning's re-arm) implies this
+	// condition; the bound is at least the exact value, so when the bound
+	// does not meet it, the exact values decide nothing either.
+	if s.warned || (frames+1)*4 >= max*3 || (bytes+cost)*4 >= maxB*3 {
+		frames, bytes = s.liveLocked()
+	}
 	if s.warned && frames*8 <= max*3 && bytes*8 <= maxB*3 {
 		s.warned = false // hysteresis: re-armed at ≤ 37.5 % on both axes
 	}
-	cost := int64(len(r.data))
 	if droppable && (frames*4 >= max*3 || bytes*4 >= maxB*3) {
 		s.dropNewestLocked(r) // OpenClaw's dropIfSlow
 		return outcomeDropped
@@ -106,7 +153,6 @@ func (s *Subscription) pushLiveLocked(r *record, cost int64) {
 	s.q = append(s.q, entry{rec: r})
 	s.enq++
 	s.enqBytes += cost
-	s.wakeLocked()
 }
 
 // pushLocked queues a frame that never counts against the limits (replay,
@@ -131,7 +177,6 @@ func (s *Subscription) dropNewestLocked(r *record) {
 		kind: entryDropped,
 		drop: &dropInfo{first: r.id, last: r.id, count: 1},
 	})
-	s.wakeLocked()
 }
 
 // dropOldestLocked drops the oldest queued live events until cost more bytes

@@ -1,6 +1,10 @@
 package eventbus
 
-import "github.com/replaybus/replaybus/scope"
+import (
+	"sync"
+
+	"github.com/replaybus/replaybus/scope"
+)
 
 // Registration index. A subscriber made on session X with scope k sits in at
 // most two lists, so that a publish to session S reaches exactly the
@@ -40,6 +44,7 @@ func (b *Bus) registerLocked(s *Subscription) {
 	s.pos = [2]int{-1, -1}
 	x := s.sess
 	x.nsubs++
+	x.info.nsubs.Store(int32(x.nsubs))
 	b.nsubs++
 	switch s.kind {
 	case scope.All:
@@ -75,6 +80,7 @@ func (b *Bus) unregisterLocked(s *Subscription) {
 	x.own.remove(s, 0)
 	s.pos = [2]int{-1, -1}
 	x.nsubs--
+	x.info.nsubs.Store(int32(x.nsubs))
 	b.nsubs--
 	x.touch(b.nowNanos())
 }
@@ -124,14 +130,23 @@ func (b *Bus) offerLocked(l *subList, skip *session, r *record, droppable, force
 		}
 		if forced {
 			s.mu.Lock()
+			wake := false
 			if !s.ended {
-				s.pushLocked(entry{rec: r, kind: entryForced})
+				s.q = append(s.q, entry{rec: r, kind: entryForced})
+				wake = s.takeWakeLocked()
 				b.stats.Delivered++
 			}
 			s.mu.Unlock()
+			if wake {
+				b.wakeLater(s)
+			}
 			continue
 		}
-		switch s.deliver(r, droppable) {
+		o, wake := s.deliver(r, droppable)
+		if wake {
+			b.wakeLater(s)
+		}
+		switch o {
 		case outcomeQueued:
 			b.stats.Delivered++
 		case outcomeWarned:
@@ -154,3 +169,46 @@ func (b *Bus) offerLocked(l *subList, skip *session, r *record, droppable, force
 		}
 	}
 }
+
+// wakeLater sends s its wake-up: at once, or — on the publish path, which
+// sets b.deferWakes — after the bus lock is released (Bus.sendWakes), so that
+// waking a parked goroutine is never paid with the bus lock held. b.mu must
+// be held.
+func (b *Bus) wakeLater(s *Subscription) {
+	if b.deferWakes {
+		b.wakes = append(b.wakes, s)
+		return
+	}
+	s.sendWake()
+}
+
+// takeWakesLocked ends the deferral and returns the wake-ups collected since
+// it began, to be sent with sendWakes once b.mu is released. b.mu must be
+// held.
+func (b *Bus) takeWakesLocked() *[]*Subscription {
+	b.deferWakes = false
+	if len(b.wakes) == 0 {
+		return nil
+	}
+	p := wakeLists.Get().(*[]*Subscription)
+	*p, b.wakes = b.wakes, (*p)[:0]
+	return p
+}
+
+// sendWakes sends the wake-ups takeWakesLocked returned; b.mu must not be
+// held.
+func sendWakes(p *[]*Subscription) {
+	if p == nil {
+		return
+	}
+	for i, s := range *p {
+		s.sendWake()
+		(*p)[i] = nil
+	}
+	*p = (*p)[:0]
+	wakeLists.Put(p)
+}
+
+// wakeLists recycles the wake-up lists of the publish path, so that a
+// publish allocates none in steady state.
+var wakeLists = sync.Pool{New: func() any { return new([]*Subscription) }}

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strconv"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -19,7 +20,7 @@ import (
 
 // The seven inputs of the AgentPool porting issue, one named test each (the
 // example server's input 7 is TestPublish in examples/agentserver/server;
-// input 3 is TestInput3ClosedChildHistoryResumable).
+// input 3 is TestInput3ClosedChildHistoryResumable below).
 
 // Input 1: CreateSession on a closed id reopens it under the same sequence;
 // a resume with a cursor from before the close is told what it lost; a late
@@ -296,4 +297,101 @@ func TestEventsDrainAfterBusClose(t *testing.T) {
 	}
 	assert.Equal(t, want, got)
 	assert.True(t, errors.Is(s.Err(), eventbus.ErrClosed))
+}
+
+// Input 3: a closed sub-agent's history stays resumable while its tree
+// lives. Root with two children (ring 1000); a descendants client reads 46
+// of 54 events, goes away for 200 ms, the children finish and are closed;
+// its resume with Last-Event-ID loses nothing (before: ring_evicted, 8 of
+// 54 gone). The buffers go after ClosedRetention (the resume is then told),
+// or when the root closes.
+func TestInput3ClosedChildHistoryResumable(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		b := newBus(t, config.Config{ReplayBufferSize: 1000})
+		require.NoError(t, b.CreateSession("root", ""))
+		require.NoError(t, b.CreateSession("a", "root"))
+		require.NoError(t, b.CreateSession("b", "root"))
+		c := subscribe(t, b, "root", eventbus.SubscribeOptions{Scope: scope.Descendants})
+		var all []uint64
+		for i := 0; i < 18; i++ {
+			for _, s := range []string{"root", "a", "b"} {
+				all = append(all, publish(t, b, s, 1)...)
+			}
+		}
+		got := ids(readN(t, c, 46))
+		require.Equal(t, all[:46], got)
+		c.Close() // the client goes away
+		time.Sleep(200 * time.Millisecond)
+		require.NoError(t, b.CloseSession("a"))
+		require.NoError(t, b.CloseSession("b"))
+		closedA, closedB := b.LastEventID()-1, b.LastEventID()
+		assert.Equal(t, 2, b.Stats().Retained)
+
+		r := subscribe(t, b, "root", eventbus.SubscribeOptions{Scope: scope.Descendants, Cursor: eventbus.At(got[45])})
+		evs := drain(r)
+		assert.Equal(t, append(append([]uint64{}, all[46:]...), closedA, closedB), ids(evs), "nothing lost")
+		assert.Zero(t, count(evs, eventbus.TypeStateResyncRequired))
+		allScope := subscribe(t, b, "root", eventbus.SubscribeOptions{Scope: scope.All, Cursor: eventbus.At(got[45])})
+		assert.Zero(t, count(drain(allScope), eventbus.TypeStateResyncRequired), "the all scope reads them too")
+
+		// After ClosedRetention (10 min) the buffers go; a resume is told.
+		time.Sleep(config.DefaultClosedRetention + time.Minute)
+		synctest.Wait()
+		st := b.Stats()
+		assert.Zero(t, st.Retained)
+		assert.Equal(t, uint64(2), st.RetainedDropped)
+		late := subscribe(t, b, "root", eventbus.SubscribeOptions{Scope: scope.Descendants, Cursor: eventbus.At(got[45])})
+		evs = drain(late)
+		require.NotEmpty(t, evs)
+		assert.Equal(t, "state_resync_required:ring_evicted", describe(evs)[0])
+	})
+}
+
+// The root closing drops what its tree kept; MaxRetained drops the oldest.
+func TestRetainedBounds(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, config.Config{MaxRetained: 1})
+	require.NoError(t, b.CreateSession("root", ""))
+	require.NoError(t, b.CreateSession("a", "root"))
+	require.NoError(t, b.CreateSession("b", "root"))
+	a := publish(t, b, "a", 1)
+	publish(t, b, "b", 1)
+	require.NoError(t, b.CloseSession("a"))
+	require.NoError(t, b.CloseSession("b"))
+	st := b.Stats()
+	assert.Equal(t, 1, st.Retained, "the cap")
+	assert.Equal(t, uint64(1), st.RetainedDropped, "a's buffer, the oldest, went")
+	r := subscribe(t, b, "root", eventbus.SubscribeOptions{Scope: scope.Descendants, Cursor: eventbus.At(a[0] - 1)})
+	assert.Equal(t, "state_resync_required:ring_evicted", describe(drain(r))[0], "and a resume that needed it is told")
+
+	all := subscribe(t, b, "x", eventbus.SubscribeOptions{Scope: scope.All, NoReplay: true})
+	require.NoError(t, b.CloseSession("root"))
+	st = b.Stats()
+	assert.Zero(t, st.Retained, "the root closed: nothing left to resume into")
+	assert.Equal(t, uint64(2), st.RetainedDropped)
+	again := subscribe(t, b, "x", eventbus.SubscribeOptions{Scope: scope.All, Cursor: eventbus.At(a[0])})
+	assert.Equal(t, "state_resync_required:ring_evicted", describe(drain(again))[0])
+	all.Close()
+}
+
+// A reopened session takes its kept buffer back: its own resume from
+// before the close loses nothing.
+func TestReopenAdoptsKeptHistory(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, config.Config{})
+	require.NoError(t, b.CreateSession("root", ""))
+	require.NoError(t, b.CreateSession("sub", "root"))
+	ids3 := publish(t, b, "sub", 3)
+	require.NoError(t, b.CloseSession("sub"))
+	closed := b.LastEventID()
+	require.NoError(t, b.CreateSession("sub", "root"), "session/load")
+	assert.Zero(t, b.Stats().Retained)
+	next := publish(t, b, "sub", 1)
+	s := subscribe(t, b, "sub", eventbus.SubscribeOptions{Cursor: eventbus.At(ids3[0])})
+	evs := drain(s)
+	assert.Equal(t, []uint64{ids3[1], ids3[2], closed, next[0]}, ids(evs))
+	assert.Zero(t, count(evs, eventbus.TypeStateResyncRequired))
+	d := subscribe(t, b, "root", eventbus.SubscribeOptions{Scope: scope.Descendants, Cursor: eventbus.At(0)})
+	assert.Zero(t, count(drain(d), eventbus.TypeStateResyncRequired), "still under root: root's scope loses nothing")
 }

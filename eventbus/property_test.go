@@ -66,7 +66,7 @@ func TestPropertyDelivery(t *testing.T) {
 type propTally struct {
 	Cases, Events, Subscribers, Frames, Replayed, Resumes, RingEvicted, EpochResets, Budget int
 	Warnings, Drops, Evictions, SessionsClosed, Cancels, SessionClosedEnds                  int
-	Reopened, AttachedLate, MovedUp                                                         int
+	Reopened, AttachedLate, MovedUp, Kept, KeptDropped, Adopted                             int
 }
 
 var sessionNames = []string{"a", "b", "c", "d", "e", "f"}
@@ -88,17 +88,29 @@ type mSession struct {
 	evicted   uint64 // highest id no longer in ring
 	published bool
 	lastID    uint64
+	descLost  uint64   // highest id of a kept buffer dropped while this session's descendants scope read it
+	kept      []*mKept // closed sessions' buffers held here for the descendants and all scopes
 }
 
-// closedRec is what the model remembers of a closed session: its place in
-// the tree at the moment it closed (by identity: a reopened id is another
-// session) and the id of its session_closed. ancestors grows when a root
-// above it is attached late.
+// mKept is a closed session's replay buffer, kept for the descendants and
+// all scopes of its open ancestors (held by the nearest one) until the
+// tree's root closes, MaxRetained is exceeded, or its id is reopened.
+type mKept struct {
+	id      string
+	ring    []mEvent
+	evicted uint64
+	lastID  uint64
+	holder  *mSession
+}
+
+// closedRec is what the model remembers of a closed session for the
+// subtree scope, which does not read kept buffers: its parent and children
+// at the moment it closed (by identity: a reopened id is another session)
+// and the id of its session_closed.
 type closedRec struct {
-	ancestors []*mSession
-	parent    *mSession
-	children  []*mSession
-	lost      uint64
+	parent   *mSession
+	children []*mSession
+	lost     uint64
 }
 
 type harness struct {
@@ -114,6 +126,9 @@ type harness struct {
 	lostByID map[string]uint64 // the session_closed id of each closed id, seeds a reopened ring
 	closed   []*closedRec
 	allLost  uint64
+	keptBy   map[string]*mKept // by id
+	keptFIFO []*mKept          // in closing order: the MaxRetained cap drops the first
+	maxKept  int
 	subs     []*mSub
 	tally    *propTally
 }
@@ -128,11 +143,14 @@ func newHarness(t *rapid.T) *harness {
 		sessions: map[string]*mSession{},
 		tombs:    map[string]bool{},
 		lostByID: map[string]uint64{},
+		keptBy:   map[string]*mKept{},
+		maxKept:  rapid.SampledFrom([]int{config.DefaultMaxRetained, 1, 2}).Draw(t, "maxRetained"),
 	}
 	b, err := eventbus.New(config.Config{
 		ReplayBufferSize:  h.n,
 		ReplayBudgetBytes: h.budget,
 		DroppableTypes:    []string{"delta"},
+		MaxRetained:       h.maxKept,
 	}, eventbus.WithEpoch("e1"))
 	if err != nil {
 		t.Fatal(err)
@@ -148,15 +166,43 @@ func (h *harness) fatalf(format string, args ...any) {
 
 // newSession adds a session to the model. Nothing expires within a case, so
 // a brand-new id starts with nothing evicted and must never announce a loss;
-// a reopened id (CreateSession on a closed one) starts with everything up to
-// its session_closed counted as evicted.
+// a reopened id (CreateSession on a closed one) takes back its kept buffer
+// if there is one, else starts with everything up to its session_closed
+// counted as evicted.
 func (h *harness) newSession(id string, parent *mSession) *mSession {
 	x := &mSession{id: id, parent: parent, evicted: h.lostByID[id]}
 	if parent != nil {
 		parent.children = append(parent.children, x)
 	}
 	h.sessions[id] = x
+	if k := h.keptBy[id]; k != nil {
+		h.unkeep(k)
+		for a := k.holder; a != nil; a = a.parent {
+			if a != x && !a.isAncestorOf(x) {
+				a.descLost = max(a.descLost, k.lastID)
+			}
+		}
+		x.ring, x.evicted, x.lastID = k.ring, k.evicted, k.lastID
+		h.tally.Adopted++
+	}
 	return x
+}
+
+func (h *harness) unkeep(k *mKept) {
+	k.holder.kept = slices.DeleteFunc(k.holder.kept, func(o *mKept) bool { return o == k })
+	h.keptFIFO = slices.DeleteFunc(h.keptFIFO, func(o *mKept) bool { return o == k })
+	delete(h.keptBy, k.id)
+}
+
+// dropKept drops a kept buffer: the descendants scopes that read it and the
+// all scope lose it.
+func (h *harness) dropKept(k *mKept) {
+	h.unkeep(k)
+	for a := k.holder; a != nil; a = a.parent {
+		a.descLost = max(a.descLost, k.lastID)
+	}
+	h.allLost = max(h.allLost, k.lastID)
+	h.tally.KeptDropped++
 }
 
 func (h *harness) liveSessions() []string {
@@ -308,10 +354,8 @@ func (h *harness) modelCreate(id, parent string) error {
 	}
 	// What x's subtree lost is now lost to its new ancestors' descendants
 	// scope too.
-	for _, c := range h.closed {
-		if slices.Contains(c.ancestors, x) {
-			c.ancestors = append(c.ancestors, x.ancestors()...)
-		}
+	for a := p; a != nil; a = a.parent {
+		a.descLost = max(a.descLost, x.descLost)
 	}
 	return nil
 }
@@ -401,19 +445,29 @@ func (h *harness) expectHead(x *mSession, o eventbus.SubscribeOptions) ([]want, 
 			}
 		}
 	}
-	sort.Slice(snap, func(i, j int) bool { return snap[i].id < snap[j].id })
-	for _, c := range h.closed {
-		var relevant bool
-		switch o.Scope {
-		case scope.Descendants:
-			relevant = slices.Contains(c.ancestors, x)
-		case scope.Subtree:
-			relevant = slices.Contains(c.children, x) || (x.parent != nil && c.parent == x.parent)
-		case scope.All:
-			relevant = true
+	// Kept buffers of closed sessions: read by the descendants scope of
+	// their holder and its ancestors, and by the all scope.
+	for _, k := range h.keptBy {
+		if o.Scope == scope.All || o.Scope == scope.Descendants && (k.holder == x || x.isAncestorOf(k.holder)) {
+			evicted = max(evicted, k.evicted)
+			for _, ev := range k.ring {
+				if ev.id > cursor {
+					snap = append(snap, ev)
+				}
+			}
 		}
-		if relevant {
-			evicted = max(evicted, c.lost)
+	}
+	sort.Slice(snap, func(i, j int) bool { return snap[i].id < snap[j].id })
+	switch o.Scope {
+	case scope.Descendants:
+		evicted = max(evicted, x.descLost)
+	case scope.All:
+		evicted = max(evicted, h.allLost)
+	case scope.Subtree:
+		for _, c := range h.closed {
+			if slices.Contains(c.children, x) || (x.parent != nil && c.parent == x.parent) {
+				evicted = max(evicted, c.lost)
+			}
 		}
 	}
 	if o.Cursor != nil && !reset && evicted > cursor {
@@ -572,7 +626,29 @@ func (h *harness) closeOne(x *mSession) {
 	id := x.id
 	ev := h.append(x, eventbus.TypeSessionClosed, len(`{"session":"a","reason":"closed"}`))
 	h.tally.SessionsClosed++
-	rec := &closedRec{ancestors: x.ancestors(), parent: x.parent, children: slices.Clone(x.children), lost: ev.id}
+	rec := &closedRec{parent: x.parent, children: slices.Clone(x.children), lost: ev.id}
+	if p := x.parent; p != nil {
+		// Its buffer, and what it held, stay readable for p and above.
+		for _, k := range x.kept {
+			k.holder = p
+			p.kept = append(p.kept, k)
+		}
+		k := &mKept{id: id, ring: x.ring, evicted: x.evicted, lastID: x.lastID, holder: p}
+		p.kept = append(p.kept, k)
+		h.keptBy[id] = k
+		h.keptFIFO = append(h.keptFIFO, k)
+		h.tally.Kept++
+		for len(h.keptFIFO) > h.maxKept {
+			h.dropKept(h.keptFIFO[0])
+		}
+	} else {
+		// A root: what it held goes, and so does its own buffer.
+		for len(x.kept) > 0 {
+			h.dropKept(x.kept[len(x.kept)-1])
+		}
+		h.allLost = max(h.allLost, ev.id)
+	}
+	x.kept = nil
 	// The children move up to x's parent: the tree stays connected.
 	if x.parent != nil && len(x.children) > 0 {
 		h.tally.MovedUp++
@@ -584,7 +660,6 @@ func (h *harness) closeOne(x *mSession) {
 		}
 	}
 	h.closed = append(h.closed, rec)
-	h.allLost = max(h.allLost, ev.id)
 	if p := x.parent; p != nil {
 		p.children = slices.DeleteFunc(p.children, func(c *mSession) bool { return c == x })
 	}
@@ -630,6 +705,9 @@ func (h *harness) checkState(t *rapid.T) {
 	}
 	if !mapsEqual(got, wantS) {
 		h.fatalf("Sessions %v, model %v", got, wantS)
+	}
+	if got := h.bus.Stats().Retained; got != len(h.keptBy) {
+		h.fatalf("Stats().Retained %d, model %d", got, len(h.keptBy))
 	}
 	if got := h.bus.LastEventID(); got != h.nextID-1 {
 		h.fatalf("LastEventID %d, model %d", got, h.nextID-1)

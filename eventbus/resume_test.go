@@ -1,6 +1,7 @@
 package eventbus_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -148,7 +149,9 @@ func TestResumeContinues(t *testing.T) {
 }
 
 // A resume is told about events lost with a closed session that was in its
-// scope, and only then.
+// scope, and only then. A closed session with a parent keeps its history
+// for the descendants and all scopes of its open ancestors: their resume
+// replays it (the closed session's events and its session_closed).
 func TestResumeAcrossClosedSessions(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -157,17 +160,19 @@ func TestResumeAcrossClosedSessions(t *testing.T) {
 		kind    scope.Kind
 		close   string
 		evicted bool
+		kept    bool
 	}{
-		{"descendants, closed child", "X", scope.Descendants, "C", true},
-		{"descendants, closed grandchild", "X", scope.Descendants, "G", true},
-		{"descendants, closed unrelated", "X", scope.Descendants, "U", false},
-		{"descendants, closed parent", "X", scope.Descendants, "P", false},
-		{"subtree, closed sibling", "X", scope.Subtree, "S", true},
-		{"subtree, closed parent", "X", scope.Subtree, "P", true},
-		{"subtree, closed child", "X", scope.Subtree, "C", false},
-		{"subtree, closed unrelated", "X", scope.Subtree, "U", false},
-		{"session, closed child", "X", scope.Session, "C", false},
-		{"all, closed unrelated", "X", scope.All, "U", true},
+		{"descendants, closed child (kept)", "X", scope.Descendants, "C", false, true},
+		{"descendants, closed grandchild (kept)", "X", scope.Descendants, "G", false, true},
+		{"descendants, closed unrelated", "X", scope.Descendants, "U", false, false},
+		{"descendants, closed parent", "X", scope.Descendants, "P", false, false},
+		{"subtree, closed sibling", "X", scope.Subtree, "S", true, false},
+		{"subtree, closed parent", "X", scope.Subtree, "P", true, false},
+		{"subtree, closed child", "X", scope.Subtree, "C", false, false},
+		{"subtree, closed unrelated", "X", scope.Subtree, "U", false, false},
+		{"session, closed child", "X", scope.Session, "C", false, false},
+		{"all, closed root", "X", scope.All, "U", true, false},
+		{"all, closed child (kept)", "X", scope.All, "C", false, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -186,6 +191,11 @@ func TestResumeAcrossClosedSessions(t *testing.T) {
 
 			s := subscribe(t, b, tt.on, eventbus.SubscribeOptions{Scope: tt.kind, Cursor: eventbus.At(cursor)})
 			got := drain(s)
+			if tt.kept {
+				assert.Equal(t, []string{fmt.Sprintf("%dr", ev.ID), fmt.Sprintf("%dr:session_closed", closedID), "replay_complete"}, describe(got))
+				assert.Equal(t, 1, b.Stats().Retained)
+				return
+			}
 			if !tt.evicted {
 				assert.Equal(t, []string{"replay_complete"}, describe(got))
 				return

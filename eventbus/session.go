@@ -12,10 +12,11 @@ type session struct {
 	node *scope.Node[*session]
 	ring *replay.Buffer[*record]
 
-	own          subList // subscribers made on this session (all scopes but "all")
-	desc         subList // those of own with scope descendants
-	childSubtree subList // subtree subscribers made on this session's children
-	nsubs        int     // subscribers made on this session, "all" included
+	own          subList     // subscribers made on this session (all scopes but "all")
+	desc         subList     // those of own with scope descendants
+	childSubtree subList     // subtree subscribers made on this session's children
+	nsubs        int         // subscribers made on this session, "all" included
+	info         sessionInfo // what listings read without the bus lock (registry.go)
 
 	published bool   // a child may get a parent only before it publishes
 	lastID    uint64 // id of the newest event published here
@@ -26,6 +27,10 @@ type session struct {
 	// (subtreeLost), or among its children (childLost); a resume from
 	// before them is told with ring_evicted.
 	descLost, subtreeLost, childLost uint64
+
+	// kept are closed sessions' replay buffers held for this session's
+	// descendants and all scopes (and its ancestors'), see retain.go.
+	kept []*retained
 }
 
 func (x *session) parent() *session {

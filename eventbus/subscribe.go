@@ -16,10 +16,12 @@ import (
 // order:
 //
 //  1. register the subscriber under the lock that Publish holds;
-//  2. snapshot, under that same lock, the replay-buffer entries in scope
-//     with id > cursor (merged by id across sessions for multi-session
-//     scopes), so nothing falls between register and snapshot and nothing is
-//     in both;
+//  2. snapshot: copy, under that same lock, the replay-buffer entries in
+//     scope with id > cursor, so nothing falls between register and
+//     snapshot and nothing is in both; then, with the lock released, merge
+//     them by id across sessions for multi-session scopes, cut them at the
+//     replay byte budget and build the frames (so a large resume does not
+//     stall other publishers, issue 12.8);
 //  3. drain: live events published from then on wait in the live queue and
 //     reach the consumer in one batch per wake-up;
 //  4. reinsert: the consumer reads the snapshot first (Replay=true), then
@@ -100,23 +102,53 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 		b.awaitFeed(ctx, cursor.ID) // backend buses only, see Syncer
 	}
 
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return nil, ErrClosed
+	replay := !o.NoReplay
+	var buf []*record // the snapshot's storage, allocated outside the lock when large
+	if replay && o.Scope == scope.Session && b.cfg.ReplayBufferSize > snapshotAllocUnderLock {
+		// One ring in scope: its size bounds the snapshot, so the storage
+		// is allocated here and the lock taken once.
+		buf = make([]*record, 0, b.cfg.ReplayBufferSize)
 	}
-	x, err := b.sessionLocked(sessionID, !o.RequireSession)
-	if err != nil {
-		return nil, err
+	for {
+		b.mu.Lock()
+		if b.closed {
+			b.mu.Unlock()
+			return nil, ErrClosed
+		}
+		x, err := b.sessionLocked(sessionID, !o.RequireSession)
+		if err != nil {
+			b.mu.Unlock()
+			return nil, err
+		}
+		if x.nsubs >= b.cfg.MaxSubscribers {
+			b.mu.Unlock()
+			return nil, &SubscriberLimitError{Session: x.id, Limit: b.cfg.MaxSubscribers}
+		}
+		var job snapshotJob
+		if replay {
+			job = b.snapshotPlanLocked(x, s.kind, cursor)
+			if job.total > snapshotAllocUnderLock && cap(buf) < job.total {
+				// A large resume: allocate its storage without the lock
+				// (an allocation of that size may assist the GC), then
+				// start over; nothing is registered yet.
+				b.mu.Unlock()
+				buf = make([]*record, 0, job.total+job.total/8)
+				continue
+			}
+		}
+		b.register(ctx, s, x)
+		if replay {
+			b.snapshotLocked(&job, buf)
+		}
+		b.mu.Unlock()
+		if replay {
+			if testHookSnapshot != nil {
+				testHookSnapshot(s)
+			}
+			b.finishSnapshot(s, &job)
+		}
+		return s, nil
 	}
-	if x.nsubs >= b.cfg.MaxSubscribers {
-		return nil, &SubscriberLimitError{Session: x.id, Limit: b.cfg.MaxSubscribers}
-	}
-	b.register(ctx, s, x)
-	if !o.NoReplay {
-		b.snapshot(s, cursor)
-	}
-	return s, nil
 }
 
 // register is step 1: it makes s a subscriber of x under the bus lock that
@@ -138,66 +170,102 @@ func (b *Bus) register(ctx context.Context, s *Subscription, x *session) {
 	x.touch(b.nowNanos())
 }
 
-// snapshot is step 2: it queues, ahead of any live event, the resync frame
-// (if any), the replayed history in scope with id > cursor, and
-// replay_complete (with a cursor, or after a cut replay). cursor nil
-// replays everything held. b.mu must be held, in the same critical section
-// as register; s is not yet visible to any reader.
+// testHookSnapshot, when set by a test, runs between the copy under the
+// lock and finishSnapshot.
+var testHookSnapshot func(*Subscription)
+
+// snapshotAllocUnderLock is the largest snapshot whose storage is allocated
+// with the bus lock held; a larger one is allocated before registering.
+const snapshotAllocUnderLock = 4096
+
+// snapshotJob is one subscribe's replay (step 2): planned and copied under
+// the bus lock (snapshotPlanLocked, snapshotLocked), finished outside it
+// (finishSnapshot).
+type snapshotJob struct {
+	rings     []*replay.Buffer[*record]
+	total     int    // entries to copy (exact while the lock is held)
+	cursor    uint64 // replay ids above this (0 after an epoch_reset)
+	reset     bool   // epoch_reset: the cursor was from another epoch or ahead
+	hasCursor bool   // the subscribe carried a cursor
+	evicted   uint64 // highest id lost or evicted in scope (ring_evicted when > cursor)
+	earliest  uint64 // the next id: completeFromId of ring_evicted when nothing newer is held, and of a budget cut
+	now       int64
+	lead      []entry   // frames before the replay (epoch_reset)
+	snap      []*record // the copied entries, oldest first per ring
+}
+
+// snapshotPlanLocked decides what a subscribe of x with scope k and cursor
+// pos (nil: everything held) replays. b.mu must be held.
+func (b *Bus) snapshotPlanLocked(x *session, k scope.Kind, pos *Position) snapshotJob {
+	j := snapshotJob{now: b.nowNanos(), earliest: max(b.nextID, b.highWater+1), hasCursor: pos != nil}
+	if pos != nil {
+		j.cursor = pos.ID
+		if (pos.Epoch != "" && pos.Epoch != b.epoch) || j.cursor >= j.earliest {
+			j.reset = true
+			j.lead = append(j.lead, frame(x.id, TypeStateResyncRequired, ResyncData{
+				Reason: ReasonEpochReset, LastDeliveredID: pos.ID, Epoch: b.epoch,
+			}, j.now))
+			b.stats.Resyncs++
+			j.cursor = 0
+		}
+	}
+	var lost uint64
+	j.rings, lost = b.scopeRingsLocked(x, k)
+	j.evicted = lost
+	for _, r := range j.rings {
+		j.total += r.Len() - r.Search(j.cursor)
+		j.evicted = max(j.evicted, r.HighestEvicted())
+	}
+	if j.hasCursor && !j.reset && j.evicted > j.cursor {
+		b.stats.Resyncs++ // the ring_evicted frame finishSnapshot writes
+	}
+	return j
+}
+
+// snapshotLocked is step 2 under the lock: it copies the ring entries in
+// scope with id > cursor (pointers to the shared records) into buf. b.mu
+// must be held, in the same critical section as register.
 //
 // The race it closes: taken under the same lock as register, the snapshot
 // holds exactly the events published before s was registered, and the live
 // queue exactly those after — so nothing falls between history and live
 // and nothing is in both (AgentPool's Python subscribe takes its snapshot
-// after releasing the lock). With several sessions in scope, the rings are
-// merged by id, so a descendants or all resume is one ordered stream.
-func (b *Bus) snapshot(s *Subscription, pos *Position) {
-	now := b.nowNanos()
-	cursor := uint64(0)
+// after releasing the lock).
+func (b *Bus) snapshotLocked(j *snapshotJob, buf []*record) {
+	j.snap = buf[:0]
+	for _, r := range j.rings {
+		j.snap = r.AppendAfter(j.snap, j.cursor)
+	}
+	j.rings = nil
+}
+
+// finishSnapshot is the rest of step 2, without the bus lock: it turns the
+// copied snapshot into what s reads first — the leading resync frames, the
+// replay (merged by id across rings, so a descendants or all resume is one
+// ordered stream, and cut at the replay byte budget) and replay_complete
+// (with a cursor, or after a cut replay). It runs before s is returned to
+// its reader; publishers may already have queued live events for s, and the
+// frames go ahead of them.
+func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 	sid := s.sess.id
-	reset := false
-	if pos != nil {
-		cursor = pos.ID
-		if (pos.Epoch != "" && pos.Epoch != b.epoch) || cursor >= max(b.nextID, b.highWater+1) {
-			reset = true
-			s.q = append(s.q, frame(sid, TypeStateResyncRequired, ResyncData{
-				Reason: ReasonEpochReset, LastDeliveredID: pos.ID, Epoch: b.epoch,
-			}, now))
-			b.stats.Resyncs++
-			cursor = 0
-		}
-	}
-	rings, lost := b.scopeRingsLocked(s.sess, s.kind)
-	total := 0
-	for _, r := range rings {
-		total += r.Len() - r.Search(cursor)
-	}
-	snap := make([]*record, 0, total)
-	for _, r := range rings {
-		snap = r.AppendAfter(snap, cursor)
-	}
-	if len(rings) > 1 {
+	snap, cursor, hasCursor := j.snap, j.cursor, j.hasCursor
+	if len(snap) > 1 && !slices.IsSortedFunc(snap, func(a, b *record) int { return cmpID(a.id, b.id) }) {
 		slices.SortFunc(snap, func(a, b *record) int { return cmpID(a.id, b.id) })
 	}
-	if pos != nil && !reset {
-		evicted := lost
-		for _, r := range rings {
-			evicted = max(evicted, r.HighestEvicted())
+	lead := j.lead
+	if hasCursor && !j.reset && j.evicted > cursor {
+		// The first id after which nothing is missing: with several rings
+		// in scope a quiet ring may still hold ids older than what a busy
+		// one already evicted, so it is not simply snap[0].
+		earliest := j.earliest
+		if i, ok := slices.BinarySearchFunc(snap, j.evicted+1, func(r *record, id uint64) int {
+			return cmpID(r.id, id)
+		}); i < len(snap) || ok {
+			earliest = snap[i].id
 		}
-		if evicted > cursor {
-			// The first id after which nothing is missing: with several
-			// rings in scope a quiet ring may still hold ids older than what
-			// a busy one already evicted, so it is not simply snap[0].
-			earliest := max(b.nextID, b.highWater+1)
-			if i, ok := slices.BinarySearchFunc(snap, evicted+1, func(r *record, id uint64) int {
-				return cmpID(r.id, id)
-			}); i < len(snap) || ok {
-				earliest = snap[i].id
-			}
-			s.q = append(s.q, frame(sid, TypeStateResyncRequired, ResyncData{
-				Reason: ReasonRingEvicted, LastDeliveredID: cursor, CompleteFromID: earliest,
-			}, now))
-			b.stats.Resyncs++
-		}
+		lead = append(lead, frame(sid, TypeStateResyncRequired, ResyncData{
+			Reason: ReasonRingEvicted, LastDeliveredID: cursor, CompleteFromID: earliest,
+		}, j.now))
 	}
 	// The replay byte budget: at least one event, then stop before the
 	// event that would exceed it.
@@ -210,34 +278,45 @@ func (b *Bus) snapshot(s *Subscription, pos *Position) {
 		used += c
 		n++
 	}
-	// Frames queued so far (epoch_reset, ring_evicted) lead; the replay
-	// itself is handed to the consumer as the snapshot slice, read in place
-	// before anything in the queue (no per-event queue entry).
-	s.lead, s.q = s.q, nil
-	s.pre = snap[:n:n]
 	last := cursor
 	if n > 0 {
 		last = snap[n-1].id
 	}
+	var tail []entry
 	truncated := n < len(snap)
 	if truncated {
-		s.q = append(s.q, frame(sid, TypeStateResyncRequired, ResyncData{
+		tail = append(tail, frame(sid, TypeStateResyncRequired, ResyncData{
 			Reason: ReasonReplayBudgetExceeded, LastDeliveredID: last,
-			CompleteFromID: max(b.nextID, b.highWater+1), SkippedCount: len(snap) - n,
-		}, now))
-		b.stats.Resyncs++
+			CompleteFromID: j.earliest, SkippedCount: len(snap) - n,
+		}, j.now))
+		b.lateResyncs.Add(1)
 	}
-	if pos != nil || truncated {
-		s.q = append(s.q, frame(sid, TypeReplayComplete, ReplayCompleteData{
+	if hasCursor || truncated {
+		tail = append(tail, frame(sid, TypeReplayComplete, ReplayCompleteData{
 			LastReplayedEventID: last, ReplayedCount: n,
-		}, now))
+		}, j.now))
 	}
+	if cap(snap) > 4*n+snapshotAllocUnderLock {
+		// Storage sized for the whole ring, a short replay: do not keep it.
+		snap = slices.Clone(snap[:n])
+	}
+	// The consumer's side: the leading frames (epoch_reset, ring_evicted),
+	// then the replay handed over as the snapshot slice, read in place
+	// before anything in the queue (no per-event queue entry). s is not yet
+	// visible to its reader.
+	s.lead = lead
+	s.pre = snap[:n:n]
 	// The reinsert guard: nothing at or below what the subscriber already
 	// has is handed out. That is the cursor (0 after an epoch_reset), not
 	// the last replayed id: the replayed events themselves still have to
 	// pass the guard.
 	s.lastSeen = cursor
-
+	if len(tail) > 0 {
+		s.mu.Lock()
+		s.q = append(tail, s.q[s.qh:]...)
+		s.qh = 0
+		s.mu.Unlock()
+	}
 	b.replayed.Add(int64(n))
 }
 
@@ -334,6 +413,7 @@ func (b *Bus) scopeRingsLocked(x *session, k scope.Kind) ([]*replay.Buffer[*reco
 		var rings []*replay.Buffer[*record]
 		x.node.Walk(func(n *scope.Node[*session]) bool {
 			rings = append(rings, n.Value.ring)
+			rings = n.Value.keptRings(rings)
 			return true
 		})
 		return rings, x.descLost
@@ -353,7 +433,7 @@ func (b *Bus) scopeRingsLocked(x *session, k scope.Kind) ([]*replay.Buffer[*reco
 		return rings, lost
 	case scope.All:
 		var rings []*replay.Buffer[*record]
-		b.tree.Each(func(n *scope.Node[*session]) { rings = append(rings, n.Value.ring) })
+		b.tree.Each(func(n *scope.Node[*session]) { rings = n.Value.keptRings(append(rings, n.Value.ring)) })
 		return rings, b.allLost
 	}
 	return []*replay.Buffer[*record]{x.ring}, 0

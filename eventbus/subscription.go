@@ -36,11 +36,6 @@ type Subscription struct {
 	policy    OverflowPolicy
 	warnOn    bool
 
-	// consumed counts what the consumer has taken out of the live limits;
-	// written by the consumer, read by publishers.
-	consumed      atomic.Int64
-	consumedBytes atomic.Int64
-
 	mu       sync.Mutex
 	q        []entry // shared queue, q[qh:] pending
 	qh       int
@@ -52,6 +47,18 @@ type Subscription struct {
 	reason   error
 	warned   bool
 	done     chan struct{}
+	// The publisher's copy of consumed/consumedBytes as of its last
+	// refresh (flow.go: liveBoundLocked). Guarded by mu.
+	seenConsumed, seenConsumedBytes int64
+
+	// The consumer's side starts on its own cache line, away from what
+	// publishers write on every delivery (mu, q, enq, …).
+	_ [64]byte
+	// consumed counts what the consumer has taken out of the live limits;
+	// written by the consumer on every event, read by publishers only near
+	// a limit.
+	consumed      atomic.Int64
+	consumedBytes atomic.Int64
 
 	// consumer side, touched only by the reading goroutine (lead and pre
 	// are set by Subscribe before the subscription is visible)

@@ -10,11 +10,11 @@
 //
 // # Metrics
 //
-// Gauges: <ns>_sessions, <ns>_subscribers. Counters: <ns>_events_published_total,
+// Gauges: <ns>_sessions, <ns>_subscribers, <ns>_retained_buffers. Counters: <ns>_events_published_total,
 // <ns>_events_delivered_total, <ns>_events_replayed_total,
 // <ns>_events_dropped_total, <ns>_subscribers_evicted_total,
 // <ns>_slow_client_warnings_total, <ns>_resyncs_total,
-// <ns>_sessions_expired_total. Each counter is the bus's total since it was
+// <ns>_sessions_expired_total, <ns>_retained_buffers_dropped_total. Each counter is the bus's total since it was
 // created, so a restarted bus starts again from zero, as Prometheus expects.
 //
 // # Concurrency

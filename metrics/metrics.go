@@ -39,6 +39,8 @@ func NewCollector(bus *eventbus.Bus, namespace string) *Collector {
 		m("slow_client_warnings_total", "slow_client_warning frames sent.", c, func(s eventbus.Stats) float64 { return float64(s.Warnings) }),
 		m("resyncs_total", "state_resync_required frames sent around replays.", c, func(s eventbus.Stats) float64 { return float64(s.Resyncs) }),
 		m("sessions_expired_total", "Sessions expired for idleness.", c, func(s eventbus.Stats) float64 { return float64(s.Expired) }),
+		m("retained_buffers", "Closed sessions' replay buffers kept for their open ancestors.", g, func(s eventbus.Stats) float64 { return float64(s.Retained) }),
+		m("retained_buffers_dropped_total", "Kept buffers dropped (retention time, cap, root closed) before a reopen.", c, func(s eventbus.Stats) float64 { return float64(s.RetainedDropped) }),
 	}}
 }
 

@@ -53,5 +53,5 @@ replaybus_sessions{epoch="e1"} 1
 		"replaybus_slow_client_warnings_total", "replaybus_subscribers", "replaybus_sessions"))
 	n, err := testutil.GatherAndCount(reg)
 	require.NoError(t, err)
-	assert.Equal(t, 10, n)
+	assert.Equal(t, 12, n)
 }

@@ -21,14 +21,17 @@ import (
 // encodes (and replaces the slot): correctness never depends on a hit.
 //
 // Memory is bounded: frameCacheSlots × frameCacheMax bytes per handler at
-// most (8 MiB), and frames larger than frameCacheMax are never cached.
+// most (8 MiB), and frames larger than frameCacheMax are never cached. A
+// stream that lags the others by more than frameCacheSlots events encodes
+// for itself.
 const (
-	frameCacheSlots = 1024 // a power of two
-	frameCacheMax   = 8 << 10
+	frameCacheSlots = 4096 // a power of two
+	frameCacheMax   = 2 << 10
 )
 
 type frameCache struct {
-	slots [frameCacheSlots]atomic.Pointer[cachedFrame]
+	slots  [frameCacheSlots]atomic.Pointer[cachedFrame]
+	claims [frameCacheSlots]atomic.Uint64 // (id<<2 | variant) + 1 of the last stream that filled the slot
 }
 
 type cachedFrame struct {
@@ -64,17 +67,30 @@ func (c *frameCache) frame(ev eventbus.Event, opts EncodeOptions, scratch []byte
 	}
 	v := variantOf(ev, opts)
 	data := unsafe.SliceData(ev.Data)
-	slot := &c.slots[(ev.ID<<2|uint64(v))&(frameCacheSlots-1)]
-	if f := slot.Load(); f != nil && f.id == ev.ID && f.variant == v && f.data == data && f.n == len(ev.Data) &&
-		f.count == ev.Count && f.first == ev.FirstID {
+	// Consecutive ids take consecutive slots (streams that lag each other
+	// by up to frameCacheSlots events still share); variants are spread.
+	i := (ev.ID + uint64(v)*0x9E3779B9) & (frameCacheSlots - 1)
+	slot := &c.slots[i]
+	match := func(f *cachedFrame) bool {
+		return f != nil && f.id == ev.ID && f.variant == v && f.data == data && f.n == len(ev.Data) &&
+			f.count == ev.Count && f.first == ev.FirstID
+	}
+	if f := slot.Load(); match(f) {
 		return f.b, scratch
 	}
 	b := AppendEvent(scratch[:0], ev, opts)
 	if len(b) > frameCacheMax {
 		return b, b
 	}
+	// The streams of one event are woken together and miss together: the
+	// first to claim the slot for this id and variant stores the frame; the
+	// others use their own encoding (already in scratch, no allocation).
+	key := (ev.ID<<2 | uint64(v)) + 1
+	if c.claims[i].Swap(key) == key {
+		return b, b
+	}
 	f := &cachedFrame{id: ev.ID, data: data, n: len(ev.Data), count: ev.Count, first: ev.FirstID, variant: v,
 		b: append(make([]byte, 0, len(b)), b...)}
 	slot.Store(f)
-	return f.b, b
+	return b, b
 }

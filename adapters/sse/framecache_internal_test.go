@@ -18,10 +18,12 @@ func TestFrameCacheSharesOnlyIdenticalFrames(t *testing.T) {
 	ev := eventbus.Event{ID: 7, Session: "s", Type: "agent_message_chunk", Data: data}
 	opts := EncodeOptions{}
 
+	first, _ := c.frame(ev, opts, nil) // encodes and fills the slot
 	a, _ := c.frame(ev, opts, nil)
 	b, _ := c.frame(ev, opts, nil)
-	require.Equal(t, string(AppendEvent(nil, ev, opts)), string(a))
-	require.Same(t, &a[0], &b[0], "a second stream gets the same encoded bytes")
+	require.Equal(t, string(AppendEvent(nil, ev, opts)), string(first))
+	require.Equal(t, string(first), string(a))
+	require.Same(t, &a[0], &b[0], "later streams get the same encoded bytes")
 
 	for name, other := range map[string]eventbus.Event{
 		"other data, same id (coalesced)": {ID: 7, Session: "s", Type: "agent_message_chunk", Data: json.RawMessage(`{"text":"ab"}`), Count: 2, FirstID: 6},

@@ -115,6 +115,7 @@ type Handler struct {
 	streams map[uint64]*streamState
 	idle    chan struct{} // closed when closed and no stream is left
 	cache   frameCache    // one encoding of each event, shared by every stream
+	active  atomic.Int32  // open streams; with one, nothing is shared and the cache is skipped
 
 	started, rejected, writeErrors atomic.Uint64
 	// frames and heartbeats of streams that have ended; a live stream
@@ -222,6 +223,7 @@ func (h *Handler) register(st *streamState) (uint64, bool) {
 	}
 	h.nextID++
 	h.streams[h.nextID] = st
+	h.active.Add(1)
 	return h.nextID, true
 }
 
@@ -231,6 +233,9 @@ func (h *Handler) unregister(id uint64) {
 	if st := h.streams[id]; st != nil {
 		h.frames.Add(st.frames.Load())
 		h.heartbeats.Add(st.heartbeats.Load())
+	}
+	if _, ok := h.streams[id]; ok {
+		h.active.Add(-1)
 	}
 	delete(h.streams, id)
 	if h.closed && len(h.streams) == 0 {
@@ -429,7 +434,12 @@ func (sw *streamWriter) batch(w http.ResponseWriter, sub *eventbus.Subscription,
 	n, bytes := 0, 0
 	for {
 		var b []byte
-		b, sw.scratch = sw.h.cache.frame(ev, enc, sw.scratch)
+		if sw.h.active.Load() > 1 {
+			b, sw.scratch = sw.h.cache.frame(ev, enc, sw.scratch)
+		} else {
+			b = AppendEvent(sw.scratch[:0], ev, enc)
+			sw.scratch = b
+		}
 		if _, err := w.Write(b); err != nil {
 			return n, err
 		}
