@@ -276,7 +276,7 @@ func TestFlatOutNoSilentLoss(t *testing.T) {
 func TestPipelineFailureNamesUnknownEvents(t *testing.T) {
 	p := newProxy(t, shared.ClientURL()[len("nats://"):])
 	n := newNodeOpts(t, p.URL(), config.Config{}, []natsgo.Option{natsgo.PingInterval(time.Minute)},
-		uniqueStream(rbnats.WithPublishTimeout(300*time.Millisecond), rbnats.WithHeartbeat(time.Minute))...)
+		uniqueStream(rbnats.WithPublishTimeout(300*time.Millisecond), rbnats.WithHeartbeat(5*time.Second))...)
 	var stored []eventbus.Event
 	pl, err := n.bus.NewPipeline(eventbus.PipelineOptions{Window: 8, OnStored: func(ev eventbus.Event) { stored = append(stored, ev) }})
 	require.NoError(t, err)
@@ -296,6 +296,10 @@ func TestPipelineFailureNamesUnknownEvents(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, stored[4].ID, m.Sequence, "the id is the stream sequence")
 
+	// The node's consumer is up and has confirmed the stream (it does so
+	// when it starts, and a publish waits for that): freezing the
+	// connection now leaves only the acks outstanding.
+	syncNode(t, n.bus)
 	p.Pause()
 	for i := 5; i < 8; i++ {
 		require.NoError(t, pl.Publish("s", "msg", i), "sent without waiting")

@@ -302,6 +302,12 @@ func TestConnect(t *testing.T) {
 
 	_, err = rbnats.Connect(ctx, shared.ClientURL(), config.Config{}, rbnats.WithStream("bad name"))
 	assert.ErrorContains(t, err, "bad name")
+	// A heartbeat nats.go's pull consumer would refuse is refused here,
+	// not left to a consumer that never starts.
+	_, err = rbnats.Connect(ctx, shared.ClientURL(), config.Config{}, rbnats.WithHeartbeat(time.Minute))
+	assert.ErrorContains(t, err, "heartbeat 1m0s out of range [500ms, 30s]")
+	_, err = rbnats.Connect(ctx, shared.ClientURL(), config.Config{}, rbnats.WithRetention(0))
+	assert.ErrorContains(t, err, "retention 0 out of range [1, 1000]")
 	_, err = rbnats.Connect(ctx, shared.ClientURL(), config.Config{ReplayBufferSize: -1})
 	assert.Error(t, err)
 }

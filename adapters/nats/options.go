@@ -79,8 +79,9 @@ func (o *options) validate() error {
 	if o.retentionSet && (o.retention < 1 || o.retention > config.MaxNATSRetention) {
 		return fmt.Errorf("nats: retention %d out of range [1, %d] replay buffers", o.retention, config.MaxNATSRetention)
 	}
-	if o.heartbeat < 100*time.Millisecond || o.heartbeat > time.Minute {
-		return fmt.Errorf("nats: heartbeat %v out of range [100ms, 1m]", o.heartbeat)
+	if o.heartbeat < 500*time.Millisecond || o.heartbeat > 30*time.Second {
+		// nats.go's pull consumer refuses any other idle heartbeat.
+		return fmt.Errorf("nats: heartbeat %v out of range [500ms, 30s]", o.heartbeat)
 	}
 	return nil
 }
@@ -137,9 +138,10 @@ func WithStorage(st jetstream.StorageType) Option { return func(o *options) { o.
 // timeout of a pipelined publish ([eventbus.Pipeline]).
 func WithPublishTimeout(d time.Duration) Option { return func(o *options) { o.publishTimeout = d } }
 
-// WithHeartbeat sets the idle heartbeat of the node's consumer, 100ms–1m
-// (default [DefaultHeartbeat]): a lost consumer is noticed after two missed
-// heartbeats and re-created from the last event the node ingested.
+// WithHeartbeat sets the idle heartbeat of the node's consumer, 500ms–30s
+// (the range nats.go's pull consumer accepts; default [DefaultHeartbeat]):
+// a lost consumer is noticed after two missed heartbeats and re-created
+// from the last event the node ingested.
 func WithHeartbeat(d time.Duration) Option { return func(o *options) { o.heartbeat = d } }
 
 // WithBusOptions passes options on to the [eventbus.Bus] that [New] and
