@@ -121,6 +121,8 @@ func (b *Bus) adoptLocked(x *session) {
 		}
 	}
 	x.ring, x.lastID = r.ring, r.lastID
+	x.info.lastID.Store(r.lastID)
+	x.info.buffered.Store(int32(r.ring.Len()))
 }
 
 // expireKeptLocked drops kept buffers older than ClosedRetention.

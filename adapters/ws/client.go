@@ -61,6 +61,12 @@ type Client struct {
 	// MaxFrameBytes bounds one frame (message) read; zero means
 	// sse.DefaultMaxFrameBytes (16 MiB).
 	MaxFrameBytes int64
+	// RestartGrace is how long a stream retries a 404 from a restarted
+	// server (a handshake answer whose X-Event-Epoch differs from the
+	// epoch the stream knew: an in-memory server has not recreated the
+	// session yet), counted from the first such 404; as sse.Client's.
+	// Zero means sse.DefaultRestartGrace (30 s); negative: never.
+	RestartGrace time.Duration
 }
 
 // StreamOptions configure one [Client.Subscribe].
@@ -84,10 +90,11 @@ type StreamOptions struct {
 // so that the server replays exactly what was missed, or answers
 // state_resync_required{epoch_reset} after a restart. After a dropped
 // connection (network error, 1001, 1008 "slow consumer" after
-// client_evicted, 1013, a 5xx) it waits — Retry doubled per consecutive
-// failure up to MaxBackoff, jittered in [d/2, d], at least a 5xx's
-// Retry-After — and reconnects; failures reset once a connection delivers a
-// frame.
+// client_evicted, 1013, a 408, 429 or 5xx answer, a 404 from a restarted
+// server within RestartGrace) it waits — Retry doubled per consecutive
+// failure up to MaxBackoff, jittered in [d/2, d]; a Retry-After is a floor
+// with the jitter above it — and reconnects; failures reset once a
+// connection delivers a frame. These are the SSE client's rules.
 //
 // It stops for good, and Next returns the reason from then on:
 // [eventbus.ErrSessionClosed] after its own session's session_closed (the
@@ -102,14 +109,16 @@ type Stream struct {
 	url     string
 	session string
 
-	conn     *websocket.Conn // nil while disconnected
-	lastID   uint64
-	hasID    bool
-	epoch    string
-	failures int
-	minWait  time.Duration
-	waitNext bool
-	err      error
+	conn      *websocket.Conn // nil while disconnected
+	lastID    uint64
+	hasID     bool
+	epoch     string
+	failures  int
+	minWait   time.Duration
+	connEpoch string    // X-Event-Epoch of the last handshake answer
+	since404  time.Time // first 404 of a restarted server
+	waitNext  bool
+	err       error
 
 	mu       sync.Mutex
 	closed   bool
@@ -332,7 +341,7 @@ func (s *Stream) connect() {
 		}
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
 			se := statusErrorOf(resp)
-			if resp.StatusCode >= 500 {
+			if s.transient(resp) {
 				s.failures++
 				s.minWait = se.RetryAfter
 				return
@@ -343,6 +352,8 @@ func (s *Stream) connect() {
 		s.failures++
 		return
 	}
+	s.since404 = time.Time{}
+	s.connEpoch = resp.Header.Get(sse.HeaderEpoch)
 	limit := s.c.MaxFrameBytes
 	if limit <= 0 {
 		limit = sse.DefaultMaxFrameBytes
@@ -402,8 +413,38 @@ func (s *Stream) backoff() time.Duration {
 		d *= 2
 	}
 	d = min(d, max(maxB, base))
-	d = d/2 + rand.N(d/2+1)
-	return max(d, s.minWait)
+	if s.minWait > 0 {
+		// Retry-After is a floor; the jitter goes above it.
+		return s.minWait + rand.N(max(d, s.minWait)/2+1)
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// transient reports whether a refused handshake is worth another attempt:
+// 408, 429, 5xx, and a 404 from a restarted server within RestartGrace.
+func (s *Stream) transient(resp *http.Response) bool {
+	switch code := resp.StatusCode; {
+	case code >= 500, code == http.StatusTooManyRequests, code == http.StatusRequestTimeout:
+		return true
+	case code != http.StatusNotFound:
+		return false
+	}
+	grace := s.c.RestartGrace
+	if grace == 0 {
+		grace = sse.DefaultRestartGrace
+	}
+	known := s.connEpoch
+	if known == "" {
+		known = s.epoch
+	}
+	got := resp.Header.Get(sse.HeaderEpoch)
+	if grace < 0 || known == "" || got == "" || got == known {
+		return false // no restart: the session really is not there
+	}
+	if s.since404.IsZero() {
+		s.since404 = time.Now()
+	}
+	return time.Since(s.since404) < grace
 }
 
 func (s *Stream) sleep(d time.Duration) bool {

@@ -2,8 +2,13 @@ package ws_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -74,4 +79,95 @@ func TestClientStopsOn4xx(t *testing.T) {
 	require.True(t, errors.As(err, &se), "%v", err)
 	assert.Equal(t, 404, se.Status)
 	assert.ErrorIs(t, err, eventbus.ErrSessionNotFound)
+}
+
+// TestClientRetries429: a 429 at the subscriber cap is retried (Retry-After
+// is the floor of the wait), as by the SSE client; the stream connects once
+// the slot is free.
+func TestClientRetries429(t *testing.T) {
+	s := newServer(t, config.Config{MaxSubscribers: 1}, ws.HandlerOptions{})
+	require.NoError(t, s.bus.CreateSession("s1", ""))
+	hold, err := s.bus.Subscribe(context.Background(), "s1", eventbus.SubscribeOptions{})
+	require.NoError(t, err)
+	publish(t, s.bus, "s1", 1)
+	st := (&ws.Client{Retry: 10 * time.Millisecond}).Subscribe(context.Background(), s.url("s1", ""), ws.StreamOptions{})
+	defer st.Close()
+	got := make(chan eventbus.Event, 1)
+	go func() {
+		ev, err := st.Next()
+		assert.NoError(t, err)
+		got <- ev
+	}()
+	require.Eventually(t, func() bool { return s.h.Stats().Rejected >= 1 }, waitFor, time.Millisecond, "refused with 429 first")
+	hold.Close()
+	select {
+	case ev := <-got:
+		assert.EqualValues(t, 1, ev.ID)
+	case <-time.After(waitFor):
+		t.Fatal("the stream did not connect after the slot was freed")
+	}
+}
+
+// TestClientAcrossRestart: the server's bus is replaced (a restart: new
+// epoch, ids from 1 again) and the old handler closes with 1001; the client
+// resumes with the old cursor and its epoch, gets
+// state_resync_required{epoch_reset}, then exactly the new server's events.
+func TestClientAcrossRestart(t *testing.T) {
+	type incarnation struct {
+		bus *eventbus.Bus
+		h   *ws.Handler
+	}
+	start := func() *incarnation {
+		bus, err := eventbus.New(config.Config{})
+		require.NoError(t, err)
+		require.NoError(t, bus.CreateSession("s1", ""))
+		h, err := ws.NewHandler(bus, ws.HandlerOptions{})
+		require.NoError(t, err)
+		return &incarnation{bus, h}
+	}
+	stop := func(x *incarnation) {
+		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+		defer cancel()
+		assert.NoError(t, x.h.Shutdown(ctx))
+		_ = x.bus.Close()
+	}
+	var cur atomic.Pointer[incarnation]
+	a := start()
+	cur.Store(a)
+	mux := http.NewServeMux()
+	mux.HandleFunc(ws.Pattern, func(w http.ResponseWriter, r *http.Request) { cur.Load().h.ServeHTTP(w, r) })
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	publish(t, a.bus, "s1", 3)
+	st := (&ws.Client{Retry: 10 * time.Millisecond}).Subscribe(context.Background(),
+		"ws"+strings.TrimPrefix(srv.URL, "http")+"/session/s1/ws", ws.StreamOptions{})
+	defer st.Close()
+	for want := uint64(1); want <= 3; want++ {
+		ev, err := st.Next()
+		require.NoError(t, err)
+		require.Equal(t, want, ev.ID)
+	}
+	assert.Equal(t, a.bus.Epoch(), st.Epoch())
+
+	b := start()
+	defer stop(b)
+	publish(t, b.bus, "s1", 2)
+	cur.Store(b)
+	stop(a) // 1001 to the client
+
+	ev, err := st.Next()
+	require.NoError(t, err)
+	require.Equal(t, eventbus.TypeStateResyncRequired, ev.Type)
+	var d eventbus.ResyncData
+	require.NoError(t, json.Unmarshal(ev.Data, &d))
+	assert.Equal(t, eventbus.ReasonEpochReset, d.Reason)
+	assert.EqualValues(t, 3, d.LastDeliveredID, "the old server's cursor")
+	for want := uint64(1); want <= 2; want++ {
+		ev, err := st.Next()
+		require.NoError(t, err)
+		require.Equal(t, want, ev.ID, "the new server's ids, from 1")
+	}
+	assert.Equal(t, b.bus.Epoch(), st.Epoch())
+	assert.Equal(t, 2, st.Connects())
 }
