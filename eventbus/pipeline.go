@@ -97,10 +97,13 @@ type PipelineError struct {
 	Err error
 }
 
+// Error says how many events are unknown and the first backend error.
 func (e *PipelineError) Error() string {
 	return fmt.Sprintf("eventbus: pipeline: %d event(s) not confirmed, first error: %v", len(e.Unknown), e.Err)
 }
 
+// Unwrap returns Err, so errors.Is finds the backend's error (over NATS,
+// for example, rbnats.ErrNoAck).
 func (e *PipelineError) Unwrap() error { return e.Err }
 
 // NewPipeline returns a [Pipeline] publishing into b. Errors: ErrInvalid
