@@ -11,6 +11,7 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/examples/agentserver/server"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -96,4 +97,35 @@ func publishN(t *testing.T, ts *testServer, session string, n int) {
 		_, err := ts.bus.Publish(session, "note", map[string]int{"n": i})
 		require.NoError(t, err)
 	}
+}
+
+// Issue 12.6: a browser's EventSource gives up for good on a 429 (the
+// subscriber cap, met while many streams reconnect at once). The page
+// learns the status and reopens the stream after Retry-After plus jitter.
+func TestChromiumPageRetriesTooManyRequests(t *testing.T) {
+	chromium := needTool(t, "chromium", "/usr/bin/chromium", "chromium-browser")
+	ts := startServer(t, config.Config{MaxSubscribers: 1}, server.Options{
+		DefaultSession: "p", SSE: sse.HandlerOptions{EpochIDs: true, Retry: 200 * time.Millisecond},
+	})
+	require.NoError(t, ts.bus.CreateSession("p", ""))
+	hog, err := ts.bus.Subscribe(context.Background(), "p", eventbus.SubscribeOptions{})
+	require.NoError(t, err)
+
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), chromiumAllocator(t, chromium)...)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, 40*time.Second)
+	defer cancelTimeout()
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(ts.ts.URL+"/")))
+	notice, err := chromedp.Run(ctx, chromedp.Poll[string](
+		`(() => { const n = document.getElementById("notice"); return !n.hidden && n.textContent.includes("retrying") ? n.textContent : null })()`,
+		chromedp.WithPollingTimeout(15*time.Second)))
+	require.NoError(t, err, "the page says it will retry the 429")
+	assert.Contains(t, notice, "subscriber_limit_exceeded")
+	hog.Close()
+	publishN(t, ts, "p", 3)
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`window.connState === "open" && window.receivedIds.length === 3`,
+		chromedp.WithPollingTimeout(20*time.Second)))
+	require.NoError(t, err, "the page came back after Retry-After and got every event")
 }

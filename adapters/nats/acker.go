@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/replaybus/replaybus/eventbus"
 )
 
 // ErrNoAck: JetStream did not acknowledge a publish within the publish
@@ -54,7 +56,20 @@ func newAcker(nc *nats.Conn, stream string, timeout time.Duration) (*acker, erro
 	return a, nil
 }
 
-func (a *acker) close() { _ = a.sub.Unsubscribe() }
+// close stops the ack subscription and fails every publish still waiting
+// for its ack (the event may or may not be stored), so that no Wait or
+// Flush sits out the publish timeout after the node closed.
+func (a *acker) close() {
+	_ = a.sub.Unsubscribe()
+	a.mu.Lock()
+	pending := a.pending
+	a.pending = make(map[uint64]*pendingAck)
+	a.mu.Unlock()
+	for _, p := range pending {
+		p.err = fmt.Errorf("%w: %q: node closed before the ack (%w)", ErrNoAck, p.subject, eventbus.ErrClosed)
+		close(p.done)
+	}
+}
 
 // pendingAck is one publish waiting for its ack; it implements
 // [eventbus.PendingAppend].

@@ -322,4 +322,15 @@ func TestPipelineFailureNamesUnknownEvents(t *testing.T) {
 	require.NoError(t, pl.Flush(context.Background()))
 	require.Len(t, stored, 1)
 	assert.Greater(t, stored[0].ID, uint64(0))
+
+	// Closing the node fails what still waits for an ack at once, with
+	// ErrClosed (not after the publish timeout, with ErrNoAck alone).
+	p.Pause()
+	require.NoError(t, pl.Publish("s", "msg", 9))
+	require.NoError(t, n.bus.Close())
+	err = pl.Flush(context.Background())
+	require.ErrorAs(t, err, &perr)
+	assert.ErrorIs(t, err, eventbus.ErrClosed)
+	assert.Len(t, perr.Unknown, 1)
+	p.Resume()
 }

@@ -17,7 +17,7 @@
 //
 //	-addr        listen address; default :8080, or :$PORT when PORT is set
 //	-demo        run the simulated agents
-//	-demo-rate   text deltas per second per agent (default 30)
+//	-demo-rate   text deltas per second per agent (default 30; above 0, at most 100000)
 //	-log-level   debug, info, warn or error (default info)
 //	-epoch-ids   write SSE ids as <epoch>-<seq> (default true)
 //	-nats        run the bus over NATS JetStream: "embedded" starts an

@@ -88,10 +88,26 @@
         setState('closed');
         connRow('connection closed: the server refused to resume (see the notice)');
         // Ask once more to learn why (a JSON error); abort if it streams.
+        // EventSource gives up on any non-200 answer; a 429, 408 or 5xx is
+        // transient (docs/protocol.md), so the page reopens it after
+        // Retry-After plus jitter, as sse.Client does.
         const ac = new AbortController();
         fetch(streamURL(st.cursor), { signal: ac.signal })
-          .then((r) => { if (r.ok) { ac.abort(); return null; } return r.json(); })
-          .then((j) => { if (j) showNotice(`${j.code}: ${j.message}`); })
+          .then((r) => {
+            if (r.ok) { ac.abort(); return null; }
+            const transient = r.status === 429 || r.status === 408 || r.status >= 500;
+            const after = Number(r.headers.get('Retry-After')) || 3;
+            return r.json().catch(() => ({ code: String(r.status), message: r.statusText }))
+              .then((j) => ({ j, transient, after }));
+          })
+          .then((x) => {
+            if (!x) return;
+            if (!x.transient) { showNotice(`${x.j.code}: ${x.j.message}`); return; }
+            const delay = Math.round(x.after * 1000 * (1 + Math.random() / 2));
+            showNotice(`${x.j.code}: ${x.j.message} — retrying in ${(delay / 1000).toFixed(1)} s`, 'info');
+            setState('reconnecting');
+            setTimeout(() => { if (st.es === es) connect(st.cursor); }, delay);
+          })
           .catch(() => {});
       } else {
         setState('reconnecting');
