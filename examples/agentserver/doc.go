@@ -17,7 +17,9 @@
 //
 //	-addr        listen address; default 127.0.0.1:8080 (loopback only: the
 //	             server has no authentication; -addr :8080 for every interface),
-//	             or :$PORT when PORT is set
+//	             or :$PORT when PORT is set. On a loopback address a request
+//	             whose Host is not localhost or a loopback IP gets 421 (DNS
+//	             rebinding)
 //	-demo        run the simulated agents
 //	-demo-rate   text deltas per second per agent (default 30; above 0, at most 100000)
 //	-log-level   debug, info, warn or error (default info)

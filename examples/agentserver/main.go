@@ -171,8 +171,12 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 	}
 	baseCtx, cancelBase := context.WithCancel(context.Background())
 	defer cancelBase()
+	var handler http.Handler = srv
+	if listensOnLoopbackOnly(ln.Addr()) {
+		handler = loopbackHosts(srv) // DNS rebinding: see loopbackHosts
+	}
 	hs := &http.Server{
-		Handler:           srv,
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		// A client that stops reading pins at most this much kernel
 		// memory (Linux reserves twice it) before its stream is cut.
