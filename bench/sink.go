@@ -41,7 +41,7 @@ type Sink struct {
 
 	// Shared with the monitor.
 	seen     atomic.Bool  // anything (probe included) arrived: registered
-	progress atomic.Int64 // n, published every 256 events and at the end
+	progress atomic.Int64 // n, published every 64 events and at the end
 	lastAt   atomic.Int64 // now() at the last progress publication
 	gaps     atomic.Int64 // announced gaps (resync / drop frames)
 	ended    atomic.Bool
@@ -103,7 +103,7 @@ func (k *Sink) Event(id uint64) {
 		k.progress.Store(k.n)
 		k.lastAt.Store(k.clock())
 		k.finish()
-	} else if k.n&255 == 0 {
+	} else if k.n&63 == 0 {
 		k.progress.Store(k.n)
 		k.lastAt.Store(k.clock())
 	}

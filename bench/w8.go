@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/url"
@@ -198,7 +199,11 @@ func runW8(name string, S, N int, lossless bool) (w1Result, error) {
 		rig.inst.Close()
 		return res, err
 	}
-	srv := &http.Server{Handler: rig.handler, ReadHeaderTimeout: 10 * time.Second}
+	// ErrorLog discarded: at the end of a run the clients hang up, and the
+	// handlers' complaints about that (go-sse: "superfluous WriteHeader")
+	// are not results.
+	srv := &http.Server{Handler: rig.handler, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: log.New(io.Discard, "", 0)}
 	go func() { _ = srv.Serve(ln) }()
 	const sess = "w8"
 	// The session exists before anyone subscribes (replaybus's handler
@@ -292,7 +297,7 @@ func runW8(name string, S, N int, lossless bool) (w1Result, error) {
 		}
 	}
 	close(pubDone)
-	tEnd := waitSinks(sinks, pubDone, quiet)
+	tEnd := waitSinks(sinks, pubDone, 3*quiet) // over TCP a starved client may pause longer
 	c1 := cpuNanos()
 	runtime.ReadMemStats(&m1)
 	t := sumSinks(sinks)

@@ -2,10 +2,12 @@ package config
 
 import "time"
 
-// Prefix is the prefix of every environment variable this package reads
-// (AgentPool's: AGENTPOOL_EVENTBUS_REPLAY_BUFFER_SIZE=200 sets its replay
-// buffer size). [Load] treats every variable with this prefix as its own and
-// refuses the ones it does not know.
+// Prefix is the prefix of every environment variable this package reads.
+// The names are in AgentPool's namespace and follow its setting names
+// (AGENTPOOL_EVENTBUS_REPLAY_BUFFER_SIZE is its eventbus_replay_buffer_size),
+// but AgentPool itself reads none of them: it takes those settings from its
+// YAML manifest and the EventBus constructor. [Load] treats every variable
+// with this prefix as its own and refuses the ones it does not know.
 const Prefix = "AGENTPOOL_EVENTBUS_"
 
 // OverflowPolicy says what the bus does when a subscriber's live queue is

@@ -1,8 +1,10 @@
 // Package config holds the event bus configuration, [Config], and loads it
 // from AGENTPOOL_EVENTBUS_* environment variables with caarlos0/env.
 //
-// The variable names are AgentPool's (AGENTPOOL_EVENTBUS_REPLAY_BUFFER_SIZE
-// is its eventbus_replay_buffer_size override); the other limits come from
+// The variable names follow AgentPool's setting names
+// (AGENTPOOL_EVENTBUS_REPLAY_BUFFER_SIZE mirrors its manifest's
+// eventbus_replay_buffer_size; AgentPool reads no such variable itself); the
+// other limits come from
 // qwen-code's event bus and OpenClaw's broadcaster.
 //
 // # Variables

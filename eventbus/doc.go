@@ -34,6 +34,21 @@
 //     [Bus.CloseSession] and [Bus.Close] end delivery and release every
 //     registration; all are idempotent.
 //
+// # Sessions and the tree
+//
+// A session exists from its first publish or subscribe (AgentPool's
+// create-on-first-publish; [Existing] turns that off for one publish), or
+// explicitly with [Bus.CreateSession], which also attaches a root to a
+// parent at any time (cycles refused) and reopens a closed id (ACP
+// session/resume). [WithSessionController] supplies a new id's parent.
+// [Bus.CloseSession] publishes session_closed, ends the session's own
+// subscribers and moves its children up to its parent; its replay buffer
+// stays readable for the descendants and all scopes of its open ancestors
+// for config.ClosedRetention, so a client of the run that resumes after a
+// sub-agent finished loses nothing. A late publish to a closed id fails with
+// ErrSessionClosed. CloseSession and ClearReplayBuffer on an unknown id are
+// no-ops, as in AgentPool.
+//
 // # Backpressure
 //
 // Each subscriber has a live queue bounded in frames and bytes; replayed and

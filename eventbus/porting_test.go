@@ -275,9 +275,13 @@ func TestEventsPumpsEndWithBusClose(t *testing.T) {
 	}
 	publish(t, b, "s", 2) // every pump now blocks handing over a frame
 	require.Eventually(t, func() bool { return runtime.NumGoroutine() >= base+n }, waitFor, time.Millisecond)
+	running := runtime.NumGoroutine()
+	start := time.Now()
 	require.NoError(t, b.Close())
 	require.Eventually(t, func() bool { return runtime.NumGoroutine() <= base }, waitFor, 10*time.Millisecond,
 		"pumps still running after Close: %d goroutines, %d before", runtime.NumGoroutine(), base)
+	t.Logf("%d goroutines with %d unread Events channels; back to %d within %v of Bus.Close",
+		running, n, runtime.NumGoroutine(), time.Since(start).Round(10*time.Millisecond))
 	goleak.VerifyNone(t, before)
 }
 

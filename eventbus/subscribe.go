@@ -11,9 +11,9 @@ import (
 // Subscribe registers a subscriber on session sessionID and returns its
 // [Subscription]. It follows AgentPool's subscribe protocol — register,
 // snapshot, drain, reinsert — made race-free for real threads; the four
-// steps are the four functions of this file, [Bus.register],
-// [Bus.snapshot], [Subscription.drain] and [Subscription.reinsert], in that
-// order:
+// steps are the named functions of this file, in that order: register;
+// snapshotLocked (planned by snapshotPlanLocked, finished outside the lock
+// by finishSnapshot); drain; reinsert:
 //
 //  1. register the subscriber under the lock that Publish holds;
 //  2. snapshot: copy, under that same lock, the replay-buffer entries in

@@ -180,6 +180,24 @@ func BenchmarkNATSSyncPublish(b *testing.B) {
 			require.NoError(b, <-done)
 			m.stop(b, b.N)
 		})
+		// One node: the subscriber on the publishing node, so one consumer
+		// as in the bare row (like for like).
+		b.Run("bus-one-node/"+sto.name, func(b *testing.B) {
+			pub := newNode(b, shared.ClientURL(), benchCfg, uniqueStream(rbnats.WithStorage(sto.st))...).bus
+			sub, err := pub.Subscribe(context.Background(), "bench", eventbus.SubscribeOptions{NoReplay: true})
+			require.NoError(b, err)
+			defer sub.Close()
+			done := make(chan error, 1)
+			go subRead(sub, b.N, done)
+			m := startMeter(b)
+			for range b.N {
+				if _, err := pub.Publish("bench", "agent_message_chunk", benchPayload); err != nil {
+					b.Fatal(err)
+				}
+			}
+			require.NoError(b, <-done)
+			m.stop(b, b.N)
+		})
 		b.Run("bare/"+sto.name, func(b *testing.B) {
 			x := newBare(b, sto.st, 256)
 			it := x.consume(b)

@@ -658,8 +658,10 @@ func (cn *conn) readLoop() {
 				cn.first <- m // buffered, and the only send
 			}
 			cn.firstMu.Unlock()
-			if !waiting && m.Resume != nil && m.Resume.Cursor != nil {
+			if !waiting && !cn.urlCursor && m.Resume != nil && m.Resume.Cursor != nil {
 				// The wait is over: the stream started as the URL said.
+				// (With a cursor in the URL there was no wait: the check
+				// below names that.)
 				cn.h.protocolErrors.Add(1)
 				cn.closeWith(ClosePolicyViolation, "resume too late: send it first, within the resume wait")
 				return

@@ -22,6 +22,7 @@ func cases() []testCase {
 		{"ScopesLive", scopesLive},
 		{"ScopesReplay", scopesReplay},
 		{"CloseSession", closeSession},
+		{"TreeLifecycle", treeLifecycle},
 		{"ConcurrentPublishers", concurrentPublishers},
 		{"SlowConsumerEvicted", slowConsumerEvicted},
 		{"SlowConsumerDropNewest", slowConsumerDropNewest},
@@ -306,6 +307,48 @@ func closeSession(t *testing.T, s *suite) {
 
 	more := publish(t, b, "p", "msg", 1)
 	assert.Equal(t, more, s.ids(t, desc, 1, false), "descendants subscriber goes on")
+}
+
+// treeLifecycle: closing a middle session moves its children up (a
+// descendants subscriber of the grandparent keeps hearing them); a root
+// that already published is attached late and its history joins the
+// ancestors' descendants replay merged by id; a closed id is reopened and a
+// resume of it from before the close loses nothing while its buffer is
+// kept.
+func treeLifecycle(t *testing.T, s *suite) {
+	b := s.newBus(t, config.Config{})
+	require.NoError(t, b.CreateSession("g", ""))
+	require.NoError(t, b.CreateSession("p", "g"))
+	require.NoError(t, b.CreateSession("c", "p"))
+	s.syncBus(t, b)
+	desc := subscribe(t, b, "g", eventbus.SubscribeOptions{Scope: scope.Descendants, NoReplay: true})
+	early := publish(t, b, "c", "msg", 1)
+	pEvents := publish(t, b, "p", "msg", 1)
+	require.NoError(t, b.CloseSession("p"))
+	s.syncBus(t, b)
+	closed := b.LastEventID()
+	late := publish(t, b, "c", "msg", 1)
+	s.syncBus(t, b)
+	assert.Equal(t, []uint64{early[0], pEvents[0], closed, late[0]}, s.ids(t, desc, 4, false), "the tree stayed connected")
+
+	r := publish(t, b, "r", "msg", 1) // a root that published before its link is known
+	require.NoError(t, b.CreateSession("r", "g"))
+	s.syncBus(t, b)
+	rLive := publish(t, b, "r", "msg", 1)
+	s.syncBus(t, b)
+	assert.Equal(t, rLive, s.ids(t, desc, 1, false), "attached late: its events reach g's descendants")
+	fresh := subscribe(t, b, "g", eventbus.SubscribeOptions{Scope: scope.Descendants, Cursor: eventbus.At(0)})
+	want := []uint64{early[0], pEvents[0], closed, late[0], r[0], rLive[0]}
+	assert.Equal(t, want, s.ids(t, fresh, len(want), true), "merged by id, the closed p's history kept")
+	s.frame(t, fresh, eventbus.TypeReplayComplete, nil)
+
+	require.NoError(t, b.CreateSession("p", "g"), "reopen")
+	s.syncBus(t, b)
+	again := publish(t, b, "p", "msg", 1)
+	s.syncBus(t, b)
+	resumed := subscribe(t, b, "p", eventbus.SubscribeOptions{Cursor: eventbus.At(early[0])})
+	assert.Equal(t, []uint64{pEvents[0], closed, again[0]}, s.ids(t, resumed, 3, true), "the reopened p took its history back")
+	s.frame(t, resumed, eventbus.TypeReplayComplete, nil)
 }
 
 // concurrentPublishers: four publishers into one session tree; every

@@ -15,9 +15,13 @@
 //
 // Flags:
 //
-//	-addr        listen address; default :8080, or :$PORT when PORT is set
+//	-addr        listen address; default 127.0.0.1:8080 (loopback only: the
+//	             server has no authentication; -addr :8080 for every interface),
+//	             or :$PORT when PORT is set. On a loopback address a request
+//	             whose Host is not localhost or a loopback IP gets 421 (DNS
+//	             rebinding)
 //	-demo        run the simulated agents
-//	-demo-rate   text deltas per second per agent (default 30)
+//	-demo-rate   text deltas per second per agent (default 30; above 0, at most 100000)
 //	-log-level   debug, info, warn or error (default info)
 //	-epoch-ids   write SSE ids as <epoch>-<seq> (default true)
 //	-nats        run the bus over NATS JetStream: "embedded" starts an
@@ -46,7 +50,7 @@
 //
 // With curl:
 //
-//	curl -N localhost:8080/session/demo/events?scope=descendants
+//	curl -N 'localhost:8080/session/demo/events?scope=descendants'
 //	curl -N -H 'Last-Event-ID: 120' localhost:8080/session/demo/events
 //	curl -H 'Content-Type: application/json' -d '{"type":"note","data":{"text":"hi"}}' localhost:8080/session/demo/events
 //

@@ -61,6 +61,9 @@ type usageError struct {
 
 func (e usageError) Error() string { return e.msg }
 
+// maxDemoRate bounds -demo-rate (text deltas per second per agent).
+const maxDemoRate = 100_000
+
 // flags are the command-line settings.
 type flags struct {
 	addr     string
@@ -75,13 +78,16 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	var f flags
 	fs := flag.NewFlagSet("agentserver", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	defAddr := ":8080"
+	// Loopback by default: the server has no authentication, and any host
+	// on the network could otherwise publish to or close a developer's
+	// sessions. PORT (set by container platforms) keeps all interfaces.
+	defAddr := "127.0.0.1:8080"
 	if p := os.Getenv("PORT"); p != "" {
 		defAddr = ":" + p
 	}
-	fs.StringVar(&f.addr, "addr", defAddr, "listen address; :$PORT when PORT is set")
+	fs.StringVar(&f.addr, "addr", defAddr, "listen address (a bare :port listens on every interface); :$PORT when PORT is set")
 	fs.BoolVar(&f.demo, "demo", false, "run a simulated agent with two sub-agents on session \"demo\"")
-	fs.Float64Var(&f.rate, "demo-rate", demo.DefaultTokensPerSecond, "demo text deltas per second per agent")
+	fs.Float64Var(&f.rate, "demo-rate", demo.DefaultTokensPerSecond, "demo text deltas per second per agent, above 0 and at most 100000")
 	fs.TextVar(&f.level, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
 	fs.BoolVar(&f.epochIDs, "epoch-ids", true, "write SSE ids as <epoch>-<seq> so browsers detect a server restart")
 	f.nats.register(fs)
@@ -98,6 +104,11 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	}
 	if fs.NArg() > 0 {
 		return f, usageError{msg: fmt.Sprintf("agentserver: unexpected arguments %q", fs.Args())}
+	}
+	// NaN and +Inf made every delay zero (a run published at once), a
+	// negative or zero rate silently meant the default.
+	if !(f.rate > 0 && f.rate <= maxDemoRate) {
+		return f, usageError{msg: fmt.Sprintf("agentserver: invalid -demo-rate %v (want a number of deltas per second above 0, at most %d)", f.rate, maxDemoRate)}
 	}
 	return f, nil
 }
@@ -160,8 +171,12 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 	}
 	baseCtx, cancelBase := context.WithCancel(context.Background())
 	defer cancelBase()
+	var handler http.Handler = srv
+	if listensOnLoopbackOnly(ln.Addr()) {
+		handler = loopbackHosts(srv) // DNS rebinding: see loopbackHosts
+	}
 	hs := &http.Server{
-		Handler:           srv,
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		// A client that stops reading pins at most this much kernel
 		// memory (Linux reserves twice it) before its stream is cut.

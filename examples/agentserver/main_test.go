@@ -152,7 +152,7 @@ func TestParseFlags(t *testing.T) {
 		t.Setenv("PORT", "")
 		f, err := parseFlags(nil, io.Discard)
 		require.NoError(t, err)
-		assert.Equal(t, ":8080", f.addr)
+		assert.Equal(t, "127.0.0.1:8080", f.addr)
 		assert.False(t, f.demo)
 		assert.True(t, f.epochIDs)
 	})

@@ -86,8 +86,9 @@ func cleanPath(p string) bool {
 //	413 body_too_large          a Content-Length or body over MaxBodyBytes (at once)
 //	408 request_timeout         the body did not arrive within BodyTimeout
 //	400 invalid_json            not UTF-8, null, not an object, unknown
-//	                            fields, trailing data; the message says
-//	                            at which byte
+//	                            fields, a member given twice or in another
+//	                            case ("TYPE"), trailing data; the message
+//	                            says at which byte
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) bool {
 	hasBody := r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody
 	if ct := r.Header.Get("Content-Type"); ct != "" || hasBody {
@@ -151,6 +152,10 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, v any, emptyOK
 	if trimmed[0] != '{' {
 		writeError(w, http.StatusBadRequest, "invalid_json",
 			fmt.Sprintf("body is %s, want a JSON object", jsonKind(trimmed)))
+		return false
+	}
+	if msg := checkMembers(body, v); msg != "" {
+		writeError(w, http.StatusBadRequest, "invalid_json", msg)
 		return false
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))

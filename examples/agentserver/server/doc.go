@@ -23,7 +23,10 @@
 // web page cannot post to a local agent server cross-site without a CORS
 // preflight), at most MaxBodyBytes, and arrive within Options.BodyTimeout
 // (else 408 and the connection is closed); streams are not affected by that
-// bound. Session ids are validated the same way on every route: what the bus
+// bound. A body is one JSON object whose member names are exact and unique:
+// an unknown member, one in another case ("TYPE") or one given twice is 400
+// invalid_json (encoding/json alone would fold the case and keep the last
+// value). Session ids are validated the same way on every route: what the bus
 // accepts, and one URL path segment (no "/", ".", "..").
 //
 // Every error is JSON {"code": …, "message": …} with a 4xx or 5xx status;

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Review (attacker, DNS rebinding): a page on evil.example re-points its
+// name at 127.0.0.1 and, being same-origin with http://evil.example:8080,
+// reads the streams, publishes and closes sessions of a developer's
+// loopback server (the WebSocket origin check compares Origin with Host,
+// which match). A loopback-only server now refuses a Host that is not a
+// loopback name with 421; localhost and loopback IPs work as before.
+func TestReviewLoopbackServerRefusesForeignHost(t *testing.T) {
+	t.Setenv("PORT", "")
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	addrc := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"-addr", "127.0.0.1:0"}, &logs, func(a net.Addr) { addrc <- a }) }()
+	var a net.Addr
+	select {
+	case a = <-addrc:
+	case err := <-done:
+		t.Fatalf("run ended early: %v\n%s", err, logs.String())
+	case <-time.After(10 * time.Second):
+		t.Fatal("not listening")
+	}
+	defer func() {
+		cancel()
+		require.NoError(t, <-done)
+	}()
+	_, port, err := net.SplitHostPort(a.String())
+	require.NoError(t, err)
+
+	get := func(host, path string) (int, map[string]string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, "http://"+a.String()+path, nil)
+		require.NoError(t, err)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var body map[string]string
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		return resp.StatusCode, body
+	}
+	for _, host := range []string{"evil.example:" + port, "evil.example", "localhost.evil.example:" + port, "10.0.0.1:" + port, "127.0.0.1.nip.io:" + port} {
+		status, body := get(host, "/sessions")
+		assert.Equal(t, http.StatusMisdirectedRequest, status, host)
+		assert.Equal(t, "misdirected_request", body["code"], host)
+		assert.Contains(t, body["message"], host, "the message names the Host")
+	}
+	for _, host := range []string{"localhost:" + port, "LOCALHOST:" + port, "localhost.:" + port, "127.0.0.1:" + port, "127.0.0.2:" + port, "[::1]:" + port, "localhost"} {
+		status, _ := get(host, "/healthz")
+		assert.Equal(t, http.StatusOK, status, host)
+	}
+}
+
+func TestReviewIsLoopbackHost(t *testing.T) {
+	for h, want := range map[string]bool{
+		"localhost": true, "localhost:1": true, "[::1]:80": true, "::1": true, "127.9.9.9": true,
+		"": false, "evil.example": false, "0.0.0.0:80": false, "[::]:80": false, "192.168.1.2": false,
+	} {
+		assert.Equal(t, want, isLoopbackHost(h), "%q", h)
+	}
+}
