@@ -22,9 +22,9 @@ lint:
 	$(GO) vet $(PKGS)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
 
-## property: the long property-test run — every TestProperty* of eventbus (the delivery model; the
-## parallel-publisher one as well once present) with PROPERTY_CHECKS cases (default 10,000, CI runs
-## 1,000) of 60 actions each, under the race detector
+## property: the long property-test run — every TestProperty* of eventbus (the delivery model and
+## parallel publishers) with PROPERTY_CHECKS cases each (default 10,000; CI runs
+## 1,000), under the race detector
 PROPERTY_CHECKS ?= 10000
 property:
 	$(GO) test -race -count=1 -timeout 60m -run '^TestProperty' -v github.com/replaybus/replaybus/eventbus -rapid.checks=$(PROPERTY_CHECKS)
