@@ -77,12 +77,11 @@ func TestPropertyParallelPublishers(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		type reader struct {
-			name   string
-			kind   scope.Kind
-			on     string
-			sub    *eventbus.Subscription
-			got    []uint64
-			frames []string
+			name string
+			kind scope.Kind
+			on   string
+			sub  *eventbus.Subscription
+			got  []uint64
 		}
 		subscribe := func(mid bool) *reader {
 			rd := &reader{kind: rapid.SampledFrom(kinds).Draw(rt, "scope"), on: rapid.SampledFrom(sessions).Draw(rt, "on")}

@@ -224,14 +224,6 @@ func (x *mSession) isAncestorOf(y *mSession) bool {
 	return false
 }
 
-func (x *mSession) ancestors() []*mSession {
-	var out []*mSession
-	for a := x.parent; a != nil; a = a.parent {
-		out = append(out, a)
-	}
-	return out
-}
-
 // inScope reports whether an event of session ev reaches a subscriber made
 // on x with scope k (the scopes of the scope package).
 func inScope(x *mSession, k scope.Kind, ev *mSession) bool {

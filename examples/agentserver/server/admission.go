@@ -87,8 +87,9 @@ func cleanPath(p string) bool {
 //	408 request_timeout         the body did not arrive within BodyTimeout
 //	400 invalid_json            not UTF-8, null, not an object, unknown
 //	                            fields, a member given twice or in another
-//	                            case ("TYPE"), trailing data; the message
-//	                            says at which byte
+//	                            case ("TYPE"), a lone surrogate escape in a
+//	                            member, trailing data; the message says at
+//	                            which byte
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) bool {
 	hasBody := r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody
 	if ct := r.Header.Get("Content-Type"); ct != "" || hasBody {

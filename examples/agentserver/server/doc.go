@@ -26,7 +26,8 @@
 // bound. A body is one JSON object whose member names are exact and unique:
 // an unknown member, one in another case ("TYPE") or one given twice is 400
 // invalid_json (encoding/json alone would fold the case and keep the last
-// value). Session ids are validated the same way on every route: what the bus
+// value), and so is a lone UTF-16 surrogate escape ("\ud800") in a member
+// (encoding/json would read it as U+FFFD). Session ids are validated the same way on every route: what the bus
 // accepts, and one URL path segment (no "/", ".", "..").
 //
 // Every error is JSON {"code": …, "message": …} with a 4xx or 5xx status;

@@ -41,12 +41,64 @@ func checkMembers(body []byte, v any) string {
 				}
 			}
 		}
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
+		var val json.RawMessage
+		if err := dec.Decode(&val); err != nil {
 			return ""
+		}
+		if i := loneSurrogate(val); i >= 0 {
+			return fmt.Sprintf("invalid JSON at byte %d: member %s has a lone UTF-16 surrogate escape %s (it would be read as U+FFFD)",
+				dec.InputOffset()-int64(len(val))+int64(i), quote(key), val[i:i+6])
 		}
 	}
 	return ""
+}
+
+// loneSurrogate returns the offset in a top-level JSON string value of a
+// \uD800–\uDFFF escape that is not part of a high+low pair, or -1 (also
+// for a value that is not a string: nested data is the publisher's own).
+// encoding/json replaces such an escape with U+FFFD, so the id or type the
+// server acts on would differ from the one in the body.
+func loneSurrogate(v []byte) int {
+	if len(v) == 0 || v[0] != '"' {
+		return -1
+	}
+	surrogate := func(i int) (hi, lo bool) {
+		if i+6 > len(v) || v[i] != '\\' || v[i+1] != 'u' {
+			return false, false
+		}
+		var r rune
+		for _, c := range v[i+2 : i+6] {
+			switch {
+			case c >= '0' && c <= '9':
+				r = r<<4 | rune(c-'0')
+			case c >= 'a' && c <= 'f':
+				r = r<<4 | rune(c-'a'+10)
+			case c >= 'A' && c <= 'F':
+				r = r<<4 | rune(c-'A'+10)
+			default:
+				return false, false
+			}
+		}
+		return r >= 0xD800 && r < 0xDC00, r >= 0xDC00 && r < 0xE000
+	}
+	for i := 1; i < len(v); i++ {
+		if v[i] != '\\' {
+			continue
+		}
+		hi, lo := surrogate(i)
+		switch {
+		case hi:
+			if _, next := surrogate(i + 6); !next {
+				return i
+			}
+			i += 11 // the pair
+		case lo:
+			return i
+		default:
+			i++ // the escaped character
+		}
+	}
+	return -1
 }
 
 // jsonFieldNames lists the member names of the struct v points to.

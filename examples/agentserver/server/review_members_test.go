@@ -50,3 +50,31 @@ func TestReviewBodyMembersAreExactAndUnique(t *testing.T) {
 	status, _, out = do(t, s, http.MethodPost, "/sessions", `{"id":"d","parent":"s1"}`)
 	assert.Equal(t, http.StatusCreated, status, "%v", out)
 }
+
+// Review: encoding/json reads a lone UTF-16 surrogate escape as U+FFFD, so
+// POST /sessions {"id":"\ud800"} created session "\uFFFD" — not the id in the
+// body — and a type or parent went the same way. A lone escape in a member
+// is now 400 naming it; pairs (an emoji) and escapes inside data pass.
+func TestReviewBodyLoneSurrogateRefused(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, Options{})
+	require.NoError(t, s.Bus().CreateSession("s1", ""))
+	for _, tc := range []struct{ target, body, want string }{
+		{"/sessions", `{"id":"\ud800"}`, `member "id" has a lone UTF-16 surrogate escape \ud800`},
+		{"/sessions", `{"id":"a\uDC00b"}`, `\uDC00`},
+		{"/sessions", `{"id":"x\ud83d\u0041"}`, `\ud83d`},
+		{"/session/s1/events", `{"type":"t\\\ud800"}`, `member "type"`},
+		{"/session/s1/events", `{"type":"t","origin":"\udfff"}`, `member "origin"`},
+	} {
+		status, _, out := do(t, s, http.MethodPost, tc.target, tc.body)
+		assert.Equal(t, http.StatusBadRequest, status, "%s %v", tc.body, out)
+		assert.Contains(t, out["message"], tc.want, tc.body)
+	}
+	status, _, out := do(t, s, http.MethodPost, "/sessions", `{"id":"run-\ud83d\ude00"}`)
+	require.Equal(t, http.StatusCreated, status, "%v", out)
+	assert.Equal(t, "run-\U0001F600", out["id"], "a pair is one character")
+	status, _, out = do(t, s, http.MethodPost, "/session/s1/events", `{"type":"t","data":{"s":"\ud800"}}`)
+	assert.Equal(t, http.StatusAccepted, status, "data is the publisher's: %v", out)
+	status, _, out = do(t, s, http.MethodPost, "/session/s1/events", `{"type":"a\\ud800"}`)
+	assert.Equal(t, http.StatusAccepted, status, "an escaped backslash, then text: %v", out)
+}

@@ -186,6 +186,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("no route for %s %s (empty or dot path segment)", r.Method, quote(r.URL.Path)))
 		return
 	}
+	if allow := streamAllow(s.mux, r); allow != "" && r.Method == http.MethodHead {
+		// GET routes match HEAD in the mux, but a stream has no
+		// headers-only form: say so, with the methods the path takes.
+		w.Header().Set("Allow", allow)
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed",
+			fmt.Sprintf("method HEAD not allowed on %s (allowed: %s)", r.URL.Path, allow))
+		return
+	}
 	if h, pattern := s.mux.Handler(r); pattern == "" {
 		// The mux would answer in plain text: find out what it would say.
 		rec := &recorder{header: make(http.Header)}
@@ -195,9 +203,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
 			return
 		case http.StatusMethodNotAllowed:
-			w.Header().Set("Allow", rec.header.Get("Allow"))
+			allow := rec.header.Get("Allow")
+			if a := streamAllow(s.mux, r); a != "" {
+				allow = a // not the mux's "GET, HEAD, POST": HEAD is refused
+			}
+			w.Header().Set("Allow", allow)
 			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed",
-				fmt.Sprintf("method %s not allowed on %s (allowed: %s)", r.Method, r.URL.Path, rec.header.Get("Allow")))
+				fmt.Sprintf("method %s not allowed on %s (allowed: %s)", r.Method, r.URL.Path, allow))
 			return
 		}
 	}
