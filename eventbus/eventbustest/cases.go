@@ -332,6 +332,11 @@ func treeLifecycle(t *testing.T, s *suite) {
 	assert.Equal(t, []uint64{early[0], pEvents[0], closed, late[0]}, s.ids(t, desc, 4, false), "the tree stayed connected")
 
 	r := publish(t, b, "r", "msg", 1) // a root that published before its link is known
+	// A distributed bus attaches r on this node at once, and its feed may
+	// ingest r's first event only after that: then that event is live for
+	// g's subscribers too (in order, once). Wait for the feed so that the
+	// case checks the same thing on every bus: what follows the attach.
+	s.syncBus(t, b)
 	require.NoError(t, b.CreateSession("r", "g"))
 	s.syncBus(t, b)
 	rLive := publish(t, b, "r", "msg", 1)
