@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -403,7 +404,18 @@ func TestHandlerClientDropsBeforeFirstByte(t *testing.T) {
 	b := newBus(t, config.Config{MaxSubscribers: 1})
 	publish(t, b, "s1", "a", nil)
 	h := newHandler(t, b, sse.HandlerOptions{})
-	srv := serve(t, h, nil)
+	mux := http.NewServeMux()
+	mux.Handle(sse.Pattern, h)
+	srv := httptest.NewUnstartedServer(mux)
+	var closed atomic.Int32 // connections the server has finished with
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateClosed || st == http.StateHijacked {
+			closed.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { _ = h.Close() })
 	addr := srv.Listener.Addr().String()
 
 	for range 20 {
@@ -413,6 +425,10 @@ func TestHandlerClientDropsBeforeFirstByte(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, c.Close())
 	}
+	// The server must be done with every dropped connection before idle
+	// means that none of them will still take the slot.
+	require.Eventually(t, func() bool { return closed.Load() == 20 },
+		10*time.Second, time.Millisecond, "the server closes the 20 dropped connections")
 	waitIdle(t, h, b)
 
 	s := openRaw(t, srv.URL+"/session/s1/events", nil)
