@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"mime"
 	"net/http"
 	"net/url"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/internal/backoff"
 )
 
 // Client defaults.
@@ -365,17 +365,7 @@ func (s *Stream) backoff() time.Duration {
 	if maxB <= 0 {
 		maxB = DefaultMaxBackoff
 	}
-	d := s.retry
-	for i := 0; i < s.failures && d < maxB; i++ {
-		d *= 2
-	}
-	d = min(d, max(maxB, s.retry))
-	if s.minWait > 0 {
-		// Retry-After is a floor; the jitter goes above it, never clamped
-		// to it (clamping returned every client at the same instant).
-		return s.minWait + rand.N(max(d, s.minWait)/2+1)
-	}
-	return d/2 + rand.N(d/2+1)
+	return backoff.Delay(s.retry, maxB, s.failures, s.minWait)
 }
 
 // sleep waits d or until the stream's context ends; it reports whether the

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strings"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/internal/backoff"
 )
 
 // Client defaults.
@@ -408,16 +408,7 @@ func (s *Stream) backoff() time.Duration {
 	if maxB <= 0 {
 		maxB = DefaultMaxBackoff
 	}
-	d := base
-	for i := 1; i < s.failures && d < maxB; i++ {
-		d *= 2
-	}
-	d = min(d, max(maxB, base))
-	if s.minWait > 0 {
-		// Retry-After is a floor; the jitter goes above it.
-		return s.minWait + rand.N(max(d, s.minWait)/2+1)
-	}
-	return d/2 + rand.N(d/2+1)
+	return backoff.Delay(base, maxB, s.failures-1, s.minWait)
 }
 
 // transient reports whether a refused handshake is worth another attempt:
