@@ -76,6 +76,8 @@ type Bus struct {
 	// collected in wakes and sent after b.mu is released (index.go).
 	deferWakes bool
 	wakes      []*Subscription
+
+	waits deadlineQueue // parked readers' deadlines (wait.go: NextBefore)
 }
 
 // New returns a running Bus configured by cfg (zero fields take their
@@ -821,6 +823,7 @@ func (b *Bus) Close() error {
 	}
 	close(b.stopTTL)
 	b.mu.Unlock()
+	b.waits.close()
 	<-b.ttlDone
 	if b.backend != nil {
 		return b.backend.Close()
