@@ -118,7 +118,7 @@ func (f busFeed) Evicted(path []string, upTo uint64) {
 	}
 	if x := b.ensurePathLocked(path); x != nil {
 		x.ring.MarkEvicted(upTo)
-		if upTo >= b.nextID {
+		if upTo > b.seq.Load() {
 			b.announceGapLocked(x, upTo)
 		}
 	}
@@ -199,27 +199,27 @@ func (b *Bus) ingest(path []string, ev Event) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	defer b.wakeFeedWaitersLocked()
-	if b.closed || ev.ID < b.nextID {
+	if b.closed || ev.ID <= b.seq.Load() {
 		return
 	}
-	b.nextID = ev.ID // appendLocked takes this id and moves past it
+	b.seq.Store(ev.ID - 1) // appendLocked takes this id
 	if _, closed := b.tombs[path[len(path)-1]]; closed && ev.Type == TypeSessionClosed {
-		b.nextID = ev.ID + 1 // closed twice (two nodes at once): once is enough
+		b.seq.Store(ev.ID) // closed twice (two nodes at once): once is enough
 		return
 	}
 	x := b.ensurePathLocked(path)
 	if x == nil || ev.Type == TypeSessionCreated {
-		b.nextID = ev.ID + 1
+		b.seq.Store(ev.ID)
 		return
 	}
 	r := &record{session: x.id, typ: ev.Type, data: ev.Data, origin: originRef(ev.Origin), nanos: ev.Time.UnixNano()}
 	if ev.Type == TypeSessionClosed {
-		b.appendLocked(x, r, true)
+		b.appendLocked(x, r, true, &fan{})
 		b.tombs[x.id] = r.nanos
 		b.closeLocked(x, false)
 		return
 	}
-	b.appendLocked(x, r, false)
+	b.appendLocked(x, r, false, &fan{})
 }
 
 // feedWaiter is a Subscribe waiting until the feed has ingested upTo.
@@ -235,7 +235,7 @@ func (b *Bus) wakeFeedWaitersLocked() {
 	}
 	kept := b.feedWaiters[:0]
 	for _, w := range b.feedWaiters {
-		if w.upTo < b.nextID {
+		if w.upTo <= b.seq.Load() {
 			close(w.ch)
 		} else {
 			kept = append(kept, w)
@@ -254,7 +254,7 @@ func (b *Bus) awaitFeed(ctx context.Context, cursor uint64) {
 		return // in memory: nothing to wait for, and no lock to take
 	}
 	b.mu.Lock()
-	behind := b.backend != nil && !b.closed && cursor >= b.nextID
+	behind := b.backend != nil && !b.closed && cursor > b.seq.Load()
 	b.mu.Unlock()
 	if !behind {
 		return
@@ -271,7 +271,7 @@ func (b *Bus) awaitFeed(ctx context.Context, cursor uint64) {
 	}
 	w := feedWaiter{upTo: target, ch: make(chan struct{})}
 	b.mu.Lock()
-	if b.closed || target < b.nextID {
+	if b.closed || target <= b.seq.Load() {
 		b.mu.Unlock()
 		return
 	}

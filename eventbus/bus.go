@@ -13,6 +13,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/puzpuzpuz/xsync/v3"
+
 	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/replay"
 	"github.com/replaybus/replaybus/scope"
@@ -45,12 +47,9 @@ type Bus struct {
 
 	mu        sync.Mutex
 	closed    bool
-	nextID    uint64 // the id the next event gets (in-memory) or the next expected from the feed
 	highWater uint64 // highest id a backend acknowledged to this node
-	nextSub   uint64
 	tree      scope.Tree[*session]
 	all       subList
-	nsubs     int
 	allLost   uint64 // highest id lost with any closed or expired session
 	// lost remembers, for one session TTL, the newest id each closed or
 	// expired session took with it; forgotten is the highest such id whose
@@ -62,22 +61,38 @@ type Bus struct {
 	keptOrder *list.List
 	forgotten uint64
 	tombs     map[string]int64 // closed session id → Unix ns of closing
-	stats     Stats
+	stats     Stats            // Sessions, Expired, RetainedDropped: guarded by mu; the rest lives in cnt
 	stopTTL   chan struct{}
 	ttlDone   chan struct{}
-	guarded   atomic.Int64
-	replayed  atomic.Int64
-	// lateResyncs counts resync frames decided outside b.mu (the replay
-	// budget cut, see finishSnapshot); Stats adds them to stats.Resyncs.
-	lateResyncs atomic.Int64
-	diag        diagState // diagnostics queued under mu, delivered after (diaglog.go)
 
-	// deferWakes is set while a publish fans out: consumers' wake-ups are
-	// collected in wakes and sent after b.mu is released (index.go).
-	deferWakes bool
-	wakes      []*Subscription
+	// seq is the last id assigned (0 before the first): the in-memory bus
+	// takes the next one with seq.Add(1) where the event is appended; a
+	// backend's feed sets it to the id it ingests.
+	seq     atomic.Uint64
+	nextSub atomic.Uint64 // the last subscriber id given out
+	nsubs   atomic.Int64  // live subscribers (Stats.Subscribers)
+	cnt     counters      // the Stats counters publishers and subscribers write
+	// guarded and replayed are Stats.Guarded and Stats.Replayed, written
+	// by consumers and subscribes.
+	guarded  atomic.Int64
+	replayed atomic.Int64
+	diag     diagState // diagnostics queued under a lock, delivered after (diaglog.go)
 
 	waits deadlineQueue // parked readers' deadlines (wait.go: NextBefore)
+}
+
+// counters are the figures of [Stats] that publishing, subscribing and
+// reading write, kept off every lock: the per-event ones in striped
+// counters (xsync.Counter: two publishers on distinct session trees do not
+// pull one cache line back and forth per delivery), the rare ones in plain
+// atomics. Stats sums them.
+type counters struct {
+	published *xsync.Counter // events accepted
+	delivered *xsync.Counter // live events queued for subscribers
+	dropped   atomic.Uint64
+	evicted   atomic.Uint64
+	warnings  atomic.Uint64
+	resyncs   atomic.Uint64 // state_resync_required frames, decided anywhere
 }
 
 // New returns a running Bus configured by cfg (zero fields take their
@@ -89,7 +104,8 @@ func New(cfg config.Config, opts ...Option) (*Bus, error) {
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
-	b := &Bus{cfg: cfg, nextID: 1, tombs: make(map[string]int64), registry: newRegistry()}
+	b := &Bus{cfg: cfg, tombs: make(map[string]int64), registry: newRegistry()}
+	b.cnt.published, b.cnt.delivered = xsync.NewCounter(), xsync.NewCounter()
 	b.policySet = cfg.OverflowPolicy != ""
 	if !b.policySet {
 		b.cfg.OverflowPolicy = config.DefaultOverflowPolicy // in-process default
@@ -149,11 +165,9 @@ func (b *Bus) OverflowPolicySet() bool { return b.policySet }
 
 // LastEventID returns the highest id assigned so far (0 before the first
 // publish), qwen-code's lastEventId getter.
-func (b *Bus) LastEventID() uint64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.nextID - 1
-}
+//
+// It takes no lock (an atomic load) and never waits for a publish.
+func (b *Bus) LastEventID() uint64 { return b.seq.Load() }
 
 func (b *Bus) nowNanos() int64 { return b.opts.now().UnixNano() }
 
@@ -309,22 +323,23 @@ func (b *Bus) publish(sessionID, typ string, raw []byte, origin string, create b
 		return b.publishRemote(sessionID, typ, raw, origin, create)
 	}
 	r := &record{typ: typ, data: raw, origin: originRef(origin), nanos: b.nowNanos()}
+	f := fan{wakes: wakeLists.Get().(*[]*Subscription)}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
+		f.release()
 		return Event{}, ErrClosed
 	}
 	x, err := b.sessionLocked(sessionID, create)
 	if err != nil {
 		b.mu.Unlock()
+		f.release()
 		return Event{}, err
 	}
 	r.session = x.id
-	b.deferWakes = true
-	b.appendLocked(x, r, false)
-	wakes := b.takeWakesLocked()
+	b.appendLocked(x, r, false, &f)
 	b.mu.Unlock()
-	sendWakes(wakes)
+	f.release() // the wake-ups, now that no lock is held
 	// r is immutable from here on: subscribers read it concurrently.
 	return r.event(false), nil
 }
@@ -366,10 +381,10 @@ func (b *Bus) eachSubLocked(fn func(*Subscription)) {
 	}
 }
 
-// appendLocked assigns the next id, stores r and fans it out.
-func (b *Bus) appendLocked(x *session, r *record, forced bool) {
-	r.id = b.nextID
-	b.nextID++
+// appendLocked assigns the next id, stores r and fans it out; f collects
+// the wake-ups (see [fan]).
+func (b *Bus) appendLocked(x *session, r *record, forced bool, f *fan) {
+	r.id = b.seq.Add(1)
 	x.published = true
 	x.lastID = r.id
 	x.touch(r.nanos)
@@ -378,8 +393,10 @@ func (b *Bus) appendLocked(x *session, r *record, forced bool) {
 	if n := int32(x.ring.Len()); n != x.info.buffered.Load() {
 		x.info.buffered.Store(n)
 	}
-	b.stats.Published++
-	b.fanOutLocked(x, r, forced)
+	b.cnt.published.Inc()
+	b.fanOutLocked(x, r, forced, f)
+	b.cnt.delivered.Add(f.delivered)
+	f.delivered = 0
 }
 
 // sessionLocked returns the session, creating it as a root when create is
@@ -441,7 +458,8 @@ func (b *Bus) addLocked(id, parent string) (*session, error) {
 	} else {
 		ring.MarkEvicted(b.forgotten)
 	}
-	x := &session{id: id, ring: ring, active: b.nowNanos()}
+	x := &session{id: id, ring: ring}
+	x.active.Store(b.nowNanos())
 	if err := b.treeAddLocked(x, parent); err != nil {
 		return nil, err
 	}
@@ -515,7 +533,7 @@ func (b *Bus) CreateSession(id, parent string) error {
 		b.mu.Unlock()
 		_, err = b.appendRemote(path, Event{Session: id, Type: TypeSessionCreated, Time: now})
 		b.mu.Lock()
-		if err != nil && !b.closed && b.tree.Get(id) == x.node && x.nsubs == 0 && !x.published && x.node.NumChildren() == 0 {
+		if err != nil && !b.closed && b.tree.Get(id) == x.node && x.info.nsubs.Load() == 0 && !x.published && x.node.NumChildren() == 0 {
 			// No other node learnt of it: do not keep a local phantom.
 			b.treeRemoveLocked(x)
 			b.stats.Sessions--
@@ -703,7 +721,7 @@ func (b *Bus) closeLocked(x *session, announce bool) {
 	if announce {
 		r := &record{session: x.id, typ: TypeSessionClosed, nanos: now,
 			data: mustJSON(SessionClosedData{Session: x.id, Reason: "closed"})}
-		b.appendLocked(x, r, true)
+		b.appendLocked(x, r, true, &fan{}) // wakes at once
 		b.tombs[x.id] = now
 	}
 	p := x.parent()
@@ -790,16 +808,25 @@ type Stats struct {
 	RetainedDropped uint64 `json:"retainedDropped"`
 }
 
-// Stats returns the current counters. It takes the bus lock briefly.
+// Stats returns the current counters. It takes the bus lock briefly, for
+// the figures only structural changes move (Sessions, Expired, Retained,
+// RetainedDropped); the others are read from counters that publishers and
+// subscribers write without it, one by one: during concurrent publishing
+// the figures are each exact at some instant, not all at the same one.
 func (b *Bus) Stats() Stats {
 	b.mu.Lock()
 	st := b.stats
-	st.Subscribers = b.nsubs
 	st.Retained = len(b.keptByID)
 	b.mu.Unlock()
+	st.Subscribers = int(b.nsubs.Load())
+	st.Published = uint64(b.cnt.published.Value())
+	st.Delivered = uint64(b.cnt.delivered.Value())
+	st.Dropped = b.cnt.dropped.Load()
+	st.Evicted = b.cnt.evicted.Load()
+	st.Warnings = b.cnt.warnings.Load()
+	st.Resyncs = b.cnt.resyncs.Load()
 	st.Replayed = uint64(b.replayed.Load())
 	st.Guarded = uint64(b.guarded.Load())
-	st.Resyncs += uint64(b.lateResyncs.Load())
 	return st
 }
 

@@ -44,7 +44,7 @@ func (b *Bus) ExpireIdle() int {
 	var idle []*session
 	b.tree.Each(func(n *scope.Node[*session]) {
 		x := n.Value
-		if x.nsubs == 0 && n.NumChildren() == 0 && now-x.active >= ttl {
+		if x.info.nsubs.Load() == 0 && n.NumChildren() == 0 && now-x.active.Load() >= ttl {
 			idle = append(idle, x)
 		}
 	})

@@ -41,7 +41,7 @@ func (s *Subscription) wakeLocked() {
 
 // takeWakeLocked reports whether the consumer is parked and must be woken,
 // and clears the mark, so that exactly one wake-up is sent: by the caller,
-// possibly after it released its locks (see Bus.wakeLater). s.mu must be
+// possibly after it released its locks (see fan.wake). s.mu must be
 // held.
 func (s *Subscription) takeWakeLocked() bool {
 	if s.waiting {

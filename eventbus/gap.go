@@ -31,7 +31,7 @@ func (b *Bus) announceGapLocked(x *session, upTo uint64) {
 						kind: entryGap,
 						drop: &dropInfo{earliest: upTo + 1},
 					})
-					b.stats.Resyncs++
+					b.cnt.resyncs.Add(1)
 				}
 			}
 			s.mu.Unlock()

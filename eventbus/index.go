@@ -43,9 +43,8 @@ func (l *subList) remove(s *Subscription, slot int) {
 func (b *Bus) registerLocked(s *Subscription) {
 	s.pos = [2]int{-1, -1}
 	x := s.sess
-	x.nsubs++
-	x.info.nsubs.Store(int32(x.nsubs))
-	b.nsubs++
+	x.info.nsubs.Add(1)
+	b.nsubs.Add(1)
 	switch s.kind {
 	case scope.All:
 		b.all.add(s, 1)
@@ -69,6 +68,8 @@ func (b *Bus) unregisterLocked(s *Subscription) {
 	x := s.sess
 	switch s.kind {
 	case scope.All:
+		// Not in x.own: x's lists belong to x's tree, which an "all"
+		// subscriber's unsubscribe need not hold.
 		b.all.remove(s, 1)
 	case scope.Descendants:
 		x.desc.remove(s, 1)
@@ -77,11 +78,12 @@ func (b *Bus) unregisterLocked(s *Subscription) {
 			p.childSubtree.remove(s, 1)
 		}
 	}
-	x.own.remove(s, 0)
+	if s.kind != scope.All {
+		x.own.remove(s, 0)
+	}
 	s.pos = [2]int{-1, -1}
-	x.nsubs--
-	x.info.nsubs.Store(int32(x.nsubs))
-	b.nsubs--
+	x.info.nsubs.Add(-1)
+	b.nsubs.Add(-1)
 	x.touch(b.nowNanos())
 }
 
@@ -102,105 +104,34 @@ func (b *Bus) reparentLocked(x *session, from, to *session) {
 	}
 }
 
-// fanOutLocked offers r, just published to session x, to every subscriber
-// whose scope covers x. b.mu must be held.
-func (b *Bus) fanOutLocked(x *session, r *record, forced bool) {
-	droppable := false
-	if b.droppable != nil {
-		_, droppable = b.droppable[r.typ]
-	}
-	b.offerLocked(&x.own, nil, r, droppable, forced)
-	p := x.parent()
-	for a := p; a != nil; a = a.parent() {
-		b.offerLocked(&a.desc, nil, r, droppable, forced)
-	}
-	b.offerLocked(&x.childSubtree, nil, r, droppable, forced)
-	if p != nil {
-		b.offerLocked(&p.childSubtree, x, r, droppable, forced)
-	}
-	b.offerLocked(&b.all, nil, r, droppable, forced)
+// fan is one fan-out's scratch, local to the call that fans out (so that
+// fan-outs of distinct session trees share nothing): the wake-ups of parked
+// consumers, sent by release once the caller holds no lock (nil wakes:
+// each is sent at once, for callers that fan out rarely), and the count of
+// deliveries, added to the bus's counter once per event.
+type fan struct {
+	wakes     *[]*Subscription
+	delivered int64
 }
 
-// offerLocked offers r to each subscriber of l except those made on skip.
-func (b *Bus) offerLocked(l *subList, skip *session, r *record, droppable, forced bool) {
-	for i := 0; i < len(*l); i++ {
-		s := (*l)[i]
-		if skip != nil && s.sess == skip {
-			continue
-		}
-		if forced {
-			s.mu.Lock()
-			wake := false
-			if !s.ended {
-				s.q = append(s.q, entry{rec: r, kind: entryForced})
-				wake = s.takeWakeLocked()
-				b.stats.Delivered++
-			}
-			s.mu.Unlock()
-			if wake {
-				b.wakeLater(s)
-			}
-			continue
-		}
-		o, wake := s.deliver(r, droppable)
-		if wake {
-			b.wakeLater(s)
-		}
-		switch o {
-		case outcomeQueued:
-			b.stats.Delivered++
-		case outcomeWarned:
-			b.stats.Delivered++
-			b.stats.Warnings++
-			b.diagnose(DiagSlowClientWarning, s, r)
-		case outcomeDropped:
-			b.stats.Dropped++
-			b.diagnose(DiagDropped, s, r)
-		case outcomeDroppedOld:
-			b.stats.Delivered++
-			b.stats.Dropped++
-			b.diagnose(DiagDropped, s, r)
-		case outcomeEvicted:
-			b.stats.Evicted++
-			b.diagnose(DiagEvicted, s, r)
-			b.unregisterLocked(s) // its slot is free at once
-			s.stopWatch()
-			i-- // the last subscriber of l moved into slot i
-		}
-	}
-}
-
-// wakeLater sends s its wake-up: at once, or — on the publish path, which
-// sets b.deferWakes — after the bus lock is released (Bus.sendWakes), so that
-// waking a parked goroutine is never paid with the bus lock held. b.mu must
-// be held.
-func (b *Bus) wakeLater(s *Subscription) {
-	if b.deferWakes {
-		b.wakes = append(b.wakes, s)
+// wake sends s its wake-up, or collects it for release.
+func (f *fan) wake(s *Subscription) {
+	if f.wakes == nil {
+		s.sendWake()
 		return
 	}
-	s.sendWake()
+	*f.wakes = append(*f.wakes, s)
 }
 
-// takeWakesLocked ends the deferral and returns the wake-ups collected since
-// it began, to be sent with sendWakes once b.mu is released. b.mu must be
-// held.
-func (b *Bus) takeWakesLocked() *[]*Subscription {
-	b.deferWakes = false
-	if len(b.wakes) == 0 {
-		return nil
-	}
-	p := wakeLists.Get().(*[]*Subscription)
-	*p, b.wakes = b.wakes, (*p)[:0]
-	return p
-}
-
-// sendWakes sends the wake-ups takeWakesLocked returned; b.mu must not be
-// held.
-func sendWakes(p *[]*Subscription) {
+// release sends the collected wake-ups and recycles the list. No bus lock
+// may be held: waking a parked goroutine is never paid inside a critical
+// section.
+func (f *fan) release() {
+	p := f.wakes
 	if p == nil {
 		return
 	}
+	f.wakes = nil
 	for i, s := range *p {
 		s.sendWake()
 		(*p)[i] = nil
@@ -212,3 +143,74 @@ func sendWakes(p *[]*Subscription) {
 // wakeLists recycles the wake-up lists of the publish path, so that a
 // publish allocates none in steady state.
 var wakeLists = sync.Pool{New: func() any { return new([]*Subscription) }}
+
+// fanOutLocked offers r, just published to session x, to every subscriber
+// whose scope covers x. b.mu must be held.
+func (b *Bus) fanOutLocked(x *session, r *record, forced bool, f *fan) {
+	droppable := false
+	if b.droppable != nil {
+		_, droppable = b.droppable[r.typ]
+	}
+	b.offerLocked(&x.own, nil, r, droppable, forced, f)
+	p := x.parent()
+	for a := p; a != nil; a = a.parent() {
+		b.offerLocked(&a.desc, nil, r, droppable, forced, f)
+	}
+	b.offerLocked(&x.childSubtree, nil, r, droppable, forced, f)
+	if p != nil {
+		b.offerLocked(&p.childSubtree, x, r, droppable, forced, f)
+	}
+	b.offerLocked(&b.all, nil, r, droppable, forced, f)
+}
+
+// offerLocked offers r to each subscriber of l except those made on skip.
+// It holds each subscriber's mutex only for that subscriber (inside
+// deliver); it never blocks on a consumer. The caller holds the lock that
+// guards l.
+func (b *Bus) offerLocked(l *subList, skip *session, r *record, droppable, forced bool, f *fan) {
+	for i := 0; i < len(*l); i++ {
+		s := (*l)[i]
+		if skip != nil && s.sess == skip {
+			continue
+		}
+		if forced {
+			s.mu.Lock()
+			wake := false
+			if !s.ended {
+				s.q = append(s.q, entry{rec: r, kind: entryForced})
+				wake = s.takeWakeLocked()
+				f.delivered++
+			}
+			s.mu.Unlock()
+			if wake {
+				f.wake(s)
+			}
+			continue
+		}
+		o, wake := s.deliver(r, droppable)
+		if wake {
+			f.wake(s)
+		}
+		switch o {
+		case outcomeQueued:
+			f.delivered++
+		case outcomeWarned:
+			f.delivered++
+			b.cnt.warnings.Add(1)
+			b.diagnose(DiagSlowClientWarning, s, r)
+		case outcomeDropped:
+			b.cnt.dropped.Add(1)
+			b.diagnose(DiagDropped, s, r)
+		case outcomeDroppedOld:
+			f.delivered++
+			b.cnt.dropped.Add(1)
+			b.diagnose(DiagDropped, s, r)
+		case outcomeEvicted:
+			b.cnt.evicted.Add(1)
+			b.diagnose(DiagEvicted, s, r)
+			b.unregisterLocked(s) // its slot is free at once
+			s.stopWatch()
+			i-- // the last subscriber of l moved into slot i
+		}
+	}
+}

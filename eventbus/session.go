@@ -1,6 +1,8 @@
 package eventbus
 
 import (
+	"sync/atomic"
+
 	"github.com/replaybus/replaybus/replay"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -15,12 +17,14 @@ type session struct {
 	own          subList     // subscribers made on this session (all scopes but "all")
 	desc         subList     // those of own with scope descendants
 	childSubtree subList     // subtree subscribers made on this session's children
-	nsubs        int         // subscribers made on this session, "all" included
-	info         sessionInfo // what listings read without the bus lock (registry.go)
+	info         sessionInfo // what listings read without the bus lock; info.nsubs counts its subscribers, "all" included (registry.go)
 
 	published bool   // a child may get a parent only before it publishes
 	lastID    uint64 // id of the newest event published here
-	active    int64  // Unix ns of the last publish or unsubscribe
+	// active is the Unix ns of the last publish, subscribe or unsubscribe;
+	// atomic, since an "all" subscriber made here may be unsubscribed
+	// (evicted) by a publisher of another tree.
+	active atomic.Int64
 
 	// Highest ids lost with a closed or expired session that was in this
 	// session's descendants (descLost), its subtree as parent-or-sibling
@@ -40,8 +44,12 @@ func (x *session) parent() *session {
 	return nil
 }
 
+// touch moves x.active forward to now (never back).
 func (x *session) touch(now int64) {
-	if now > x.active {
-		x.active = now
+	for {
+		old := x.active.Load()
+		if now <= old || x.active.CompareAndSwap(old, now) {
+			return
+		}
 	}
 }

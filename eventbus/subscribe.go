@@ -120,7 +120,7 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 			b.mu.Unlock()
 			return nil, err
 		}
-		if x.nsubs >= b.cfg.MaxSubscribers {
+		if int(x.info.nsubs.Load()) >= b.cfg.MaxSubscribers {
 			b.mu.Unlock()
 			return nil, &SubscriberLimitError{Session: x.id, Limit: b.cfg.MaxSubscribers}
 		}
@@ -162,8 +162,7 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 // published before register (it is in the ring, for the snapshot) or after
 // (it is queued for s) — never neither.
 func (b *Bus) register(ctx context.Context, s *Subscription, x *session) {
-	b.nextSub++
-	s.id, s.sess = b.nextSub, x
+	s.id, s.sess = b.nextSub.Add(1), x
 	s.ctx = ctx
 	s.stopCtx = context.AfterFunc(ctx, s.ctxEnded)
 	b.registerLocked(s)
@@ -197,7 +196,7 @@ type snapshotJob struct {
 // snapshotPlanLocked decides what a subscribe of x with scope k and cursor
 // pos (nil: everything held) replays. b.mu must be held.
 func (b *Bus) snapshotPlanLocked(x *session, k scope.Kind, pos *Position) snapshotJob {
-	j := snapshotJob{now: b.nowNanos(), earliest: max(b.nextID, b.highWater+1), hasCursor: pos != nil}
+	j := snapshotJob{now: b.nowNanos(), earliest: max(b.seq.Load()+1, b.highWater+1), hasCursor: pos != nil}
 	if pos != nil {
 		j.cursor = pos.ID
 		if (pos.Epoch != "" && pos.Epoch != b.epoch) || j.cursor >= j.earliest {
@@ -205,7 +204,7 @@ func (b *Bus) snapshotPlanLocked(x *session, k scope.Kind, pos *Position) snapsh
 			j.lead = append(j.lead, frame(x.id, TypeStateResyncRequired, ResyncData{
 				Reason: ReasonEpochReset, LastDeliveredID: pos.ID, Epoch: b.epoch,
 			}, j.now))
-			b.stats.Resyncs++
+			b.cnt.resyncs.Add(1)
 			j.cursor = 0
 		}
 	}
@@ -217,7 +216,7 @@ func (b *Bus) snapshotPlanLocked(x *session, k scope.Kind, pos *Position) snapsh
 		j.evicted = max(j.evicted, r.HighestEvicted())
 	}
 	if j.hasCursor && !j.reset && j.evicted > j.cursor {
-		b.stats.Resyncs++ // the ring_evicted frame finishSnapshot writes
+		b.cnt.resyncs.Add(1) // the ring_evicted frame finishSnapshot writes
 	}
 	return j
 }
@@ -289,7 +288,7 @@ func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 			Reason: ReasonReplayBudgetExceeded, LastDeliveredID: last,
 			CompleteFromID: j.earliest, SkippedCount: len(snap) - n,
 		}, j.now))
-		b.lateResyncs.Add(1)
+		b.cnt.resyncs.Add(1)
 	}
 	if hasCursor || truncated {
 		tail = append(tail, frame(sid, TypeReplayComplete, ReplayCompleteData{

@@ -82,6 +82,12 @@ type HandlerOptions struct {
 	// negative sets none. It overrides http.Server.WriteTimeout for the
 	// stream.
 	WriteTimeout time.Duration
+	// Query says what to do with query parameters the endpoint does not
+	// read. The zero value ignores them unless one looks like a misspelling
+	// of a known name (?lastEventID=), which is a 400
+	// unknown_query_parameter; Query.Strict refuses every unknown one but
+	// those in Query.Allow. See [QueryRules].
+	Query QueryRules
 	// EpochIDs writes ids as "<epoch>-<seq>" so that a browser, which cannot
 	// send X-Event-Epoch, hands the epoch back in Last-Event-ID and a server
 	// restart is detected exactly. Both forms are accepted either way.
@@ -506,7 +512,7 @@ func (h *Handler) parseRequest(r *http.Request) (string, eventbus.SubscribeOptio
 	} else {
 		sessionID = r.PathValue("id")
 	}
-	o, serr := ParseRequest(r, sessionID, h.bus.Epoch())
+	o, serr := ParseRequestWith(r, sessionID, h.bus.Epoch(), h.o.Query)
 	if serr == nil && !h.bus.OverflowPolicySet() {
 		// The default rule of config.Config.OverflowPolicy: a stream's
 		// client resumes by itself, so evict rather than drop (Configure
