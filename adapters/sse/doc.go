@@ -80,6 +80,8 @@
 //
 //	400 invalid_last_event_id (also: the header twice),
 //	    invalid_query (does not parse, or a parameter twice),
+//	    unknown_query_parameter (a look-alike of a known parameter,
+//	    ?lastEventID=; with HandlerOptions.Query.Strict any unknown one),
 //	    invalid_max_queued (not 16–2048), invalid_scope,
 //	    invalid_replay (not 0/1), invalid_events (not typed/message),
 //	    invalid_coalesce (not acp/agentpool/off),

@@ -82,6 +82,12 @@ type HandlerOptions struct {
 	// negative sets none. It overrides http.Server.WriteTimeout for the
 	// stream.
 	WriteTimeout time.Duration
+	// Query says what to do with query parameters the endpoint does not
+	// read. The zero value ignores them unless one looks like a misspelling
+	// of a known name (?lastEventID=), which is a 400
+	// unknown_query_parameter; Query.Strict refuses every unknown one but
+	// those in Query.Allow. See [QueryRules].
+	Query QueryRules
 	// EpochIDs writes ids as "<epoch>-<seq>" so that a browser, which cannot
 	// send X-Event-Epoch, hands the epoch back in Last-Event-ID and a server
 	// restart is detected exactly. Both forms are accepted either way.
@@ -369,37 +375,26 @@ func (h *Handler) stream(ctx context.Context, w http.ResponseWriter, sub *eventb
 		return err
 	}
 
-	// Heartbeats: Next waits under a deadline context that fires hb after
-	// the last write; one such context serves many frames, so a busy
-	// stream allocates one per heartbeat interval, not one per frame.
+	// Heartbeats: NextBefore waits until hb after the last write and then
+	// returns eventbus.ErrTimeout; no deadline context, no timer of its
+	// own (the bus keeps one queue of deadlines for every parked stream).
+	// The request context ends the subscription (it was subscribed with
+	// it), and NextBefore then returns its error.
 	lastWrite := time.Now()
-	var wait struct {
-		ctx    context.Context // ctx, or a child of it with the heartbeat deadline
-		cancel context.CancelFunc
-	}
-	wait.ctx = ctx
-	defer func() {
-		if wait.cancel != nil {
-			wait.cancel()
-		}
-	}()
 	for {
-		if h.hb > 0 && wait.cancel == nil {
-			wait.ctx, wait.cancel = context.WithDeadline(ctx, lastWrite.Add(h.hb))
+		var deadline time.Time
+		if h.hb > 0 {
+			deadline = lastWrite.Add(h.hb)
 		}
-		ev, err := sub.Next(wait.ctx)
+		ev, err := sub.NextBefore(deadline)
 		if err != nil {
-			if wait.cancel != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-				wait.cancel()
-				wait.ctx, wait.cancel = ctx, nil
-				if time.Since(lastWrite) >= h.hb {
-					sw.begin()
-					if err := sw.end(sw.enc.Comment("heartbeat")); err != nil {
-						return err
-					}
-					st.heartbeats.Add(1)
-					lastWrite = time.Now()
+			if errors.Is(err, eventbus.ErrTimeout) {
+				sw.begin()
+				if err := sw.end(sw.enc.Comment("heartbeat")); err != nil {
+					return err
 				}
+				st.heartbeats.Add(1)
+				lastWrite = time.Now()
 				continue
 			}
 			return err
@@ -517,7 +512,7 @@ func (h *Handler) parseRequest(r *http.Request) (string, eventbus.SubscribeOptio
 	} else {
 		sessionID = r.PathValue("id")
 	}
-	o, serr := ParseRequest(r, sessionID, h.bus.Epoch())
+	o, serr := ParseRequestWith(r, sessionID, h.bus.Epoch(), h.o.Query)
 	if serr == nil && !h.bus.OverflowPolicySet() {
 		// The default rule of config.Config.OverflowPolicy: a stream's
 		// client resumes by itself, so evict rather than drop (Configure

@@ -25,11 +25,23 @@ import (
 // A bad value is a 400 [*StatusError] whose code says which parameter
 // (invalid_session_id, invalid_query, invalid_scope, invalid_max_queued,
 // invalid_replay, invalid_coalesce, invalid_throttle, invalid_epoch,
-// invalid_last_event_id) and whose message quotes the value
-// (cut to 64 bytes). Other transports that serve the same endpoint shape
+// invalid_last_event_id, unknown_query_parameter) and whose message quotes
+// the value (cut to 64 bytes). A query parameter the endpoint does not read
+// is ignored unless it looks like a misspelling of one it does
+// (?lastEventID=5, ?last-event-id=5, ?maxQueue=64): that is a 400
+// unknown_query_parameter naming the parameter and the name it resembles,
+// so a resume is never silently dropped. ParseRequest applies the default
+// [QueryRules]; [ParseRequestWith] takes others (strict mode). Other transports that serve the same endpoint shape
 // (the WebSocket adapter) call it so that both validate alike. It reads only
 // r's URL and headers, never its body; safe for concurrent use.
 func ParseRequest(r *http.Request, sessionID, ownEpoch string) (eventbus.SubscribeOptions, *StatusError) {
+	return ParseRequestWith(r, sessionID, ownEpoch, QueryRules{})
+}
+
+// ParseRequestWith is [ParseRequest] with rules for the query parameters
+// the endpoint does not read (see [QueryRules]); the handlers call it with
+// their HandlerOptions.Query.
+func ParseRequestWith(r *http.Request, sessionID, ownEpoch string, rules QueryRules) (eventbus.SubscribeOptions, *StatusError) {
 	var o eventbus.SubscribeOptions
 	bad := func(code, format string, args ...any) (eventbus.SubscribeOptions, *StatusError) {
 		return eventbus.SubscribeOptions{}, &StatusError{Status: http.StatusBadRequest, Code: code, Message: fmt.Sprintf(format, args...)}
@@ -47,10 +59,13 @@ func ParseRequest(r *http.Request, sessionID, ownEpoch string) (eventbus.Subscri
 	if err != nil {
 		return bad(CodeInvalidQuery, "invalid query %s: %s", quoteCut(r.URL.RawQuery), publicMessage(err))
 	}
-	for _, name := range [...]string{"scope", "maxQueued", "replay", "events", "lastEventId", "last_event_id", "coalesce", "throttle"} {
+	for _, name := range knownParams {
 		if len(q[name]) > 1 {
 			return bad(CodeInvalidQuery, "query parameter %s given %d times (want at most once)", name, len(q[name]))
 		}
+	}
+	if serr := rules.checkQuery(q); serr != nil {
+		return eventbus.SubscribeOptions{}, serr
 	}
 	for _, hn := range [...]string{"Last-Event-ID", HeaderEpoch} {
 		if n := len(r.Header.Values(hn)); n > 1 {

@@ -17,16 +17,23 @@
 // # Before the upgrade
 //
 // The query parameters are the SSE endpoint's, validated by the same code
-// (sse.ParseRequest): scope, replay (0/1), maxQueued (16–2048), lastEventId /
-// last_event_id ("<seq>" or "<epoch>-<seq>"), events (typed/message,
-// accepted for parity), and the Last-Event-ID and X-Event-Epoch headers for
-// clients that can send them. Every error is answered before upgrading, with
-// no subscriber left registered, as JSON {"code":…,"message":…}: 400 (the
-// value named), 403 from Authorize, 404 session_not_found, 405, 410
-// session_closed, 429 subscriber_limit_exceeded with Retry-After, 503 when
-// closed; a request that is not a WebSocket handshake gets 426 and a page
-// from a foreign origin 403 (HandlerOptions.Accept.OriginPatterns allows
-// it). The handshake answer carries the bus epoch in X-Event-Epoch.
+// (sse.ParseRequestWith, with HandlerOptions.Query): scope, replay (0/1),
+// maxQueued (16–2048), lastEventId / last_event_id ("<seq>" or
+// "<epoch>-<seq>"), events (typed/message, accepted for parity), and the
+// Last-Event-ID and X-Event-Epoch headers for clients that can send them; a
+// look-alike of a known parameter (?lastEventID=) is a 400
+// unknown_query_parameter. Every error is answered before anything is
+// subscribed, as JSON {"code":…,"message":…}: 400 (the value named), 426
+// upgrade_required for a request that is not a WebSocket handshake (or
+// comes over HTTP/2), 400 unsupported_websocket_version (with
+// Sec-WebSocket-Version: 13) and invalid_handshake (a bad
+// Sec-WebSocket-Key), 403 forbidden_origin for a page from a foreign origin
+// (HandlerOptions.Accept.OriginPatterns allows one), 403 from Authorize, 404
+// session_not_found, 405, 410 session_closed, 429
+// subscriber_limit_exceeded with Retry-After, 503 when closed. The
+// handshake is checked by coder/websocket's rules before Authorize and
+// Subscribe, so a foreign page never holds a subscriber. The handshake
+// answer carries the bus epoch in X-Event-Epoch.
 //
 // # Frames
 //

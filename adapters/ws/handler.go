@@ -85,6 +85,11 @@ type HandlerOptions struct {
 	// replay_complete). The subscription ends with the connection; watch
 	// sub.Done() rather than keep it.
 	OnSubscribe func(r *http.Request, sub *eventbus.Subscription)
+	// Query says what to do with query parameters the endpoint does not
+	// read, as on sse.HandlerOptions: by default only look-alikes of known
+	// names (?lastEventID=) are refused; Query.Strict refuses every unknown
+	// one but those in Query.Allow. See [sse.QueryRules].
+	Query sse.QueryRules
 	// Accept are the coder/websocket accept options: OriginPatterns to allow
 	// cross-origin pages (by default only the request's own host may
 	// connect), compression, subprotocols. Nil: the defaults.
@@ -142,10 +147,15 @@ type Handler struct {
 	started, rejected, frames, evicted, protocolErrors, writeErrors, pongs atomic.Uint64
 }
 
-// NewHandler returns a Handler serving bus; it fails when bus is nil.
+// NewHandler returns a Handler serving bus; it fails when bus is nil or an
+// entry of o.Accept.OriginPatterns is not a valid path.Match pattern
+// (path.ErrBadPattern, naming the entry).
 func NewHandler(bus *eventbus.Bus, o HandlerOptions) (*Handler, error) {
 	if bus == nil {
 		return nil, errors.New("ws: NewHandler: nil bus")
+	}
+	if err := checkOriginPatterns(o.Accept); err != nil {
+		return nil, err
 	}
 	h := &Handler{bus: bus, o: o, streams: make(map[uint64]context.CancelFunc), idle: make(chan struct{})}
 	h.resumeWait = durationOr(o.ResumeWait, DefaultResumeWait)
@@ -262,8 +272,9 @@ func (h *Handler) reject(w http.ResponseWriter, e *StatusError) {
 	sse.WriteError(w, e)
 }
 
-// ServeHTTP validates the request as the SSE handler does (answering
-// 400/403/404/405/410/429/503 as JSON before upgrading), subscribes,
+// ServeHTTP validates the request as the SSE handler does, then the
+// WebSocket handshake and its origin (answering 400/403/404/405/410/426/
+// 429/503 as JSON before anything is subscribed), subscribes,
 // upgrades, settles the resume, and writes frames until the connection
 // ends; see the package documentation for the close codes.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -279,11 +290,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		sessionID = r.PathValue("id")
 	}
-	opts, serr := sse.ParseRequest(r, sessionID, h.bus.Epoch())
+	opts, serr := sse.ParseRequestWith(r, sessionID, h.bus.Epoch(), h.o.Query)
 	if serr == nil {
 		_, serr = sse.ParseEvents(r.URL.Query().Get("events")) // accepted for parity; every frame is one message
 	}
 	if serr != nil {
+		h.reject(w, serr)
+		return
+	}
+	// The handshake (upgrade headers, version, key, origin) is checked
+	// here, by coder/websocket's rules, so that its refusals are JSON like
+	// every other and a foreign page reaches neither Authorize nor the bus.
+	if serr := checkHandshake(w, r, h.o.Accept); serr != nil {
 		h.reject(w, serr)
 		return
 	}
@@ -304,13 +322,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if h.o.Configure != nil {
 		h.o.Configure(r, &opts)
-	}
-	if !isUpgrade(r) {
-		// Not a WebSocket handshake: let the library answer (426) before
-		// anything is subscribed.
-		h.rejected.Add(1)
-		_, _ = websocket.Accept(w, r, h.o.Accept)
-		return
 	}
 
 	ctx, cancel := context.WithCancel(r.Context())
@@ -345,7 +356,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hr := &hijackRecorder{ResponseWriter: w, wt: h.wt}
 	c, err := websocket.Accept(hr, r, h.o.Accept)
 	if err != nil {
-		h.rejected.Add(1) // Accept answered (403 for a foreign origin, say)
+		// checkHandshake let the request through, so this is a server
+		// that cannot hijack (Accept answered 501 or 500).
+		h.rejected.Add(1)
 		return
 	}
 	h.started.Add(1)
@@ -371,10 +384,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() { <-keeperDone }()
 	defer cn.stopKeeper()
 	cn.writeLoop(sub)
-}
-
-func isUpgrade(r *http.Request) bool {
-	return headerHasToken(r.Header, "Connection", "upgrade") && headerHasToken(r.Header, "Upgrade", "websocket")
 }
 
 func headerHasToken(h http.Header, key, token string) bool {

@@ -21,7 +21,10 @@
 //
 // POST bodies must be Content-Type: application/json (else 415, so that a
 // web page cannot post to a local agent server cross-site without a CORS
-// preflight), at most MaxBodyBytes, and arrive within Options.BodyTimeout
+// preflight), uncompressed (a Content-Encoding other than identity is 415
+// unsupported_content_encoding naming it, with Accept-Encoding: identity;
+// decoding gzip would need a second bound on what it inflates to, for no
+// gain on bodies this small), at most MaxBodyBytes, and arrive within Options.BodyTimeout
 // (else 408 and the connection is closed); streams are not affected by that
 // bound. A body is one JSON object whose member names are exact and unique:
 // an unknown member, one in another case ("TYPE") or one given twice is 400

@@ -169,6 +169,8 @@ func (s *Server) Close() error {
 //	404 not_found           no such route, or a path with an empty, "." or ".." segment (no redirect)
 //	408 request_timeout     the body did not arrive within Options.BodyTimeout
 //	415 unsupported_media_type  a body that is not Content-Type: application/json
+//	415 unsupported_content_encoding  a POST with a Content-Encoding other than identity (gzip, …);
+//	                        Accept-Encoding: identity
 //	404 session_not_found   DELETE of, or POST of events to, a session nobody created
 //	404 parent_not_found    POST /sessions with an unknown parent
 //	405 method_not_allowed  the route exists for other methods (Allow lists them)
