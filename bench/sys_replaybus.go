@@ -12,9 +12,9 @@ import (
 
 // replaybus: the in-memory bus. Each subscriber has its own context (a
 // child of the instance's, as an HTTP request's context is) and is read by
-// one goroutine calling Subscription.Next the way adapters/sse's handler
-// does: under a heartbeat deadline context derived from the subscription's
-// context, renewed once per heartbeat interval, not per frame.
+// one goroutine calling Subscription.NextBefore the way adapters/sse's
+// handler does: with a deadline one heartbeat interval after the last frame
+// (the handler writes a heartbeat comment when it passes).
 type rbInstance struct {
 	bus      *eventbus.Bus
 	lossless bool
@@ -88,19 +88,16 @@ func (r *rbInstance) Subscribe(session string, so SubOpts, k *Sink) error {
 	go func() {
 		defer r.wg.Done()
 		defer subCancel()
-		// As the handler: one deadline context per heartbeat interval.
-		var wait struct {
-			ctx    context.Context
-			cancel context.CancelFunc
-		}
-		wait.ctx, wait.cancel = context.WithDeadline(subCtx, time.Now().Add(rbHeartbeat))
-		defer func() { wait.cancel() }()
+		// As the handler (adapters/sse's stream loop): NextBefore with a
+		// deadline one heartbeat after the last write, then what else is
+		// ready with TryNext (a batch of at most 64 frames, written with
+		// one flush), then the time of that write.
+		last := time.Now()
 		for {
-			ev, err := sub.Next(wait.ctx)
+			ev, err := sub.NextBefore(last.Add(rbHeartbeat))
 			if err != nil {
-				if subCtx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-					wait.cancel()
-					wait.ctx, wait.cancel = context.WithDeadline(subCtx, time.Now().Add(rbHeartbeat))
+				if errors.Is(err, eventbus.ErrTimeout) {
+					last = time.Now() // the heartbeat comment's write
 					continue
 				}
 				if !errors.Is(err, context.Canceled) {
@@ -108,16 +105,34 @@ func (r *rbInstance) Subscribe(session string, so SubOpts, k *Sink) error {
 				}
 				return
 			}
-			if ev.ID == 0 {
-				if ev.Type == eventbus.TypeStateResyncRequired {
-					k.Gap()
+			for n := 1; ; n++ {
+				rbDeliver(k, &ev)
+				if n == rbBatch {
+					break
 				}
-				continue
+				var ok bool
+				if ev, ok = sub.TryNext(); !ok {
+					break
+				}
 			}
-			k.EventIn(ev.Session, ev.ID)
+			last = time.Now()
 		}
 	}()
 	return nil
+}
+
+// rbBatch is the shipped handler's batch bound (adapters/sse: maxBatchFrames).
+const rbBatch = 64
+
+// rbDeliver records one frame at the sink.
+func rbDeliver(k *Sink, ev *eventbus.Event) {
+	if ev.ID == 0 {
+		if ev.Type == eventbus.TypeStateResyncRequired {
+			k.Gap()
+		}
+		return
+	}
+	k.EventIn(ev.Session, ev.ID)
 }
 
 func (r *rbInstance) Sync(map[string][]*Sink) error { return nil }

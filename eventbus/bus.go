@@ -77,6 +77,8 @@ type Bus struct {
 	guarded  atomic.Int64
 	replayed atomic.Int64
 	diag     diagState // diagnostics queued under a lock, delivered after (diaglog.go)
+
+	waits deadlineQueue // parked readers' deadlines (wait.go: NextBefore)
 }
 
 // counters are the figures of [Stats] that publishing, subscribing and
@@ -848,6 +850,7 @@ func (b *Bus) Close() error {
 	}
 	close(b.stopTTL)
 	b.mu.Unlock()
+	b.waits.close()
 	<-b.ttlDone
 	if b.backend != nil {
 		return b.backend.Close()

@@ -114,9 +114,9 @@ func (s *Subscription) setCoalescing(o SubscribeOptions) error {
 
 // rawTake returns the next frame the consumer has, swapping in the queued
 // ones when its local batch is spent, without blocking.
-func (s *Subscription) rawTake() (Event, bool) {
+func (s *Subscription) rawTake() (ev Event, ok bool) {
 	for {
-		if ev, ok := s.reinsert(); ok {
+		if s.reinsert(&ev) {
 			return ev, true
 		}
 		s.mu.Lock()
@@ -226,6 +226,13 @@ func (co *coalescing) flush() Event {
 
 // nextMerged is Next for a coalescing subscription.
 func (s *Subscription) nextMerged(ctx context.Context, abandon <-chan struct{}) (Event, error) {
+	return s.nextMergedBefore(ctx, abandon, 0)
+}
+
+// nextMergedBefore is nextMerged that returns ErrTimeout once the deadline
+// dl (Unix ns, 0 none) has passed with nothing due (NextBefore); a held
+// group stays held.
+func (s *Subscription) nextMergedBefore(ctx context.Context, abandon <-chan struct{}, dl int64) (Event, error) {
 	co := s.co
 	for {
 		if ev, ok := co.pull(s, false); ok {
@@ -246,8 +253,15 @@ func (s *Subscription) nextMerged(ctx context.Context, abandon <-chan struct{}) 
 			}
 			return Event{}, err
 		}
-		s.waiting = true
+		if dl != 0 && time.Now().UnixNano() >= dl {
+			s.mu.Unlock()
+			return Event{}, ErrTimeout
+		}
+		push := s.parkLocked(dl)
 		s.mu.Unlock()
+		if push {
+			s.bus.waits.add(dl, s)
+		}
 		var timer <-chan time.Time
 		if len(co.group) > 0 {
 			// Only a consumer that holds a group waits on a timer; an idle

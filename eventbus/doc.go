@@ -74,7 +74,10 @@
 // # Concurrency
 //
 // All Bus methods are safe for concurrent use. A Subscription is read by one
-// goroutine at a time (Next or Events); Close, Err and Done are safe from
-// any goroutine. The bus starts one goroutine (session expiry), and
-// [Subscription.Events] one per subscription that uses it.
+// goroutine at a time (Next, NextBefore, TryNext, All or Events); Close, Err
+// and Done are safe from any goroutine. The bus starts one goroutine
+// (session expiry), and [Subscription.Events] one per subscription that
+// uses it. [Subscription.NextBefore] waits with a deadline (a stream's
+// heartbeat) without a context: the bus keeps one queue of such deadlines
+// and one timer for all of them.
 package eventbus

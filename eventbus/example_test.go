@@ -2,7 +2,9 @@ package eventbus_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
@@ -114,4 +116,39 @@ func ExampleBus_Subscribe_scopes() {
 	// 2 worker tool_call
 	// 4 worker.tool tool_call_update
 	// 5 worker.tool session_closed
+}
+
+// A stream writer with heartbeats: wait for the next frame until one
+// heartbeat interval after the last write; ErrTimeout means "write a
+// heartbeat", and the subscription stays live.
+func ExampleSubscription_NextBefore() {
+	b, err := eventbus.New(config.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer b.Close()
+	sub, err := b.Subscribe(context.Background(), "s1", eventbus.SubscribeOptions{})
+	if err != nil {
+		panic(err)
+	}
+	defer sub.Close()
+	b.Publish("s1", "agent_message_chunk", map[string]string{"text": "hi"})
+
+	const heartbeat = 20 * time.Millisecond
+	lastWrite := time.Now()
+	for range 2 {
+		ev, err := sub.NextBefore(lastWrite.Add(heartbeat))
+		switch {
+		case errors.Is(err, eventbus.ErrTimeout):
+			fmt.Println(": heartbeat")
+		case err != nil:
+			panic(err) // the subscription ended: err says why
+		default:
+			fmt.Println(ev.ID, ev.Type)
+		}
+		lastWrite = time.Now()
+	}
+	// Output:
+	// 1 agent_message_chunk
+	// : heartbeat
 }

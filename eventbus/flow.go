@@ -12,8 +12,8 @@ package eventbus
 // the consumer, exactly: it refreshes the publisher's copy of the
 // consumer's counters. s.mu must be held.
 func (s *Subscription) liveLocked() (frames, bytes int64) {
-	s.seenConsumed, s.seenConsumedBytes = s.consumed.Load(), s.consumedBytes.Load()
-	return s.enq - s.seenConsumed, s.enqBytes - s.seenConsumedBytes
+	s.seen = s.consumed.Load()
+	return unpackLive(s.enq - s.seen)
 }
 
 // liveBoundLocked is liveLocked from the publisher's copy of the
@@ -24,7 +24,7 @@ func (s *Subscription) liveLocked() (frames, bytes int64) {
 // decision and every figure is the one the exact values give. s.mu must be
 // held.
 func (s *Subscription) liveBoundLocked() (frames, bytes int64) {
-	return s.enq - s.seenConsumed, s.enqBytes - s.seenConsumedBytes
+	return unpackLive(s.enq - s.seen)
 }
 
 func (s *Subscription) figuresLocked() QueueFigures {
@@ -151,8 +151,7 @@ const (
 
 func (s *Subscription) pushLiveLocked(r *record, cost int64) {
 	s.q = append(s.q, entry{rec: r})
-	s.enq++
-	s.enqBytes += cost
+	s.enq += packLive(cost)
 }
 
 // pushLocked queues a frame that never counts against the limits (replay,
@@ -197,8 +196,7 @@ func (s *Subscription) dropOldestLocked(cost int64) bool {
 			return false
 		}
 		victim := s.q[i].rec
-		s.enq--
-		s.enqBytes -= int64(len(victim.data))
+		s.enq -= packLive(int64(len(victim.data)))
 		// Extend the run before the victim when nothing with an id stands
 		// between them (a slow_client_warning may): one gap, one frame.
 		j := i - 1
@@ -248,7 +246,13 @@ func (s *Subscription) endLocked(reason error, discard bool) bool {
 	if discard {
 		s.discardLocked()
 	}
-	close(s.done)
+	if s.done != nil {
+		close(s.done)
+	}
+	if s.dlAt != 0 {
+		s.bus.waits.remove(s)
+		s.dlAt = 0
+	}
 	s.waiting = true // force the wake below
 	s.wakeLocked()
 	return true
@@ -258,7 +262,7 @@ func (s *Subscription) discardLocked() {
 	s.discard.Store(true)
 	clear(s.q)
 	s.q, s.qh = nil, 0
-	if s.abandon != nil {
-		close(s.abandon)
+	if s.pump != nil {
+		close(s.pump.abandon)
 	}
 }

@@ -19,7 +19,16 @@ type record struct {
 func recordID(r **record) uint64 { return (*r).id }
 
 func (r *record) event(replay bool) Event {
-	return Event{
+	var ev Event
+	r.fill(&ev, replay)
+	return ev
+}
+
+// fill makes *ev the event r is (every field set), in place: the consumer's
+// read path builds each Event once, in its caller's result, not in a
+// temporary that is then copied (an Event is 128 bytes).
+func (r *record) fill(ev *Event, replay bool) {
+	*ev = Event{
 		ID:      r.id,
 		Session: r.session,
 		Type:    r.typ,
@@ -68,9 +77,16 @@ func (e *entry) cost() int64 { return int64(len(e.rec.data)) }
 
 // event turns the entry into what the consumer receives.
 func (e *entry) event() Event {
+	var ev Event
+	e.fill(&ev)
+	return ev
+}
+
+// fill is event in place (see record.fill).
+func (e *entry) fill(ev *Event) {
+	e.rec.fill(ev, false)
 	switch e.kind {
 	case entryDropped:
-		ev := e.rec.event(false)
 		ev.Data = mustJSON(ResyncData{
 			Reason:          ReasonEventsDropped,
 			LastDeliveredID: e.drop.lastDelivered,
@@ -78,17 +94,13 @@ func (e *entry) event() Event {
 			LastDroppedID:   e.drop.last,
 			DroppedCount:    e.drop.count,
 		})
-		return ev
 	case entryGap:
-		ev := e.rec.event(false)
 		ev.Data = mustJSON(ResyncData{
 			Reason:          ReasonFeedGap,
 			LastDeliveredID: e.drop.lastDelivered,
 			CompleteFromID:  e.drop.earliest,
 		})
-		return ev
 	}
-	return e.rec.event(false)
 }
 
 // mustJSON encodes one of the package's own frame payloads, which cannot fail.

@@ -60,7 +60,7 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 		bus: b, kind: o.Scope, name: o.Name,
 		maxQueued: b.cfg.MaxQueueSize, maxBytes: b.cfg.MaxQueuedBytes, policy: b.cfg.OverflowPolicy,
 		warnOn: !b.cfg.DisableSlowClientWarning,
-		wake:   make(chan struct{}, 1), done: make(chan struct{}),
+		wake:   make(chan struct{}, 1),
 	}
 	if o.MaxQueued != 0 {
 		if o.MaxQueued < 1 || o.MaxQueued > 1_000_000 {
@@ -163,8 +163,8 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 // (it is queued for s) — never neither.
 func (b *Bus) register(ctx context.Context, s *Subscription, x *session) {
 	s.id, s.sess = b.nextSub.Add(1), x
-	s.stopCtx = context.AfterFunc(ctx, func() { b.cancel(s, context.Cause(ctx)) })
-	s.ctx, s.ctxDone = ctx, ctx.Done()
+	s.ctx = ctx
+	s.stopCtx = context.AfterFunc(ctx, s.ctxEnded)
 	b.registerLocked(s)
 	x.touch(b.nowNanos())
 }
@@ -350,16 +350,19 @@ func (s *Subscription) drain() {
 // reinsert skips ids ≤ the last replayed one). With register and snapshot
 // in one critical section the guard never fires; Stats.Guarded counts it
 // if it ever does, and the tests require zero.
-func (s *Subscription) reinsert() (Event, bool) {
+//
+// It writes the frame into *ev (the caller's result: an Event is built once
+// per delivery, never copied on its way out) and reports whether it did.
+func (s *Subscription) reinsert(ev *Event) bool {
 	if s.discard.Load() {
 		clear(s.local)
 		s.local, s.li, s.lead, s.pre = nil, 0, nil, nil
-		return Event{}, false
+		return false
 	}
 	if len(s.lead) > 0 {
-		ev := s.lead[0].event()
+		s.lead[0].fill(ev)
 		s.lead = s.lead[1:]
-		return ev, true
+		return true
 	}
 	for len(s.pre) > 0 {
 		r := s.pre[0]
@@ -370,14 +373,14 @@ func (s *Subscription) reinsert() (Event, bool) {
 			continue
 		}
 		s.lastSeen = r.id
-		return r.event(true), true
+		r.fill(ev, true)
+		return true
 	}
 	for s.li < len(s.local) {
 		e := &s.local[s.li]
 		s.li++
 		if e.counts() {
-			s.consumed.Add(1)
-			s.consumedBytes.Add(e.cost())
+			s.consumed.Add(packLive(e.cost()))
 		}
 		if id := e.rec.id; id != 0 {
 			if id <= s.lastSeen {
@@ -396,11 +399,11 @@ func (s *Subscription) reinsert() (Event, bool) {
 			// publisher no longer touches an entry it has handed over.
 			e.drop.lastDelivered = s.lastSeen
 		}
-		ev := e.event()
+		e.fill(ev)
 		*e = entry{} // let the data go
-		return ev, true
+		return true
 	}
-	return Event{}, false
+	return false
 }
 
 // scopeRingsLocked returns the replay buffers a subscriber of x with scope k

@@ -20,58 +20,88 @@ import (
 // when the bus is closed; [Subscription.Err] then says why. Ending releases
 // its registration and its slot under the subscriber cap at once.
 type Subscription struct {
+	// Fixed at Subscribe (register sets id, sess, pos and stopCtx under the
+	// bus lock before the subscription is visible).
 	id      uint64
 	bus     *Bus
 	sess    *session // the session subscribed to
 	kind    scope.Kind
+	warnOn  bool
+	discard atomic.Bool // set once, when the end drops what is queued
 	name    string
 	pos     [2]int // index in the two registration lists (see index.go)
 	stopCtx func() bool
 	ctx     context.Context // the subscribe context
-	ctxDone <-chan struct{} // ctx.Done(): also stops the pump
-
+	co      *coalescing     // consumer-side merging; nil when off (coalesce.go)
 	// limits, fixed at subscribe
 	maxQueued int
 	maxBytes  int64
 	policy    OverflowPolicy
-	warnOn    bool
 
-	mu       sync.Mutex
-	q        []entry // shared queue, q[qh:] pending
-	qh       int
-	enq      int64 // live frames ever queued (minus those dropped while queued)
-	enqBytes int64
-	waiting  bool
-	wake     chan struct{}
-	ended    bool
-	reason   error
-	warned   bool
-	done     chan struct{}
-	// The publisher's copy of consumed/consumedBytes as of its last
-	// refresh (flow.go: liveBoundLocked). Guarded by mu.
-	seenConsumed, seenConsumedBytes int64
+	// Written by publishers on every delivery; guarded by mu.
+	mu      sync.Mutex
+	q       []entry // shared queue, q[qh:] pending
+	qh      int
+	waiting bool
+	wake    chan struct{}
+	// enq packs the live frames ever queued (minus those dropped while
+	// queued) and their bytes, see packLive; seen is the publisher's copy
+	// of consumed as of its last refresh (flow.go: liveBoundLocked).
+	enq, seen uint64
 
-	// The consumer's side starts on its own cache line, away from what
-	// publishers write on every delivery (mu, q, enq, …).
-	_ [64]byte
-	// consumed counts what the consumer has taken out of the live limits;
-	// written by the consumer on every event, read by publishers only near
-	// a limit.
-	consumed      atomic.Int64
-	consumedBytes atomic.Int64
+	// Written rarely (at the end, a warning, a park with a deadline, the
+	// replay); they also keep the two hot groups apart, so that the
+	// consumer's counter is not on the line publishers write on each
+	// delivery. Guarded by mu unless noted.
+	reason    error
+	ended     bool
+	warned    bool
+	dlIdx     int32         // position+1 in the deadline queue, 0 none (guarded by deadlines.mu, wait.go)
+	waitUntil int64         // the parked reader's deadline (Unix ns), 0 none
+	dlAt      int64         // the deadline of s's entry in the deadline queue, 0 none
+	done      chan struct{} // made on the first Done call
+	pump      *pumpState    // the Events pump, nil until Events is called
+	lead      []entry       // consumer: frames before the replay (epoch_reset, ring_evicted)
+	pre       []*record     // consumer: the replay snapshot, oldest first
 
-	// consumer side, touched only by the reading goroutine (lead and pre
-	// are set by Subscribe before the subscription is visible)
-	lead     []entry   // frames before the replay (epoch_reset, ring_evicted)
-	pre      []*record // the replay snapshot, oldest first
+	// The consumer's side, touched only by the reading goroutine (lead and
+	// pre are set by Subscribe before the subscription is visible).
+	// consumed packs the live frames and bytes the consumer has taken out
+	// of the live limits (packLive); written on every event it takes, read
+	// by publishers only near a limit.
+	consumed atomic.Uint64
 	local    []entry
 	li       int
 	lastSeen uint64
-	out      chan Event
-	outOnce  sync.Once
-	abandon  chan struct{} // closed by Close and cancellation; stops the pump
-	discard  atomic.Bool   // set when the end drops what is queued
-	co       *coalescing   // consumer-side merging; nil when off (coalesce.go)
+}
+
+// pumpState is the Events pump of a subscription (see Subscription.Events).
+type pumpState struct {
+	out     chan Event
+	abandon chan struct{} // closed by Close and cancellation; stops the pump
+}
+
+// The live limits count frames and bytes; both counters the publisher and
+// the consumer keep (what was queued, what was taken) pack the two into one
+// uint64 — frames in the top liveFrameBits bits, bytes below — so that the
+// consumer publishes what it took with one atomic add per event. Both sides
+// only ever add to (or, dropping, subtract from) their own counter, modulo
+// 2⁶⁴, and the publisher only ever takes the difference: queued − taken is
+// exactly frames<<liveByteBits + bytes as long as the live frames stay below
+// 2²⁴ (MaxQueued ≤ 1,000,000) and the live bytes below 2⁴⁰ (MaxQueuedBytes
+// ≤ 1 GiB, plus the one event that may exceed it on an empty queue).
+const (
+	liveByteBits  = 40
+	liveByteMask  = 1<<liveByteBits - 1
+	liveFrameUnit = 1 << liveByteBits
+)
+
+// packLive is one live frame of cost bytes in the packed form.
+func packLive(cost int64) uint64 { return liveFrameUnit + uint64(cost) }
+
+// unpackLive splits a difference of packed counters.
+func unpackLive(d uint64) (frames, bytes int64) {
+	return int64(d >> liveByteBits), int64(d & liveByteMask)
 }
 
 // ID returns the subscriber's id, unique within the bus.
@@ -93,8 +123,20 @@ func (s *Subscription) Err() error {
 }
 
 // Done returns a channel that is closed when the subscription has ended (it
-// may still hold frames to read with Next).
-func (s *Subscription) Done() <-chan struct{} { return s.done }
+// may still hold frames to read with Next). The channel is made on the first
+// call (a subscription nobody asks does not carry one); every call returns
+// the same channel.
+func (s *Subscription) Done() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done == nil {
+		s.done = make(chan struct{})
+		if s.ended {
+			close(s.done)
+		}
+	}
+	return s.done
+}
 
 // Close ends the subscription at once (AgentPool's unsubscribe), discarding
 // what is still queued, and releases its slot. Err then reports
@@ -125,12 +167,12 @@ func (s *Subscription) Next(ctx context.Context) (Event, error) {
 }
 
 // next is Next that also gives up when abandon is closed (the pump's exit).
-func (s *Subscription) next(ctx context.Context, abandon <-chan struct{}) (Event, error) {
+func (s *Subscription) next(ctx context.Context, abandon <-chan struct{}) (ev Event, err error) {
 	if s.co != nil {
 		return s.nextMerged(ctx, abandon)
 	}
 	for {
-		if ev, ok := s.reinsert(); ok {
+		if s.reinsert(&ev) {
 			return ev, nil
 		}
 		s.mu.Lock()
@@ -144,10 +186,10 @@ func (s *Subscription) next(ctx context.Context, abandon <-chan struct{}) (Event
 			s.mu.Unlock()
 			return Event{}, err
 		}
-		s.waiting = true
+		s.parkLocked(0)
 		s.mu.Unlock()
 		if abandon == nil {
-			if done := ctx.Done(); done == nil || done == s.ctxDone {
+			if done := ctx.Done(); done == nil || done == s.ctx.Done() {
 				// The subscription's own context (or none): its end wakes
 				// us through s.wake, so a plain receive does, cheaper
 				// than a select.
@@ -182,7 +224,7 @@ func (s *Subscription) TryNext() (ev Event, ok bool) {
 		return s.tryNextMerged()
 	}
 	for {
-		if ev, ok := s.reinsert(); ok {
+		if s.reinsert(&ev) {
 			return ev, true
 		}
 		s.mu.Lock()
@@ -222,20 +264,21 @@ func (s *Subscription) mergeDrops(d *dropInfo) {
 // while the bus runs must Close the subscription or cancel its context.
 // Do not mix with Next or All.
 func (s *Subscription) Events() <-chan Event {
-	s.outOnce.Do(func() {
-		s.out = make(chan Event)
-		s.mu.Lock()
-		if s.abandon == nil {
-			s.abandon = make(chan struct{})
-			if s.discard.Load() {
-				close(s.abandon)
-			}
+	s.mu.Lock()
+	p := s.pump
+	start := p == nil
+	if start {
+		p = &pumpState{out: make(chan Event), abandon: make(chan struct{})}
+		if s.discard.Load() {
+			close(p.abandon)
 		}
-		abandon := s.abandon
-		s.mu.Unlock()
-		go s.pump(abandon)
-	})
-	return s.out
+		s.pump = p
+	}
+	s.mu.Unlock()
+	if start {
+		go s.runPump(p)
+	}
+	return p.out
 }
 
 // pumpGrace is how long, after [Bus.Close], an Events pump waits for its
@@ -244,14 +287,14 @@ const pumpGrace = time.Second
 
 // handOver sends ev to the Events channel after the bus closed, waiting at
 // most pumpGrace; it reports whether the reader took it.
-func (s *Subscription) handOver(ev Event, abandon <-chan struct{}) bool {
+func (s *Subscription) handOver(p *pumpState, ev Event) bool {
 	t := time.NewTimer(pumpGrace)
 	defer t.Stop()
 	select {
-	case s.out <- ev:
+	case p.out <- ev:
 		return true
-	case <-abandon:
-	case <-s.ctxDone:
+	case <-p.abandon:
+	case <-s.ctx.Done():
 	case <-t.C:
 	}
 	return false
@@ -289,18 +332,18 @@ func (s *Subscription) All(ctx context.Context) iter.Seq2[Event, error] {
 	}
 }
 
-func (s *Subscription) pump(abandon <-chan struct{}) {
-	defer close(s.out)
+func (s *Subscription) runPump(p *pumpState) {
+	defer close(p.out)
 	for {
-		ev, err := s.next(context.Background(), abandon)
+		ev, err := s.next(context.Background(), p.abandon)
 		if err != nil {
 			return
 		}
 		select {
-		case s.out <- ev:
-		case <-abandon:
+		case p.out <- ev:
+		case <-p.abandon:
 			return
-		case <-s.ctxDone:
+		case <-s.ctx.Done():
 			// The context watch is released when the subscription ends
 			// (eviction, CloseSession, Bus.Close) while frames may still
 			// be queued; a consumer that stopped reading and cancelled
@@ -314,7 +357,7 @@ func (s *Subscription) pump(abandon <-chan struct{}) {
 			// is still reading, but wait for it at most pumpGrace per
 			// frame, so that a channel nobody reads does not keep this
 			// goroutine alive after Close.
-			if !s.handOver(ev, abandon) {
+			if !s.handOver(p, ev) {
 				return
 			}
 		}

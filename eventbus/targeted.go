@@ -116,8 +116,7 @@ func (s *Subscription) deliverTargeted(r *record) error {
 		return ErrQueueFull
 	}
 	s.q = append(s.q, entry{rec: r, kind: entryTargeted})
-	s.enq++
-	s.enqBytes += cost
+	s.enq += packLive(cost)
 	s.wakeLocked()
 	return nil
 }

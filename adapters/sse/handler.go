@@ -375,37 +375,26 @@ func (h *Handler) stream(ctx context.Context, w http.ResponseWriter, sub *eventb
 		return err
 	}
 
-	// Heartbeats: Next waits under a deadline context that fires hb after
-	// the last write; one such context serves many frames, so a busy
-	// stream allocates one per heartbeat interval, not one per frame.
+	// Heartbeats: NextBefore waits until hb after the last write and then
+	// returns eventbus.ErrTimeout; no deadline context, no timer of its
+	// own (the bus keeps one queue of deadlines for every parked stream).
+	// The request context ends the subscription (it was subscribed with
+	// it), and NextBefore then returns its error.
 	lastWrite := time.Now()
-	var wait struct {
-		ctx    context.Context // ctx, or a child of it with the heartbeat deadline
-		cancel context.CancelFunc
-	}
-	wait.ctx = ctx
-	defer func() {
-		if wait.cancel != nil {
-			wait.cancel()
-		}
-	}()
 	for {
-		if h.hb > 0 && wait.cancel == nil {
-			wait.ctx, wait.cancel = context.WithDeadline(ctx, lastWrite.Add(h.hb))
+		var deadline time.Time
+		if h.hb > 0 {
+			deadline = lastWrite.Add(h.hb)
 		}
-		ev, err := sub.Next(wait.ctx)
+		ev, err := sub.NextBefore(deadline)
 		if err != nil {
-			if wait.cancel != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-				wait.cancel()
-				wait.ctx, wait.cancel = ctx, nil
-				if time.Since(lastWrite) >= h.hb {
-					sw.begin()
-					if err := sw.end(sw.enc.Comment("heartbeat")); err != nil {
-						return err
-					}
-					st.heartbeats.Add(1)
-					lastWrite = time.Now()
+			if errors.Is(err, eventbus.ErrTimeout) {
+				sw.begin()
+				if err := sw.end(sw.enc.Comment("heartbeat")); err != nil {
+					return err
 				}
+				st.heartbeats.Add(1)
+				lastWrite = time.Now()
 				continue
 			}
 			return err

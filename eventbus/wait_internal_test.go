@@ -1,0 +1,67 @@
+package eventbus
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replaybus/replaybus/config"
+)
+
+// An ended subscription leaves the deadline queue at once (it is not kept
+// alive until its deadline), and the queue's timer stops with the bus.
+func TestDeadlineQueueDropsEndedSubscriptions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, err := New(config.Config{})
+		require.NoError(t, err)
+		var subs []*Subscription
+		for range 3 {
+			s, err := b.Subscribe(context.Background(), "s1", SubscribeOptions{NoReplay: true})
+			require.NoError(t, err)
+			subs = append(subs, s)
+			go func() { _, _ = s.NextBefore(time.Now().Add(time.Hour)) }()
+		}
+		synctest.Wait()
+		queued := func() int {
+			b.waits.mu.Lock()
+			defer b.waits.mu.Unlock()
+			return len(b.waits.h)
+		}
+		assert.Equal(t, 3, queued())
+		subs[1].Close()
+		synctest.Wait()
+		assert.Equal(t, 2, queued())
+		for i, e := range b.waits.h {
+			assert.Equal(t, int32(i+1), e.s.dlIdx, "heap positions stay in step")
+		}
+		require.NoError(t, b.Close())
+		synctest.Wait()
+		assert.Zero(t, queued())
+		assert.True(t, b.waits.closed)
+	})
+}
+
+// The live counters pack frames and bytes into one word; the difference of
+// two packed counters is exact at the limits' extremes.
+func TestPackedLiveCounters(t *testing.T) {
+	var enq, taken uint64
+	const frames, cost = 1_000_000, 1 << 10
+	taken = ^uint64(0) - 5 // wrapped counters still subtract exactly
+	enq = taken
+	for range frames {
+		enq += packLive(cost)
+	}
+	enq += packLive(1 << 30) // one event past a 1 GiB byte limit
+	f, by := unpackLive(enq - taken)
+	assert.EqualValues(t, frames+1, f)
+	assert.EqualValues(t, int64(frames)*cost+1<<30, by)
+	enq -= packLive(cost) // drop_oldest takes one back
+	taken += packLive(1 << 30)
+	f, by = unpackLive(enq - taken)
+	assert.EqualValues(t, frames-1, f)
+	assert.EqualValues(t, int64(frames-1)*cost, by)
+}

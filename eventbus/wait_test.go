@@ -1,0 +1,213 @@
+package eventbus_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/eventbus"
+)
+
+// nextBefore runs NextBefore on its own goroutine and reports what it
+// returned and when (synctest time).
+func nextBefore(s *eventbus.Subscription, deadline time.Time) <-chan waitResult {
+	c := make(chan waitResult, 1)
+	go func() {
+		ev, err := s.NextBefore(deadline)
+		c <- waitResult{ev, err, time.Now()}
+	}()
+	return c
+}
+
+type waitResult struct {
+	ev  eventbus.Event
+	err error
+	at  time.Time
+}
+
+func TestNextBeforeTimesOutAtTheDeadlineNotBefore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBus(t, config.Config{})
+		s := subscribe(t, b, "s1", eventbus.SubscribeOptions{})
+		start := time.Now()
+		c := nextBefore(s, start.Add(15*time.Second))
+		time.Sleep(15*time.Second - time.Nanosecond)
+		synctest.Wait()
+		select {
+		case r := <-c:
+			t.Fatalf("returned %v before the deadline", r.err)
+		default:
+		}
+		r := <-c
+		require.ErrorIs(t, r.err, eventbus.ErrTimeout)
+		assert.False(t, errors.Is(r.err, context.DeadlineExceeded), "not a context error")
+		assert.Equal(t, start.Add(15*time.Second), r.at)
+		assert.NoError(t, s.Err(), "a timeout leaves the subscription live")
+
+		// Usable afterwards: the next event is the first one published.
+		ids := publish(t, b, "s1", 1)
+		r = <-nextBefore(s, time.Now().Add(time.Second))
+		require.NoError(t, r.err)
+		assert.Equal(t, ids[0], r.ev.ID)
+	})
+}
+
+func TestNextBeforeReturnsAReadyFramePastItsDeadline(t *testing.T) {
+	b := newBus(t, config.Config{})
+	s := subscribe(t, b, "s1", eventbus.SubscribeOptions{})
+	ids := publish(t, b, "s1", 2)
+	for _, id := range ids {
+		ev, err := s.NextBefore(time.Now().Add(-time.Hour))
+		require.NoError(t, err)
+		assert.Equal(t, id, ev.ID)
+	}
+	_, err := s.NextBefore(time.Now().Add(-time.Hour))
+	require.ErrorIs(t, err, eventbus.ErrTimeout)
+	_, ok := s.TryNext()
+	assert.False(t, ok)
+}
+
+func TestNextBeforeWakesForAFrameAndTheEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBus(t, config.Config{})
+		ctx, cancel := context.WithCancel(t.Context())
+		s, err := b.Subscribe(ctx, "s1", eventbus.SubscribeOptions{})
+		require.NoError(t, err)
+		start := time.Now()
+
+		c := nextBefore(s, start.Add(time.Hour))
+		time.Sleep(time.Second)
+		ids := publish(t, b, "s1", 1)
+		r := <-c
+		require.NoError(t, r.err)
+		assert.Equal(t, ids[0], r.ev.ID)
+		assert.Equal(t, start.Add(time.Second), r.at, "woken by the publish, at once")
+
+		// The subscribe context's end wakes a parked reader at once and
+		// frees the slot.
+		c = nextBefore(s, start.Add(time.Hour))
+		time.Sleep(time.Second)
+		synctest.Wait()
+		cancel()
+		r = <-c
+		require.ErrorIs(t, r.err, context.Canceled)
+		assert.Equal(t, start.Add(2*time.Second), r.at)
+		assert.Zero(t, b.SubscriberCounts()["s1"])
+
+		// Close and a zero deadline (no deadline at all).
+		s2 := subscribe(t, b, "s1", eventbus.SubscribeOptions{NoReplay: true})
+		c = nextBefore(s2, time.Time{})
+		time.Sleep(24 * time.Hour)
+		synctest.Wait()
+		select {
+		case r := <-c:
+			t.Fatalf("a zero deadline returned %v", r.err)
+		default:
+		}
+		s2.Close()
+		require.ErrorIs(t, (<-c).err, eventbus.ErrUnsubscribed)
+	})
+}
+
+// The deadline queue keeps one entry per subscription and moves it lazily:
+// a reader whose deadline moves on with every frame is neither woken early
+// nor late, and one whose deadline moves earlier gets the earlier one.
+func TestNextBeforeMovingDeadlines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBus(t, config.Config{})
+		s := subscribe(t, b, "s1", eventbus.SubscribeOptions{})
+		start := time.Now()
+
+		// Parked until start+10s; a frame at +4s; parked again until
+		// +4s+10s. The first entry fires at +10s and must not end the wait.
+		c := nextBefore(s, start.Add(10*time.Second))
+		time.Sleep(4 * time.Second)
+		publish(t, b, "s1", 1)
+		require.NoError(t, (<-c).err)
+		c = nextBefore(s, start.Add(14*time.Second))
+		r := <-c
+		require.ErrorIs(t, r.err, eventbus.ErrTimeout)
+		assert.Equal(t, start.Add(14*time.Second), r.at, "the later deadline, not the queued one")
+
+		// An earlier deadline than the one queued: a long wait ends by a
+		// frame, then a short one must time out on time.
+		c = nextBefore(s, start.Add(time.Hour))
+		time.Sleep(time.Second) // +15s
+		publish(t, b, "s1", 1)
+		require.NoError(t, (<-c).err)
+		r = <-nextBefore(s, start.Add(17*time.Second))
+		require.ErrorIs(t, r.err, eventbus.ErrTimeout)
+		assert.Equal(t, start.Add(17*time.Second), r.at)
+	})
+}
+
+// Many parked readers with deadlines in random order each time out at its
+// own deadline (the heap and its one timer).
+func TestNextBeforeManyDeadlines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBus(t, config.Config{MaxSubscribers: 1000})
+		start := time.Now()
+		rng := rand.New(rand.NewPCG(1, 2))
+		var wg sync.WaitGroup
+		for i := range 200 {
+			s := subscribe(t, b, "s1", eventbus.SubscribeOptions{})
+			d := start.Add(time.Duration(rng.IntN(5000)) * time.Millisecond)
+			wg.Go(func() {
+				for round := range 3 {
+					deadline := d.Add(time.Duration(round) * time.Duration(i+1) * time.Millisecond)
+					_, err := s.NextBefore(deadline)
+					if !errors.Is(err, eventbus.ErrTimeout) || !time.Now().Equal(deadline) {
+						t.Errorf("reader %d round %d: %v at %v, want ErrTimeout at %v", i, round, err, time.Now(), deadline)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+	})
+}
+
+func TestNextBeforeCoalescing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBus(t, config.Config{})
+		s := subscribe(t, b, "s1", eventbus.SubscribeOptions{
+			Coalesce: latestWins{}, Throttle: 10 * time.Second,
+		})
+		start := time.Now()
+		ids := publish(t, b, "s1", 3)
+		// The first group after a quiet window goes out at once.
+		r := <-nextBefore(s, start.Add(time.Second))
+		require.NoError(t, r.err)
+		assert.Equal(t, ids[2], r.ev.ID)
+		assert.Equal(t, 3, r.ev.Count)
+		// The next one is held for the window; a shorter deadline times out
+		// and leaves it held.
+		ids = publish(t, b, "s1", 2)
+		r = <-nextBefore(s, start.Add(time.Second))
+		require.ErrorIs(t, r.err, eventbus.ErrTimeout)
+		assert.Equal(t, start.Add(time.Second), r.at)
+		r = <-nextBefore(s, start.Add(time.Hour))
+		require.NoError(t, r.err)
+		assert.Equal(t, ids[1], r.ev.ID)
+		assert.Equal(t, 2, r.ev.Count)
+		assert.Equal(t, start.Add(10*time.Second), r.at, "handed out when its window ends")
+	})
+}
+
+// latestWins merges every "msg" event into the last one.
+type latestWins struct{}
+
+func (latestWins) Key(ev eventbus.Event) (string, bool) { return ev.Type, false }
+
+func (latestWins) Merge(_ string, evs []eventbus.Event) (json.RawMessage, error) {
+	return evs[len(evs)-1].Data, nil
+}
