@@ -333,7 +333,10 @@ func chromiumServerRestart(t *testing.T, transport string) {
 	assert.Equal(t, busB.Epoch(), data["epoch"])
 	assert.EqualValues(t, 30, data["lastDeliveredId"], "the browser sent the old server's last id")
 	// Issue 12.13: the restart notice is informational and goes away once
-	// the replay completed; the counters start again with the ids.
+	// the replay completed; the counters start again with the ids. The
+	// counter is DOM text, written by the render the last frame scheduled:
+	// read it after that render (reading at once flaked, see afterRender).
+	require.NoError(t, afterRender(ctx))
 	counters, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
 		`[document.getElementById("st-received").textContent, String(window.receivedIds.length)]`))
 	require.NoError(t, err)

@@ -87,6 +87,7 @@ func TestChromiumCoalesceSameText(t *testing.T) {
 		c => [c.querySelector("code").textContent, Array.from(c.querySelectorAll(".msg, .thought")).map(m => m.textContent).join("|")]))`
 	read := func(ctx context.Context) (text, shown map[string]string, ids []uint64, mergedRows int) {
 		t.Helper()
+		require.NoError(t, afterRender(ctx), "the cards and rows are drawn by the next render")
 		var err error
 		text, err = chromedp.Run(ctx, chromedp.Evaluate[map[string]string](`window.agentText`))
 		require.NoError(t, err)

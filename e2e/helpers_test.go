@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/config"
@@ -149,3 +150,19 @@ func (c *cutWriter) Write(p []byte) (int, error) {
 func itoa(n int) string { return strconv.Itoa(n) }
 
 func splitFields(s string) []string { return strings.Fields(s) }
+
+// afterRender returns once the example page has rendered what its state
+// holds. The page updates window.receivedIds, window.frames and
+// window.connState at once, but its DOM (counters, log rows, agent cards)
+// only in a render that each change schedules with requestAnimationFrame;
+// a test that polled the state and then read the DOM at once saw the
+// previous render's text whenever the frames had arrived before the poll
+// began (its first check is immediate, outside any animation frame):
+// 19 of 100 such reads in a probe. This waits for the next animation frame:
+// the page's render, requested before, runs ahead of it in that frame
+// (callbacks run in the order they were requested).
+func afterRender(ctx context.Context) error {
+	_, err := chromedp.Run(ctx, chromedp.Evaluate[bool](
+		`new Promise((resolve) => requestAnimationFrame(() => resolve(true)))`, chromedp.EvalAwaitPromise))
+	return err
+}

@@ -52,6 +52,7 @@ func TestChromiumPageControls(t *testing.T) {
 	require.NoError(t, ts.bus.CloseSession("p.early"))
 	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`window.receivedIds.length === 3`, chromedp.WithPollingTimeout(10*time.Second)))
 	require.NoError(t, err)
+	require.NoError(t, afterRender(ctx), "the cards and rows are drawn by the next render")
 	order, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
 		`[...document.querySelectorAll("#cards .card")].map(c => c.querySelector("code").textContent + (c.classList.contains("closed") ? ":closed" : ""))`))
 	require.NoError(t, err)
@@ -85,6 +86,7 @@ func TestChromiumPageControls(t *testing.T) {
 	for i := 1; i < len(ids); i++ {
 		require.Less(t, ids[i-1], ids[i], "strictly increasing")
 	}
+	require.NoError(t, afterRender(ctx))
 	counters, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
 		`[document.getElementById("st-received").textContent, String(window.receivedIds.length)]`))
 	require.NoError(t, err)

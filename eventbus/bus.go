@@ -27,10 +27,14 @@ const MaxNameLen = 256
 // session, the Go form of AgentPool's EventBus with qwen-code's resume and
 // backpressure protocol. Create one with [New]; the zero value is not usable.
 //
-// All methods are safe for concurrent use. Publish, CreateSession,
-// CloseSession and Subscribe serialise on one bus-wide lock that assigns the
-// sequence, appends to the replay buffer and queues the event for every
-// matching subscriber; none of them waits on a subscriber.
+// All methods are safe for concurrent use. A publish takes the lock of its
+// session's tree (a root and everything below it) for the id, the replay
+// buffer append and the queueing for every matching subscriber, so
+// publishes to distinct session trees run in parallel; while an "all"
+// subscriber exists they meet for a moment in one bus-wide ordering step.
+// CreateSession, CloseSession, expiry, an "all" Subscribe and Close change
+// the structure and exclude every publisher for their (short) duration.
+// None of them waits on a subscriber. docs/architecture.md has the locks.
 type Bus struct {
 	cfg       config.Config
 	policySet bool // cfg.OverflowPolicy was set, not defaulted
@@ -43,14 +47,32 @@ type Bus struct {
 	// guarded by mu.
 	feedWaiters []feedWaiter
 
-	registry // sessions by id for lookups without b.mu (registry.go)
+	registry // sessions by id for lookups without any bus lock (registry.go)
 
-	mu        sync.Mutex
+	// mu is the structure lock (reader-biased): publishes and tree-scoped
+	// subscribes and unsubscribes take its read side, then the tree lock
+	// of their session's tree (session.tmu of the root); structural
+	// changes, "all" subscribes, the backend paths and Close take it
+	// exclusively and then need no other bus lock. What it guards when
+	// held exclusively (and may be read under its read side): closed, the
+	// tree's shape and every session's place in it, the registry,
+	// tombstones, lost-id marks, kept buffers, highWater, feedWaiters,
+	// stats. Lock order: mu → tree lock → allMu → Subscription.mu, and
+	// mu → treeMu.
+	mu        *xsync.RBMutex
 	closed    bool
 	highWater uint64 // highest id a backend acknowledged to this node
 	tree      scope.Tree[*session]
-	all       subList
-	allLost   uint64 // highest id lost with any closed or expired session
+	// all holds the "all" subscribers; guarded by allMu under mu's read
+	// side (a publisher's ordering step, an unsubscribe), or by mu held
+	// exclusively (an "all" subscribe adds only then). nall mirrors its
+	// length: it rises only under mu held exclusively, so a publisher that
+	// reads 0 under the read side knows no "all" subscriber can appear
+	// before it is done.
+	all     subList
+	allMu   sync.Mutex
+	nall    atomic.Int32
+	allLost uint64 // highest id lost with any closed or expired session
 	// lost remembers, for one session TTL, the newest id each closed or
 	// expired session took with it; forgotten is the highest such id whose
 	// entry has been dropped since. A re-created id is seeded from them.
@@ -104,7 +126,7 @@ func New(cfg config.Config, opts ...Option) (*Bus, error) {
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
-	b := &Bus{cfg: cfg, tombs: make(map[string]int64), registry: newRegistry()}
+	b := &Bus{cfg: cfg, mu: xsync.NewRBMutex(), tombs: make(map[string]int64), registry: newRegistry()}
 	b.cnt.published, b.cnt.delivered = xsync.NewCounter(), xsync.NewCounter()
 	b.policySet = cfg.OverflowPolicy != ""
 	if !b.policySet {
@@ -242,7 +264,13 @@ func encode(data any) (out []byte, err error) {
 // It returns the stored Event with its id, from one bus-wide sequence that
 // starts at 1.
 //
-// It never blocks on a subscriber and never panics. Errors: an ErrInvalid
+// It never blocks on a subscriber and never panics. It waits only for
+// what touches the same session tree (another publish there, a tree-scoped
+// subscribe or unsubscribe there), for structural changes (CreateSession,
+// CloseSession, expiry, an "all" Subscribe, Close, a session created by a
+// publish) and, while an "all" subscriber exists, for the moment another
+// publish takes its id; publishes to distinct trees run in parallel.
+// Errors: an ErrInvalid
 // error naming the value for an empty or over-long session id or type, a
 // type with a control character (CR, LF, …), a [Reserved] type (the bus's
 // own frames: use CloseSession for session_closed), or data that cannot be encoded
@@ -312,35 +340,62 @@ func publishOpts(opts []PublishOption) (origin string, create bool) {
 	return po.origin, !po.existing
 }
 
+// testHookTreeLocked, when set by a test, runs in appendLocked right after
+// the id is taken (and the "all" subscribers were offered the event),
+// before the ring append and the tree's fan-out: on the publish path of an
+// existing session that is inside the tree-locked section (read side of
+// b.mu and the tree lock held). It gets the session id. Set it only while
+// no other test publishes.
+var testHookTreeLocked func(session string)
+
 // publish stores and fans out one validated, encoded event. Only what must
-// be ordered runs under the bus lock — the id, the replay buffer append and
+// be ordered runs under a lock — the id, the replay buffer append and
 // queueing for the subscribers in scope; the record, the clock and the
 // returned Event are made outside it, and parked consumers are woken after
 // it is released.
+//
+// An existing session (the common case) is published to under the read
+// side of the structure lock and its tree's lock: publishers of distinct
+// trees do not wait for each other. A session that must be created first
+// (or a refused one) takes the structure lock exclusively.
 func (b *Bus) publish(sessionID, typ string, raw []byte, origin string, create bool) (Event, error) {
-	defer b.flushDiagnostics() // after b.mu is released
+	defer b.flushDiagnostics() // after every lock is released
 	if b.backend != nil {
 		return b.publishRemote(sessionID, typ, raw, origin, create)
 	}
 	r := &record{typ: typ, data: raw, origin: originRef(origin), nanos: b.nowNanos()}
 	f := fan{wakes: wakeLists.Get().(*[]*Subscription)}
+	defer f.release() // the wake-ups, once no lock is held
+	tok := b.mu.RLock()
+	if b.closed {
+		b.mu.RUnlock(tok)
+		return Event{}, ErrClosed
+	}
+	if x, ok := b.sessions.Load(sessionID); ok {
+		tl := x.treeLock()
+		tl.Lock()
+		r.session = x.id
+		b.appendLocked(x, r, false, &f)
+		tl.Unlock()
+		b.mu.RUnlock(tok)
+		// r is immutable from here on: subscribers read it concurrently.
+		return r.event(false), nil
+	}
+	b.mu.RUnlock(tok)
+	// Unknown here: create it (or refuse) with the structure held.
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		f.release()
 		return Event{}, ErrClosed
 	}
 	x, err := b.sessionLocked(sessionID, create)
 	if err != nil {
 		b.mu.Unlock()
-		f.release()
 		return Event{}, err
 	}
 	r.session = x.id
 	b.appendLocked(x, r, false, &f)
 	b.mu.Unlock()
-	f.release() // the wake-ups, now that no lock is held
-	// r is immutable from here on: subscribers read it concurrently.
 	return r.event(false), nil
 }
 
@@ -381,10 +436,33 @@ func (b *Bus) eachSubLocked(fn func(*Subscription)) {
 	}
 }
 
-// appendLocked assigns the next id, stores r and fans it out; f collects
-// the wake-ups (see [fan]).
+// appendLocked assigns the next id, stores r in x's replay buffer and fans
+// it out; f collects the wake-ups (see [fan]). The caller holds b.mu's read
+// side and x's tree lock, or b.mu exclusively.
+//
+// The id is taken here, under the tree lock, so ids rise in the order
+// events are appended within every tree (and so within every replay buffer
+// and every tree-scoped subscriber's queue). While an "all" subscriber
+// exists, the id is taken and the event offered to the "all" subscribers
+// under allMu, the one bus-wide step: every "all" subscriber then sees the
+// ids of all trees in rising order, with nothing missing below the newest,
+// so one cursor resumes it. The tree's own fan-out follows outside allMu.
 func (b *Bus) appendLocked(x *session, r *record, forced bool, f *fan) {
-	r.id = b.seq.Add(1)
+	droppable := false
+	if b.droppable != nil {
+		_, droppable = b.droppable[r.typ]
+	}
+	if b.nall.Load() > 0 {
+		b.allMu.Lock()
+		r.id = b.seq.Add(1)
+		b.offerLocked(&b.all, nil, r, droppable, forced, f)
+		b.allMu.Unlock()
+	} else {
+		r.id = b.seq.Add(1)
+	}
+	if testHookTreeLocked != nil {
+		testHookTreeLocked(x.id)
+	}
 	x.published = true
 	x.lastID = r.id
 	x.touch(r.nanos)
@@ -394,13 +472,13 @@ func (b *Bus) appendLocked(x *session, r *record, forced bool, f *fan) {
 		x.info.buffered.Store(n)
 	}
 	b.cnt.published.Inc()
-	b.fanOutLocked(x, r, forced, f)
+	b.fanOutLocked(x, r, droppable, forced, f)
 	b.cnt.delivered.Add(f.delivered)
 	f.delivered = 0
 }
 
 // sessionLocked returns the session, creating it as a root when create is
-// set. b.mu must be held.
+// set. b.mu must be held exclusively.
 func (b *Bus) sessionLocked(id string, create bool) (*session, error) {
 	if n := b.tree.Get(id); n != nil {
 		return n.Value, nil
@@ -582,9 +660,12 @@ func (b *Bus) attachedLocked(x *session) {
 // SessionClosed reports whether session id was closed and has not been
 // reopened since. A closed id is remembered for the session TTL; after that
 // it is simply unknown (SessionClosed and SessionExists both false).
+//
+// It takes the structure lock's read side: it waits only for a structural
+// change, never for a publish.
 func (b *Bus) SessionClosed(id string) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	tok := b.mu.RLock()
+	defer b.mu.RUnlock(tok)
 	_, ok := b.tombs[id]
 	return ok
 }
@@ -602,16 +683,21 @@ type SessionInfo struct {
 // clear_replay_buffer (which agent servers call at the start of every
 // turn). The cleared ids count as evicted: a later resume from before them
 // gets ring_evicted. Like AgentPool's, it is a no-op (nil) for an id the bus
-// does not know or that was closed. Errors: ErrClosed after Close.
+// does not know or that was closed. It holds the lock of id's session tree
+// (under the structure lock's read side), as a publish there does: other
+// trees' publishers do not wait for it. Errors: ErrClosed after Close.
 func (b *Bus) ClearReplayBuffer(id string) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	tok := b.mu.RLock()
+	defer b.mu.RUnlock(tok)
 	if b.closed {
 		return ErrClosed
 	}
-	if n := b.tree.Get(id); n != nil {
-		n.Value.ring.Clear()
-		n.Value.info.buffered.Store(0)
+	if x, ok := b.sessions.Load(id); ok {
+		tl := x.treeLock()
+		tl.Lock()
+		x.ring.Clear()
+		x.info.buffered.Store(0)
+		tl.Unlock()
 	}
 	return nil
 }
@@ -808,16 +894,17 @@ type Stats struct {
 	RetainedDropped uint64 `json:"retainedDropped"`
 }
 
-// Stats returns the current counters. It takes the bus lock briefly, for
-// the figures only structural changes move (Sessions, Expired, Retained,
-// RetainedDropped); the others are read from counters that publishers and
+// Stats returns the current counters. It takes the structure lock's read
+// side briefly, for the figures only structural changes move (Sessions,
+// Expired, Retained, RetainedDropped) — it never waits for a publish; the
+// others are read from counters that publishers and
 // subscribers write without it, one by one: during concurrent publishing
 // the figures are each exact at some instant, not all at the same one.
 func (b *Bus) Stats() Stats {
-	b.mu.Lock()
+	tok := b.mu.RLock()
 	st := b.stats
 	st.Retained = len(b.keptByID)
-	b.mu.Unlock()
+	b.mu.RUnlock(tok)
 	st.Subscribers = int(b.nsubs.Load())
 	st.Published = uint64(b.cnt.published.Value())
 	st.Delivered = uint64(b.cnt.delivered.Value())
@@ -858,11 +945,24 @@ func (b *Bus) Close() error {
 	return nil
 }
 
-// cancel ends s at once, discarding its queue (Close, context cancellation).
+// cancel ends s at once, discarding its queue (Close, context
+// cancellation). It takes the structure lock's read side and the lock that
+// guards s's lists — its session's tree lock, or allMu for an "all"
+// subscriber — so it waits for publishes of that tree (or the ordering
+// step) only.
 func (b *Bus) cancel(s *Subscription, reason error) {
-	b.mu.Lock()
-	b.unregisterLocked(s)
-	b.mu.Unlock()
+	tok := b.mu.RLock()
+	if s.kind == scope.All {
+		b.allMu.Lock()
+		b.unregisterLocked(s)
+		b.allMu.Unlock()
+	} else {
+		tl := s.sess.treeLock()
+		tl.Lock()
+		b.unregisterLocked(s)
+		tl.Unlock()
+	}
+	b.mu.RUnlock(tok)
 	s.end(reason, true)
 }
 

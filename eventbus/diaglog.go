@@ -8,10 +8,14 @@ import (
 	"time"
 )
 
-// Diagnostics leave the bus lock before anyone sees them: diagnose (called
-// with b.mu held) only queues them; flushDiagnostics, deferred by every
-// method that can produce one so that it runs after b.mu is released, hands
-// them to the hook and to the aggregating logger on the caller's goroutine.
+// Diagnostics leave the bus's locks before anyone sees them: diagnose
+// (called inside a fan-out, with a tree lock, allMu or the structure lock
+// held) only queues them, under diag.mu, a lock of their own that publishers
+// of distinct trees share for a moment only when there is a diagnostic;
+// flushDiagnostics, deferred by every method that can produce one so that it
+// runs after every bus lock is released, hands them to the hook and to the
+// aggregating logger on the caller's goroutine (with parallel publishers,
+// possibly one that takes another's along).
 //
 // Logging is aggregated so that a stalled reader or a churn of sessions
 // cannot flood the log (one WARN per dropped event for one stalled reader
@@ -63,8 +67,8 @@ type lineLimit struct {
 	suppressed int
 }
 
-// diagnose queues one diagnostic. b.mu is held: it must stay cheap and
-// never log or call the hook.
+// diagnose queues one diagnostic. A bus lock is held (see above): it must
+// stay cheap and never log or call the hook.
 func (b *Bus) diagnose(kind DiagnosticKind, s *Subscription, r *record) {
 	if b.opts.hook == nil && b.opts.logger == nil {
 		return
@@ -86,7 +90,7 @@ func (b *Bus) diagnose(kind DiagnosticKind, s *Subscription, r *record) {
 }
 
 // flushDiagnostics delivers the queued diagnostics. It must be called
-// without b.mu held (methods defer it before taking the lock).
+// without any bus lock held (methods defer it before taking one).
 func (b *Bus) flushDiagnostics() {
 	if b.diag.n.Load() == 0 && !b.diag.owed.Load() {
 		return

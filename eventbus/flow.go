@@ -4,9 +4,11 @@ package eventbus
 // EventBus (warning at 75 % with hysteresis, eviction with client_evicted,
 // forced frames that never count), AgentPool's overflow policy names and
 // OpenClaw's dropIfSlow. Every method here runs on a publisher's goroutine
-// with the bus lock held and takes s.mu itself; none of them blocks. The
-// wake-up of a parked consumer is the caller's to send (deliver reports it),
-// so that the publish path sends it after releasing the bus lock.
+// with the lock that guards the subscriber's list held (its session tree's
+// lock, allMu for "all", or the structure lock) and takes s.mu itself; none
+// of them blocks. The wake-up of a parked consumer is the caller's to send
+// (deliver reports it), so that the publish path sends it after releasing
+// its locks.
 
 // liveLocked returns the live frames and bytes queued and not yet taken by
 // the consumer, exactly: it refreshes the publisher's copy of the
@@ -63,7 +65,7 @@ func (s *Subscription) sendWake() {
 // deliver offers a live event to the subscriber. It reports what happened so
 // the bus can count it and, for an eviction, unregister the subscriber, and
 // whether the consumer is parked and needs a wake-up, which the caller sends
-// (after releasing the bus lock on the publish path).
+// (after releasing its locks on the publish path).
 func (s *Subscription) deliver(r *record, droppable bool) (outcome, bool) {
 	s.mu.Lock()
 	o := s.deliverLocked(r, droppable)

@@ -12,7 +12,7 @@ package eventbus
 // upTo were lost before this node received them. A subscriber whose queue
 // already ends with a feed_gap frame has that frame extended instead, so a
 // gap in many sessions at once is one frame per subscriber. b.mu must be
-// held.
+// held exclusively (the backend's feed).
 func (b *Bus) announceGapLocked(x *session, upTo uint64) {
 	now := b.nowNanos()
 	push := func(l subList, skip *session) {

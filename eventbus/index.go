@@ -39,7 +39,10 @@ func (l *subList) remove(s *Subscription, slot int) {
 	s.pos[slot] = -1
 }
 
-// registerLocked puts s into the lists its scope needs. b.mu must be held.
+// registerLocked puts s into the lists its scope needs. The caller holds
+// s.sess's tree lock under b.mu's read side (session, descendants and
+// subtree scopes: their lists all lie in that tree), or b.mu exclusively
+// (required for the all scope).
 func (b *Bus) registerLocked(s *Subscription) {
 	s.pos = [2]int{-1, -1}
 	x := s.sess
@@ -48,6 +51,7 @@ func (b *Bus) registerLocked(s *Subscription) {
 	switch s.kind {
 	case scope.All:
 		b.all.add(s, 1)
+		b.nall.Add(1)
 		return
 	case scope.Descendants:
 		x.desc.add(s, 1)
@@ -59,8 +63,10 @@ func (b *Bus) registerLocked(s *Subscription) {
 	x.own.add(s, 0)
 }
 
-// unregisterLocked removes s from every list. b.mu must be held. It is a
-// no-op for a subscriber that is not registered.
+// unregisterLocked removes s from every list. The caller holds what
+// guards them: s.sess's tree lock (allMu for an "all" subscriber) under
+// b.mu's read side, or b.mu exclusively. It is a no-op for a subscriber
+// that is not registered.
 func (b *Bus) unregisterLocked(s *Subscription) {
 	if s.pos == [2]int{-1, -1} {
 		return
@@ -71,6 +77,7 @@ func (b *Bus) unregisterLocked(s *Subscription) {
 		// Not in x.own: x's lists belong to x's tree, which an "all"
 		// subscriber's unsubscribe need not hold.
 		b.all.remove(s, 1)
+		b.nall.Add(-1)
 	case scope.Descendants:
 		x.desc.remove(s, 1)
 	case scope.Subtree:
@@ -145,12 +152,10 @@ func (f *fan) release() {
 var wakeLists = sync.Pool{New: func() any { return new([]*Subscription) }}
 
 // fanOutLocked offers r, just published to session x, to every subscriber
-// whose scope covers x. b.mu must be held.
-func (b *Bus) fanOutLocked(x *session, r *record, forced bool, f *fan) {
-	droppable := false
-	if b.droppable != nil {
-		_, droppable = b.droppable[r.typ]
-	}
+// in x's tree whose scope covers x (the "all" subscribers are offered it by
+// appendLocked). The caller holds x's tree lock under b.mu's read side, or
+// b.mu exclusively.
+func (b *Bus) fanOutLocked(x *session, r *record, droppable, forced bool, f *fan) {
 	b.offerLocked(&x.own, nil, r, droppable, forced, f)
 	p := x.parent()
 	for a := p; a != nil; a = a.parent() {
@@ -160,7 +165,6 @@ func (b *Bus) fanOutLocked(x *session, r *record, forced bool, f *fan) {
 	if p != nil {
 		b.offerLocked(&p.childSubtree, x, r, droppable, forced, f)
 	}
-	b.offerLocked(&b.all, nil, r, droppable, forced, f)
 }
 
 // offerLocked offers r to each subscriber of l except those made on skip.

@@ -109,7 +109,8 @@ type SessionController func(sessionID string) (parentID string)
 // CreateSession). AgentPool asks its controller on every routing decision;
 // we ask once per id, since the tree only changes through the bus.
 //
-// fn runs with the bus lock held, on the goroutine of the call that
+// fn runs with the structure lock held exclusively (every publisher
+// waits), on the goroutine of the call that
 // created the session: it must be quick and must not call back into the
 // bus. Default: no controller (implicit sessions are roots).
 func WithSessionController(fn SessionController) Option {

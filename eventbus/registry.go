@@ -16,10 +16,12 @@ import (
 // What a listing reads of a session is published by the writers with
 // atomics (sessionInfo); the parent, which only structural changes move
 // (create, reparent, close, expire), is read under treeMu, which those
-// changes take inside the bus lock and which no publish ever takes.
+// changes take inside the structure lock (b.mu, held exclusively) and which
+// no publish ever takes. A publish itself finds its session here, under the
+// structure lock's read side, without taking any bus-wide exclusive lock.
 //
 // Invariant: b.sessions holds exactly the ids of b.tree; both change
-// together under b.mu (and b.treeMu for the tree's shape).
+// together under b.mu held exclusively (and b.treeMu for the tree's shape).
 type registry struct {
 	sessions *xsync.MapOf[string, *session]
 	treeMu   sync.RWMutex // guards the tree's parent links against readers outside b.mu
@@ -29,8 +31,9 @@ func newRegistry() registry {
 	return registry{sessions: xsync.NewMapOf[string, *session]()}
 }
 
-// sessionInfo is what listings read of a session without the bus lock;
-// written under b.mu by the paths that change it.
+// sessionInfo is what listings read of a session without any bus lock;
+// written by the paths that change it, under the session's tree lock or the
+// structure lock (nsubs: atomically, from any tree).
 type sessionInfo struct {
 	nsubs    atomic.Int32  // subscribers made on the session (any scope)
 	lastID   atomic.Uint64 // newest id published to it
@@ -38,7 +41,7 @@ type sessionInfo struct {
 }
 
 // treeAddLocked adds x to the tree under parent and to the registry. b.mu
-// must be held.
+// must be held exclusively.
 func (b *Bus) treeAddLocked(x *session, parent string) error {
 	b.treeMu.Lock()
 	n, err := b.tree.Add(x.id, parent, x)
@@ -52,7 +55,8 @@ func (b *Bus) treeAddLocked(x *session, parent string) error {
 	return err
 }
 
-// treeSetParentLocked gives the root id its parent. b.mu must be held.
+// treeSetParentLocked gives the root id its parent. b.mu must be held
+// exclusively.
 func (b *Bus) treeSetParentLocked(id, parent string) error {
 	b.treeMu.Lock()
 	defer b.treeMu.Unlock()
@@ -60,7 +64,7 @@ func (b *Bus) treeSetParentLocked(id, parent string) error {
 }
 
 // treeRemoveLocked removes x from the registry and the tree (its children
-// become roots). b.mu must be held.
+// become roots). b.mu must be held exclusively.
 func (b *Bus) treeRemoveLocked(x *session) {
 	b.sessions.Delete(x.id)
 	b.treeMu.Lock()

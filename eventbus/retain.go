@@ -45,7 +45,7 @@ type retained struct {
 }
 
 // keepLocked hands x's replay buffer and everything x holds to x's parent
-// p, as x closes. b.mu must be held.
+// p, as x closes. b.mu must be held exclusively.
 func (b *Bus) keepLocked(x, p *session, now int64) {
 	for _, r := range x.kept {
 		r.holder, r.pos = p, len(p.kept)

@@ -1,6 +1,7 @@
 package eventbus
 
 import (
+	"sync"
 	"sync/atomic"
 
 	"github.com/replaybus/replaybus/replay"
@@ -8,9 +9,17 @@ import (
 )
 
 // session is the bus's state for one session: its replay buffer, its place
-// in the tree and its subscriber lists. Guarded by the bus lock.
+// in the tree and its subscriber lists. Its place in the tree (node's links,
+// kept, the *Lost marks) changes only under the structure lock (Bus.mu)
+// held exclusively; everything a publish or a tree-scoped subscribe writes
+// (ring, own, desc, childSubtree, published, lastID) is guarded by its
+// tree's lock under Bus.mu's read side, or by Bus.mu held exclusively.
 type session struct {
-	id   string
+	id string
+	// tmu is the tree lock when this session is a root: the lock of the
+	// whole tree below it (see treeLock). Unused while it has a parent.
+	tmu sync.Mutex
+
 	node *scope.Node[*session]
 	ring *replay.Buffer[*record]
 
@@ -42,6 +51,19 @@ func (x *session) parent() *session {
 		return p.Value
 	}
 	return nil
+}
+
+// treeLock returns the lock of x's session tree: its root's tmu. The
+// caller holds Bus.mu (either side), which keeps the tree's shape, and so
+// the root, fixed until it is released. A tree that merges into another
+// (a root attached late) or splits (a close whose children become roots)
+// does so under Bus.mu held exclusively, when no tree lock is held.
+func (x *session) treeLock() *sync.Mutex {
+	r := x.node
+	for p := r.Parent(); p != nil; p = p.Parent() {
+		r = p
+	}
+	return &r.Value.tmu
 }
 
 // touch moves x.active forward to now (never back).

@@ -110,6 +110,23 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 		buf = make([]*record, 0, b.cfg.ReplayBufferSize)
 	}
 	for {
+		if o.Scope != scope.All {
+			// The common case, a tree-scoped subscribe on a session that
+			// exists: the structure lock's read side and the session's tree
+			// lock, as its publishers take — other trees go on publishing.
+			done, retry, err := b.subscribeInTree(ctx, s, sessionID, cursor, replay, &buf)
+			if err != nil {
+				return nil, err
+			}
+			if done {
+				return s, nil
+			}
+			if retry {
+				continue
+			}
+		}
+		// An "all" subscribe (its snapshot spans every tree), or a session
+		// to create or refuse: the structure lock, exclusively.
 		b.mu.Lock()
 		if b.closed {
 			b.mu.Unlock()
@@ -151,14 +168,70 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 	}
 }
 
-// register is step 1: it makes s a subscriber of x under the bus lock that
-// every Publish holds (b.mu must be held).
+// subscribeInTree is Subscribe's steps 1 and 2 for a session, descendants
+// or subtree scope on a session that exists, under the structure lock's
+// read side and the session's tree lock: every list it registers in and
+// every replay buffer it copies lies in that one tree, and every publish
+// that could reach s holds the same tree lock. It reports done when s is
+// subscribed (err nil) or refused (err set); retry after it allocated a
+// large snapshot's storage into *buf without any lock (start over); neither
+// when the session is not there (the caller takes the exclusive path to
+// create or refuse it).
+func (b *Bus) subscribeInTree(ctx context.Context, s *Subscription, sessionID string, cursor *Position, replay bool, buf *[]*record) (done, retry bool, err error) {
+	tok := b.mu.RLock()
+	if b.closed {
+		b.mu.RUnlock(tok)
+		return true, false, ErrClosed
+	}
+	x, ok := b.sessions.Load(sessionID)
+	if !ok {
+		b.mu.RUnlock(tok)
+		return false, false, nil
+	}
+	tl := x.treeLock()
+	tl.Lock()
+	if int(x.info.nsubs.Load()) >= b.cfg.MaxSubscribers {
+		tl.Unlock()
+		b.mu.RUnlock(tok)
+		return true, false, &SubscriberLimitError{Session: x.id, Limit: b.cfg.MaxSubscribers}
+	}
+	var job snapshotJob
+	if replay {
+		job = b.snapshotPlanLocked(x, s.kind, cursor)
+		if job.total > snapshotAllocUnderLock && cap(*buf) < job.total {
+			tl.Unlock()
+			b.mu.RUnlock(tok)
+			*buf = make([]*record, 0, job.total+job.total/8)
+			return false, true, nil
+		}
+	}
+	b.register(ctx, s, x)
+	if replay {
+		b.snapshotLocked(&job, *buf)
+	}
+	tl.Unlock()
+	b.mu.RUnlock(tok)
+	if replay {
+		if testHookSnapshot != nil {
+			testHookSnapshot(s)
+		}
+		b.finishSnapshot(s, &job)
+	}
+	return true, false, nil
+}
+
+// register is step 1: it makes s a subscriber of x under the lock that
+// every Publish reaching s holds: x's tree lock (b.mu's read side held
+// too) for the session, descendants and subtree scopes, b.mu exclusively
+// for any scope (required for "all").
 //
 // The race it closes: AgentPool's asyncio subscribe could register after a
 // publish had picked its targets and before the publish appended to the
 // replay buffer, so an event could miss both the live queue and the replay.
 // Here the publisher appends to the ring and offers to the registered
-// subscribers in one critical section with register, so an event is either
+// subscribers in one critical section that excludes register (the tree
+// lock for a tree-scoped subscriber; for an "all" subscriber, the
+// structure lock held exclusively keeps every publisher out), so an event is either
 // published before register (it is in the ring, for the snapshot) or after
 // (it is queued for s) — never neither.
 func (b *Bus) register(ctx context.Context, s *Subscription, x *session) {
@@ -174,11 +247,11 @@ func (b *Bus) register(ctx context.Context, s *Subscription, x *session) {
 var testHookSnapshot func(*Subscription)
 
 // snapshotAllocUnderLock is the largest snapshot whose storage is allocated
-// with the bus lock held; a larger one is allocated before registering.
+// with a bus lock held; a larger one is allocated before registering.
 const snapshotAllocUnderLock = 4096
 
 // snapshotJob is one subscribe's replay (step 2): planned and copied under
-// the bus lock (snapshotPlanLocked, snapshotLocked), finished outside it
+// the locks of register (snapshotPlanLocked, snapshotLocked), finished outside them
 // (finishSnapshot).
 type snapshotJob struct {
 	rings     []*replay.Buffer[*record]
@@ -194,7 +267,9 @@ type snapshotJob struct {
 }
 
 // snapshotPlanLocked decides what a subscribe of x with scope k and cursor
-// pos (nil: everything held) replays. b.mu must be held.
+// pos (nil: everything held) replays. The caller holds x's tree lock under
+// b.mu's read side (the scope's replay buffers all lie in x's tree), or b.mu
+// exclusively (required for the all scope).
 func (b *Bus) snapshotPlanLocked(x *session, k scope.Kind, pos *Position) snapshotJob {
 	j := snapshotJob{now: b.nowNanos(), earliest: max(b.seq.Load()+1, b.highWater+1), hasCursor: pos != nil}
 	if pos != nil {
@@ -222,8 +297,8 @@ func (b *Bus) snapshotPlanLocked(x *session, k scope.Kind, pos *Position) snapsh
 }
 
 // snapshotLocked is step 2 under the lock: it copies the ring entries in
-// scope with id > cursor (pointers to the shared records) into buf. b.mu
-// must be held, in the same critical section as register.
+// scope with id > cursor (pointers to the shared records) into buf, in
+// the same critical section as register (see register for the locks).
 //
 // The race it closes: taken under the same lock as register, the snapshot
 // holds exactly the events published before s was registered, and the live
@@ -238,7 +313,7 @@ func (b *Bus) snapshotLocked(j *snapshotJob, buf []*record) {
 	j.rings = nil
 }
 
-// finishSnapshot is the rest of step 2, without the bus lock: it turns the
+// finishSnapshot is the rest of step 2, without any bus lock: it turns the
 // copied snapshot into what s reads first — the leading resync frames, the
 // replay (merged by id across rings, so a descendants or all resume is one
 // ordered stream, and cut at the replay byte budget) and replay_complete

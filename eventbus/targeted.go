@@ -57,7 +57,8 @@ func (e *SendError) Unwrap() error { return e.Err }
 // not queued for that subscription and SendTo reports ErrQueueFull for it
 // (one oversized frame is admitted into an empty queue, as for publish).
 // drop_oldest never drops a queued targeted frame. It never blocks on a
-// subscriber and does not take the bus lock: it is safe for concurrent use,
+// subscriber and takes no bus lock beyond a glance at the structure lock's
+// read side (it never waits for a publish): it is safe for concurrent use,
 // including with Close, cancellation and eviction of the subscriptions (a
 // frame sent to a subscription that has ended is reported, never queued).
 //
@@ -78,9 +79,9 @@ func (b *Bus) SendTo(typ string, data any, subs ...*Subscription) error {
 	if err != nil {
 		return err
 	}
-	b.mu.Lock()
+	tok := b.mu.RLock()
 	closed := b.closed
-	b.mu.Unlock()
+	b.mu.RUnlock(tok)
 	if closed {
 		return ErrClosed
 	}

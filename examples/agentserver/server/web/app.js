@@ -91,24 +91,32 @@
         // EventSource gives up on any non-200 answer; a 429, 408 or 5xx is
         // transient (docs/protocol.md), so the page reopens it after
         // Retry-After plus jitter, as sse.Client does.
+        // A 200 now (the refusal came from a proxy while the server
+        // restarted) or no answer at all (the server is still down) is
+        // transient too: reconnect, at once or after 3 s plus jitter,
+        // rather than stay closed for good.
         const ac = new AbortController();
+        const retry = (text, after) => {
+          const delay = Math.round(after * 1000 * (1 + Math.random() / 2));
+          showNotice(`${text} — retrying in ${(delay / 1000).toFixed(1)} s`, 'info');
+          setState('reconnecting');
+          setTimeout(() => { if (st.es === es) connect(st.cursor); }, delay);
+        };
         fetch(streamURL(st.cursor), { signal: ac.signal })
           .then((r) => {
-            if (r.ok) { ac.abort(); return null; }
+            if (r.ok) { ac.abort(); return { ok: true }; }
             const transient = r.status === 429 || r.status === 408 || r.status >= 500;
             const after = Number(r.headers.get('Retry-After')) || 3;
             return r.json().catch(() => ({ code: String(r.status), message: r.statusText }))
               .then((j) => ({ j, transient, after }));
           })
           .then((x) => {
-            if (!x) return;
+            if (st.es !== es) return;
+            if (x.ok) { connRow('the server answers again; reconnecting'); connect(st.cursor); return; }
             if (!x.transient) { showNotice(`${x.j.code}: ${x.j.message}`); return; }
-            const delay = Math.round(x.after * 1000 * (1 + Math.random() / 2));
-            showNotice(`${x.j.code}: ${x.j.message} — retrying in ${(delay / 1000).toFixed(1)} s`, 'info');
-            setState('reconnecting');
-            setTimeout(() => { if (st.es === es) connect(st.cursor); }, delay);
+            retry(`${x.j.code}: ${x.j.message}`, x.after);
           })
-          .catch(() => {});
+          .catch(() => { if (st.es === es) retry('the server is unreachable', 3); });
       } else {
         setState('reconnecting');
         connRow(`connection lost; the browser reconnects with Last-Event-ID ${st.cursor || '(none)'}`);

@@ -1,0 +1,7 @@
+package eventbus
+
+// SetTestHookTreeLocked sets (nil: clears) the hook a publish runs inside
+// its tree-locked section, right after taking the id (see
+// testHookTreeLocked), for the tests of package eventbus_test. Call it only
+// from a test that does not run in parallel with others.
+func SetTestHookTreeLocked(f func(session string)) { testHookTreeLocked = f }
