@@ -89,8 +89,12 @@ type Bus struct {
 
 	// seq is the last id assigned (0 before the first): the in-memory bus
 	// takes the next one with seq.Add(1) where the event is appended; a
-	// backend's feed sets it to the id it ingests.
+	// backend's feed sets it to the id it ingests. Every publish writes it,
+	// so it has a cache line of its own: the fields publishers only read
+	// (diag.n, the counters' pointers) do not move with it.
+	_       [64]byte
 	seq     atomic.Uint64
+	_       [56]byte
 	nextSub atomic.Uint64 // the last subscriber id given out
 	nsubs   atomic.Int64  // live subscribers (Stats.Subscribers)
 	cnt     counters      // the Stats counters publishers and subscribers write
@@ -186,7 +190,10 @@ func (b *Bus) Config() config.Config { return b.cfg }
 func (b *Bus) OverflowPolicySet() bool { return b.policySet }
 
 // LastEventID returns the highest id assigned so far (0 before the first
-// publish), qwen-code's lastEventId getter.
+// publish), qwen-code's lastEventId getter. With publishers running in
+// parallel on other session trees, the event with that id may still be on
+// its way into its replay buffer and queues; every publish that returned
+// before the call has an id at or below it.
 //
 // It takes no lock (an atomic load) and never waits for a publish.
 func (b *Bus) LastEventID() uint64 { return b.seq.Load() }
