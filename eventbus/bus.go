@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -280,8 +281,9 @@ func encode(data any) (out []byte, err error) {
 // Errors: an ErrInvalid
 // error naming the value for an empty or over-long session id or type, a
 // type with a control character (CR, LF, …), a [Reserved] type (the bus's
-// own frames: use CloseSession for session_closed), or data that cannot be encoded
-// — a refused event consumes no id; ErrSessionClosed for a closed session
+// own frames: use CloseSession for session_closed), data that cannot be
+// encoded, or a [SessionController] that panicked creating the session —
+// a refused event consumes no id; ErrSessionClosed for a closed session
 // that was not reopened; ErrSessionNotFound for an unknown session with
 // [Existing]; ErrClosed after [Bus.Close].
 func (b *Bus) Publish(sessionID, typ string, data any, opts ...PublishOption) (Event, error) {
@@ -510,9 +512,13 @@ const maxAskDepth = 64
 // session controller names, creating that parent first (asking again) when
 // the bus does not know it either. asking holds the ids being created
 // further down, so a controller that answers with a cycle ends it: the
-// session that would close it becomes a root.
+// session that would close it becomes a root. A controller that panics
+// fails the whole creation with the error askParent makes of it.
 func (b *Bus) addAskedLocked(id string, asking []string) (*session, error) {
-	parent := b.opts.parentOf(id)
+	parent, err := b.askParent(id)
+	if err != nil {
+		return nil, err
+	}
 	switch {
 	case parent == "" || parent == id || checkName("parent session id", parent) != nil,
 		len(asking) >= maxAskDepth, slices.Contains(asking, parent):
@@ -521,12 +527,31 @@ func (b *Bus) addAskedLocked(id string, asking []string) (*session, error) {
 		if _, closed := b.tombs[parent]; closed {
 			parent = ""
 		} else if b.tree.Get(parent) == nil {
-			if _, err := b.addAskedLocked(parent, append(asking, id)); err != nil {
+			if _, err := b.addAskedLocked(parent, append(asking, id)); errors.Is(err, errControllerPanicked) {
+				return nil, err
+			} else if err != nil {
 				parent = ""
 			}
 		}
 	}
 	return b.addLocked(id, parent)
+}
+
+// errControllerPanicked marks the error of a session controller that
+// panicked (wrapped with ErrInvalid).
+var errControllerPanicked = errors.New("session controller panicked")
+
+// askParent asks the session controller for id's parent. The controller
+// runs with the structure lock held exclusively: a panic in it must not
+// leave the lock held (every later call of the bus would wait forever), so
+// it is recovered and returned as an ErrInvalid error naming it.
+func (b *Bus) askParent(id string) (parent string, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %w for session %q: %v", ErrInvalid, errControllerPanicked, id, p)
+		}
+	}()
+	return b.opts.parentOf(id), nil
 }
 
 func (b *Bus) addLocked(id, parent string) (*session, error) {

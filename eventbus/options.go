@@ -112,7 +112,10 @@ type SessionController func(sessionID string) (parentID string)
 // fn runs with the structure lock held exclusively (every publisher
 // waits), on the goroutine of the call that
 // created the session: it must be quick and must not call back into the
-// bus. Default: no controller (implicit sessions are roots).
+// bus. A panic in fn is recovered (the lock is released): the Publish or
+// Subscribe that would have created the session returns an ErrInvalid
+// error naming the panic, and the session is not created. Default: no controller
+// (implicit sessions are roots).
 func WithSessionController(fn SessionController) Option {
 	return func(o *options) { o.parentOf = fn }
 }

@@ -44,7 +44,8 @@ import (
 // does not block, except on a bus over a backend whose feed is behind the
 // cursor (see [Syncer]).
 //
-// Errors: ErrInvalid naming a bad option value; ErrSessionNotFound;
+// Errors: ErrInvalid naming a bad option value (or a [SessionController]
+// that panicked creating the session); ErrSessionNotFound;
 // ErrSessionClosed for a closed session that was not reopened; a
 // *SubscriberLimitError (errors.Is ErrSubscriberLimit) when the session has
 // MaxSubscribers subscribers; ErrClosed after Close; ctx's error when ctx is
