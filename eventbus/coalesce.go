@@ -257,11 +257,8 @@ func (s *Subscription) nextMergedBefore(ctx context.Context, abandon <-chan stru
 			s.mu.Unlock()
 			return Event{}, ErrTimeout
 		}
-		push := s.parkLocked(dl)
+		s.parkLocked(dl)
 		s.mu.Unlock()
-		if push {
-			s.bus.waits.add(dl, s)
-		}
 		var timer <-chan time.Time
 		if len(co.group) > 0 {
 			// Only a consumer that holds a group waits on a timer; an idle

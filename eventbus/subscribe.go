@@ -323,8 +323,15 @@ func (b *Bus) snapshotLocked(j *snapshotJob, buf []*record) {
 func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 	sid := s.sess.id
 	snap, cursor, hasCursor := j.snap, j.cursor, j.hasCursor
-	if len(snap) > 1 && !slices.IsSortedFunc(snap, func(a, b *record) int { return cmpID(a.id, b.id) }) {
+	// The replay byte budget: at least one event, then stop before the
+	// event that would exceed it. One pass finds the cut and checks the
+	// order (a single ring is in id order; several are merged by sorting,
+	// and then the cut is found again), so a large resume reads each
+	// record once here, not twice.
+	n, sorted := budgetCut(snap, b.cfg.ReplayBudgetBytes)
+	if !sorted {
 		slices.SortFunc(snap, func(a, b *record) int { return cmpID(a.id, b.id) })
+		n, _ = budgetCut(snap, b.cfg.ReplayBudgetBytes)
 	}
 	lead := j.lead
 	if hasCursor && !j.reset && j.evicted > cursor {
@@ -340,17 +347,6 @@ func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 		lead = append(lead, frame(sid, TypeStateResyncRequired, ResyncData{
 			Reason: ReasonRingEvicted, LastDeliveredID: cursor, CompleteFromID: earliest,
 		}, j.now))
-	}
-	// The replay byte budget: at least one event, then stop before the
-	// event that would exceed it.
-	n, used := 0, int64(0)
-	for n < len(snap) {
-		c := int64(len(snap[n].data))
-		if n > 0 && used+c > b.cfg.ReplayBudgetBytes {
-			break
-		}
-		used += c
-		n++
 	}
 	last := cursor
 	if n > 0 {
@@ -394,6 +390,31 @@ func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 	b.replayed.Add(int64(n))
 }
 
+// budgetCut returns how many of snap's records fit the replay byte budget
+// (at least one, then up to the record that would exceed it) and whether
+// snap is in id order; the order is checked over the whole of snap.
+func budgetCut(snap []*record, budget int64) (n int, sorted bool) {
+	n, sorted = len(snap), true
+	used, prev := int64(0), uint64(0)
+	for i, r := range snap {
+		if r.id < prev {
+			sorted = false
+		}
+		prev = r.id
+		if n == len(snap) {
+			c := int64(len(r.data))
+			if i > 0 && used+c > budget {
+				n = i
+				if !sorted {
+					return n, false
+				}
+			}
+			used += c
+		}
+	}
+	return n, sorted
+}
+
 // drain is step 3, on the consumer's side: it takes every live event (and
 // frame) queued since the last drain out of the shared queue in one step and
 // makes it the consumer's local batch, giving the publisher the consumer's
@@ -431,7 +452,7 @@ func (s *Subscription) drain() {
 func (s *Subscription) reinsert(ev *Event) bool {
 	if s.discard.Load() {
 		clear(s.local)
-		s.local, s.li, s.lead, s.pre = nil, 0, nil, nil
+		s.local, s.li, s.lead, s.pre, s.pi = nil, 0, nil, nil, 0
 		return false
 	}
 	if len(s.lead) > 0 {
@@ -439,10 +460,15 @@ func (s *Subscription) reinsert(ev *Event) bool {
 		s.lead = s.lead[1:]
 		return true
 	}
-	for len(s.pre) > 0 {
-		r := s.pre[0]
-		s.pre[0] = nil // let the data go once read
-		s.pre = s.pre[1:]
+	for int(s.pi) < len(s.pre) {
+		// By index, not by reslicing: the snapshot is read without a
+		// pointer write per event (only the slot's, to let the data go).
+		r := s.pre[s.pi]
+		s.pre[s.pi] = nil // let the data go once read
+		s.pi++
+		if int(s.pi) == len(s.pre) {
+			s.pre, s.pi = nil, 0
+		}
 		if r.id <= s.lastSeen {
 			s.bus.guarded.Add(1)
 			continue
@@ -451,7 +477,7 @@ func (s *Subscription) reinsert(ev *Event) bool {
 		r.fill(ev, true)
 		return true
 	}
-	for s.li < len(s.local) {
+	for int(s.li) < len(s.local) {
 		e := &s.local[s.li]
 		s.li++
 		if e.counts() {
@@ -466,7 +492,7 @@ func (s *Subscription) reinsert(ev *Event) bool {
 			}
 			s.lastSeen = id
 		}
-		if e.kind == entryDropped && s.li == len(s.local) {
+		if e.kind == entryDropped && int(s.li) == len(s.local) {
 			s.mergeDrops(e.drop)
 		}
 		if e.kind == entryDropped || e.kind == entryGap {

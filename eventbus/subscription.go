@@ -62,7 +62,7 @@ type Subscription struct {
 	done      chan struct{} // made on the first Done call
 	pump      *pumpState    // the Events pump, nil until Events is called
 	lead      []entry       // consumer: frames before the replay (epoch_reset, ring_evicted)
-	pre       []*record     // consumer: the replay snapshot, oldest first
+	pre       []*record     // consumer: the replay snapshot, oldest first; pre[pi:] not yet read
 
 	// The consumer's side, touched only by the reading goroutine (lead and
 	// pre are set by Subscribe before the subscription is visible).
@@ -71,7 +71,7 @@ type Subscription struct {
 	// by publishers only near a limit.
 	consumed atomic.Uint64
 	local    []entry
-	li       int
+	li, pi   int32 // the next of local, of pre
 	lastSeen uint64
 }
 

@@ -65,11 +65,8 @@ func (s *Subscription) NextBefore(deadline time.Time) (ev Event, err error) {
 			s.mu.Unlock()
 			return Event{}, ErrTimeout
 		}
-		push := s.parkLocked(dl)
+		s.parkLocked(dl)
 		s.mu.Unlock()
-		if push {
-			s.bus.waits.add(dl, s)
-		}
 		// Publishers, the deadline queue and the end of the subscription
 		// (its context's watch included) all wake it through s.wake.
 		<-s.wake
@@ -77,15 +74,17 @@ func (s *Subscription) NextBefore(deadline time.Time) (ev Event, err error) {
 }
 
 // parkLocked marks the reader parked until deadline dl (Unix ns, 0 none)
-// and reports whether s must enter the deadline queue with dl: only when it
-// has no entry there, or one later than dl. s.mu must be held.
-func (s *Subscription) parkLocked(dl int64) bool {
+// and enters s into the deadline queue with dl when it has no entry there,
+// or one later than dl. s.mu must be held: the entry is made in the same
+// critical section that checked s has not ended, so that the end (which
+// removes the entry under s.mu) cannot fall between them and leave an
+// ended subscription queued until its deadline.
+func (s *Subscription) parkLocked(dl int64) {
 	s.waiting, s.waitUntil = true, dl
 	if dl != 0 && (s.dlAt == 0 || dl < s.dlAt) {
 		s.dlAt = dl
-		return true
+		s.bus.waits.add(dl, s)
 	}
-	return false
 }
 
 // ctxEnded is the subscribe context's watch (context.AfterFunc): it ends
@@ -99,7 +98,9 @@ func (s *Subscription) ctxEnded() { s.bus.cancel(s, context.Cause(s.ctx)) }
 // its timer live in the same testing/synctest bubble). It holds at most one entry per subscription, possibly
 // earlier than that subscription's current deadline (deadlines move on
 // lazily: the entry then fires, finds the reader's deadline later and
-// re-enters it), never later. Lock order: Subscription.mu before
+// re-enters it), never later. A subscription's entry is added and removed
+// only with its mu held (parkLocked, fire's re-entry, the end), so an ended
+// subscription has none. Lock order: Subscription.mu before
 // deadlineQueue.mu; fire releases its lock before it takes a
 // subscription's.
 type deadlineQueue struct {
@@ -184,20 +185,19 @@ func (d *deadlineQueue) fire() {
 			s.dlAt = 0
 		}
 		var wake bool
-		var again int64
 		if s.waiting && s.waitUntil != 0 {
 			if s.waitUntil <= now {
 				wake = s.takeWakeLocked()
 			} else if s.dlAt == 0 || s.waitUntil < s.dlAt {
-				s.dlAt, again = s.waitUntil, s.waitUntil
+				// Re-entered under s.mu, as parkLocked does, so that an
+				// end cannot come between.
+				s.dlAt = s.waitUntil
+				d.add(s.waitUntil, s)
 			}
 		}
 		s.mu.Unlock()
 		if wake {
 			s.sendWake()
-		}
-		if again != 0 {
-			d.add(again, s)
 		}
 	}
 }

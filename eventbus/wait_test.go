@@ -211,3 +211,83 @@ func (latestWins) Key(ev eventbus.Event) (string, bool) { return ev.Type, false 
 func (latestWins) Merge(_ string, evs []eventbus.Event) (json.RawMessage, error) {
 	return evs[len(evs)-1].Data, nil
 }
+
+// Readers waiting with short, moving deadlines while publishers publish and
+// subscriptions come and go (real time, under -race): every reader gets
+// every event of its session exactly once and in order, a timeout never
+// comes before its deadline, and nothing is left in the deadline queue's
+// way when the subscriptions end (goleak checks the rest).
+func TestNextBeforeConcurrent(t *testing.T) {
+	b := newBus(t, config.Config{MaxSubscribers: 100})
+	const readers, events = 8, 400
+	var wg sync.WaitGroup
+	for i := range readers {
+		s := subscribe(t, b, "s1", eventbus.SubscribeOptions{NoReplay: true, MaxQueued: events + 10})
+		wg.Go(func() {
+			var last uint64
+			got, timeouts := 0, 0
+			for got < events {
+				d := time.Duration(50+i*37) * time.Microsecond
+				deadline := time.Now().Add(d)
+				ev, err := s.NextBefore(deadline)
+				if errors.Is(err, eventbus.ErrTimeout) {
+					if now := time.Now(); now.Before(deadline) {
+						t.Errorf("reader %d: ErrTimeout %v before its deadline", i, deadline.Sub(now))
+						return
+					}
+					timeouts++
+					continue
+				}
+				if err != nil {
+					t.Errorf("reader %d after %d events: %v", i, got, err)
+					return
+				}
+				if ev.ID <= last {
+					t.Errorf("reader %d: id %d after %d", i, ev.ID, last)
+					return
+				}
+				last = ev.ID
+				got++
+			}
+		})
+	}
+	// Churn: subscriptions that park with deadlines and are closed or
+	// cancelled while parked.
+	wg.Go(func() {
+		for j := range 50 {
+			ctx, cancel := context.WithCancel(context.Background())
+			s, err := b.Subscribe(ctx, "s1", eventbus.SubscribeOptions{NoReplay: true})
+			if err != nil {
+				t.Error(err)
+				cancel()
+				return
+			}
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for {
+					if _, err := s.NextBefore(time.Now().Add(time.Duration(j%7+1) * 100 * time.Microsecond)); err != nil && !errors.Is(err, eventbus.ErrTimeout) {
+						return
+					}
+				}
+			}()
+			time.Sleep(200 * time.Microsecond)
+			if j%2 == 0 {
+				s.Close()
+			} else {
+				cancel()
+			}
+			<-done
+			cancel()
+		}
+	})
+	for range events {
+		if _, err := b.Publish("s1", "msg", 1); err != nil {
+			t.Fatal(err)
+		}
+		if rand.IntN(4) == 0 {
+			time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond)
+		}
+	}
+	wg.Wait()
+}

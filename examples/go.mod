@@ -9,6 +9,7 @@ replace github.com/replaybus/replaybus/adapters/nats => ../adapters/nats
 require github.com/replaybus/replaybus v0.0.0-00010101000000-000000000000
 
 require (
+	github.com/coder/websocket v1.8.15
 	github.com/nats-io/nats.go v1.55.0
 	github.com/replaybus/replaybus/adapters/nats v0.0.0-00010101000000-000000000000
 	github.com/stretchr/testify v1.12.1
@@ -18,7 +19,6 @@ require (
 require (
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
 	github.com/caarlos0/env/v11 v11.4.2 // indirect
-	github.com/coder/websocket v1.8.15 // indirect
 	github.com/google/go-tpm v0.9.8 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/minio/highwayhash v1.0.4 // indirect

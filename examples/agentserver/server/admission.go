@@ -22,6 +22,10 @@ import (
 // (Options.BodyTimeout).
 const DefaultBodyTimeout = 10 * time.Second
 
+// DefaultWriteTimeout bounds how long writing the answer of a route other
+// than the streams may take (Options.WriteTimeout).
+const DefaultWriteTimeout = 10 * time.Second
+
 // checkID is the one validation of a session id, for every route that takes
 // one (the {id} of a path, "id" and "parent" of POST /sessions): what the bus
 // accepts (eventbus.CheckSessionID: 1–256 bytes of UTF-8, no control

@@ -26,7 +26,10 @@
 // decoding gzip would need a second bound on what it inflates to, for no
 // gain on bodies this small), at most MaxBodyBytes, and arrive within Options.BodyTimeout
 // (else 408 and the connection is closed); streams are not affected by that
-// bound. A body is one JSON object whose member names are exact and unique:
+// bound. Every answer must be taken by the client within
+// Options.WriteTimeout (10 s), or the connection is closed: a client that
+// pipelines requests and never reads cannot pin a connection and its
+// goroutine (the streams bound each of their writes themselves). A body is one JSON object whose member names are exact and unique:
 // an unknown member, one in another case ("TYPE") or one given twice is 400
 // invalid_json (encoding/json alone would fold the case and keep the last
 // value), and so is a lone UTF-16 surrogate escape ("\ud800") in a member

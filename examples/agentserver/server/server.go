@@ -54,6 +54,15 @@ type Options struct {
 	// to the POST routes only, so SSE streams are not cut. Zero means
 	// DefaultBodyTimeout (10 s).
 	BodyTimeout time.Duration
+	// WriteTimeout bounds writing each answer, counted from when the
+	// request arrives: a client that sends requests and never reads the
+	// answers has its connection closed when it passes, instead of pinning
+	// the connection and its goroutine for good. The streams (GET
+	// /session/{id}/events and /ws) are bounded by it only until their
+	// first write; from then on their handlers bound each write themselves
+	// (SSE.WriteTimeout, WS.WriteTimeout). Zero means DefaultWriteTimeout
+	// (10 s); negative sets none.
+	WriteTimeout time.Duration
 	// WS configures the WebSocket handler (GET /session/{id}/ws); a nil
 	// WS.Logger is set to Logger.
 	WS ws.HandlerOptions
@@ -77,7 +86,8 @@ type Server struct {
 	log *slog.Logger
 	o   Options
 
-	bodyTimeout time.Duration
+	bodyTimeout  time.Duration
+	writeTimeout time.Duration
 
 	mu    sync.Mutex
 	types []string // sorted, bounded by maxTypes
@@ -109,6 +119,12 @@ func New(bus *eventbus.Bus, o Options) (*Server, error) {
 	}
 	if s.bodyTimeout <= 0 {
 		s.bodyTimeout = DefaultBodyTimeout
+	}
+	switch {
+	case o.WriteTimeout == 0:
+		s.writeTimeout = DefaultWriteTimeout
+	case o.WriteTimeout > 0:
+		s.writeTimeout = o.WriteTimeout
 	}
 	for _, t := range []string{eventbus.TypeStateResyncRequired, eventbus.TypeReplayComplete,
 		eventbus.TypeSlowClientWarning, eventbus.TypeClientEvicted, eventbus.TypeSessionClosed, "message", TypeHello} {
@@ -183,6 +199,7 @@ func (s *Server) Close() error {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.log.LogAttrs(r.Context(), slog.LevelDebug, "request",
 		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("remote", r.RemoteAddr))
+	s.boundWrites(w, r)
 	if !cleanPath(r.URL.EscapedPath()) {
 		writeError(w, http.StatusNotFound, "not_found",
 			fmt.Sprintf("no route for %s %s (empty or dot path segment)", r.Method, quote(r.URL.Path)))
@@ -216,6 +233,28 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// boundWrites sets the write deadline for r's answer to now +
+// WriteTimeout. The stream handlers take over from their first write: they
+// set their own deadline before each write and clear it after (SSE), or
+// after each write to the hijacked socket (WebSocket), so the deadline set
+// here bounds only their refusals and the upgrade. A stream whose handler
+// has no write timeout (its WriteTimeout < 0) gets none here either, and
+// any deadline an earlier request left on the kept-alive connection is
+// cleared, or it would cut the stream. Over HTTP/2 the deadline is the
+// stream's own.
+func (s *Server) boundWrites(w http.ResponseWriter, r *http.Request) {
+	if s.writeTimeout <= 0 {
+		return
+	}
+	rc := http.NewResponseController(w)
+	if _, pattern := s.mux.Handler(r); r.Method == http.MethodGet &&
+		(pattern == sse.Pattern && s.o.SSE.WriteTimeout < 0 || pattern == ws.Pattern && s.o.WS.WriteTimeout < 0) {
+		_ = rc.SetWriteDeadline(time.Time{}) // ErrNotSupported: nothing was set
+		return
+	}
+	_ = rc.SetWriteDeadline(time.Now().Add(s.writeTimeout)) // ErrNotSupported: nothing to bound
 }
 
 // recorder captures what the mux's fallback handlers answer.
