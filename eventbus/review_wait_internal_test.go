@@ -2,11 +2,14 @@ package eventbus
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"runtime"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/config"
@@ -48,4 +51,84 @@ func TestReviewDeadlineQueueNoEntryAfterEnd(t *testing.T) {
 		wg.Wait()
 		require.Zero(t, queued(), "round %d: an ended subscription is still in the deadline queue", i)
 	}
+}
+
+// TestReviewNextBeforeStress: readers wait with NextBefore and short
+// deadlines (the queue's timer fires all the time) while publishers run,
+// some subscriptions are closed or their contexts cancelled, and finally
+// the bus closes. Every reader must see strictly increasing ids, return
+// only frames, ErrTimeout or the reason of the end, and end; afterwards
+// the deadline queue is empty and stopped.
+func TestReviewNextBeforeStress(t *testing.T) {
+	b, err := New(config.Config{MaxQueueSize: 100_000})
+	require.NoError(t, err)
+	const readers = 24
+	var wg sync.WaitGroup
+	errc := make(chan error, readers)
+	subs := make([]*Subscription, readers)
+	cancels := make([]context.CancelFunc, readers)
+	for i := range readers {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancels[i] = cancel
+		s, err := b.Subscribe(ctx, "s", SubscribeOptions{NoReplay: true})
+		require.NoError(t, err)
+		subs[i] = s
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var last uint64
+			for j := 0; ; j++ {
+				ev, err := s.NextBefore(time.Now().Add(time.Duration(j%5) * 50 * time.Microsecond))
+				switch {
+				case err == nil:
+					if ev.ID != 0 && ev.ID <= last {
+						errc <- fmt.Errorf("reader %d: id %d after %d", i, ev.ID, last)
+						return
+					}
+					last = max(last, ev.ID)
+				case errors.Is(err, ErrTimeout):
+				case errors.Is(err, ErrClosed), errors.Is(err, ErrUnsubscribed), errors.Is(err, context.Canceled):
+					return
+				default:
+					errc <- fmt.Errorf("reader %d: %w", i, err)
+					return
+				}
+			}
+		}()
+	}
+	var pw sync.WaitGroup
+	for range 2 {
+		pw.Add(1)
+		go func() {
+			defer pw.Done()
+			for range 3000 {
+				if _, err := b.Publish("s", "t", nil); err != nil {
+					errc <- err
+					return
+				}
+			}
+		}()
+	}
+	for i := 0; i < readers/2; i++ {
+		if i%2 == 0 {
+			subs[i].Close()
+		} else {
+			cancels[i]()
+		}
+		runtime.Gosched()
+	}
+	pw.Wait()
+	require.NoError(t, b.Close())
+	wg.Wait()
+	for _, c := range cancels {
+		c()
+	}
+	close(errc)
+	for err := range errc {
+		t.Error(err)
+	}
+	b.waits.mu.Lock()
+	defer b.waits.mu.Unlock()
+	assert.Empty(t, b.waits.h, "the deadline queue holds ended subscriptions")
+	assert.True(t, b.waits.closed)
 }
