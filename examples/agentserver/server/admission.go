@@ -8,8 +8,10 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -64,6 +66,40 @@ func validPathID(w http.ResponseWriter, r *http.Request) bool {
 	if msg := checkID("session id", r.PathValue("id")); msg != "" {
 		writeError(w, http.StatusBadRequest, "invalid_session_id", msg)
 		return false
+	}
+	return true
+}
+
+// checkQuery answers 400 invalid_argument, naming the parameter, when r's
+// query does not parse or names a parameter other than allowed (the POST
+// routes take none, DELETE only cascade), and reports whether to go on.
+// Unlike the stream routes, which ignore parameters they do not read
+// (embedders add their own), these routes are the example's own API:
+// ?cascde=1 or ?Cascade=1 closed only the session, silently.
+func checkQuery(w http.ResponseWriter, r *http.Request, allowed ...string) bool {
+	if r.URL.RawQuery == "" {
+		return true
+	}
+	want := "this route takes no query parameters"
+	if len(allowed) > 0 {
+		want = "want only " + strings.Join(allowed, ", ")
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_argument", fmt.Sprintf("invalid query %s (%s)", quote(r.URL.RawQuery), want))
+		return false
+	}
+	names := make([]string, 0, len(q))
+	for k := range q {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		if !slices.Contains(allowed, k) {
+			writeError(w, http.StatusBadRequest, "invalid_argument",
+				fmt.Sprintf("unknown query parameter %s on %s %s (%s)", quote(k), r.Method, r.URL.Path, want))
+			return false
+		}
 	}
 	return true
 }

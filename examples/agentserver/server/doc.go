@@ -36,6 +36,11 @@
 // (encoding/json would read it as U+FFFD). Session ids are validated the same way on every route: what the bus
 // accepts, and one URL path segment (no "/", ".", "..").
 //
+// The POST routes take no query parameters and DELETE only cascade; any
+// other is 400 invalid_argument naming it (?cascde=1 must not quietly close
+// only the session). The stream routes ignore parameters they do not read,
+// unless one looks like a misspelling of theirs (see sse.QueryRules).
+//
 // Every error is JSON {"code": …, "message": …} with a 4xx or 5xx status;
 // the SSE endpoint's codes are the sse package's, the others are listed with
 // [Server.ServeHTTP].

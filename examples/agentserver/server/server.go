@@ -181,7 +181,8 @@ func (s *Server) Close() error {
 //
 //	400 invalid_json        the body is not the JSON object the route takes (the message says at which byte)
 //	400 invalid_session_id  an id (path, "id" or "parent") the bus refuses or that is not one URL path segment
-//	400 invalid_argument    the bus refused a value (empty type, control characters, …), a bad origin
+//	400 invalid_argument    the bus refused a value (empty type, control characters, …), a bad origin,
+//	                        a query parameter on a POST, or one other than cascade on DELETE
 //	404 not_found           no such route, or a path with an empty, "." or ".." segment (no redirect)
 //	408 request_timeout     the body did not arrive within Options.BodyTimeout
 //	415 unsupported_media_type  a body that is not Content-Type: application/json
@@ -308,7 +309,7 @@ type createRequest struct {
 
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	var req createRequest
-	if !s.readBody(w, r, &req, true) {
+	if !checkQuery(w, r) || !s.readBody(w, r, &req, true) {
 		return
 	}
 	if req.ID == "" {
@@ -348,7 +349,7 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req publishRequest
-	if !s.readBody(w, r, &req, false) {
+	if !checkQuery(w, r) || !s.readBody(w, r, &req, false) {
 		return
 	}
 	if req.Type == "" {
@@ -396,7 +397,7 @@ type publishAnswer struct {
 }
 
 func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
-	if !validPathID(w, r) {
+	if !validPathID(w, r) || !checkQuery(w, r, "cascade") {
 		return
 	}
 	id := r.PathValue("id")
