@@ -3,6 +3,7 @@ package eventbus
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"time"
 )
@@ -19,8 +20,9 @@ var ErrTimeout = errors.New("eventbus: no frame before the deadline")
 // eviction, CloseSession, Bus.Close — then it returns the reason, as Err
 // does, once every frame queued before the end has been returned) or
 // deadline passes (then it returns ErrTimeout and the subscription stays
-// usable). A zero deadline waits without one; a deadline already past still
-// returns a frame that is ready.
+// usable). A zero deadline waits without one, as does one after the year
+// 2262 (the last instant Unix nanoseconds in an int64 hold); a deadline
+// already past still returns a frame that is ready.
 //
 // It is the wait a stream writer with heartbeats needs (adapters/sse writes
 // a heartbeat comment after each ErrTimeout), without a deadline context:
@@ -40,8 +42,15 @@ var ErrTimeout = errors.New("eventbus: no frame before the deadline")
 // TryNext, Events or All.
 func (s *Subscription) NextBefore(deadline time.Time) (ev Event, err error) {
 	var dl int64
-	if !deadline.IsZero() {
-		dl = max(deadline.UnixNano(), 1)
+	switch {
+	case deadline.IsZero():
+	case deadline.After(lastDeadline):
+		// Beyond what Unix ns in an int64 hold (2262): as good as none.
+		// UnixNano would wrap it into the past.
+	case deadline.Before(firstDeadline):
+		dl = 1 // before 1970, possibly before 1678 (which UnixNano wraps into the future): past
+	default:
+		dl = deadline.UnixNano()
 	}
 	if s.co != nil {
 		return s.nextMergedBefore(context.Background(), nil, dl)
@@ -72,6 +81,13 @@ func (s *Subscription) NextBefore(deadline time.Time) (ev Event, err error) {
 		<-s.wake
 	}
 }
+
+// The deadlines NextBefore can keep as Unix ns: from 1 ns after 1970 (0
+// means none) to the largest int64.
+var (
+	firstDeadline = time.Unix(0, 1)
+	lastDeadline  = time.Unix(0, math.MaxInt64)
+)
 
 // parkLocked marks the reader parked until deadline dl (Unix ns, 0 none)
 // and enters s into the deadline queue with dl when it has no entry there,
