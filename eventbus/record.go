@@ -75,14 +75,8 @@ func (e *entry) counts() bool { return e.kind == entryLive || e.kind == entryTar
 
 func (e *entry) cost() int64 { return int64(len(e.rec.data)) }
 
-// event turns the entry into what the consumer receives.
-func (e *entry) event() Event {
-	var ev Event
-	e.fill(&ev)
-	return ev
-}
-
-// fill is event in place (see record.fill).
+// fill writes into ev what the consumer receives for the entry (see
+// record.fill).
 func (e *entry) fill(ev *Event) {
 	e.rec.fill(ev, false)
 	switch e.kind {
