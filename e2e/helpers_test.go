@@ -166,3 +166,21 @@ func afterRender(ctx context.Context) error {
 		`new Promise((resolve) => requestAnimationFrame(() => resolve(true)))`, chromedp.EvalAwaitPromise))
 	return err
 }
+
+// pageState describes the demo page's connection for a failure message: its
+// state, how many ids it has and the last, the synthetic frames' types, the
+// notice and the last rows of the connection log.
+func pageState(ctx context.Context) string {
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify({
+		state: window.connState,
+		ids: window.receivedIds.length,
+		lastId: window.receivedIds[window.receivedIds.length - 1],
+		frames: window.frames.map(f => f.type),
+		notice: (document.getElementById("notice") || {}).textContent,
+		log: [...document.querySelectorAll("#log .row")].slice(-8).map(r => r.textContent),
+	})`))
+	if err != nil {
+		return "page state unavailable: " + err.Error()
+	}
+	return s
+}

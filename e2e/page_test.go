@@ -77,7 +77,7 @@ func TestChromiumPageControls(t *testing.T) {
 	_, err = chromedp.Run(ctx, chromedp.Poll[bool](
 		`window.receivedIds.length === 303 && window.frames.some(f => f.type === "client_evicted")`,
 		chromedp.WithPollingTimeout(40*time.Second)))
-	require.NoError(t, err, "every event arrives, after an eviction and a resume")
+	require.NoError(t, err, "every event arrives, after an eviction and a resume; page: %s", pageState(ctx))
 	types, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`window.frames.map(f => f.type)`))
 	require.NoError(t, err)
 	assert.Contains(t, types, "slow_client_warning")
