@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,15 +21,28 @@ import (
 // Issue 12.13: the demo page gave no way to see a slow-client warning or an
 // eviction, showed session_closed as raw JSON, let closed agents' cards
 // push live ones below the fold, and showed an unlabelled time. In
-// headless Chromium: the Queue control (?maxQueued=16) with a slow page
-// brings slow_client_warning and client_evicted frames, the page resumes and
-// loses nothing; a closed sub-agent's card moves below the live one, folded;
-// session_closed reads as a sentence; the list's time is labelled.
+// headless Chromium: the Queue control (?maxQueued=16) with a connection
+// that cannot take the burst brings slow_client_warning and client_evicted
+// frames, the page resumes and loses nothing; a closed sub-agent's card
+// moves below the live one, folded; session_closed reads as a sentence; the
+// list's time is labelled.
+//
+// The burst is 300 small frames (tens of KB): the socket buffers and
+// Chromium's own take all of it whatever the page does, so a slow page
+// alone never stops the stream's writer, and whether the 16-frame queue
+// overflowed was a race between the publishing loop and that writer. The
+// writer usually lost it; when it kept up, the page got all 303 ids and no
+// frame at all, and the wait for client_evicted timed out after 40 s (seen
+// once in a fresh-clone CI run; a publisher pausing 2 ms per event gives
+// it every run). The stream's writes are therefore held during the burst,
+// as full buffers would hold them, so the queue overflows every time.
 func TestChromiumPageControls(t *testing.T) {
 	chromium := needTool(t, "chromium", "/usr/bin/chromium", "chromium-browser")
+	var held writeHold
 	ts := startServer(t, config.Config{ReplayBufferSize: 10_000}, server.Options{
 		DefaultSession: "p", DefaultScope: scope.Descendants,
-		SSE: sse.HandlerOptions{EpochIDs: true, Retry: 200 * time.Millisecond},
+		SSE:        sse.HandlerOptions{EpochIDs: true, Retry: 200 * time.Millisecond},
+		WrapEvents: held.wrap,
 	})
 	require.NoError(t, ts.bus.CreateSession("p", ""))
 	require.NoError(t, ts.bus.CreateSession("p.early", "p"))
@@ -70,10 +85,13 @@ func TestChromiumPageControls(t *testing.T) {
 	require.NoError(t, err)
 	assert.Regexp(t, `^updated `, updated)
 
-	// A slow page with a 16-frame queue: warning, eviction, resume.
+	// A slow page with a 16-frame queue whose connection takes nothing
+	// during the burst: warning, eviction, resume.
 	_, err = chromedp.Run(ctx, chromedp.Evaluate[any](`window.replaybusPage.slowMs = 15`))
 	require.NoError(t, err)
+	held.hold()
 	publishN(t, ts, "p.live", 300)
+	held.release()
 	_, err = chromedp.Run(ctx, chromedp.Poll[bool](
 		`window.receivedIds.length === 303 && window.frames.some(f => f.type === "client_evicted")`,
 		chromedp.WithPollingTimeout(40*time.Second)))
@@ -91,6 +109,55 @@ func TestChromiumPageControls(t *testing.T) {
 		`[document.getElementById("st-received").textContent, String(window.receivedIds.length)]`))
 	require.NoError(t, err)
 	assert.Equal(t, counters[1], counters[0], "the events counter agrees with the received ids")
+}
+
+// writeHold holds the writes of the SSE streams it wraps while held, the
+// way a connection whose buffers are full holds them: the stream's writer
+// blocks in Write, and what is published meanwhile stays in its queue.
+type writeHold struct {
+	mu   sync.Mutex
+	gate chan struct{} // nil: writes pass; else closed by release
+}
+
+func (h *writeHold) hold() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.gate == nil {
+		h.gate = make(chan struct{})
+	}
+}
+
+func (h *writeHold) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.gate != nil {
+		close(h.gate)
+		h.gate = nil
+	}
+}
+
+func (h *writeHold) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(&heldWriter{ResponseWriter: w, h: h}, r)
+	})
+}
+
+type heldWriter struct {
+	http.ResponseWriter
+	h *writeHold
+}
+
+// Unwrap lets http.ResponseController reach Flush and SetWriteDeadline.
+func (w *heldWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *heldWriter) Write(p []byte) (int, error) {
+	w.h.mu.Lock()
+	gate := w.h.gate
+	w.h.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	return w.ResponseWriter.Write(p)
 }
 
 func publishN(t *testing.T, ts *testServer, session string, n int) {
