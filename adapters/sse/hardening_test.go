@@ -202,23 +202,25 @@ func TestClientRetriesNotFoundAfterRestart(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 1, ev.ID)
 
-	// Restart: a new bus without the session; it comes back 100 ms later.
+	// Restart: a new bus without the session. The agent recreates it only
+	// after the server has answered the client's reconnect with a 404, so
+	// the client meets the 404 however late it reconnects (a timer here
+	// made the test depend on the client reconnecting within it).
 	b2 := newBus(t, config.Config{})
 	h2 := newHandler(t, b2, sse.HandlerOptions{Retry: time.Millisecond})
 	mux2 := http.NewServeMux()
 	var notFound atomic.Int32
 	mux2.Handle(sse.Pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !b2.SessionExists("s1") {
-			notFound.Add(1)
+		missing := !b2.SessionExists("s1")
+		h2.ServeHTTP(w, r) // a 404 returns at once; a stream runs until the test ends
+		if missing && notFound.Add(1) == 1 {
+			assert.NoError(t, b2.CreateSession("s1", ""))
+			_, err := b2.Publish("s1", "after", 2)
+			assert.NoError(t, err)
 		}
-		h2.ServeHTTP(w, r)
 	}))
 	sw.set(mux2)
 	require.NoError(t, h1.Close()) // ends the live stream: the client reconnects
-	time.AfterFunc(100*time.Millisecond, func() {
-		_ = b2.CreateSession("s1", "")
-		_, _ = b2.Publish("s1", "after", 2)
-	})
 
 	ev, err = s.Next()
 	require.NoError(t, err, "a 404 from a restarted server is transient")
