@@ -54,6 +54,7 @@ func TestCloseSessionWhilePublishing(t *testing.T) {
 	parent := subscribe(t, b, "P", eventbus.SubscribeOptions{Scope: scope.Descendants, NoReplay: true})
 	all := subscribe(t, b, "other", eventbus.SubscribeOptions{Scope: scope.All, NoReplay: true})
 
+	base := b.LastEventID()
 	published := make(chan uint64, 1)
 	go func() {
 		n := uint64(0)
@@ -68,7 +69,10 @@ func TestCloseSessionWhilePublishing(t *testing.T) {
 			n++
 		}
 	}()
-	time.Sleep(5 * time.Millisecond)
+	// Close while the publisher is running: once it has published some
+	// events (a fixed sleep let a descheduled publisher publish none, and
+	// the test then checked a close with nothing in flight).
+	require.Eventually(t, func() bool { return b.LastEventID() >= base+100 }, waitFor, 100*time.Microsecond)
 	require.NoError(t, b.CloseSession("s"))
 	require.NoError(t, b.CloseSession("s"), "idempotent")
 	n := <-published
@@ -89,6 +93,7 @@ func TestCloseSessionWhilePublishing(t *testing.T) {
 			assert.Equal(t, seq(got[0], got[len(got)-1]), got, "subscriber %d has no gap", i)
 		}
 	}
+	assert.GreaterOrEqual(t, n, uint64(100), "the close came while publishing went on")
 	t.Logf("%d events published before the close", n)
 
 	_, err := b.Publish("s", "msg", nil)

@@ -59,15 +59,12 @@ func TestHandlerForeignEpochIsEpochReset(t *testing.T) {
 		"spaces":       {"X-Event-Epoch": {"old epoch"}, "Last-Event-Id": {"2"}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			ctx, cancel := contextWithTimeout(t, 200*time.Millisecond)
-			defer cancel()
-			r := httptest.NewRequestWithContext(ctx, http.MethodGet, "/session/s1/events", nil)
+			r := httptest.NewRequest(http.MethodGet, "/session/s1/events", nil)
 			r.SetPathValue("id", "s1")
 			for k, v := range hdr {
 				r.Header[k] = v
 			}
-			w := newRecorder()
-			h.ServeHTTP(w, r)
+			w := serveUntilID(t, h, r, 3)
 			require.Equal(t, http.StatusOK, w.code(), w.body())
 			evs := frames(t, w.body())
 			require.NotEmpty(t, evs)
@@ -260,7 +257,43 @@ func TestClientRetriesTooManyRequests(t *testing.T) {
 	assert.EqualValues(t, 2, calls.Load())
 }
 
-func contextWithTimeout(t *testing.T, d time.Duration) (context.Context, context.CancelFunc) {
+// serveUntilID serves r on h until the body holds a complete frame with an
+// id of at least last, or the handler returns by itself (an error answer),
+// then ends the request and returns what was written. The request ends on
+// that condition, not on a short timer that a loaded machine under -race
+// can miss; the 30 s deadline is only a hang guard (a handler that never
+// writes id last fails the caller's assertions after it).
+func serveUntilID(t *testing.T, h http.Handler, r *http.Request, last uint64) *recorder {
 	t.Helper()
-	return context.WithTimeout(t.Context(), d)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	w := newRecorder()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.ServeHTTP(w, r.WithContext(ctx))
+	}()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return w
+		case <-ctx.Done():
+			<-done
+			return w
+		case <-tick.C:
+		}
+		body := w.body()
+		if i := strings.LastIndex(body, "\n\n"); i >= 0 {
+			body = body[:i+2] // complete frames only
+		} else {
+			body = ""
+		}
+		if got := ids(frames(t, body)); len(got) > 0 && got[len(got)-1] >= last {
+			cancel()
+			<-done
+			return w
+		}
+	}
 }

@@ -41,6 +41,18 @@ func TestClientResumesAcrossCuts(t *testing.T) {
 			_, err := s.bus.Publish("s1", "msg", i)
 			assert.NoError(t, err)
 			if i%100 == 50 {
+				// Cut only once the client is connected again after the
+				// previous cut (its (i/100+1)-th handshake succeeded): a
+				// cut that lands while it is still reconnecting cuts
+				// nothing, and the four resumes would then hang on how
+				// fast a loaded machine reconnects. The 30 s is a hang
+				// guard; a client that does not resume fails here.
+				for k := i/100 + 1; st.Connects() < k; time.Sleep(time.Millisecond) {
+					if ctx.Err() != nil {
+						assert.Fail(t, "the client did not reconnect", "before cut %d: %d handshakes", k, st.Connects())
+						break
+					}
+				}
 				cut.Cut()
 			}
 			time.Sleep(200 * time.Microsecond)

@@ -14,14 +14,17 @@ import (
 
 // TestIdleSocketSurvivesWriteTimeout: the write deadline bounds writes
 // only; a socket idle for many write timeouts stays open and gets the next
-// event.
+// event. The write timeout is not tiny: it bounds the two real writes too,
+// and a 50 ms bound could expire on a loaded machine under -race while the
+// writer waits for a CPU, which is not what this test is about.
 func TestIdleSocketSurvivesWriteTimeout(t *testing.T) {
-	s := newServer(t, config.Config{}, ws.HandlerOptions{ResumeWait: -1, WriteTimeout: 50 * time.Millisecond, PingInterval: -1})
+	const wt = 300 * time.Millisecond
+	s := newServer(t, config.Config{}, ws.HandlerOptions{ResumeWait: -1, WriteTimeout: wt, PingInterval: -1})
 	require.NoError(t, s.bus.CreateSession("s1", ""))
 	c := dial(t, s.url("s1", ""))
 	publish(t, s.bus, "s1", 1)
 	assert.EqualValues(t, 1, read(t, c).ID)
-	time.Sleep(400 * time.Millisecond) // 8 write timeouts of silence
+	time.Sleep(4 * wt) // 4 write timeouts of silence
 	publish(t, s.bus, "s1", 1)
 	assert.EqualValues(t, 2, read(t, c).ID)
 	assert.Zero(t, s.h.Stats().WriteErrors)

@@ -223,13 +223,15 @@ func TestPublishAnswersEpochAndCursor(t *testing.T) {
 		}
 		assert.Equal(t, want, out["cursor"])
 
-		// The stream writes the same id.
-		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		// The stream writes the same id. The request ends once the stream
+		// has written that id line (not on a short timer, which a loaded
+		// machine under -race can miss); 30 s is only a hang guard.
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		req := httptest.NewRequestWithContext(ctx, http.MethodGet, "/session/s1/events", nil)
-		rec := httptest.NewRecorder()
+		rec := &cancelRecorder{rec: httptest.NewRecorder(), want: "id: " + want + "\n", cancel: cancel}
 		s.ServeHTTP(rec, req)
 		cancel()
-		assert.Contains(t, rec.Body.String(), "id: "+want+"\n")
+		assert.Contains(t, rec.body(), "id: "+want+"\n")
 	}
 }
 
@@ -261,3 +263,43 @@ func TestSessionChurnLogsNothingAtInfo(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// cancelRecorder records a response and calls cancel (ending the request)
+// as soon as the body contains want. Writes and reads are serialised: a
+// stream may write from a goroutine of its own.
+type cancelRecorder struct {
+	mu     sync.Mutex
+	rec    *httptest.ResponseRecorder
+	want   string
+	cancel context.CancelFunc
+}
+
+func (r *cancelRecorder) Header() http.Header { return r.rec.Header() }
+
+func (r *cancelRecorder) WriteHeader(code int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rec.WriteHeader(code)
+}
+
+func (r *cancelRecorder) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n, err := r.rec.Write(p)
+	if strings.Contains(r.rec.Body.String(), r.want) {
+		r.cancel()
+	}
+	return n, err
+}
+
+func (r *cancelRecorder) Flush() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rec.Flush()
+}
+
+func (r *cancelRecorder) body() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rec.Body.String()
+}
