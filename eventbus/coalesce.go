@@ -224,14 +224,9 @@ func (co *coalescing) flush() Event {
 	return ev
 }
 
-// nextMerged is Next for a coalescing subscription.
-func (s *Subscription) nextMerged(ctx context.Context, abandon <-chan struct{}) (Event, error) {
-	return s.nextMergedBefore(ctx, abandon, 0)
-}
-
-// nextMergedBefore is nextMerged that returns ErrTimeout once the deadline
-// dl (Unix ns, 0 none) has passed with nothing due (NextBefore); a held
-// group stays held.
+// nextMergedBefore is nextBefore for a coalescing subscription: it returns
+// ErrTimeout once the deadline dl (Unix ns, 0 none) has passed with nothing
+// due (NextBefore); a held group stays held.
 func (s *Subscription) nextMergedBefore(ctx context.Context, abandon <-chan struct{}, dl int64) (Event, error) {
 	co := s.co
 	for {

@@ -167,9 +167,16 @@ func (s *Subscription) Next(ctx context.Context) (Event, error) {
 }
 
 // next is Next that also gives up when abandon is closed (the pump's exit).
-func (s *Subscription) next(ctx context.Context, abandon <-chan struct{}) (ev Event, err error) {
+func (s *Subscription) next(ctx context.Context, abandon <-chan struct{}) (Event, error) {
+	return s.nextBefore(ctx, abandon, 0)
+}
+
+// nextBefore is the one blocking read behind Next, NextBefore and the
+// Events pump: it also returns ErrTimeout once the deadline dl (Unix ns,
+// 0 none) has passed with nothing to hand out.
+func (s *Subscription) nextBefore(ctx context.Context, abandon <-chan struct{}, dl int64) (ev Event, err error) {
 	if s.co != nil {
-		return s.nextMerged(ctx, abandon)
+		return s.nextMergedBefore(ctx, abandon, dl)
 	}
 	for {
 		if s.reinsert(&ev) {
@@ -186,7 +193,11 @@ func (s *Subscription) next(ctx context.Context, abandon <-chan struct{}) (ev Ev
 			s.mu.Unlock()
 			return Event{}, err
 		}
-		s.parkLocked(0)
+		if dl != 0 && time.Now().UnixNano() >= dl {
+			s.mu.Unlock()
+			return Event{}, ErrTimeout
+		}
+		s.parkLocked(dl)
 		s.mu.Unlock()
 		if abandon == nil {
 			if done := ctx.Done(); done == nil || done == s.ctx.Done() {

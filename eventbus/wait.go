@@ -52,34 +52,10 @@ func (s *Subscription) NextBefore(deadline time.Time) (ev Event, err error) {
 	default:
 		dl = deadline.UnixNano()
 	}
-	if s.co != nil {
-		return s.nextMergedBefore(context.Background(), nil, dl)
-	}
-	for {
-		if s.reinsert(&ev) {
-			return ev, nil
-		}
-		s.mu.Lock()
-		if s.qh < len(s.q) && !s.discard.Load() {
-			s.drain()
-			s.mu.Unlock()
-			continue
-		}
-		if s.ended {
-			err := s.reason
-			s.mu.Unlock()
-			return Event{}, err
-		}
-		if dl != 0 && time.Now().UnixNano() >= dl {
-			s.mu.Unlock()
-			return Event{}, ErrTimeout
-		}
-		s.parkLocked(dl)
-		s.mu.Unlock()
-		// Publishers, the deadline queue and the end of the subscription
-		// (its context's watch included) all wake it through s.wake.
-		<-s.wake
-	}
+	// No caller context: the plain-receive path of nextBefore, woken by
+	// publishers, the deadline queue and the end of the subscription (its
+	// context's watch included).
+	return s.nextBefore(context.Background(), nil, dl)
 }
 
 // The deadlines NextBefore can keep as Unix ns: from 1 ns after 1970 (0
