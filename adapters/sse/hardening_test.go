@@ -57,6 +57,10 @@ func TestHandlerForeignEpochIsEpochReset(t *testing.T) {
 		"header":       {"X-Event-Epoch": {uuid}, "Last-Event-Id": {"2"}},
 		"qualified id": {"Last-Event-Id": {uuid + "-2"}},
 		"spaces":       {"X-Event-Epoch": {"old epoch"}, "Last-Event-Id": {"2"}},
+		// docs/protocol.md's examples (once documented as refused):
+		"punctuation in a qualified id": {"Last-Event-Id": {"foo!-2"}},
+		"space in a qualified id":       {"Last-Event-Id": {"a b-2"}},
+		"punctuation in the header":     {"X-Event-Epoch": {"garbage!!"}, "Last-Event-Id": {"2"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := httptest.NewRequest(http.MethodGet, "/session/s1/events", nil)
