@@ -30,6 +30,22 @@ const screenshotPath = "../artifacts/agentserver.png"
 
 // chromiumFlags are the flags Chromium needs as root on a machine without a
 // network beyond loopback.
+// browserTab starts headless Chromium (exec, see chromiumAllocator) and
+// opens a tab whose context ends after timeout. The returned func closes
+// the tab and kills the browser; defer it where the browser must be gone
+// (before the servers it talks to are stopped, for instance).
+func browserTab(t *testing.T, exec string, timeout time.Duration) (context.Context, func()) {
+	t.Helper()
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), chromiumAllocator(t, exec)...)
+	ctx, cancel := chromedp.NewContext(actx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, timeout)
+	return ctx, func() {
+		cancelTimeout()
+		cancel()
+		cancelAlloc()
+	}
+}
+
 func chromiumAllocator(t *testing.T, exec string) []chromedp.ExecAllocatorOption {
 	return append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exec),
@@ -106,12 +122,8 @@ func chromiumPage(t *testing.T, transport string) {
 	require.NoError(t, err)
 	want := collect(ref)
 
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), chromiumAllocator(t, chromium)...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
-	defer cancelTimeout()
+	ctx, closeBrowser := browserTab(t, chromium, 90*time.Second)
+	defer closeBrowser()
 
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(ts.ts.URL+"/?transport="+transport)), "loading the page")
 	waitIDs := func(min int) {
@@ -295,12 +307,8 @@ func chromiumServerRestart(t *testing.T, transport string) {
 	defer stopA()
 	chunk(busA, 30)
 
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), chromiumAllocator(t, chromium)...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
-	defer cancelTimeout()
+	ctx, closeBrowser := browserTab(t, chromium, 60*time.Second)
+	defer closeBrowser()
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate("http://"+addr+"/?transport="+transport)))
 	_, err := chromedp.Run(ctx, chromedp.Poll[bool](`window.connState === "open" && window.receivedIds.length === 30`,
 		chromedp.WithPollingTimeout(30*time.Second)))

@@ -40,12 +40,8 @@ func TestChromiumCoalesceSameText(t *testing.T) {
 	})
 	require.NoError(t, ts.bus.CreateSession(demo.DefaultParent, ""))
 
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), chromiumAllocator(t, chromium)...)
-	defer cancelAlloc()
-	plain, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	plain, cancelTimeout := context.WithTimeout(plain, 90*time.Second)
-	defer cancelTimeout()
+	plain, closeBrowser := browserTab(t, chromium, 90*time.Second)
+	defer closeBrowser()
 	require.NoError(t, chromedp.Do(plain, chromedp.Navigate(ts.ts.URL+"/?session=demo&scope=descendants")))
 	merged, cancelMerged := chromedp.NewContext(plain) // a second tab of the same browser
 	defer cancelMerged()

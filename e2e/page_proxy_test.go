@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -61,12 +60,8 @@ func TestChromiumPageReconnectsAfterProxyRefusal(t *testing.T) {
 			require.NoError(t, ts.bus.CreateSession("p", ""))
 			publishN(t, ts, "p", 3)
 
-			actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), chromiumAllocator(t, chromium)...)
-			defer cancelAlloc()
-			ctx, cancel := chromedp.NewContext(actx)
-			defer cancel()
-			ctx, cancelTimeout := context.WithTimeout(ctx, 40*time.Second)
-			defer cancelTimeout()
+			ctx, closeBrowser := browserTab(t, chromium, 40*time.Second)
+			defer closeBrowser()
 			require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(ts.ts.URL+"/")))
 			_, err := chromedp.Run(ctx, chromedp.Poll[bool](`window.connState === "open" && window.receivedIds.length === 3`,
 				chromedp.WithPollingTimeout(20*time.Second)))

@@ -48,12 +48,8 @@ func TestChromiumPageControls(t *testing.T) {
 	require.NoError(t, ts.bus.CreateSession("p.early", "p"))
 	require.NoError(t, ts.bus.CreateSession("p.live", "p"))
 
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), chromiumAllocator(t, chromium)...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
-	defer cancelTimeout()
+	ctx, closeBrowser := browserTab(t, chromium, 60*time.Second)
+	defer closeBrowser()
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(ts.ts.URL+"/?maxQueued=16")))
 	_, err := chromedp.Run(ctx, chromedp.Poll[bool](`window.connState === "open"`, chromedp.WithPollingTimeout(20*time.Second)))
 	require.NoError(t, err)
@@ -180,12 +176,8 @@ func TestChromiumPageRetriesTooManyRequests(t *testing.T) {
 	hog, err := ts.bus.Subscribe(context.Background(), "p", eventbus.SubscribeOptions{})
 	require.NoError(t, err)
 
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), chromiumAllocator(t, chromium)...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 40*time.Second)
-	defer cancelTimeout()
+	ctx, closeBrowser := browserTab(t, chromium, 40*time.Second)
+	defer closeBrowser()
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(ts.ts.URL+"/")))
 	notice, err := chromedp.Run(ctx, chromedp.Poll[string](
 		`(() => { const n = document.getElementById("notice"); return !n.hidden && n.textContent.includes("retrying") ? n.textContent : null })()`,

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -22,12 +21,8 @@ func TestChromiumAfterRenderSeesTheRender(t *testing.T) {
 	chromium := needTool(t, "chromium", "/usr/bin/chromium", "chromium-browser")
 	ts := startServer(t, config.Config{ReplayBufferSize: 10000}, server.Options{DefaultSession: "p"})
 	require.NoError(t, ts.bus.CreateSession("p", ""))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), chromiumAllocator(t, chromium)...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 120*time.Second)
-	defer cancelTimeout()
+	ctx, closeBrowser := browserTab(t, chromium, 120*time.Second)
+	defer closeBrowser()
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(ts.ts.URL+"/")))
 	_, err := chromedp.Run(ctx, chromedp.Poll[bool](`window.connState === "open"`, chromedp.WithPollingTimeout(20*time.Second)))
 	require.NoError(t, err)
