@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"time"
-
-	"github.com/replaybus/replaybus/config"
 )
 
 // Backend is the one seam below the delivery protocol: where ids, history and cross-node
@@ -91,9 +89,9 @@ var ErrBackend = errors.New("eventbus: backend failure")
 // NewWithBackend returns a Bus whose ids, history and cross-node fan-out
 // come from be, as [New] otherwise. The bus's epoch is be.Epoch(). It calls
 // be.Start and returns its error; [Bus.Close] also closes be.
-func NewWithBackend(ctx context.Context, cfg config.Config, be Backend, opts ...Option) (*Bus, error) {
-	opts = append(opts, WithEpoch(be.Epoch()))
-	b, err := New(cfg, opts...)
+func NewWithBackend(ctx context.Context, cfg Options, be Backend) (*Bus, error) {
+	cfg.Epoch = be.Epoch()
+	b, err := New(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -38,7 +37,7 @@ func (f *fakeBackend) ingest(id uint64, typ string, path ...string) {
 func newFedBus(t *testing.T) (*eventbus.Bus, *fakeBackend) {
 	t.Helper()
 	fb := &fakeBackend{}
-	b, err := eventbus.NewWithBackend(context.Background(), config.Config{}, fb)
+	b, err := eventbus.NewWithBackend(context.Background(), eventbus.Options{}, fb)
 	require.NoError(t, err)
 	t.Cleanup(func() { b.Close() })
 	return b, fb

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -13,7 +12,7 @@ import (
 // round trip per event; OnStored reports each event with its id, in
 // order. On the in-memory bus every Publish completes at once.
 func ExampleBus_NewPipeline() {
-	bus, err := eventbus.New(config.Config{})
+	bus, err := eventbus.New(eventbus.Options{})
 	if err != nil {
 		panic(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -97,7 +96,7 @@ func (a *asyncBackend) AppendAsync(_ []string, ev eventbus.Event) (eventbus.Pend
 func TestPipelineWindowAndFailure(t *testing.T) {
 	t.Parallel()
 	fb := &asyncBackend{release: make(chan struct{})}
-	b, err := eventbus.NewWithBackend(context.Background(), config.Config{}, fb)
+	b, err := eventbus.NewWithBackend(context.Background(), eventbus.Options{}, fb)
 	require.NoError(t, err)
 	t.Cleanup(func() { b.Close() })
 	_, err = b.NewPipeline(eventbus.PipelineOptions{Window: eventbus.MaxPipelineWindow + 1})
@@ -149,7 +148,7 @@ func TestPipelineWindowAndFailure(t *testing.T) {
 // On the in-memory bus a pipeline publishes synchronously.
 func TestPipelineInMemory(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	var ids []uint64
 	p, err := b.NewPipeline(eventbus.PipelineOptions{OnStored: func(ev eventbus.Event) { ids = append(ids, ev.ID) }})
 	require.NoError(t, err)

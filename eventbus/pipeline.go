@@ -286,5 +286,5 @@ func (b *Bus) preparePublish(sessionID, typ string, data any, opts []PublishOpti
 		return Event{}, nil, err
 	}
 	x.published = true
-	return Event{Session: sessionID, Type: typ, Data: raw, Time: b.opts.now(), Origin: origin}, x.pathLocked(), nil
+	return Event{Session: sessionID, Type: typ, Data: raw, Time: b.cfg.now(), Origin: origin}, x.pathLocked(), nil
 }

@@ -76,7 +76,7 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 		s.maxBytes = o.MaxQueuedBytes
 	}
 	if o.Policy != "" {
-		if err := o.Policy.Validate(); err != nil {
+		if err := o.Policy.validate(); err != nil {
 			return nil, invalidf("%v", err)
 		}
 		s.policy = o.Policy

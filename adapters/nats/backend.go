@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -95,7 +94,7 @@ var _ eventbus.AsyncBackend = (*Backend)(nil)
 // close nc. ctx bounds the start only. Errors: cfg's validation errors, an
 // option naming its bad value, and NATS errors (no JetStream, a stream
 // that cannot be created or updated, …) wrapped with what was being done.
-func New(ctx context.Context, nc *nats.Conn, cfg config.Config, opts ...Option) (*eventbus.Bus, error) {
+func New(ctx context.Context, nc *nats.Conn, cfg eventbus.Options, opts ...Option) (*eventbus.Bus, error) {
 	be, err := NewBackend(ctx, nc, cfg, opts...)
 	if err != nil {
 		return nil, err
@@ -106,7 +105,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg config.Config, opts ...Option) 
 // Connect is [New] on a connection it dials to url (a comma-separated list
 // of nats:// URLs for a cluster), retrying forever while the node runs; the
 // bus owns that connection and closes it with [eventbus.Bus.Close].
-func Connect(ctx context.Context, url string, cfg config.Config, opts ...Option) (*eventbus.Bus, error) {
+func Connect(ctx context.Context, url string, cfg eventbus.Options, opts ...Option) (*eventbus.Bus, error) {
 	o := defaultOptions()
 	for _, fn := range opts {
 		fn(&o)
@@ -132,8 +131,8 @@ func Connect(ctx context.Context, url string, cfg config.Config, opts ...Option)
 	return be.bus(ctx, cfg)
 }
 
-func (be *Backend) bus(ctx context.Context, cfg config.Config) (*eventbus.Bus, error) {
-	b, err := eventbus.NewWithBackend(ctx, cfg, be, be.o.busOpts...)
+func (be *Backend) bus(ctx context.Context, cfg eventbus.Options) (*eventbus.Bus, error) {
+	b, err := eventbus.NewWithBackend(ctx, cfg, be)
 	if err != nil {
 		_ = be.Close()
 		return nil, err
@@ -145,7 +144,7 @@ func (be *Backend) bus(ctx context.Context, cfg config.Config) (*eventbus.Bus, e
 // the options, creates or updates the stream and reads its identity (the
 // epoch). The consumer starts when [eventbus.NewWithBackend] calls Start.
 // Use it instead of [New] to keep a handle on the backend ([Backend.Sync]).
-func NewBackend(ctx context.Context, nc *nats.Conn, cfg config.Config, opts ...Option) (*Backend, error) {
+func NewBackend(ctx context.Context, nc *nats.Conn, cfg eventbus.Options, opts ...Option) (*Backend, error) {
 	if nc == nil {
 		return nil, errors.New("nats: nil connection")
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -40,7 +39,7 @@ import (
 var benchPayload = json.RawMessage(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"` +
 	strings.Repeat("lorem ipsum ", 12) + `"}}`)
 
-var benchCfg = config.Config{MaxQueueSize: config.MaxCount, MaxQueuedBytes: config.MaxBytes}
+var benchCfg = eventbus.Options{MaxQueueSize: 1_000_000, MaxQueuedBytes: 1 << 30}
 
 var benchStorages = []struct {
 	name string
@@ -94,7 +93,7 @@ func newBare(b *testing.B, st jetstream.StorageType, asyncPending int) *bare {
 	require.NoError(b, err)
 	x.stream, err = x.pub.CreateStream(context.Background(), jetstream.StreamConfig{
 		Name: fmt.Sprintf("BARE%d", n), Subjects: []string{x.prefix + ".>"},
-		MaxMsgsPerSubject: int64(config.DefaultNATSRetention * config.DefaultReplayBufferSize),
+		MaxMsgsPerSubject: int64(eventbus.Options{}.WithDefaults().NATSRetention * eventbus.Options{}.WithDefaults().ReplayBufferSize),
 		Storage:           st, Discard: jetstream.DiscardOld,
 	})
 	require.NoError(b, err)

@@ -14,7 +14,7 @@
 // <prefix>.<root>.<child>…, with session ids escaped into subject tokens
 // (bytes outside [A-Za-z0-9_-] become %XX), so a session's descendants are
 // a subject wildcard. The stream keeps MaxMsgsPerSubject = NATSRetention ×
-// the replay buffer size events per session (config.Config; default 20 ×
+// the replay buffer size events per session (eventbus.Options; default 20 ×
 // 100), so that a node that lags can still read what it has not ingested;
 // each node's replay buffer stays the replay window.
 //

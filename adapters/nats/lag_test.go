@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -49,7 +48,7 @@ func TestLaggingNodeHidesNoGapFromLiveSubscriber(t *testing.T) {
 		retention int
 	}{{"retention 1", 1}, {"default retention", 0}} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := config.Config{ReplayBufferSize: 5, NATSRetention: tc.retention}
+			cfg := eventbus.Options{ReplayBufferSize: 5, NATSRetention: tc.retention}
 			opts := uniqueStream()
 			p := newProxy(t, shared.ClientURL()[len("nats://"):])
 			a := newNode(t, shared.ClientURL(), cfg, opts...)
@@ -172,7 +171,7 @@ func TestFlatOutNoSilentLoss(t *testing.T) {
 		freeze    bool
 	}{{"default retention", 0, false}, {"retention 1, other node frozen", 1, true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := config.Config{MaxQueueSize: 2 * total, MaxQueuedBytes: config.MaxBytes, NATSRetention: tc.retention}
+			cfg := eventbus.Options{MaxQueueSize: 2 * total, MaxQueuedBytes: 1 << 30, NATSRetention: tc.retention}
 			opts := uniqueStream()
 			p := newProxy(t, shared.ClientURL()[len("nats://"):])
 			a := newNode(t, shared.ClientURL(), cfg, opts...)
@@ -275,7 +274,7 @@ func TestFlatOutNoSilentLoss(t *testing.T) {
 // rising in publish order; afterwards the pipeline works again.
 func TestPipelineFailureNamesUnknownEvents(t *testing.T) {
 	p := newProxy(t, shared.ClientURL()[len("nats://"):])
-	n := newNodeOpts(t, p.URL(), config.Config{}, []natsgo.Option{natsgo.PingInterval(time.Minute)},
+	n := newNodeOpts(t, p.URL(), eventbus.Options{}, []natsgo.Option{natsgo.PingInterval(time.Minute)},
 		uniqueStream(rbnats.WithPublishTimeout(300*time.Millisecond), rbnats.WithHeartbeat(5*time.Second))...)
 	var stored []eventbus.Event
 	pl, err := n.bus.NewPipeline(eventbus.PipelineOptions{Window: 8, OnStored: func(ev eventbus.Event) { stored = append(stored, ev) }})

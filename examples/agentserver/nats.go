@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -33,10 +32,11 @@ func (n *natsFlags) register(fs *flag.FlagSet) {
 
 // open returns the bus and a function that stops what open started after
 // the bus is closed. Configuration problems come back as usage errors.
-func (n natsFlags) open(ctx context.Context, cfg config.Config, log *slog.Logger) (*eventbus.Bus, func(), error) {
+func (n natsFlags) open(ctx context.Context, cfg eventbus.Options, log *slog.Logger) (*eventbus.Bus, func(), error) {
 	nop := func() {}
+	cfg.Logger = log
 	if n.url == "" {
-		bus, err := eventbus.New(cfg, eventbus.WithLogger(log))
+		bus, err := eventbus.New(cfg)
 		if err != nil {
 			return nil, nop, configError(err)
 		}
@@ -60,7 +60,7 @@ func (n natsFlags) open(ctx context.Context, cfg config.Config, log *slog.Logger
 	} else if !strings.HasPrefix(n.url, "nats://") && !strings.HasPrefix(n.url, "tls://") {
 		return nil, nop, usageError{msg: fmt.Sprintf("agentserver: -nats %q: want embedded or nats://host:port", n.url)}
 	}
-	bus, err := rbnats.Connect(ctx, url, cfg, rbnats.WithLogger(log), rbnats.WithBusOptions(eventbus.WithLogger(log)))
+	bus, err := rbnats.Connect(ctx, url, cfg, rbnats.WithLogger(log))
 	if err != nil {
 		stop()
 		return nil, nop, err
