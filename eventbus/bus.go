@@ -41,8 +41,8 @@ type Bus struct {
 	epoch     string
 	droppable map[string]struct{}
 
-	backend Backend // nil for the in-memory bus
-	// feedWaiters are subscribes waiting for the backend feed (Syncer);
+	remote remote // the backend (package eventbus/backend); nil for the in-memory bus
+	// feedWaiters are subscribes waiting for the backend feed (awaitFeed);
 	// guarded by mu.
 	feedWaiters []feedWaiter
 
@@ -366,7 +366,7 @@ var testHookTreeLocked func(session string)
 // (or a refused one) takes the structure lock exclusively.
 func (b *Bus) publish(sessionID, typ string, raw []byte, origin string, create bool) (Event, error) {
 	defer b.flushDiagnostics() // after every lock is released
-	if b.backend != nil {
+	if b.remote != nil {
 		return b.publishRemote(sessionID, typ, raw, origin, create)
 	}
 	r := &record{typ: typ, data: raw, origin: originRef(origin), nanos: b.nowNanos()}
@@ -600,7 +600,8 @@ func (b *Bus) addLocked(id, parent string) (*session, error) {
 // has another parent (a session is attached once; it is not moved between
 // parents); scope.ErrUnknownParent for an unknown parent; scope.ErrCycle
 // when parent is id or lies below it; ErrSessionClosed when parent was
-// closed (reopen it first); ErrClosed after Close. Over a [Backend] the
+// closed (reopen it first); ErrClosed after Close. Over a backend (package
+// eventbus/backend) the
 // creation, reopening or attachment is also appended to the backend so
 // every node learns it, and the backend's error is returned.
 func (b *Bus) CreateSession(id, parent string) error {
@@ -634,13 +635,13 @@ func (b *Bus) CreateSession(id, parent string) error {
 		// empty and is marked evicted up to what the closed one held
 		// (addLocked), so an old cursor gets ring_evicted.
 		delete(b.tombs, id)
-		if b.backend == nil {
+		if b.remote == nil {
 			return nil
 		}
 		path := x.pathLocked()
 		now := b.cfg.now()
 		b.mu.Unlock()
-		_, err = b.appendRemote(path, Event{Session: id, Type: TypeSessionCreated, Time: now})
+		_, err = b.appendRemote(path, Event{Session: id, Type: typeSessionCreated, Time: now})
 		b.mu.Lock()
 		if err != nil && !b.closed && b.tree.Get(id) == x.node && x.info.nsubs.Load() == 0 && !x.published && x.node.NumChildren() == 0 {
 			// No other node learnt of it: do not keep a local phantom.
@@ -664,13 +665,13 @@ func (b *Bus) CreateSession(id, parent string) error {
 		return err
 	}
 	b.attachedLocked(x)
-	if b.backend == nil {
+	if b.remote == nil {
 		return nil
 	}
 	path := x.pathLocked()
 	now := b.cfg.now()
 	b.mu.Unlock()
-	_, err := b.appendRemote(path, Event{Session: id, Type: TypeSessionCreated, Time: now})
+	_, err := b.appendRemote(path, Event{Session: id, Type: typeSessionCreated, Time: now})
 	b.mu.Lock()
 	return err
 }
@@ -754,7 +755,7 @@ func (b *Bus) ClearReplayBuffer(id string) error {
 // cannot resurrect a closed session unnoticed).
 //
 // Closing a closed or unknown session is a no-op (nil), as in AgentPool.
-// Errors: ErrClosed after Close; over a [Backend], the backend's error.
+// Errors: ErrClosed after Close; over a backend, the backend's error.
 func (b *Bus) CloseSession(id string) error { return b.closeSession(id, false) }
 
 // CloseSessionTree closes session id and every session below it, however
@@ -773,7 +774,7 @@ func (b *Bus) closeSession(id string, cascade bool) error {
 	if n == nil {
 		return nil
 	}
-	if b.backend != nil {
+	if b.remote != nil {
 		// Every node, this one included, closes the session when its feed
 		// ingests the session_closed event.
 		var targets []*session
@@ -970,8 +971,8 @@ func (b *Bus) Close() error {
 	b.mu.Unlock()
 	b.waits.close()
 	<-b.ttlDone
-	if b.backend != nil {
-		return b.backend.Close()
+	if b.remote != nil {
+		return b.remote.Close()
 	}
 	return nil
 }

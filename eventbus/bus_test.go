@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/backend"
 )
 
 func TestHistoryPrecedesLive(t *testing.T) {
@@ -252,7 +253,7 @@ func TestPublishValidation(t *testing.T) {
 		{"forged replay_complete", "s", eventbus.TypeReplayComplete, nil},
 		{"forged state_resync_required", "s", eventbus.TypeStateResyncRequired, nil},
 		{"forged slow_client_warning", "s", eventbus.TypeSlowClientWarning, nil},
-		{"internal control type", "s", eventbus.TypeSessionCreated, nil},
+		{"internal control type", "s", backend.TypeSessionCreated, nil},
 	}
 	b := newBus(t, eventbus.Options{})
 	for _, tt := range tests {

@@ -16,6 +16,7 @@ import (
 
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/backend"
 )
 
 // shared is the embedded server most tests use; each test gets its own
@@ -83,7 +84,7 @@ func newNodeOpts(t testing.TB, url string, cfg eventbus.Options, copts []natsgo.
 	defer cancel()
 	be, err := rbnats.NewBackend(ctx, nc, cfg, opts...)
 	require.NoError(t, err)
-	b, err := eventbus.NewWithBackend(ctx, cfg, be)
+	b, err := backend.New(ctx, cfg, be)
 	require.NoError(t, err)
 	n := &node{bus: b, be: be, nc: nc}
 	nodesMu.Lock()

@@ -16,6 +16,7 @@ import (
 
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/backend"
 )
 
 // cutOff cuts n (connected through p) off from NATS and returns once n has
@@ -189,7 +190,7 @@ func TestFlatOutNoSilentLoss(t *testing.T) {
 			var published []uint64
 			var pubMu sync.Mutex
 			var acked atomic.Uint64
-			pl, err := a.bus.NewPipeline(eventbus.PipelineOptions{OnStored: func(ev eventbus.Event) {
+			pl, err := backend.NewPipeline(a.bus, backend.PipelineOptions{OnStored: func(ev eventbus.Event) {
 				pubMu.Lock()
 				published = append(published, ev.ID)
 				pubMu.Unlock()
@@ -277,7 +278,7 @@ func TestPipelineFailureNamesUnknownEvents(t *testing.T) {
 	n := newNodeOpts(t, p.URL(), eventbus.Options{}, []natsgo.Option{natsgo.PingInterval(time.Minute)},
 		uniqueStream(rbnats.WithPublishTimeout(300*time.Millisecond), rbnats.WithHeartbeat(5*time.Second))...)
 	var stored []eventbus.Event
-	pl, err := n.bus.NewPipeline(eventbus.PipelineOptions{Window: 8, OnStored: func(ev eventbus.Event) { stored = append(stored, ev) }})
+	pl, err := backend.NewPipeline(n.bus, backend.PipelineOptions{Window: 8, OnStored: func(ev eventbus.Event) { stored = append(stored, ev) }})
 	require.NoError(t, err)
 	for i := range 5 {
 		require.NoError(t, pl.Publish("s", "msg", i))
@@ -304,7 +305,7 @@ func TestPipelineFailureNamesUnknownEvents(t *testing.T) {
 		require.NoError(t, pl.Publish("s", "msg", i), "sent without waiting")
 	}
 	err = pl.Flush(context.Background())
-	var perr *eventbus.PipelineError
+	var perr *backend.PipelineError
 	require.ErrorAs(t, err, &perr)
 	require.ErrorIs(t, err, rbnats.ErrNoAck)
 	var unknown []string

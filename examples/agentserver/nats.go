@@ -15,7 +15,7 @@ import (
 
 // natsFlags are -nats and -nats-dir: the bus over NATS JetStream (see
 // docs/distributed.md) instead of the in-memory default. Over NATS the demo
-// agents publish through an eventbus.Pipeline (up to 256 acks in flight per
+// agents publish through an backend.Pipeline (up to 256 acks in flight per
 // agent, flushed at the end of each turn) rather than waiting for every
 // JetStream ack; POST …/events stays a synchronous Publish, since it
 // answers with the event's id. The stream's retention comes from
