@@ -16,6 +16,7 @@ import (
 
 	"github.com/puzpuzpuz/xsync/v3"
 
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/replay"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -222,19 +223,6 @@ func checkName(what, v string) error {
 	return nil
 }
 
-// Reserved reports whether typ is one of the bus's own frame types —
-// state_resync_required, replay_complete, slow_client_warning,
-// client_evicted, session_closed — or starts with "_replaybus.". Publish
-// refuses them, so a publisher cannot forge a protocol frame (a real event
-// with an id that a client would take for the end of its session, say).
-func Reserved(typ string) bool {
-	switch typ {
-	case TypeStateResyncRequired, TypeReplayComplete, TypeSlowClientWarning, TypeClientEvicted, TypeSessionClosed:
-		return true
-	}
-	return strings.HasPrefix(typ, "_replaybus.")
-}
-
 // encode turns a payload into JSON once, outside the lock.
 func encode(data any) (out []byte, err error) {
 	defer func() {
@@ -277,7 +265,7 @@ func encode(data any) (out []byte, err error) {
 // publish takes its id; publishes to distinct trees run in parallel.
 // Errors: an ErrInvalid
 // error naming the value for an empty or over-long session id or type, a
-// type with a control character (CR, LF, …), a [Reserved] type (the bus's
+// type with a control character (CR, LF, …), a [frame.Reserved] type (the bus's
 // own frames: use CloseSession for session_closed), data that cannot be
 // encoded, or a [SessionController] that panicked creating the session —
 // a refused event consumes no id; ErrSessionClosed for a closed session
@@ -323,7 +311,7 @@ func checkEvent(sessionID, typ string) error {
 	if err := checkName("event type", typ); err != nil {
 		return err
 	}
-	if Reserved(typ) {
+	if frame.Reserved(typ) {
 		return invalidf("event type %q is reserved for the bus's own frames", typ)
 	}
 	return nil
@@ -794,8 +782,8 @@ func (b *Bus) closeSession(id string, cascade bool) error {
 		b.mu.Unlock()
 		defer b.mu.Lock()
 		for _, j := range jobs {
-			ev := Event{Session: j.id, Type: TypeSessionClosed, Time: b.cfg.now(),
-				Data: mustJSON(SessionClosedData{Session: j.id, Reason: "closed"})}
+			ev := Event{Session: j.id, Type: frame.TypeSessionClosed, Time: b.cfg.now(),
+				Data: mustJSON(frame.SessionClosedData{Session: j.id, Reason: "closed"})}
 			if _, err := b.appendRemote(j.path, ev); err != nil {
 				return err
 			}
@@ -837,8 +825,8 @@ func closeOrder(x *session) []*session {
 func (b *Bus) closeLocked(x *session, announce bool) {
 	now := b.nowNanos()
 	if announce {
-		r := &record{session: x.id, typ: TypeSessionClosed, nanos: now,
-			data: mustJSON(SessionClosedData{Session: x.id, Reason: "closed"})}
+		r := &record{session: x.id, typ: frame.TypeSessionClosed, nanos: now,
+			data: mustJSON(frame.SessionClosedData{Session: x.id, Reason: "closed"})}
 		b.appendLocked(x, r, true, &fan{}) // wakes at once
 		b.tombs[x.id] = now
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/eventbus/internal/hook"
 )
 
@@ -167,7 +168,7 @@ func (b *Bus) ingest(path []string, ev Event) {
 		return
 	}
 	b.seq.Store(ev.ID - 1) // appendLocked takes this id
-	if _, closed := b.tombs[path[len(path)-1]]; closed && ev.Type == TypeSessionClosed {
+	if _, closed := b.tombs[path[len(path)-1]]; closed && ev.Type == frame.TypeSessionClosed {
 		b.seq.Store(ev.ID) // closed twice (two nodes at once): once is enough
 		return
 	}
@@ -177,7 +178,7 @@ func (b *Bus) ingest(path []string, ev Event) {
 		return
 	}
 	r := &record{session: x.id, typ: ev.Type, data: ev.Data, origin: originRef(ev.Origin), nanos: ev.Time.UnixNano()}
-	if ev.Type == TypeSessionClosed {
+	if ev.Type == frame.TypeSessionClosed {
 		b.appendLocked(x, r, true, &fan{})
 		b.tombs[x.id] = r.nanos
 		b.closeLocked(x, false)
@@ -303,7 +304,7 @@ func (b *Bus) preparePublish(sessionID, typ string, data any, opts []PublishOpti
 	if err := checkName("event type", typ); err != nil {
 		return Event{}, nil, err
 	}
-	if Reserved(typ) {
+	if frame.Reserved(typ) {
 		return Event{}, nil, invalidf("event type %q is reserved for the bus's own frames", typ)
 	}
 	raw, err := encode(data)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/replay"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -277,8 +278,8 @@ func (b *Bus) snapshotPlanLocked(x *session, k scope.Kind, pos *Position) snapsh
 		j.cursor = pos.ID
 		if (pos.Epoch != "" && pos.Epoch != b.epoch) || j.cursor >= j.earliest {
 			j.reset = true
-			j.lead = append(j.lead, frame(x.id, TypeStateResyncRequired, ResyncData{
-				Reason: ReasonEpochReset, LastDeliveredID: pos.ID, Epoch: b.epoch,
+			j.lead = append(j.lead, synth(x.id, frame.TypeStateResyncRequired, frame.ResyncData{
+				Reason: frame.ReasonEpochReset, LastDeliveredID: pos.ID, Epoch: b.epoch,
 			}, j.now))
 			b.cnt.resyncs.Add(1)
 			j.cursor = 0
@@ -345,8 +346,8 @@ func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 		}); i < len(snap) || ok {
 			earliest = snap[i].id
 		}
-		lead = append(lead, frame(sid, TypeStateResyncRequired, ResyncData{
-			Reason: ReasonRingEvicted, LastDeliveredID: cursor, CompleteFromID: earliest,
+		lead = append(lead, synth(sid, frame.TypeStateResyncRequired, frame.ResyncData{
+			Reason: frame.ReasonRingEvicted, LastDeliveredID: cursor, CompleteFromID: earliest,
 		}, j.now))
 	}
 	last := cursor
@@ -356,14 +357,14 @@ func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 	var tail []entry
 	truncated := n < len(snap)
 	if truncated {
-		tail = append(tail, frame(sid, TypeStateResyncRequired, ResyncData{
-			Reason: ReasonReplayBudgetExceeded, LastDeliveredID: last,
+		tail = append(tail, synth(sid, frame.TypeStateResyncRequired, frame.ResyncData{
+			Reason: frame.ReasonReplayBudgetExceeded, LastDeliveredID: last,
 			CompleteFromID: j.earliest, SkippedCount: len(snap) - n,
 		}, j.now))
 		b.cnt.resyncs.Add(1)
 	}
 	if hasCursor || truncated {
-		tail = append(tail, frame(sid, TypeReplayComplete, ReplayCompleteData{
+		tail = append(tail, synth(sid, frame.TypeReplayComplete, frame.ReplayCompleteData{
 			LastReplayedEventID: last, ReplayedCount: n,
 		}, j.now))
 	}

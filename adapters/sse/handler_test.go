@@ -20,6 +20,7 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -267,12 +268,12 @@ func TestHandlerCursorReplay(t *testing.T) {
 		s := openRaw(t, u, http.Header{"Last-Event-ID": {"E1-2"}})
 		assert.EqualValues(t, 3, s.next(t).ID)
 		assert.EqualValues(t, 4, s.next(t).ID)
-		assert.Equal(t, eventbus.TypeReplayComplete, s.next(t).Type)
+		assert.Equal(t, frame.TypeReplayComplete, s.next(t).Type)
 	})
 	t.Run("plain cursor", func(t *testing.T) {
 		s := openRaw(t, u+"?lastEventId=4", nil)
 		ev := s.next(t)
-		assert.Equal(t, eventbus.TypeReplayComplete, ev.Type, "nothing after 4 to replay")
+		assert.Equal(t, frame.TypeReplayComplete, ev.Type, "nothing after 4 to replay")
 		assert.JSONEq(t, `{"lastReplayedEventId":4,"replayedCount":0}`, string(ev.Data))
 	})
 	t.Run("other epoch: epoch_reset frame, not an error", func(t *testing.T) {
@@ -280,7 +281,7 @@ func TestHandlerCursorReplay(t *testing.T) {
 			s := openRaw(t, u, hd)
 			require.Equal(t, http.StatusOK, s.resp.StatusCode)
 			ev := s.next(t)
-			assert.Equal(t, eventbus.TypeStateResyncRequired, ev.Type)
+			assert.Equal(t, frame.TypeStateResyncRequired, ev.Type)
 			assert.Zero(t, ev.ID)
 			assert.Contains(t, string(ev.Data), `"reason":"epoch_reset"`)
 			assert.EqualValues(t, 1, s.next(t).ID, "the whole buffer is replayed")
@@ -302,14 +303,14 @@ func TestHandlerSessionClosedEndsResponse(t *testing.T) {
 	require.Eventually(t, func() bool { return b.Stats().Subscribers == 1 }, 5*time.Second, time.Millisecond)
 	require.NoError(t, b.CloseSession("child"))
 	ev := s.next(t)
-	assert.Equal(t, eventbus.TypeSessionClosed, ev.Type)
+	assert.Equal(t, frame.TypeSessionClosed, ev.Type)
 	assert.Equal(t, "child", ev.Session)
 	publish(t, b, "parent", "still", nil)
 	assert.Equal(t, "still", s.next(t).Type, "a descendant's close does not end the stream")
 
 	require.NoError(t, b.CloseSession("parent"))
 	ev = s.next(t)
-	assert.Equal(t, eventbus.TypeSessionClosed, ev.Type)
+	assert.Equal(t, frame.TypeSessionClosed, ev.Type)
 	assert.NotZero(t, ev.ID)
 	_, err := s.dec.Next()
 	assert.ErrorIs(t, err, io.EOF, "the response ends after session_closed")
@@ -387,9 +388,9 @@ func TestHandlerEvictionEndsResponse(t *testing.T) {
 	evs := frames(t, w.body())
 	require.NotEmpty(t, evs)
 	last := evs[len(evs)-1]
-	assert.Equal(t, eventbus.TypeClientEvicted, last.Type)
+	assert.Equal(t, frame.TypeClientEvicted, last.Type)
 	assert.Zero(t, last.ID)
-	var data eventbus.ClientEvictedData
+	var data frame.ClientEvictedData
 	require.NoError(t, json.Unmarshal(last.Data, &data))
 	assert.Equal(t, ids(evs)[len(ids(evs))-1]+1, data.DroppedAfter, "resume point follows the last id written")
 	assert.Equal(t, seq(2, uint64(1+len(ids(evs)))), ids(evs))

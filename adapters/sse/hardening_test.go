@@ -16,6 +16,7 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // serveDirect calls h.ServeHTTP for session s1 with the raw query and
@@ -71,10 +72,10 @@ func TestHandlerForeignEpochIsEpochReset(t *testing.T) {
 			require.Equal(t, http.StatusOK, w.code(), w.body())
 			evs := frames(t, w.body())
 			require.NotEmpty(t, evs)
-			assert.Equal(t, eventbus.TypeStateResyncRequired, evs[0].Type)
-			var rd eventbus.ResyncData
+			assert.Equal(t, frame.TypeStateResyncRequired, evs[0].Type)
+			var rd frame.ResyncData
 			require.NoError(t, json.Unmarshal(evs[0].Data, &rd))
-			assert.Equal(t, eventbus.ReasonEpochReset, rd.Reason)
+			assert.Equal(t, frame.ReasonEpochReset, rd.Reason)
 			assert.Equal(t, b.Epoch(), rd.Epoch)
 			assert.Equal(t, seq(1, 3), ids(evs), "the whole buffer after the reset")
 		})
@@ -224,8 +225,8 @@ func TestClientRetriesNotFoundAfterRestart(t *testing.T) {
 
 	ev, err = s.Next()
 	require.NoError(t, err, "a 404 from a restarted server is transient")
-	assert.Equal(t, eventbus.TypeStateResyncRequired, ev.Type)
-	assert.Contains(t, string(ev.Data), eventbus.ReasonEpochReset)
+	assert.Equal(t, frame.TypeStateResyncRequired, ev.Type)
+	assert.Contains(t, string(ev.Data), frame.ReasonEpochReset)
 	ev, err = s.Next()
 	require.NoError(t, err)
 	assert.Equal(t, "after", ev.Type)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/ws"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // TestClientResumesAcrossCuts: the Go client resumes across four
@@ -169,10 +170,10 @@ func TestClientAcrossRestart(t *testing.T) {
 
 	ev, err := st.Next()
 	require.NoError(t, err)
-	require.Equal(t, eventbus.TypeStateResyncRequired, ev.Type)
-	var d eventbus.ResyncData
+	require.Equal(t, frame.TypeStateResyncRequired, ev.Type)
+	var d frame.ResyncData
 	require.NoError(t, json.Unmarshal(ev.Data, &d))
-	assert.Equal(t, eventbus.ReasonEpochReset, d.Reason)
+	assert.Equal(t, frame.ReasonEpochReset, d.Reason)
 	assert.EqualValues(t, 3, d.LastDeliveredID, "the old server's cursor")
 	for want := uint64(1); want <= 2; want++ {
 		ev, err := st.Next()

@@ -15,6 +15,7 @@ import (
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/adapters/ws"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -30,7 +31,7 @@ func TestReplayLiveAndSessionClosed(t *testing.T) {
 	assert.Equal(t, s.bus.Epoch(), epoch, "every id comes with its epoch")
 	assert.EqualValues(t, 3, read(t, c).ID)
 	rc, ep := readEpoch(t, c)
-	assert.Equal(t, eventbus.TypeReplayComplete, rc.Type)
+	assert.Equal(t, frame.TypeReplayComplete, rc.Type)
 	assert.Zero(t, rc.ID)
 	assert.Empty(t, ep, "no epoch on a synthetic frame")
 	publish(t, s.bus, "s1", 1)
@@ -40,7 +41,7 @@ func TestReplayLiveAndSessionClosed(t *testing.T) {
 	require.NoError(t, s.bus.CloseSession("s1"))
 	ce, evs := readClose(t, c)
 	require.Len(t, evs, 1)
-	assert.Equal(t, eventbus.TypeSessionClosed, evs[0].Type)
+	assert.Equal(t, frame.TypeSessionClosed, evs[0].Type)
 	assert.Equal(t, websocket.StatusNormalClosure, ce.Code)
 }
 
@@ -123,16 +124,16 @@ func TestResumeMessage(t *testing.T) {
 	c2 := dial(t, s.url("s1", ""))
 	send(t, c2, `{"resume":{"lastEventId":"old_epoch-3"}}`)
 	ev := read(t, c2)
-	assert.Equal(t, eventbus.TypeStateResyncRequired, ev.Type)
-	assert.Contains(t, string(ev.Data), eventbus.ReasonEpochReset)
+	assert.Equal(t, frame.TypeStateResyncRequired, ev.Type)
+	assert.Contains(t, string(ev.Data), frame.ReasonEpochReset)
 	assert.EqualValues(t, 1, read(t, c2).ID)
 
 	// A foreign epoch (a UUID) is another incarnation's: epoch_reset.
 	c4 := dial(t, s.url("s1", ""))
 	send(t, c4, `{"resume":{"lastEventId":3,"epoch":"123e4567-e89b-12d3-a456-426614174000"}}`)
 	ev = read(t, c4)
-	assert.Equal(t, eventbus.TypeStateResyncRequired, ev.Type)
-	assert.Contains(t, string(ev.Data), eventbus.ReasonEpochReset)
+	assert.Equal(t, frame.TypeStateResyncRequired, ev.Type)
+	assert.Contains(t, string(ev.Data), frame.ReasonEpochReset)
 
 	// No message at all: after ResumeWait the stream starts as the URL
 	// says — the whole buffer, and what was published during the wait.
@@ -230,5 +231,5 @@ func TestCoalesceOverWebSocket(t *testing.T) {
 	assert.Equal(t, 5, ev.Count)
 	assert.EqualValues(t, 1, ev.FirstID)
 	assert.Contains(t, string(ev.Data), `"text":"Hello world"`)
-	assert.Equal(t, eventbus.TypeReplayComplete, read(t, c).Type)
+	assert.Equal(t, frame.TypeReplayComplete, read(t, c).Type)
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/ws"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 func heapAlloc() uint64 {
@@ -128,11 +129,11 @@ func TestStalledSocketEvicted(t *testing.T) {
 	assert.Equal(t, websocket.StatusPolicyViolation, ce.Code)
 	assert.Equal(t, ws.ReasonSlowConsumer, ce.Reason)
 	require.NotEmpty(t, evs)
-	assert.Equal(t, eventbus.TypeClientEvicted, evs[len(evs)-1].Type)
+	assert.Equal(t, frame.TypeClientEvicted, evs[len(evs)-1].Type)
 	var want uint64
 	for _, e := range evs[:len(evs)-1] {
 		if e.ID == 0 {
-			assert.Equal(t, eventbus.TypeSlowClientWarning, e.Type)
+			assert.Equal(t, frame.TypeSlowClientWarning, e.Type)
 			continue
 		}
 		want++
