@@ -17,6 +17,7 @@ import (
 	"github.com/puzpuzpuz/xsync/v3"
 
 	"github.com/replaybus/replaybus/eventbus/frame"
+	"github.com/replaybus/replaybus/eventbus/internal/deadline"
 	"github.com/replaybus/replaybus/replay"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -109,7 +110,7 @@ type Bus struct {
 	replayed atomic.Int64
 	diag     diagState // diagnostics queued under a lock, delivered after (diaglog.go)
 
-	waits deadlineQueue // parked readers' deadlines (wait.go: NextBefore)
+	waits *deadline.Queue[*Subscription] // parked readers' deadlines (wait.go: NextBefore)
 }
 
 // counters are the rarer figures of [Stats] that publishing, subscribing
@@ -138,6 +139,7 @@ func New(cfg Options) (*Bus, error) {
 	if !b.policySet {
 		b.cfg.OverflowPolicy = defaultOverflowPolicy // in-process default
 	}
+	b.waits = deadline.New(b.deadlineDue)
 	if b.cfg.now == nil {
 		b.cfg.now = time.Now
 	}
@@ -957,7 +959,7 @@ func (b *Bus) Close() error {
 	}
 	close(b.stopTTL)
 	b.mu.Unlock()
-	b.waits.close()
+	b.waits.Close()
 	<-b.ttlDone
 	if b.remote != nil {
 		return b.remote.Close()
