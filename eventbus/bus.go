@@ -18,6 +18,7 @@ import (
 
 	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/eventbus/internal/deadline"
+	"github.com/replaybus/replaybus/eventbus/internal/diag"
 	"github.com/replaybus/replaybus/replay"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -108,7 +109,7 @@ type Bus struct {
 	// by consumers and subscribes.
 	guarded  atomic.Int64
 	replayed atomic.Int64
-	diag     diagState // diagnostics queued under a lock, delivered after (diaglog.go)
+	diag     diag.Aggregator // diagnostics queued under a lock, delivered after (diaglog.go)
 
 	waits *deadline.Queue[*Subscription] // parked readers' deadlines (wait.go: NextBefore)
 }
