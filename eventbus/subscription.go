@@ -364,7 +364,7 @@ func (s *Subscription) runPump(p *pumpState) {
 			// (the context watch may not have run yet).
 			s.bus.cancel(s, context.Cause(s.ctx))
 			return
-		case <-s.bus.stopTTL:
+		case <-s.bus.ttl.stop:
 			// The bus is closed: hand over what is left to a reader that
 			// is still reading, but wait for it at most pumpGrace per
 			// frame, so that a channel nobody reads does not keep this
