@@ -18,7 +18,7 @@ import (
 	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/eventbus/internal/deadline"
 	"github.com/replaybus/replaybus/eventbus/internal/diag"
-	"github.com/replaybus/replaybus/replay"
+	"github.com/replaybus/replaybus/eventbus/internal/store"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -56,6 +56,7 @@ type Bus struct {
 	mu     *xsync.RBMutex
 	closed bool
 	mem    memStore    // where ids' history lives in this process (store.go)
+	w      writer      // where an event enters the history: memWriter or &remote (store.go)
 	remote remoteStore // the backend, when the bus was made over one (remote.go)
 	all    allSubs     // the "all" subscribers (index.go)
 	ttl    expiry      // the expiry goroutine's stop and done (expire.go)
@@ -132,6 +133,7 @@ func New(cfg Options) (*Bus, error) {
 	if !b.policySet {
 		b.cfg.OverflowPolicy = defaultOverflowPolicy // in-process default
 	}
+	b.w = memWriter{}
 	b.waits = deadline.New(b.deadlineDue)
 	if b.cfg.now == nil {
 		b.cfg.now = time.Now
@@ -349,9 +351,12 @@ var testHookTreeLocked func(session string)
 // (or a refused one) takes the structure lock exclusively.
 func (b *Bus) publish(sessionID, typ string, raw []byte, origin string, create bool) (Event, error) {
 	defer b.flushDiagnostics() // after every lock is released
-	if b.remote.be != nil {
-		return b.publishRemote(sessionID, typ, raw, origin, create)
-	}
+	return b.w.publish(b, sessionID, typ, raw, origin, create)
+}
+
+// publishLocal is publish on the in-memory bus (memWriter): the id is
+// taken here, under the tree lock, as the event is appended and fanned out.
+func (b *Bus) publishLocal(sessionID, typ string, raw []byte, origin string, create bool) (Event, error) {
 	r := &record{typ: typ, data: raw, origin: originRef(origin), nanos: b.nowNanos()}
 	f := fan{wakes: wakeLists.Get().(*[]*Subscription)}
 	defer f.release() // the wake-ups, once no lock is held
@@ -537,7 +542,7 @@ func (b *Bus) askParent(id string) (parent string, err error) {
 }
 
 func (b *Bus) addLocked(id, parent string) (*session, error) {
-	ring, err := replay.New[*record](b.cfg.ReplayBufferSize, recordID)
+	ring, err := store.NewRing[*record](b.cfg.ReplayBufferSize, recordID)
 	if err != nil {
 		return nil, err
 	}
@@ -618,23 +623,7 @@ func (b *Bus) CreateSession(id, parent string) error {
 		// empty and is marked evicted up to what the closed one held
 		// (addLocked), so an old cursor gets ring_evicted.
 		delete(b.mem.tombs, id)
-		if b.remote.be == nil {
-			return nil
-		}
-		path := x.pathLocked()
-		now := b.cfg.now()
-		b.mu.Unlock()
-		_, err = b.appendRemote(path, Event{Session: id, Type: typeSessionCreated, Time: now})
-		b.mu.Lock()
-		if err != nil && !b.closed && b.mem.tree.Get(id) == x.node && x.info.nsubs.Load() == 0 && !x.published && x.node.NumChildren() == 0 {
-			// No other node learnt of it: do not keep a local phantom.
-			b.treeRemoveLocked(x)
-			b.mem.stats.Sessions--
-			if reopened {
-				b.mem.tombs[id] = b.nowNanos()
-			}
-		}
-		return err
+		return b.w.created(b, x, true, reopened)
 	}
 	x := n.Value
 	old := x.parent()
@@ -648,15 +637,7 @@ func (b *Bus) CreateSession(id, parent string) error {
 		return err
 	}
 	b.attachedLocked(x)
-	if b.remote.be == nil {
-		return nil
-	}
-	path := x.pathLocked()
-	now := b.cfg.now()
-	b.mu.Unlock()
-	_, err := b.appendRemote(path, Event{Session: id, Type: typeSessionCreated, Time: now})
-	b.mu.Lock()
-	return err
+	return b.w.created(b, x, false, false)
 }
 
 // attachedLocked finishes attaching the root x to its new parent: its
@@ -757,42 +738,10 @@ func (b *Bus) closeSession(id string, cascade bool) error {
 	if n == nil {
 		return nil
 	}
-	if b.remote.be != nil {
-		// Every node, this one included, closes the session when its feed
-		// ingests the session_closed event.
-		var targets []*session
-		if cascade {
-			targets = closeOrder(n.Value)
-		} else {
-			targets = []*session{n.Value}
-		}
-		type job struct {
-			path []string
-			id   string
-		}
-		jobs := make([]job, len(targets))
-		for i, x := range targets {
-			jobs[i] = job{x.pathLocked(), x.id}
-		}
-		b.mu.Unlock()
-		defer b.mu.Lock()
-		for _, j := range jobs {
-			ev := Event{Session: j.id, Type: frame.TypeSessionClosed, Time: b.cfg.now(),
-				Data: mustJSON(frame.SessionClosedData{Session: j.id, Reason: "closed"})}
-			if _, err := b.appendRemote(j.path, ev); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
 	if cascade {
-		for _, x := range closeOrder(n.Value) {
-			b.closeLocked(x, true)
-		}
-		return nil
+		return b.w.close(b, closeOrder(n.Value))
 	}
-	b.closeLocked(n.Value, true)
-	return nil
+	return b.w.close(b, []*session{n.Value})
 }
 
 // closeOrder returns x's subtree in the order CloseSessionTree closes it:
@@ -954,10 +903,7 @@ func (b *Bus) Close() error {
 	b.mu.Unlock()
 	b.waits.Close()
 	<-b.ttl.done
-	if b.remote.be != nil {
-		return b.remote.be.Close()
-	}
-	return nil
+	return b.w.shutdown()
 }
 
 // cancel ends s at once, discarding its queue (Close, context

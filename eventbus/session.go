@@ -4,7 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/replaybus/replaybus/replay"
+	"github.com/replaybus/replaybus/eventbus/internal/store"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -21,7 +21,7 @@ type session struct {
 	tmu sync.Mutex
 
 	node *scope.Node[*session]
-	ring *replay.Buffer[*record]
+	ring store.Log[*record]
 
 	own          subList     // subscribers made on this session (all scopes but "all")
 	desc         subList     // those of own with scope descendants

@@ -2,6 +2,7 @@ package eventbus
 
 import (
 	"container/list"
+	"context"
 
 	"github.com/replaybus/replaybus/scope"
 )
@@ -32,3 +33,49 @@ type memStore struct {
 	tombs     map[string]int64 // closed session id → Unix ns of closing
 	stats     Stats            // Sessions, Expired, RetainedDropped; the rest lives in Bus.cnt
 }
+
+// writer is where an event enters a bus's history: the one seam between
+// the delivery protocol and where ids come from. memWriter, the in-memory
+// bus, takes each id as it appends the event to the session's Log and fans
+// it out, under the session's tree lock, in this process; *remoteStore, a
+// bus over a backend (package eventbus/backend), appends to the backend,
+// whose feed brings every event back to every node in id order (ingest,
+// remote.go), where it is appended and fanned out as in memory. Either
+// way the history lives in memStore.
+type writer interface {
+	// publish stores and fans out one validated, encoded event (Publish).
+	publish(b *Bus, sessionID, typ string, raw []byte, origin string, create bool) (Event, error)
+	// created is called by CreateSession, with b.mu held exclusively, once
+	// x was created or reopened (fresh) or attached to a parent here.
+	created(b *Bus, x *session, fresh, reopened bool) error
+	// close closes targets, in order, each announced with session_closed
+	// (CloseSession, CloseSessionTree); b.mu is held exclusively.
+	close(b *Bus, targets []*session) error
+	// await returns once the history holds cursor, or it gives up
+	// (Subscribe with a cursor, before deciding on epoch_reset).
+	await(b *Bus, ctx context.Context, cursor uint64)
+	// shutdown releases what the writer holds (Close).
+	shutdown() error
+}
+
+// memWriter is the writer of the in-memory bus.
+type memWriter struct{}
+
+func (memWriter) publish(b *Bus, sessionID, typ string, raw []byte, origin string, create bool) (Event, error) {
+	return b.publishLocal(sessionID, typ, raw, origin, create)
+}
+
+func (memWriter) created(*Bus, *session, bool, bool) error { return nil }
+
+func (memWriter) close(b *Bus, targets []*session) error {
+	for _, x := range targets {
+		b.closeLocked(x, true)
+	}
+	return nil
+}
+
+// await has nothing to wait for in memory: every id below the next is held
+// or was evicted.
+func (memWriter) await(*Bus, context.Context, uint64) {}
+
+func (memWriter) shutdown() error { return nil }
