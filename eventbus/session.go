@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/replaybus/replaybus/eventbus/frame"
+	"github.com/replaybus/replaybus/eventbus/internal/queue"
 	"github.com/replaybus/replaybus/eventbus/internal/store"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -150,7 +151,7 @@ func (b *Bus) askParent(id string) (parent string, err error) {
 }
 
 func (b *Bus) addLocked(id, parent string) (*session, error) {
-	ring, err := store.NewRing[*record](b.cfg.ReplayBufferSize, recordID)
+	ring, err := store.NewRing[*record](b.cfg.ReplayBufferSize, queue.RecordID)
 	if err != nil {
 		return nil, err
 	}
@@ -377,8 +378,8 @@ func closeOrder(x *session) []*session {
 func (b *Bus) closeLocked(x *session, announce bool) {
 	now := b.nowNanos()
 	if announce {
-		r := &record{session: x.id, typ: frame.TypeSessionClosed, nanos: now,
-			data: mustJSON(frame.SessionClosedData{Session: x.id, Reason: "closed"})}
+		r := &record{Session: x.id, Type: frame.TypeSessionClosed, Nanos: now,
+			Data: mustJSON(frame.SessionClosedData{Session: x.id, Reason: "closed"})}
 		b.appendLocked(x, r, true, &fan{}) // wakes at once
 		b.mem.tombs[x.id] = now
 	}

@@ -133,12 +133,12 @@ func budgetCut(snap []*record, budget int64) (n int, sorted bool) {
 	n, sorted = len(snap), true
 	used, prev := int64(0), uint64(0)
 	for i, r := range snap {
-		if r.id < prev {
+		if r.ID < prev {
 			sorted = false
 		}
-		prev = r.id
+		prev = r.ID
 		if n == len(snap) {
-			c := int64(len(r.data))
+			c := int64(len(r.Data))
 			if i > 0 && used+c > budget {
 				n = i
 				if !sorted {
