@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/replaybus/replaybus/coalesce"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -491,4 +492,30 @@ func TestLoadReplayBufferSizeZeroIsRefused(t *testing.T) {
 		assert.ErrorIs(t, err, eventbus.ErrOutOfRange)
 		assert.EqualError(t, err, "AGENTPOOL_EVENTBUS_REPLAY_BUFFER_SIZE=0: out of range [1, 1000000]")
 	}
+}
+
+// AGENTPOOL_EVENTBUS_REPLAY_COMPACT names a rule set; a bad name is an
+// error naming the variable and the value; a rule set in code wins.
+func TestLoadReplayCompact(t *testing.T) {
+	for _, tt := range []struct {
+		value string
+		want  eventbus.Coalescer
+	}{{"", nil}, {"off", nil}, {"acp", coalesce.ACP}, {"agentpool", coalesce.AgentPool}} {
+		t.Run(tt.value, func(t *testing.T) {
+			clearEnv(t)
+			t.Setenv(CompactVar, tt.value)
+			cfg, err := Load()
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, cfg.ReplayCompact)
+		})
+	}
+	clearEnv(t)
+	t.Setenv(CompactVar, "ACP")
+	_, err := Load()
+	require.ErrorIs(t, err, eventbus.ErrInvalid)
+	assert.Equal(t, `AGENTPOOL_EVENTBUS_REPLAY_COMPACT="ACP": unknown rule set (want off, acp or agentpool)`, err.Error())
+	t.Setenv(CompactVar, "acp")
+	cfg, err := LoadWith(eventbus.Options{ReplayCompact: coalesce.AgentPool})
+	require.NoError(t, err)
+	assert.Equal(t, coalesce.AgentPool, cfg.ReplayCompact, "code wins over the environment")
 }

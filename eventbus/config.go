@@ -179,6 +179,24 @@ type Options struct {
 	// Env: AGENTPOOL_EVENTBUS_MAX_RETAINED.
 	MaxRetained int `env:"MAX_RETAINED"`
 
+	// ReplayCompact, when set, compacts each session's replay buffer with
+	// this rule set (the coalesce package's coalesce.ACP, coalesce.AgentPool
+	// or one compiled from a coalesce.RuleSet): an event that merges with
+	// the session's newest stored event (same type, origin and merge key,
+	// nothing of that session in between) folds into it, so the buffer
+	// counts a streamed reply of many deltas as one record. Live delivery
+	// is unchanged. A replay hands a folded record out as one event with
+	// the newest id, Count and FirstID (as a coalescing subscription
+	// reports a merged event) — or, for a cursor inside it, the merge of
+	// exactly its events after the cursor. The rule set's Merge must be a
+	// fold (merging a merged payload with more events gives what merging
+	// them all gives: true of every coalesce operation but Custom, which
+	// must ensure it). A folded record holds at most 4096 events or 1 MiB
+	// of payload. Nil (the default, AgentPool's behaviour) stores every
+	// event. Env: AGENTPOOL_EVENTBUS_REPLAY_COMPACT = off, acp or
+	// agentpool (read by the config package, which knows the rule sets).
+	ReplayCompact Coalescer `env:"-"`
+
 	// Logger receives log records about slow clients, evictions, drops and
 	// session expiry, aggregated and rate-limited: one WARN line per
 	// eviction and per drop episode of a subscriber (then at most one per

@@ -13,8 +13,25 @@ type Record struct {
 	Session string
 	Type    string
 	Data    []byte
-	Origin  *string // nil for none: keeps the record at 80 bytes, a size class
-	Nanos   int64   // Unix nanoseconds
+	Ext     *Ext  // nil for none (no origin, not compacted): keeps the record at 80 bytes, a size class
+	Nanos   int64 // Unix nanoseconds
+}
+
+// Ext is what few records carry: the origin, and for a record a
+// compacting log replays in place of several (package store), how many it
+// holds and the first one's id.
+type Ext struct {
+	Origin  string
+	Count   int    // ≥ 2 for a compacted record, else 0
+	FirstID uint64 // the first id a compacted record holds, else 0
+}
+
+// Origin returns the record's origin, "" for none.
+func (r *Record) Origin() string {
+	if r.Ext == nil {
+		return ""
+	}
+	return r.Ext.Origin
 }
 
 // RecordID is a record's id, for the logs (store.NewRing).

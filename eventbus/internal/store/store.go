@@ -8,9 +8,9 @@
 //
 // [NewRing] is the in-memory implementation: a bounded ring of the newest
 // records (package replay), which a bus over a backend also keeps per
-// session, filled by the backend's feed. Retention policies beyond a count
-// (bytes, age), compaction and filtered reads are what a Log may grow;
-// whatever it drops it must report through HighestEvicted.
+// session, filled by the backend's feed. [New] adds compaction (a
+// [Merger] folds consecutive records of one key into one, which counts
+// once); whatever a Log drops it must report through HighestEvicted.
 //
 // A Log knows records only through their ids (the id function given to
 // its constructor): ids rise strictly in the order records are appended.

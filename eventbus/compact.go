@@ -1,0 +1,48 @@
+package eventbus
+
+import (
+	"github.com/replaybus/replaybus/eventbus/frame"
+	"github.com/replaybus/replaybus/eventbus/internal/store"
+)
+
+// compactor is a Coalescer seen by a compacting session log (package
+// internal/store): the same rule set, keys and merges a coalescing
+// subscription uses, applied to what the log keeps instead of to what one
+// subscriber reads.
+type compactor struct{ c Coalescer }
+
+// Key returns r's merge key; session_closed never folds, and an event the
+// rule set would drop is kept as published (live delivery is unchanged,
+// so the log keeps what was delivered).
+func (m compactor) Key(r *record) string {
+	if r.Type == frame.TypeSessionClosed {
+		return ""
+	}
+	var ev Event
+	fillEvent(&ev, r, false)
+	key, drop := m.c.Key(ev)
+	if drop {
+		return ""
+	}
+	return key
+}
+
+// Merge merges parts, which share last's session, type and origin, with
+// the rule set's Merge.
+func (m compactor) Merge(key string, last *record, parts []store.Part) ([]byte, error) {
+	evs := make([]Event, len(parts))
+	for i, p := range parts {
+		fillEvent(&evs[i], last, true)
+		evs[i].ID, evs[i].Data = p.ID, p.Data
+	}
+	return m.c.Merge(key, evs)
+}
+
+// newLog returns a new session's log as the bus's options ask.
+func (b *Bus) newLog() (store.Log[*record], error) {
+	o := store.Options{Records: b.cfg.ReplayBufferSize}
+	if b.cfg.ReplayCompact != nil {
+		o.Merger = compactor{b.cfg.ReplayCompact}
+	}
+	return store.New(o)
+}

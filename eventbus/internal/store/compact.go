@@ -1,0 +1,156 @@
+package store
+
+import (
+	"sort"
+
+	"github.com/replaybus/replaybus/eventbus/internal/queue"
+	"github.com/replaybus/replaybus/replay"
+)
+
+// Merger is the rule set a compacting log folds records by (package
+// eventbus adapts its Coalescer, whose rule sets live in package
+// coalesce). The log calls it under the lock that guards the session.
+type Merger interface {
+	// Key returns r's merge key, "" when r never folds.
+	Key(r *queue.Record) string
+	// Merge returns the payload of the one record that replaces parts (two
+	// or more consecutive records of one session, type, origin and key,
+	// oldest first); last is the newest of them as published. Merge must
+	// be a fold: merging a merged payload with further parts gives what
+	// merging all the parts gives. On an error the parts are replayed one
+	// by one.
+	Merge(key string, last *queue.Record, parts []Part) ([]byte, error)
+}
+
+// Part is one published record folded into a compacted one: its id and
+// payload (shared with the record as published, never copied). 32 bytes.
+type Part struct {
+	ID   uint64
+	Data []byte
+}
+
+// A compacted record holds at most this many parts or bytes of payload;
+// the next part starts a new record (the bounds of a coalesced group in
+// package eventbus).
+const (
+	MaxParts     = 4096
+	MaxPartBytes = 1 << 20
+)
+
+// Options configure [New].
+type Options struct {
+	// Records is how many records the log holds (1 to 1,000,000); a
+	// compacted record counts once.
+	Records int
+	// Merger, when set, folds an appended record into the newest one
+	// held when both have the same non-empty key, type and origin.
+	Merger Merger
+}
+
+// New returns the Log of a bus's session: the plain ring of NewRing when
+// o asks for nothing more than a record count, else a compacting log.
+//
+// A compacting log folds a record into the newest one it holds when they
+// merge under o.Merger (same key, type and origin; nothing of the session
+// in between, since the log is the session's): the slot keeps the newest
+// record as published, the parts' ids and payloads, and counts once.
+// AppendAfter hands a compacted slot out as one record with the newest
+// id, Count and FirstID (queue.Ext) and the merged payload — or, for a
+// cursor inside it, the merge of exactly the parts after the cursor, so a
+// client that holds some of its parts gets the rest and nothing twice.
+// The merged payload of a whole slot is kept once made, until the next
+// fold.
+func New(o Options) (Log[*queue.Record], error) {
+	if o.Merger == nil {
+		return NewRing[*queue.Record](o.Records, queue.RecordID)
+	}
+	b, err := replay.New(o.Records, slotID)
+	if err != nil {
+		return nil, err
+	}
+	return &compactLog{buf: b, m: o.Merger}, nil
+}
+
+// slot is one record of a compacting log: a single record, or several
+// folded into one.
+type slot struct {
+	last  *queue.Record // the newest record as published (session, type, origin, id, time)
+	key   string        // last's merge key, "" when it never folds
+	parts []Part        // nil for a single record; ≥ 2 once folded, oldest first
+	bytes int           // payload bytes of the parts (or of last)
+	whole *queue.Record // the merged record of every part, once asked for; nil after a fold
+}
+
+func slotID(s **slot) uint64 { return (*s).last.ID }
+
+// compactLog is the Log of New with a Merger.
+type compactLog struct {
+	buf *replay.Buffer[*slot]
+	m   Merger
+}
+
+func (l *compactLog) Append(r *queue.Record) {
+	key := l.m.Key(r)
+	if key != "" && l.buf.Len() > 0 {
+		s := l.buf.At(l.buf.Len() - 1)
+		if s.key == key && s.last.Type == r.Type && s.last.Origin() == r.Origin() &&
+			len(s.parts) < MaxParts && s.bytes+len(r.Data) <= MaxPartBytes {
+			if s.parts == nil {
+				s.parts = append(make([]Part, 0, 4), Part{ID: s.last.ID, Data: s.last.Data})
+			}
+			s.parts = append(s.parts, Part{ID: r.ID, Data: r.Data})
+			s.last, s.whole = r, nil
+			s.bytes += len(r.Data)
+			return
+		}
+	}
+	l.buf.Append(&slot{last: r, key: key, bytes: len(r.Data)})
+}
+
+func (l *compactLog) AppendAfter(dst []*queue.Record, cursor uint64) []*queue.Record {
+	for i := l.buf.Search(cursor); i < l.buf.Len(); i++ {
+		dst = l.view(dst, l.buf.At(i), cursor)
+	}
+	return dst
+}
+
+// view appends what s replays to a cursor: s as published, the merge of
+// its parts after the cursor (all of them when the cursor is before s), or
+// those parts one by one when they do not merge.
+func (l *compactLog) view(dst []*queue.Record, s *slot, cursor uint64) []*queue.Record {
+	if s.parts == nil {
+		return append(dst, s.last)
+	}
+	k := sort.Search(len(s.parts), func(i int) bool { return s.parts[i].ID > cursor })
+	switch {
+	case k == len(s.parts)-1:
+		return append(dst, s.last) // only the newest part is missing
+	case k == 0 && s.whole != nil:
+		return append(dst, s.whole)
+	}
+	parts := s.parts[k:]
+	data, err := l.m.Merge(s.key, s.last, parts)
+	if err != nil || len(data) == 0 {
+		for _, p := range parts[:len(parts)-1] {
+			dst = append(dst, &queue.Record{ID: p.ID, Session: s.last.Session, Type: s.last.Type, Data: p.Data,
+				Ext: s.last.Ext, Nanos: s.last.Nanos})
+		}
+		return append(dst, s.last)
+	}
+	ext := &queue.Ext{Origin: s.last.Origin(), Count: len(parts), FirstID: parts[0].ID}
+	r := &queue.Record{ID: s.last.ID, Session: s.last.Session, Type: s.last.Type, Data: data, Ext: ext, Nanos: s.last.Nanos}
+	if k == 0 {
+		s.whole = r
+	}
+	return append(dst, r)
+}
+
+func (l *compactLog) CountAfter(cursor uint64) int { return l.buf.Len() - l.buf.Search(cursor) }
+
+func (l *compactLog) Len() int { return l.buf.Len() }
+
+func (l *compactLog) HighestEvicted() uint64 { return l.buf.HighestEvicted() }
+
+func (l *compactLog) MarkEvicted(upTo uint64) { l.buf.MarkEvicted(upTo) }
+
+func (l *compactLog) Clear() { l.buf.Clear() }

@@ -1,0 +1,167 @@
+package eventbus_test
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+
+	"github.com/replaybus/replaybus/coalesce"
+	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
+)
+
+// pubEv is one event the property publishes: its id, session, type and
+// the text (chunks) or items (tool_call_update) it carries.
+type pubEv struct {
+	id      uint64
+	session string
+	typ     string
+	text    string
+}
+
+// textOf returns what an event of the property carries at the path its
+// rule merges: a chunk's text, or a tool_call_update's content items
+// joined (an array concatenation joins the same way).
+func textOf(t *rapid.T, ev eventbus.Event) string {
+	var v struct {
+		Update struct {
+			Content json.RawMessage `json:"content"`
+		} `json:"update"`
+	}
+	require.NoError(t, json.Unmarshal(ev.Data, &v))
+	switch ev.Type {
+	case "tool_call_update":
+		var items []struct {
+			Text string `json:"text"`
+		}
+		require.NoError(t, json.Unmarshal(v.Update.Content, &items))
+		s := ""
+		for _, it := range items {
+			s += it.Text
+		}
+		return s
+	case "tool_call":
+		return ""
+	}
+	var c struct {
+		Text string `json:"text"`
+	}
+	require.NoError(t, json.Unmarshal(v.Update.Content, &c))
+	return c.Text
+}
+
+// TestPropertyCompactResume publishes random interleavings of sessions,
+// types and merge keys into compacting buffers of random sizes and resumes
+// each session from every id: per record the text it carries is the
+// concatenation of the published events it covers; the replay covers
+// every event after the cursor exactly once, in rising id order, unless a
+// ring_evicted frame announces the loss of exactly the events below its
+// completeFromId.
+func TestPropertyCompactResume(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		size := rapid.IntRange(1, 6).Draw(t, "ring")
+		b, err := eventbus.New(eventbus.Options{Epoch: "e", ReplayBufferSize: size, ReplayCompact: coalesce.ACP})
+		require.NoError(t, err)
+		defer b.Close()
+		sessions := []string{"a", "b", "c"}[:rapid.IntRange(1, 3).Draw(t, "sessions")]
+		var pub []pubEv
+		n := rapid.IntRange(0, 40).Draw(t, "events")
+		for i := range n {
+			s := rapid.SampledFrom(sessions).Draw(t, "session")
+			text := string(rune('a' + i%26))
+			var typ string
+			var data any
+			switch k := rapid.IntRange(0, 5).Draw(t, "kind"); k {
+			case 0, 1:
+				typ = chunkType
+				data = map[string]any{"update": map[string]any{"sessionUpdate": typ, "content": map[string]any{"type": "text", "text": text}}}
+			case 2:
+				typ = "agent_thought_chunk"
+				data = map[string]any{"update": map[string]any{"sessionUpdate": typ, "content": map[string]any{"type": "text", "text": text}}}
+			case 3, 4: // merge key: tool call id and status
+				typ = "tool_call_update"
+				data = map[string]any{"update": map[string]any{"sessionUpdate": typ,
+					"toolCallId": rapid.SampledFrom([]string{"x", "y"}).Draw(t, "call"),
+					"status":     rapid.SampledFrom([]string{"in_progress", "completed"}).Draw(t, "status"),
+					"content":    []any{map[string]any{"type": "content", "text": text}}}}
+			default:
+				typ, text = "tool_call", ""
+				data = map[string]any{"update": map[string]any{"sessionUpdate": typ}}
+			}
+			ev, err := b.Publish(s, typ, data)
+			require.NoError(t, err)
+			pub = append(pub, pubEv{id: ev.ID, session: s, typ: typ, text: text})
+		}
+		for _, s := range sessions {
+			var mine []pubEv
+			for _, p := range pub {
+				if p.session == s {
+					mine = append(mine, p)
+				}
+			}
+			if len(mine) == 0 {
+				continue
+			}
+			// A cursor at every id of the session, and before the first.
+			cursors := []uint64{0}
+			for _, p := range mine {
+				cursors = append(cursors, p.id)
+			}
+			for _, c := range cursors {
+				sub, err := b.Subscribe(t.Context(), s, eventbus.SubscribeOptions{Cursor: &eventbus.Position{Epoch: "e", ID: c}})
+				require.NoError(t, err)
+				frames := drain(sub)
+				sub.Close()
+				covered := map[uint64]bool{}
+				complete := uint64(0) // completeFromId of a ring_evicted, 0 none
+				last := c
+				for _, f := range frames {
+					if f.Type == frame.TypeStateResyncRequired {
+						var d frame.ResyncData
+						require.NoError(t, json.Unmarshal(f.Data, &d))
+						require.Equal(t, frame.ReasonRingEvicted, d.Reason)
+						complete = d.CompleteFromID
+						continue
+					}
+					if f.ID == 0 {
+						continue
+					}
+					require.Greater(t, f.ID, last, "ids rise")
+					last = f.ID
+					first := f.ID
+					if f.Count > 1 {
+						first = f.FirstID
+					}
+					require.Greater(t, first, c, "nothing at or before the cursor")
+					var text string
+					parts := 0
+					for _, p := range mine {
+						if p.id >= first && p.id <= f.ID {
+							require.False(t, covered[p.id], "event %d delivered twice", p.id)
+							require.Equal(t, f.Type, p.typ, "a record covers one type")
+							covered[p.id] = true
+							text += p.text
+							parts++
+						}
+					}
+					require.Equal(t, max(f.Count, 1), parts, "record %d counts the events it covers", f.ID)
+					require.Equal(t, text, textOf(t, f), "record %d carries exactly their text", f.ID)
+				}
+				for _, p := range mine {
+					if p.id <= c || covered[p.id] {
+						continue
+					}
+					require.NotZero(t, complete, "event %d after cursor %d lost without ring_evicted", p.id, c)
+					require.Less(t, p.id, complete, "event %d at/after completeFromId %d lost", p.id, complete)
+				}
+				if complete != 0 {
+					require.True(t, slices.ContainsFunc(mine, func(p pubEv) bool { return p.id > c && !covered[p.id] }),
+						"ring_evicted announced with nothing lost after cursor %d", c)
+				}
+			}
+		}
+	})
+}
