@@ -68,6 +68,8 @@ func TestLoadDefaults(t *testing.T) {
 		{"NATS_MAX_AGE", cfg.NATSMaxAge, time.Duration(0)},
 		{"CLOSED_RETENTION", cfg.ClosedRetention, 10 * time.Minute},
 		{"MAX_RETAINED", cfg.MaxRetained, 1000},
+		{"REPLAY_MAX_BYTES", cfg.ReplayMaxBytes, int64(0)},
+		{"REPLAY_MAX_AGE", cfg.ReplayMaxAge, time.Duration(0)},
 	}
 	require.Len(t, tests, len(fields), "one row per variable")
 	for _, tt := range tests {
@@ -121,6 +123,9 @@ func TestLoadValid(t *testing.T) {
 		{"DROPPABLE_TYPES", " , ,", func(c eventbus.Options) any { return c.DroppableTypes }, []string(nil)},
 		{"REPLAY_BUDGET_BYTES", "64KiB", func(c eventbus.Options) any { return c.ReplayBudgetBytes }, int64(64 << 10)},
 		{"DISABLE_SLOW_CLIENT_WARNING", "true", func(c eventbus.Options) any { return c.DisableSlowClientWarning }, true},
+		{"REPLAY_MAX_BYTES", "256KiB", func(c eventbus.Options) any { return c.ReplayMaxBytes }, int64(256 << 10)},
+		{"REPLAY_MAX_BYTES", "0", func(c eventbus.Options) any { return c.ReplayMaxBytes }, int64(0)},
+		{"REPLAY_MAX_AGE", "10m", func(c eventbus.Options) any { return c.ReplayMaxAge }, 10 * time.Minute},
 		{"DISABLE_SLOW_CLIENT_WARNING", "1", func(c eventbus.Options) any { return c.DisableSlowClientWarning }, true},
 		{"DISABLE_SLOW_CLIENT_WARNING", "false", func(c eventbus.Options) any { return c.DisableSlowClientWarning }, false},
 	}
@@ -166,6 +171,11 @@ func TestLoadBadValue(t *testing.T) {
 		{"NATS_RETENTION", "1001", `=1001: out of range [1, 1000]`, eventbus.ErrOutOfRange},
 		{"NATS_RETENTION", "x", `="x"` + notInt, eventbus.ErrInvalid},
 		{"NATS_MAX_AGE", "500ms", `=500ms: out of range 0 or [1s, 8760h]`, eventbus.ErrOutOfRange},
+		{"REPLAY_MAX_AGE", "500ms", `=500ms: out of range 0 or [1s, 8760h]`, eventbus.ErrOutOfRange},
+		{"REPLAY_MAX_AGE", "soon", `="soon"` + notDur, eventbus.ErrInvalid},
+		{"REPLAY_MAX_BYTES", "-1", `=-1: out of range 0 or [1B, 1GiB]`, eventbus.ErrOutOfRange},
+		{"REPLAY_MAX_BYTES", "2GiB", `=2GiB: out of range 0 or [1B, 1GiB]`, eventbus.ErrOutOfRange},
+		{"REPLAY_MAX_BYTES", "lots", `="lots"` + notSize, eventbus.ErrInvalid},
 		{"NATS_MAX_AGE", "-1s", `=-1s: out of range 0 or [1s, 8760h]`, eventbus.ErrOutOfRange},
 		{"NATS_MAX_AGE", "10000h", `=10000h: out of range 0 or [1s, 8760h]`, eventbus.ErrOutOfRange},
 		{"MAX_QUEUE_SIZE", "abc", `="abc"` + notInt, eventbus.ErrInvalid},

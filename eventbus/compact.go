@@ -38,9 +38,10 @@ func (m compactor) Merge(key string, last *record, parts []store.Part) ([]byte, 
 	return m.c.Merge(key, evs)
 }
 
-// newLog returns a new session's log as the bus's options ask.
+// newLog returns a new session's log as the bus's options ask: the
+// record count, the byte and age bounds, the compaction rule set.
 func (b *Bus) newLog() (store.Log[*record], error) {
-	o := store.Options{Records: b.cfg.ReplayBufferSize}
+	o := store.Options{Records: b.cfg.ReplayBufferSize, Bytes: b.cfg.ReplayMaxBytes, MaxAge: int64(b.cfg.ReplayMaxAge)}
 	if b.cfg.ReplayCompact != nil {
 		o.Merger = compactor{b.cfg.ReplayCompact}
 	}

@@ -179,6 +179,26 @@ type Options struct {
 	// Env: AGENTPOOL_EVENTBUS_MAX_RETAINED.
 	MaxRetained int `env:"MAX_RETAINED"`
 
+	// ReplayMaxBytes, when above 0, bounds the bytes of event data each
+	// session's replay buffer holds: the oldest events (or folded records,
+	// see ReplayCompact) go until the rest fit, the newest one always
+	// stays. Together with ReplayBufferSize and ReplayMaxAge, whichever
+	// binds first evicts the oldest; a resume that needed an evicted event
+	// gets state_resync_required{ring_evicted} as always. Range 0 or
+	// 1 B–1 GiB; zero (the default, AgentPool's count-only ring) bounds
+	// nothing. Env: AGENTPOOL_EVENTBUS_REPLAY_MAX_BYTES, a byte size as
+	// for MaxQueuedBytes.
+	ReplayMaxBytes int64 `env:"REPLAY_MAX_BYTES"`
+
+	// ReplayMaxAge, when above 0, bounds how long an event stays in its
+	// session's replay buffer (a folded record: counted from its newest
+	// event); older ones go at the session's next publish or subscribe,
+	// announced as ReplayMaxBytes says. Idle sessions still expire after
+	// SessionTTL. Range 0 or 1s–8760h; zero (the default) bounds nothing.
+	// Over NATS the stream's MaxAge follows it unless NATSMaxAge is set.
+	// Env: AGENTPOOL_EVENTBUS_REPLAY_MAX_AGE (a Go duration such as "10m").
+	ReplayMaxAge time.Duration `env:"REPLAY_MAX_AGE"`
+
 	// ReplayCompact, when set, compacts each session's replay buffer with
 	// this rule set (the coalesce package's coalesce.ACP, coalesce.AgentPool
 	// or one compiled from a coalesce.RuleSet): an event that merges with

@@ -54,7 +54,8 @@ func textOf(t *rapid.T, ev eventbus.Event) string {
 }
 
 // TestPropertyCompactResume publishes random interleavings of sessions,
-// types and merge keys into compacting buffers of random sizes and resumes
+// types and merge keys into compacting buffers of random sizes and byte
+// bounds (and some with compaction off) and resumes
 // each session from every id: per record the text it carries is the
 // concatenation of the published events it covers; the replay covers
 // every event after the cursor exactly once, in rising id order, unless a
@@ -63,7 +64,12 @@ func textOf(t *rapid.T, ev eventbus.Event) string {
 func TestPropertyCompactResume(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		size := rapid.IntRange(1, 6).Draw(t, "ring")
-		b, err := eventbus.New(eventbus.Options{Epoch: "e", ReplayBufferSize: size, ReplayCompact: coalesce.ACP})
+		maxBytes := rapid.SampledFrom([]int64{0, 0, 150, 400, 1000}).Draw(t, "maxBytes") // payloads are 70–130 bytes
+		var rules eventbus.Coalescer = coalesce.ACP
+		if rapid.IntRange(0, 4).Draw(t, "off") == 0 {
+			rules = nil // compaction off: the same promises
+		}
+		b, err := eventbus.New(eventbus.Options{Epoch: "e", ReplayBufferSize: size, ReplayCompact: rules, ReplayMaxBytes: maxBytes})
 		require.NoError(t, err)
 		defer b.Close()
 		sessions := []string{"a", "b", "c"}[:rapid.IntRange(1, 3).Draw(t, "sessions")]

@@ -290,6 +290,7 @@ func (b *Bus) snapshotPlanLocked(x *session, k scope.Kind, pos *Position) snapsh
 	j.rings, lost = b.scopeRingsLocked(x, k)
 	j.evicted = lost
 	for _, r := range j.rings {
+		r.Expire(j.now) // an age bound evicts here too, not only at a publish
 		j.total += r.CountAfter(j.cursor)
 		j.evicted = max(j.evicted, r.HighestEvicted())
 	}

@@ -6,7 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -85,4 +87,52 @@ func TestCompactResumeOnAnotherNode(t *testing.T) {
 	assert.JSONEq(t, string(onA.Data), string(onB.Data), "the same suffix on either node")
 	got.WriteString(chunkText(t, onB))
 	assert.Equal(t, want.String(), got.String())
+}
+
+// TestStreamLimitsFollowReplayWindow: the stream keeps NATSRetention
+// windows of the replay window: per subject ReplayBufferSize ×
+// NATSRetention events, and ReplayMaxAge × NATSRetention of age unless
+// NATSMaxAge is set. ReplayMaxBytes binds each node's buffers, not the
+// stream (JetStream has no per-subject byte bound), and a node's buffer
+// evicts and announces by bytes as in memory.
+func TestStreamLimitsFollowReplayWindow(t *testing.T) {
+	cfg := eventbus.Options{ReplayBufferSize: 10, NATSRetention: 3, ReplayMaxAge: time.Minute, ReplayMaxBytes: 21}
+	opts := uniqueStream()
+	a := newNode(t, shared.ClientURL(), cfg, opts...)
+	js, err := jetstream.New(a.nc)
+	require.NoError(t, err)
+	st, err := js.Stream(context.Background(), a.be.Stream())
+	require.NoError(t, err)
+	info := st.CachedInfo().Config
+	assert.Equal(t, int64(30), info.MaxMsgsPerSubject)
+	assert.Equal(t, 3*time.Minute, info.MaxAge)
+	assert.Equal(t, int64(-1), info.MaxBytes, "no stream-wide byte bound")
+
+	var ids []uint64
+	for i := range 8 {
+		ev, err := a.bus.Publish("s", "msg", map[string]int{"n": i}) // 7 bytes each
+		require.NoError(t, err)
+		ids = append(ids, ev.ID)
+	}
+	syncNode(t, a.bus)
+	s, err := a.bus.Subscribe(context.Background(), "s", eventbus.SubscribeOptions{Cursor: &eventbus.Position{Epoch: a.bus.Epoch(), ID: ids[0]}})
+	require.NoError(t, err)
+	defer s.Close()
+	first := next(t, s)
+	require.Equal(t, frame.TypeStateResyncRequired, first.Type)
+	var d frame.ResyncData
+	require.NoError(t, json.Unmarshal(first.Data, &d))
+	assert.Equal(t, frame.ReasonRingEvicted, d.Reason)
+	assert.Equal(t, ids[5], d.CompleteFromID, "three 7-byte events fit 21 bytes")
+	got, _ := readIDs(t, s, 3)
+	assert.Equal(t, ids[5:], got)
+
+	t.Run("NATSMaxAge wins", func(t *testing.T) {
+		cfg := cfg
+		cfg.NATSMaxAge = time.Hour
+		b := newNode(t, shared.ClientURL(), cfg, uniqueStream()...)
+		st, err := js.Stream(context.Background(), b.be.Stream())
+		require.NoError(t, err)
+		assert.Equal(t, time.Hour, st.CachedInfo().Config.MaxAge)
+	})
 }

@@ -45,10 +45,20 @@ type Options struct {
 	// Merger, when set, folds an appended record into the newest one
 	// held when both have the same non-empty key, type and origin.
 	Merger Merger
+	// Bytes, when above 0, bounds the payload bytes held: the oldest
+	// records go until the rest fit, except the newest one (a record
+	// larger than the bound is held alone); a record folds only while it
+	// stays within the bound.
+	Bytes int64
+	// MaxAge, when above 0, bounds in Unix ns how old the newest event of
+	// a record may be: older records go at the next Append or Expire.
+	MaxAge int64
 }
 
 // New returns the Log of a bus's session: the plain ring of NewRing when
-// o asks for nothing more than a record count, else a compacting log.
+// o asks for nothing more than a record count, else a log that also
+// compacts (o.Merger) and bounds bytes and age. Whatever bound binds first
+// evicts the oldest records, and HighestEvicted reports them.
 //
 // A compacting log folds a record into the newest one it holds when they
 // merge under o.Merger (same key, type and origin; nothing of the session
@@ -61,14 +71,18 @@ type Options struct {
 // The merged payload of a whole slot is kept once made, until the next
 // fold.
 func New(o Options) (Log[*queue.Record], error) {
-	if o.Merger == nil {
+	if o.Merger == nil && o.Bytes <= 0 && o.MaxAge <= 0 {
 		return NewRing[*queue.Record](o.Records, queue.RecordID)
 	}
 	b, err := replay.New(o.Records, slotID)
 	if err != nil {
 		return nil, err
 	}
-	return &compactLog{buf: b, m: o.Merger}, nil
+	l := &compactLog{buf: b, m: o.Merger, maxBytes: o.Bytes, maxAge: o.MaxAge, foldBytes: MaxPartBytes}
+	if l.maxBytes > 0 && l.maxBytes < MaxPartBytes {
+		l.foldBytes = int(l.maxBytes)
+	}
+	return l, nil
 }
 
 // slot is one record of a compacting log: a single record, or several
@@ -83,18 +97,27 @@ type slot struct {
 
 func slotID(s **slot) uint64 { return (*s).last.ID }
 
-// compactLog is the Log of New with a Merger.
+// compactLog is the Log of New with a Merger or a byte or age bound.
 type compactLog struct {
-	buf *replay.Buffer[*slot]
-	m   Merger
+	buf       *replay.Buffer[*slot]
+	m         Merger // nil: nothing folds
+	maxBytes  int64  // 0: no byte bound
+	maxAge    int64  // ns; 0: no age bound
+	foldBytes int    // the most payload one folded record holds
+	bytes     int64  // payload bytes held
 }
 
 func (l *compactLog) Append(r *queue.Record) {
-	key := l.m.Key(r)
+	defer l.evict(r.Nanos)
+	key := ""
+	if l.m != nil {
+		key = l.m.Key(r)
+	}
+	l.bytes += int64(len(r.Data))
 	if key != "" && l.buf.Len() > 0 {
 		s := l.buf.At(l.buf.Len() - 1)
 		if s.key == key && s.last.Type == r.Type && s.last.Origin() == r.Origin() &&
-			len(s.parts) < MaxParts && s.bytes+len(r.Data) <= MaxPartBytes {
+			len(s.parts) < MaxParts && s.bytes+len(r.Data) <= l.foldBytes {
 			if s.parts == nil {
 				s.parts = append(make([]Part, 0, 4), Part{ID: s.last.ID, Data: s.last.Data})
 			}
@@ -104,7 +127,32 @@ func (l *compactLog) Append(r *queue.Record) {
 			return
 		}
 	}
-	l.buf.Append(&slot{last: r, key: key, bytes: len(r.Data)})
+	if old, dropped := l.buf.Append(&slot{last: r, key: key, bytes: len(r.Data)}); dropped {
+		l.bytes -= int64(old.bytes)
+	}
+}
+
+// evict drops the oldest records while the byte bound is exceeded (the
+// newest stays) or their newest event is older than the age bound at now.
+func (l *compactLog) evict(now int64) {
+	for l.buf.Len() > 0 {
+		s := l.buf.At(0)
+		over := l.maxBytes > 0 && l.bytes > l.maxBytes && l.buf.Len() > 1
+		old := l.maxAge > 0 && s.last.Nanos < now-l.maxAge
+		if !over && !old {
+			return
+		}
+		l.buf.DropOldest()
+		l.bytes -= int64(s.bytes)
+	}
+}
+
+// Expire drops the records whose newest event is older than the age
+// bound at now (Unix ns).
+func (l *compactLog) Expire(now int64) {
+	if l.maxAge > 0 {
+		l.evict(now)
+	}
 }
 
 func (l *compactLog) AppendAfter(dst []*queue.Record, cursor uint64) []*queue.Record {
@@ -153,4 +201,7 @@ func (l *compactLog) HighestEvicted() uint64 { return l.buf.HighestEvicted() }
 
 func (l *compactLog) MarkEvicted(upTo uint64) { l.buf.MarkEvicted(upTo) }
 
-func (l *compactLog) Clear() { l.buf.Clear() }
+func (l *compactLog) Clear() {
+	l.buf.Clear()
+	l.bytes = 0
+}

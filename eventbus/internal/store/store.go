@@ -41,6 +41,9 @@ type Log[R any] interface {
 	MarkEvicted(upTo uint64)
 	// Clear drops every record held; they count as evicted.
 	Clear()
+	// Expire drops the records an age bound no longer keeps at now (Unix
+	// ns), as evicted; a log without an age bound does nothing.
+	Expire(now int64)
 }
 
 // NewRing returns an in-memory Log that holds the newest size records (1 to
@@ -59,3 +62,5 @@ type ring[R any] struct{ *replay.Buffer[R] }
 func (r ring[R]) Append(v R) { r.Buffer.Append(v) }
 
 func (r ring[R]) CountAfter(cursor uint64) int { return r.Buffer.Len() - r.Buffer.Search(cursor) }
+
+func (r ring[R]) Expire(int64) {}

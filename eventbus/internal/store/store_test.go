@@ -95,3 +95,31 @@ func TestCompactLog(t *testing.T) {
 	assert.Equal(t, uint64(4), l.HighestEvicted(), "the folded record goes as a whole")
 	assert.Equal(t, []string{"+@5", "=@6"}, view(0))
 }
+
+// Byte and age bounds evict the oldest records and report them; the
+// newest record stays even when it alone exceeds the byte bound.
+func TestLogBounds(t *testing.T) {
+	l, err := New(Options{Records: 100, Bytes: 4, MaxAge: 10})
+	require.NoError(t, err)
+	add := func(id uint64, data string, nanos int64) {
+		l.Append(&queue.Record{ID: id, Type: "x", Data: []byte(data), Nanos: nanos})
+	}
+	add(1, "ab", 0)
+	add(2, "cd", 1)
+	assert.Equal(t, 2, l.Len())
+	add(3, "e", 2)
+	assert.Equal(t, 2, l.Len(), "5 bytes > 4: the oldest went")
+	assert.Equal(t, uint64(1), l.HighestEvicted())
+	add(4, "fghij", 3)
+	assert.Equal(t, 1, l.Len(), "the newest stays alone")
+	assert.Equal(t, uint64(3), l.HighestEvicted())
+	l.Expire(13)
+	assert.Equal(t, 1, l.Len(), "10 ns old: still held")
+	l.Expire(14)
+	assert.Zero(t, l.Len())
+	assert.Equal(t, uint64(4), l.HighestEvicted())
+	add(5, "k", 20)
+	add(6, "l", 31)
+	assert.Equal(t, 1, l.Len(), "an append evicts by age too")
+	assert.Equal(t, uint64(5), l.HighestEvicted())
+}
