@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -429,4 +430,50 @@ func TestDoneAndEventsRaceTheEnd(t *testing.T) {
 			require.NoError(t, bus.CreateSession("closing", ""))
 		}
 	}
+}
+
+// 10,000 subscriptions whose Events channel is opened and never read keep
+// no goroutine after Bus.Close.
+func TestEventsPumpsEndWithBusClose(t *testing.T) {
+	if testing.Short() {
+		t.Skip("10,000 subscriptions")
+	}
+	before := goleak.IgnoreCurrent()
+	const n = 10_000
+	b, err := eventbus.New(config.Config{MaxSubscribers: n})
+	require.NoError(t, err)
+	base := runtime.NumGoroutine()
+	for i := 0; i < n; i++ {
+		s, err := b.Subscribe(context.Background(), "s", eventbus.SubscribeOptions{})
+		require.NoError(t, err)
+		_ = s.Events() // opened, never read
+	}
+	publish(t, b, "s", 2) // every pump now blocks handing over a frame
+	require.Eventually(t, func() bool { return runtime.NumGoroutine() >= base+n }, waitFor, time.Millisecond)
+	running := runtime.NumGoroutine()
+	start := time.Now()
+	require.NoError(t, b.Close())
+	require.Eventually(t, func() bool { return runtime.NumGoroutine() <= base }, waitFor, 10*time.Millisecond,
+		"pumps still running after Close: %d goroutines, %d before", runtime.NumGoroutine(), base)
+	t.Logf("%d goroutines with %d unread Events channels; back to %d within %v of Bus.Close",
+		running, n, runtime.NumGoroutine(), time.Since(start).Round(10*time.Millisecond))
+	goleak.VerifyNone(t, before)
+}
+
+// A reader that keeps reading after Bus.Close still gets everything queued.
+func TestEventsDrainAfterBusClose(t *testing.T) {
+	t.Parallel()
+	b, err := eventbus.New(config.Config{})
+	require.NoError(t, err)
+	s, err := b.Subscribe(context.Background(), "s", eventbus.SubscribeOptions{})
+	require.NoError(t, err)
+	want := publish(t, b, "s", 50)
+	require.NoError(t, b.Close())
+	var got []uint64
+	for ev := range s.Events() {
+		got = append(got, ev.ID)
+		time.Sleep(time.Millisecond) // a slow but live reader
+	}
+	assert.Equal(t, want, got)
+	assert.True(t, errors.Is(s.Err(), eventbus.ErrClosed))
 }

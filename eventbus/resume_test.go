@@ -243,3 +243,51 @@ func TestRingEvictedAcrossRings(t *testing.T) {
 	assert.Equal(t, eventbus.ResyncData{Reason: eventbus.ReasonRingEvicted, LastDeliveredID: 0, CompleteFromID: 8},
 		decode[eventbus.ResyncData](t, got[0]))
 }
+
+// The root closing drops what its tree kept; MaxRetained drops the oldest.
+func TestRetainedBounds(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, config.Config{MaxRetained: 1})
+	require.NoError(t, b.CreateSession("root", ""))
+	require.NoError(t, b.CreateSession("a", "root"))
+	require.NoError(t, b.CreateSession("b", "root"))
+	a := publish(t, b, "a", 1)
+	publish(t, b, "b", 1)
+	require.NoError(t, b.CloseSession("a"))
+	require.NoError(t, b.CloseSession("b"))
+	st := b.Stats()
+	assert.Equal(t, 1, st.Retained, "the cap")
+	assert.Equal(t, uint64(1), st.RetainedDropped, "a's buffer, the oldest, went")
+	r := subscribe(t, b, "root", eventbus.SubscribeOptions{Scope: scope.Descendants, Cursor: eventbus.At(a[0] - 1)})
+	assert.Equal(t, "state_resync_required:ring_evicted", describe(drain(r))[0], "and a resume that needed it is told")
+
+	all := subscribe(t, b, "x", eventbus.SubscribeOptions{Scope: scope.All, NoReplay: true})
+	require.NoError(t, b.CloseSession("root"))
+	st = b.Stats()
+	assert.Zero(t, st.Retained, "the root closed: nothing left to resume into")
+	assert.Equal(t, uint64(2), st.RetainedDropped)
+	again := subscribe(t, b, "x", eventbus.SubscribeOptions{Scope: scope.All, Cursor: eventbus.At(a[0])})
+	assert.Equal(t, "state_resync_required:ring_evicted", describe(drain(again))[0])
+	all.Close()
+}
+
+// A reopened session takes its kept buffer back: its own resume from
+// before the close loses nothing.
+func TestReopenAdoptsKeptHistory(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, config.Config{})
+	require.NoError(t, b.CreateSession("root", ""))
+	require.NoError(t, b.CreateSession("sub", "root"))
+	ids3 := publish(t, b, "sub", 3)
+	require.NoError(t, b.CloseSession("sub"))
+	closed := b.LastEventID()
+	require.NoError(t, b.CreateSession("sub", "root"), "session/load")
+	assert.Zero(t, b.Stats().Retained)
+	next := publish(t, b, "sub", 1)
+	s := subscribe(t, b, "sub", eventbus.SubscribeOptions{Cursor: eventbus.At(ids3[0])})
+	evs := drain(s)
+	assert.Equal(t, []uint64{ids3[1], ids3[2], closed, next[0]}, ids(evs))
+	assert.Zero(t, count(evs, eventbus.TypeStateResyncRequired))
+	d := subscribe(t, b, "root", eventbus.SubscribeOptions{Scope: scope.Descendants, Cursor: eventbus.At(0)})
+	assert.Zero(t, count(drain(d), eventbus.TypeStateResyncRequired), "still under root: root's scope loses nothing")
+}
