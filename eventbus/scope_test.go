@@ -81,47 +81,6 @@ func TestScopes(t *testing.T) {
 	}
 }
 
-// A descendants subscriber that disconnects resumes the merged stream of
-// the subtree with one cursor: no gap, no duplicate.
-func TestDescendantsResume(t *testing.T) {
-	t.Parallel()
-	b := newBus(t, config.Config{ReplayBufferSize: 100})
-	require.NoError(t, b.CreateSession("X", ""))
-	require.NoError(t, b.CreateSession("C", "X"))
-	require.NoError(t, b.CreateSession("G", "C"))
-	var want []uint64
-	pub := func(rounds int) {
-		for i := 0; i < rounds; i++ {
-			for _, sess := range []string{"X", "U", "G", "C", "G"} {
-				ev, err := b.Publish(sess, "msg", i)
-				require.NoError(t, err)
-				if sess != "U" {
-					want = append(want, ev.ID)
-				}
-			}
-		}
-	}
-	pub(3)
-	var got []uint64
-	var cursor *eventbus.Position
-	for round := 0; round < 5; round++ {
-		s := subscribe(t, b, "X", eventbus.SubscribeOptions{Scope: scope.Descendants, Cursor: cursor})
-		pub(2)
-		evs := drain(s)
-		assert.Equal(t, 0, count(evs, eventbus.TypeStateResyncRequired), "round %d: %v", round, describe(evs))
-		// Read only part of it, then disconnect.
-		part := ids(evs)
-		part = part[:len(part)-round]
-		got = append(got, part...)
-		cursor = eventbus.At(part[len(part)-1])
-		s.Close()
-		pub(1)
-	}
-	s := subscribe(t, b, "X", eventbus.SubscribeOptions{Scope: scope.Descendants, Cursor: cursor})
-	got = append(got, ids(drain(s))...)
-	assert.Equal(t, want, got)
-}
-
 func TestCreateSession(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
