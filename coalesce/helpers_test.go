@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -149,4 +150,24 @@ func withoutClosed(t testing.TB, evs []eventbus.Event) []eventbus.Event {
 	require.NotEmpty(t, evs)
 	require.Equal(t, eventbus.TypeSessionClosed, evs[len(evs)-1].Type)
 	return evs[:len(evs)-1]
+}
+
+// resumeText subscribes from cursor and returns the text of the part deltas
+// replayed after it.
+func resumeText(t *testing.T, b *eventbus.Bus, session string, cursor uint64) string {
+	t.Helper()
+	sub := subscribe(t, b, session, eventbus.SubscribeOptions{Cursor: eventbus.At(cursor)})
+	var s strings.Builder
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+		ev, err := sub.Next(ctx)
+		cancel()
+		require.NoError(t, err)
+		if ev.Type == eventbus.TypeReplayComplete {
+			return s.String()
+		}
+		if ev.Type == "part_delta" {
+			s.WriteString(delta(t, ev))
+		}
+	}
 }
