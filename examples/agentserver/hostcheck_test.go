@@ -12,13 +12,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Review (attacker, DNS rebinding): a page on evil.example re-points its
+// An attacker by DNS rebinding: a page on evil.example re-points its
 // name at 127.0.0.1 and, being same-origin with http://evil.example:8080,
 // reads the streams, publishes and closes sessions of a developer's
 // loopback server (the WebSocket origin check compares Origin with Host,
 // which match). A loopback-only server now refuses a Host that is not a
 // loopback name with 421; localhost and loopback IPs work as before.
-func TestReviewLoopbackServerRefusesForeignHost(t *testing.T) {
+func TestLoopbackServerRefusesForeignHost(t *testing.T) {
 	t.Setenv("PORT", "")
 	var logs syncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
@@ -64,7 +64,7 @@ func TestReviewLoopbackServerRefusesForeignHost(t *testing.T) {
 	}
 }
 
-func TestReviewIsLoopbackHost(t *testing.T) {
+func TestIsLoopbackHost(t *testing.T) {
 	for h, want := range map[string]bool{
 		"localhost": true, "localhost:1": true, "[::1]:80": true, "::1": true, "127.9.9.9": true,
 		"": false, "evil.example": false, "0.0.0.0:80": false, "[::]:80": false, "192.168.1.2": false,
