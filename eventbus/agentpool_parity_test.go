@@ -713,7 +713,16 @@ var agentPoolTwins = []twin{
 		var subs []*eventbus.Subscription
 		for i := 0; i < 8; i++ {
 			subs = append(subs, subscribe(t, b, "s", eventbus.SubscribeOptions{}))
-			time.Sleep(100 * time.Microsecond)
+			// The next one joins further into the stream (or after its end).
+			joined := b.LastEventID()
+			require.Eventually(t, func() bool {
+				select {
+				case <-done:
+					return true
+				default:
+					return b.LastEventID() > joined
+				}
+			}, waitFor, 10*time.Microsecond)
 		}
 		<-done
 		for _, s := range subs {

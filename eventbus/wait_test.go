@@ -221,6 +221,10 @@ func TestNextBeforeConcurrent(t *testing.T) {
 	b := newBus(t, config.Config{MaxSubscribers: 100})
 	const readers, events = 8, 400
 	var wg sync.WaitGroup
+	// A reader that reaches its deadline says so here; the publisher
+	// pauses until one has (instead of for a guessed while), so timeouts
+	// and frames interleave.
+	timedOut := make(chan struct{}, 1)
 	for i := range readers {
 		s := subscribe(t, b, "s1", eventbus.SubscribeOptions{NoReplay: true, MaxQueued: events + 10})
 		wg.Go(func() {
@@ -236,6 +240,10 @@ func TestNextBeforeConcurrent(t *testing.T) {
 						return
 					}
 					timeouts++
+					select {
+					case timedOut <- struct{}{}:
+					default:
+					}
 					continue
 				}
 				if err != nil {
@@ -263,15 +271,25 @@ func TestNextBeforeConcurrent(t *testing.T) {
 				return
 			}
 			done := make(chan struct{})
+			parked := make(chan struct{}) // closed once it has waited out a deadline
 			go func() {
 				defer close(done)
+				var once sync.Once
 				for {
-					if _, err := s.NextBefore(time.Now().Add(time.Duration(j%7+1) * 100 * time.Microsecond)); err != nil && !errors.Is(err, eventbus.ErrTimeout) {
+					_, err := s.NextBefore(time.Now().Add(time.Duration(j%7+1) * 100 * time.Microsecond))
+					if err != nil && !errors.Is(err, eventbus.ErrTimeout) {
 						return
+					}
+					if err != nil {
+						once.Do(func() { close(parked) })
 					}
 				}
 			}()
-			time.Sleep(200 * time.Microsecond)
+			select {
+			case <-parked:
+			case <-time.After(waitFor):
+				t.Errorf("churn %d: NextBefore never reached its deadline", j)
+			}
 			if j%2 == 0 {
 				s.Close()
 			} else {
@@ -281,12 +299,20 @@ func TestNextBeforeConcurrent(t *testing.T) {
 			cancel()
 		}
 	})
-	for range events {
+	for i := range events {
 		if _, err := b.Publish("s1", "msg", 1); err != nil {
 			t.Fatal(err)
 		}
-		if rand.IntN(4) == 0 {
-			time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond)
+		if i < events-1 && rand.IntN(4) == 0 { // (after the last, the readers are done)
+			select { // forget a timeout from before this event
+			case <-timedOut:
+			default:
+			}
+			select {
+			case <-timedOut:
+			case <-time.After(waitFor):
+				t.Fatal("no reader reached its deadline while the publisher paused")
+			}
 		}
 	}
 	wg.Wait()
