@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -34,7 +34,7 @@ import (
 // coalescing tests of those files are twinned in coalesce/agentpool_test.go.
 //
 // The Python fixtures map to: EventBus(max_queue_size=N) →
-// config.Config{MaxQueueSize: N} (an unset overflow policy is drop_oldest,
+// eventbus.Options{MaxQueueSize: N} (an unset overflow policy is drop_oldest,
 // AgentPool's default); a RunStartedEvent(run_id=r) → an event of type
 // run_started with data {"run_id": r}; _drain_stream → TryNext until empty;
 // queue.shutdown / QueueShutDown → Subscription.Close / a non-nil Next
@@ -65,7 +65,7 @@ func TestAgentPoolTwins(t *testing.T) {
 // pyBus is EventBus(max_queue_size=q, replay_buffer_size=ring) with
 // AgentPool's default policy (unset: drop_oldest); ring 0 means 100.
 func pyBus(t *testing.T, q, ring int) *eventbus.Bus {
-	return newBus(t, config.Config{MaxQueueSize: q, ReplayBufferSize: ring, DisableSlowClientWarning: true})
+	return newBus(t, eventbus.Options{MaxQueueSize: q, ReplayBufferSize: ring, DisableSlowClientWarning: true})
 }
 
 // run publishes RunStartedEvent(session_id=s, run_id=id).
@@ -193,7 +193,7 @@ var agentPoolTwins = []twin{
 	{python: "eb:test_publish_drops_subscriber_when_buffer_full",
 		differs: "the evicted subscriber's last frame is client_evicted (naming the first event it did not get) and Next then returns ErrEvicted; AgentPool shuts the queue down without a word",
 		run: func(t *testing.T) {
-			b := newBus(t, config.Config{MaxQueueSize: 3, OverflowPolicy: config.DropSubscriber, DisableSlowClientWarning: true})
+			b := newBus(t, eventbus.Options{MaxQueueSize: 3, OverflowPolicy: eventbus.DropSubscriber, DisableSlowClientWarning: true})
 			s := subscribe(t, b, "sess-1", eventbus.SubscribeOptions{})
 			for i := 0; i < 5; i++ {
 				run(t, b, "sess-1", fmt.Sprintf("ev%d", i))
@@ -202,7 +202,7 @@ var agentPoolTwins = []twin{
 			assert.LessOrEqual(t, len(runIDs(t, evs)), 3)
 			assert.NotContains(t, b.SubscriberCounts(), "sess-1")
 			assert.ErrorIs(t, err, eventbus.ErrEvicted)
-			assert.Equal(t, eventbus.TypeClientEvicted, evs[len(evs)-1].Type)
+			assert.Equal(t, frame.TypeClientEvicted, evs[len(evs)-1].Type)
 		}},
 	{python: "eb:test_publish_removes_dead_subscriber_on_broken_resource", run: func(t *testing.T) {
 		// AgentPool notices a shut-down queue at the next publish; a closed
@@ -227,7 +227,7 @@ var agentPoolTwins = []twin{
 				evs, err := readToEnd(t, s)
 				assert.GreaterOrEqual(t, len(evs), 1)
 				assert.Equal(t, []string{"run-1"}, runIDs(t, evs))
-				assert.Equal(t, eventbus.TypeSessionClosed, evs[len(evs)-1].Type)
+				assert.Equal(t, frame.TypeSessionClosed, evs[len(evs)-1].Type)
 				assert.ErrorIs(t, err, eventbus.ErrSessionClosed)
 			}
 		}},
@@ -516,7 +516,7 @@ var agentPoolTwins = []twin{
 			assert.NotEmpty(t, got)
 			assert.LessOrEqual(t, len(got), 50)
 			assert.Equal(t, runs("ev-", 45, 50), got, "drop_oldest keeps the newest")
-			assert.Equal(t, 1, count(evs, eventbus.TypeStateResyncRequired))
+			assert.Equal(t, 1, count(evs, frame.TypeStateResyncRequired))
 			assert.ErrorIs(t, err, eventbus.ErrSessionClosed)
 		}},
 	{python: "eb:test_backpressure_retains_subscriber_with_drop_oldest", run: func(t *testing.T) {
@@ -651,7 +651,7 @@ var agentPoolTwins = []twin{
 			evs := drain(subscribe(t, b, "s1", eventbus.SubscribeOptions{Cursor: eventbus.At(1)}))
 			assert.Equal(t, []uint64{3, 4, 5}, ids(evs))
 			require.Equal(t, "state_resync_required:ring_evicted", describe(evs)[0])
-			d := decode[eventbus.ResyncData](t, evs[0])
+			d := decode[frame.ResyncData](t, evs[0])
 			assert.Equal(t, uint64(1), d.LastDeliveredID)
 			assert.Equal(t, uint64(3), d.CompleteFromID)
 		}},
@@ -677,7 +677,7 @@ var agentPoolTwins = []twin{
 			for _, e := range evs[:2] {
 				assert.Equal(t, "s2", e.Session)
 			}
-			assert.Equal(t, eventbus.TypeReplayComplete, evs[2].Type)
+			assert.Equal(t, frame.TypeReplayComplete, evs[2].Type)
 		}},
 
 	// --- docs/adr/eventbus-replay.md, "Testing Strategy" ---
@@ -700,7 +700,7 @@ var agentPoolTwins = []twin{
 	{python: "adr:3_concurrent_access", run: func(t *testing.T) {
 		// Subscribers join while events are published: each sees a
 		// contiguous, ordered, duplicate-free tail ending at the last event.
-		b := newBus(t, config.Config{ReplayBufferSize: 1000, MaxQueueSize: 1000})
+		b := newBus(t, eventbus.Options{ReplayBufferSize: 1000, MaxQueueSize: 1000})
 		const total = 500
 		done := make(chan struct{})
 		go func() {
@@ -774,7 +774,7 @@ func uniq(s []string) []string {
 // publish to a closed id that was not reopened stays refused.
 func TestInput1ReopenClosedSession(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	before := publish(t, b, "s", 3)
 	require.NoError(t, b.CloseSession("s"))
 	closedID := b.LastEventID()
@@ -797,13 +797,13 @@ func TestInput1ReopenClosedSession(t *testing.T) {
 	evs := drain(old)
 	require.Equal(t, []string{"state_resync_required:ring_evicted", strconv.FormatUint(after[0], 10) + "r",
 		strconv.FormatUint(after[1], 10) + "r", "replay_complete"}, describe(evs))
-	rs := decode[eventbus.ResyncData](t, evs[0])
+	rs := decode[frame.ResyncData](t, evs[0])
 	assert.Equal(t, before[1], rs.LastDeliveredID)
 	assert.Equal(t, after[0], rs.CompleteFromID)
 
 	// One that saw session_closed lost nothing: no frame.
 	seen := subscribe(t, b, "s", eventbus.SubscribeOptions{Cursor: eventbus.At(closedID)})
-	assert.Equal(t, 0, count(drain(seen), eventbus.TypeStateResyncRequired))
+	assert.Equal(t, 0, count(drain(seen), frame.TypeStateResyncRequired))
 
 	// Reopening an open id is the usual no-op; the parent must be open.
 	require.NoError(t, b.CreateSession("s", ""))
@@ -816,7 +816,7 @@ func TestInput1ReopenClosedSession(t *testing.T) {
 // CloseSessionTree closes every descendant, however deep.
 func TestInput2CloseMiddleKeepsTreeConnected(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	require.NoError(t, b.CreateSession("g", ""))
 	require.NoError(t, b.CreateSession("p", "g"))
 	require.NoError(t, b.CreateSession("c", "p"))
@@ -832,7 +832,7 @@ func TestInput2CloseMiddleKeepsTreeConnected(t *testing.T) {
 func TestInput2CloseSessionTreeAnyDepth(t *testing.T) {
 	t.Parallel()
 	const depth = 5000 // deeper than any recursion would like
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	require.NoError(t, b.CreateSession("n0", ""))
 	for i := 1; i < depth; i++ {
 		require.NoError(t, b.CreateSession("n"+strconv.Itoa(i), "n"+strconv.Itoa(i-1)))
@@ -870,7 +870,7 @@ func indexOf(s []string, v string) int {
 func TestInput3ClosedChildHistoryResumable(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		b := newBus(t, config.Config{ReplayBufferSize: 1000})
+		b := newBus(t, eventbus.Options{ReplayBufferSize: 1000})
 		require.NoError(t, b.CreateSession("root", ""))
 		require.NoError(t, b.CreateSession("a", "root"))
 		require.NoError(t, b.CreateSession("b", "root"))
@@ -893,12 +893,12 @@ func TestInput3ClosedChildHistoryResumable(t *testing.T) {
 		r := subscribe(t, b, "root", eventbus.SubscribeOptions{Scope: scope.Descendants, Cursor: eventbus.At(got[45])})
 		evs := drain(r)
 		assert.Equal(t, append(append([]uint64{}, all[46:]...), closedA, closedB), ids(evs), "nothing lost")
-		assert.Zero(t, count(evs, eventbus.TypeStateResyncRequired))
+		assert.Zero(t, count(evs, frame.TypeStateResyncRequired))
 		allScope := subscribe(t, b, "root", eventbus.SubscribeOptions{Scope: scope.All, Cursor: eventbus.At(got[45])})
-		assert.Zero(t, count(drain(allScope), eventbus.TypeStateResyncRequired), "the all scope reads them too")
+		assert.Zero(t, count(drain(allScope), frame.TypeStateResyncRequired), "the all scope reads them too")
 
 		// After ClosedRetention (10 min) the buffers go; a resume is told.
-		time.Sleep(config.DefaultClosedRetention + time.Minute)
+		time.Sleep(eventbus.Options{}.WithDefaults().ClosedRetention + time.Minute)
 		synctest.Wait()
 		st := b.Stats()
 		assert.Zero(t, st.Retained)
@@ -915,7 +915,7 @@ func TestInput3ClosedChildHistoryResumable(t *testing.T) {
 // replays its history merged by id, and cycles are still refused.
 func TestInput4AttachLate(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	require.NoError(t, b.CreateSession("p", ""))
 	c1 := publish(t, b, "c", 2) // the sub-agent starts before its link is known
 	p1 := publish(t, b, "p", 1)
@@ -928,7 +928,7 @@ func TestInput4AttachLate(t *testing.T) {
 	want := []uint64{c1[0], c1[1], p1[0], c2[0]}
 	evs := drain(fresh)
 	assert.Equal(t, want, ids(evs[:len(evs)-1]), "history merged by id")
-	assert.Equal(t, eventbus.TypeReplayComplete, evs[len(evs)-1].Type)
+	assert.Equal(t, frame.TypeReplayComplete, evs[len(evs)-1].Type)
 
 	require.ErrorIs(t, b.CreateSession("p", "c"), scope.ErrCycle, "cycles are still refused")
 	require.NoError(t, b.CreateSession("q", ""))
@@ -943,10 +943,10 @@ func TestInput4SessionController(t *testing.T) {
 	t.Parallel()
 	var asked []string
 	parents := map[string]string{"tool": "sub", "sub": "main", "loop1": "loop2", "loop2": "loop1"}
-	b := newBus(t, config.Config{}, eventbus.WithSessionController(func(id string) string {
+	b := newBus(t, eventbus.Options{SessionController: func(id string) string {
 		asked = append(asked, id)
 		return parents[id]
-	}))
+	}})
 	root := subscribe(t, b, "main", eventbus.SubscribeOptions{Scope: scope.Descendants, NoReplay: true})
 	ev, err := b.Publish("tool", "msg", nil)
 	require.NoError(t, err)
@@ -972,7 +972,7 @@ func TestInput4SessionController(t *testing.T) {
 // NoReplay wins over a cursor.
 func TestInput5IdempotentLikeAgentPool(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	require.NoError(t, b.CloseSession("never"))
 	require.NoError(t, b.CloseSessionTree("never"))
 	require.NoError(t, b.ClearReplayBuffer("never"))
@@ -995,19 +995,18 @@ func TestInput5IdempotentLikeAgentPool(t *testing.T) {
 // the rule is TestHandlerOverflowDefault in adapters/sse.)
 func TestInput6OverflowDefault(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{MaxQueueSize: 2, DisableSlowClientWarning: true})
-	assert.False(t, b.OverflowPolicySet())
-	assert.Equal(t, eventbus.DropOldest, b.Config().OverflowPolicy)
+	b := newBus(t, eventbus.Options{MaxQueueSize: 2, DisableSlowClientWarning: true})
+	assert.Empty(t, b.Options().OverflowPolicy, "unset; the drop_oldest below is the in-process default")
 	s := subscribe(t, b, "s", eventbus.SubscribeOptions{NoReplay: true})
 	ids5 := publish(t, b, "s", 5)
 	evs := drain(s)
 	assert.NoError(t, s.Err(), "EventBus(max_queue_size=N) ported literally keeps the subscriber")
 	require.Equal(t, []string{"state_resync_required:events_dropped", strconv.FormatUint(ids5[3], 10), strconv.FormatUint(ids5[4], 10)}, describe(evs))
-	d := decode[eventbus.ResyncData](t, evs[0])
+	d := decode[frame.ResyncData](t, evs[0])
 	assert.Equal(t, 3, d.DroppedCount, "the oldest three were dropped, announced")
 
-	ex := newBus(t, config.Config{MaxQueueSize: 2, OverflowPolicy: config.DropSubscriber})
-	assert.True(t, ex.OverflowPolicySet())
+	ex := newBus(t, eventbus.Options{MaxQueueSize: 2, OverflowPolicy: eventbus.DropSubscriber})
+	assert.Equal(t, eventbus.DropSubscriber, ex.Options().OverflowPolicy)
 	s2 := subscribe(t, ex, "s", eventbus.SubscribeOptions{NoReplay: true})
 	publish(t, ex, "s", 5)
 	_, err := readToEnd(t, s2)

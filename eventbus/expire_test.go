@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -18,8 +17,8 @@ func TestSessionExpiry(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		var diags []eventbus.Diagnostic
-		b := newBus(t, config.Config{SessionTTL: time.Second},
-			eventbus.WithDiagnostics(func(d eventbus.Diagnostic) { diags = append(diags, d) }))
+		b := newBus(t, eventbus.Options{SessionTTL: time.Second,
+			Diagnostics: func(d eventbus.Diagnostic) { diags = append(diags, d) }})
 		publish(t, b, "idle", 1)
 		publish(t, b, "watched", 1)
 		s := subscribe(t, b, "watched", eventbus.SubscribeOptions{})

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -39,7 +39,7 @@ func TestScopes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.kind.String(), func(t *testing.T) {
 			t.Parallel()
-			b := newBus(t, config.Config{})
+			b := newBus(t, eventbus.Options{})
 			for _, e := range [][2]string{{"P", ""}, {"X", "P"}, {"C", "X"}, {"G", "C"}, {"S", "P"}, {"N", "S"}, {"U", ""}} {
 				require.NoError(t, b.CreateSession(e[0], e[1]))
 			}
@@ -69,7 +69,7 @@ func TestScopes(t *testing.T) {
 			n := len(wantReplay)
 			require.Len(t, got, n+1+len(wantLive), "%v", describe(got))
 			assert.Equal(t, wantReplay, ids(got[:n]), "replay, merged by id")
-			assert.Equal(t, eventbus.TypeReplayComplete, got[n].Type)
+			assert.Equal(t, frame.TypeReplayComplete, got[n].Type)
 			assert.Equal(t, wantLive, ids(got[n+1:]), "live")
 			for _, e := range got {
 				if e.ID != 0 {
@@ -137,7 +137,7 @@ func TestCreateSession(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			b := newBus(t, config.Config{})
+			b := newBus(t, eventbus.Options{})
 			if tt.setup != nil {
 				tt.setup(b)
 			}
@@ -155,7 +155,7 @@ func TestCreateSession(t *testing.T) {
 		})
 	}
 	t.Run("after Close", func(t *testing.T) {
-		b := newBus(t, config.Config{})
+		b := newBus(t, eventbus.Options{})
 		require.NoError(t, b.Close())
 		require.ErrorIs(t, b.CreateSession("a", ""), eventbus.ErrClosed)
 	})
@@ -185,7 +185,7 @@ func parentOf(b *eventbus.Bus, id string) string {
 // descendants subscribers hear it.
 func TestCreateSessionReparentsSubscribers(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	require.NoError(t, b.CreateSession("P", ""))
 	require.NoError(t, b.CreateSession("S", "P"))
 	sub := subscribe(t, b, "C", eventbus.SubscribeOptions{Scope: scope.Subtree, NoReplay: true})
@@ -205,7 +205,7 @@ func TestCreateSessionReparentsSubscribers(t *testing.T) {
 // subscriber keeps hearing them too).
 func TestCloseMovesChildrenUp(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	require.NoError(t, b.CreateSession("X", ""))
 	require.NoError(t, b.CreateSession("C", "X"))
 	require.NoError(t, b.CreateSession("U", "X"))
@@ -249,7 +249,7 @@ func TestParallelTreesUnderChurn(t *testing.T) {
 	if testing.Short() {
 		rounds = 60
 	}
-	bus := newBus(t, config.Config{ReplayBufferSize: 100_000, MaxSubscribers: 10_000, MaxRetained: 10_000,
+	bus := newBus(t, eventbus.Options{ReplayBufferSize: 100_000, MaxSubscribers: 10_000, MaxRetained: 10_000,
 		ReplayBudgetBytes: 1 << 30})
 	big := eventbus.SubscribeOptions{MaxQueued: 1_000_000, MaxQueuedBytes: 1 << 30, NoReplay: true}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -470,7 +470,7 @@ func TestParallelTreesUnderChurn(t *testing.T) {
 // created the session returns an ErrInvalid error naming the panic, nothing
 // is created for it, and the bus goes on.
 func TestPanickingSessionControllerDoesNotWedgeTheBus(t *testing.T) {
-	bus := newBus(t, config.Config{}, eventbus.WithSessionController(func(id string) string {
+	bus := newBus(t, eventbus.Options{SessionController: func(id string) string {
 		switch id {
 		case "boom":
 			panic("controller bug")
@@ -478,7 +478,7 @@ func TestPanickingSessionControllerDoesNotWedgeTheBus(t *testing.T) {
 			return "boom" // the parent's lookup panics
 		}
 		return ""
-	}))
+	}})
 	for _, id := range []string{"boom", "child"} {
 		var err error
 		require.NotPanics(t, func() { _, err = bus.Publish(id, "t", nil) }, "publish %s", id)

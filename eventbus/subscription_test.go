@@ -8,14 +8,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
 // All is the range-over-func form of Next: `async for event in queue`.
 func TestSubscriptionAll(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	want := publish(t, b, "s", 3)
 	s := subscribe(t, b, "s", eventbus.SubscribeOptions{})
 	var got []uint64
