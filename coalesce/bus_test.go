@@ -29,15 +29,6 @@ func acpText(t testing.TB, ev eventbus.Event) string {
 	return s
 }
 
-func next(t testing.TB, s *eventbus.Subscription) eventbus.Event {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
-	defer cancel()
-	ev, err := s.Next(ctx)
-	require.NoError(t, err)
-	return ev
-}
-
 // A resume that replays 1,000 token deltas arrives as one frame, then
 // replay_complete; live deltas after it are never merged with replayed ones.
 func TestReplayOfThousandDeltasIsOneFrame(t *testing.T) {
