@@ -40,16 +40,8 @@ var modes = []struct {
 func BenchmarkCoalesceReadEvery100ms(b *testing.B) {
 	for _, m := range modes {
 		b.Run(m.name, func(b *testing.B) {
-			bus, err := eventbus.New(eventbus.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer bus.Close()
-			sub, err := bus.Subscribe(context.Background(), "s1", eventbus.SubscribeOptions{Coalesce: m.c, NoReplay: true})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer sub.Close()
+			bus := newBus(b, eventbus.Options{})
+			sub := subscribe(b, bus, "s1", eventbus.SubscribeOptions{Coalesce: m.c, NoReplay: true})
 			var frames, bytes int
 			buf := make([]byte, 0, 64<<10)
 			b.ResetTimer()
@@ -86,16 +78,8 @@ func BenchmarkCoalesceConsumerPerEvent(b *testing.B) {
 		c    eventbus.Coalescer
 	}{"agentpool", coalesce.AgentPool}) {
 		b.Run(m.name, func(b *testing.B) {
-			bus, err := eventbus.New(eventbus.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer bus.Close()
-			sub, err := bus.Subscribe(context.Background(), "s1", eventbus.SubscribeOptions{Coalesce: m.c, NoReplay: true})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer sub.Close()
+			bus := newBus(b, eventbus.Options{})
+			sub := subscribe(b, bus, "s1", eventbus.SubscribeOptions{Coalesce: m.c, NoReplay: true})
 			typ, data := "agent_message_chunk", any(nil)
 			if m.name == "agentpool" {
 				typ = "part_delta"
