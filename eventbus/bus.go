@@ -1,7 +1,6 @@
 package eventbus
 
 import (
-	"container/list"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -17,6 +16,8 @@ import (
 	"github.com/puzpuzpuz/xsync/v3"
 
 	"github.com/replaybus/replaybus/eventbus/frame"
+	"github.com/replaybus/replaybus/eventbus/internal/deadline"
+	"github.com/replaybus/replaybus/eventbus/internal/diag"
 	"github.com/replaybus/replaybus/replay"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -42,80 +43,73 @@ type Bus struct {
 	epoch     string
 	droppable map[string]struct{}
 
-	remote remote // the backend (package eventbus/backend); nil for the in-memory bus
-	// feedWaiters are subscribes waiting for the backend feed (awaitFeed);
-	// guarded by mu.
-	feedWaiters []feedWaiter
-
-	registry // sessions by id for lookups without any bus lock (registry.go)
-
 	// mu is the structure lock (reader-biased): publishes and tree-scoped
 	// subscribes and unsubscribes take its read side, then the tree lock
 	// of their session's tree (session.tmu of the root); structural
 	// changes, "all" subscribes, the backend paths and Close take it
 	// exclusively and then need no other bus lock. What it guards when
 	// held exclusively (and may be read under its read side): closed, the
-	// tree's shape and every session's place in it, the registry,
-	// tombstones, lost-id marks, kept buffers, highWater, feedWaiters,
-	// stats. Lock order: mu → tree lock → allMu → Subscription.mu, and
-	// mu → treeMu.
-	mu        *xsync.RBMutex
-	closed    bool
-	highWater uint64 // highest id a backend acknowledged to this node
-	tree      scope.Tree[*session]
-	// all holds the "all" subscribers; guarded by allMu under mu's read
-	// side (a publisher's ordering step, an unsubscribe), or by mu held
-	// exclusively (an "all" subscribe adds only then). nall mirrors its
-	// length: it rises only under mu held exclusively, so a publisher that
-	// reads 0 under the read side knows no "all" subscriber can appear
-	// before it is done.
-	all     subList
-	allMu   sync.Mutex
-	nall    atomic.Int32
-	allLost uint64 // highest id lost with any closed or expired session
-	// lost remembers, for one session TTL, the newest id each closed or
-	// expired session took with it; forgotten is the highest such id whose
-	// entry has been dropped since. A re-created id is seeded from them.
-	lost map[string]lostMark
-	// Closed sessions' buffers kept for their open ancestors (retain.go):
-	// by id, and in closing order for expiry and the MaxRetained cap.
-	keptByID  map[string]*retained
-	keptOrder *list.List
-	forgotten uint64
-	tombs     map[string]int64 // closed session id → Unix ns of closing
-	stats     Stats            // Sessions, Expired, RetainedDropped: guarded by mu; the rest lives in cnt
-	stopTTL   chan struct{}
-	ttlDone   chan struct{}
+	// memory store (mem: the tree's shape and every session's place in it,
+	// the registry, tombstones, lost-id marks, kept buffers, stats) and
+	// the remote side's highWater and feedWaiters. The lock order is in
+	// lockorder.go.
+	mu     *xsync.RBMutex
+	closed bool
+	mem    memStore    // where ids' history lives in this process (store.go)
+	remote remoteStore // the backend, when the bus was made over one (remote.go)
+	all    allSubs     // the "all" subscribers (index.go)
+	ttl    expiry      // the expiry goroutine's stop and done (expire.go)
 
-	// seq is the last id assigned (0 before the first): the in-memory bus
-	// takes the next one with seq.Add(1) where the event is appended; a
-	// backend's feed sets it to the id it ingests. Every publish writes it,
-	// so it has a cache line of its own, shared only with the two counters
-	// every publish also writes right after (Stats.Published,
-	// Stats.Delivered): they cost an atomic add on a line the publisher
-	// already holds, and the fields publishers only read (diag.n, …) do
-	// not move with them.
+	// hot is the line every publish writes: the sequence and the two
+	// counters written right after it.
+	hot   hotLine
+	cnt   counters                       // the Stats counters publishers and subscribers write
+	diag  diag.Aggregator                // diagnostics queued under a lock, delivered after (diaglog.go)
+	waits *deadline.Queue[*Subscription] // parked readers' deadlines (wait.go: NextBefore)
+}
+
+// hotLine holds what every publish writes. seq is the last id assigned (0
+// before the first): the in-memory bus takes the next one with seq.Add(1)
+// where the event is appended; a backend's feed sets it to the id it
+// ingests. It has a cache line of its own, shared only with the two
+// counters every publish also writes right after (Stats.Published,
+// Stats.Delivered): they cost an atomic add on a line the publisher
+// already holds, and the fields publishers only read (diag's count, …) do
+// not move with them.
+type hotLine struct {
 	_         [64]byte
 	seq       atomic.Uint64
 	published atomic.Uint64 // events accepted (Stats.Published)
 	delivered atomic.Uint64 // live events queued for subscribers (Stats.Delivered)
 	_         [40]byte
-	nextSub   atomic.Uint64 // the last subscriber id given out
-	nsubs     atomic.Int64  // live subscribers (Stats.Subscribers)
-	cnt       counters      // the Stats counters publishers and subscribers write
-	// guarded and replayed are Stats.Guarded and Stats.Replayed, written
-	// by consumers and subscribes.
-	guarded  atomic.Int64
-	replayed atomic.Int64
-	diag     diagState // diagnostics queued under a lock, delivered after (diaglog.go)
+}
 
-	waits deadlineQueue // parked readers' deadlines (wait.go: NextBefore)
+// allSubs are the "all" subscribers: the list is guarded by mu under the
+// structure lock's read side (a publisher's ordering step, an unsubscribe),
+// or by the structure lock held exclusively (an "all" subscribe adds only
+// then). n mirrors its length: it rises only under the structure lock held
+// exclusively, so a publisher that reads 0 under the read side knows no
+// "all" subscriber can appear before it is done.
+type allSubs struct {
+	list subList
+	mu   sync.Mutex
+	n    atomic.Int32
+}
+
+// expiry is the expiry goroutine's lifeline: stop is closed by Close,
+// done by the goroutine when it returns.
+type expiry struct {
+	stop, done chan struct{}
 }
 
 // counters are the rarer figures of [Stats] that publishing, subscribing
 // and reading write, kept off every lock in atomics (the per-event ones sit
 // beside Bus.seq).
 type counters struct {
+	nextSub  atomic.Uint64 // the last subscriber id given out
+	nsubs    atomic.Int64  // live subscribers (Stats.Subscribers)
+	guarded  atomic.Int64  // Stats.Guarded, written by consumers
+	replayed atomic.Int64  // Stats.Replayed, written by subscribes
 	dropped  atomic.Uint64
 	evicted  atomic.Uint64
 	warnings atomic.Uint64
@@ -133,11 +127,12 @@ func New(cfg Options) (*Bus, error) {
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
-	b := &Bus{cfg: cfg, mu: xsync.NewRBMutex(), tombs: make(map[string]int64), registry: newRegistry()}
+	b := &Bus{cfg: cfg, mu: xsync.NewRBMutex(), mem: memStore{tombs: make(map[string]int64), registry: newRegistry()}}
 	b.policySet = cfg.OverflowPolicy != ""
 	if !b.policySet {
 		b.cfg.OverflowPolicy = defaultOverflowPolicy // in-process default
 	}
+	b.waits = deadline.New(b.deadlineDue)
 	if b.cfg.now == nil {
 		b.cfg.now = time.Now
 	}
@@ -155,7 +150,7 @@ func New(cfg Options) (*Bus, error) {
 		}
 		b.droppable[t] = struct{}{}
 	}
-	b.stopTTL, b.ttlDone = make(chan struct{}), make(chan struct{})
+	b.ttl.stop, b.ttl.done = make(chan struct{}), make(chan struct{})
 	go b.expireLoop()
 	return b, nil
 }
@@ -195,7 +190,7 @@ func (b *Bus) Options() Options {
 // before the call has an id at or below it.
 //
 // It takes no lock (an atomic load) and never waits for a publish.
-func (b *Bus) LastEventID() uint64 { return b.seq.Load() }
+func (b *Bus) LastEventID() uint64 { return b.hot.seq.Load() }
 
 func (b *Bus) nowNanos() int64 { return b.cfg.now().UnixNano() }
 
@@ -354,7 +349,7 @@ var testHookTreeLocked func(session string)
 // (or a refused one) takes the structure lock exclusively.
 func (b *Bus) publish(sessionID, typ string, raw []byte, origin string, create bool) (Event, error) {
 	defer b.flushDiagnostics() // after every lock is released
-	if b.remote != nil {
+	if b.remote.be != nil {
 		return b.publishRemote(sessionID, typ, raw, origin, create)
 	}
 	r := &record{typ: typ, data: raw, origin: originRef(origin), nanos: b.nowNanos()}
@@ -365,7 +360,7 @@ func (b *Bus) publish(sessionID, typ string, raw []byte, origin string, create b
 		b.mu.RUnlock(tok)
 		return Event{}, ErrClosed
 	}
-	if x, ok := b.sessions.Load(sessionID); ok {
+	if x, ok := b.mem.sessions.Load(sessionID); ok {
 		tl := x.treeLock()
 		tl.Lock()
 		r.session = x.id
@@ -420,12 +415,12 @@ func (b *Bus) publishRemote(sessionID, typ string, raw []byte, origin string, cr
 
 // eachSubLocked calls fn for every registered subscriber.
 func (b *Bus) eachSubLocked(fn func(*Subscription)) {
-	b.tree.Each(func(n *scope.Node[*session]) {
+	b.mem.tree.Each(func(n *scope.Node[*session]) {
 		for _, s := range n.Value.own {
 			fn(s)
 		}
 	})
-	for _, s := range b.all {
+	for _, s := range b.all.list {
 		fn(s)
 	}
 }
@@ -446,13 +441,13 @@ func (b *Bus) appendLocked(x *session, r *record, forced bool, f *fan) {
 	if b.droppable != nil {
 		_, droppable = b.droppable[r.typ]
 	}
-	if b.nall.Load() > 0 {
-		b.allMu.Lock()
-		r.id = b.seq.Add(1)
-		b.offerLocked(&b.all, nil, r, droppable, forced, f)
-		b.allMu.Unlock()
+	if b.all.n.Load() > 0 {
+		b.all.mu.Lock()
+		r.id = b.hot.seq.Add(1)
+		b.offerLocked(&b.all.list, nil, r, droppable, forced, f)
+		b.all.mu.Unlock()
 	} else {
-		r.id = b.seq.Add(1)
+		r.id = b.hot.seq.Add(1)
 	}
 	if testHookTreeLocked != nil {
 		testHookTreeLocked(x.id)
@@ -465,10 +460,10 @@ func (b *Bus) appendLocked(x *session, r *record, forced bool, f *fan) {
 	if n := int32(x.ring.Len()); n != x.info.buffered.Load() {
 		x.info.buffered.Store(n)
 	}
-	b.published.Add(1)
+	b.hot.published.Add(1)
 	b.fanOutLocked(x, r, droppable, forced, f)
 	if f.delivered != 0 {
-		b.delivered.Add(uint64(f.delivered))
+		b.hot.delivered.Add(uint64(f.delivered))
 	}
 	f.delivered = 0
 }
@@ -476,10 +471,10 @@ func (b *Bus) appendLocked(x *session, r *record, forced bool, f *fan) {
 // sessionLocked returns the session, creating it as a root when create is
 // set. b.mu must be held exclusively.
 func (b *Bus) sessionLocked(id string, create bool) (*session, error) {
-	if n := b.tree.Get(id); n != nil {
+	if n := b.mem.tree.Get(id); n != nil {
 		return n.Value, nil
 	}
-	if _, ok := b.tombs[id]; ok {
+	if _, ok := b.mem.tombs[id]; ok {
 		return nil, fmt.Errorf("%w: %q", ErrSessionClosed, id)
 	}
 	if !create {
@@ -511,9 +506,9 @@ func (b *Bus) addAskedLocked(id string, asking []string) (*session, error) {
 		len(asking) >= maxAskDepth, slices.Contains(asking, parent):
 		parent = ""
 	default:
-		if _, closed := b.tombs[parent]; closed {
+		if _, closed := b.mem.tombs[parent]; closed {
 			parent = ""
-		} else if b.tree.Get(parent) == nil {
+		} else if b.mem.tree.Get(parent) == nil {
 			if _, err := b.addAskedLocked(parent, append(asking, id)); errors.Is(err, errControllerPanicked) {
 				return nil, err
 			} else if err != nil {
@@ -550,17 +545,17 @@ func (b *Bus) addLocked(id, parent string) (*session, error) {
 	// forgotten): a resume from before what it lost then gets ring_evicted
 	// instead of a silent gap. Within one TTL we know exactly what the id
 	// lost; after that, conservatively, anything forgotten since.
-	if m, ok := b.lost[id]; ok {
+	if m, ok := b.mem.lost[id]; ok {
 		ring.MarkEvicted(m.id)
 	} else {
-		ring.MarkEvicted(b.forgotten)
+		ring.MarkEvicted(b.mem.forgotten)
 	}
 	x := &session{id: id, ring: ring}
 	x.active.Store(b.nowNanos())
 	if err := b.treeAddLocked(x, parent); err != nil {
 		return nil, err
 	}
-	b.stats.Sessions++
+	b.mem.stats.Sessions++
 	b.adoptLocked(x)
 	return x, nil
 }
@@ -606,15 +601,15 @@ func (b *Bus) CreateSession(id, parent string) error {
 	if b.closed {
 		return ErrClosed
 	}
-	if _, ok := b.tombs[parent]; ok && parent != "" {
+	if _, ok := b.mem.tombs[parent]; ok && parent != "" {
 		return fmt.Errorf("%w: parent %q", ErrSessionClosed, parent)
 	}
-	n := b.tree.Get(id)
+	n := b.mem.tree.Get(id)
 	if n == nil {
 		if parent == id {
 			return fmt.Errorf("%w: %q under itself", scope.ErrCycle, id)
 		}
-		_, reopened := b.tombs[id]
+		_, reopened := b.mem.tombs[id]
 		x, err := b.addLocked(id, parent)
 		if err != nil {
 			return err
@@ -622,8 +617,8 @@ func (b *Bus) CreateSession(id, parent string) error {
 		// A reopened id is a new incarnation: its replay buffer starts
 		// empty and is marked evicted up to what the closed one held
 		// (addLocked), so an old cursor gets ring_evicted.
-		delete(b.tombs, id)
-		if b.remote == nil {
+		delete(b.mem.tombs, id)
+		if b.remote.be == nil {
 			return nil
 		}
 		path := x.pathLocked()
@@ -631,12 +626,12 @@ func (b *Bus) CreateSession(id, parent string) error {
 		b.mu.Unlock()
 		_, err = b.appendRemote(path, Event{Session: id, Type: typeSessionCreated, Time: now})
 		b.mu.Lock()
-		if err != nil && !b.closed && b.tree.Get(id) == x.node && x.info.nsubs.Load() == 0 && !x.published && x.node.NumChildren() == 0 {
+		if err != nil && !b.closed && b.mem.tree.Get(id) == x.node && x.info.nsubs.Load() == 0 && !x.published && x.node.NumChildren() == 0 {
 			// No other node learnt of it: do not keep a local phantom.
 			b.treeRemoveLocked(x)
-			b.stats.Sessions--
+			b.mem.stats.Sessions--
 			if reopened {
-				b.tombs[id] = b.nowNanos()
+				b.mem.tombs[id] = b.nowNanos()
 			}
 		}
 		return err
@@ -653,7 +648,7 @@ func (b *Bus) CreateSession(id, parent string) error {
 		return err
 	}
 	b.attachedLocked(x)
-	if b.remote == nil {
+	if b.remote.be == nil {
 		return nil
 	}
 	path := x.pathLocked()
@@ -686,7 +681,7 @@ func (b *Bus) attachedLocked(x *session) {
 func (b *Bus) SessionClosed(id string) bool {
 	tok := b.mu.RLock()
 	defer b.mu.RUnlock(tok)
-	_, ok := b.tombs[id]
+	_, ok := b.mem.tombs[id]
 	return ok
 }
 
@@ -712,7 +707,7 @@ func (b *Bus) ClearReplayBuffer(id string) error {
 	if b.closed {
 		return ErrClosed
 	}
-	if x, ok := b.sessions.Load(id); ok {
+	if x, ok := b.mem.sessions.Load(id); ok {
 		tl := x.treeLock()
 		tl.Lock()
 		x.ring.Clear()
@@ -758,11 +753,11 @@ func (b *Bus) closeSession(id string, cascade bool) error {
 	if b.closed {
 		return ErrClosed
 	}
-	n := b.tree.Get(id)
+	n := b.mem.tree.Get(id)
 	if n == nil {
 		return nil
 	}
-	if b.remote != nil {
+	if b.remote.be != nil {
 		// Every node, this one included, closes the session when its feed
 		// ingests the session_closed event.
 		var targets []*session
@@ -828,7 +823,7 @@ func (b *Bus) closeLocked(x *session, announce bool) {
 		r := &record{session: x.id, typ: frame.TypeSessionClosed, nanos: now,
 			data: mustJSON(frame.SessionClosedData{Session: x.id, Reason: "closed"})}
 		b.appendLocked(x, r, true, &fan{}) // wakes at once
-		b.tombs[x.id] = now
+		b.mem.tombs[x.id] = now
 	}
 	p := x.parent()
 	var kids []*session
@@ -842,7 +837,7 @@ func (b *Bus) closeLocked(x *session, announce bool) {
 		b.keepLocked(x, p, now)
 	} else {
 		b.dropHeldLocked(x)
-		b.allLost = max(b.allLost, x.lastID)
+		b.mem.allLost = max(b.mem.allLost, x.lastID)
 	}
 	if lost := x.lastID; lost > 0 {
 		if p != nil {
@@ -851,10 +846,10 @@ func (b *Bus) closeLocked(x *session, announce bool) {
 		for _, c := range kids {
 			c.subtreeLost = max(c.subtreeLost, lost)
 		}
-		if b.lost == nil {
-			b.lost = make(map[string]lostMark)
+		if b.mem.lost == nil {
+			b.mem.lost = make(map[string]lostMark)
 		}
-		b.lost[x.id] = lostMark{id: lost, at: now}
+		b.mem.lost[x.id] = lostMark{id: lost, at: now}
 	}
 	// End the session's own subscribers after they drain.
 	for len(x.own) > 0 {
@@ -862,8 +857,8 @@ func (b *Bus) closeLocked(x *session, announce bool) {
 		b.unregisterLocked(s)
 		s.end(ErrSessionClosed, false)
 	}
-	for i := len(b.all) - 1; i >= 0; i-- {
-		if s := b.all[i]; s.sess == x {
+	for i := len(b.all.list) - 1; i >= 0; i-- {
+		if s := b.all.list[i]; s.sess == x {
 			b.unregisterLocked(s)
 			s.end(ErrSessionClosed, false)
 		}
@@ -882,7 +877,7 @@ func (b *Bus) closeLocked(x *session, announce bool) {
 		x.ring.Clear()
 	}
 	x.ring = nil
-	b.stats.Sessions--
+	b.mem.stats.Sessions--
 }
 
 // lostMark is what one closed or expired session took with it.
@@ -922,18 +917,18 @@ type Stats struct {
 // the figures are each exact at some instant, not all at the same one.
 func (b *Bus) Stats() Stats {
 	tok := b.mu.RLock()
-	st := b.stats
-	st.Retained = len(b.keptByID)
+	st := b.mem.stats
+	st.Retained = len(b.mem.keptByID)
 	b.mu.RUnlock(tok)
-	st.Subscribers = int(b.nsubs.Load())
-	st.Published = b.published.Load()
-	st.Delivered = b.delivered.Load()
+	st.Subscribers = int(b.cnt.nsubs.Load())
+	st.Published = b.hot.published.Load()
+	st.Delivered = b.hot.delivered.Load()
 	st.Dropped = b.cnt.dropped.Load()
 	st.Evicted = b.cnt.evicted.Load()
 	st.Warnings = b.cnt.warnings.Load()
 	st.Resyncs = b.cnt.resyncs.Load()
-	st.Replayed = uint64(b.replayed.Load())
-	st.Guarded = uint64(b.guarded.Load())
+	st.Replayed = uint64(b.cnt.replayed.Load())
+	st.Guarded = uint64(b.cnt.guarded.Load())
 	return st
 }
 
@@ -945,7 +940,7 @@ func (b *Bus) Close() error {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		<-b.ttlDone
+		<-b.ttl.done
 		return nil
 	}
 	b.closed = true
@@ -955,12 +950,12 @@ func (b *Bus) Close() error {
 		b.unregisterLocked(s)
 		s.end(ErrClosed, false)
 	}
-	close(b.stopTTL)
+	close(b.ttl.stop)
 	b.mu.Unlock()
-	b.waits.close()
-	<-b.ttlDone
-	if b.remote != nil {
-		return b.remote.Close()
+	b.waits.Close()
+	<-b.ttl.done
+	if b.remote.be != nil {
+		return b.remote.be.Close()
 	}
 	return nil
 }
@@ -973,9 +968,9 @@ func (b *Bus) Close() error {
 func (b *Bus) cancel(s *Subscription, reason error) {
 	tok := b.mu.RLock()
 	if s.kind == scope.All {
-		b.allMu.Lock()
+		b.all.mu.Lock()
 		b.unregisterLocked(s)
-		b.allMu.Unlock()
+		b.all.mu.Unlock()
 	} else {
 		tl := s.sess.treeLock()
 		tl.Lock()

@@ -254,7 +254,7 @@ func (s *Subscription) endLocked(reason error, discard bool) bool {
 		close(s.done)
 	}
 	if s.dlAt != 0 {
-		s.bus.waits.remove(s)
+		s.bus.waits.Remove(&s.dl)
 		s.dlAt = 0
 	}
 	s.waiting = true // force the wake below

@@ -21,6 +21,15 @@ type remote interface {
 	Close() error
 }
 
+// remoteStore is the backend side of a bus made over one (package
+// eventbus/backend): be is nil for the in-memory bus. highWater and
+// feedWaiters are guarded by Bus.mu.
+type remoteStore struct {
+	be          remote
+	highWater   uint64       // highest id the backend acknowledged to this node
+	feedWaiters []feedWaiter // subscribes waiting for the backend feed (awaitFeed)
+}
+
 // syncer is backend.Syncer.
 type syncer interface {
 	LastID(ctx context.Context) (uint64, error)
@@ -47,7 +56,7 @@ func init() {
 		if err != nil {
 			return nil, nil, err
 		}
-		b.remote = r
+		b.remote.be = r
 		return b, busFeed{b}, nil
 	}
 	hook.Prepare = func(bus any, sessionID, typ string, data, opts any) (any, []string, error) {
@@ -56,7 +65,7 @@ func init() {
 	}
 	hook.Acked = func(bus any, id uint64) { bus.(*Bus).noteAcked(id) }
 	hook.Backend = func(bus any) any {
-		if r := bus.(*Bus).remote; r != nil {
+		if r := bus.(*Bus).remote.be; r != nil {
 			return r
 		}
 		return nil
@@ -81,7 +90,7 @@ func (f busFeed) Evicted(path []string, upTo uint64) {
 	}
 	if x := b.ensurePathLocked(path); x != nil {
 		x.ring.MarkEvicted(upTo)
-		if upTo > b.seq.Load() {
+		if upTo > b.hot.seq.Load() {
 			b.announceGapLocked(x, upTo)
 		}
 	}
@@ -122,7 +131,7 @@ func (b *Bus) ensurePathLocked(path []string) *session {
 	var x *session
 	parent := ""
 	for i, id := range path {
-		if _, closed := b.tombs[id]; closed {
+		if _, closed := b.mem.tombs[id]; closed {
 			if i < len(path)-1 {
 				// A closed ancestor: its children became roots when it
 				// closed; the event still belongs to the live child.
@@ -134,9 +143,9 @@ func (b *Bus) ensurePathLocked(path []string) *session {
 			// expired on the publishing node (or a node that had not yet
 			// seen the close published). Every node takes it the same
 			// way: the id lives again.
-			delete(b.tombs, id)
+			delete(b.mem.tombs, id)
 		}
-		if n := b.tree.Get(id); n != nil {
+		if n := b.mem.tree.Get(id); n != nil {
 			x = n.Value
 			if x.parent() == nil && parent != "" {
 				// Attached late (CreateSession on a root), as in memory.
@@ -164,23 +173,23 @@ func (b *Bus) ingest(path []string, ev Event) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	defer b.wakeFeedWaitersLocked()
-	if b.closed || ev.ID <= b.seq.Load() {
+	if b.closed || ev.ID <= b.hot.seq.Load() {
 		return
 	}
-	b.seq.Store(ev.ID - 1) // appendLocked takes this id
-	if _, closed := b.tombs[path[len(path)-1]]; closed && ev.Type == frame.TypeSessionClosed {
-		b.seq.Store(ev.ID) // closed twice (two nodes at once): once is enough
+	b.hot.seq.Store(ev.ID - 1) // appendLocked takes this id
+	if _, closed := b.mem.tombs[path[len(path)-1]]; closed && ev.Type == frame.TypeSessionClosed {
+		b.hot.seq.Store(ev.ID) // closed twice (two nodes at once): once is enough
 		return
 	}
 	x := b.ensurePathLocked(path)
 	if x == nil || ev.Type == typeSessionCreated {
-		b.seq.Store(ev.ID)
+		b.hot.seq.Store(ev.ID)
 		return
 	}
 	r := &record{session: x.id, typ: ev.Type, data: ev.Data, origin: originRef(ev.Origin), nanos: ev.Time.UnixNano()}
 	if ev.Type == frame.TypeSessionClosed {
 		b.appendLocked(x, r, true, &fan{})
-		b.tombs[x.id] = r.nanos
+		b.mem.tombs[x.id] = r.nanos
 		b.closeLocked(x, false)
 		return
 	}
@@ -195,19 +204,19 @@ type feedWaiter struct {
 
 // wakeFeedWaitersLocked releases the waiters the feed has caught up with.
 func (b *Bus) wakeFeedWaitersLocked() {
-	if len(b.feedWaiters) == 0 {
+	if len(b.remote.feedWaiters) == 0 {
 		return
 	}
-	kept := b.feedWaiters[:0]
-	for _, w := range b.feedWaiters {
-		if w.upTo <= b.seq.Load() {
+	kept := b.remote.feedWaiters[:0]
+	for _, w := range b.remote.feedWaiters {
+		if w.upTo <= b.hot.seq.Load() {
 			close(w.ch)
 		} else {
 			kept = append(kept, w)
 		}
 	}
-	clear(b.feedWaiters[len(kept):])
-	b.feedWaiters = kept
+	clear(b.remote.feedWaiters[len(kept):])
+	b.remote.feedWaiters = kept
 }
 
 // awaitFeed is the wait of backend.Syncer: it returns once this node has ingested
@@ -215,11 +224,11 @@ func (b *Bus) wakeFeedWaitersLocked() {
 // closes or backendTimeout passes. It returns at once for a cursor below the
 // next id, and does nothing for the in-memory bus.
 func (b *Bus) awaitFeed(ctx context.Context, cursor uint64) {
-	if b.remote == nil {
+	if b.remote.be == nil {
 		return // in memory: nothing to wait for, and no lock to take
 	}
 	b.mu.Lock()
-	behind := b.remote != nil && !b.closed && cursor > b.seq.Load()
+	behind := b.remote.be != nil && !b.closed && cursor > b.hot.seq.Load()
 	b.mu.Unlock()
 	if !behind {
 		return
@@ -227,7 +236,7 @@ func (b *Bus) awaitFeed(ctx context.Context, cursor uint64) {
 	ctx, cancel := context.WithTimeout(ctx, backendTimeout)
 	defer cancel()
 	target := cursor
-	if sy, ok := b.remote.(syncer); ok {
+	if sy, ok := b.remote.be.(syncer); ok {
 		last, err := sy.LastID(ctx)
 		if err != nil {
 			return
@@ -236,20 +245,20 @@ func (b *Bus) awaitFeed(ctx context.Context, cursor uint64) {
 	}
 	w := feedWaiter{upTo: target, ch: make(chan struct{})}
 	b.mu.Lock()
-	if b.closed || target <= b.seq.Load() {
+	if b.closed || target <= b.hot.seq.Load() {
 		b.mu.Unlock()
 		return
 	}
-	b.feedWaiters = append(b.feedWaiters, w)
+	b.remote.feedWaiters = append(b.remote.feedWaiters, w)
 	b.mu.Unlock()
 	select {
 	case <-w.ch:
 		return
 	case <-ctx.Done():
-	case <-b.stopTTL:
+	case <-b.ttl.stop:
 	}
 	b.mu.Lock()
-	b.feedWaiters = slices.DeleteFunc(b.feedWaiters, func(x feedWaiter) bool { return x.ch == w.ch })
+	b.remote.feedWaiters = slices.DeleteFunc(b.remote.feedWaiters, func(x feedWaiter) bool { return x.ch == w.ch })
 	b.mu.Unlock()
 }
 
@@ -259,14 +268,14 @@ const backendTimeout = 10 * time.Second
 // appendRemote hands one event to the backend (Publish, CloseSession and
 // CreateSession of a backend-driven bus).
 func (b *Bus) appendRemote(path []string, ev Event) (Event, error) {
-	id, err := b.remote.Append(context.Background(), path, ev)
+	id, err := b.remote.be.Append(context.Background(), path, ev)
 	if err != nil {
 		return Event{}, fmt.Errorf("eventbus: publish to backend: %w", err)
 	}
 	ev.ID = id
 	b.mu.Lock()
-	if id > b.highWater {
-		b.highWater = id
+	if id > b.remote.highWater {
+		b.remote.highWater = id
 	}
 	b.mu.Unlock()
 	return ev, nil
@@ -278,8 +287,8 @@ func (b *Bus) noteAcked(id uint64) {
 		return
 	}
 	b.mu.Lock()
-	if id > b.highWater {
-		b.highWater = id
+	if id > b.remote.highWater {
+		b.remote.highWater = id
 	}
 	b.mu.Unlock()
 }

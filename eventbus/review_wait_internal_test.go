@@ -23,11 +23,7 @@ func TestReviewDeadlineQueueNoEntryAfterEnd(t *testing.T) {
 	b, err := New(Options{})
 	require.NoError(t, err)
 	defer b.Close()
-	queued := func() int {
-		b.waits.mu.Lock()
-		defer b.waits.mu.Unlock()
-		return len(b.waits.h)
-	}
+	queued := b.waits.Len
 	far := time.Now().Add(time.Hour)
 	for i := range 3000 {
 		s, err := b.Subscribe(context.Background(), "s", SubscribeOptions{NoReplay: true})
@@ -125,8 +121,6 @@ func TestReviewNextBeforeStress(t *testing.T) {
 	for err := range errc {
 		t.Error(err)
 	}
-	b.waits.mu.Lock()
-	defer b.waits.mu.Unlock()
-	assert.Empty(t, b.waits.h, "the deadline queue holds ended subscriptions")
-	assert.True(t, b.waits.closed)
+	assert.Zero(t, b.waits.Len(), "the deadline queue holds ended subscriptions")
+	assert.True(t, b.waits.Closed())
 }

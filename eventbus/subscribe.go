@@ -185,7 +185,7 @@ func (b *Bus) subscribeInTree(ctx context.Context, s *Subscription, sessionID st
 		b.mu.RUnlock(tok)
 		return true, false, ErrClosed
 	}
-	x, ok := b.sessions.Load(sessionID)
+	x, ok := b.mem.sessions.Load(sessionID)
 	if !ok {
 		b.mu.RUnlock(tok)
 		return false, false, nil
@@ -237,7 +237,7 @@ func (b *Bus) subscribeInTree(ctx context.Context, s *Subscription, sessionID st
 // published before register (it is in the ring, for the snapshot) or after
 // (it is queued for s) — never neither.
 func (b *Bus) register(ctx context.Context, s *Subscription, x *session) {
-	s.id, s.sess = b.nextSub.Add(1), x
+	s.id, s.sess = b.cnt.nextSub.Add(1), x
 	s.ctx = ctx
 	s.stopCtx = context.AfterFunc(ctx, s.ctxEnded)
 	b.registerLocked(s)
@@ -273,7 +273,7 @@ type snapshotJob struct {
 // b.mu's read side (the scope's replay buffers all lie in x's tree), or b.mu
 // exclusively (required for the all scope).
 func (b *Bus) snapshotPlanLocked(x *session, k scope.Kind, pos *Position) snapshotJob {
-	j := snapshotJob{now: b.nowNanos(), earliest: max(b.seq.Load()+1, b.highWater+1), hasCursor: pos != nil}
+	j := snapshotJob{now: b.nowNanos(), earliest: max(b.hot.seq.Load()+1, b.remote.highWater+1), hasCursor: pos != nil}
 	if pos != nil {
 		j.cursor = pos.ID
 		if (pos.Epoch != "" && pos.Epoch != b.epoch) || j.cursor >= j.earliest {
@@ -389,7 +389,7 @@ func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 		s.qh = 0
 		s.mu.Unlock()
 	}
-	b.replayed.Add(int64(n))
+	b.cnt.replayed.Add(int64(n))
 }
 
 // budgetCut returns how many of snap's records fit the replay byte budget
@@ -472,7 +472,7 @@ func (s *Subscription) reinsert(ev *Event) bool {
 			s.pre, s.pi = nil, 0
 		}
 		if r.id <= s.lastSeen {
-			s.bus.guarded.Add(1)
+			s.bus.cnt.guarded.Add(1)
 			continue
 		}
 		s.lastSeen = r.id
@@ -488,7 +488,7 @@ func (s *Subscription) reinsert(ev *Event) bool {
 		if id := e.rec.id; id != 0 {
 			if id <= s.lastSeen {
 				// The guard: never hand out an id twice or out of order.
-				s.bus.guarded.Add(1)
+				s.bus.cnt.guarded.Add(1)
 				*e = entry{}
 				continue
 			}
@@ -538,8 +538,8 @@ func (b *Bus) scopeRingsLocked(x *session, k scope.Kind) ([]*replay.Buffer[*reco
 		return rings, lost
 	case scope.All:
 		var rings []*replay.Buffer[*record]
-		b.tree.Each(func(n *scope.Node[*session]) { rings = n.Value.keptRings(append(rings, n.Value.ring)) })
-		return rings, b.allLost
+		b.mem.tree.Each(func(n *scope.Node[*session]) { rings = n.Value.keptRings(append(rings, n.Value.ring)) })
+		return rings, b.mem.allLost
 	}
 	return []*replay.Buffer[*record]{x.ring}, 0
 }
