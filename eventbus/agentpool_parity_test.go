@@ -19,10 +19,11 @@ import (
 	"github.com/replaybus/replaybus/scope"
 )
 
-// AgentPool parity: every scenario in which this bus is held to AgentPool's
-// EventBus is in this file, in two parts — TestAgentPoolTwins, AgentPool's
-// own tests as Go twins, and TestInput1…TestInput6, the inputs of the
-// AgentPool porting issue (at the end of the file).
+// AgentPool parity: every scenario in which the bus is held to AgentPool's
+// EventBus is in this file (its coalescing: coalesce/agentpool_test.go), in
+// two parts — TestAgentPoolTwins, AgentPool's own tests as Go twins, and
+// TestInput1…TestInput6, the inputs of the AgentPool porting issue (at the
+// end of the file).
 //
 // AgentPool's EventBus tests as Go twins: one row per Python test of
 // Leoyzen/agentpool's tests/orchestrator/test_event_bus.py ("eb:") and
