@@ -6,7 +6,6 @@ import (
 	"net"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -33,22 +32,9 @@ func TestFlagsOutputOnce(t *testing.T) {
 }
 
 func TestStartupLogPrintsURL(t *testing.T) {
-	var logs syncBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	addrc := make(chan net.Addr, 1)
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"-addr", "127.0.0.1:0"}, &logs, func(a net.Addr) { addrc <- a }) }()
-	var a net.Addr
-	select {
-	case a = <-addrc:
-	case err := <-done:
-		t.Fatalf("run ended early: %v\n%s", err, logs.String())
-	case <-time.After(10 * time.Second):
-		t.Fatal("not listening")
-	}
-	cancel()
-	require.NoError(t, <-done)
-	assert.Contains(t, logs.String(), "url=http://"+a.String()+"/")
+	base, logs, stop := startRun(t)
+	stop()
+	assert.Contains(t, logs.String(), "url="+base+"/")
 
 	for in, want := range map[string]string{
 		":8080": "http://localhost:8080/", "0.0.0.0:80": "http://localhost:80/", "[::]:9": "http://localhost:9/",

@@ -1,12 +1,11 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -20,29 +19,14 @@ import (
 // loopback name with 421; localhost and loopback IPs work as before.
 func TestLoopbackServerRefusesForeignHost(t *testing.T) {
 	t.Setenv("PORT", "")
-	var logs syncBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	addrc := make(chan net.Addr, 1)
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"-addr", "127.0.0.1:0"}, &logs, func(a net.Addr) { addrc <- a }) }()
-	var a net.Addr
-	select {
-	case a = <-addrc:
-	case err := <-done:
-		t.Fatalf("run ended early: %v\n%s", err, logs.String())
-	case <-time.After(10 * time.Second):
-		t.Fatal("not listening")
-	}
-	defer func() {
-		cancel()
-		require.NoError(t, <-done)
-	}()
-	_, port, err := net.SplitHostPort(a.String())
+	base, _, stop := startRun(t)
+	defer stop()
+	_, port, err := net.SplitHostPort(strings.TrimPrefix(base, "http://"))
 	require.NoError(t, err)
 
 	get := func(host, path string) (int, map[string]string) {
 		t.Helper()
-		req, err := http.NewRequest(http.MethodGet, "http://"+a.String()+path, nil)
+		req, err := http.NewRequest(http.MethodGet, base+path, nil)
 		require.NoError(t, err)
 		req.Host = host
 		resp, err := http.DefaultClient.Do(req)
