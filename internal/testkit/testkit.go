@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
-	_ "pgregory.net/rapid" // registers the -rapid.* flags Main sets
 
 	"github.com/replaybus/replaybus/eventbus"
 )
@@ -61,8 +60,8 @@ type Rapid struct {
 
 // Main runs a package's tests for its TestMain. It parses the flags, sets
 // -rapid.checks and -rapid.steps to r's unless the command line or
-// RAPID_CHECKS / RAPID_STEPS give them, and -rapid.nofailfile unless asked
-// otherwise (a failure prints its -rapid.seed; no testdata/rapid files
+// RAPID_CHECKS / RAPID_STEPS give them (or the tests do not use rapid), and
+// -rapid.nofailfile unless asked otherwise (a failure prints its -rapid.seed; no testdata/rapid files
 // litter the tree), then runs the tests under goleak.VerifyTestMain: a
 // package whose tests leave a goroutine behind fails. It does not return.
 func Main(m *testing.M, r Rapid) {
@@ -70,8 +69,8 @@ func Main(m *testing.M, r Rapid) {
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	def := func(name, env, value string) {
-		if _, ok := os.LookupEnv(env); set[name] || ok {
-			return
+		if _, ok := os.LookupEnv(env); set[name] || ok || flag.Lookup(name) == nil {
+			return // given, or the package's tests do not link rapid
 		}
 		if err := flag.Set(name, value); err != nil {
 			panic(err)
