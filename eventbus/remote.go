@@ -57,6 +57,7 @@ func init() {
 			return nil, nil, err
 		}
 		b.remote.be = r
+		b.w = &b.remote
 		return b, busFeed{b}, nil
 	}
 	hook.Prepare = func(bus any, sessionID, typ string, data, opts any) (any, []string, error) {
@@ -219,16 +220,13 @@ func (b *Bus) wakeFeedWaitersLocked() {
 	b.remote.feedWaiters = kept
 }
 
-// awaitFeed is the wait of backend.Syncer: it returns once this node has ingested
-// up to cursor (or the backend's last id, if lower), ctx is done, the bus
-// closes or backendTimeout passes. It returns at once for a cursor below the
-// next id, and does nothing for the in-memory bus.
-func (b *Bus) awaitFeed(ctx context.Context, cursor uint64) {
-	if b.remote.be == nil {
-		return // in memory: nothing to wait for, and no lock to take
-	}
+// await is the wait of backend.Syncer (writer.await): it returns once
+// this node has ingested up to cursor (or the backend's last id, if
+// lower), ctx is done, the bus closes or backendTimeout passes. It returns
+// at once for a cursor below the next id.
+func (rs *remoteStore) await(b *Bus, ctx context.Context, cursor uint64) {
 	b.mu.Lock()
-	behind := b.remote.be != nil && !b.closed && cursor > b.hot.seq.Load()
+	behind := !b.closed && cursor > b.hot.seq.Load()
 	b.mu.Unlock()
 	if !behind {
 		return
@@ -262,7 +260,7 @@ func (b *Bus) awaitFeed(ctx context.Context, cursor uint64) {
 	b.mu.Unlock()
 }
 
-// backendTimeout bounds the wait of awaitFeed.
+// backendTimeout bounds the wait of await.
 const backendTimeout = 10 * time.Second
 
 // appendRemote hands one event to the backend (Publish, CloseSession and
@@ -332,3 +330,59 @@ func (b *Bus) preparePublish(sessionID, typ string, data any, opts []PublishOpti
 	x.published = true
 	return Event{Session: sessionID, Type: typ, Data: raw, Time: b.cfg.now(), Origin: origin}, x.pathLocked(), nil
 }
+
+// publish is writer.publish over a backend: the backend assigns the id and
+// the feed delivers (ingest).
+func (rs *remoteStore) publish(b *Bus, sessionID, typ string, raw []byte, origin string, create bool) (Event, error) {
+	return b.publishRemote(sessionID, typ, raw, origin, create)
+}
+
+// created is writer.created over a backend: the creation, reopening
+// (fresh) or attachment of x is appended to the backend so every node
+// learns it. b.mu is held exclusively; it is released for the append.
+// When a fresh session could not be appended and nothing used it
+// meanwhile, no other node learnt of it: it is removed again (and a
+// reopened id closed again) rather than kept as a local phantom.
+func (rs *remoteStore) created(b *Bus, x *session, fresh, reopened bool) error {
+	path := x.pathLocked()
+	now := b.cfg.now()
+	b.mu.Unlock()
+	_, err := b.appendRemote(path, Event{Session: x.id, Type: typeSessionCreated, Time: now})
+	b.mu.Lock()
+	if fresh && err != nil && !b.closed && b.mem.tree.Get(x.id) == x.node && x.info.nsubs.Load() == 0 && !x.published && x.node.NumChildren() == 0 {
+		b.treeRemoveLocked(x)
+		b.mem.stats.Sessions--
+		if reopened {
+			b.mem.tombs[x.id] = b.nowNanos()
+		}
+	}
+	return err
+}
+
+// close is writer.close over a backend: a session_closed event is appended
+// for each target, in order; every node, this one included, closes the
+// session when its feed ingests it. b.mu is held exclusively; it is
+// released for the appends.
+func (rs *remoteStore) close(b *Bus, targets []*session) error {
+	type job struct {
+		path []string
+		id   string
+	}
+	jobs := make([]job, len(targets))
+	for i, x := range targets {
+		jobs[i] = job{x.pathLocked(), x.id}
+	}
+	b.mu.Unlock()
+	defer b.mu.Lock()
+	for _, j := range jobs {
+		ev := Event{Session: j.id, Type: frame.TypeSessionClosed, Time: b.cfg.now(),
+			Data: mustJSON(frame.SessionClosedData{Session: j.id, Reason: "closed"})}
+		if _, err := b.appendRemote(j.path, ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// shutdown is writer.shutdown over a backend: it closes the backend.
+func (rs *remoteStore) shutdown() error { return rs.be.Close() }

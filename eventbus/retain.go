@@ -3,7 +3,7 @@ package eventbus
 import (
 	"container/list"
 
-	"github.com/replaybus/replaybus/replay"
+	"github.com/replaybus/replaybus/eventbus/internal/store"
 )
 
 // Retention of closed sessions' history inside a live tree.
@@ -36,7 +36,7 @@ import (
 // its open ancestors.
 type retained struct {
 	id     string
-	ring   *replay.Buffer[*record]
+	ring   store.Log[*record]
 	lastID uint64   // the newest id in it (its session_closed)
 	at     int64    // Unix ns when the session closed
 	holder *session // the open session it is kept under
@@ -140,7 +140,7 @@ func (b *Bus) expireKeptLocked(now int64) {
 }
 
 // keptRings appends the buffers x holds to rings.
-func (x *session) keptRings(rings []*replay.Buffer[*record]) []*replay.Buffer[*record] {
+func (x *session) keptRings(rings []store.Log[*record]) []store.Log[*record] {
 	for _, r := range x.kept {
 		rings = append(rings, r.ring)
 	}

@@ -5,7 +5,7 @@ import (
 	"slices"
 
 	"github.com/replaybus/replaybus/eventbus/frame"
-	"github.com/replaybus/replaybus/replay"
+	"github.com/replaybus/replaybus/eventbus/internal/store"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -101,7 +101,7 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 		return nil, err
 	}
 	if cursor != nil && (cursor.Epoch == "" || cursor.Epoch == b.epoch) {
-		b.awaitFeed(ctx, cursor.ID) // backend buses only, see awaitFeed
+		b.w.await(b, ctx, cursor.ID) // a bus over a backend may be behind
 	}
 
 	replay := !o.NoReplay
@@ -256,7 +256,7 @@ const snapshotAllocUnderLock = 4096
 // the locks of register (snapshotPlanLocked, snapshotLocked), finished outside them
 // (finishSnapshot).
 type snapshotJob struct {
-	rings     []*replay.Buffer[*record]
+	rings     []store.Log[*record]
 	total     int    // entries to copy (exact while the lock is held)
 	cursor    uint64 // replay ids above this (0 after an epoch_reset)
 	reset     bool   // epoch_reset: the cursor was from another epoch or ahead
@@ -289,7 +289,7 @@ func (b *Bus) snapshotPlanLocked(x *session, k scope.Kind, pos *Position) snapsh
 	j.rings, lost = b.scopeRingsLocked(x, k)
 	j.evicted = lost
 	for _, r := range j.rings {
-		j.total += r.Len() - r.Search(j.cursor)
+		j.total += r.CountAfter(j.cursor)
 		j.evicted = max(j.evicted, r.HighestEvicted())
 	}
 	if j.hasCursor && !j.reset && j.evicted > j.cursor {
@@ -392,31 +392,6 @@ func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 	b.cnt.replayed.Add(int64(n))
 }
 
-// budgetCut returns how many of snap's records fit the replay byte budget
-// (at least one, then up to the record that would exceed it) and whether
-// snap is in id order; the order is checked over the whole of snap.
-func budgetCut(snap []*record, budget int64) (n int, sorted bool) {
-	n, sorted = len(snap), true
-	used, prev := int64(0), uint64(0)
-	for i, r := range snap {
-		if r.id < prev {
-			sorted = false
-		}
-		prev = r.id
-		if n == len(snap) {
-			c := int64(len(r.data))
-			if i > 0 && used+c > budget {
-				n = i
-				if !sorted {
-					return n, false
-				}
-			}
-			used += c
-		}
-	}
-	return n, sorted
-}
-
 // drain is step 3, on the consumer's side: it takes every live event (and
 // frame) queued since the last drain out of the shared queue in one step and
 // makes it the consumer's local batch, giving the publisher the consumer's
@@ -507,49 +482,4 @@ func (s *Subscription) reinsert(ev *Event) bool {
 		return true
 	}
 	return false
-}
-
-// scopeRingsLocked returns the replay buffers a subscriber of x with scope k
-// replays from, and the highest id lost with sessions that were in that
-// scope and have been closed or expired.
-func (b *Bus) scopeRingsLocked(x *session, k scope.Kind) ([]*replay.Buffer[*record], uint64) {
-	switch k {
-	case scope.Descendants:
-		var rings []*replay.Buffer[*record]
-		x.node.Walk(func(n *scope.Node[*session]) bool {
-			rings = append(rings, n.Value.ring)
-			rings = n.Value.keptRings(rings)
-			return true
-		})
-		return rings, x.descLost
-	case scope.Subtree:
-		rings := []*replay.Buffer[*record]{x.ring}
-		lost := x.subtreeLost
-		if p := x.parent(); p != nil {
-			rings = append(rings, p.ring)
-			lost = max(lost, p.childLost)
-			p.node.Children(func(c *scope.Node[*session]) bool {
-				if c.Value != x {
-					rings = append(rings, c.Value.ring)
-				}
-				return true
-			})
-		}
-		return rings, lost
-	case scope.All:
-		var rings []*replay.Buffer[*record]
-		b.mem.tree.Each(func(n *scope.Node[*session]) { rings = n.Value.keptRings(append(rings, n.Value.ring)) })
-		return rings, b.mem.allLost
-	}
-	return []*replay.Buffer[*record]{x.ring}, 0
-}
-
-func cmpID(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
