@@ -18,9 +18,12 @@ import (
 // MaxNameLen is the longest session id or event type the bus accepts, in bytes.
 const MaxNameLen = 256
 
-// Bus is an in-memory, per-session event bus with a bounded replay buffer per
-// session, the Go form of AgentPool's EventBus with qwen-code's resume and
-// backpressure protocol. Create one with [New]; the zero value is not usable.
+// Bus is a per-session event bus with a bounded replay buffer per session,
+// the Go form of AgentPool's EventBus with qwen-code's resume and
+// backpressure protocol. [New] makes one that keeps its ids and history in
+// this process; package eventbus/backend makes one over a shared backend
+// (adapters/nats: NATS JetStream, several nodes), with the same API and
+// delivery protocol. The zero value is not usable.
 //
 // All methods are safe for concurrent use. A publish takes the lock of its
 // session's tree (a root and everything below it) for the id, the replay
@@ -284,12 +287,12 @@ func (b *Bus) Close() error {
 	return b.w.shutdown()
 }
 
-// cancel ends s at once, discarding its queue (Close, context
-// cancellation). It takes the structure lock's read side and the lock that
+// cancel ends s at once (Close, Unsubscribe, context cancellation), with
+// discard dropping what is still queued (all but Unsubscribe). It takes the structure lock's read side and the lock that
 // guards s's lists — its session's tree lock, or allMu for an "all"
 // subscriber — so it waits for publishes of that tree (or the ordering
 // step) only.
-func (b *Bus) cancel(s *Subscription, reason error) {
+func (b *Bus) cancel(s *Subscription, reason error, discard bool) {
 	tok := b.mu.RLock()
 	if s.kind == scope.All {
 		b.all.mu.Lock()
@@ -302,7 +305,7 @@ func (b *Bus) cancel(s *Subscription, reason error) {
 		tl.Unlock()
 	}
 	b.mu.RUnlock(tok)
-	s.end(reason, true)
+	s.end(reason, discard)
 }
 
 func (s *Subscription) end(reason error, discard bool) {

@@ -322,9 +322,9 @@ func (b *Bus) ClearReplayBuffer(id string) error {
 // and go on.
 //
 // Later publishes and subscribes to id fail with ErrSessionClosed for the
-// session TTL, unless [Bus.CreateSession] reopens it (AgentPool silently
-// re-creates the buffer on the next publish; we refuse, so a late publish
-// cannot resurrect a closed session unnoticed).
+// session TTL, unless [Bus.CreateSession] reopens it, so that a late
+// publish cannot resurrect a closed session unnoticed (docs/python-parity.md
+// compares AgentPool).
 //
 // Closing a closed or unknown session is a no-op (nil), as in AgentPool.
 // Errors: ErrClosed after Close; over a backend, the backend's error.

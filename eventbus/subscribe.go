@@ -22,7 +22,7 @@ import (
 //     snapshot and nothing is in both; then, with the lock released, merge
 //     them by id across sessions for multi-session scopes, cut them at the
 //     replay byte budget and build the frames (so a large resume does not
-//     stall other publishers, issue 12.8);
+//     stall other publishers);
 //  3. drain: live events published from then on wait in the live queue and
 //     reach the consumer in one batch per wake-up;
 //  4. reinsert: the consumer reads the snapshot first (Replay=true), then
