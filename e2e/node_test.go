@@ -73,7 +73,7 @@ func TestNodeEventSourceResumes(t *testing.T) {
 		ev, err := ts.bus.Publish("run", "tick", map[string]int{"n": i})
 		require.NoError(t, err)
 		require.Equal(t, uint64(i), ev.ID)
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // the pace above: the workload, not a wait for something
 	}
 	publishMS := time.Since(start).Milliseconds()
 

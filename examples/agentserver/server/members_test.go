@@ -8,13 +8,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Review (attacker): encoding/json matches member names case-insensitively
+// An attacker's body: encoding/json matches member names case-insensitively
 // and lets the last of a repeated member win, so
 // POST {"type":"x","TYPE":"y"} published an event of type "y" while a proxy
 // or gateway rule reading the body saw type "x"; {"id":"a","id":"b"} created
 // session "b". Both are now 400 invalid_json naming the member, consume no
 // id and create nothing; the exact names still work.
-func TestReviewBodyMembersAreExactAndUnique(t *testing.T) {
+func TestBodyMembersAreExactAndUnique(t *testing.T) {
 	t.Parallel()
 	s := newServer(t, Options{})
 	require.NoError(t, s.Bus().CreateSession("s1", ""))
@@ -51,11 +51,11 @@ func TestReviewBodyMembersAreExactAndUnique(t *testing.T) {
 	assert.Equal(t, http.StatusCreated, status, "%v", out)
 }
 
-// Review: encoding/json reads a lone UTF-16 surrogate escape as U+FFFD, so
+// encoding/json reads a lone UTF-16 surrogate escape as U+FFFD, so
 // POST /sessions {"id":"\ud800"} created session "\uFFFD" — not the id in the
 // body — and a type or parent went the same way. A lone escape in a member
 // is now 400 naming it; pairs (an emoji) and escapes inside data pass.
-func TestReviewBodyLoneSurrogateRefused(t *testing.T) {
+func TestBodyLoneSurrogateRefused(t *testing.T) {
 	t.Parallel()
 	s := newServer(t, Options{})
 	require.NoError(t, s.Bus().CreateSession("s1", ""))

@@ -9,11 +9,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Review: on the stream routes the mux advertised "Allow: GET, HEAD, POST"
+// On the stream routes the mux advertised "Allow: GET, HEAD, POST"
 // (a 405 for PUT), but HEAD itself was refused by the SSE handler with
 // "Allow: GET" — which left out POST. Both answers now give the methods the
 // path really takes; HEAD elsewhere is untouched.
-func TestReviewStreamRoutesAllowWhatTheyServe(t *testing.T) {
+func TestStreamRoutesAllowWhatTheyServe(t *testing.T) {
 	t.Parallel()
 	s := newServer(t, Options{})
 	require.NoError(t, s.Bus().CreateSession("s1", ""))

@@ -1,48 +1,32 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// Review (attacker, DNS rebinding): a page on evil.example re-points its
+// An attacker by DNS rebinding: a page on evil.example re-points its
 // name at 127.0.0.1 and, being same-origin with http://evil.example:8080,
 // reads the streams, publishes and closes sessions of a developer's
 // loopback server (the WebSocket origin check compares Origin with Host,
 // which match). A loopback-only server now refuses a Host that is not a
 // loopback name with 421; localhost and loopback IPs work as before.
-func TestReviewLoopbackServerRefusesForeignHost(t *testing.T) {
+func TestLoopbackServerRefusesForeignHost(t *testing.T) {
 	t.Setenv("PORT", "")
-	var logs syncBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	addrc := make(chan net.Addr, 1)
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"-addr", "127.0.0.1:0"}, &logs, func(a net.Addr) { addrc <- a }) }()
-	var a net.Addr
-	select {
-	case a = <-addrc:
-	case err := <-done:
-		t.Fatalf("run ended early: %v\n%s", err, logs.String())
-	case <-time.After(10 * time.Second):
-		t.Fatal("not listening")
-	}
-	defer func() {
-		cancel()
-		require.NoError(t, <-done)
-	}()
-	_, port, err := net.SplitHostPort(a.String())
+	base, _, stop := startRun(t)
+	defer stop()
+	_, port, err := net.SplitHostPort(strings.TrimPrefix(base, "http://"))
 	require.NoError(t, err)
 
 	get := func(host, path string) (int, map[string]string) {
 		t.Helper()
-		req, err := http.NewRequest(http.MethodGet, "http://"+a.String()+path, nil)
+		req, err := http.NewRequest(http.MethodGet, base+path, nil)
 		require.NoError(t, err)
 		req.Host = host
 		resp, err := http.DefaultClient.Do(req)
@@ -64,7 +48,7 @@ func TestReviewLoopbackServerRefusesForeignHost(t *testing.T) {
 	}
 }
 
-func TestReviewIsLoopbackHost(t *testing.T) {
+func TestIsLoopbackHost(t *testing.T) {
 	for h, want := range map[string]bool{
 		"localhost": true, "localhost:1": true, "[::1]:80": true, "::1": true, "127.9.9.9": true,
 		"": false, "evil.example": false, "0.0.0.0:80": false, "[::]:80": false, "192.168.1.2": false,
