@@ -71,8 +71,9 @@ type StreamOptions struct {
 	// Epoch is the bus epoch the cursor came from, sent as X-Event-Epoch.
 	// Afterwards the stream sends the epoch of the last id it received.
 	Epoch string
-	// Session is the session the URL subscribes to: a session_closed event
-	// of this session ends the stream. Empty: taken from a URL path ending
+	// Session is the session the URL subscribes to: a live session_closed
+	// event of this session ends the stream (a replayed one, from before
+	// the session was reopened, does not). Empty: taken from a URL path ending
 	// in /session/{id}/events.
 	Session string
 }
@@ -100,8 +101,10 @@ type StreamOptions struct {
 // back in the same instant.
 //
 // The stream stops for good, and Next returns the reason from then on:
-// [eventbus.ErrSessionClosed] after the session_closed event of its own
-// session (the event itself is returned first), a [*StatusError] for any
+// [eventbus.ErrSessionClosed] after the live session_closed event of its
+// own session (the event itself is returned first; a replayed one — a
+// session closed and reopened with CreateSession keeps it in its buffer —
+// passes like any event), a [*StatusError] for any
 // other non-200 answer (400, 401, 403, 404 from a server that did not
 // restart, 405, 410, …) or a 200 that is not text/event-stream, the
 // context's error, or [ErrStreamClosed].
@@ -169,6 +172,7 @@ func (s *Stream) Next() (eventbus.Event, error) {
 		}
 		f, err := s.dec.Next()
 		if err != nil {
+			s.adoptID() // an id-only block moves it too
 			s.disconnect()
 			if errors.Is(err, ErrFrameTooLarge) {
 				s.fail(err)
@@ -178,15 +182,13 @@ func (s *Stream) Next() (eventbus.Event, error) {
 		if r, ok := s.dec.Retry(); ok && r > 0 {
 			s.retry = r
 		}
-		if id := s.dec.LastEventID(); id != s.lastID {
-			s.lastID = id
-			if s.connEpoch != "" {
-				s.epoch = s.connEpoch
-			}
-		}
+		s.adoptID()
 		s.failures = 0
 		ev, _ := DecodeEvent(f)
-		if ev.Type == eventbus.TypeSessionClosed && ev.ID != 0 && s.session != "" && ev.Session == s.session {
+		if ev.ID == 0 && ev.Type == TypeStreamStart && f.HasID {
+			continue // where a live-only stream starts (taken above): not an event
+		}
+		if ev.Type == eventbus.TypeSessionClosed && ev.ID != 0 && !ev.Replay && s.session != "" && ev.Session == s.session {
 			s.disconnect()
 			s.fail(eventbus.ErrSessionClosed)
 		}
@@ -194,8 +196,21 @@ func (s *Stream) Next() (eventbus.Event, error) {
 	}
 }
 
+// adoptID takes the decoder's last event id — moved by every frame with an
+// id: line (the stream_start frame of a live-only stream included) and by
+// an id-only block — with the epoch of the connection that sent it.
+func (s *Stream) adoptID() {
+	if id := s.dec.LastEventID(); id != s.lastID {
+		s.lastID = id
+		if s.connEpoch != "" {
+			s.epoch = s.connEpoch
+		}
+	}
+}
+
 // LastEventID returns the cursor the stream resumes from: the id: of the
-// last frame that carried one (in the server's form, possibly
+// last frame that carried one (the stream_start frame of a live-only
+// stream included) (in the server's form, possibly
 // epoch-qualified), or StreamOptions.LastEventID before any. Call it from
 // the goroutine that calls Next.
 func (s *Stream) LastEventID() string { return s.lastID }

@@ -68,7 +68,7 @@ func TestHandlerCoalesceFrames(t *testing.T) {
 			first = last
 		}
 	}
-	srv := serve(t, newHandler(t, b, sse.HandlerOptions{}), nil)
+	srv := serve(t, newHandler(t, b, sse.HandlerOptions{PlainIDs: true}), nil)
 	u := srv.URL + "/session/s1/events?coalesce=acp&throttle=150ms"
 
 	s := openRaw(t, u+"&lastEventId=0", nil)

@@ -29,7 +29,7 @@ func ExampleWriteEvent() {
 		_ = sse.WriteEvent(w, ev, sse.EncodeOptions{})
 	}
 	_, _ = w.Write(sse.AppendComment(nil, "heartbeat"))
-	// With epoch-qualified ids (HandlerOptions.EpochIDs):
+	// With epoch-qualified ids (the handler's default; HandlerOptions.PlainIDs turns them off):
 	_ = sse.WriteEvent(w, eventbus.Event{ID: 44, Session: "s1", Type: "plan"}, sse.EncodeOptions{Epoch: "9f3c"})
 	// Output:
 	// retry: 3000
@@ -64,7 +64,7 @@ func ExampleWriteEvent() {
 func ExampleHandler() {
 	bus, _ := eventbus.New(config.Config{}, eventbus.WithEpoch("E1"))
 	defer bus.Close()
-	h, _ := sse.NewHandler(bus, sse.HandlerOptions{EpochIDs: true})
+	h, _ := sse.NewHandler(bus, sse.HandlerOptions{})
 	defer h.Close()
 	mux := http.NewServeMux()
 	mux.Handle(sse.Pattern, h)

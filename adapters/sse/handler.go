@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -41,7 +42,7 @@ const (
 
 // HandlerOptions configure a [Handler]. The zero value is valid: PathValue
 // session ids, no authorization, retry 3 s, heartbeat 15 s, write timeout
-// 10 s, plain decimal ids.
+// 10 s, epoch-qualified ids.
 type HandlerOptions struct {
 	// SessionID extracts the session id from a request. Nil means
 	// r.PathValue("id"), which works when the handler is mounted on a
@@ -88,10 +89,15 @@ type HandlerOptions struct {
 	// unknown_query_parameter; Query.Strict refuses every unknown one but
 	// those in Query.Allow. See [QueryRules].
 	Query QueryRules
-	// EpochIDs writes ids as "<epoch>-<seq>" so that a browser, which cannot
-	// send X-Event-Epoch, hands the epoch back in Last-Event-ID and a server
-	// restart is detected exactly. Both forms are accepted either way.
-	EpochIDs bool
+	// PlainIDs writes ids as plain decimal sequence numbers ("id: 42"), the
+	// wire form of AgentPool and qwen-code, for clients that parse ids as
+	// numbers. False (the default) writes them epoch-qualified,
+	// "<epoch>-<seq>", so that a browser, which cannot send X-Event-Epoch,
+	// hands the epoch back in Last-Event-ID and a server restart is an
+	// epoch_reset; with plain ids a browser's Last-Event-ID after a restart
+	// silently resumes in the new history. Both forms are accepted as a
+	// cursor either way.
+	PlainIDs bool
 	// Logger receives a debug record per stream end and per failed write
 	// (a client that went away), and a warning per write that hit
 	// WriteTimeout. Nil: no logging.
@@ -146,7 +152,7 @@ func NewHandler(bus *eventbus.Bus, o HandlerOptions) (*Handler, error) {
 	h.retry = durationOr(o.Retry, DefaultRetry)
 	h.hb = durationOr(o.Heartbeat, DefaultHeartbeat)
 	h.wt = durationOr(o.WriteTimeout, DefaultWriteTimeout)
-	if o.EpochIDs {
+	if !o.PlainIDs {
 		h.encOpts.Epoch = bus.Epoch()
 	}
 	return h, nil
@@ -303,6 +309,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer h.unregister(id)
 
+	// A live-only stream starts at the newest id before it subscribes:
+	// every event after it is either delivered live or, should the client
+	// be cut before its first one, replayed by the resume from it.
+	start, live := uint64(0), opts.NoReplay && opts.Cursor == nil
+	if live {
+		start = h.bus.LastEventID()
+	}
 	sub, err := h.bus.Subscribe(ctx, sessionID, opts)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -320,7 +333,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.o.OnSubscribe != nil {
 		h.o.OnSubscribe(r, sub)
 	}
-	reason := h.stream(ctx, w, sub, enc, st)
+	reason := h.stream(ctx, w, sub, enc, st, live, start)
 	if h.o.Logger != nil {
 		h.o.Logger.LogAttrs(ctx, slog.LevelDebug, "sse: stream ended",
 			slog.String("session", sessionID), slog.String("remote", r.RemoteAddr), slog.Any("reason", reason))
@@ -354,9 +367,10 @@ func (h *Handler) goAway(w http.ResponseWriter) {
 	_ = http.NewResponseController(w).Flush()
 }
 
-// stream writes the answer headers, the retry line and then every frame of
-// sub, with heartbeats in the gaps, until something ends it; it returns why.
-func (h *Handler) stream(ctx context.Context, w http.ResponseWriter, sub *eventbus.Subscription, enc EncodeOptions, st *streamState) error {
+// stream writes the answer headers, the retry line, the stream_start frame
+// of a live-only stream (see [TypeStreamStart]) and then every frame of sub,
+// with heartbeats in the gaps, until something ends it; it returns why.
+func (h *Handler) stream(ctx context.Context, w http.ResponseWriter, sub *eventbus.Subscription, enc EncodeOptions, st *streamState, live bool, start uint64) error {
 	hd := w.Header()
 	hd.Set("Content-Type", "text/event-stream")
 	hd.Set("Cache-Control", "no-cache, no-transform")
@@ -366,12 +380,15 @@ func (h *Handler) stream(ctx context.Context, w http.ResponseWriter, sub *eventb
 
 	sw := &streamWriter{h: h, ctx: ctx, rc: http.NewResponseController(w), enc: NewEncoder(w, enc)}
 	defer sw.rc.SetWriteDeadline(time.Time{}) //nolint:errcheck // best effort: leave no deadline on a kept-alive conn
+	var head []byte
 	if h.retry > 0 {
-		sw.begin()
-		if err := sw.end(sw.enc.Retry(h.retry)); err != nil {
-			return err
-		}
-	} else if err := sw.end(nil); err != nil { // send the headers now
+		head = AppendRetry(head, h.retry)
+	}
+	if live {
+		head = appendStart(head, sub.Session(), start, h.bus.Epoch(), enc.Epoch)
+	}
+	sw.begin()
+	if err := sw.end(writeAll(w, head)); err != nil { // also sends the headers
 		return err
 	}
 
@@ -415,6 +432,44 @@ func (h *Handler) stream(ctx context.Context, w http.ResponseWriter, sub *eventb
 		}
 		lastWrite = time.Now()
 	}
+}
+
+// TypeStreamStart is the type of the frame that opens a live-only stream
+// (replay=0 without a cursor), right after the retry line:
+//
+//	id: <epoch>-<seq>
+//	event: stream_start
+//	data: {"v":1,"type":"stream_start","session":"s1","data":{"lastEventId":"<epoch>-<seq>","epoch":"<epoch>"}}
+//
+// Its id: line is where the stream starts — the newest id before the
+// subscription, "<seq>" with [HandlerOptions.PlainIDs] — so that a client
+// cut before its first event resumes from there with Last-Event-ID and
+// loses nothing. An EventSource dispatches it only to a "stream_start"
+// listener (never to onmessage, whatever ?events= says); [Stream] takes its
+// id and does not return it. Its envelope has no "id": it is no event.
+const TypeStreamStart = "stream_start"
+
+// appendStart appends the TypeStreamStart frame for a stream of session
+// that starts after seq, with the id in the form idEpoch selects.
+func appendStart(dst []byte, session string, seq uint64, busEpoch, idEpoch string) []byte {
+	dst = append(dst, "id: "...)
+	mark := len(dst)
+	dst = appendID(dst, seq, idEpoch)
+	cursor := string(dst[mark:])
+	dst = append(dst, '\n')
+	data := appendJSONString([]byte(`{"lastEventId":`), cursor)
+	data = append(data, `,"epoch":`...)
+	data = append(appendJSONString(data, busEpoch), '}')
+	return AppendEvent(dst, eventbus.Event{Type: TypeStreamStart, Session: session, Data: data}, EncodeOptions{})
+}
+
+// writeAll writes b to w unless it is empty.
+func writeAll(w io.Writer, b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	_, err := w.Write(b)
+	return err
 }
 
 // Bounds of one batch: frames and bytes written before the flush.

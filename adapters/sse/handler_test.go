@@ -136,7 +136,7 @@ func TestHandlerHeadersAndRetryFirst(t *testing.T) {
 	t.Parallel()
 	b := newBus(t, config.Config{})
 	publish(t, b, "s1", "hello", map[string]int{"n": 1})
-	h := newHandler(t, b, sse.HandlerOptions{})
+	h := newHandler(t, b, sse.HandlerOptions{PlainIDs: true})
 	srv := serve(t, h, nil)
 
 	s := openRaw(t, srv.URL+"/session/s1/events", nil)
@@ -247,7 +247,7 @@ func TestHandlerCursorReplay(t *testing.T) {
 	for range 3 {
 		publish(t, b, "s1", "tick", nil)
 	}
-	h := newHandler(t, b, sse.HandlerOptions{EpochIDs: true})
+	h := newHandler(t, b, sse.HandlerOptions{})
 	srv := serve(t, h, nil)
 	u := srv.URL + "/session/s1/events"
 
@@ -301,6 +301,7 @@ func TestHandlerSessionClosedEndsResponse(t *testing.T) {
 	s := openRaw(t, srv.URL+"/session/parent/events?scope=descendants&replay=0", nil)
 	require.Equal(t, http.StatusOK, s.resp.StatusCode)
 	require.Eventually(t, func() bool { return b.Stats().Subscribers == 1 }, 5*time.Second, time.Millisecond)
+	assert.Equal(t, sse.TypeStreamStart, s.next(t).Type, "a live-only stream opens with where it starts")
 	require.NoError(t, b.CloseSession("child"))
 	ev := s.next(t)
 	assert.Equal(t, eventbus.TypeSessionClosed, ev.Type)
@@ -507,7 +508,7 @@ func TestHandlerEventsMessage(t *testing.T) {
 	t.Parallel()
 	b := newBus(t, config.Config{})
 	publish(t, b, "s1", "hello", map[string]int{"n": 1})
-	h := newHandler(t, b, sse.HandlerOptions{Retry: -1})
+	h := newHandler(t, b, sse.HandlerOptions{Retry: -1, PlainIDs: true})
 	srv := serve(t, h, nil)
 
 	s := openRaw(t, srv.URL+"/session/s1/events?events=message", nil)

@@ -44,6 +44,9 @@ func TestHandlerHTTP2QuietStreamOutlivesWriteTimeout(t *testing.T) {
 	require.Eventually(t, func() bool { return b.Stats().Subscribers == 1 }, 5*time.Second, time.Millisecond)
 
 	dec := sse.NewDecoder(resp.Body)
+	f, err := dec.Next()
+	require.NoError(t, err)
+	require.Equal(t, sse.TypeStreamStart, f.Event, "a live-only stream opens with where it starts")
 	next := func() (uint64, error) {
 		f, err := dec.Next()
 		if err != nil {

@@ -12,7 +12,7 @@ import (
 // ParseRequest validates what a subscribe request carries besides its path
 // and turns it into subscribe options, exactly as [Handler] does before it
 // answers: the session id (given by the caller, from the path), the query
-// parameters scope, maxQueued (16–2048), replay (0 or 1), coalesce (acp,
+// parameters scope, maxQueued (16–2048), replay (0 or 1; a cursor wins over 0: a resume always replays), coalesce (acp,
 // agentpool, off) and throttle (a duration 0–5s, with coalesce), lastEventId /
 // last_event_id, and the Last-Event-ID and X-Event-Epoch headers (the
 // header cursor wins over the query, last_event_id over lastEventId; an
@@ -128,6 +128,10 @@ func ParseRequestWith(r *http.Request, sessionID, ownEpoch string, rules QueryRu
 			cur.Epoch = epoch // a plain id: the header's epoch, if any
 		}
 		cur.Epoch = busEpoch(cur.Epoch, ownEpoch)
+		// A resume always replays: the cursor wins over replay=0, or a
+		// client on a live-only URL would lose, without a frame saying
+		// so, every event published while it was cut off.
+		o.NoReplay = false
 	}
 	o.Cursor = cur
 	o.RequireSession = true

@@ -77,8 +77,9 @@ type StreamOptions struct {
 	// Epoch is the bus epoch the cursor came from. Afterwards the stream
 	// sends the epoch that came with the last id it received.
 	Epoch string
-	// Session is the session subscribed to: its session_closed event ends
-	// the stream. Empty: taken from a URL path ending in /session/{id}/ws.
+	// Session is the session subscribed to: its live session_closed event
+	// ends the stream (a replayed one, from before the session was
+	// reopened, does not). Empty: taken from a URL path ending in /session/{id}/ws.
 	Session string
 }
 
@@ -86,7 +87,9 @@ type StreamOptions struct {
 // connections, with the resume behaviour of the SSE client (sse.Stream):
 // on every connect it sends {"resume": {"lastEventId", "epoch"}} as its
 // first message, with the id of the last frame that carried one (synthetic
-// and targeted frames never move it) and the epoch that came with that id,
+// and targeted frames never move it; the [TypeStreamStart] frame of a
+// live-only stream sets it, and Next does not return that frame) and the
+// epoch that came with that id,
 // so that the server replays exactly what was missed, or answers
 // state_resync_required{epoch_reset} after a restart. After a dropped
 // connection (network error, 1001, 1008 "slow consumer" after
@@ -97,8 +100,8 @@ type StreamOptions struct {
 // connection delivers a frame. These are the SSE client's rules.
 //
 // It stops for good, and Next returns the reason from then on:
-// [eventbus.ErrSessionClosed] after its own session's session_closed (the
-// event itself is returned first), a [*StatusError] for a 4xx answer to the
+// [eventbus.ErrSessionClosed] after its own session's live session_closed
+// (the event itself is returned first; a replayed one passes), a [*StatusError] for a 4xx answer to the
 // handshake, a [*CloseError] for a close code that must not be retried
 // (1003, 1008 other than slow consumer, 1009, 1011), the context's error,
 // or [ErrStreamClosed]. Read it with Next from one goroutine.
@@ -118,6 +121,7 @@ type Stream struct {
 	connEpoch string    // X-Event-Epoch of the last handshake answer
 	since404  time.Time // first 404 of a restarted server
 	waitNext  bool
+	fresh     bool // no frame read yet on this connection
 	err       error
 
 	mu       sync.Mutex
@@ -196,15 +200,42 @@ func (s *Stream) Next() (eventbus.Event, error) {
 			continue
 		}
 		s.failures = 0
+		first := s.fresh
+		s.fresh = false
+		if first && ev.ID == 0 && ev.Type == TypeStreamStart {
+			s.startAt(ev.Data) // where a live-only stream starts: not an event
+			continue
+		}
 		if ev.ID != 0 {
 			s.lastID, s.hasID = ev.ID, true
 			s.epoch = epoch
 		}
-		if ev.Type == eventbus.TypeSessionClosed && ev.ID != 0 && s.session != "" && ev.Session == s.session {
+		if ev.Type == eventbus.TypeSessionClosed && ev.ID != 0 && !ev.Replay && s.session != "" && ev.Session == s.session {
 			s.disconnect(websocket.StatusNormalClosure, "")
 			s.fail(eventbus.ErrSessionClosed)
 		}
 		return ev, nil
+	}
+}
+
+// startAt adopts the cursor of a TypeStreamStart frame, the position a
+// live-only stream starts from; a malformed one is ignored.
+func (s *Stream) startAt(data []byte) {
+	var d struct {
+		LastEventID string `json:"lastEventId"`
+		Epoch       string `json:"epoch"`
+	}
+	if json.Unmarshal(data, &d) != nil {
+		return
+	}
+	cur, err := sse.ParseCursor(d.LastEventID)
+	if err != nil || cur == nil {
+		return
+	}
+	s.lastID, s.hasID = cur.ID, true
+	s.epoch = d.Epoch
+	if cur.Epoch != "" {
+		s.epoch = cur.Epoch
 	}
 }
 
@@ -371,7 +402,7 @@ func (s *Stream) connect() {
 	s.connects++
 	s.mu.Unlock()
 	s.failures++ // undone by the first frame
-	s.conn = c
+	s.conn, s.fresh = c, true
 }
 
 // statusErrorOf reads the JSON error of a refused handshake (the library

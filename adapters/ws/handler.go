@@ -2,11 +2,13 @@ package ws
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -58,6 +60,15 @@ const ReasonSlowConsumer = "slow consumer"
 // TypePong is the type of the synthetic frame (no id) that answers a ping
 // message; its data is the ping's value.
 const TypePong = "pong"
+
+// TypeStreamStart is the type of the synthetic frame (no id) that opens a
+// live-only stream (replay=0 without a cursor), before any other frame: its
+// data {"lastEventId":"<epoch>-<seq>","epoch":"…"} is where the stream
+// starts — the newest id before it subscribed — so that a client cut
+// before its first event resumes from there and loses nothing. With
+// [HandlerOptions.PlainIDs] lastEventId is the plain "<seq>". The SSE
+// handler sends the same frame with the cursor on its id: line.
+const TypeStreamStart = sse.TypeStreamStart
 
 // StatusError is the JSON error answer given before upgrading; the same type
 // (and codes) as the SSE handler's.
@@ -115,6 +126,12 @@ type HandlerOptions struct {
 	// ReadLimit is the largest client message accepted, in bytes; a larger
 	// one closes with 1009. Zero means MaxClientMessageBytes (4 KiB).
 	ReadLimit int64
+	// PlainIDs leaves the "epoch" field out of the frames and writes the
+	// [TypeStreamStart] cursor as a plain "<seq>": AgentPool's wire form,
+	// where an id is only a number. False (the default) sends the epoch with
+	// every id, so that a client resumes with both and a server restart is
+	// an epoch_reset, never a silent resume in the new history.
+	PlainIDs bool
 	// Logger receives a debug record per connection end (with its close
 	// code) and a warning per eviction. Nil: no logging.
 	Logger *slog.Logger
@@ -343,6 +360,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if await {
 		first.NoReplay = true
 	}
+	// Where a live-only stream starts: the newest id before the
+	// subscription (see TypeStreamStart).
+	start := h.bus.LastEventID()
 	sub, err := h.bus.Subscribe(ctx, sessionID, first)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -370,11 +390,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer cn.finish()
 	go cn.readLoop()
 
+	live := opts.NoReplay && opts.Cursor == nil
 	if await {
-		var ok bool
-		if sub, ok = cn.awaitResume(sub, opts); !ok {
+		var ok, replaced bool
+		if sub, replaced, ok = cn.awaitResume(sub, opts); !ok {
 			return
 		}
+		live = !replaced && opts.NoReplay
+	}
+	if live && !cn.writeStart(start) {
+		cn.h.writeErrors.Add(1)
+		return
 	}
 	if h.o.OnSubscribe != nil {
 		h.o.OnSubscribe(r, sub)
@@ -483,10 +509,33 @@ func (cn *conn) finish() {
 	}
 }
 
+// writeStart writes the TypeStreamStart frame of a live-only stream;
+// false when the write failed.
+func (cn *conn) writeStart(start uint64) bool {
+	epoch, cursor := cn.h.bus.Epoch(), strconv.FormatUint(start, 10)
+	if !cn.h.o.PlainIDs {
+		cursor = epoch + "-" + cursor
+	}
+	data, _ := json.Marshal(map[string]string{"lastEventId": cursor, "epoch": epoch})
+	b := sse.AppendEnvelope(nil, eventbus.Event{Type: TypeStreamStart, Session: cn.sessionID, Data: data}, "")
+	ctx, cancel := context.Background(), context.CancelFunc(func() {})
+	if cn.h.wt > 0 {
+		ctx, cancel = context.WithTimeout(ctx, cn.h.wt)
+	}
+	defer cancel()
+	if err := cn.c.Write(ctx, websocket.MessageText, b); err != nil {
+		cn.abort()
+		return false
+	}
+	cn.h.frames.Add(1)
+	return true
+}
+
 // awaitResume waits for the first client message (or ResumeWait) and
-// returns the subscription to stream: sub, or a new one made from the
-// resume message's cursor. ok is false when the connection has ended.
-func (cn *conn) awaitResume(sub *eventbus.Subscription, opts eventbus.SubscribeOptions) (*eventbus.Subscription, bool) {
+// returns the subscription to stream: sub, or (replaced) a new one made
+// from the resume message's cursor or the URL's replay. ok is false when
+// the connection has ended.
+func (cn *conn) awaitResume(sub *eventbus.Subscription, opts eventbus.SubscribeOptions) (_ *eventbus.Subscription, replaced, ok bool) {
 	t := time.NewTimer(cn.h.resumeWait)
 	defer t.Stop()
 	var m ClientMessage
@@ -502,7 +551,7 @@ func (cn *conn) awaitResume(sub *eventbus.Subscription, opts eventbus.SubscribeO
 		}
 	case <-cn.ctx.Done():
 		cn.closeEnded(nil)
-		return sub, false
+		return sub, false, false
 	}
 	switch {
 	case m.Resume != nil && m.Resume.Cursor != nil:
@@ -511,7 +560,7 @@ func (cn *conn) awaitResume(sub *eventbus.Subscription, opts eventbus.SubscribeO
 			opts.Cursor.Epoch = sse.BusEpoch(m.Resume.Epoch, cn.h.bus.Epoch())
 		}
 	case opts.NoReplay:
-		return sub, true // the placeholder is what the URL asked for
+		return sub, false, true // the placeholder is what the URL asked for
 	}
 	// Replaced: what the placeholder queued meanwhile is in the replay
 	// buffer, and the new subscription replays it.
@@ -520,9 +569,9 @@ func (cn *conn) awaitResume(sub *eventbus.Subscription, opts eventbus.SubscribeO
 	if err != nil {
 		code, reason := closeFor(err)
 		cn.closeWith(code, reason)
-		return sub, false
+		return sub, false, false
 	}
-	return ns, true
+	return ns, true, true
 }
 
 // closeFor maps a Subscribe error after the upgrade to a close code.
@@ -549,7 +598,10 @@ const maxBatch = 64
 // connection ends, then closes with the code the end calls for. Frames that
 // are ready together go out with one flush (corkConn), up to maxBatch.
 func (cn *conn) writeLoop(sub *eventbus.Subscription) {
-	w := frameWriter{cn: cn, sub: sub, epoch: cn.h.bus.Epoch(), done: sub.Done(), buf: make([]byte, 0, 1024)}
+	w := frameWriter{cn: cn, sub: sub, done: sub.Done(), buf: make([]byte, 0, 1024)}
+	if !cn.h.o.PlainIDs {
+		w.epoch = cn.h.bus.Epoch()
+	}
 	for {
 		ev, err := sub.Next(cn.ctx)
 		if err != nil {

@@ -131,7 +131,8 @@ func TestStalledSocketEvicted(t *testing.T) {
 	require.NotEmpty(t, evs)
 	assert.Equal(t, eventbus.TypeClientEvicted, evs[len(evs)-1].Type)
 	var want uint64
-	for _, e := range evs[:len(evs)-1] {
+	require.Equal(t, ws.TypeStreamStart, evs[0].Type, "a live-only stream opens with where it starts")
+	for _, e := range evs[1 : len(evs)-1] {
 		if e.ID == 0 {
 			assert.Equal(t, eventbus.TypeSlowClientWarning, e.Type)
 			continue

@@ -299,7 +299,7 @@ func TestStreamAndClose(t *testing.T) {
 		require.NoError(t, err)
 		lines = append(lines, strings.TrimRight(line, "\n"))
 	}
-	assert.Equal(t, []string{"retry: 3000", "", "id: 1", "event: hello",
+	assert.Equal(t, []string{"retry: 3000", "", "id: " + s.Bus().Epoch() + "-1", "event: hello",
 		`data: {"v":1,"id":1,"type":"hello","session":"live","data":{"n":1}}`, ""}, lines)
 
 	closed := make(chan error, 1)

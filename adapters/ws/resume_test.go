@@ -1,0 +1,312 @@
+package ws_test
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replaybus/replaybus/adapters/ws"
+	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/eventbus"
+)
+
+// TestResumeWithURLCursorNamesTheConflict: a connection whose URL (or
+// Last-Event-ID header) carries a cursor and whose first message is a
+// resume with a cursor is closed 1008 naming that conflict (not "resume too
+// late": it was sent first); a resume without a cursor stays accepted.
+func TestResumeWithURLCursorNamesTheConflict(t *testing.T) {
+	s := newServer(t, config.Config{}, ws.HandlerOptions{})
+	require.NoError(t, s.bus.CreateSession("s1", ""))
+	publish(t, s.bus, "s1", 3)
+
+	c := dial(t, s.url("s1", "lastEventId=1"))
+	send(t, c, `{"resume":{"lastEventId":"2"}}`)
+	ce, _ := readClose(t, c)
+	assert.Equal(t, websocket.StatusPolicyViolation, ce.Code)
+	assert.Contains(t, ce.Reason, "the URL already carries one")
+	assert.NotContains(t, ce.Reason, "too late")
+
+	ok := dial(t, s.url("s1", "lastEventId=1"))
+	send(t, ok, `{"resume":{}}`)
+	ev := read(t, ok)
+	assert.EqualValues(t, 2, ev.ID, "the URL's cursor counts")
+}
+
+// TestResumeCursorWinsOverReplay0 (issue 18 item 1): a cursor in the URL of
+// a live-only connection (?replay=0&lastEventId=3) still replays what
+// follows it, then replay_complete: a resume always replays.
+func TestResumeCursorWinsOverReplay0(t *testing.T) {
+	s := newServer(t, config.Config{}, ws.HandlerOptions{})
+	publish(t, s.bus, "s1", 5)
+	for _, q := range []string{"replay=0&lastEventId=3", "replay=0&last_event_id=3"} {
+		c := dial(t, s.url("s1", q))
+		var got []string
+		for range 3 {
+			ev := read(t, c)
+			got = append(got, ev.Type+":"+strconv.FormatUint(ev.ID, 10))
+		}
+		assert.Equal(t, []string{"msg:4", "msg:5", "replay_complete:0"}, got, q)
+	}
+}
+
+// resumeLog records the first client message (the resume) of every
+// connection a ws.Client dials, unmasked from the bytes it writes.
+type resumeLog struct {
+	mu    sync.Mutex
+	conns []*recordConn
+}
+
+type recordConn struct {
+	net.Conn
+	mu  sync.Mutex
+	out []byte
+}
+
+func (c *recordConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	c.out = append(c.out, p...)
+	c.mu.Unlock()
+	return c.Conn.Write(p)
+}
+
+func (l *resumeLog) client() *http.Client {
+	d := &net.Dialer{}
+	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		rc := &recordConn{Conn: c}
+		l.mu.Lock()
+		l.conns = append(l.conns, rc)
+		l.mu.Unlock()
+		return rc, nil
+	}}}
+}
+
+// resumes returns the resume message of each connection, in dial order.
+func (l *resumeLog) resumes(t *testing.T) []map[string]string {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]string
+	for _, c := range l.conns {
+		c.mu.Lock()
+		b := c.out
+		c.mu.Unlock()
+		i := strings.Index(string(b), "\r\n\r\n")
+		if i < 0 {
+			continue
+		}
+		out = append(out, firstMessage(t, b[i+4:]))
+	}
+	return out
+}
+
+// firstMessage unmasks the first client frame of b (RFC 6455 §5.2) and
+// decodes it as {"resume": {…}}.
+func firstMessage(t *testing.T, b []byte) map[string]string {
+	t.Helper()
+	require.GreaterOrEqual(t, len(b), 6)
+	n, off := int(b[1]&0x7f), 2
+	if n == 126 {
+		n, off = int(binary.BigEndian.Uint16(b[2:4])), 4
+	}
+	mask := b[off : off+4]
+	p := append([]byte(nil), b[off+4:off+4+n]...)
+	for i := range p {
+		p[i] ^= mask[i%4]
+	}
+	var m struct{ Resume map[string]string }
+	require.NoError(t, json.Unmarshal(p, &m), "%s", p)
+	return m.Resume
+}
+
+// TestClientResumesLiveOnlyAcrossCuts (issue 18 item 1): a Go client on a
+// live-only URL, its connection cut 6 times while 120 events are published,
+// receives all 120 exactly once, in order, and each reconnect's resume
+// message carries the newest id it had, with its epoch.
+func TestClientResumesLiveOnlyAcrossCuts(t *testing.T) {
+	s, cut := newCutServer(t, config.Config{ReplayBufferSize: 1000}, ws.HandlerOptions{}, eventbus.WithEpoch("E1"))
+	require.NoError(t, s.bus.CreateSession("s1", ""))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var log resumeLog
+	cl := &ws.Client{HTTPClient: log.client(), Retry: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
+	st := cl.Subscribe(ctx, s.url("s1", "replay=0"), ws.StreamOptions{})
+	defer st.Close()
+
+	const total, cuts = 120, 6
+	waitConnects := func(k int) {
+		assert.Eventually(t, func() bool { return st.Connects() >= k && s.h.Stats().Active == 1 || ctx.Err() != nil },
+			30*time.Second, time.Millisecond, "the client did not connect %d times", k)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		waitConnects(1)
+		// The live-only stream has started once its start frame is out.
+		assert.Eventually(t, func() bool { return s.h.Stats().Frames >= 1 }, 30*time.Second, time.Millisecond)
+		for i := range total {
+			_, err := s.bus.Publish("s1", "msg", i)
+			assert.NoError(t, err)
+			if k := i/(total/cuts) + 1; i%(total/cuts) == 5 {
+				waitConnects(k) // a cut while reconnecting would cut nothing
+				cut.Cut()
+			}
+		}
+	}()
+	var got []uint64
+	lastOf := map[int]string{}
+	for len(got) < total {
+		ev, err := st.Next()
+		require.NoError(t, err)
+		if ev.ID == 0 {
+			continue
+		}
+		got = append(got, ev.ID)
+		lastOf[st.Connects()] = st.LastEventID()
+	}
+	wg.Wait()
+	for i, id := range got {
+		require.EqualValues(t, i+1, id, "every id once, in order")
+	}
+	resumes := log.resumes(t)
+	require.GreaterOrEqual(t, len(resumes), cuts+1, "six cuts, six resumes")
+	assert.Empty(t, resumes[0]["lastEventId"], "the first connect has no cursor")
+	for k := 2; k <= len(resumes); k++ {
+		want, ok := lastOf[k-1]
+		if !ok {
+			continue // that connection delivered no event: checked by the ids above
+		}
+		assert.Equal(t, want, resumes[k-1]["lastEventId"], "reconnect %d", k-1)
+		assert.Equal(t, "E1", resumes[k-1]["epoch"], "reconnect %d sends the epoch of its cursor", k-1)
+	}
+}
+
+// TestLiveOnlyStreamStartsWithItsPosition (issue 18 item 3): a live-only
+// stream opens with a stream_start frame (no id) naming the newest id
+// before it subscribed, epoch-qualified by default, so that a client cut
+// before its first event resumes exactly; the Go client takes it as its
+// cursor and does not return it.
+func TestLiveOnlyStreamStartsWithItsPosition(t *testing.T) {
+	for _, plain := range []bool{false, true} {
+		s := newServer(t, config.Config{}, ws.HandlerOptions{PlainIDs: plain})
+		publish(t, s.bus, "s1", 2)
+		for _, q := range []string{"replay=0", "replay=0&lastEventId=1", ""} {
+			c := dial(t, s.url("s1", q))
+			send(t, c, `{"resume":{}}`)
+			ev, _ := readEpoch(t, c)
+			if q != "replay=0" {
+				assert.NotEqual(t, ws.TypeStreamStart, ev.Type, "%s: only a live-only stream has a start", q)
+				continue
+			}
+			require.Equal(t, ws.TypeStreamStart, ev.Type)
+			assert.Zero(t, ev.ID)
+			var d map[string]string
+			require.NoError(t, json.Unmarshal(ev.Data, &d))
+			want := s.bus.Epoch() + "-2"
+			if plain {
+				want = "2"
+			}
+			assert.Equal(t, map[string]string{"lastEventId": want, "epoch": s.bus.Epoch()}, d)
+			publish(t, s.bus, "s1", 1)
+			_, epoch := readEpoch(t, c)
+			if plain {
+				assert.Empty(t, epoch, "PlainIDs: no epoch in the frames")
+			} else {
+				assert.Equal(t, s.bus.Epoch(), epoch)
+			}
+		}
+	}
+
+	t.Run("client cut before its first event", func(t *testing.T) {
+		s, cut := newCutServer(t, config.Config{}, ws.HandlerOptions{}, eventbus.WithEpoch("E1"))
+		publish(t, s.bus, "s1", 2)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var log resumeLog
+		cl := &ws.Client{HTTPClient: log.client(), Retry: 10 * time.Millisecond}
+		st := cl.Subscribe(ctx, s.url("s1", "replay=0"), ws.StreamOptions{})
+		defer st.Close()
+		type result struct {
+			ev  eventbus.Event
+			err error
+		}
+		res := make(chan result, 1)
+		go func() { ev, err := st.Next(); res <- result{ev, err} }()
+		require.Eventually(t, func() bool { return s.h.Stats().Frames == 1 }, waitFor, time.Millisecond, "the start frame is out")
+		cut.Cut()
+		missed, err := s.bus.Publish("s1", "during_cut", nil)
+		require.NoError(t, err)
+		r := <-res
+		require.NoError(t, r.err)
+		assert.Equal(t, missed.ID, r.ev.ID, "the event published during the cut is replayed")
+		assert.True(t, r.ev.Replay)
+		resumes := log.resumes(t)
+		require.GreaterOrEqual(t, len(resumes), 2)
+		assert.Equal(t, map[string]string{"lastEventId": "2", "epoch": "E1"}, resumes[1], "the reconnect resumes from the start")
+	})
+}
+
+// TestClientKeepsReopenedSession (issue 18 item 2): a sub-agent's session
+// closed and reopened with CreateSession keeps its buffer, its old
+// session_closed included; the Go client passes the replayed
+// session_closed and goes on with the reopened session; only a live
+// session_closed ends it.
+func TestClientKeepsReopenedSession(t *testing.T) {
+	for _, cursor := range []string{"", "2"} {
+		t.Run("cursor="+cursor, func(t *testing.T) {
+			s := newServer(t, config.Config{}, ws.HandlerOptions{})
+			b := s.bus
+			require.NoError(t, b.CreateSession("run", ""))
+			require.NoError(t, b.CreateSession("s1", "run"))
+			publish(t, b, "s1", 2)
+			require.NoError(t, b.CloseSession("s1"))
+			require.NoError(t, b.CreateSession("s1", "run"))
+			_, err := b.Publish("s1", "after", nil)
+			require.NoError(t, err)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			st := ws.Subscribe(ctx, s.url("s1", ""), ws.StreamOptions{LastEventID: cursor, Epoch: b.Epoch()})
+			defer st.Close()
+			var got []string
+			for {
+				ev, err := st.Next()
+				if err != nil {
+					require.ErrorIs(t, err, eventbus.ErrSessionClosed)
+					break
+				}
+				if ev.ID == 0 {
+					continue
+				}
+				got = append(got, ev.Type+":"+strconv.FormatBool(ev.Replay))
+				switch {
+				case ev.Type == "after" && ev.Replay:
+					_, err := b.Publish("s1", "after", nil) // a live one, once the replay is through
+					require.NoError(t, err)
+				case ev.Type == "after":
+					require.NoError(t, b.CloseSession("s1"))
+				}
+			}
+			want := []string{"msg:true", "msg:true", "session_closed:true", "after:true", "after:false", "session_closed:false"}
+			if cursor != "" {
+				want = want[2:]
+			}
+			assert.Equal(t, want, got, "nothing lost; only the live session_closed ends the client")
+			assert.Equal(t, 1, st.Connects(), "nor does the handler end the stream on the replayed one")
+		})
+	}
+}
