@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -33,13 +32,13 @@ const eventType = "agent_message_chunk"
 const rbHeartbeat = 15 * time.Second
 
 func openReplaybus(o Opts) (Instance, error) {
-	bus, err := eventbus.New(config.Config{
+	bus, err := eventbus.New(eventbus.Options{
 		ReplayBufferSize:  o.Ring,
 		MaxSubscribers:    1_000_000,
 		ReplayBudgetBytes: 1 << 30,
 		// drop_subscriber, as the figures in docs/benchmarks.md were taken
 		// (the in-process default is drop_oldest since AgentPool parity).
-		OverflowPolicy: config.DropSubscriber,
+		OverflowPolicy: eventbus.DropSubscriber,
 	})
 	if err != nil {
 		return nil, err

@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/coalesce"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -40,7 +39,7 @@ func next(t testing.TB, s *eventbus.Subscription) eventbus.Event {
 // A resume that replays 1,000 token deltas arrives as one frame, then
 // replay_complete; live deltas after it are never merged with replayed ones.
 func TestReplayOfThousandDeltasIsOneFrame(t *testing.T) {
-	b := newBus(t, config.Config{ReplayBufferSize: 2000})
+	b := newBus(t, eventbus.Options{ReplayBufferSize: 2000})
 	var want strings.Builder
 	var ids []uint64
 	for i := range 1000 {
@@ -67,7 +66,7 @@ func TestReplayOfThousandDeltasIsOneFrame(t *testing.T) {
 // A gap announced by a frame (events_dropped) ends a run: the deltas before
 // and after it are never merged into one.
 func TestNeverMergesAcrossAnnouncedGap(t *testing.T) {
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	sub := subscribe(t, b, "s1", eventbus.SubscribeOptions{Coalesce: coalesce.ACP, MaxQueued: 4,
 		Policy: eventbus.DropNewest, SlowClientWarning: new(bool)})
 	for _, s := range []string{"a", "b", "c", "d", "X", "Y"} { // X, Y are dropped
@@ -182,7 +181,7 @@ func TestCustomRuleSet(t *testing.T) {
 }
 
 func TestSubscribeOptionsValidated(t *testing.T) {
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	_, err := b.Subscribe(context.Background(), "s1", eventbus.SubscribeOptions{Throttle: time.Second})
 	require.ErrorIs(t, err, eventbus.ErrInvalid)
 	assert.Contains(t, err.Error(), "1s")
@@ -193,7 +192,7 @@ func TestSubscribeOptionsValidated(t *testing.T) {
 
 // Events() and the pump merge the same way.
 func TestEventsChannelMerges(t *testing.T) {
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	sub := subscribe(t, b, "s1", eventbus.SubscribeOptions{Coalesce: coalesce.ACP})
 	for _, s := range []string{"he", "ll", "o"} {
 		pub(t, b, "s1", "agent_message_chunk", mustData(acpChunk("s1", s)))
@@ -218,7 +217,7 @@ func TestThrottle(t *testing.T) {
 	}
 
 	t.Run("first delta after a quiet window goes at once, the next are held and merged", func(t *testing.T) {
-		b := newBus(t, config.Config{})
+		b := newBus(t, eventbus.Options{})
 		sub := subscribe(t, b, "s1", eventbus.SubscribeOptions{Coalesce: coalesce.ACP, Throttle: window})
 		chunk(b, "a")
 		got, ok := sub.TryNext()
@@ -236,7 +235,7 @@ func TestThrottle(t *testing.T) {
 	})
 
 	t.Run("another event flushes the held delta first", func(t *testing.T) {
-		b := newBus(t, config.Config{})
+		b := newBus(t, eventbus.Options{})
 		sub := subscribe(t, b, "s1", eventbus.SubscribeOptions{Coalesce: coalesce.ACP, Throttle: time.Minute})
 		chunk(b, "a")
 		require.Equal(t, "a", acpText(t, next(t, sub)))
@@ -265,7 +264,7 @@ func TestThrottle(t *testing.T) {
 		{"bus close", func(b *eventbus.Bus, _ *eventbus.Subscription, _ context.CancelFunc) { _ = b.Close() }, eventbus.ErrClosed},
 	} {
 		t.Run(end.name+" flushes", func(t *testing.T) {
-			b := newBus(t, config.Config{})
+			b := newBus(t, eventbus.Options{})
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			sub, err := b.Subscribe(ctx, "s1", eventbus.SubscribeOptions{Coalesce: coalesce.ACP, Throttle: time.Minute})
@@ -287,7 +286,7 @@ func TestThrottle(t *testing.T) {
 	}
 
 	t.Run("eviction flushes before client_evicted", func(t *testing.T) {
-		b := newBus(t, config.Config{})
+		b := newBus(t, eventbus.Options{})
 		sub := subscribe(t, b, "s1", eventbus.SubscribeOptions{Coalesce: coalesce.ACP, Throttle: time.Minute,
 			MaxQueued: 2, Policy: eventbus.DropSubscriber, SlowClientWarning: new(bool)})
 		chunk(b, "a")
@@ -309,7 +308,7 @@ func TestThrottle(t *testing.T) {
 	})
 
 	t.Run("caller's context end hands out the held delta", func(t *testing.T) {
-		b := newBus(t, config.Config{})
+		b := newBus(t, eventbus.Options{})
 		sub := subscribe(t, b, "s1", eventbus.SubscribeOptions{Coalesce: coalesce.ACP, Throttle: time.Minute})
 		chunk(b, "a")
 		require.Equal(t, "a", acpText(t, next(t, sub)))
@@ -332,7 +331,7 @@ func TestThrottle(t *testing.T) {
 // was; each hands its delta out on the first read after the window.
 func TestThrottleStartsNoGoroutine(t *testing.T) {
 	const window = 500 * time.Millisecond
-	b := newBus(t, config.Config{MaxSubscribers: 256})
+	b := newBus(t, eventbus.Options{MaxSubscribers: 256})
 	before := runtime.NumGoroutine()
 	subs := make([]*eventbus.Subscription, 200)
 	for i := range subs {

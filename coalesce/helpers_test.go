@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -100,7 +99,7 @@ func delta(t testing.TB, ev eventbus.Event) string {
 	return s
 }
 
-func newBus(t testing.TB, cfg config.Config) *eventbus.Bus {
+func newBus(t testing.TB, cfg eventbus.Options) *eventbus.Bus {
 	t.Helper()
 	b, err := eventbus.New(cfg)
 	require.NoError(t, err)

@@ -11,7 +11,6 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/replaybus/replaybus/coalesce"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -109,7 +108,7 @@ func frameText(t *rapid.T, ev eventbus.Event) (textKey, string) {
 // the resume brings is, again, exactly what was published).
 func TestPropertyCoalescedTextEqualsPublished(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		b, err := eventbus.New(config.Config{ReplayBufferSize: 100_000})
+		b, err := eventbus.New(eventbus.Options{ReplayBufferSize: 100_000})
 		require.NoError(rt, err)
 		defer b.Close()
 		require.NoError(rt, b.CreateSession("p", ""))

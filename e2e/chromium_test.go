@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/adapters/sse"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/examples/agentserver/demo"
 	"github.com/replaybus/replaybus/examples/agentserver/server"
@@ -108,7 +107,7 @@ func TestChromiumPage(t *testing.T) {
 func chromiumPage(t *testing.T, transport string) {
 	chromium := needTool(t, "chromium", "/usr/bin/chromium", "chromium-browser")
 
-	ts := startServer(t, config.Config{ReplayBufferSize: 10_000}, server.Options{
+	ts := startServer(t, eventbus.Options{ReplayBufferSize: 10_000}, server.Options{
 		DefaultSession: demo.DefaultParent,
 		DefaultScope:   scope.Descendants,
 		Types:          demo.Types,
@@ -270,7 +269,7 @@ func chromiumServerRestart(t *testing.T, transport string) {
 	// serve runs one incarnation of the server on addr ("127.0.0.1:0" the
 	// first time) and returns its bus, its address and a stop func.
 	serve := func(addr string) (*eventbus.Bus, string, func()) {
-		bus, err := eventbus.New(config.Config{})
+		bus, err := eventbus.New(eventbus.Options{})
 		require.NoError(t, err)
 		require.NoError(t, bus.CreateSession(demo.DefaultParent, ""))
 		srv, err := server.New(bus, server.Options{

@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/adapters/sse"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/examples/agentserver/server"
 )
@@ -69,7 +68,7 @@ func curlJSON(t *testing.T, curl string, args ...string) (int, map[string]any) {
 // resume with -H 'Last-Event-ID: N', and a malformed cursor answered 400.
 func TestCurl(t *testing.T) {
 	curl := needTool(t, "curl")
-	ts := startServer(t, config.Config{}, server.Options{})
+	ts := startServer(t, eventbus.Options{}, server.Options{})
 	base := ts.ts.URL
 
 	status, body := curlJSON(t, curl, "-H", "Content-Type: application/json", "-d", `{"id":"demo"}`, base+"/sessions")

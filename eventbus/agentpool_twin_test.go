@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -27,7 +26,7 @@ import (
 // coalescing tests of those files are twinned in coalesce/agentpool_test.go.
 //
 // The Python fixtures map to: EventBus(max_queue_size=N) →
-// config.Config{MaxQueueSize: N} (an unset overflow policy is drop_oldest,
+// eventbus.Options{MaxQueueSize: N} (an unset overflow policy is drop_oldest,
 // AgentPool's default); a RunStartedEvent(run_id=r) → an event of type
 // run_started with data {"run_id": r}; _drain_stream → TryNext until empty;
 // queue.shutdown / QueueShutDown → Subscription.Close / a non-nil Next
@@ -58,7 +57,7 @@ func TestAgentPoolTwins(t *testing.T) {
 // pyBus is EventBus(max_queue_size=q, replay_buffer_size=ring) with
 // AgentPool's default policy (unset: drop_oldest); ring 0 means 100.
 func pyBus(t *testing.T, q, ring int) *eventbus.Bus {
-	return newBus(t, config.Config{MaxQueueSize: q, ReplayBufferSize: ring, DisableSlowClientWarning: true})
+	return newBus(t, eventbus.Options{MaxQueueSize: q, ReplayBufferSize: ring, DisableSlowClientWarning: true})
 }
 
 // run publishes RunStartedEvent(session_id=s, run_id=id).
@@ -186,7 +185,7 @@ var agentPoolTwins = []twin{
 	{python: "eb:test_publish_drops_subscriber_when_buffer_full",
 		differs: "the evicted subscriber's last frame is client_evicted (naming the first event it did not get) and Next then returns ErrEvicted; AgentPool shuts the queue down without a word",
 		run: func(t *testing.T) {
-			b := newBus(t, config.Config{MaxQueueSize: 3, OverflowPolicy: config.DropSubscriber, DisableSlowClientWarning: true})
+			b := newBus(t, eventbus.Options{MaxQueueSize: 3, OverflowPolicy: eventbus.DropSubscriber, DisableSlowClientWarning: true})
 			s := subscribe(t, b, "sess-1", eventbus.SubscribeOptions{})
 			for i := 0; i < 5; i++ {
 				run(t, b, "sess-1", fmt.Sprintf("ev%d", i))
@@ -693,7 +692,7 @@ var agentPoolTwins = []twin{
 	{python: "adr:3_concurrent_access", run: func(t *testing.T) {
 		// Subscribers join while events are published: each sees a
 		// contiguous, ordered, duplicate-free tail ending at the last event.
-		b := newBus(t, config.Config{ReplayBufferSize: 1000, MaxQueueSize: 1000})
+		b := newBus(t, eventbus.Options{ReplayBufferSize: 1000, MaxQueueSize: 1000})
 		const total = 500
 		done := make(chan struct{})
 		go func() {

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/backend"
 )
 
 func TestHistoryPrecedesLive(t *testing.T) {
@@ -36,7 +36,7 @@ func TestHistoryPrecedesLive(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			b := newBus(t, config.Config{})
+			b := newBus(t, eventbus.Options{})
 			publish(t, b, "s", 5)
 			s := subscribe(t, b, "s", tt.opts)
 			publish(t, b, "s", 3)
@@ -63,7 +63,7 @@ func TestSubscribeRacingPublish(t *testing.T) {
 		rounds = 40
 	}
 	for round := 0; round < rounds; round++ {
-		b, err := eventbus.New(config.Config{ReplayBufferSize: 1000, MaxQueueSize: 2000})
+		b, err := eventbus.New(eventbus.Options{ReplayBufferSize: 1000, MaxQueueSize: 2000})
 		require.NoError(t, err)
 		publish(t, b, "s", 50)
 		start := make(chan struct{})
@@ -118,7 +118,7 @@ func TestSubscribeRacingPublish(t *testing.T) {
 func TestConcurrentPublishers(t *testing.T) {
 	t.Parallel()
 	const publishers, each = 8, 125
-	b := newBus(t, config.Config{ReplayBufferSize: 1000, MaxQueueSize: 2000})
+	b := newBus(t, eventbus.Options{ReplayBufferSize: 1000, MaxQueueSize: 2000})
 	type item struct{ P, I int }
 	var subs []*eventbus.Subscription
 	for _, o := range []eventbus.SubscribeOptions{{}, {NoReplay: true}, {Cursor: eventbus.At(0)}} {
@@ -195,7 +195,7 @@ func TestConcurrentPublishers(t *testing.T) {
 // Interleaved publishes to A and B: B's subscribers and resumes never see A.
 func TestSessionIsolation(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{ReplayBufferSize: 5})
+	b := newBus(t, eventbus.Options{ReplayBufferSize: 5})
 	live := subscribe(t, b, "B", eventbus.SubscribeOptions{})
 	var bIDs []uint64
 	for i := 0; i < 20; i++ {
@@ -253,9 +253,9 @@ func TestPublishValidation(t *testing.T) {
 		{"forged replay_complete", "s", eventbus.TypeReplayComplete, nil},
 		{"forged state_resync_required", "s", eventbus.TypeStateResyncRequired, nil},
 		{"forged slow_client_warning", "s", eventbus.TypeSlowClientWarning, nil},
-		{"internal control type", "s", eventbus.TypeSessionCreated, nil},
+		{"internal control type", "s", backend.TypeSessionCreated, nil},
 	}
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := b.Publish(tt.session, tt.typ, tt.data)
@@ -276,7 +276,7 @@ func (panicky) MarshalJSON() ([]byte, error) { panic("boom") }
 
 func TestPublishReturnsStoredEvent(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	before := time.Now()
 	ev, err := b.Publish("s", "tool_call", map[string]string{"k": "v"}, eventbus.WithOrigin("client-1"))
 	require.NoError(t, err)
@@ -306,23 +306,23 @@ func TestPublishReturnsStoredEvent(t *testing.T) {
 
 func TestNewValidates(t *testing.T) {
 	t.Parallel()
-	_, err := eventbus.New(config.Config{MaxQueueSize: -5})
+	_, err := eventbus.New(eventbus.Options{MaxQueueSize: -5})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "MaxQueueSize")
-	_, err = eventbus.New(config.Config{}, eventbus.WithEpoch("bad epoch"))
+	_, err = eventbus.New(eventbus.Options{Epoch: "bad epoch"})
 	require.ErrorIs(t, err, eventbus.ErrInvalid)
 
-	b := newBus(t, config.Config{}, eventbus.WithEpoch("e1"))
+	b := newBus(t, eventbus.Options{Epoch: "e1"})
 	assert.Equal(t, "e1", b.Epoch())
-	b1, b2 := newBus(t, config.Config{}), newBus(t, config.Config{})
+	b1, b2 := newBus(t, eventbus.Options{}), newBus(t, eventbus.Options{})
 	assert.Len(t, b1.Epoch(), 16)
 	assert.NotEqual(t, b1.Epoch(), b2.Epoch())
-	assert.Equal(t, config.DefaultReplayBufferSize, b1.Config().ReplayBufferSize)
+	assert.Equal(t, eventbus.Options{}.WithDefaults().ReplayBufferSize, b1.Options().ReplayBufferSize)
 }
 
 func TestSubscribeValidation(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
 	tests := []struct {

@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -22,7 +21,7 @@ import (
 // it then ends with ErrSessionClosed; later publishes fail.
 func TestCloseSessionWhilePublishing(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{ReplayBufferSize: 1000, MaxQueueSize: 100_000})
+	b := newBus(t, eventbus.Options{ReplayBufferSize: 1000, MaxQueueSize: 100_000})
 	require.NoError(t, b.CreateSession("P", ""))
 	require.NoError(t, b.CreateSession("s", "P"))
 	opts := []eventbus.SubscribeOptions{{}, {NoReplay: true}, {Cursor: eventbus.At(0)}, {Scope: scope.Descendants},
@@ -121,7 +120,7 @@ func TestCloseSessionWhilePublishing(t *testing.T) {
 
 func TestCloseSessionTree(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	require.NoError(t, b.CreateSession("R", ""))
 	require.NoError(t, b.CreateSession("A", "R"))
 	require.NoError(t, b.CreateSession("B", "A"))
@@ -146,7 +145,7 @@ func TestCloseSessionTree(t *testing.T) {
 // no session, no subscriber, no goroutine.
 func TestClosedSessionsLeaveNothing(t *testing.T) {
 	before := goleak.IgnoreCurrent()
-	b, err := eventbus.New(config.Config{})
+	b, err := eventbus.New(eventbus.Options{})
 	require.NoError(t, err)
 	kinds := []scope.Kind{scope.Session, scope.Descendants, scope.Subtree, scope.All}
 	var subs []*eventbus.Subscription
@@ -208,7 +207,7 @@ func TestCancelEndsSubscription(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			b := newBus(t, config.Config{MaxSubscribers: 1})
+			b := newBus(t, eventbus.Options{MaxSubscribers: 1})
 			ctx, cancel := context.WithCancelCause(context.Background())
 			defer cancel(nil)
 			s, err := b.Subscribe(ctx, "s", eventbus.SubscribeOptions{})
@@ -238,7 +237,7 @@ func TestCancelEndsSubscription(t *testing.T) {
 // Next gives up when its own ctx is done; the subscription stays usable.
 func TestNextContext(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	s := subscribe(t, b, "s", eventbus.SubscribeOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
@@ -253,7 +252,7 @@ func TestNextContext(t *testing.T) {
 
 func TestBusClose(t *testing.T) {
 	t.Parallel()
-	b, err := eventbus.New(config.Config{})
+	b, err := eventbus.New(eventbus.Options{})
 	require.NoError(t, err)
 	require.NoError(t, b.CreateSession("c", ""))
 	s1 := subscribe(t, b, "a", eventbus.SubscribeOptions{})
@@ -321,7 +320,7 @@ func TestEventsPumpExits(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := goleak.IgnoreCurrent()
-			b, err := eventbus.New(config.Config{})
+			b, err := eventbus.New(eventbus.Options{})
 			require.NoError(t, err)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -351,7 +350,7 @@ func TestEventsPumpExits(t *testing.T) {
 // context is cancelled while the pump is handing over a frame.
 func TestEventsErrSetWhenChannelCloses(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	for range 300 {
 		ctx, cancel := context.WithCancel(context.Background())
 		s, err := b.Subscribe(ctx, "s", eventbus.SubscribeOptions{NoReplay: true})

@@ -70,7 +70,7 @@ type lineLimit struct {
 // diagnose queues one diagnostic. A bus lock is held (see above): it must
 // stay cheap and never log or call the hook.
 func (b *Bus) diagnose(kind DiagnosticKind, s *Subscription, r *record) {
-	if b.opts.hook == nil && b.opts.logger == nil {
+	if b.cfg.Diagnostics == nil && b.cfg.Logger == nil {
 		return
 	}
 	d := Diagnostic{Kind: kind, Session: s.sess.id, Subscriber: s.id, Name: s.name, EventID: r.id, EventType: r.typ}
@@ -101,14 +101,14 @@ func (b *Bus) flushDiagnostics() {
 	b.diag.n.Store(0)
 	b.diag.mu.Unlock()
 	for _, d := range batch {
-		if b.opts.hook != nil {
-			b.opts.hook(d)
+		if b.cfg.Diagnostics != nil {
+			b.cfg.Diagnostics(d)
 		}
 	}
-	if b.opts.logger == nil {
+	if b.cfg.Logger == nil {
 		return
 	}
-	now := b.opts.now()
+	now := b.cfg.now()
 	var lines []slog.Record
 	b.diag.logMu.Lock()
 	for i, d := range batch {
@@ -122,7 +122,7 @@ func (b *Bus) flushDiagnostics() {
 	}
 	lines = b.diag.summaries(now, lines)
 	b.diag.logMu.Unlock()
-	h := b.opts.logger.Handler()
+	h := b.cfg.Logger.Handler()
 	for _, rec := range lines {
 		if h.Enabled(context.Background(), rec.Level) {
 			_ = h.Handle(context.Background(), rec)

@@ -9,14 +9,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
 // MaxQueued=2, nobody reading, publish 1, 2, 3.
 func TestEvictionSequence(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{OverflowPolicy: config.DropSubscriber})
+	b := newBus(t, eventbus.Options{OverflowPolicy: eventbus.DropSubscriber})
 	s := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 2})
 	for i := 0; i < 3; i++ {
 		_, err := b.Publish("s", "msg", nil)
@@ -31,11 +30,11 @@ func TestEvictionSequence(t *testing.T) {
 	require.ErrorIs(t, s.Err(), eventbus.ErrEvicted)
 	require.Equal(t, []string{"1", "2", "slow_client_warning", "client_evicted"}, describe(got))
 	assert.Equal(t, eventbus.SlowClientWarningData{
-		QueueFigures: eventbus.QueueFigures{QueueSize: 2, MaxQueued: 2, MaxQueuedBytes: config.DefaultMaxQueuedBytes},
+		QueueFigures: eventbus.QueueFigures{QueueSize: 2, MaxQueued: 2, MaxQueuedBytes: eventbus.Options{}.WithDefaults().MaxQueuedBytes},
 		LastEventID:  2, Threshold: "frames",
 	}, decode[eventbus.SlowClientWarningData](t, got[2]))
 	assert.Equal(t, eventbus.ClientEvictedData{
-		QueueFigures: eventbus.QueueFigures{QueueSize: 2, MaxQueued: 2, MaxQueuedBytes: config.DefaultMaxQueuedBytes},
+		QueueFigures: eventbus.QueueFigures{QueueSize: 2, MaxQueued: 2, MaxQueuedBytes: eventbus.Options{}.WithDefaults().MaxQueuedBytes},
 		Reason:       eventbus.ReasonQueueOverflow, DroppedAfter: 3,
 	}, decode[eventbus.ClientEvictedData](t, got[3]))
 	st := b.Stats()
@@ -49,7 +48,7 @@ func TestEvictionSequence(t *testing.T) {
 // publisher do not notice; it resumes from the ring.
 func TestStalledSubscriber(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{ReplayBufferSize: 100, OverflowPolicy: config.DropSubscriber})
+	b := newBus(t, eventbus.Options{ReplayBufferSize: 100, OverflowPolicy: eventbus.DropSubscriber})
 	a := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 8})
 	fast := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 8})
 	for i := uint64(1); i <= 100; i++ {
@@ -115,7 +114,7 @@ func TestWarningHysteresis(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			b := newBus(t, config.Config{})
+			b := newBus(t, eventbus.Options{})
 			s := subscribe(t, b, "s", tt.opts)
 			var got []eventbus.Event
 			for _, st := range tt.steps {
@@ -151,7 +150,7 @@ func TestByteLimit(t *testing.T) {
 	t.Parallel()
 	t.Run("overflow evicts with queue_bytes_overflow", func(t *testing.T) {
 		t.Parallel()
-		b := newBus(t, config.Config{OverflowPolicy: config.DropSubscriber})
+		b := newBus(t, eventbus.Options{OverflowPolicy: eventbus.DropSubscriber})
 		s := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 100, MaxQueuedBytes: 400})
 		for i := 0; i < 5; i++ {
 			_, err := b.Publish("s", "msg", payload(100))
@@ -168,7 +167,7 @@ func TestByteLimit(t *testing.T) {
 	})
 	t.Run("one oversized event fits an empty queue", func(t *testing.T) {
 		t.Parallel()
-		b := newBus(t, config.Config{})
+		b := newBus(t, eventbus.Options{})
 		s := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueuedBytes: 50})
 		_, err := b.Publish("s", "msg", payload(100))
 		require.NoError(t, err)
@@ -183,7 +182,7 @@ func TestByteLimit(t *testing.T) {
 // Replayed and synthetic frames never count against the live limits.
 func TestReplayNeverEvicts(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	publish(t, b, "s", 10)
 	s := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 4, Cursor: eventbus.At(0)})
 	publish(t, b, "s", 1)
@@ -226,7 +225,7 @@ func TestDropPolicies(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			b := newBus(t, config.Config{})
+			b := newBus(t, eventbus.Options{})
 			s := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 4, Policy: tt.policy, SlowClientWarning: &tt.warn})
 			publish(t, b, "s", 10)
 			got := drain(s)
@@ -253,7 +252,7 @@ func TestDropPolicies(t *testing.T) {
 // still queued goes.
 func TestDropOldestWithTakenBatch(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	s := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 2, Policy: eventbus.DropOldest, SlowClientWarning: ptr(false)})
 	publish(t, b, "s", 2)
 	first := next(t, s) // takes the whole queue (1, 2) as one batch
@@ -272,7 +271,7 @@ func TestDroppableTypes(t *testing.T) {
 	for _, policy := range []eventbus.OverflowPolicy{eventbus.DropSubscriber, eventbus.DropNewest, eventbus.DropOldest} {
 		t.Run(string(policy), func(t *testing.T) {
 			t.Parallel()
-			b := newBus(t, config.Config{DroppableTypes: []string{"delta"}})
+			b := newBus(t, eventbus.Options{DroppableTypes: []string{"delta"}})
 			s := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 4, Policy: policy})
 			for i := 0; i < 6; i++ {
 				_, err := b.Publish("s", "delta", "x")
@@ -321,7 +320,7 @@ func TestReplayBudget(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			b := newBus(t, config.Config{ReplayBudgetBytes: tt.budget})
+			b := newBus(t, eventbus.Options{ReplayBudgetBytes: tt.budget})
 			for i := 0; i < 10; i++ {
 				ev, err := b.Publish("s", "msg", payload(100))
 				require.NoError(t, err)
@@ -339,7 +338,7 @@ func TestReplayBudget(t *testing.T) {
 	}
 	t.Run("within budget", func(t *testing.T) {
 		t.Parallel()
-		b := newBus(t, config.Config{ReplayBudgetBytes: 1000})
+		b := newBus(t, eventbus.Options{ReplayBudgetBytes: 1000})
 		for i := 0; i < 10; i++ {
 			_, err := b.Publish("s", "msg", payload(100))
 			require.NoError(t, err)
@@ -353,7 +352,7 @@ func TestReplayBudget(t *testing.T) {
 // and a freed slot admits exactly one more.
 func TestSubscriberCap(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{MaxSubscribers: 5, OverflowPolicy: config.DropSubscriber})
+	b := newBus(t, eventbus.Options{MaxSubscribers: 5, OverflowPolicy: eventbus.DropSubscriber})
 	attempt := func(n int) (ok []*eventbus.Subscription, cancels []context.CancelFunc, errs []error) {
 		var mu sync.Mutex
 		var wg sync.WaitGroup
@@ -427,11 +426,11 @@ func TestStatsAndDiagnostics(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var diags []eventbus.Diagnostic
-	b := newBus(t, config.Config{DroppableTypes: []string{"delta"}, OverflowPolicy: config.DropSubscriber}, eventbus.WithDiagnostics(func(d eventbus.Diagnostic) {
+	b := newBus(t, eventbus.Options{DroppableTypes: []string{"delta"}, OverflowPolicy: eventbus.DropSubscriber, Diagnostics: func(d eventbus.Diagnostic) {
 		mu.Lock()
 		diags = append(diags, d)
 		mu.Unlock()
-	}))
+	}})
 	publish(t, b, "s", 3) // 1..3
 	replayer := subscribe(t, b, "s", eventbus.SubscribeOptions{Cursor: eventbus.At(100), Name: "replayer"})
 	slow := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 2, NoReplay: true, Name: "slow"})
@@ -474,7 +473,7 @@ func TestStatsAndDiagnostics(t *testing.T) {
 		{eventbus.DiagSlowClientWarning, "dropper", dropper.ID(), 6, "delta"},
 		{eventbus.DiagEvicted, "slow", slow.ID(), 7, "final"},
 	}, got)
-	assert.Equal(t, eventbus.QueueFigures{QueueSize: 2, MaxQueued: 2, MaxQueuedBytes: config.DefaultMaxQueuedBytes}, diags[3].Queue)
+	assert.Equal(t, eventbus.QueueFigures{QueueSize: 2, MaxQueued: 2, MaxQueuedBytes: eventbus.Options{}.WithDefaults().MaxQueuedBytes}, diags[3].Queue)
 	_ = replayer
 }
 
@@ -483,7 +482,7 @@ func TestStatsAndDiagnostics(t *testing.T) {
 // by the property test: it named the dropped event).
 func TestDroppedFrameNamesWhatWasReceived(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{DroppableTypes: []string{"delta"}})
+	b := newBus(t, eventbus.Options{DroppableTypes: []string{"delta"}})
 	s := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 1, Policy: eventbus.DropOldest})
 	for _, typ := range []string{"delta", "delta", "msg"} {
 		_, err := b.Publish("s", typ, nil)

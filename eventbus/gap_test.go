@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/backend"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -21,8 +21,8 @@ import (
 func TestFeedGapReachesLiveSubscribersInScope(t *testing.T) {
 	t.Parallel()
 	b, fb := newFedBus(t)
-	fb.ingest(1, eventbus.TypeSessionCreated, "root")
-	fb.ingest(2, eventbus.TypeSessionCreated, "root", "kid")
+	fb.ingest(1, backend.TypeSessionCreated, "root")
+	fb.ingest(2, backend.TypeSessionCreated, "root", "kid")
 	fb.ingest(3, "msg", "root", "kid")
 	fb.ingest(4, "msg", "other")
 	own := subscribe(t, b, "kid", eventbus.SubscribeOptions{NoReplay: true})
@@ -80,7 +80,7 @@ func (p fakePending) Wait(ctx context.Context) (uint64, error) {
 	return p.id, p.err
 }
 
-func (a *asyncBackend) AppendAsync(_ []string, ev eventbus.Event) (eventbus.PendingAppend, error) {
+func (a *asyncBackend) AppendAsync(_ []string, ev eventbus.Event) (backend.PendingAppend, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.sent++
@@ -97,14 +97,14 @@ func (a *asyncBackend) AppendAsync(_ []string, ev eventbus.Event) (eventbus.Pend
 func TestPipelineWindowAndFailure(t *testing.T) {
 	t.Parallel()
 	fb := &asyncBackend{release: make(chan struct{})}
-	b, err := eventbus.NewWithBackend(context.Background(), config.Config{}, fb)
+	b, err := backend.New(context.Background(), eventbus.Options{}, fb)
 	require.NoError(t, err)
 	t.Cleanup(func() { b.Close() })
-	_, err = b.NewPipeline(eventbus.PipelineOptions{Window: eventbus.MaxPipelineWindow + 1})
+	_, err = backend.NewPipeline(b, backend.PipelineOptions{Window: backend.MaxPipelineWindow + 1})
 	require.ErrorIs(t, err, eventbus.ErrInvalid)
 
 	var stored []eventbus.Event
-	p, err := b.NewPipeline(eventbus.PipelineOptions{Window: 3, OnStored: func(ev eventbus.Event) { stored = append(stored, ev) }})
+	p, err := backend.NewPipeline(b, backend.PipelineOptions{Window: 3, OnStored: func(ev eventbus.Event) { stored = append(stored, ev) }})
 	require.NoError(t, err)
 	for i := range 3 {
 		require.NoError(t, p.Publish("s", "msg", i))
@@ -136,7 +136,7 @@ func TestPipelineWindowAndFailure(t *testing.T) {
 		require.NoError(t, p.Publish("s", "msg", 10+i))
 	}
 	err = p.Flush(context.Background())
-	var perr *eventbus.PipelineError
+	var perr *backend.PipelineError
 	require.ErrorAs(t, err, &perr)
 	require.Len(t, perr.Unknown, 1)
 	assert.JSONEq(t, `11`, string(perr.Unknown[0].Data))
@@ -149,9 +149,9 @@ func TestPipelineWindowAndFailure(t *testing.T) {
 // On the in-memory bus a pipeline publishes synchronously.
 func TestPipelineInMemory(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	var ids []uint64
-	p, err := b.NewPipeline(eventbus.PipelineOptions{OnStored: func(ev eventbus.Event) { ids = append(ids, ev.ID) }})
+	p, err := backend.NewPipeline(b, backend.PipelineOptions{OnStored: func(ev eventbus.Event) { ids = append(ids, ev.ID) }})
 	require.NoError(t, err)
 	s := subscribe(t, b, "s", eventbus.SubscribeOptions{NoReplay: true})
 	for i := range 5 {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -19,9 +18,9 @@ import (
 const waitFor = 10 * time.Second
 
 // newBus returns a bus closed at the end of the test.
-func newBus(t testing.TB, cfg config.Config, opts ...eventbus.Option) *eventbus.Bus {
+func newBus(t testing.TB, cfg eventbus.Options) *eventbus.Bus {
 	t.Helper()
-	b, err := eventbus.New(cfg, opts...)
+	b, err := eventbus.New(cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.Close() })
 	return b

@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -52,7 +51,7 @@ func logger(sink *logSink, level slog.Level) *slog.Logger {
 func TestLogOneLinePerDropEpisode(t *testing.T) {
 	t.Parallel()
 	var sink logSink
-	b := newBus(t, config.Config{DroppableTypes: []string{"delta"}}, eventbus.WithLogger(logger(&sink, slog.LevelInfo)))
+	b := newBus(t, eventbus.Options{DroppableTypes: []string{"delta"}, Logger: logger(&sink, slog.LevelInfo)})
 	subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 16, NoReplay: true, Name: "stalled"})
 	publish(t, b, "s", 12) // 75 %: the slow-client warning
 	for range 190 {
@@ -72,7 +71,7 @@ func TestLogOneLinePerDropEpisode(t *testing.T) {
 func TestLogOneWarnLinePerEviction(t *testing.T) {
 	t.Parallel()
 	var sink logSink
-	b := newBus(t, config.Config{}, eventbus.WithLogger(logger(&sink, slog.LevelWarn)))
+	b := newBus(t, eventbus.Options{Logger: logger(&sink, slog.LevelWarn)})
 	subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 16, NoReplay: true, Policy: eventbus.DropSubscriber})
 	publish(t, b, "s", 40)
 	assert.EqualValues(t, 1, b.Stats().Evicted)
@@ -88,7 +87,7 @@ func TestLogSessionExpiryRateLimited(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		var sink logSink
-		b := newBus(t, config.Config{SessionTTL: time.Second}, eventbus.WithLogger(logger(&sink, slog.LevelInfo)))
+		b := newBus(t, eventbus.Options{SessionTTL: time.Second, Logger: logger(&sink, slog.LevelInfo)})
 		for i := range 500 {
 			publish(t, b, fmt.Sprintf("s%d", i), 1)
 		}
@@ -115,7 +114,7 @@ func TestLogSessionExpiryRateLimited(t *testing.T) {
 // events_dropped frames in a row. They merge into one.
 func TestConsecutiveDropsMergeIntoOneFrame(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{DroppableTypes: []string{"delta"}})
+	b := newBus(t, eventbus.Options{DroppableTypes: []string{"delta"}})
 	s := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 16, NoReplay: true, SlowClientWarning: new(bool)})
 	publish(t, b, "s", 15) // 1..15, over 75 %
 	_, err := b.Publish("s", "delta", nil)

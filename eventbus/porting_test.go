@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -27,7 +26,7 @@ import (
 // publish to a closed id that was not reopened stays refused.
 func TestInput1ReopenClosedSession(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	before := publish(t, b, "s", 3)
 	require.NoError(t, b.CloseSession("s"))
 	closedID := b.LastEventID()
@@ -69,7 +68,7 @@ func TestInput1ReopenClosedSession(t *testing.T) {
 // CloseSessionTree closes every descendant, however deep.
 func TestInput2CloseMiddleKeepsTreeConnected(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	require.NoError(t, b.CreateSession("g", ""))
 	require.NoError(t, b.CreateSession("p", "g"))
 	require.NoError(t, b.CreateSession("c", "p"))
@@ -85,7 +84,7 @@ func TestInput2CloseMiddleKeepsTreeConnected(t *testing.T) {
 func TestInput2CloseSessionTreeAnyDepth(t *testing.T) {
 	t.Parallel()
 	const depth = 5000 // deeper than any recursion would like
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	require.NoError(t, b.CreateSession("n0", ""))
 	for i := 1; i < depth; i++ {
 		require.NoError(t, b.CreateSession("n"+strconv.Itoa(i), "n"+strconv.Itoa(i-1)))
@@ -119,7 +118,7 @@ func indexOf(s []string, v string) int {
 // replays its history merged by id, and cycles are still refused.
 func TestInput4AttachLate(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	require.NoError(t, b.CreateSession("p", ""))
 	c1 := publish(t, b, "c", 2) // the sub-agent starts before its link is known
 	p1 := publish(t, b, "p", 1)
@@ -147,10 +146,10 @@ func TestInput4SessionController(t *testing.T) {
 	t.Parallel()
 	var asked []string
 	parents := map[string]string{"tool": "sub", "sub": "main", "loop1": "loop2", "loop2": "loop1"}
-	b := newBus(t, config.Config{}, eventbus.WithSessionController(func(id string) string {
+	b := newBus(t, eventbus.Options{SessionController: func(id string) string {
 		asked = append(asked, id)
 		return parents[id]
-	}))
+	}})
 	root := subscribe(t, b, "main", eventbus.SubscribeOptions{Scope: scope.Descendants, NoReplay: true})
 	ev, err := b.Publish("tool", "msg", nil)
 	require.NoError(t, err)
@@ -176,7 +175,7 @@ func TestInput4SessionController(t *testing.T) {
 // NoReplay wins over a cursor.
 func TestInput5IdempotentLikeAgentPool(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	require.NoError(t, b.CloseSession("never"))
 	require.NoError(t, b.CloseSessionTree("never"))
 	require.NoError(t, b.ClearReplayBuffer("never"))
@@ -199,9 +198,8 @@ func TestInput5IdempotentLikeAgentPool(t *testing.T) {
 // the rule is TestHandlerOverflowDefault in adapters/sse.)
 func TestInput6OverflowDefault(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{MaxQueueSize: 2, DisableSlowClientWarning: true})
-	assert.False(t, b.OverflowPolicySet())
-	assert.Equal(t, eventbus.DropOldest, b.Config().OverflowPolicy)
+	b := newBus(t, eventbus.Options{MaxQueueSize: 2, DisableSlowClientWarning: true})
+	assert.Empty(t, b.Options().OverflowPolicy, "unset; the drop_oldest below is the in-process default")
 	s := subscribe(t, b, "s", eventbus.SubscribeOptions{NoReplay: true})
 	ids5 := publish(t, b, "s", 5)
 	evs := drain(s)
@@ -210,8 +208,8 @@ func TestInput6OverflowDefault(t *testing.T) {
 	d := decode[eventbus.ResyncData](t, evs[0])
 	assert.Equal(t, 3, d.DroppedCount, "the oldest three were dropped, announced")
 
-	ex := newBus(t, config.Config{MaxQueueSize: 2, OverflowPolicy: config.DropSubscriber})
-	assert.True(t, ex.OverflowPolicySet())
+	ex := newBus(t, eventbus.Options{MaxQueueSize: 2, OverflowPolicy: eventbus.DropSubscriber})
+	assert.Equal(t, eventbus.DropSubscriber, ex.Options().OverflowPolicy)
 	s2 := subscribe(t, ex, "s", eventbus.SubscribeOptions{NoReplay: true})
 	publish(t, ex, "s", 5)
 	_, err := readToEnd(t, s2)
@@ -221,7 +219,7 @@ func TestInput6OverflowDefault(t *testing.T) {
 // All is the range-over-func form of Next: `async for event in queue`.
 func TestSubscriptionAll(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	want := publish(t, b, "s", 3)
 	s := subscribe(t, b, "s", eventbus.SubscribeOptions{})
 	var got []uint64
@@ -265,7 +263,7 @@ func TestEventsPumpsEndWithBusClose(t *testing.T) {
 	}
 	before := goleak.IgnoreCurrent()
 	const n = 10_000
-	b, err := eventbus.New(config.Config{MaxSubscribers: n})
+	b, err := eventbus.New(eventbus.Options{MaxSubscribers: n})
 	require.NoError(t, err)
 	base := runtime.NumGoroutine()
 	for i := 0; i < n; i++ {
@@ -288,7 +286,7 @@ func TestEventsPumpsEndWithBusClose(t *testing.T) {
 // A reader that keeps reading after Bus.Close still gets everything queued.
 func TestEventsDrainAfterBusClose(t *testing.T) {
 	t.Parallel()
-	b, err := eventbus.New(config.Config{})
+	b, err := eventbus.New(eventbus.Options{})
 	require.NoError(t, err)
 	s, err := b.Subscribe(context.Background(), "s", eventbus.SubscribeOptions{})
 	require.NoError(t, err)
@@ -312,7 +310,7 @@ func TestEventsDrainAfterBusClose(t *testing.T) {
 func TestInput3ClosedChildHistoryResumable(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		b := newBus(t, config.Config{ReplayBufferSize: 1000})
+		b := newBus(t, eventbus.Options{ReplayBufferSize: 1000})
 		require.NoError(t, b.CreateSession("root", ""))
 		require.NoError(t, b.CreateSession("a", "root"))
 		require.NoError(t, b.CreateSession("b", "root"))
@@ -340,7 +338,7 @@ func TestInput3ClosedChildHistoryResumable(t *testing.T) {
 		assert.Zero(t, count(drain(allScope), eventbus.TypeStateResyncRequired), "the all scope reads them too")
 
 		// After ClosedRetention (10 min) the buffers go; a resume is told.
-		time.Sleep(config.DefaultClosedRetention + time.Minute)
+		time.Sleep(eventbus.Options{}.WithDefaults().ClosedRetention + time.Minute)
 		synctest.Wait()
 		st := b.Stats()
 		assert.Zero(t, st.Retained)
@@ -355,7 +353,7 @@ func TestInput3ClosedChildHistoryResumable(t *testing.T) {
 // The root closing drops what its tree kept; MaxRetained drops the oldest.
 func TestRetainedBounds(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{MaxRetained: 1})
+	b := newBus(t, eventbus.Options{MaxRetained: 1})
 	require.NoError(t, b.CreateSession("root", ""))
 	require.NoError(t, b.CreateSession("a", "root"))
 	require.NoError(t, b.CreateSession("b", "root"))
@@ -383,7 +381,7 @@ func TestRetainedBounds(t *testing.T) {
 // before the close loses nothing.
 func TestReopenAdoptsKeptHistory(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	require.NoError(t, b.CreateSession("root", ""))
 	require.NoError(t, b.CreateSession("sub", "root"))
 	ids3 := publish(t, b, "sub", 3)

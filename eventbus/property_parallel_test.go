@@ -12,7 +12,6 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -49,7 +48,7 @@ func TestPropertyParallelPublishers(t *testing.T) {
 	eventbus.SetTestHookTreeLocked(func(string) { runtime.Gosched() })
 	defer eventbus.SetTestHookTreeLocked(nil)
 	rapid.Check(t, func(rt *rapid.T) {
-		bus, err := eventbus.New(config.Config{ReplayBufferSize: 10_000, MaxSubscribers: 1000, ReplayBudgetBytes: 1 << 30})
+		bus, err := eventbus.New(eventbus.Options{ReplayBufferSize: 10_000, MaxSubscribers: 1000, ReplayBudgetBytes: 1 << 30})
 		if err != nil {
 			rt.Fatal(err)
 		}

@@ -13,7 +13,6 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -137,21 +136,22 @@ func newHarness(t *rapid.T) *harness {
 	h := &harness{
 		t:        t,
 		n:        rapid.IntRange(1, 6).Draw(t, "ring"),
-		budget:   rapid.SampledFrom([]int64{config.DefaultReplayBudgetBytes, 25, 60}).Draw(t, "budget"),
+		budget:   rapid.SampledFrom([]int64{eventbus.Options{}.WithDefaults().ReplayBudgetBytes, 25, 60}).Draw(t, "budget"),
 		nextID:   1,
 		events:   map[uint64]mEvent{},
 		sessions: map[string]*mSession{},
 		tombs:    map[string]bool{},
 		lostByID: map[string]uint64{},
 		keptBy:   map[string]*mKept{},
-		maxKept:  rapid.SampledFrom([]int{config.DefaultMaxRetained, 1, 2}).Draw(t, "maxRetained"),
+		maxKept:  rapid.SampledFrom([]int{eventbus.Options{}.WithDefaults().MaxRetained, 1, 2}).Draw(t, "maxRetained"),
 	}
-	b, err := eventbus.New(config.Config{
+	b, err := eventbus.New(eventbus.Options{
 		ReplayBufferSize:  h.n,
 		ReplayBudgetBytes: h.budget,
 		DroppableTypes:    []string{"delta"},
 		MaxRetained:       h.maxKept,
-	}, eventbus.WithEpoch("e1"))
+		Epoch:             "e1",
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

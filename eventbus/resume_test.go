@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -89,7 +88,7 @@ func TestResume(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			b := newBus(t, config.Config{ReplayBufferSize: 5}, eventbus.WithEpoch("e1"))
+			b := newBus(t, eventbus.Options{ReplayBufferSize: 5, Epoch: "e1"})
 			publish(t, b, "s", 12)
 			s := subscribe(t, b, "s", tt.opts)
 			got := drain(s)
@@ -116,7 +115,7 @@ func TestResume(t *testing.T) {
 
 func TestResumeAfterClearReplayBuffer(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	publish(t, b, "s", 4)
 	require.NoError(t, b.ClearReplayBuffer("s"))
 	require.NoError(t, b.ClearReplayBuffer("nope"), "a no-op on an unknown id, as AgentPool's clear_replay_buffer")
@@ -135,7 +134,7 @@ func TestResumeAfterClearReplayBuffer(t *testing.T) {
 // duplicate, while the ring still holds the missed events.
 func TestResumeContinues(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{ReplayBufferSize: 50})
+	b := newBus(t, eventbus.Options{ReplayBufferSize: 50})
 	s := subscribe(t, b, "s", eventbus.SubscribeOptions{})
 	publish(t, b, "s", 10)
 	got := readN(t, s, 4)
@@ -179,7 +178,7 @@ func TestResumeAcrossClosedSessions(t *testing.T) {
 			t.Parallel()
 			// P ─┬─ X ── C ── G      U
 			//    └─ S
-			b := newBus(t, config.Config{})
+			b := newBus(t, eventbus.Options{})
 			for _, e := range [][2]string{{"P", ""}, {"X", "P"}, {"C", "X"}, {"G", "C"}, {"S", "P"}, {"U", ""}} {
 				require.NoError(t, b.CreateSession(e[0], e[1]))
 			}
@@ -215,7 +214,7 @@ func TestResumeAcrossClosedSessions(t *testing.T) {
 // re-created closed id (after its tombstone is forgotten) still does.
 func TestNewSessionAnnouncesNothing(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	require.NoError(t, b.CreateSession("P", ""))
 	require.NoError(t, b.CreateSession("old", "P"))
 	publish(t, b, "old", 3)
@@ -232,7 +231,7 @@ func TestNewSessionAnnouncesNothing(t *testing.T) {
 // which nothing is missing, even when a quiet ring still holds older ids.
 func TestRingEvictedAcrossRings(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{ReplayBufferSize: 3})
+	b := newBus(t, eventbus.Options{ReplayBufferSize: 3})
 	require.NoError(t, b.CreateSession("r", ""))
 	require.NoError(t, b.CreateSession("c", "r"))
 	publish(t, b, "c", 2) // 1, 2: c's ring keeps them

@@ -10,7 +10,6 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -46,7 +45,7 @@ func TestReviewLiveLimitsExact(t *testing.T) {
 		maxB := int64(rapid.IntRange(1, 300).Draw(rt, "maxBytes"))
 		policy := rapid.SampledFrom([]eventbus.OverflowPolicy{eventbus.DropOldest, eventbus.DropNewest,
 			eventbus.DropSubscriber}).Draw(rt, "policy")
-		bus, err := eventbus.New(config.Config{ReplayBufferSize: 10_000})
+		bus, err := eventbus.New(eventbus.Options{ReplayBufferSize: 10_000})
 		if err != nil {
 			rt.Fatal(err)
 		}

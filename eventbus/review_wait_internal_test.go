@@ -11,8 +11,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/replaybus/replaybus/config"
 )
 
 // TestReviewDeadlineQueueNoEntryAfterEnd: a subscription that ends while
@@ -22,7 +20,7 @@ import (
 // ended subscription (and its bus) referenced until its deadline — an hour
 // here. Checked once every reader has returned, so no timing decides it.
 func TestReviewDeadlineQueueNoEntryAfterEnd(t *testing.T) {
-	b, err := New(config.Config{})
+	b, err := New(Options{})
 	require.NoError(t, err)
 	defer b.Close()
 	queued := func() int {
@@ -60,7 +58,7 @@ func TestReviewDeadlineQueueNoEntryAfterEnd(t *testing.T) {
 // only frames, ErrTimeout or the reason of the end, and end; afterwards
 // the deadline queue is empty and stopped.
 func TestReviewNextBeforeStress(t *testing.T) {
-	b, err := New(config.Config{MaxQueueSize: 100_000})
+	b, err := New(Options{MaxQueueSize: 100_000})
 	require.NoError(t, err)
 	const readers = 24
 	var wg sync.WaitGroup

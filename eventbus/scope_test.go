@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -34,7 +33,7 @@ func TestScopes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.kind.String(), func(t *testing.T) {
 			t.Parallel()
-			b := newBus(t, config.Config{})
+			b := newBus(t, eventbus.Options{})
 			for _, e := range [][2]string{{"P", ""}, {"X", "P"}, {"C", "X"}, {"G", "C"}, {"S", "P"}, {"N", "S"}, {"U", ""}} {
 				require.NoError(t, b.CreateSession(e[0], e[1]))
 			}
@@ -80,7 +79,7 @@ func TestScopes(t *testing.T) {
 // the subtree with one cursor: no gap, no duplicate.
 func TestDescendantsResume(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{ReplayBufferSize: 100})
+	b := newBus(t, eventbus.Options{ReplayBufferSize: 100})
 	require.NoError(t, b.CreateSession("X", ""))
 	require.NoError(t, b.CreateSession("C", "X"))
 	require.NoError(t, b.CreateSession("G", "C"))
@@ -173,7 +172,7 @@ func TestCreateSession(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			b := newBus(t, config.Config{})
+			b := newBus(t, eventbus.Options{})
 			if tt.setup != nil {
 				tt.setup(b)
 			}
@@ -191,7 +190,7 @@ func TestCreateSession(t *testing.T) {
 		})
 	}
 	t.Run("after Close", func(t *testing.T) {
-		b := newBus(t, config.Config{})
+		b := newBus(t, eventbus.Options{})
 		require.NoError(t, b.Close())
 		require.ErrorIs(t, b.CreateSession("a", ""), eventbus.ErrClosed)
 	})
@@ -221,7 +220,7 @@ func parentOf(b *eventbus.Bus, id string) string {
 // descendants subscribers hear it.
 func TestCreateSessionReparentsSubscribers(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	require.NoError(t, b.CreateSession("P", ""))
 	require.NoError(t, b.CreateSession("S", "P"))
 	sub := subscribe(t, b, "C", eventbus.SubscribeOptions{Scope: scope.Subtree, NoReplay: true})
@@ -241,7 +240,7 @@ func TestCreateSessionReparentsSubscribers(t *testing.T) {
 // subscriber keeps hearing them too).
 func TestCloseMovesChildrenUp(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	require.NoError(t, b.CreateSession("X", ""))
 	require.NoError(t, b.CreateSession("C", "X"))
 	require.NoError(t, b.CreateSession("U", "X"))

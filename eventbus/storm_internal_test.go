@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/replaybus/replaybus/config"
 )
 
 // Issue 12.8, replay storms: a large resume must not stall the publishers
@@ -18,7 +16,7 @@ import (
 // events published meanwhile — each once, in order.
 func TestReplayStormDoesNotStallOtherSessions(t *testing.T) {
 	const ring = 50_000
-	b, err := New(config.Config{ReplayBufferSize: ring, ReplayBudgetBytes: 1 << 30})
+	b, err := New(Options{ReplayBufferSize: ring, ReplayBudgetBytes: 1 << 30})
 	require.NoError(t, err)
 	defer b.Close()
 	for range ring {

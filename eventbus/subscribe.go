@@ -42,7 +42,7 @@ import (
 // set: as a root, or under the parent the [SessionController] names. The
 // subscription ends when ctx is done (Err is ctx's error); Subscribe itself
 // does not block, except on a bus over a backend whose feed is behind the
-// cursor (see [Syncer]).
+// cursor (see backend.Syncer in package eventbus/backend).
 //
 // Errors: ErrInvalid naming a bad option value (or a [SessionController]
 // that panicked creating the session); ErrSessionNotFound;
@@ -76,7 +76,7 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 		s.maxBytes = o.MaxQueuedBytes
 	}
 	if o.Policy != "" {
-		if err := o.Policy.Validate(); err != nil {
+		if err := o.Policy.validate(); err != nil {
 			return nil, invalidf("%v", err)
 		}
 		s.policy = o.Policy
@@ -100,7 +100,7 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 		return nil, err
 	}
 	if cursor != nil && (cursor.Epoch == "" || cursor.Epoch == b.epoch) {
-		b.awaitFeed(ctx, cursor.ID) // backend buses only, see Syncer
+		b.awaitFeed(ctx, cursor.ID) // backend buses only, see awaitFeed
 	}
 
 	replay := !o.NoReplay

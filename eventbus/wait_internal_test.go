@@ -8,15 +8,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/replaybus/replaybus/config"
 )
 
 // An ended subscription leaves the deadline queue at once (it is not kept
 // alive until its deadline), and the queue's timer stops with the bus.
 func TestDeadlineQueueDropsEndedSubscriptions(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b, err := New(config.Config{})
+		b, err := New(Options{})
 		require.NoError(t, err)
 		var subs []*Subscription
 		for range 3 {

@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -87,7 +86,7 @@ func TestServerRestart(t *testing.T) {
 	srv, err := rbnats.RunServer(rbnats.ServerConfig{Dir: dir})
 	require.NoError(t, err)
 	defer srv.Shutdown()
-	cfg := config.Config{ReplayBufferSize: 1000}
+	cfg := eventbus.Options{ReplayBufferSize: 1000}
 	opts := uniqueStream(rbnats.WithStorage(jetstream.FileStorage), rbnats.WithPublishTimeout(time.Second))
 	pub := newNode(t, srv.ClientURL(), cfg, opts...)
 	reader := newNode(t, srv.ClientURL(), cfg, opts...)
@@ -174,7 +173,7 @@ func TestCluster(t *testing.T) {
 	cl, err := rbnats.RunCluster(3, t.TempDir())
 	require.NoError(t, err)
 	defer cl.Shutdown()
-	cfg := config.Config{ReplayBufferSize: 1000}
+	cfg := eventbus.Options{ReplayBufferSize: 1000}
 	opts := uniqueStream(rbnats.WithReplicas(3), rbnats.WithPublishTimeout(2*time.Second))
 	// Each node prefers its own server.
 	urls := make([]string, 3)

@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/adapters/sse"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -156,7 +155,7 @@ func TestClientRetriesServerErrors(t *testing.T) {
 
 func TestClientStopsOn4xx(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	h := newHandler(t, b, sse.HandlerOptions{})
 	srv := serve(t, h, nil)
 	for _, tt := range []struct{ path, code string }{
@@ -176,7 +175,7 @@ func TestClientStopsOn4xx(t *testing.T) {
 
 func TestClientStopsOnOwnSessionClosed(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	require.NoError(t, b.CreateSession("p", ""))
 	require.NoError(t, b.CreateSession("c", "p"))
 	h := newHandler(t, b, sse.HandlerOptions{})
@@ -204,7 +203,7 @@ func TestClientStopsOnOwnSessionClosed(t *testing.T) {
 
 func TestClientContextAndClose(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	publish(t, b, "s1", "a", nil)
 	h := newHandler(t, b, sse.HandlerOptions{})
 	srv := serve(t, h, nil)
@@ -269,7 +268,7 @@ func (d *dropWriter) Unwrap() http.ResponseWriter { return d.ResponseWriter }
 
 func TestClientReconnectsExactlyOnce(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{ReplayBufferSize: 1000})
+	b := newBus(t, eventbus.Options{ReplayBufferSize: 1000})
 	require.NoError(t, b.CreateSession("s1", ""))
 	h := newHandler(t, b, sse.HandlerOptions{Retry: 5 * time.Millisecond})
 	srv := serve(t, h, dropEvery(50))
@@ -332,7 +331,7 @@ func (g *gatedWriter) Unwrap() http.ResponseWriter { return g.ResponseWriter }
 
 func TestClientResumesAfterEviction(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{ReplayBufferSize: 1000})
+	b := newBus(t, eventbus.Options{ReplayBufferSize: 1000})
 	require.NoError(t, b.CreateSession("s1", ""))
 	h := newHandler(t, b, sse.HandlerOptions{Retry: 5 * time.Millisecond})
 	gate := make(chan struct{})

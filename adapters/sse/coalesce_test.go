@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/adapters/sse"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -22,7 +21,7 @@ func chunk(session, s string) map[string]any {
 
 func TestHandlerCoalesceQueryValidated(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	publish(t, b, "s1", "hello", nil)
 	srv := serve(t, newHandler(t, b, sse.HandlerOptions{}), nil)
 	for _, c := range []struct {
@@ -57,7 +56,7 @@ func TestHandlerCoalesceQueryValidated(t *testing.T) {
 // it repeats nothing.
 func TestHandlerCoalesceFrames(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{ReplayBufferSize: 1000})
+	b := newBus(t, eventbus.Options{ReplayBufferSize: 1000})
 	var want strings.Builder
 	var first, last eventbus.Event
 	for i := range 500 {

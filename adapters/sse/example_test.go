@@ -10,7 +10,6 @@ import (
 	"os"
 
 	"github.com/replaybus/replaybus/adapters/sse"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -62,7 +61,7 @@ func ExampleWriteEvent() {
 // client that resumes from id 1 gets what it missed, replay_complete, and
 // live events; closing the session ends the response after session_closed.
 func ExampleHandler() {
-	bus, _ := eventbus.New(config.Config{}, eventbus.WithEpoch("E1"))
+	bus, _ := eventbus.New(eventbus.Options{Epoch: "E1"})
 	defer bus.Close()
 	h, _ := sse.NewHandler(bus, sse.HandlerOptions{})
 	defer h.Close()
@@ -105,7 +104,7 @@ func ExampleHandler() {
 // itself, hands over events and synthetic frames alike, and stops after its
 // own session's session_closed.
 func ExampleClient() {
-	bus, _ := eventbus.New(config.Config{})
+	bus, _ := eventbus.New(eventbus.Options{})
 	defer bus.Close()
 	h, _ := sse.NewHandler(bus, sse.HandlerOptions{})
 	defer h.Close()

@@ -19,14 +19,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/adapters/sse"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/scope"
 )
 
 func TestHandlerRejectsBeforeStreaming(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{MaxSubscribers: 1})
+	b := newBus(t, eventbus.Options{MaxSubscribers: 1})
 	publish(t, b, "s1", "hello", nil)
 	publish(t, b, "gone", "hello", nil)
 	require.NoError(t, b.CloseSession("gone"))
@@ -134,7 +133,7 @@ func TestHandlerRejectsBeforeStreaming(t *testing.T) {
 
 func TestHandlerHeadersAndRetryFirst(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	publish(t, b, "s1", "hello", map[string]int{"n": 1})
 	h := newHandler(t, b, sse.HandlerOptions{PlainIDs: true})
 	srv := serve(t, h, nil)
@@ -162,7 +161,7 @@ func TestHandlerHeadersAndRetryFirst(t *testing.T) {
 
 func TestHandlerHeaderNameCaseInsensitive(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	publish(t, b, "s1", "a", nil)
 	h := newHandler(t, b, sse.HandlerOptions{})
 	srv := serve(t, h, nil)
@@ -180,7 +179,7 @@ func TestHandlerHeaderNameCaseInsensitive(t *testing.T) {
 
 func TestHandlerOptionsFromQuery(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	publish(t, b, "s1", "hello", nil)
 	got := make(chan eventbus.SubscribeOptions, 10)
 	h := newHandler(t, b, sse.HandlerOptions{Configure: func(_ *http.Request, o *eventbus.SubscribeOptions) { got <- *o }})
@@ -243,7 +242,7 @@ func TestHandlerOptionsFromQuery(t *testing.T) {
 
 func TestHandlerCursorReplay(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{}, eventbus.WithEpoch("E1"))
+	b := newBus(t, eventbus.Options{Epoch: "E1"})
 	for range 3 {
 		publish(t, b, "s1", "tick", nil)
 	}
@@ -292,7 +291,7 @@ func TestHandlerCursorReplay(t *testing.T) {
 
 func TestHandlerSessionClosedEndsResponse(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	require.NoError(t, b.CreateSession("parent", ""))
 	require.NoError(t, b.CreateSession("child", "parent"))
 	h := newHandler(t, b, sse.HandlerOptions{})
@@ -320,7 +319,7 @@ func TestHandlerSessionClosedEndsResponse(t *testing.T) {
 
 func TestHandlerBusCloseEndsResponse(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	publish(t, b, "s1", "a", nil)
 	h := newHandler(t, b, sse.HandlerOptions{})
 	srv := serve(t, h, nil)
@@ -334,7 +333,7 @@ func TestHandlerBusCloseEndsResponse(t *testing.T) {
 
 func TestHandlerShutdownEndsStreams(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	publish(t, b, "s1", "a", nil)
 	h := newHandler(t, b, sse.HandlerOptions{})
 	srv := serve(t, h, nil)
@@ -364,7 +363,7 @@ func TestHandlerShutdownEndsStreams(t *testing.T) {
 // and the handler writes what was queued, then client_evicted, then ends.
 func TestHandlerEvictionEndsResponse(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	publish(t, b, "s1", "first", nil)
 	h := newHandler(t, b, sse.HandlerOptions{})
 
@@ -402,7 +401,7 @@ func TestHandlerEvictionEndsResponse(t *testing.T) {
 // the subscriber cap.
 func TestHandlerClientDropsBeforeFirstByte(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{MaxSubscribers: 1})
+	b := newBus(t, eventbus.Options{MaxSubscribers: 1})
 	publish(t, b, "s1", "a", nil)
 	h := newHandler(t, b, sse.HandlerOptions{})
 	mux := http.NewServeMux()
@@ -441,7 +440,7 @@ func TestHandlerClientDropsBeforeFirstByte(t *testing.T) {
 
 func TestHandlerCustomSessionID(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	publish(t, b, "s/1", "a", nil)
 	var gotScope scope.Kind
 	h := newHandler(t, b, sse.HandlerOptions{
@@ -477,7 +476,7 @@ func TestStatusErrorIs(t *testing.T) {
 // are full, the write deadline ends the stream.
 func TestHandlerWriteTimeout(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{MaxQueueSize: 1_000_000, MaxQueuedBytes: 1 << 30})
+	b := newBus(t, eventbus.Options{MaxQueueSize: 1_000_000, MaxQueuedBytes: 1 << 30})
 	require.NoError(t, b.CreateSession("s1", ""))
 	h := newHandler(t, b, sse.HandlerOptions{WriteTimeout: 100 * time.Millisecond})
 	srv := serve(t, h, nil)
@@ -506,7 +505,7 @@ func TestHandlerWriteTimeout(t *testing.T) {
 // sees every frame; the type stays in the envelope.
 func TestHandlerEventsMessage(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	publish(t, b, "s1", "hello", map[string]int{"n": 1})
 	h := newHandler(t, b, sse.HandlerOptions{Retry: -1, PlainIDs: true})
 	srv := serve(t, h, nil)
@@ -519,7 +518,7 @@ func TestHandlerEventsMessage(t *testing.T) {
 		string(rest[:n]))
 }
 
-// The overflow default rule (config.Config.OverflowPolicy): with the bus's
+// The overflow default rule (eventbus.Options.OverflowPolicy): with the bus's
 // policy unset, SSE subscribers get drop_subscriber — their clients resume
 // by themselves — while in-process subscribers get drop_oldest; a policy set
 // on the bus (env var or code) applies to SSE subscribers too.
@@ -527,18 +526,18 @@ func TestHandlerOverflowDefault(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
 		name string
-		bus  config.OverflowPolicy
+		bus  eventbus.OverflowPolicy
 		want eventbus.OverflowPolicy // what the handler asks for; "" = the bus's
 	}{
 		{"unset: drop_subscriber", "", eventbus.DropSubscriber},
-		{"explicit drop_oldest", config.DropOldest, ""},
-		{"explicit drop_newest", config.DropNewest, ""},
-		{"explicit drop_subscriber", config.DropSubscriber, ""},
+		{"explicit drop_oldest", eventbus.DropOldest, ""},
+		{"explicit drop_newest", eventbus.DropNewest, ""},
+		{"explicit drop_subscriber", eventbus.DropSubscriber, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			b := newBus(t, config.Config{OverflowPolicy: tt.bus})
-			assert.Equal(t, tt.bus != "", b.OverflowPolicySet())
+			b := newBus(t, eventbus.Options{OverflowPolicy: tt.bus})
+			assert.Equal(t, tt.bus, b.Options().OverflowPolicy, "Options shows the policy as set, unset as \"\"")
 			got := make(chan eventbus.SubscribeOptions, 1)
 			h := newHandler(t, b, sse.HandlerOptions{Configure: func(_ *http.Request, o *eventbus.SubscribeOptions) { got <- *o }})
 			srv := serve(t, h, nil)

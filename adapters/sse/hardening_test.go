@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/adapters/sse"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -47,7 +46,7 @@ func errorBody(t *testing.T, w *httptest.ResponseRecorder) (code, message string
 // value (control characters, over-long, invalid UTF-8) is a 400.
 func TestHandlerForeignEpochIsEpochReset(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	for i := range 3 {
 		publish(t, b, "s1", "t", i)
 	}
@@ -96,7 +95,7 @@ func TestHandlerForeignEpochIsEpochReset(t *testing.T) {
 // prefixes.
 func TestHandlerRefusesAmbiguousRequests(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	publish(t, b, "s1", "t", nil)
 	h := newHandler(t, b, sse.HandlerOptions{})
 	for _, tt := range []struct {
@@ -142,7 +141,7 @@ func TestHandlerShutdownLetsBrowsersReconnect(t *testing.T) {
 	for _, closeWhat := range []string{"bus", "handler"} {
 		t.Run(closeWhat, func(t *testing.T) {
 			t.Parallel()
-			b := newBus(t, config.Config{})
+			b := newBus(t, eventbus.Options{})
 			publish(t, b, "s1", "hello", nil)
 			h := newHandler(t, b, sse.HandlerOptions{Retry: time.Second})
 			if closeWhat == "bus" {
@@ -185,7 +184,7 @@ func (s *switchable) ServeHTTP(w http.ResponseWriter, r *http.Request) { (*s.h.L
 // Client.RestartGrace; the stream then gets epoch_reset and goes on.
 func TestClientRetriesNotFoundAfterRestart(t *testing.T) {
 	t.Parallel()
-	b1 := newBus(t, config.Config{})
+	b1 := newBus(t, eventbus.Options{})
 	require.NoError(t, b1.CreateSession("s1", ""))
 	h1 := newHandler(t, b1, sse.HandlerOptions{Retry: time.Millisecond})
 	var sw switchable
@@ -207,7 +206,7 @@ func TestClientRetriesNotFoundAfterRestart(t *testing.T) {
 	// after the server has answered the client's reconnect with a 404, so
 	// the client meets the 404 however late it reconnects (a timer here
 	// made the test depend on the client reconnecting within it).
-	b2 := newBus(t, config.Config{})
+	b2 := newBus(t, eventbus.Options{})
 	h2 := newHandler(t, b2, sse.HandlerOptions{Retry: time.Millisecond})
 	mux2 := http.NewServeMux()
 	var notFound atomic.Int32

@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/adapters/sse"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -45,7 +44,7 @@ func (l *cursorLog) all() []string {
 // replays.
 func TestResumeCursorWinsOverReplay0(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	for i := range 5 {
 		publish(t, b, "s1", "msg", i)
 	}
@@ -79,7 +78,7 @@ func TestResumeCursorWinsOverReplay0(t *testing.T) {
 // newest id it had (the stream_start frame's before its first event).
 func TestClientResumesLiveOnlyAcrossCuts(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{ReplayBufferSize: 1000})
+	b := newBus(t, eventbus.Options{ReplayBufferSize: 1000})
 	require.NoError(t, b.CreateSession("s1", ""))
 	var log cursorLog
 	srv := serve(t, newHandler(t, b, sse.HandlerOptions{Retry: 10 * time.Millisecond}), log.wrap)
@@ -151,7 +150,7 @@ func waitConnects(ctx context.Context, t *testing.T, st interface{ Connects() in
 // start without it.
 func TestLiveOnlyStreamStartsWithItsPosition(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{}, eventbus.WithEpoch("E1"))
+	b := newBus(t, eventbus.Options{Epoch: "E1"})
 	publish(t, b, "s1", "old", nil)
 	publish(t, b, "s1", "old", nil)
 	started := make(chan struct{}, 8)
@@ -252,7 +251,7 @@ func TestClientKeepsReopenedSession(t *testing.T) {
 	t.Parallel()
 	for _, cursor := range []string{"", "2"} {
 		t.Run("cursor="+cursor, func(t *testing.T) {
-			b := newBus(t, config.Config{})
+			b := newBus(t, eventbus.Options{})
 			require.NoError(t, b.CreateSession("run", ""))
 			require.NoError(t, b.CreateSession("s1", "run"))
 			publish(t, b, "s1", "before", nil) // 1

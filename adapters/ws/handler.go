@@ -322,10 +322,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.reject(w, serr)
 		return
 	}
-	if !h.bus.OverflowPolicySet() {
-		// The default rule of config.Config.OverflowPolicy, as for SSE:
+	if h.bus.Options().OverflowPolicy == "" {
+		// The default rule of eventbus.Options.OverflowPolicy, as for SSE:
 		// the client resumes by itself, so evict rather than drop.
-		opts.Policy = eventbus.DefaultStreamOverflowPolicy
+		opts.Policy = eventbus.DropSubscriber
 	}
 	if h.o.Authorize != nil {
 		if err := h.o.Authorize(r, sessionID, opts.Scope); err != nil {

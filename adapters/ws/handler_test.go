@@ -14,7 +14,6 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/adapters/ws"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -22,7 +21,7 @@ import (
 // TestReplayLiveAndSessionClosed: replay with a URL cursor, replay_complete,
 // live events, then session_closed and close 1000.
 func TestReplayLiveAndSessionClosed(t *testing.T) {
-	s := newServer(t, config.Config{}, ws.HandlerOptions{})
+	s := newServer(t, eventbus.Options{}, ws.HandlerOptions{})
 	require.NoError(t, s.bus.CreateSession("s1", ""))
 	publish(t, s.bus, "s1", 3)
 	c := dial(t, s.url("s1", "lastEventId=1"))
@@ -47,7 +46,7 @@ func TestReplayLiveAndSessionClosed(t *testing.T) {
 
 // TestErrorsBeforeUpgrade: the SSE answers, as JSON, with nothing upgraded.
 func TestErrorsBeforeUpgrade(t *testing.T) {
-	s := newServer(t, config.Config{MaxSubscribers: 1}, ws.HandlerOptions{
+	s := newServer(t, eventbus.Options{MaxSubscribers: 1}, ws.HandlerOptions{
 		Authorize: func(r *http.Request, id string, _ scope.Kind) error {
 			if id == "secret" {
 				return assert.AnError
@@ -105,7 +104,7 @@ func TestErrorsBeforeUpgrade(t *testing.T) {
 // hello from OnSubscribe arrives after replay_complete, without id.
 func TestResumeMessage(t *testing.T) {
 	var s *server
-	s = newServer(t, config.Config{}, ws.HandlerOptions{
+	s = newServer(t, eventbus.Options{}, ws.HandlerOptions{
 		OnSubscribe: func(r *http.Request, sub *eventbus.Subscription) {
 			assert.NoError(t, s.bus.SendTo("hello", map[string]uint64{"subscriber": sub.ID()}, sub))
 		},
@@ -154,7 +153,7 @@ func TestResumeMessage(t *testing.T) {
 
 // TestPingMessage: {"ping": v} → pong frame with v.
 func TestPingMessage(t *testing.T) {
-	s := newServer(t, config.Config{}, ws.HandlerOptions{ResumeWait: -1})
+	s := newServer(t, eventbus.Options{}, ws.HandlerOptions{ResumeWait: -1})
 	require.NoError(t, s.bus.CreateSession("s1", ""))
 	c := dial(t, s.url("s1", ""))
 	send(t, c, `{"ping":{"t":7}}`)
@@ -166,7 +165,7 @@ func TestPingMessage(t *testing.T) {
 
 // TestBadClientMessages: each closes 1008 (1003, 1009) naming the problem.
 func TestBadClientMessages(t *testing.T) {
-	s := newServer(t, config.Config{}, ws.HandlerOptions{ResumeWait: -1})
+	s := newServer(t, eventbus.Options{}, ws.HandlerOptions{ResumeWait: -1})
 	require.NoError(t, s.bus.CreateSession("s1", ""))
 	cases := []struct {
 		msg    string
@@ -200,7 +199,7 @@ func TestBadClientMessages(t *testing.T) {
 
 // TestShutdownGoingAway: Handler.Close closes every connection with 1001.
 func TestShutdownGoingAway(t *testing.T) {
-	s := newServer(t, config.Config{}, ws.HandlerOptions{ResumeWait: -1})
+	s := newServer(t, eventbus.Options{}, ws.HandlerOptions{ResumeWait: -1})
 	require.NoError(t, s.bus.CreateSession("s1", ""))
 	c := dial(t, s.url("s1", ""))
 	require.Eventually(t, func() bool { return s.h.Stats().Active == 1 }, waitFor, time.Millisecond)
@@ -218,7 +217,7 @@ func TestShutdownGoingAway(t *testing.T) {
 // are parsed by the same code): five queued chunks arrive as one merged
 // frame carrying the last id, count and firstId.
 func TestCoalesceOverWebSocket(t *testing.T) {
-	s := newServer(t, config.Config{}, ws.HandlerOptions{})
+	s := newServer(t, eventbus.Options{}, ws.HandlerOptions{})
 	for _, text := range []string{"He", "ll", "o ", "wo", "rld"} {
 		_, err := s.bus.Publish("s1", "agent_message_chunk", map[string]any{
 			"sessionId": "s1", "update": map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": text}}})

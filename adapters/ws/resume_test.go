@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/adapters/ws"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -26,7 +25,7 @@ import (
 // resume with a cursor is closed 1008 naming that conflict (not "resume too
 // late": it was sent first); a resume without a cursor stays accepted.
 func TestResumeWithURLCursorNamesTheConflict(t *testing.T) {
-	s := newServer(t, config.Config{}, ws.HandlerOptions{})
+	s := newServer(t, eventbus.Options{}, ws.HandlerOptions{})
 	require.NoError(t, s.bus.CreateSession("s1", ""))
 	publish(t, s.bus, "s1", 3)
 
@@ -47,7 +46,7 @@ func TestResumeWithURLCursorNamesTheConflict(t *testing.T) {
 // a live-only connection (?replay=0&lastEventId=3) still replays what
 // follows it, then replay_complete: a resume always replays.
 func TestResumeCursorWinsOverReplay0(t *testing.T) {
-	s := newServer(t, config.Config{}, ws.HandlerOptions{})
+	s := newServer(t, eventbus.Options{}, ws.HandlerOptions{})
 	publish(t, s.bus, "s1", 5)
 	for _, q := range []string{"replay=0&lastEventId=3", "replay=0&last_event_id=3"} {
 		c := dial(t, s.url("s1", q))
@@ -138,7 +137,7 @@ func firstMessage(t *testing.T, b []byte) map[string]string {
 // receives all 120 exactly once, in order, and each reconnect's resume
 // message carries the newest id it had, with its epoch.
 func TestClientResumesLiveOnlyAcrossCuts(t *testing.T) {
-	s, cut := newCutServer(t, config.Config{ReplayBufferSize: 1000}, ws.HandlerOptions{}, eventbus.WithEpoch("E1"))
+	s, cut := newCutServer(t, eventbus.Options{ReplayBufferSize: 1000, Epoch: "E1"}, ws.HandlerOptions{})
 	require.NoError(t, s.bus.CreateSession("s1", ""))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -203,7 +202,7 @@ func TestClientResumesLiveOnlyAcrossCuts(t *testing.T) {
 // cursor and does not return it.
 func TestLiveOnlyStreamStartsWithItsPosition(t *testing.T) {
 	for _, plain := range []bool{false, true} {
-		s := newServer(t, config.Config{}, ws.HandlerOptions{PlainIDs: plain})
+		s := newServer(t, eventbus.Options{}, ws.HandlerOptions{PlainIDs: plain})
 		publish(t, s.bus, "s1", 2)
 		for _, q := range []string{"replay=0", "replay=0&lastEventId=1", ""} {
 			c := dial(t, s.url("s1", q))
@@ -233,7 +232,7 @@ func TestLiveOnlyStreamStartsWithItsPosition(t *testing.T) {
 	}
 
 	t.Run("client cut before its first event", func(t *testing.T) {
-		s, cut := newCutServer(t, config.Config{}, ws.HandlerOptions{}, eventbus.WithEpoch("E1"))
+		s, cut := newCutServer(t, eventbus.Options{Epoch: "E1"}, ws.HandlerOptions{})
 		publish(t, s.bus, "s1", 2)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -269,7 +268,7 @@ func TestLiveOnlyStreamStartsWithItsPosition(t *testing.T) {
 func TestClientKeepsReopenedSession(t *testing.T) {
 	for _, cursor := range []string{"", "2"} {
 		t.Run("cursor="+cursor, func(t *testing.T) {
-			s := newServer(t, config.Config{}, ws.HandlerOptions{})
+			s := newServer(t, eventbus.Options{}, ws.HandlerOptions{})
 			b := s.bus
 			require.NoError(t, b.CreateSession("run", ""))
 			require.NoError(t, b.CreateSession("s1", "run"))

@@ -18,7 +18,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/adapters/ws"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -42,20 +41,20 @@ func TestStalledSocketEvicted(t *testing.T) {
 	var mu sync.Mutex
 	evictedAt := map[uint64]time.Time{}
 	names := map[string]uint64{} // ?who= → subscriber id
-	s, cl := newCutServer(t, config.Config{ReplayBufferSize: 64}, ws.HandlerOptions{
+	s, cl := newCutServer(t, eventbus.Options{ReplayBufferSize: 64, Diagnostics: func(d eventbus.Diagnostic) {
+		if d.Kind == eventbus.DiagEvicted {
+			mu.Lock()
+			evictedAt[d.Subscriber] = time.Now()
+			mu.Unlock()
+		}
+	}}, ws.HandlerOptions{
 		ResumeWait: -1, CloseGrace: grace,
 		OnSubscribe: func(r *http.Request, sub *eventbus.Subscription) {
 			mu.Lock()
 			names[r.URL.Query().Get("who")] = sub.ID()
 			mu.Unlock()
 		},
-	}, eventbus.WithDiagnostics(func(d eventbus.Diagnostic) {
-		if d.Kind == eventbus.DiagEvicted {
-			mu.Lock()
-			evictedAt[d.Subscriber] = time.Now()
-			mu.Unlock()
-		}
-	}))
+	})
 	cl.mu.Lock()
 	cl.small = true
 	cl.mu.Unlock()

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -33,7 +32,7 @@ func cases() []testCase {
 // historyBeforeLive: the replayed history (Replay=true) comes first, then
 // the live events, each once.
 func historyBeforeLive(t *testing.T, s *suite) {
-	b := s.newBus(t, config.Config{})
+	b := s.newBus(t, eventbus.Options{})
 	hist := publish(t, b, "s1", "msg", 5)
 	s.syncBus(t, b)
 	sub := subscribe(t, b, "s1", eventbus.SubscribeOptions{})
@@ -50,7 +49,7 @@ func historyBeforeLive(t *testing.T, s *suite) {
 // published: history, then live, in id order.
 func subscribeRacingPublish(t *testing.T, s *suite) {
 	const n = 300
-	b := s.newBus(t, config.Config{ReplayBufferSize: 1000, MaxQueueSize: 10 * n})
+	b := s.newBus(t, eventbus.Options{ReplayBufferSize: 1000, MaxQueueSize: 10 * n})
 	var (
 		mu        sync.Mutex
 		published []uint64
@@ -125,7 +124,7 @@ func indexOf(ids []uint64, id uint64) int {
 // resumeTable: a ring of 5 holding events 8…12 of 12, resumed from cursors
 // 7, 3, 12, past the next id and from another epoch.
 func resumeTable(t *testing.T, s *suite) {
-	b := s.newBus(t, config.Config{ReplayBufferSize: 5})
+	b := s.newBus(t, eventbus.Options{ReplayBufferSize: 5})
 	e := publish(t, b, "r", "msg", 12)
 	s.syncBus(t, b)
 	ring := e[7:] // events 8…12
@@ -235,7 +234,7 @@ func merge(per map[string][]uint64, all []uint64, sessions []string) []uint64 {
 // scopesLive: live subscribers of each scope on "a" hear exactly their
 // sessions, in id order.
 func scopesLive(t *testing.T, s *suite) {
-	b := s.newBus(t, config.Config{})
+	b := s.newBus(t, eventbus.Options{})
 	tree(t, b)
 	s.syncBus(t, b)
 	subs := make([]*eventbus.Subscription, len(expectScopes))
@@ -253,7 +252,7 @@ func scopesLive(t *testing.T, s *suite) {
 
 // scopesReplay: the same, replayed and merged by id from a cursor.
 func scopesReplay(t *testing.T, s *suite) {
-	b := s.newBus(t, config.Config{})
+	b := s.newBus(t, eventbus.Options{})
 	tree(t, b)
 	per, all := publishTree(t, b, 3)
 	s.syncBus(t, b)
@@ -278,7 +277,7 @@ func scopesReplay(t *testing.T, s *suite) {
 // parent gets it and goes on; the closed session refuses publishes and
 // subscribes.
 func closeSession(t *testing.T, s *suite) {
-	b := s.newBus(t, config.Config{})
+	b := s.newBus(t, eventbus.Options{})
 	require.NoError(t, b.CreateSession("p", ""))
 	require.NoError(t, b.CreateSession("c", "p"))
 	s.syncBus(t, b)
@@ -316,7 +315,7 @@ func closeSession(t *testing.T, s *suite) {
 // resume of it from before the close loses nothing while its buffer is
 // kept.
 func treeLifecycle(t *testing.T, s *suite) {
-	b := s.newBus(t, config.Config{})
+	b := s.newBus(t, eventbus.Options{})
 	require.NoError(t, b.CreateSession("g", ""))
 	require.NoError(t, b.CreateSession("p", "g"))
 	require.NoError(t, b.CreateSession("c", "p"))
@@ -360,7 +359,7 @@ func treeLifecycle(t *testing.T, s *suite) {
 // subscriber sees its ids strictly increasing, each once, none missing.
 func concurrentPublishers(t *testing.T, s *suite) {
 	const workers, per = 4, 150
-	b := s.newBus(t, config.Config{MaxQueueSize: 10 * workers * per, ReplayBufferSize: 2 * per})
+	b := s.newBus(t, eventbus.Options{MaxQueueSize: 10 * workers * per, ReplayBufferSize: 2 * per})
 	require.NoError(t, b.CreateSession("t", ""))
 	kids := []string{"t0", "t1", "t2", "t3"}
 	for _, k := range kids {
@@ -423,7 +422,7 @@ func concurrentPublishers(t *testing.T, s *suite) {
 // of its queue and evicted at 100 % with client_evicted naming the first
 // event it did not get, then resumes from the ring.
 func slowConsumerEvicted(t *testing.T, s *suite) {
-	b := s.newBus(t, config.Config{MaxQueueSize: 4, OverflowPolicy: config.DropSubscriber})
+	b := s.newBus(t, eventbus.Options{MaxQueueSize: 4, OverflowPolicy: eventbus.DropSubscriber})
 	sub := subscribe(t, b, "slow", eventbus.SubscribeOptions{})
 	e := publish(t, b, "slow", "msg", 10)
 	s.syncBus(t, b)
@@ -445,7 +444,7 @@ func slowConsumerEvicted(t *testing.T, s *suite) {
 // slowConsumerDropNewest: under drop_newest the overflow is dropped and
 // announced with one events_dropped frame; the subscriber stays.
 func slowConsumerDropNewest(t *testing.T, s *suite) {
-	b := s.newBus(t, config.Config{MaxQueueSize: 4, OverflowPolicy: config.DropNewest, DisableSlowClientWarning: true})
+	b := s.newBus(t, eventbus.Options{MaxQueueSize: 4, OverflowPolicy: eventbus.DropNewest, DisableSlowClientWarning: true})
 	sub := subscribe(t, b, "slow", eventbus.SubscribeOptions{})
 	e := publish(t, b, "slow", "msg", 10)
 	s.syncBus(t, b)
@@ -464,7 +463,7 @@ func slowConsumerDropNewest(t *testing.T, s *suite) {
 // busClose: Close ends every subscription with ErrClosed, later calls fail
 // with ErrClosed, and Close is idempotent.
 func busClose(t *testing.T, s *suite) {
-	b := s.newBus(t, config.Config{})
+	b := s.newBus(t, eventbus.Options{})
 	sub := subscribe(t, b, "x", eventbus.SubscribeOptions{})
 	require.NoError(t, b.Close())
 	s.ended(t, sub, eventbus.ErrClosed)

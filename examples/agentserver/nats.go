@@ -10,13 +10,12 @@ import (
 	"strings"
 
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
 // natsFlags are -nats and -nats-dir: the bus over NATS JetStream (see
 // docs/distributed.md) instead of the in-memory default. Over NATS the demo
-// agents publish through an eventbus.Pipeline (up to 256 acks in flight per
+// agents publish through an backend.Pipeline (up to 256 acks in flight per
 // agent, flushed at the end of each turn) rather than waiting for every
 // JetStream ack; POST …/events stays a synchronous Publish, since it
 // answers with the event's id. The stream's retention comes from
@@ -33,10 +32,11 @@ func (n *natsFlags) register(fs *flag.FlagSet) {
 
 // open returns the bus and a function that stops what open started after
 // the bus is closed. Configuration problems come back as usage errors.
-func (n natsFlags) open(ctx context.Context, cfg config.Config, log *slog.Logger) (*eventbus.Bus, func(), error) {
+func (n natsFlags) open(ctx context.Context, cfg eventbus.Options, log *slog.Logger) (*eventbus.Bus, func(), error) {
 	nop := func() {}
+	cfg.Logger = log
 	if n.url == "" {
-		bus, err := eventbus.New(cfg, eventbus.WithLogger(log))
+		bus, err := eventbus.New(cfg)
 		if err != nil {
 			return nil, nop, configError(err)
 		}
@@ -60,7 +60,7 @@ func (n natsFlags) open(ctx context.Context, cfg config.Config, log *slog.Logger
 	} else if !strings.HasPrefix(n.url, "nats://") && !strings.HasPrefix(n.url, "tls://") {
 		return nil, nop, usageError{msg: fmt.Sprintf("agentserver: -nats %q: want embedded or nats://host:port", n.url)}
 	}
-	bus, err := rbnats.Connect(ctx, url, cfg, rbnats.WithLogger(log), rbnats.WithBusOptions(eventbus.WithLogger(log)))
+	bus, err := rbnats.Connect(ctx, url, cfg, rbnats.WithLogger(log))
 	if err != nil {
 		stop()
 		return nil, nop, err

@@ -13,7 +13,6 @@ import (
 	"go.uber.org/goleak"
 
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -35,7 +34,7 @@ type notification struct {
 
 func newBus(t *testing.T) *eventbus.Bus {
 	t.Helper()
-	bus, err := eventbus.New(config.Config{ReplayBufferSize: 10_000})
+	bus, err := eventbus.New(eventbus.Options{ReplayBufferSize: 10_000})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = bus.Close() })
 	return bus
@@ -52,7 +51,7 @@ func TestRunShapes(t *testing.T) {
 		srv, err := rbnats.RunServer(rbnats.ServerConfig{Dir: t.TempDir()})
 		require.NoError(t, err)
 		t.Cleanup(srv.Shutdown)
-		bus, err := rbnats.Connect(context.Background(), srv.ClientURL(), config.Config{ReplayBufferSize: 10_000},
+		bus, err := rbnats.Connect(context.Background(), srv.ClientURL(), eventbus.Options{ReplayBufferSize: 10_000},
 			rbnats.WithStorage(jetstream.MemoryStorage))
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = bus.Close() })
