@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/examples/agentserver/server"
@@ -108,7 +109,7 @@ func TestNodeEventSourceResumes(t *testing.T) {
 	require.GreaterOrEqual(t, len(lastIDs), total/every, "one request per connection")
 	assert.Empty(t, lastIDs[0], "the first request has no Last-Event-ID")
 	for i := 1; i < total/every; i++ {
-		c, err := sse.ParseCursor(lastIDs[i])
+		c, err := resume.ParseCursor(lastIDs[i])
 		require.NoError(t, err, "request %d Last-Event-ID %q", i, lastIDs[i])
 		require.NotNil(t, c)
 		assert.Equal(t, uint64(i*every), c.ID, "request %d resumes after the last id of the cut connection", i)

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
 )
@@ -40,7 +41,7 @@ func (c *canned) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
-	w.Header().Set(sse.HeaderEpoch, "EP")
+	w.Header().Set(resume.HeaderEpoch, "EP")
 	_, _ = io.WriteString(w, c.bodies[i])
 }
 
@@ -86,10 +87,10 @@ func TestClientParsesLineEnds(t *testing.T) {
 			defer s.Close()
 			evs, err := readAll(t, s)
 
-			var se *sse.StatusError
+			var se *resume.StatusError
 			require.ErrorAs(t, err, &se)
 			assert.Equal(t, http.StatusGone, se.Status)
-			assert.Equal(t, sse.CodeSessionClosed, se.Code)
+			assert.Equal(t, resume.CodeSessionClosed, se.Code)
 			assert.ErrorIs(t, err, eventbus.ErrSessionClosed)
 
 			require.Len(t, evs, 4)
@@ -104,7 +105,7 @@ func TestClientParsesLineEnds(t *testing.T) {
 			assert.Empty(t, srv.header(0).Get("Last-Event-ID"))
 			assert.Equal(t, "text/event-stream", srv.header(0).Get("Accept"))
 			assert.Equal(t, "2", srv.header(1).Get("Last-Event-ID"), "the synthetic frame after id 2 does not move the cursor")
-			assert.Equal(t, "EP", srv.header(1).Get(sse.HeaderEpoch), "the epoch the server announced is sent back")
+			assert.Equal(t, "EP", srv.header(1).Get(resume.HeaderEpoch), "the epoch the server announced is sent back")
 			assert.Equal(t, "2", s.LastEventID())
 			assert.Equal(t, "EP", s.Epoch())
 		})
@@ -121,7 +122,7 @@ func TestClientInitialCursorAndHeaders(t *testing.T) {
 	_, err := s.Next()
 	require.Error(t, err)
 	assert.Equal(t, "E-5", srv.header(0).Get("Last-Event-ID"))
-	assert.Equal(t, "E", srv.header(0).Get(sse.HeaderEpoch))
+	assert.Equal(t, "E", srv.header(0).Get(resume.HeaderEpoch))
 	assert.Equal(t, "Bearer x", srv.header(0).Get("Authorization"))
 }
 
@@ -146,7 +147,7 @@ func TestClientRetriesServerErrors(t *testing.T) {
 	require.NoError(t, err)
 	assert.EqualValues(t, 7, ev.ID)
 	_, err = s.Next()
-	var se *sse.StatusError
+	var se *resume.StatusError
 	require.ErrorAs(t, err, &se, "a 200 that is not text/event-stream stops the stream")
 	assert.Equal(t, "invalid_content_type", se.Code)
 	assert.EqualValues(t, 4, calls.Load())
@@ -159,12 +160,12 @@ func TestClientStopsOn4xx(t *testing.T) {
 	h := newHandler(t, b, sse.HandlerOptions{})
 	srv := serve(t, h, nil)
 	for _, tt := range []struct{ path, code string }{
-		{"/session/nope/events", sse.CodeSessionNotFound},
-		{"/session/s1/events?scope=x", sse.CodeInvalidScope},
+		{"/session/nope/events", resume.CodeSessionNotFound},
+		{"/session/s1/events?scope=x", resume.CodeInvalidScope},
 	} {
 		s := sse.Subscribe(t.Context(), srv.URL+tt.path, sse.StreamOptions{})
 		_, err := s.Next()
-		var se *sse.StatusError
+		var se *resume.StatusError
 		require.ErrorAs(t, err, &se)
 		assert.Equal(t, tt.code, se.Code)
 		_, err2 := s.Next()
@@ -221,7 +222,7 @@ func TestClientContextAndClose(t *testing.T) {
 	require.NoError(t, err)
 	time.AfterFunc(20*time.Millisecond, func() { _ = s.Close() })
 	_, err = s.Next()
-	assert.ErrorIs(t, err, sse.ErrStreamClosed)
+	assert.ErrorIs(t, err, resume.ErrStreamClosed)
 	require.NoError(t, s.Close())
 	waitIdle(t, h, b)
 }
@@ -412,11 +413,11 @@ func TestClientEpochFollowsCursor(t *testing.T) {
 		switch i {
 		case 0: // the old server delivers id 5
 			w.Header().Set("Content-Type", "text/event-stream")
-			w.Header().Set(sse.HeaderEpoch, "OLD")
+			w.Header().Set(resume.HeaderEpoch, "OLD")
 			_, _ = io.WriteString(w, "id: 5\nevent: t\ndata: {\"v\":1,\"id\":5,\"type\":\"t\",\"session\":\"s1\"}\n\n")
 		case 1: // the restarted server answers, then the connection drops
 			w.Header().Set("Content-Type", "text/event-stream")
-			w.Header().Set(sse.HeaderEpoch, "NEW")
+			w.Header().Set(resume.HeaderEpoch, "NEW")
 		default:
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusGone)
@@ -432,5 +433,5 @@ func TestClientEpochFollowsCursor(t *testing.T) {
 	defer mu.Unlock()
 	require.Len(t, seen, 3)
 	assert.Equal(t, "5", seen[2].Get("Last-Event-ID"))
-	assert.Equal(t, "OLD", seen[2].Get(sse.HeaderEpoch), "the epoch of the cursor, not of the empty connection")
+	assert.Equal(t, "OLD", seen[2].Get(resume.HeaderEpoch), "the epoch of the cursor, not of the empty connection")
 }

@@ -3,7 +3,10 @@
 // GET /session/{id}/events (after qwen-code's SSE route), the
 // encoder ([AppendEvent], [WriteEvent], [Encoder]) writes the frames, and
 // [Client] / [Stream] is a resuming client (the seed SDK's parseSseStream
-// plus its reconnect loop) built on [Decoder], a WHATWG-conformant parser.
+// plus its reconnect loop: the resume package's client loop over an SSE
+// transport built on [Decoder], a WHATWG-conformant parser). The request
+// parsing, the cursor grammar, the error answers and the envelope are the
+// resume package's, shared with adapters/ws.
 // docs/protocol.md is the wire reference for client authors.
 //
 // Mounting:
@@ -17,7 +20,7 @@
 // # Wire format
 //
 // A stream starts with "retry: 3000" and a blank line; a live-only one
-// (?replay=0 without a cursor) then sends a [TypeStreamStart] frame whose
+// (?replay=0 without a cursor) then sends a resume.TypeStreamStart frame whose
 // id: line says where it starts; then comes one frame per event. Frames that are ready together are written as one batch (at most 64
 // frames or 64 KiB) and flushed once; each real event is encoded once and the
 // bytes shared by every stream of the handler:
@@ -46,7 +49,8 @@
 // The cursor is the id of the last event the client received, from the
 // Last-Event-ID header (what EventSource sends on reconnect) or the
 // last_event_id / lastEventId query parameter; the header wins. It is
-// strict: decimal digits up to [MaxID], or "<epoch>-<digits>" ([ParseCursor]);
+// strict: decimal digits up to 2^53−1, or "<epoch>-<digits>"
+// (resume.ParseCursor);
 // empty means no cursor. With a cursor the stream replays every event in
 // scope with a greater id, then sends replay_complete, even under ?replay=0
 // (a resume always replays); without one it replays the whole buffer
@@ -120,6 +124,6 @@
 // subscription's: a client that disconnects is unsubscribed at once and
 // frees its slot under the subscriber cap. [Handler.Close] ends every stream;
 // [Handler.Shutdown] also waits for them. [Encoder], [Decoder] and [Stream]
-// are for one goroutine each; [AppendEvent], [WriteEvent], [ParseCursor],
+// are for one goroutine each; [AppendEvent], [WriteEvent],
 // [Handler] and [Client] are safe for concurrent use.
 package sse

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
 )
@@ -18,7 +19,7 @@ import (
 // a payload with raw line breaks, and a heartbeat.
 func ExampleWriteEvent() {
 	w := os.Stdout
-	_, _ = w.Write(sse.AppendRetry(nil, sse.DefaultRetry))
+	_, _ = io.WriteString(w, "retry: 3000\n\n") // what the handler writes first
 	for _, ev := range []eventbus.Event{
 		{ID: 41, Session: "s1", Type: "agent_message_chunk", Data: json.RawMessage(`{"text":"Hel"}`), Replay: true},
 		{Session: "s1", Type: eventbus.TypeReplayComplete, Data: json.RawMessage(`{"lastReplayedEventId":41,"replayedCount":1}`)},
@@ -27,7 +28,7 @@ func ExampleWriteEvent() {
 	} {
 		_ = sse.WriteEvent(w, ev, sse.EncodeOptions{})
 	}
-	_, _ = w.Write(sse.AppendComment(nil, "heartbeat"))
+	_, _ = io.WriteString(w, ": heartbeat\n\n") // what it writes after 15 s of silence
 	// With epoch-qualified ids (the handler's default; HandlerOptions.PlainIDs turns them off):
 	_ = sse.WriteEvent(w, eventbus.Event{ID: 44, Session: "s1", Type: "plan"}, sse.EncodeOptions{Epoch: "9f3c"})
 	// Output:
@@ -80,7 +81,7 @@ func ExampleHandler() {
 		panic(err)
 	}
 	defer resp.Body.Close()
-	fmt.Println(resp.Status, resp.Header.Get("Content-Type"), resp.Header.Get(sse.HeaderEpoch))
+	fmt.Println(resp.Status, resp.Header.Get("Content-Type"), resp.Header.Get(resume.HeaderEpoch))
 	_ = bus.CloseSession("s1")
 	body, _ := io.ReadAll(resp.Body)
 	fmt.Print(string(body))

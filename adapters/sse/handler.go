@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -23,10 +24,6 @@ const (
 	// Pattern is the Go 1.22+ http.ServeMux pattern the handler is made for:
 	// mux.Handle(sse.Pattern, h). The {id} wildcard is read with PathValue.
 	Pattern = "GET /session/{id}/events"
-	// HeaderEpoch carries the bus epoch: the handler sends it on every
-	// answer, and a client sends it back so that a cursor from another bus
-	// incarnation is detected (an epoch_reset frame, not an error).
-	HeaderEpoch = "X-Event-Epoch"
 	// DefaultRetry is the reconnection delay the handler announces with
 	// retry: as its first write.
 	DefaultRetry = 3 * time.Second
@@ -35,9 +32,6 @@ const (
 	DefaultHeartbeat = 15 * time.Second
 	// DefaultWriteTimeout bounds each write+flush to the client.
 	DefaultWriteTimeout = 10 * time.Second
-	// MinMaxQueued and MaxMaxQueued bound the ?maxQueued= query parameter,
-	// qwen-code's range.
-	MinMaxQueued, MaxMaxQueued = 16, 2048
 )
 
 // HandlerOptions configure a [Handler]. The zero value is valid: PathValue
@@ -52,7 +46,7 @@ type HandlerOptions struct {
 	// Authorize, when set, is called after the request has been validated
 	// and before anything is subscribed; a non-nil error answers 403
 	// forbidden with the error's text as message, or, when the error is (or
-	// wraps) a [*StatusError], that status, code and message. It runs on the
+	// wraps) a [*resume.StatusError], that status, code and message. It runs on the
 	// request's goroutine and may block (it holds no lock).
 	Authorize func(r *http.Request, sessionID string, sc scope.Kind) error
 	// Configure, when set, may adjust the subscribe options derived from the
@@ -87,8 +81,8 @@ type HandlerOptions struct {
 	// read. The zero value ignores them unless one looks like a misspelling
 	// of a known name (?lastEventID=), which is a 400
 	// unknown_query_parameter; Query.Strict refuses every unknown one but
-	// those in Query.Allow. See [QueryRules].
-	Query QueryRules
+	// those in Query.Allow. See [resume.QueryRules].
+	Query resume.QueryRules
 	// PlainIDs writes ids as plain decimal sequence numbers ("id: 42"), the
 	// wire form of AgentPool and qwen-code, for clients that parse ids as
 	// numbers. False (the default) writes them epoch-qualified,
@@ -259,9 +253,9 @@ func (h *Handler) unregister(id uint64) {
 	}
 }
 
-func (h *Handler) reject(w http.ResponseWriter, e *StatusError) {
+func (h *Handler) reject(w http.ResponseWriter, e *resume.StatusError) {
 	h.rejected.Add(1)
-	e.write(w)
+	e.Answer(w)
 }
 
 // ServeHTTP validates the request, subscribes and streams until the client
@@ -269,9 +263,9 @@ func (h *Handler) reject(w http.ResponseWriter, e *StatusError) {
 // a write fails or times out, or the handler is closed. Every error answer
 // is given before the stream starts and without a subscriber registered.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set(HeaderEpoch, h.bus.Epoch())
+	w.Header().Set(resume.HeaderEpoch, h.bus.Epoch())
 	if r.Method != http.MethodGet {
-		h.reject(w, &StatusError{Status: http.StatusMethodNotAllowed, Code: CodeMethodNotAllowed,
+		h.reject(w, &resume.StatusError{Status: http.StatusMethodNotAllowed, Code: resume.CodeMethodNotAllowed,
 			Message: fmt.Sprintf("method %s not allowed (want GET)", r.Method)})
 		return
 	}
@@ -281,15 +275,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	enc := h.encOpts
-	if enc.NoEventField, serr = ParseEvents(r.URL.Query().Get("events")); serr != nil {
+	if enc.NoEventField, serr = resume.ParseEvents(r.URL.Query().Get("events")); serr != nil {
 		h.reject(w, serr)
 		return
 	}
 	if h.o.Authorize != nil {
 		if err := h.o.Authorize(r, sessionID, opts.Scope); err != nil {
-			var se *StatusError
+			var se *resume.StatusError
 			if !errors.As(err, &se) {
-				se = &StatusError{Status: http.StatusForbidden, Code: CodeForbidden, Message: err.Error()}
+				se = &resume.StatusError{Status: http.StatusForbidden, Code: resume.CodeForbidden, Message: err.Error()}
 			}
 			h.reject(w, se)
 			return
@@ -325,7 +319,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.goAway(w)
 			return
 		}
-		h.reject(w, statusFor(err, sessionID))
+		h.reject(w, resume.StatusFor(err, sessionID))
 		return
 	}
 	defer sub.Close()
@@ -362,13 +356,13 @@ func (h *Handler) goAway(w http.ResponseWriter) {
 	hd.Del("Content-Length")
 	w.WriteHeader(http.StatusOK)
 	enc := NewEncoder(w, EncodeOptions{})
-	_ = enc.Retry(d)
-	_ = enc.Comment("unavailable: the server is shutting down; reconnect")
+	_ = enc.retry(d)
+	_ = enc.comment("unavailable: the server is shutting down; reconnect")
 	_ = http.NewResponseController(w).Flush()
 }
 
 // stream writes the answer headers, the retry line, the stream_start frame
-// of a live-only stream (see [TypeStreamStart]) and then every frame of sub,
+// of a live-only stream (see [resume.TypeStreamStart]) and then every frame of sub,
 // with heartbeats in the gaps, until something ends it; it returns why.
 func (h *Handler) stream(ctx context.Context, w http.ResponseWriter, sub *eventbus.Subscription, enc EncodeOptions, st *streamState, live bool, start uint64) error {
 	hd := w.Header()
@@ -382,7 +376,7 @@ func (h *Handler) stream(ctx context.Context, w http.ResponseWriter, sub *eventb
 	defer sw.rc.SetWriteDeadline(time.Time{}) //nolint:errcheck // best effort: leave no deadline on a kept-alive conn
 	var head []byte
 	if h.retry > 0 {
-		head = AppendRetry(head, h.retry)
+		head = appendRetry(head, h.retry)
 	}
 	if live {
 		head = appendStart(head, sub.Session(), start, h.bus.Epoch(), enc.Epoch)
@@ -407,7 +401,7 @@ func (h *Handler) stream(ctx context.Context, w http.ResponseWriter, sub *eventb
 		if err != nil {
 			if errors.Is(err, eventbus.ErrTimeout) {
 				sw.begin()
-				if err := sw.end(sw.enc.Comment("heartbeat")); err != nil {
+				if err := sw.end(sw.enc.comment("heartbeat")); err != nil {
 					return err
 				}
 				st.heartbeats.Add(1)
@@ -434,33 +428,14 @@ func (h *Handler) stream(ctx context.Context, w http.ResponseWriter, sub *eventb
 	}
 }
 
-// TypeStreamStart is the type of the frame that opens a live-only stream
-// (replay=0 without a cursor), right after the retry line:
-//
-//	id: <epoch>-<seq>
-//	event: stream_start
-//	data: {"v":1,"type":"stream_start","session":"s1","data":{"lastEventId":"<epoch>-<seq>","epoch":"<epoch>"}}
-//
-// Its id: line is where the stream starts — the newest id before the
-// subscription, "<seq>" with [HandlerOptions.PlainIDs] — so that a client
-// cut before its first event resumes from there with Last-Event-ID and
-// loses nothing. An EventSource dispatches it only to a "stream_start"
-// listener (never to onmessage, whatever ?events= says); [Stream] takes its
-// id and does not return it. Its envelope has no "id": it is no event.
-const TypeStreamStart = "stream_start"
-
-// appendStart appends the TypeStreamStart frame for a stream of session
+// appendStart appends the resume.TypeStreamStart frame for a stream of session
 // that starts after seq, with the id in the form idEpoch selects.
 func appendStart(dst []byte, session string, seq uint64, busEpoch, idEpoch string) []byte {
+	cursor := resume.FormatID(seq, idEpoch)
 	dst = append(dst, "id: "...)
-	mark := len(dst)
-	dst = appendID(dst, seq, idEpoch)
-	cursor := string(dst[mark:])
+	dst = append(dst, cursor...)
 	dst = append(dst, '\n')
-	data := appendJSONString([]byte(`{"lastEventId":`), cursor)
-	data = append(data, `,"epoch":`...)
-	data = append(appendJSONString(data, busEpoch), '}')
-	return AppendEvent(dst, eventbus.Event{Type: TypeStreamStart, Session: session, Data: data}, EncodeOptions{})
+	return AppendEvent(dst, resume.StartEvent(session, cursor, busEpoch), EncodeOptions{})
 }
 
 // writeAll writes b to w unless it is empty.
@@ -560,14 +535,14 @@ func (sw *streamWriter) end(err error) error {
 
 // parseRequest validates everything the request carries; the answer is a
 // 400 naming the bad value.
-func (h *Handler) parseRequest(r *http.Request) (string, eventbus.SubscribeOptions, *StatusError) {
+func (h *Handler) parseRequest(r *http.Request) (string, eventbus.SubscribeOptions, *resume.StatusError) {
 	var sessionID string
 	if h.o.SessionID != nil {
 		sessionID = h.o.SessionID(r)
 	} else {
 		sessionID = r.PathValue("id")
 	}
-	o, serr := ParseRequestWith(r, sessionID, h.bus.Epoch(), h.o.Query)
+	o, serr := resume.ParseRequest(r, sessionID, h.bus.Epoch(), h.o.Query)
 	if serr == nil && h.bus.Options().OverflowPolicy == "" {
 		// The default rule of eventbus.Options.OverflowPolicy: a stream's
 		// client resumes by itself, so evict rather than drop (Configure

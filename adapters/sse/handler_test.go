@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/scope"
@@ -38,7 +39,7 @@ func TestHandlerRejectsBeforeStreaming(t *testing.T) {
 			case "secret":
 				return errors.New("not yours")
 			case "login":
-				return fmt.Errorf("wrapped: %w", &sse.StatusError{Status: http.StatusUnauthorized, Code: "unauthenticated", Message: "log in"})
+				return fmt.Errorf("wrapped: %w", &resume.StatusError{Status: http.StatusUnauthorized, Code: "unauthenticated", Message: "log in"})
 			}
 			return nil
 		},
@@ -58,35 +59,35 @@ func TestHandlerRejectsBeforeStreaming(t *testing.T) {
 	var tests []tc
 	for _, v := range []string{"abc", "-1", "1.5", "0x3", " 7", "+7", "7 ", "9007199254740992", "18446744073709551616", "1\x00", "1\r\n", "\n", "e\x01f-1"} {
 		tests = append(tests,
-			tc{name: "header " + v, header: map[string]string{"Last-Event-ID": v}, status: 400, code: sse.CodeInvalidLastEventID},
-			tc{name: "last_event_id " + v, query: "last_event_id=" + url.QueryEscape(v), status: 400, code: sse.CodeInvalidLastEventID},
-			tc{name: "lastEventId " + v, query: "lastEventId=" + url.QueryEscape(v), status: 400, code: sse.CodeInvalidLastEventID},
+			tc{name: "header " + v, header: map[string]string{"Last-Event-ID": v}, status: 400, code: resume.CodeInvalidLastEventID},
+			tc{name: "last_event_id " + v, query: "last_event_id=" + url.QueryEscape(v), status: 400, code: resume.CodeInvalidLastEventID},
+			tc{name: "lastEventId " + v, query: "lastEventId=" + url.QueryEscape(v), status: 400, code: resume.CodeInvalidLastEventID},
 		)
 	}
 	tests = append(tests,
-		tc{name: "good header, bad query", query: "lastEventId=abc", header: map[string]string{"Last-Event-ID": "3"}, status: 400, code: sse.CodeInvalidLastEventID, inMsg: `"abc"`},
-		tc{name: "maxQueued 15", query: "maxQueued=15", status: 400, code: sse.CodeInvalidMaxQueued, inMsg: `"15"`},
-		tc{name: "maxQueued 2049", query: "maxQueued=2049", status: 400, code: sse.CodeInvalidMaxQueued, inMsg: `"2049"`},
-		tc{name: "maxQueued abc", query: "maxQueued=abc", status: 400, code: sse.CodeInvalidMaxQueued, inMsg: `"abc"`},
-		tc{name: "maxQueued +16", query: "maxQueued=%2B16", status: 400, code: sse.CodeInvalidMaxQueued, inMsg: `"+16"`},
-		tc{name: "maxQueued 16.0", query: "maxQueued=16.0", status: 400, code: sse.CodeInvalidMaxQueued, inMsg: `"16.0"`},
-		tc{name: "maxQueued huge", query: "maxQueued=99999999999999999999999", status: 400, code: sse.CodeInvalidMaxQueued},
-		tc{name: "scope bogus", query: "scope=bogus", status: 400, code: sse.CodeInvalidScope, inMsg: `"bogus"`},
-		tc{name: "scope case", query: "scope=Session", status: 400, code: sse.CodeInvalidScope, inMsg: `"Session"`},
-		tc{name: "replay 2", query: "replay=2", status: 400, code: sse.CodeInvalidReplay, inMsg: `"2"`},
-		tc{name: "replay true", query: "replay=true", status: 400, code: sse.CodeInvalidReplay, inMsg: `"true"`},
-		tc{name: "events bogus", query: "events=all", status: 400, code: sse.CodeInvalidEvents, inMsg: `"all"`},
-		tc{name: "epoch control character", header: map[string]string{sse.HeaderEpoch: "a\x7fb"}, status: 400, code: sse.CodeInvalidEpoch, inMsg: `"a\x7fb"`},
-		tc{name: "epoch long", header: map[string]string{sse.HeaderEpoch: strings.Repeat("e", 65)}, status: 400, code: sse.CodeInvalidEpoch},
-		tc{name: "unknown session", session: "nope", status: 404, code: sse.CodeSessionNotFound, inMsg: "nope"},
-		tc{name: "closed session", session: "gone", status: 410, code: sse.CodeSessionClosed, inMsg: "gone"},
-		tc{name: "subscriber cap", session: "full", status: 429, code: sse.CodeSubscriberLimit, inMsg: "full"},
-		tc{name: "authorize", session: "secret", status: 403, code: sse.CodeForbidden, inMsg: "not yours"},
+		tc{name: "good header, bad query", query: "lastEventId=abc", header: map[string]string{"Last-Event-ID": "3"}, status: 400, code: resume.CodeInvalidLastEventID, inMsg: `"abc"`},
+		tc{name: "maxQueued 15", query: "maxQueued=15", status: 400, code: resume.CodeInvalidMaxQueued, inMsg: `"15"`},
+		tc{name: "maxQueued 2049", query: "maxQueued=2049", status: 400, code: resume.CodeInvalidMaxQueued, inMsg: `"2049"`},
+		tc{name: "maxQueued abc", query: "maxQueued=abc", status: 400, code: resume.CodeInvalidMaxQueued, inMsg: `"abc"`},
+		tc{name: "maxQueued +16", query: "maxQueued=%2B16", status: 400, code: resume.CodeInvalidMaxQueued, inMsg: `"+16"`},
+		tc{name: "maxQueued 16.0", query: "maxQueued=16.0", status: 400, code: resume.CodeInvalidMaxQueued, inMsg: `"16.0"`},
+		tc{name: "maxQueued huge", query: "maxQueued=99999999999999999999999", status: 400, code: resume.CodeInvalidMaxQueued},
+		tc{name: "scope bogus", query: "scope=bogus", status: 400, code: resume.CodeInvalidScope, inMsg: `"bogus"`},
+		tc{name: "scope case", query: "scope=Session", status: 400, code: resume.CodeInvalidScope, inMsg: `"Session"`},
+		tc{name: "replay 2", query: "replay=2", status: 400, code: resume.CodeInvalidReplay, inMsg: `"2"`},
+		tc{name: "replay true", query: "replay=true", status: 400, code: resume.CodeInvalidReplay, inMsg: `"true"`},
+		tc{name: "events bogus", query: "events=all", status: 400, code: resume.CodeInvalidEvents, inMsg: `"all"`},
+		tc{name: "epoch control character", header: map[string]string{resume.HeaderEpoch: "a\x7fb"}, status: 400, code: resume.CodeInvalidEpoch, inMsg: `"a\x7fb"`},
+		tc{name: "epoch long", header: map[string]string{resume.HeaderEpoch: strings.Repeat("e", 65)}, status: 400, code: resume.CodeInvalidEpoch},
+		tc{name: "unknown session", session: "nope", status: 404, code: resume.CodeSessionNotFound, inMsg: "nope"},
+		tc{name: "closed session", session: "gone", status: 410, code: resume.CodeSessionClosed, inMsg: "gone"},
+		tc{name: "subscriber cap", session: "full", status: 429, code: resume.CodeSubscriberLimit, inMsg: "full"},
+		tc{name: "authorize", session: "secret", status: 403, code: resume.CodeForbidden, inMsg: "not yours"},
 		tc{name: "authorize status", session: "login", status: 401, code: "unauthenticated", inMsg: "log in"},
-		tc{name: "POST", method: http.MethodPost, status: 405, code: sse.CodeMethodNotAllowed},
-		tc{name: "empty session id", session: "-", status: 400, code: sse.CodeInvalidSessionID},
-		tc{name: "control character in session id", session: "a\x01b", status: 400, code: sse.CodeInvalidSessionID},
-		tc{name: "over-long session id", session: strings.Repeat("x", eventbus.MaxNameLen+1), status: 400, code: sse.CodeInvalidSessionID},
+		tc{name: "POST", method: http.MethodPost, status: 405, code: resume.CodeMethodNotAllowed},
+		tc{name: "empty session id", session: "-", status: 400, code: resume.CodeInvalidSessionID},
+		tc{name: "control character in session id", session: "a\x01b", status: 400, code: resume.CodeInvalidSessionID},
+		tc{name: "over-long session id", session: strings.Repeat("x", eventbus.MaxNameLen+1), status: 400, code: resume.CodeInvalidSessionID},
 	)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -112,7 +113,7 @@ func TestHandlerRejectsBeforeStreaming(t *testing.T) {
 
 			assert.Equal(t, tt.status, w.Code)
 			assert.Equal(t, "application/json; charset=utf-8", w.Header().Get("Content-Type"))
-			assert.Equal(t, b.Epoch(), w.Header().Get(sse.HeaderEpoch))
+			assert.Equal(t, b.Epoch(), w.Header().Get(resume.HeaderEpoch))
 			var body struct{ Code, Message string }
 			require.NoError(t, json.Unmarshal(w.Body.Bytes(), &body), w.Body.String())
 			assert.Equal(t, tt.code, body.Code)
@@ -144,7 +145,7 @@ func TestHandlerHeadersAndRetryFirst(t *testing.T) {
 	assert.Equal(t, "text/event-stream", hd.Get("Content-Type"))
 	assert.Equal(t, "no-cache, no-transform", hd.Get("Cache-Control"))
 	assert.Equal(t, "no", hd.Get("X-Accel-Buffering"))
-	assert.Equal(t, b.Epoch(), hd.Get(sse.HeaderEpoch))
+	assert.Equal(t, b.Epoch(), hd.Get(resume.HeaderEpoch))
 	assert.Empty(t, hd.Values("Content-Length"))
 	assert.EqualValues(t, -1, s.resp.ContentLength)
 
@@ -220,13 +221,13 @@ func TestHandlerOptionsFromQuery(t *testing.T) {
 		{"last_event_id=5", http.Header{"Last-Event-Id": {"0"}}, func(t *testing.T, o eventbus.SubscribeOptions) {
 			assert.Equal(t, &eventbus.Position{ID: 0}, o.Cursor, "the header wins over the query")
 		}},
-		{"", http.Header{"Last-Event-Id": {"ep-9"}, sse.HeaderEpoch: {"other"}}, func(t *testing.T, o eventbus.SubscribeOptions) {
+		{"", http.Header{"Last-Event-Id": {"ep-9"}, resume.HeaderEpoch: {"other"}}, func(t *testing.T, o eventbus.SubscribeOptions) {
 			assert.Equal(t, &eventbus.Position{ID: 9, Epoch: "ep"}, o.Cursor, "an epoch-qualified id names its epoch")
 		}},
-		{"", http.Header{sse.HeaderEpoch: {"abc_1"}}, func(t *testing.T, o eventbus.SubscribeOptions) {
+		{"", http.Header{resume.HeaderEpoch: {"abc_1"}}, func(t *testing.T, o eventbus.SubscribeOptions) {
 			assert.Nil(t, o.Cursor, "an epoch alone is no cursor")
 		}},
-		{"lastEventId=4", http.Header{sse.HeaderEpoch: {"abc_1"}}, func(t *testing.T, o eventbus.SubscribeOptions) {
+		{"lastEventId=4", http.Header{resume.HeaderEpoch: {"abc_1"}}, func(t *testing.T, o eventbus.SubscribeOptions) {
 			assert.Equal(t, &eventbus.Position{ID: 4, Epoch: "abc_1"}, o.Cursor, "a plain id takes the header's epoch")
 		}},
 	}
@@ -276,7 +277,7 @@ func TestHandlerCursorReplay(t *testing.T) {
 		assert.JSONEq(t, `{"lastReplayedEventId":4,"replayedCount":0}`, string(ev.Data))
 	})
 	t.Run("other epoch: epoch_reset frame, not an error", func(t *testing.T) {
-		for _, hd := range []http.Header{{"Last-Event-ID": {"OLD-2"}}, {"Last-Event-ID": {"2"}, sse.HeaderEpoch: {"OLD"}}} {
+		for _, hd := range []http.Header{{"Last-Event-ID": {"OLD-2"}}, {"Last-Event-ID": {"2"}, resume.HeaderEpoch: {"OLD"}}} {
 			s := openRaw(t, u, hd)
 			require.Equal(t, http.StatusOK, s.resp.StatusCode)
 			ev := s.next(t)
@@ -300,7 +301,7 @@ func TestHandlerSessionClosedEndsResponse(t *testing.T) {
 	s := openRaw(t, srv.URL+"/session/parent/events?scope=descendants&replay=0", nil)
 	require.Equal(t, http.StatusOK, s.resp.StatusCode)
 	require.Eventually(t, func() bool { return b.Stats().Subscribers == 1 }, 5*time.Second, time.Millisecond)
-	assert.Equal(t, sse.TypeStreamStart, s.next(t).Type, "a live-only stream opens with where it starts")
+	assert.Equal(t, resume.TypeStreamStart, s.next(t).Type, "a live-only stream opens with where it starts")
 	require.NoError(t, b.CloseSession("child"))
 	ev := s.next(t)
 	assert.Equal(t, eventbus.TypeSessionClosed, ev.Type)
@@ -461,15 +462,6 @@ func TestNewHandlerNilBus(t *testing.T) {
 	t.Parallel()
 	_, err := sse.NewHandler(nil, sse.HandlerOptions{})
 	require.Error(t, err)
-}
-
-func TestStatusErrorIs(t *testing.T) {
-	t.Parallel()
-	assert.ErrorIs(t, &sse.StatusError{Status: 410, Code: sse.CodeSessionClosed}, eventbus.ErrSessionClosed)
-	assert.ErrorIs(t, &sse.StatusError{Status: 404, Code: sse.CodeSessionNotFound}, eventbus.ErrSessionNotFound)
-	assert.ErrorIs(t, &sse.StatusError{Status: 429, Code: sse.CodeSubscriberLimit}, eventbus.ErrSubscriberLimit)
-	assert.NotErrorIs(t, &sse.StatusError{Status: 400, Code: sse.CodeInvalidScope}, eventbus.ErrSessionClosed)
-	assert.Equal(t, "sse: 400 invalid_scope: bad", (&sse.StatusError{Status: 400, Code: sse.CodeInvalidScope, Message: "bad"}).Error())
 }
 
 // A peer that stops reading cannot pin the stream: once the socket buffers

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
 )
@@ -85,7 +86,7 @@ func TestHandlerForeignEpochIsEpochReset(t *testing.T) {
 		w := serveDirect(t, h, "", http.Header{"X-Event-Epoch": {v}})
 		assert.Equal(t, http.StatusBadRequest, w.Code, name)
 		code, _ := errorBody(t, w)
-		assert.Equal(t, sse.CodeInvalidEpoch, code, name)
+		assert.Equal(t, resume.CodeInvalidEpoch, code, name)
 	}
 }
 
@@ -103,15 +104,15 @@ func TestHandlerRefusesAmbiguousRequests(t *testing.T) {
 		header      http.Header
 		code, inMsg string
 	}{
-		{name: "bad escape", query: "scope=%zz", code: sse.CodeInvalidQuery, inMsg: "%zz"},
-		{name: "semicolon", query: "a=1;scope=bogus", code: sse.CodeInvalidQuery, inMsg: "semicolon"},
-		{name: "scope twice", query: "scope=all&scope=session", code: sse.CodeInvalidQuery, inMsg: "scope"},
-		{name: "cursor twice in query", query: "lastEventId=1&lastEventId=2", code: sse.CodeInvalidQuery, inMsg: "lastEventId"},
-		{name: "two Last-Event-ID headers", header: http.Header{"Last-Event-Id": {"1", "2"}}, code: sse.CodeInvalidLastEventID, inMsg: "Last-Event-ID"},
-		{name: "two epoch headers", header: http.Header{"X-Event-Epoch": {"a", "b"}}, code: sse.CodeInvalidEpoch, inMsg: "X-Event-Epoch"},
-		{name: "arabic digit", header: http.Header{"Last-Event-Id": {"٣"}}, code: sse.CodeInvalidLastEventID, inMsg: `'٣' at byte 0`},
-		{name: "invalid UTF-8", header: http.Header{"Last-Event-Id": {"1\xd9"}}, code: sse.CodeInvalidLastEventID, inMsg: `'\xd9' at byte 1`},
-		{name: "scope non-ASCII", query: "scope=%D9%A3", code: sse.CodeInvalidScope, inMsg: `"٣"`},
+		{name: "bad escape", query: "scope=%zz", code: resume.CodeInvalidQuery, inMsg: "%zz"},
+		{name: "semicolon", query: "a=1;scope=bogus", code: resume.CodeInvalidQuery, inMsg: "semicolon"},
+		{name: "scope twice", query: "scope=all&scope=session", code: resume.CodeInvalidQuery, inMsg: "scope"},
+		{name: "cursor twice in query", query: "lastEventId=1&lastEventId=2", code: resume.CodeInvalidQuery, inMsg: "lastEventId"},
+		{name: "two Last-Event-ID headers", header: http.Header{"Last-Event-Id": {"1", "2"}}, code: resume.CodeInvalidLastEventID, inMsg: "Last-Event-ID"},
+		{name: "two epoch headers", header: http.Header{"X-Event-Epoch": {"a", "b"}}, code: resume.CodeInvalidEpoch, inMsg: "X-Event-Epoch"},
+		{name: "arabic digit", header: http.Header{"Last-Event-Id": {"٣"}}, code: resume.CodeInvalidLastEventID, inMsg: `'٣' at byte 0`},
+		{name: "invalid UTF-8", header: http.Header{"Last-Event-Id": {"1\xd9"}}, code: resume.CodeInvalidLastEventID, inMsg: `'\xd9' at byte 1`},
+		{name: "scope non-ASCII", query: "scope=%D9%A3", code: resume.CodeInvalidScope, inMsg: `"٣"`},
 	} {
 		w := serveDirect(t, h, tt.query, tt.header)
 		assert.Equal(t, http.StatusBadRequest, w.Code, tt.name)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
 )
@@ -46,7 +47,7 @@ func TestHandlerHTTP2QuietStreamOutlivesWriteTimeout(t *testing.T) {
 	dec := sse.NewDecoder(resp.Body)
 	f, err := dec.Next()
 	require.NoError(t, err)
-	require.Equal(t, sse.TypeStreamStart, f.Event, "a live-only stream opens with where it starts")
+	require.Equal(t, resume.TypeStreamStart, f.Event, "a live-only stream opens with where it starts")
 	next := func() (uint64, error) {
 		f, err := dec.Next()
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/scope"
@@ -52,7 +53,7 @@ func TestHandlerRefusesMisspelledQueryParameter(t *testing.T) {
 			w := serveDirect(t, h, tc.query, nil)
 			require.Equal(t, http.StatusBadRequest, w.Code, w.Body.String())
 			code, msg := errorBody(t, w)
-			assert.Equal(t, sse.CodeUnknownParameter, code)
+			assert.Equal(t, resume.CodeUnknownParameter, code)
 			bad, _, _ := cutParam(tc.query)
 			assert.Contains(t, msg, `"`+bad+`"`, "names the bad parameter")
 			assert.Contains(t, msg, "did you mean "+tc.like+"?", "names the parameter it resembles")
@@ -118,11 +119,11 @@ func TestHandlerStrictQuery(t *testing.T) {
 	b := newBus(t, eventbus.Options{})
 	publish(t, b, "s1", "t", 1)
 
-	strict := newHandler(t, b, sse.HandlerOptions{Retry: -1, Query: sse.QueryRules{Strict: true, Allow: []string{"token"}}})
+	strict := newHandler(t, b, sse.HandlerOptions{Retry: -1, Query: resume.QueryRules{Strict: true, Allow: []string{"token"}}})
 	w := serveDirect(t, strict, "scope=session&cb=1", nil)
 	require.Equal(t, http.StatusBadRequest, w.Code)
 	code, msg := errorBody(t, w)
-	assert.Equal(t, sse.CodeUnknownParameter, code)
+	assert.Equal(t, resume.CodeUnknownParameter, code)
 	assert.Contains(t, msg, `unknown query parameter "cb"`)
 	assert.Contains(t, msg, "lastEventId")
 	// A look-alike gets the suggestion in strict mode too.
@@ -137,35 +138,11 @@ func TestHandlerStrictQuery(t *testing.T) {
 	s.close()
 
 	// Default mode: Allow exempts an application's own look-alike.
-	lax := newHandler(t, b, sse.HandlerOptions{Retry: -1, Query: sse.QueryRules{Allow: []string{"event"}}})
+	lax := newHandler(t, b, sse.HandlerOptions{Retry: -1, Query: resume.QueryRules{Allow: []string{"event"}}})
 	srv = serve(t, lax, nil)
 	s = openRaw(t, srv.URL+"/session/s1/events?event=mine", nil)
 	assert.Equal(t, uint64(1), s.next(t).ID)
 	s.close()
 	waitIdle(t, strict, b)
 	waitIdle(t, lax, b)
-}
-
-// TestParseRequestWithRules: ParseRequest applies the default rules and
-// ParseRequestWith the given ones, for other transports of the endpoint.
-func TestParseRequestWithRules(t *testing.T) {
-	t.Parallel()
-	r, err := http.NewRequest(http.MethodGet, "/session/s1/events?last_event_Id=3&token=x", nil)
-	require.NoError(t, err)
-	_, serr := sse.ParseRequest(r, "s1", "e")
-	require.NotNil(t, serr)
-	assert.Equal(t, sse.CodeUnknownParameter, serr.Code)
-	assert.Contains(t, serr.Message, "last_event_id")
-
-	r, err = http.NewRequest(http.MethodGet, "/session/s1/events?last_event_id=3&token=x", nil)
-	require.NoError(t, err)
-	o, serr := sse.ParseRequest(r, "s1", "e")
-	require.Nil(t, serr)
-	require.NotNil(t, o.Cursor)
-	assert.Equal(t, uint64(3), o.Cursor.ID)
-	_, serr = sse.ParseRequestWith(r, "s1", "e", sse.QueryRules{Strict: true})
-	require.NotNil(t, serr)
-	assert.Contains(t, serr.Message, `"token"`)
-	_, serr = sse.ParseRequestWith(r, "s1", "e", sse.QueryRules{Strict: true, Allow: []string{"token"}})
-	assert.Nil(t, serr)
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
 )
@@ -25,5 +26,5 @@ func TestReviewProtocolDocEpochExamples(t *testing.T) {
 	w := serveDirect(t, h, "", http.Header{"Last-Event-Id": {"-2"}})
 	assert.Equal(t, http.StatusBadRequest, w.Code)
 	code, _ := errorBody(t, w)
-	assert.Equal(t, sse.CodeInvalidLastEventID, code)
+	assert.Equal(t, resume.CodeInvalidLastEventID, code)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
 )
@@ -62,7 +63,7 @@ func TestStressClientsCancelDuringPublishes(t *testing.T) {
 					ev, err := s.Next()
 					if err != nil {
 						if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, eventbus.ErrSubscriberLimit) &&
-							!errors.Is(err, sse.ErrStreamClosed) {
+							!errors.Is(err, resume.ErrStreamClosed) {
 							assert.NoError(t, err)
 						}
 						break

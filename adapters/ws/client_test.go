@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/ws"
 	"github.com/replaybus/replaybus/eventbus"
 )
@@ -86,7 +87,7 @@ func TestClientStopsOn4xx(t *testing.T) {
 	st := ws.Subscribe(context.Background(), s.url("nope", ""), ws.StreamOptions{})
 	defer st.Close()
 	_, err := st.Next()
-	var se *ws.StatusError
+	var se *resume.StatusError
 	require.True(t, errors.As(err, &se), "%v", err)
 	assert.Equal(t, 404, se.Status)
 	assert.ErrorIs(t, err, eventbus.ErrSessionNotFound)

@@ -2,13 +2,11 @@ package ws
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,7 +14,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/replaybus/replaybus/adapters/sse"
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -61,19 +59,6 @@ const ReasonSlowConsumer = "slow consumer"
 // message; its data is the ping's value.
 const TypePong = "pong"
 
-// TypeStreamStart is the type of the synthetic frame (no id) that opens a
-// live-only stream (replay=0 without a cursor), before any other frame: its
-// data {"lastEventId":"<epoch>-<seq>","epoch":"…"} is where the stream
-// starts — the newest id before it subscribed — so that a client cut
-// before its first event resumes from there and loses nothing. With
-// [HandlerOptions.PlainIDs] lastEventId is the plain "<seq>". The SSE
-// handler sends the same frame with the cursor on its id: line.
-const TypeStreamStart = sse.TypeStreamStart
-
-// StatusError is the JSON error answer given before upgrading; the same type
-// (and codes) as the SSE handler's.
-type StatusError = sse.StatusError
-
 // HandlerOptions configure a [Handler]. The zero value is valid: PathValue
 // session ids, no authorization, same-origin upgrades only, resume wait 1 s,
 // ping every 15 s, write timeout 10 s, close grace 1 s, client messages up
@@ -83,7 +68,7 @@ type HandlerOptions struct {
 	// sse.HandlerOptions.
 	SessionID func(r *http.Request) string
 	// Authorize is called after validation and before anything is
-	// subscribed; an error answers 403 forbidden (or the *StatusError it
+	// subscribed; an error answers 403 forbidden (or the *resume.StatusError it
 	// is or wraps) before the upgrade. As on sse.HandlerOptions.
 	Authorize func(r *http.Request, sessionID string, sc scope.Kind) error
 	// Configure may adjust the subscribe options derived from the request
@@ -99,8 +84,8 @@ type HandlerOptions struct {
 	// Query says what to do with query parameters the endpoint does not
 	// read, as on sse.HandlerOptions: by default only look-alikes of known
 	// names (?lastEventID=) are refused; Query.Strict refuses every unknown
-	// one but those in Query.Allow. See [sse.QueryRules].
-	Query sse.QueryRules
+	// one but those in Query.Allow. See [resume.QueryRules].
+	Query resume.QueryRules
 	// Accept are the coder/websocket accept options: OriginPatterns to allow
 	// cross-origin pages (by default only the request's own host may
 	// connect), compression, subprotocols. Nil: the defaults.
@@ -127,7 +112,7 @@ type HandlerOptions struct {
 	// one closes with 1009. Zero means MaxClientMessageBytes (4 KiB).
 	ReadLimit int64
 	// PlainIDs leaves the "epoch" field out of the frames and writes the
-	// [TypeStreamStart] cursor as a plain "<seq>": AgentPool's wire form,
+	// [resume.TypeStreamStart] cursor as a plain "<seq>": AgentPool's wire form,
 	// where an id is only a number. False (the default) sends the epoch with
 	// every id, so that a client resumes with both and a server restart is
 	// an epoch_reset, never a silent resume in the new history.
@@ -284,9 +269,9 @@ func (h *Handler) unregister(id uint64) {
 	}
 }
 
-func (h *Handler) reject(w http.ResponseWriter, e *StatusError) {
+func (h *Handler) reject(w http.ResponseWriter, e *resume.StatusError) {
 	h.rejected.Add(1)
-	sse.WriteError(w, e)
+	e.Answer(w)
 }
 
 // ServeHTTP validates the request as the SSE handler does, then the
@@ -295,9 +280,9 @@ func (h *Handler) reject(w http.ResponseWriter, e *StatusError) {
 // upgrades, settles the resume, and writes frames until the connection
 // ends; see the package documentation for the close codes.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set(sse.HeaderEpoch, h.bus.Epoch())
+	w.Header().Set(resume.HeaderEpoch, h.bus.Epoch())
 	if r.Method != http.MethodGet {
-		h.reject(w, &StatusError{Status: http.StatusMethodNotAllowed, Code: sse.CodeMethodNotAllowed,
+		h.reject(w, &resume.StatusError{Status: http.StatusMethodNotAllowed, Code: resume.CodeMethodNotAllowed,
 			Message: fmt.Sprintf("method %s not allowed (want GET)", r.Method)})
 		return
 	}
@@ -307,9 +292,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		sessionID = r.PathValue("id")
 	}
-	opts, serr := sse.ParseRequestWith(r, sessionID, h.bus.Epoch(), h.o.Query)
+	opts, serr := resume.ParseRequest(r, sessionID, h.bus.Epoch(), h.o.Query)
 	if serr == nil {
-		_, serr = sse.ParseEvents(r.URL.Query().Get("events")) // accepted for parity; every frame is one message
+		_, serr = resume.ParseEvents(r.URL.Query().Get("events")) // accepted for parity; every frame is one message
 	}
 	if serr != nil {
 		h.reject(w, serr)
@@ -329,9 +314,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if h.o.Authorize != nil {
 		if err := h.o.Authorize(r, sessionID, opts.Scope); err != nil {
-			var se *StatusError
+			var se *resume.StatusError
 			if !errors.As(err, &se) {
-				se = &StatusError{Status: http.StatusForbidden, Code: sse.CodeForbidden, Message: err.Error()}
+				se = &resume.StatusError{Status: http.StatusForbidden, Code: resume.CodeForbidden, Message: err.Error()}
 			}
 			h.reject(w, se)
 			return
@@ -345,7 +330,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	id, ok := h.register(cancel)
 	if !ok {
-		h.reject(w, &StatusError{Status: http.StatusServiceUnavailable, Code: sse.CodeUnavailable,
+		h.reject(w, &resume.StatusError{Status: http.StatusServiceUnavailable, Code: resume.CodeUnavailable,
 			Message: "ws: handler closed", RetryAfter: 5 * time.Second})
 		return
 	}
@@ -361,14 +346,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		first.NoReplay = true
 	}
 	// Where a live-only stream starts: the newest id before the
-	// subscription (see TypeStreamStart).
+	// subscription (see resume.TypeStreamStart).
 	start := h.bus.LastEventID()
 	sub, err := h.bus.Subscribe(ctx, sessionID, first)
 	if err != nil {
 		if ctx.Err() != nil {
 			return
 		}
-		h.reject(w, sse.StatusFor(err, sessionID))
+		h.reject(w, resume.StatusFor(err, sessionID))
 		return
 	}
 	defer func() { sub.Close() }()
@@ -509,15 +494,14 @@ func (cn *conn) finish() {
 	}
 }
 
-// writeStart writes the TypeStreamStart frame of a live-only stream;
+// writeStart writes the resume.TypeStreamStart frame of a live-only stream;
 // false when the write failed.
 func (cn *conn) writeStart(start uint64) bool {
-	epoch, cursor := cn.h.bus.Epoch(), strconv.FormatUint(start, 10)
-	if !cn.h.o.PlainIDs {
-		cursor = epoch + "-" + cursor
+	epoch, idEpoch := cn.h.bus.Epoch(), cn.h.bus.Epoch()
+	if cn.h.o.PlainIDs {
+		idEpoch = ""
 	}
-	data, _ := json.Marshal(map[string]string{"lastEventId": cursor, "epoch": epoch})
-	b := sse.AppendEnvelope(nil, eventbus.Event{Type: TypeStreamStart, Session: cn.sessionID, Data: data}, "")
+	b := resume.AppendEnvelope(nil, resume.StartEvent(cn.sessionID, resume.FormatID(start, idEpoch), epoch), "")
 	ctx, cancel := context.Background(), context.CancelFunc(func() {})
 	if cn.h.wt > 0 {
 		ctx, cancel = context.WithTimeout(ctx, cn.h.wt)
@@ -557,7 +541,7 @@ func (cn *conn) awaitResume(sub *eventbus.Subscription, opts eventbus.SubscribeO
 	case m.Resume != nil && m.Resume.Cursor != nil:
 		opts.Cursor, opts.NoReplay = &eventbus.Position{ID: m.Resume.Cursor.ID}, false
 		if m.Resume.Epoch != "" {
-			opts.Cursor.Epoch = sse.BusEpoch(m.Resume.Epoch, cn.h.bus.Epoch())
+			opts.Cursor.Epoch = resume.BusEpoch(m.Resume.Epoch, cn.h.bus.Epoch())
 		}
 	case opts.NoReplay:
 		return sub, false, true // the placeholder is what the URL asked for
@@ -578,11 +562,11 @@ func (cn *conn) awaitResume(sub *eventbus.Subscription, opts eventbus.SubscribeO
 func closeFor(err error) (websocket.StatusCode, string) {
 	switch {
 	case errors.Is(err, eventbus.ErrSubscriberLimit):
-		return CloseTryAgainLater, sse.CodeSubscriberLimit
+		return CloseTryAgainLater, resume.CodeSubscriberLimit
 	case errors.Is(err, eventbus.ErrSessionClosed):
-		return CloseNormal, sse.CodeSessionClosed
+		return CloseNormal, resume.CodeSessionClosed
 	case errors.Is(err, eventbus.ErrSessionNotFound):
-		return ClosePolicyViolation, sse.CodeSessionNotFound
+		return ClosePolicyViolation, resume.CodeSessionNotFound
 	case errors.Is(err, eventbus.ErrClosed):
 		return CloseGoingAway, "server shutting down"
 	case errors.Is(err, eventbus.ErrInvalid):
@@ -653,7 +637,7 @@ func (w *frameWriter) write(ev eventbus.Event) bool {
 		}
 	default:
 	}
-	w.buf = sse.AppendEnvelope(w.buf[:0], ev, w.epoch)
+	w.buf = resume.AppendEnvelope(w.buf[:0], ev, w.epoch)
 	// No context deadline: the bytes go to the cork, and every socket
 	// write has its deadline there (a context would cost a timer per frame).
 	if err := w.cn.c.Write(context.Background(), websocket.MessageText, w.buf); err != nil {
@@ -748,7 +732,7 @@ func (cn *conn) readLoop() {
 
 // pong answers a ping message with a pong frame.
 func (cn *conn) pong(v []byte) error {
-	b := sse.AppendEnvelope(nil, eventbus.Event{Type: TypePong, Session: cn.sessionID, Data: v}, "")
+	b := resume.AppendEnvelope(nil, eventbus.Event{Type: TypePong, Session: cn.sessionID, Data: v}, "")
 	ctx, cancel := context.Background(), context.CancelFunc(func() {})
 	if cn.h.wt > 0 {
 		ctx, cancel = context.WithTimeout(ctx, cn.h.wt)

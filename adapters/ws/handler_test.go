@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/adapters/sse"
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/ws"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/scope"
@@ -62,14 +62,14 @@ func TestErrorsBeforeUpgrade(t *testing.T) {
 		status  int
 		code    string
 	}{
-		{"s1", "scope=galaxy", 400, sse.CodeInvalidScope},
-		{"s1", "maxQueued=9", 400, sse.CodeInvalidMaxQueued},
-		{"s1", "replay=2", 400, sse.CodeInvalidReplay},
-		{"s1", "lastEventId=-1", 400, sse.CodeInvalidLastEventID},
-		{"s1", "events=none", 400, sse.CodeInvalidEvents},
-		{"secret", "", 403, sse.CodeForbidden},
-		{"nope", "", 404, sse.CodeSessionNotFound},
-		{"gone", "", 410, sse.CodeSessionClosed},
+		{"s1", "scope=galaxy", 400, resume.CodeInvalidScope},
+		{"s1", "maxQueued=9", 400, resume.CodeInvalidMaxQueued},
+		{"s1", "replay=2", 400, resume.CodeInvalidReplay},
+		{"s1", "lastEventId=-1", 400, resume.CodeInvalidLastEventID},
+		{"s1", "events=none", 400, resume.CodeInvalidEvents},
+		{"secret", "", 403, resume.CodeForbidden},
+		{"nope", "", 404, resume.CodeSessionNotFound},
+		{"gone", "", 410, resume.CodeSessionClosed},
 	}
 	for _, tc := range cases {
 		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
@@ -115,7 +115,7 @@ func TestResumeMessage(t *testing.T) {
 	var shape []string
 	for range 4 {
 		ev := read(t, c)
-		shape = append(shape, ev.Type+":"+sse.FormatID(ev.ID, ""))
+		shape = append(shape, ev.Type+":"+resume.FormatID(ev.ID, ""))
 	}
 	assert.Equal(t, []string{"msg:4", "msg:5", "replay_complete:0", "hello:0"}, shape)
 

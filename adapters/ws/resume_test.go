@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/ws"
 	"github.com/replaybus/replaybus/eventbus"
 )
@@ -209,10 +210,10 @@ func TestLiveOnlyStreamStartsWithItsPosition(t *testing.T) {
 			send(t, c, `{"resume":{}}`)
 			ev, _ := readEpoch(t, c)
 			if q != "replay=0" {
-				assert.NotEqual(t, ws.TypeStreamStart, ev.Type, "%s: only a live-only stream has a start", q)
+				assert.NotEqual(t, resume.TypeStreamStart, ev.Type, "%s: only a live-only stream has a start", q)
 				continue
 			}
-			require.Equal(t, ws.TypeStreamStart, ev.Type)
+			require.Equal(t, resume.TypeStreamStart, ev.Type)
 			assert.Zero(t, ev.ID)
 			var d map[string]string
 			require.NoError(t, json.Unmarshal(ev.Data, &d))

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/ws"
 	"github.com/replaybus/replaybus/eventbus"
 )
@@ -130,7 +131,7 @@ func TestStalledSocketEvicted(t *testing.T) {
 	require.NotEmpty(t, evs)
 	assert.Equal(t, eventbus.TypeClientEvicted, evs[len(evs)-1].Type)
 	var want uint64
-	require.Equal(t, ws.TypeStreamStart, evs[0].Type, "a live-only stream opens with where it starts")
+	require.Equal(t, resume.TypeStreamStart, evs[0].Type, "a live-only stream opens with where it starts")
 	for _, e := range evs[1 : len(evs)-1] {
 		if e.ID == 0 {
 			assert.Equal(t, eventbus.TypeSlowClientWarning, e.Type)
@@ -161,7 +162,7 @@ func TestStalledSocketEvicted(t *testing.T) {
 		"the healthy client keeps receiving (got %d of %d)", got.Load(), last)
 	healthy.Close()
 	<-readerDone
-	assert.ErrorIs(t, healthyErr, ws.ErrStreamClosed)
+	assert.ErrorIs(t, healthyErr, resume.ErrStreamClosed)
 
 	// Memory: 20,000 more 1 KiB events (20 MB); the evicted sockets hold
 	// nothing, the ring holds 64.

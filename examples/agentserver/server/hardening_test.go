@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/sse"
 )
 
@@ -128,7 +129,7 @@ func TestSlowBodiesDoNotPinConnections(t *testing.T) {
 	dec := sse.NewDecoder(resp.Body)
 	f, err := dec.Next()
 	require.NoError(t, err, "the SSE stream was cut")
-	require.Equal(t, sse.TypeStreamStart, f.Event, "a live-only stream opens with where it starts")
+	require.Equal(t, resume.TypeStreamStart, f.Event, "a live-only stream opens with where it starts")
 	f, err = dec.Next()
 	require.NoError(t, err, "the SSE stream was cut")
 	got, err := sse.DecodeEvent(f)

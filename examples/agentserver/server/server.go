@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/adapters/ws"
 	"github.com/replaybus/replaybus/eventbus"
@@ -382,9 +383,9 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request) {
 	// publisher that resumes from its own event uses a cursor that detects
 	// a restart instead of silently pointing into the next incarnation.
 	epoch := s.bus.Epoch()
-	cursor := sse.FormatID(ev.ID, "")
+	cursor := resume.FormatID(ev.ID, "")
 	if !s.o.SSE.PlainIDs {
-		cursor = sse.FormatID(ev.ID, epoch)
+		cursor = resume.FormatID(ev.ID, epoch)
 	}
 	writeJSON(w, http.StatusAccepted, publishAnswer{ID: ev.ID, Epoch: epoch, Cursor: cursor})
 }

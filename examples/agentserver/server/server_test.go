@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/replaybus/replaybus/adapters/sse"
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -236,11 +236,11 @@ func TestHealthzInfoAndRouting(t *testing.T) {
 
 	status, _, body = do(t, s, http.MethodGet, "/session/unknown/events", "")
 	assert.Equal(t, http.StatusNotFound, status)
-	assert.Equal(t, sse.CodeSessionNotFound, body["code"])
+	assert.Equal(t, resume.CodeSessionNotFound, body["code"])
 
 	status, _, body = do(t, s, http.MethodGet, "/session/x/events?lastEventId=abc", "")
 	assert.Equal(t, http.StatusBadRequest, status)
-	assert.Equal(t, sse.CodeInvalidLastEventID, body["code"])
+	assert.Equal(t, resume.CodeInvalidLastEventID, body["code"])
 }
 
 func TestPage(t *testing.T) {
