@@ -205,13 +205,7 @@ func (s *Stream) Next() (eventbus.Event, error) {
 		f, err := s.conn.Read(s.ctx)
 		if err != nil {
 			s.disconnect()
-			var pe *PermanentError
-			switch {
-			case s.ctx.Err() != nil:
-				s.fail(s.stopErr())
-			case errors.As(err, &pe):
-				s.fail(pe.Err)
-			}
+			s.stopFor(err)
 			continue
 		}
 		if f.Retry > 0 {
@@ -278,6 +272,22 @@ func (s *Stream) stopErr() error {
 	return context.Cause(s.ctx)
 }
 
+// stopFor stops the stream when err (or the stream's context) says it
+// must stop: the context's end, or a [*PermanentError]. It reports whether
+// it did.
+func (s *Stream) stopFor(err error) bool {
+	var pe *PermanentError
+	switch {
+	case s.ctx.Err() != nil:
+		s.fail(s.stopErr())
+	case errors.As(err, &pe):
+		s.fail(pe.Err)
+	default:
+		return false
+	}
+	return true
+}
+
 func (s *Stream) fail(err error) {
 	if s.err == nil {
 		s.err = err
@@ -310,17 +320,11 @@ func (s *Stream) connect() {
 	conn, epoch, err := s.t.Connect(s.ctx, s.lastID, s.epoch)
 	if err != nil {
 		var se *StatusError
-		var pe *PermanentError
 		switch {
-		case s.ctx.Err() != nil:
-			s.fail(s.stopErr())
-		case errors.As(err, &pe):
-			s.fail(pe.Err)
-		case errors.As(err, &se):
-			if !s.transient(se) {
-				s.fail(se)
-				return
-			}
+		case s.stopFor(err):
+		case errors.As(err, &se) && !s.transient(se):
+			s.fail(se)
+		case se != nil:
 			s.failures++
 			s.minWait = se.RetryAfter
 		default:

@@ -3,17 +3,16 @@ package sse
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/replaybus/replaybus/adapters/internal/serve"
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/scope"
@@ -77,6 +76,13 @@ type HandlerOptions struct {
 	// negative sets none. It overrides http.Server.WriteTimeout for the
 	// stream.
 	WriteTimeout time.Duration
+	// OverflowPolicy is the overflow policy of each stream's subscription
+	// (Configure may still change it). Empty means the bus's
+	// Options.OverflowPolicy when that is set, else drop_subscriber: a
+	// stream's client resumes by itself with its cursor and loses nothing,
+	// where a drop would leave it a gap to repair. docs/operations.md
+	// states the rule.
+	OverflowPolicy eventbus.OverflowPolicy
 	// Query says what to do with query parameters the endpoint does not
 	// read. The zero value ignores them unless one looks like a misspelling
 	// of a known name (?lastEventID=), which is a 400
@@ -110,18 +116,15 @@ type HandlerOptions struct {
 type Handler struct {
 	bus     *eventbus.Bus
 	o       HandlerOptions
+	hooks   serve.Hooks
 	retry   time.Duration
 	hb      time.Duration
 	wt      time.Duration
 	encOpts EncodeOptions
 
-	mu      sync.Mutex
-	closed  bool
-	nextID  uint64
-	streams map[uint64]*streamState
-	idle    chan struct{} // closed when closed and no stream is left
-	cache   frameCache    // one encoding of each event, shared by every stream
-	active  atomic.Int32  // open streams; with one, nothing is shared and the cache is skipped
+	streams *serve.Registry[*streamState]
+	cache   frameCache   // one encoding of each event, shared by every stream
+	active  atomic.Int32 // open streams; with one, nothing is shared and the cache is skipped
 
 	started, rejected, writeErrors atomic.Uint64
 	// frames and heartbeats of streams that have ended; a live stream
@@ -142,24 +145,16 @@ func NewHandler(bus *eventbus.Bus, o HandlerOptions) (*Handler, error) {
 	if bus == nil {
 		return nil, errors.New("sse: NewHandler: nil bus")
 	}
-	h := &Handler{bus: bus, o: o, streams: make(map[uint64]*streamState), idle: make(chan struct{})}
-	h.retry = durationOr(o.Retry, DefaultRetry)
-	h.hb = durationOr(o.Heartbeat, DefaultHeartbeat)
-	h.wt = durationOr(o.WriteTimeout, DefaultWriteTimeout)
+	h := &Handler{bus: bus, o: o, streams: serve.NewRegistry(func(s *streamState) { s.cancel() })}
+	h.hooks = serve.Hooks{SessionID: o.SessionID, Authorize: o.Authorize, Configure: o.Configure, Query: o.Query,
+		OverflowPolicy: o.OverflowPolicy}
+	h.retry = serve.DurationOr(o.Retry, DefaultRetry)
+	h.hb = serve.DurationOr(o.Heartbeat, DefaultHeartbeat)
+	h.wt = serve.DurationOr(o.WriteTimeout, DefaultWriteTimeout)
 	if !o.PlainIDs {
 		h.encOpts.Epoch = bus.Epoch()
 	}
 	return h, nil
-}
-
-func durationOr(d, def time.Duration) time.Duration {
-	switch {
-	case d == 0:
-		return def
-	case d < 0:
-		return 0
-	}
-	return d
 }
 
 // Stats are a Handler's counters; see [Handler.Stats].
@@ -174,13 +169,13 @@ type Stats struct {
 
 // Stats returns the handler's counters. Safe for concurrent use.
 func (h *Handler) Stats() Stats {
-	h.mu.Lock()
-	st := Stats{Active: len(h.streams), Frames: h.frames.Load(), Heartbeats: h.heartbeats.Load()}
-	for _, s := range h.streams {
+	var st Stats
+	st.Active = h.streams.Each(func(s *streamState) {
 		st.Frames += s.frames.Load()
 		st.Heartbeats += s.heartbeats.Load()
-	}
-	h.mu.Unlock()
+	})
+	st.Frames += h.frames.Load()
+	st.Heartbeats += h.heartbeats.Load()
 	st.Started, st.Rejected, st.WriteErrors = h.started.Load(), h.rejected.Load(), h.writeErrors.Load()
 	return st
 }
@@ -192,18 +187,7 @@ func (h *Handler) Stats() Stats {
 // delay. It does not wait; see [Handler.Shutdown]. Idempotent; always nil.
 // Suitable for http.Server.RegisterOnShutdown.
 func (h *Handler) Close() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return nil
-	}
-	h.closed = true
-	for _, s := range h.streams {
-		s.cancel()
-	}
-	if len(h.streams) == 0 {
-		close(h.idle)
-	}
+	h.streams.Close()
 	return nil
 }
 
@@ -212,45 +196,25 @@ func (h *Handler) Close() error {
 // Each stream ends within the write timeout of the Close.
 func (h *Handler) Shutdown(ctx context.Context) error {
 	_ = h.Close()
-	select {
-	case <-h.idle:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return h.streams.Wait(ctx)
 }
 
 // register adds a stream; false when the handler is closed.
 func (h *Handler) register(st *streamState) (uint64, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return 0, false
-	}
-	h.nextID++
-	h.streams[h.nextID] = st
 	h.active.Add(1)
-	return h.nextID, true
+	id, ok := h.streams.Add(st)
+	if !ok {
+		h.active.Add(-1)
+	}
+	return id, ok
 }
 
 func (h *Handler) unregister(id uint64) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if st := h.streams[id]; st != nil {
+	h.streams.Remove(id, func(st *streamState) {
 		h.frames.Add(st.frames.Load())
 		h.heartbeats.Add(st.heartbeats.Load())
-	}
-	if _, ok := h.streams[id]; ok {
 		h.active.Add(-1)
-	}
-	delete(h.streams, id)
-	if h.closed && len(h.streams) == 0 {
-		select {
-		case <-h.idle:
-		default:
-			close(h.idle)
-		}
-	}
+	})
 }
 
 func (h *Handler) reject(w http.ResponseWriter, e *resume.StatusError) {
@@ -263,35 +227,14 @@ func (h *Handler) reject(w http.ResponseWriter, e *resume.StatusError) {
 // a write fails or times out, or the handler is closed. Every error answer
 // is given before the stream starts and without a subscriber registered.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set(resume.HeaderEpoch, h.bus.Epoch())
-	if r.Method != http.MethodGet {
-		h.reject(w, &resume.StatusError{Status: http.StatusMethodNotAllowed, Code: resume.CodeMethodNotAllowed,
-			Message: fmt.Sprintf("method %s not allowed (want GET)", r.Method)})
-		return
-	}
-	sessionID, opts, serr := h.parseRequest(r)
+	adm, serr := serve.Admit(w, r, h.bus, h.hooks, nil)
 	if serr != nil {
 		h.reject(w, serr)
 		return
 	}
+	sessionID, opts := adm.Session, adm.Options
 	enc := h.encOpts
-	if enc.NoEventField, serr = resume.ParseEvents(r.URL.Query().Get("events")); serr != nil {
-		h.reject(w, serr)
-		return
-	}
-	if h.o.Authorize != nil {
-		if err := h.o.Authorize(r, sessionID, opts.Scope); err != nil {
-			var se *resume.StatusError
-			if !errors.As(err, &se) {
-				se = &resume.StatusError{Status: http.StatusForbidden, Code: resume.CodeForbidden, Message: err.Error()}
-			}
-			h.reject(w, se)
-			return
-		}
-	}
-	if h.o.Configure != nil {
-		h.o.Configure(r, &opts)
-	}
+	enc.NoEventField = adm.Message
 
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -531,23 +474,4 @@ func (sw *streamWriter) end(err error) error {
 		}
 	}
 	return err
-}
-
-// parseRequest validates everything the request carries; the answer is a
-// 400 naming the bad value.
-func (h *Handler) parseRequest(r *http.Request) (string, eventbus.SubscribeOptions, *resume.StatusError) {
-	var sessionID string
-	if h.o.SessionID != nil {
-		sessionID = h.o.SessionID(r)
-	} else {
-		sessionID = r.PathValue("id")
-	}
-	o, serr := resume.ParseRequest(r, sessionID, h.bus.Epoch(), h.o.Query)
-	if serr == nil && h.bus.Options().OverflowPolicy == "" {
-		// The default rule of eventbus.Options.OverflowPolicy: a stream's
-		// client resumes by itself, so evict rather than drop (Configure
-		// may still choose another policy).
-		o.Policy = eventbus.DropSubscriber
-	}
-	return sessionID, o, serr
 }

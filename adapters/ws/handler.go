@@ -3,7 +3,6 @@ package ws
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/replaybus/replaybus/adapters/internal/serve"
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/scope"
@@ -81,6 +81,11 @@ type HandlerOptions struct {
 	// replay_complete). The subscription ends with the connection; watch
 	// sub.Done() rather than keep it.
 	OnSubscribe func(r *http.Request, sub *eventbus.Subscription)
+	// OverflowPolicy is the overflow policy of each connection's
+	// subscription (Configure may still change it). Empty means the bus's
+	// Options.OverflowPolicy when that is set, else drop_subscriber (the
+	// client resumes by itself), as on sse.HandlerOptions.
+	OverflowPolicy eventbus.OverflowPolicy
 	// Query says what to do with query parameters the endpoint does not
 	// read, as on sse.HandlerOptions: by default only look-alikes of known
 	// names (?lastEventID=) are refused; Query.Strict refuses every unknown
@@ -140,11 +145,8 @@ type Handler struct {
 	resumeWait, ping, wt, grace time.Duration
 	readLimit                   int64
 
-	mu      sync.Mutex
-	closed  bool
-	nextID  uint64
-	streams map[uint64]context.CancelFunc
-	idle    chan struct{}
+	hooks   serve.Hooks
+	streams *serve.Registry[context.CancelFunc]
 
 	started, rejected, frames, evicted, protocolErrors, writeErrors, pongs atomic.Uint64
 }
@@ -159,10 +161,12 @@ func NewHandler(bus *eventbus.Bus, o HandlerOptions) (*Handler, error) {
 	if err := checkOriginPatterns(o.Accept); err != nil {
 		return nil, err
 	}
-	h := &Handler{bus: bus, o: o, streams: make(map[uint64]context.CancelFunc), idle: make(chan struct{})}
-	h.resumeWait = durationOr(o.ResumeWait, DefaultResumeWait)
-	h.ping = durationOr(o.PingInterval, DefaultPingInterval)
-	h.wt = durationOr(o.WriteTimeout, DefaultWriteTimeout)
+	h := &Handler{bus: bus, o: o, streams: serve.NewRegistry(func(cancel context.CancelFunc) { cancel() })}
+	h.hooks = serve.Hooks{SessionID: o.SessionID, Authorize: o.Authorize, Configure: o.Configure, Query: o.Query,
+		OverflowPolicy: o.OverflowPolicy}
+	h.resumeWait = serve.DurationOr(o.ResumeWait, DefaultResumeWait)
+	h.ping = serve.DurationOr(o.PingInterval, DefaultPingInterval)
+	h.wt = serve.DurationOr(o.WriteTimeout, DefaultWriteTimeout)
 	h.grace = o.CloseGrace
 	if h.grace <= 0 {
 		h.grace = DefaultCloseGrace
@@ -172,16 +176,6 @@ func NewHandler(bus *eventbus.Bus, o HandlerOptions) (*Handler, error) {
 		h.readLimit = MaxClientMessageBytes
 	}
 	return h, nil
-}
-
-func durationOr(d, def time.Duration) time.Duration {
-	switch {
-	case d == 0:
-		return def
-	case d < 0:
-		return 0
-	}
-	return d
 }
 
 // Stats are a Handler's counters; see [Handler.Stats].
@@ -198,10 +192,7 @@ type Stats struct {
 
 // Stats returns the handler's counters. Safe for concurrent use.
 func (h *Handler) Stats() Stats {
-	h.mu.Lock()
-	active := len(h.streams)
-	h.mu.Unlock()
-	return Stats{Active: active, Started: h.started.Load(), Rejected: h.rejected.Load(), Frames: h.frames.Load(),
+	return Stats{Active: h.streams.Each(nil), Started: h.started.Load(), Rejected: h.rejected.Load(), Frames: h.frames.Load(),
 		Evicted: h.evicted.Load(), ProtocolErrors: h.protocolErrors.Load(), WriteErrors: h.writeErrors.Load(),
 		Pongs: h.pongs.Load()}
 }
@@ -212,18 +203,7 @@ func (h *Handler) Stats() Stats {
 // Connections are hijacked, so http.Server.Shutdown does not see them:
 // register Close with http.Server.RegisterOnShutdown. Idempotent; nil.
 func (h *Handler) Close() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return nil
-	}
-	h.closed = true
-	for _, cancel := range h.streams {
-		cancel()
-	}
-	if len(h.streams) == 0 {
-		close(h.idle)
-	}
+	h.streams.Close()
 	return nil
 }
 
@@ -231,42 +211,7 @@ func (h *Handler) Close() error {
 // ended, or until ctx ends (then it returns ctx's error).
 func (h *Handler) Shutdown(ctx context.Context) error {
 	_ = h.Close()
-	select {
-	case <-h.idle:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (h *Handler) isClosed() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.closed
-}
-
-func (h *Handler) register(cancel context.CancelFunc) (uint64, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return 0, false
-	}
-	h.nextID++
-	h.streams[h.nextID] = cancel
-	return h.nextID, true
-}
-
-func (h *Handler) unregister(id uint64) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	delete(h.streams, id)
-	if h.closed && len(h.streams) == 0 {
-		select {
-		case <-h.idle:
-		default:
-			close(h.idle)
-		}
-	}
+	return h.streams.Wait(ctx)
 }
 
 func (h *Handler) reject(w http.ResponseWriter, e *resume.StatusError) {
@@ -280,61 +225,27 @@ func (h *Handler) reject(w http.ResponseWriter, e *resume.StatusError) {
 // upgrades, settles the resume, and writes frames until the connection
 // ends; see the package documentation for the close codes.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set(resume.HeaderEpoch, h.bus.Epoch())
-	if r.Method != http.MethodGet {
-		h.reject(w, &resume.StatusError{Status: http.StatusMethodNotAllowed, Code: resume.CodeMethodNotAllowed,
-			Message: fmt.Sprintf("method %s not allowed (want GET)", r.Method)})
-		return
-	}
-	var sessionID string
-	if h.o.SessionID != nil {
-		sessionID = h.o.SessionID(r)
-	} else {
-		sessionID = r.PathValue("id")
-	}
-	opts, serr := resume.ParseRequest(r, sessionID, h.bus.Epoch(), h.o.Query)
-	if serr == nil {
-		_, serr = resume.ParseEvents(r.URL.Query().Get("events")) // accepted for parity; every frame is one message
-	}
+	// The handshake (upgrade headers, version, key, origin) is checked
+	// after the query, by coder/websocket's rules, so that its refusals
+	// are JSON like every other and a foreign page reaches neither
+	// Authorize nor the bus. ?events= is accepted for parity: every frame
+	// is one message either way.
+	adm, serr := serve.Admit(w, r, h.bus, h.hooks, func() *resume.StatusError { return checkHandshake(w, r, h.o.Accept) })
 	if serr != nil {
 		h.reject(w, serr)
 		return
 	}
-	// The handshake (upgrade headers, version, key, origin) is checked
-	// here, by coder/websocket's rules, so that its refusals are JSON like
-	// every other and a foreign page reaches neither Authorize nor the bus.
-	if serr := checkHandshake(w, r, h.o.Accept); serr != nil {
-		h.reject(w, serr)
-		return
-	}
-	if h.bus.Options().OverflowPolicy == "" {
-		// The default rule of eventbus.Options.OverflowPolicy, as for SSE:
-		// the client resumes by itself, so evict rather than drop.
-		opts.Policy = eventbus.DropSubscriber
-	}
-	if h.o.Authorize != nil {
-		if err := h.o.Authorize(r, sessionID, opts.Scope); err != nil {
-			var se *resume.StatusError
-			if !errors.As(err, &se) {
-				se = &resume.StatusError{Status: http.StatusForbidden, Code: resume.CodeForbidden, Message: err.Error()}
-			}
-			h.reject(w, se)
-			return
-		}
-	}
-	if h.o.Configure != nil {
-		h.o.Configure(r, &opts)
-	}
+	sessionID, opts := adm.Session, adm.Options
 
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	id, ok := h.register(cancel)
+	id, ok := h.streams.Add(cancel)
 	if !ok {
 		h.reject(w, &resume.StatusError{Status: http.StatusServiceUnavailable, Code: resume.CodeUnavailable,
 			Message: "ws: handler closed", RetryAfter: 5 * time.Second})
 		return
 	}
-	defer h.unregister(id)
+	defer h.streams.Remove(id, nil)
 
 	// Subscribe before upgrading, so that 404/410/429 are HTTP answers and
 	// the slot is held. When a resume message may still come, this is a
@@ -602,7 +513,7 @@ func (cn *conn) writeLoop(sub *eventbus.Subscription) {
 			ok = w.write(ev)
 		}
 		if err := cn.cork.uncork(); err != nil || !ok {
-			if cn.ctx.Err() == nil || cn.h.isClosed() {
+			if cn.ctx.Err() == nil || cn.h.streams.Closed() {
 				cn.h.writeErrors.Add(1)
 			}
 			cn.abort()
@@ -658,7 +569,7 @@ func (cn *conn) closeEnded(err error) {
 		cn.closeWith(ClosePolicyViolation, ReasonSlowConsumer)
 	case errors.Is(err, eventbus.ErrSessionClosed):
 		cn.closeWith(CloseNormal, "session closed")
-	case errors.Is(err, eventbus.ErrClosed) || cn.h.isClosed():
+	case errors.Is(err, eventbus.ErrClosed) || cn.h.streams.Closed():
 		cn.closeWith(CloseGoingAway, "server shutting down")
 	default:
 		// The reader ended (the peer closed, or a protocol error was
