@@ -241,55 +241,6 @@ func TestHandlerOptionsFromQuery(t *testing.T) {
 	}
 }
 
-func TestHandlerCursorReplay(t *testing.T) {
-	t.Parallel()
-	b := newBus(t, eventbus.Options{Epoch: "E1"})
-	for range 3 {
-		publish(t, b, "s1", "tick", nil)
-	}
-	h := newHandler(t, b, sse.HandlerOptions{})
-	srv := serve(t, h, nil)
-	u := srv.URL + "/session/s1/events"
-
-	t.Run("no cursor: ring without replay_complete", func(t *testing.T) {
-		s := openRaw(t, u, nil)
-		for want := uint64(1); want <= 3; want++ {
-			ev := s.next(t)
-			assert.Equal(t, want, ev.ID)
-			assert.True(t, ev.Replay)
-			assert.Equal(t, fmt.Sprintf("E1-%d", want), s.dec.LastEventID())
-		}
-		ev := publish(t, b, "s1", "live", nil)
-		got := s.next(t)
-		assert.Equal(t, ev.ID, got.ID, "no replay_complete without a cursor")
-		assert.False(t, got.Replay)
-	})
-	t.Run("epoch-qualified cursor", func(t *testing.T) {
-		s := openRaw(t, u, http.Header{"Last-Event-ID": {"E1-2"}})
-		assert.EqualValues(t, 3, s.next(t).ID)
-		assert.EqualValues(t, 4, s.next(t).ID)
-		assert.Equal(t, eventbus.TypeReplayComplete, s.next(t).Type)
-	})
-	t.Run("plain cursor", func(t *testing.T) {
-		s := openRaw(t, u+"?lastEventId=4", nil)
-		ev := s.next(t)
-		assert.Equal(t, eventbus.TypeReplayComplete, ev.Type, "nothing after 4 to replay")
-		assert.JSONEq(t, `{"lastReplayedEventId":4,"replayedCount":0}`, string(ev.Data))
-	})
-	t.Run("other epoch: epoch_reset frame, not an error", func(t *testing.T) {
-		for _, hd := range []http.Header{{"Last-Event-ID": {"OLD-2"}}, {"Last-Event-ID": {"2"}, resume.HeaderEpoch: {"OLD"}}} {
-			s := openRaw(t, u, hd)
-			require.Equal(t, http.StatusOK, s.resp.StatusCode)
-			ev := s.next(t)
-			assert.Equal(t, eventbus.TypeStateResyncRequired, ev.Type)
-			assert.Zero(t, ev.ID)
-			assert.Contains(t, string(ev.Data), `"reason":"epoch_reset"`)
-			assert.EqualValues(t, 1, s.next(t).ID, "the whole buffer is replayed")
-			s.close()
-		}
-	})
-}
-
 func TestHandlerSessionClosedEndsResponse(t *testing.T) {
 	t.Parallel()
 	b := newBus(t, eventbus.Options{})
@@ -480,14 +431,14 @@ func TestHandlerWriteTimeout(t *testing.T) {
 	require.Eventually(t, func() bool { return b.Stats().Subscribers == 1 }, 5*time.Second, time.Millisecond)
 
 	payload := strings.Repeat("x", 64<<10)
-	deadline := time.Now().Add(20 * time.Second)
-	for h.Stats().WriteErrors == 0 {
-		require.True(t, time.Now().Before(deadline), "the stream never hit its write deadline")
+	// Publish until the stream hits its write deadline (checked every 5 ms).
+	require.Eventually(t, func() bool {
 		for range 16 {
-			publish(t, b, "s1", "big", payload)
+			_, err := b.Publish("s1", "big", payload)
+			assert.NoError(t, err)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return h.Stats().WriteErrors > 0
+	}, 20*time.Second, 5*time.Millisecond, "the stream never hit its write deadline")
 	waitIdle(t, h, b)
 	assert.EqualValues(t, 1, h.Stats().WriteErrors)
 	assert.Zero(t, b.Stats().Evicted, "ended by the deadline, not by eviction")
@@ -540,4 +491,122 @@ func TestHandlerOverflowDefault(t *testing.T) {
 			s.close()
 		})
 	}
+}
+
+// TestHandlerRefusesMisspelledQueryParameter: ?lastEventID=5 (Mercure's
+// spelling) used to resume nothing and say nothing. A parameter that is a
+// case or separator variant, or a near miss, of one the endpoint reads is a
+// 400 unknown_query_parameter naming it and the name it resembles; nothing
+// is subscribed.
+func TestHandlerRefusesMisspelledQueryParameter(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, eventbus.Options{})
+	publish(t, b, "s1", "t", 1)
+	h := newHandler(t, b, sse.HandlerOptions{Retry: -1})
+	for _, tc := range []struct{ query, like string }{
+		{"lastEventID=5", "lastEventId"},
+		{"LastEventId=5", "lastEventId"},
+		{"lasteventid=5", "lastEventId"},
+		{"Last-Event-ID=5", "last_event_id"},
+		{"last-event-id=5", "last_event_id"},
+		{"last_event_ID=5", "last_event_id"},
+		{"LAST_EVENT_ID=5", "last_event_id"},
+		{"last.event.id=5", "last_event_id"},
+		{"lastEvntId=5", "lastEventId"},
+		{"lastEventIds=5", "lastEventId"},
+		{"maxqueued=64", "maxQueued"},
+		{"max_queued=64", "maxQueued"},
+		{"maxQueue=64", "maxQueued"},
+		{"MaxQueued=64", "maxQueued"},
+		{"Scope=all", "scope"},
+		{"scopes=all", "scope"},
+		{"scoep=all", "scope"},
+		{"Replay=0", "replay"},
+		{"event=message", "events"},
+		{"Events=message", "events"},
+		{"coalese=acp", "coalesce"},
+		{"Coalesce=acp", "coalesce"},
+		{"coalesce=acp&throtle=150ms", "throttle"},
+		{"token=x&lastEventID=5", "lastEventId"}, // an unrelated parameter beside it changes nothing
+	} {
+		t.Run(tc.query, func(t *testing.T) {
+			w := serveDirect(t, h, tc.query, nil)
+			require.Equal(t, http.StatusBadRequest, w.Code, w.Body.String())
+			code, msg := errorBody(t, w)
+			assert.Equal(t, resume.CodeUnknownParameter, code)
+			bad, _, _ := cutParam(tc.query)
+			assert.Contains(t, msg, `"`+bad+`"`, "names the bad parameter")
+			assert.Contains(t, msg, "did you mean "+tc.like+"?", "names the parameter it resembles")
+		})
+	}
+	assert.Zero(t, b.Stats().Subscribers, "a refused request registers no subscriber")
+	assert.Zero(t, h.Stats().Started)
+}
+
+// TestHandlerIgnoresUnrelatedQueryParameters: parameters an embedder puts on
+// the URL (a token its Authorize hook reads, jQuery's ?_= cache-buster, a
+// version) are not refused by default, and the known ones beside them still
+// work.
+func TestHandlerIgnoresUnrelatedQueryParameters(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, eventbus.Options{})
+	for i := range 3 {
+		publish(t, b, "s1", "t", i)
+	}
+	tokens := make(chan string, 16)
+	h := newHandler(t, b, sse.HandlerOptions{Retry: -1, Authorize: func(r *http.Request, _ string, _ scope.Kind) error {
+		tokens <- r.URL.Query().Get("token")
+		return nil
+	}})
+	srv := serve(t, h, nil)
+	for _, q := range []string{
+		"token=abc&lastEventId=1",
+		"_=1712345678901&lastEventId=1",
+		"v=2&t=9&cb=x&lastEventId=1",
+		"access_token=abc&session=s1&id=7&format=json&lang=de&lastEventId=1",
+		"utm_source=mail&nocache=1&lastEventId=1",
+	} {
+		s := openRaw(t, srv.URL+"/session/s1/events?"+q, nil)
+		assert.Equal(t, uint64(2), s.next(t).ID, "%s: resumes after 1", q)
+		s.close()
+	}
+	assert.Equal(t, "abc", <-tokens, "the Authorize hook still sees the embedder's parameter")
+	waitIdle(t, h, b)
+}
+
+// TestHandlerStrictQuery: with HandlerOptions.Query.Strict every parameter
+// the endpoint does not read is refused, naming it and the accepted names,
+// except those listed in Query.Allow — which are also exempt from the
+// look-alike rule in the default mode.
+func TestHandlerStrictQuery(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, eventbus.Options{})
+	publish(t, b, "s1", "t", 1)
+
+	strict := newHandler(t, b, sse.HandlerOptions{Retry: -1, Query: resume.QueryRules{Strict: true, Allow: []string{"token"}}})
+	w := serveDirect(t, strict, "scope=session&cb=1", nil)
+	require.Equal(t, http.StatusBadRequest, w.Code)
+	code, msg := errorBody(t, w)
+	assert.Equal(t, resume.CodeUnknownParameter, code)
+	assert.Contains(t, msg, `unknown query parameter "cb"`)
+	assert.Contains(t, msg, "lastEventId")
+	// A look-alike gets the suggestion in strict mode too.
+	w = serveDirect(t, strict, "lastEventID=1", nil)
+	require.Equal(t, http.StatusBadRequest, w.Code)
+	_, msg = errorBody(t, w)
+	assert.Contains(t, msg, "did you mean lastEventId?")
+
+	srv := serve(t, strict, nil)
+	s := openRaw(t, srv.URL+"/session/s1/events?token=abc&scope=session", nil)
+	assert.Equal(t, uint64(1), s.next(t).ID, "an allowed parameter passes in strict mode")
+	s.close()
+
+	// Default mode: Allow exempts an application's own look-alike.
+	lax := newHandler(t, b, sse.HandlerOptions{Retry: -1, Query: resume.QueryRules{Allow: []string{"event"}}})
+	srv = serve(t, lax, nil)
+	s = openRaw(t, srv.URL+"/session/s1/events?event=mine", nil)
+	assert.Equal(t, uint64(1), s.next(t).ID)
+	s.close()
+	waitIdle(t, strict, b)
+	waitIdle(t, lax, b)
 }

@@ -3,16 +3,23 @@ package sse_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
 )
@@ -290,4 +297,305 @@ func TestClientKeepsReopenedSession(t *testing.T) {
 			assert.Equal(t, 1, st.Connects(), "nor does the handler end the stream on the replayed one")
 		})
 	}
+}
+
+func TestHandlerCursorReplay(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, eventbus.Options{Epoch: "E1"})
+	for range 3 {
+		publish(t, b, "s1", "tick", nil)
+	}
+	h := newHandler(t, b, sse.HandlerOptions{})
+	srv := serve(t, h, nil)
+	u := srv.URL + "/session/s1/events"
+
+	t.Run("no cursor: ring without replay_complete", func(t *testing.T) {
+		s := openRaw(t, u, nil)
+		for want := uint64(1); want <= 3; want++ {
+			ev := s.next(t)
+			assert.Equal(t, want, ev.ID)
+			assert.True(t, ev.Replay)
+			assert.Equal(t, fmt.Sprintf("E1-%d", want), s.dec.LastEventID())
+		}
+		ev := publish(t, b, "s1", "live", nil)
+		got := s.next(t)
+		assert.Equal(t, ev.ID, got.ID, "no replay_complete without a cursor")
+		assert.False(t, got.Replay)
+	})
+	t.Run("epoch-qualified cursor", func(t *testing.T) {
+		s := openRaw(t, u, http.Header{"Last-Event-ID": {"E1-2"}})
+		assert.EqualValues(t, 3, s.next(t).ID)
+		assert.EqualValues(t, 4, s.next(t).ID)
+		assert.Equal(t, eventbus.TypeReplayComplete, s.next(t).Type)
+	})
+	t.Run("plain cursor", func(t *testing.T) {
+		s := openRaw(t, u+"?lastEventId=4", nil)
+		ev := s.next(t)
+		assert.Equal(t, eventbus.TypeReplayComplete, ev.Type, "nothing after 4 to replay")
+		assert.JSONEq(t, `{"lastReplayedEventId":4,"replayedCount":0}`, string(ev.Data))
+	})
+	t.Run("other epoch: epoch_reset frame, not an error", func(t *testing.T) {
+		for _, hd := range []http.Header{{"Last-Event-ID": {"OLD-2"}}, {"Last-Event-ID": {"2"}, resume.HeaderEpoch: {"OLD"}}} {
+			s := openRaw(t, u, hd)
+			require.Equal(t, http.StatusOK, s.resp.StatusCode)
+			ev := s.next(t)
+			assert.Equal(t, eventbus.TypeStateResyncRequired, ev.Type)
+			assert.Zero(t, ev.ID)
+			assert.Contains(t, string(ev.Data), `"reason":"epoch_reset"`)
+			assert.EqualValues(t, 1, s.next(t).ID, "the whole buffer is replayed")
+			s.close()
+		}
+	})
+}
+
+// Issue 12.3: an X-Event-Epoch this server never issued but that is
+// well-formed elsewhere (a UUID with hyphens) was answered 400. It is another
+// incarnation's epoch: epoch_reset, then the whole buffer. Only a malformed
+// value (control characters, over-long, invalid UTF-8) is a 400.
+func TestHandlerForeignEpochIsEpochReset(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, eventbus.Options{})
+	for i := range 3 {
+		publish(t, b, "s1", "t", i)
+	}
+	h := newHandler(t, b, sse.HandlerOptions{Retry: -1})
+	const uuid = "550e8400-e29b-41d4-a716-446655440000"
+	for name, hdr := range map[string]http.Header{
+		"header":       {"X-Event-Epoch": {uuid}, "Last-Event-Id": {"2"}},
+		"qualified id": {"Last-Event-Id": {uuid + "-2"}},
+		"spaces":       {"X-Event-Epoch": {"old epoch"}, "Last-Event-Id": {"2"}},
+		// docs/protocol.md's examples (once documented as refused):
+		"punctuation in a qualified id": {"Last-Event-Id": {"foo!-2"}},
+		"space in a qualified id":       {"Last-Event-Id": {"a b-2"}},
+		"punctuation in the header":     {"X-Event-Epoch": {"garbage!!"}, "Last-Event-Id": {"2"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodGet, "/session/s1/events", nil)
+			r.SetPathValue("id", "s1")
+			for k, v := range hdr {
+				r.Header[k] = v
+			}
+			w := serveUntilID(t, h, r, 3)
+			require.Equal(t, http.StatusOK, w.code(), w.body())
+			evs := frames(t, w.body())
+			require.NotEmpty(t, evs)
+			assert.Equal(t, eventbus.TypeStateResyncRequired, evs[0].Type)
+			var rd eventbus.ResyncData
+			require.NoError(t, json.Unmarshal(evs[0].Data, &rd))
+			assert.Equal(t, eventbus.ReasonEpochReset, rd.Reason)
+			assert.Equal(t, b.Epoch(), rd.Epoch)
+			assert.Equal(t, seq(1, 3), ids(evs), "the whole buffer after the reset")
+		})
+	}
+	for name, v := range map[string]string{
+		"control": "a\x01b", "newline": "a\nb", "DEL": "ab\x7f", "over-long": strings.Repeat("e", 65), "not UTF-8": "\xffab",
+	} {
+		w := serveDirect(t, h, "", http.Header{"X-Event-Epoch": {v}})
+		assert.Equal(t, http.StatusBadRequest, w.Code, name)
+		code, _ := errorBody(t, w)
+		assert.Equal(t, resume.CodeInvalidEpoch, code, name)
+	}
+}
+
+func TestClientReconnectsExactlyOnce(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, eventbus.Options{ReplayBufferSize: 1000})
+	require.NoError(t, b.CreateSession("s1", ""))
+	h := newHandler(t, b, sse.HandlerOptions{Retry: 5 * time.Millisecond})
+	srv := serve(t, h, dropEvery(50))
+
+	const total = 200
+	go func() {
+		for i := range total {
+			if _, err := b.Publish("s1", "tick", i); err != nil {
+				return
+			}
+			if i%20 == 0 {
+				runtime.Gosched() // let the client read while events are published
+			}
+		}
+	}()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	s := (&sse.Client{MaxBackoff: 20 * time.Millisecond}).Subscribe(ctx, srv.URL+"/session/s1/events", sse.StreamOptions{})
+	defer s.Close()
+	var got []uint64
+	for len(got) < total {
+		ev, err := s.Next()
+		require.NoError(t, err, "after %d ids", len(got))
+		if ev.ID != 0 {
+			got = append(got, ev.ID)
+		}
+	}
+	assert.Equal(t, seq(1, total), got, "every id exactly once, in order")
+	assert.GreaterOrEqual(t, s.Connects(), total/50)
+}
+
+func TestClientResumesAfterEviction(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, eventbus.Options{ReplayBufferSize: 1000})
+	require.NoError(t, b.CreateSession("s1", ""))
+	h := newHandler(t, b, sse.HandlerOptions{Retry: 5 * time.Millisecond})
+	gate := make(chan struct{})
+	srv := serve(t, h, gateFirst(gate))
+
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	s := sse.Subscribe(ctx, srv.URL+"/session/s1/events?maxQueued=16", sse.StreamOptions{LastEventID: "0"})
+	defer s.Close()
+	type result struct {
+		ev  eventbus.Event
+		err error
+	}
+	results := make(chan result, 1000)
+	go func() {
+		for {
+			ev, err := s.Next()
+			results <- result{ev, err}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	require.Eventually(t, func() bool { return b.Stats().Subscribers == 1 }, 5*time.Second, time.Millisecond)
+	const total = 100
+	for range total {
+		publish(t, b, "s1", "tick", nil)
+	}
+	require.Eventually(t, func() bool { return b.Stats().Evicted == 1 }, 5*time.Second, time.Millisecond)
+	close(gate)
+
+	var got []uint64
+	evicted := false
+	for len(got) < total {
+		r := <-results
+		require.NoError(t, r.err)
+		if r.ev.Type == eventbus.TypeClientEvicted {
+			evicted = true
+			assert.EqualValues(t, len(got)+1, jsonField(t, r.ev.Data, "droppedAfter"))
+		}
+		if r.ev.ID != 0 {
+			got = append(got, r.ev.ID)
+		}
+	}
+	assert.True(t, evicted, "the client saw client_evicted")
+	assert.Equal(t, seq(1, total), got, "every id exactly once across the eviction")
+	assert.Equal(t, 2, s.Connects())
+	_ = s.Close()
+	for r := range results {
+		if r.err != nil {
+			break
+		}
+	}
+}
+
+// The epoch sent on a resume is the one of the connection that delivered the
+// cursor: a new server's epoch announced on a connection that dropped before
+// any id must not be paired with the old server's cursor (the new server
+// would then take the cursor as its own and skip its first events without an
+// epoch_reset).
+func TestClientEpochFollowsCursor(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var seen []http.Header
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		i := len(seen)
+		seen = append(seen, r.Header.Clone())
+		mu.Unlock()
+		switch i {
+		case 0: // the old server delivers id 5
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Header().Set(resume.HeaderEpoch, "OLD")
+			_, _ = io.WriteString(w, "id: 5\nevent: t\ndata: {\"v\":1,\"id\":5,\"type\":\"t\",\"session\":\"s1\"}\n\n")
+		case 1: // the restarted server answers, then the connection drops
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Header().Set(resume.HeaderEpoch, "NEW")
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusGone)
+			_, _ = io.WriteString(w, `{"code":"session_closed","message":"closed"}`)
+		}
+	}))
+	defer ts.Close()
+	c := &sse.Client{Retry: time.Millisecond, MaxBackoff: time.Millisecond}
+	got, err := readAll(t, c.Subscribe(t.Context(), ts.URL+"/session/s1/events", sse.StreamOptions{}))
+	require.Error(t, err)
+	require.Len(t, got, 1)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, seen, 3)
+	assert.Equal(t, "5", seen[2].Get("Last-Event-ID"))
+	assert.Equal(t, "OLD", seen[2].Get(resume.HeaderEpoch), "the epoch of the cursor, not of the empty connection")
+}
+
+// TestProtocolDocEpochExamples: docs/protocol.md's epoch examples — any
+// well-formed foreign epoch is an epoch_reset (rows of
+// TestHandlerForeignEpochIsEpochReset), and an empty epoch before the last
+// '-' is malformed, a 400.
+func TestProtocolDocEpochExamples(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, eventbus.Options{})
+	h := newHandler(t, b, sse.HandlerOptions{Retry: -1})
+	// The well-formed foreign examples are rows of
+	// TestHandlerForeignEpochIsEpochReset. An empty epoch before the last
+	// '-' is malformed, not foreign.
+	w := serveDirect(t, h, "", http.Header{"Last-Event-Id": {"-2"}})
+	assert.Equal(t, http.StatusBadRequest, w.Code)
+	code, _ := errorBody(t, w)
+	assert.Equal(t, resume.CodeInvalidLastEventID, code)
+}
+
+// Issue 12.6: a 404 right after an in-memory restart (the agent has not
+// recreated its session yet) ended the Go client for good. A 404 whose
+// X-Event-Epoch is not the one the stream knew is retried for
+// Client.RestartGrace; the stream then gets epoch_reset and goes on.
+func TestClientRetriesNotFoundAfterRestart(t *testing.T) {
+	t.Parallel()
+	b1 := newBus(t, eventbus.Options{})
+	require.NoError(t, b1.CreateSession("s1", ""))
+	h1 := newHandler(t, b1, sse.HandlerOptions{Retry: time.Millisecond})
+	var sw switchable
+	mux1 := http.NewServeMux()
+	mux1.Handle(sse.Pattern, h1)
+	sw.set(mux1)
+	srv := httptest.NewServer(&sw)
+	t.Cleanup(srv.Close)
+
+	s := (&sse.Client{Retry: time.Millisecond, MaxBackoff: 20 * time.Millisecond}).Subscribe(t.Context(),
+		srv.URL+"/session/s1/events", sse.StreamOptions{})
+	defer s.Close()
+	publish(t, b1, "s1", "before", 1)
+	ev, err := s.Next()
+	require.NoError(t, err)
+	require.EqualValues(t, 1, ev.ID)
+
+	// Restart: a new bus without the session. The agent recreates it only
+	// after the server has answered the client's reconnect with a 404, so
+	// the client meets the 404 however late it reconnects (a timer here
+	// made the test depend on the client reconnecting within it).
+	b2 := newBus(t, eventbus.Options{})
+	h2 := newHandler(t, b2, sse.HandlerOptions{Retry: time.Millisecond})
+	mux2 := http.NewServeMux()
+	var notFound atomic.Int32
+	mux2.Handle(sse.Pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		missing := !b2.SessionExists("s1")
+		h2.ServeHTTP(w, r) // a 404 returns at once; a stream runs until the test ends
+		if missing && notFound.Add(1) == 1 {
+			assert.NoError(t, b2.CreateSession("s1", ""))
+			_, err := b2.Publish("s1", "after", 2)
+			assert.NoError(t, err)
+		}
+	}))
+	sw.set(mux2)
+	require.NoError(t, h1.Close()) // ends the live stream: the client reconnects
+
+	ev, err = s.Next()
+	require.NoError(t, err, "a 404 from a restarted server is transient")
+	assert.Equal(t, eventbus.TypeStateResyncRequired, ev.Type)
+	assert.Contains(t, string(ev.Data), eventbus.ReasonEpochReset)
+	ev, err = s.Next()
+	require.NoError(t, err)
+	assert.Equal(t, "after", ev.Type)
+	assert.Positive(t, notFound.Load(), "the restarted server answered 404 at least once")
 }

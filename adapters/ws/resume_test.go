@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -309,4 +312,183 @@ func TestClientKeepsReopenedSession(t *testing.T) {
 			assert.Equal(t, 1, st.Connects(), "nor does the handler end the stream on the replayed one")
 		})
 	}
+}
+
+// TestResumeMessage: the first message carries the cursor; the targeted
+// hello from OnSubscribe arrives after replay_complete, without id.
+func TestResumeMessage(t *testing.T) {
+	var s *server
+	s = newServer(t, eventbus.Options{}, ws.HandlerOptions{
+		OnSubscribe: func(r *http.Request, sub *eventbus.Subscription) {
+			assert.NoError(t, s.bus.SendTo("hello", map[string]uint64{"subscriber": sub.ID()}, sub))
+		},
+	})
+	publish(t, s.bus, "s1", 5)
+	c := dial(t, s.url("s1", ""))
+	send(t, c, `{"resume":{"lastEventId":"3","epoch":"`+s.bus.Epoch()+`"}}`)
+	var shape []string
+	for range 4 {
+		ev := read(t, c)
+		shape = append(shape, ev.Type+":"+resume.FormatID(ev.ID, ""))
+	}
+	assert.Equal(t, []string{"msg:4", "msg:5", "replay_complete:0", "hello:0"}, shape)
+
+	// A restarted server's client: another epoch → epoch_reset, whole buffer.
+	c2 := dial(t, s.url("s1", ""))
+	send(t, c2, `{"resume":{"lastEventId":"old_epoch-3"}}`)
+	ev := read(t, c2)
+	assert.Equal(t, eventbus.TypeStateResyncRequired, ev.Type)
+	assert.Contains(t, string(ev.Data), eventbus.ReasonEpochReset)
+	assert.EqualValues(t, 1, read(t, c2).ID)
+
+	// A foreign epoch (a UUID) is another incarnation's: epoch_reset.
+	c4 := dial(t, s.url("s1", ""))
+	send(t, c4, `{"resume":{"lastEventId":3,"epoch":"123e4567-e89b-12d3-a456-426614174000"}}`)
+	ev = read(t, c4)
+	assert.Equal(t, eventbus.TypeStateResyncRequired, ev.Type)
+	assert.Contains(t, string(ev.Data), eventbus.ReasonEpochReset)
+
+	// No message at all: after ResumeWait the stream starts as the URL
+	// says — the whole buffer, and what was published during the wait.
+	c5 := dial(t, s.url("s1", ""))
+	publish(t, s.bus, "s1", 1)
+	for want := uint64(1); want <= 6; want++ {
+		assert.Equal(t, want, read(t, c5).ID)
+	}
+
+	// {"resume":{}}: start now, as the URL says (whole buffer).
+	c3 := dial(t, s.url("s1", ""))
+	start := time.Now()
+	send(t, c3, `{"resume":{}}`)
+	ev = read(t, c3)
+	assert.EqualValues(t, 1, ev.ID)
+	assert.Less(t, time.Since(start), ws.DefaultResumeWait/2, "no wait after an empty resume")
+}
+
+// TestClientResumesAcrossCuts: the Go client resumes across four
+// server-side cuts with its resume message and sees every id exactly once,
+// in order; the session's close ends it with ErrSessionClosed.
+func TestClientResumesAcrossCuts(t *testing.T) {
+	s, cut := newCutServer(t, eventbus.Options{ReplayBufferSize: 10_000}, ws.HandlerOptions{})
+	require.NoError(t, s.bus.CreateSession("s1", ""))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl := &ws.Client{Retry: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond}
+	st := cl.Subscribe(ctx, s.url("s1", ""), ws.StreamOptions{})
+	defer st.Close()
+
+	const total = 400
+	var received atomic.Uint64 // the last id the client got
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := range total {
+			_, err := s.bus.Publish("s1", "msg", i)
+			assert.NoError(t, err)
+			if i%100 == 50 {
+				// Cut only once the client is connected again after the
+				// previous cut (its (i/100+1)-th handshake succeeded): a
+				// cut that lands while it is still reconnecting cuts
+				// nothing, and the four resumes would then hang on how
+				// fast a loaded machine reconnects. The 30 s is a hang
+				// guard; a client that does not resume fails here.
+				k := i/100 + 1
+				assert.Eventually(t, func() bool { return st.Connects() >= k || ctx.Err() != nil }, 30*time.Second, time.Millisecond,
+					"the client did not reconnect before cut %d", k)
+				cut.Cut()
+			}
+			runtime.Gosched() // let the client read while events are published
+		}
+		// Close once the client has every event: the close of a root
+		// session drops its buffer, so a resume after it has nothing to
+		// replay (and is answered 410).
+		assert.Eventually(t, func() bool { return received.Load() >= total || ctx.Err() != nil }, 30*time.Second, time.Millisecond)
+		assert.NoError(t, s.bus.CloseSession("s1"))
+	}()
+	var ids []uint64
+	var err error
+	for {
+		var ev eventbus.Event
+		ev, err = st.Next()
+		if err != nil {
+			break
+		}
+		if ev.ID != 0 {
+			ids = append(ids, ev.ID)
+			received.Store(ev.ID)
+		}
+	}
+	wg.Wait()
+	require.ErrorIs(t, err, eventbus.ErrSessionClosed)
+	require.Len(t, ids, total+1, "every event and session_closed")
+	for i, id := range ids {
+		require.EqualValues(t, i+1, id, "ids exactly once, in order")
+	}
+	assert.GreaterOrEqual(t, st.Connects(), 5, "four cuts, four resumes")
+	assert.Zero(t, s.bus.Stats().Guarded)
+}
+
+// TestClientAcrossRestart: the server's bus is replaced (a restart: new
+// epoch, ids from 1 again) and the old handler closes with 1001; the client
+// resumes with the old cursor and its epoch, gets
+// state_resync_required{epoch_reset}, then exactly the new server's events.
+func TestClientAcrossRestart(t *testing.T) {
+	type incarnation struct {
+		bus *eventbus.Bus
+		h   *ws.Handler
+	}
+	start := func() *incarnation {
+		bus, err := eventbus.New(eventbus.Options{})
+		require.NoError(t, err)
+		require.NoError(t, bus.CreateSession("s1", ""))
+		h, err := ws.NewHandler(bus, ws.HandlerOptions{})
+		require.NoError(t, err)
+		return &incarnation{bus, h}
+	}
+	stop := func(x *incarnation) {
+		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+		defer cancel()
+		assert.NoError(t, x.h.Shutdown(ctx))
+		_ = x.bus.Close()
+	}
+	var cur atomic.Pointer[incarnation]
+	a := start()
+	cur.Store(a)
+	mux := http.NewServeMux()
+	mux.HandleFunc(ws.Pattern, func(w http.ResponseWriter, r *http.Request) { cur.Load().h.ServeHTTP(w, r) })
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	publish(t, a.bus, "s1", 3)
+	st := (&ws.Client{Retry: 10 * time.Millisecond}).Subscribe(context.Background(),
+		"ws"+strings.TrimPrefix(srv.URL, "http")+"/session/s1/ws", ws.StreamOptions{})
+	defer st.Close()
+	for want := uint64(1); want <= 3; want++ {
+		ev, err := st.Next()
+		require.NoError(t, err)
+		require.Equal(t, want, ev.ID)
+	}
+	assert.Equal(t, a.bus.Epoch(), st.Epoch())
+
+	b := start()
+	defer stop(b)
+	publish(t, b.bus, "s1", 2)
+	cur.Store(b)
+	stop(a) // 1001 to the client
+
+	ev, err := st.Next()
+	require.NoError(t, err)
+	require.Equal(t, eventbus.TypeStateResyncRequired, ev.Type)
+	var d eventbus.ResyncData
+	require.NoError(t, json.Unmarshal(ev.Data, &d))
+	assert.Equal(t, eventbus.ReasonEpochReset, d.Reason)
+	assert.EqualValues(t, 3, d.LastDeliveredID, "the old server's cursor")
+	for want := uint64(1); want <= 2; want++ {
+		ev, err := st.Next()
+		require.NoError(t, err)
+		require.Equal(t, want, ev.ID, "the new server's ids, from 1")
+	}
+	assert.Equal(t, b.bus.Epoch(), st.Epoch())
+	assert.Equal(t, 2, st.Connects())
 }

@@ -95,10 +95,11 @@ func TestStalledSocketEvicted(t *testing.T) {
 	payload := map[string]string{"text": strings.Repeat("x", 1024)}
 	pub := func(n int) {
 		for i := range n {
-			_, err := s.bus.Publish("s1", "chunk", payload)
+			ev, err := s.bus.Publish("s1", "chunk", payload)
 			require.NoError(t, err)
-			if i%32 == 31 {
-				time.Sleep(time.Millisecond) // the healthy reader keeps up
+			if i%32 == 31 { // the healthy reader keeps up: it has read everything so far
+				require.Eventually(t, func() bool { return got.Load() >= ev.ID }, waitFor, 100*time.Microsecond,
+					"the healthy client fell behind: %v", healthyErr)
 			}
 		}
 	}
