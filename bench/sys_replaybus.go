@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // replaybus: the in-memory bus. Each subscriber has its own context (a
@@ -126,7 +127,7 @@ const rbBatch = 64
 // rbDeliver records one frame at the sink.
 func rbDeliver(k *Sink, ev *eventbus.Event) {
 	if ev.ID == 0 {
-		if ev.Type == eventbus.TypeStateResyncRequired {
+		if ev.Type == frame.TypeStateResyncRequired {
 			k.Gap()
 		}
 		return

@@ -13,6 +13,7 @@ import (
 
 	"github.com/replaybus/replaybus/coalesce"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // acpChunk is the demo's agent_message_chunk payload.
@@ -56,7 +57,7 @@ func TestReplayOfThousandDeltasIsOneFrame(t *testing.T) {
 	assert.Equal(t, 1000, got.Count)
 	assert.Equal(t, ids[0], got.FirstID)
 	assert.Equal(t, ids[999], got.ID)
-	assert.Equal(t, eventbus.TypeReplayComplete, next(t, sub).Type)
+	assert.Equal(t, frame.TypeReplayComplete, next(t, sub).Type)
 	l := next(t, sub)
 	assert.False(t, l.Replay)
 	assert.Equal(t, "LIVE", acpText(t, l))
@@ -75,7 +76,7 @@ func TestNeverMergesAcrossAnnouncedGap(t *testing.T) {
 	got := next(t, sub)
 	assert.Equal(t, "abcd", acpText(t, got))
 	gap := next(t, sub)
-	require.Equal(t, eventbus.TypeStateResyncRequired, gap.Type)
+	require.Equal(t, frame.TypeStateResyncRequired, gap.Type)
 	after := pub(t, b, "s1", "agent_message_chunk", mustData(acpChunk("s1", "e")))
 	got = next(t, sub)
 	assert.Equal(t, "e", acpText(t, got))
@@ -303,7 +304,7 @@ func TestThrottle(t *testing.T) {
 		for _, ev := range got {
 			types = append(types, ev.Type)
 		}
-		assert.Equal(t, []string{"agent_message_chunk", "turn_end", "turn_end", eventbus.TypeClientEvicted}, types)
+		assert.Equal(t, []string{"agent_message_chunk", "turn_end", "turn_end", frame.TypeClientEvicted}, types)
 		assert.Equal(t, "b", acpText(t, got[0]))
 	})
 

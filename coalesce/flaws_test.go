@@ -10,6 +10,7 @@ import (
 
 	"github.com/replaybus/replaybus/coalesce"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -24,7 +25,7 @@ func resumeText(t *testing.T, b *eventbus.Bus, session string, cursor uint64) st
 		ev, err := sub.Next(ctx)
 		cancel()
 		require.NoError(t, err)
-		if ev.Type == eventbus.TypeReplayComplete {
+		if ev.Type == frame.TypeReplayComplete {
 			return s.String()
 		}
 		if ev.Type == "part_delta" {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 const waitFor = 10 * time.Second
@@ -146,6 +147,6 @@ func drain(t testing.TB, s *eventbus.Subscription) ([]eventbus.Event, error) {
 func withoutClosed(t testing.TB, evs []eventbus.Event) []eventbus.Event {
 	t.Helper()
 	require.NotEmpty(t, evs)
-	require.Equal(t, eventbus.TypeSessionClosed, evs[len(evs)-1].Type)
+	require.Equal(t, frame.TypeSessionClosed, evs[len(evs)-1].Type)
 	return evs[:len(evs)-1]
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/replaybus/replaybus/coalesce"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -62,7 +63,7 @@ func (c *client) read(n int) bool {
 			return false
 		}
 		if ev.ID == 0 {
-			if ev.Type == eventbus.TypeStateResyncRequired || ev.Type == eventbus.TypeClientEvicted {
+			if ev.Type == frame.TypeStateResyncRequired || ev.Type == frame.TypeClientEvicted {
 				c.resume() // a gap: fetch it from the replay buffer
 			}
 			continue

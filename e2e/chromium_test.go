@@ -18,6 +18,7 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/examples/agentserver/demo"
 	"github.com/replaybus/replaybus/examples/agentserver/server"
 	"github.com/replaybus/replaybus/scope"
@@ -216,14 +217,14 @@ func chromiumPage(t *testing.T, transport string) {
 	var completes, hellos int
 	for _, f := range frames {
 		switch f["type"] {
-		case eventbus.TypeReplayComplete:
+		case frame.TypeReplayComplete:
 			completes++
 		case server.TypeHello: // the targeted frame: no id, this connection only
 			hellos++
 			d, _ := f["data"].(map[string]any)
 			want := map[string]string{"sse": "sse", "ws": "websocket"}[transport]
 			assert.Equal(t, want, d["transport"])
-		case eventbus.TypeSlowClientWarning: // a slow browser is told, but loses nothing
+		case frame.TypeSlowClientWarning: // a slow browser is told, but loses nothing
 		default:
 			t.Errorf("unexpected frame on the page: %v", f)
 		}
@@ -334,9 +335,9 @@ func chromiumServerRestart(t *testing.T, transport string) {
 	frames, err := chromedp.Run(ctx, chromedp.Evaluate[[]map[string]any](`window.frames`))
 	require.NoError(t, err)
 	require.NotEmpty(t, frames)
-	assert.Equal(t, eventbus.TypeStateResyncRequired, frames[0]["type"])
+	assert.Equal(t, frame.TypeStateResyncRequired, frames[0]["type"])
 	data, _ := frames[0]["data"].(map[string]any)
-	assert.Equal(t, eventbus.ReasonEpochReset, data["reason"])
+	assert.Equal(t, frame.ReasonEpochReset, data["reason"])
 	assert.Equal(t, busB.Epoch(), data["epoch"])
 	assert.EqualValues(t, 30, data["lastDeliveredId"], "the browser sent the old server's last id")
 	// Issue 12.13: the restart notice is informational and goes away once

@@ -15,6 +15,7 @@ import (
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/examples/agentserver/server"
 )
 
@@ -116,7 +117,7 @@ func TestCurl(t *testing.T) {
 		}
 		got = append(got, s)
 	}
-	assert.Equal(t, []string{"7r", "8r", eventbus.TypeReplayComplete, "9"}, got)
+	assert.Equal(t, []string{"7r", "8r", frame.TypeReplayComplete, "9"}, got)
 	assert.JSONEq(t, `{"lastReplayedEventId":8,"replayedCount":2}`, string(evs[2].Data))
 
 	// A malformed cursor is refused before any stream starts.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/ws"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/examples/agentserver/server"
 )
 
@@ -163,7 +164,7 @@ func TestNodeWebSocketResumes(t *testing.T) {
 	assert.Equal(t, cuts+1, res.Opens)
 	completes := 0
 	for _, f := range res.Frames {
-		if f == eventbus.TypeReplayComplete {
+		if f == frame.TypeReplayComplete {
 			completes++
 		}
 	}
@@ -234,7 +235,7 @@ func TestChromiumSlowPageGets1008(t *testing.T) {
 	require.NoError(t, err)
 	evicted := 0
 	for _, f := range frames {
-		if f["type"] == eventbus.TypeClientEvicted {
+		if f["type"] == frame.TypeClientEvicted {
 			evicted++
 		}
 	}

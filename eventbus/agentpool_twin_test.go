@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -194,7 +195,7 @@ var agentPoolTwins = []twin{
 			assert.LessOrEqual(t, len(runIDs(t, evs)), 3)
 			assert.NotContains(t, b.SubscriberCounts(), "sess-1")
 			assert.ErrorIs(t, err, eventbus.ErrEvicted)
-			assert.Equal(t, eventbus.TypeClientEvicted, evs[len(evs)-1].Type)
+			assert.Equal(t, frame.TypeClientEvicted, evs[len(evs)-1].Type)
 		}},
 	{python: "eb:test_publish_removes_dead_subscriber_on_broken_resource", run: func(t *testing.T) {
 		// AgentPool notices a shut-down queue at the next publish; a closed
@@ -219,7 +220,7 @@ var agentPoolTwins = []twin{
 				evs, err := readToEnd(t, s)
 				assert.GreaterOrEqual(t, len(evs), 1)
 				assert.Equal(t, []string{"run-1"}, runIDs(t, evs))
-				assert.Equal(t, eventbus.TypeSessionClosed, evs[len(evs)-1].Type)
+				assert.Equal(t, frame.TypeSessionClosed, evs[len(evs)-1].Type)
 				assert.ErrorIs(t, err, eventbus.ErrSessionClosed)
 			}
 		}},
@@ -508,7 +509,7 @@ var agentPoolTwins = []twin{
 			assert.NotEmpty(t, got)
 			assert.LessOrEqual(t, len(got), 50)
 			assert.Equal(t, runs("ev-", 45, 50), got, "drop_oldest keeps the newest")
-			assert.Equal(t, 1, count(evs, eventbus.TypeStateResyncRequired))
+			assert.Equal(t, 1, count(evs, frame.TypeStateResyncRequired))
 			assert.ErrorIs(t, err, eventbus.ErrSessionClosed)
 		}},
 	{python: "eb:test_backpressure_retains_subscriber_with_drop_oldest", run: func(t *testing.T) {
@@ -643,7 +644,7 @@ var agentPoolTwins = []twin{
 			evs := drain(subscribe(t, b, "s1", eventbus.SubscribeOptions{Cursor: eventbus.At(1)}))
 			assert.Equal(t, []uint64{3, 4, 5}, ids(evs))
 			require.Equal(t, "state_resync_required:ring_evicted", describe(evs)[0])
-			d := decode[eventbus.ResyncData](t, evs[0])
+			d := decode[frame.ResyncData](t, evs[0])
 			assert.Equal(t, uint64(1), d.LastDeliveredID)
 			assert.Equal(t, uint64(3), d.CompleteFromID)
 		}},
@@ -669,7 +670,7 @@ var agentPoolTwins = []twin{
 			for _, e := range evs[:2] {
 				assert.Equal(t, "s2", e.Session)
 			}
-			assert.Equal(t, eventbus.TypeReplayComplete, evs[2].Type)
+			assert.Equal(t, frame.TypeReplayComplete, evs[2].Type)
 		}},
 
 	// --- docs/adr/eventbus-replay.md, "Testing Strategy" ---

@@ -11,6 +11,7 @@ import (
 
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/backend"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // fakeBackend lets a test play the feed of a distributed backend by hand.
@@ -52,7 +53,7 @@ func TestIngestUnderClosedAncestor(t *testing.T) {
 	b, fb := newFedBus(t)
 	fb.ingest(1, "msg", "P", "C")
 	s := subscribe(t, b, "C", eventbus.SubscribeOptions{Cursor: eventbus.At(1)})
-	fb.ingest(2, eventbus.TypeSessionClosed, "P")
+	fb.ingest(2, frame.TypeSessionClosed, "P")
 	fb.ingest(3, "msg", "P", "C")
 	assert.Equal(t, []string{"replay_complete", "3"}, describe(readN(t, s, 2)))
 	assert.True(t, b.SessionExists("C"))
@@ -67,8 +68,8 @@ func TestIngestReusedID(t *testing.T) {
 	t.Parallel()
 	b, fb := newFedBus(t)
 	fb.ingest(1, "msg", "s")
-	fb.ingest(2, eventbus.TypeSessionClosed, "s")
-	fb.ingest(3, eventbus.TypeSessionClosed, "s")
+	fb.ingest(2, frame.TypeSessionClosed, "s")
+	fb.ingest(3, frame.TypeSessionClosed, "s")
 	fb.ingest(4, "msg", "s")
 	require.True(t, b.SessionExists("s"))
 	s := subscribe(t, b, "s", eventbus.SubscribeOptions{Cursor: eventbus.At(2)})

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -233,7 +234,7 @@ func BenchmarkSubscribeReplay(b *testing.B) {
 					if !ok {
 						b.Fatalf("replay stopped after %d events", got)
 					}
-					if ev.Type == eventbus.TypeReplayComplete {
+					if ev.Type == frame.TypeReplayComplete {
 						break
 					}
 					got++

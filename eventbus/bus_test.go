@@ -13,6 +13,7 @@ import (
 
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/backend"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 func TestHistoryPrecedesLive(t *testing.T) {
@@ -91,7 +92,7 @@ func TestSubscribeRacingPublish(t *testing.T) {
 			switch {
 			case ev.ID != 0:
 				got = append(got, ev.ID)
-			case ev.Type == eventbus.TypeReplayComplete:
+			case ev.Type == frame.TypeReplayComplete:
 				completes++
 			default:
 				require.Failf(t, "unexpected frame", "round %d: %s %s", round, ev.Type, ev.Data)
@@ -101,7 +102,7 @@ func TestSubscribeRacingPublish(t *testing.T) {
 		// The whole tail may have been replayed: replay_complete then
 		// follows event 1000.
 		for _, ev := range drain(s) {
-			require.Equal(t, eventbus.TypeReplayComplete, ev.Type, "round %d", round)
+			require.Equal(t, frame.TypeReplayComplete, ev.Type, "round %d", round)
 			completes++
 		}
 		require.Equal(t, seq(51, 1000), got, "round %d", round)
@@ -248,11 +249,11 @@ func TestPublishValidation(t *testing.T) {
 		{"nil RawMessage", "s", "msg", json.RawMessage(nil)},
 		{"panicking marshaler", "s", "msg", panicky{}},
 		{"over-long type", "s", string(make([]byte, eventbus.MaxNameLen+1)), nil},
-		{"forged session_closed", "s", eventbus.TypeSessionClosed, nil},
-		{"forged client_evicted", "s", eventbus.TypeClientEvicted, nil},
-		{"forged replay_complete", "s", eventbus.TypeReplayComplete, nil},
-		{"forged state_resync_required", "s", eventbus.TypeStateResyncRequired, nil},
-		{"forged slow_client_warning", "s", eventbus.TypeSlowClientWarning, nil},
+		{"forged session_closed", "s", frame.TypeSessionClosed, nil},
+		{"forged client_evicted", "s", frame.TypeClientEvicted, nil},
+		{"forged replay_complete", "s", frame.TypeReplayComplete, nil},
+		{"forged state_resync_required", "s", frame.TypeStateResyncRequired, nil},
+		{"forged slow_client_warning", "s", frame.TypeSlowClientWarning, nil},
 		{"internal control type", "s", backend.TypeSessionCreated, nil},
 	}
 	b := newBus(t, eventbus.Options{})

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -81,9 +82,9 @@ func TestCloseSessionWhilePublishing(t *testing.T) {
 		require.ErrorIs(t, r.err, eventbus.ErrSessionClosed, "subscriber %d", i)
 		require.NotEmpty(t, r.evs)
 		last := r.evs[len(r.evs)-1]
-		assert.Equal(t, eventbus.TypeSessionClosed, last.Type, "subscriber %d ends with session_closed", i)
+		assert.Equal(t, frame.TypeSessionClosed, last.Type, "subscriber %d ends with session_closed", i)
 		assert.NotZero(t, last.ID)
-		assert.Equal(t, eventbus.SessionClosedData{Session: "s", Reason: "closed"}, decode[eventbus.SessionClosedData](t, last))
+		assert.Equal(t, frame.SessionClosedData{Session: "s", Reason: "closed"}, decode[frame.SessionClosedData](t, last))
 		got := ids(r.evs)
 		for j := 1; j < len(got); j++ {
 			require.Greater(t, got[j], got[j-1], "subscriber %d", i)
@@ -107,7 +108,7 @@ func TestCloseSessionWhilePublishing(t *testing.T) {
 	for _, s := range []*eventbus.Subscription{parent, all} {
 		evs := drain(s)
 		require.NotEmpty(t, evs)
-		assert.Equal(t, eventbus.TypeSessionClosed, evs[len(evs)-1].Type)
+		assert.Equal(t, frame.TypeSessionClosed, evs[len(evs)-1].Type)
 		assert.Equal(t, int(n)+1, len(ids(evs)))
 	}
 	ev, err := b.Publish("P", "msg", nil)
@@ -131,7 +132,7 @@ func TestCloseSessionTree(t *testing.T) {
 	var order []string
 	for _, e := range evs {
 		order = append(order, e.Session)
-		assert.Equal(t, eventbus.TypeSessionClosed, e.Type)
+		assert.Equal(t, frame.TypeSessionClosed, e.Type)
 	}
 	assert.Equal(t, []string{"B", "A", "R"}, order, "children first")
 	got, err := readToEnd(t, own)

@@ -3,6 +3,8 @@ package eventbus
 import (
 	"log/slog"
 	"time"
+
+	"github.com/replaybus/replaybus/eventbus/observe"
 )
 
 // OverflowPolicy says what the bus does when a subscriber's live queue is
@@ -79,7 +81,10 @@ const (
 type Options struct {
 	// ReplayBufferSize is the number of events kept per session for replay
 	// (AgentPool's eventbus_replay_buffer_size). Range 1–1,000,000; zero
-	// means 100. Env: AGENTPOOL_EVENTBUS_REPLAY_BUFFER_SIZE.
+	// means 100 — never "no replay" (AgentPool's replay_buffer_size=0): a
+	// subscriber that wants no history sets SubscribeOptions.NoReplay, and
+	// an explicit 0 in the variable is refused with an error naming it.
+	// Env: AGENTPOOL_EVENTBUS_REPLAY_BUFFER_SIZE.
 	ReplayBufferSize int `env:"REPLAY_BUFFER_SIZE"`
 
 	// MaxQueueSize is the default live-queue limit per subscriber, in frames
@@ -191,7 +196,7 @@ type Options struct {
 	// backend's feed) after the bus lock is released, before that call
 	// returns; it may call back into the bus, but a slow one slows that
 	// caller. Nil (the default): none.
-	Diagnostics func(Diagnostic) `env:"-"`
+	Diagnostics func(observe.Diagnostic) `env:"-"`
 
 	// Epoch fixes the bus epoch (1–64 characters from [A-Za-z0-9_])
 	// instead of drawing a random one; useful for tests and for a bus that

@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
+	"github.com/replaybus/replaybus/eventbus/observe"
 )
 
 // MaxQueued=2, nobody reading, publish 1, 2, 3.
@@ -29,14 +31,14 @@ func TestEvictionSequence(t *testing.T) {
 	require.ErrorIs(t, err, eventbus.ErrEvicted)
 	require.ErrorIs(t, s.Err(), eventbus.ErrEvicted)
 	require.Equal(t, []string{"1", "2", "slow_client_warning", "client_evicted"}, describe(got))
-	assert.Equal(t, eventbus.SlowClientWarningData{
-		QueueFigures: eventbus.QueueFigures{QueueSize: 2, MaxQueued: 2, MaxQueuedBytes: eventbus.Options{}.WithDefaults().MaxQueuedBytes},
+	assert.Equal(t, frame.SlowClientWarningData{
+		QueueFigures: frame.QueueFigures{QueueSize: 2, MaxQueued: 2, MaxQueuedBytes: eventbus.Options{}.WithDefaults().MaxQueuedBytes},
 		LastEventID:  2, Threshold: "frames",
-	}, decode[eventbus.SlowClientWarningData](t, got[2]))
-	assert.Equal(t, eventbus.ClientEvictedData{
-		QueueFigures: eventbus.QueueFigures{QueueSize: 2, MaxQueued: 2, MaxQueuedBytes: eventbus.Options{}.WithDefaults().MaxQueuedBytes},
-		Reason:       eventbus.ReasonQueueOverflow, DroppedAfter: 3,
-	}, decode[eventbus.ClientEvictedData](t, got[3]))
+	}, decode[frame.SlowClientWarningData](t, got[2]))
+	assert.Equal(t, frame.ClientEvictedData{
+		QueueFigures: frame.QueueFigures{QueueSize: 2, MaxQueued: 2, MaxQueuedBytes: eventbus.Options{}.WithDefaults().MaxQueuedBytes},
+		Reason:       frame.ReasonQueueOverflow, DroppedAfter: 3,
+	}, decode[frame.ClientEvictedData](t, got[3]))
 	st := b.Stats()
 	assert.Equal(t, uint64(1), st.Evicted)
 	assert.Equal(t, uint64(1), st.Warnings)
@@ -62,16 +64,16 @@ func TestStalledSubscriber(t *testing.T) {
 
 	got, err := readToEnd(t, a)
 	require.ErrorIs(t, err, eventbus.ErrEvicted)
-	assert.Equal(t, 1, count(got, eventbus.TypeSlowClientWarning))
+	assert.Equal(t, 1, count(got, frame.TypeSlowClientWarning))
 	assert.Equal(t, seq(1, 8), ids(got))
-	ev := find(t, got, eventbus.TypeClientEvicted)
-	assert.Equal(t, uint64(9), decode[eventbus.ClientEvictedData](t, ev).DroppedAfter)
+	ev := find(t, got, frame.TypeClientEvicted)
+	assert.Equal(t, uint64(9), decode[frame.ClientEvictedData](t, ev).DroppedAfter)
 
 	r := subscribe(t, b, "s", eventbus.SubscribeOptions{Cursor: eventbus.At(8)})
 	rest := drain(r)
 	assert.Equal(t, seq(9, 100), ids(rest))
-	assert.Equal(t, eventbus.TypeReplayComplete, rest[len(rest)-1].Type)
-	assert.Equal(t, 0, count(rest, eventbus.TypeStateResyncRequired))
+	assert.Equal(t, frame.TypeReplayComplete, rest[len(rest)-1].Type)
+	assert.Equal(t, 0, count(rest, frame.TypeStateResyncRequired))
 }
 
 func ev2s(id uint64) string { return describe([]eventbus.Event{{ID: id, Type: "msg"}})[0] }
@@ -134,8 +136,8 @@ func TestWarningHysteresis(t *testing.T) {
 			require.NoError(t, s.Err(), "%v", describe(got))
 			var th []string
 			for _, e := range got {
-				if e.Type == eventbus.TypeSlowClientWarning {
-					w := decode[eventbus.SlowClientWarningData](t, e)
+				if e.Type == frame.TypeSlowClientWarning {
+					w := decode[frame.SlowClientWarningData](t, e)
 					th = append(th, w.Threshold)
 					assert.Equal(t, tt.opts.MaxQueued, w.MaxQueued)
 				}
@@ -159,10 +161,10 @@ func TestByteLimit(t *testing.T) {
 		got, err := readToEnd(t, s)
 		require.ErrorIs(t, err, eventbus.ErrEvicted)
 		assert.Equal(t, seq(1, 4), ids(got))
-		ev := decode[eventbus.ClientEvictedData](t, find(t, got, eventbus.TypeClientEvicted))
-		assert.Equal(t, eventbus.ClientEvictedData{
-			QueueFigures: eventbus.QueueFigures{QueueSize: 4, MaxQueued: 100, QueuedBytes: 400, MaxQueuedBytes: 400},
-			Reason:       eventbus.ReasonQueueBytesOverflow, DroppedAfter: 5,
+		ev := decode[frame.ClientEvictedData](t, find(t, got, frame.TypeClientEvicted))
+		assert.Equal(t, frame.ClientEvictedData{
+			QueueFigures: frame.QueueFigures{QueueSize: 4, MaxQueued: 100, QueuedBytes: 400, MaxQueuedBytes: 400},
+			Reason:       frame.ReasonQueueBytesOverflow, DroppedAfter: 5,
 		}, ev)
 	})
 	t.Run("one oversized event fits an empty queue", func(t *testing.T) {
@@ -197,8 +199,8 @@ func TestReplayNeverEvicts(t *testing.T) {
 
 func TestDropPolicies(t *testing.T) {
 	t.Parallel()
-	dropped := func(last, first, lastD uint64, n int) eventbus.ResyncData {
-		return eventbus.ResyncData{Reason: eventbus.ReasonEventsDropped, LastDeliveredID: last,
+	dropped := func(last, first, lastD uint64, n int) frame.ResyncData {
+		return frame.ResyncData{Reason: frame.ReasonEventsDropped, LastDeliveredID: last,
 			FirstDroppedID: first, LastDroppedID: lastD, DroppedCount: n}
 	}
 	tests := []struct {
@@ -206,21 +208,21 @@ func TestDropPolicies(t *testing.T) {
 		policy eventbus.OverflowPolicy
 		warn   bool
 		want   []string
-		drops  []eventbus.ResyncData
+		drops  []frame.ResyncData
 	}{
 		{"drop_newest", eventbus.DropNewest, false,
 			[]string{"1", "2", "3", "4", "state_resync_required:events_dropped", "11"},
-			[]eventbus.ResyncData{dropped(4, 5, 10, 6)}},
+			[]frame.ResyncData{dropped(4, 5, 10, 6)}},
 		{"drop_oldest", eventbus.DropOldest, false,
 			[]string{"state_resync_required:events_dropped", "7", "8", "9", "10", "11"},
-			[]eventbus.ResyncData{dropped(0, 1, 6, 6)}},
+			[]frame.ResyncData{dropped(0, 1, 6, 6)}},
 		{"drop_newest with warning", eventbus.DropNewest, true,
 			[]string{"1", "2", "3", "slow_client_warning", "4", "state_resync_required:events_dropped", "11"},
-			[]eventbus.ResyncData{dropped(4, 5, 10, 6)}},
+			[]frame.ResyncData{dropped(4, 5, 10, 6)}},
 		// One run of losses is one frame, even across the warning.
 		{"drop_oldest with warning", eventbus.DropOldest, true,
 			[]string{"state_resync_required:events_dropped", "slow_client_warning", "7", "8", "9", "10", "11"},
-			[]eventbus.ResyncData{dropped(0, 1, 6, 6)}},
+			[]frame.ResyncData{dropped(0, 1, 6, 6)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -232,10 +234,10 @@ func TestDropPolicies(t *testing.T) {
 			publish(t, b, "s", 1)
 			got = append(got, drain(s)...)
 			require.Equal(t, tt.want, describe(got))
-			var drops []eventbus.ResyncData
+			var drops []frame.ResyncData
 			for _, e := range got {
-				if e.Type == eventbus.TypeStateResyncRequired {
-					drops = append(drops, decode[eventbus.ResyncData](t, e))
+				if e.Type == frame.TypeStateResyncRequired {
+					drops = append(drops, decode[frame.ResyncData](t, e))
 				}
 			}
 			assert.Equal(t, tt.drops, drops)
@@ -260,8 +262,8 @@ func TestDropOldestWithTakenBatch(t *testing.T) {
 	got := append([]eventbus.Event{first}, drain(s)...)
 	// 3 and 4 each made room for the next; 2 was already the consumer's.
 	assert.Equal(t, []string{"1", "2", "state_resync_required:events_dropped", "5"}, describe(got))
-	assert.Equal(t, eventbus.ResyncData{Reason: eventbus.ReasonEventsDropped, LastDeliveredID: 2,
-		FirstDroppedID: 3, LastDroppedID: 4, DroppedCount: 2}, decode[eventbus.ResyncData](t, got[2]))
+	assert.Equal(t, frame.ResyncData{Reason: frame.ReasonEventsDropped, LastDeliveredID: 2,
+		FirstDroppedID: 3, LastDroppedID: 4, DroppedCount: 2}, decode[frame.ResyncData](t, got[2]))
 }
 
 // Droppable types are dropped for a slow subscriber at the warning level
@@ -282,8 +284,8 @@ func TestDroppableTypes(t *testing.T) {
 			got := drain(s)
 			require.Equal(t, []string{"1:delta", "2:delta", "3:delta", "slow_client_warning",
 				"state_resync_required:events_dropped", "7:final"}, describe(got))
-			assert.Equal(t, eventbus.ResyncData{Reason: eventbus.ReasonEventsDropped, LastDeliveredID: 3,
-				FirstDroppedID: 4, LastDroppedID: 6, DroppedCount: 3}, decode[eventbus.ResyncData](t, got[4]))
+			assert.Equal(t, frame.ResyncData{Reason: frame.ReasonEventsDropped, LastDeliveredID: 3,
+				FirstDroppedID: 4, LastDroppedID: 6, DroppedCount: 3}, decode[frame.ResyncData](t, got[4]))
 			require.NoError(t, s.Err())
 			// Caught up, deltas flow again.
 			_, err = b.Publish("s", "delta", "y")
@@ -301,21 +303,21 @@ func TestReplayBudget(t *testing.T) {
 		budget int64
 		opts   eventbus.SubscribeOptions
 		want   []string
-		resync eventbus.ResyncData
-		done   eventbus.ReplayCompleteData
+		resync frame.ResyncData
+		done   frame.ReplayCompleteData
 	}{
 		{"no cursor", 400, eventbus.SubscribeOptions{},
 			[]string{"1r", "2r", "3r", "4r", "state_resync_required:replay_budget_exceeded", "replay_complete", "11"},
-			eventbus.ResyncData{Reason: eventbus.ReasonReplayBudgetExceeded, LastDeliveredID: 4, CompleteFromID: 11, SkippedCount: 6},
-			eventbus.ReplayCompleteData{LastReplayedEventID: 4, ReplayedCount: 4}},
+			frame.ResyncData{Reason: frame.ReasonReplayBudgetExceeded, LastDeliveredID: 4, CompleteFromID: 11, SkippedCount: 6},
+			frame.ReplayCompleteData{LastReplayedEventID: 4, ReplayedCount: 4}},
 		{"cursor", 400, eventbus.SubscribeOptions{Cursor: eventbus.At(5)},
 			[]string{"6r", "7r", "8r", "9r", "state_resync_required:replay_budget_exceeded", "replay_complete", "11"},
-			eventbus.ResyncData{Reason: eventbus.ReasonReplayBudgetExceeded, LastDeliveredID: 9, CompleteFromID: 11, SkippedCount: 1},
-			eventbus.ReplayCompleteData{LastReplayedEventID: 9, ReplayedCount: 4}},
+			frame.ResyncData{Reason: frame.ReasonReplayBudgetExceeded, LastDeliveredID: 9, CompleteFromID: 11, SkippedCount: 1},
+			frame.ReplayCompleteData{LastReplayedEventID: 9, ReplayedCount: 4}},
 		{"at least one event", 50, eventbus.SubscribeOptions{},
 			[]string{"1r", "state_resync_required:replay_budget_exceeded", "replay_complete", "11"},
-			eventbus.ResyncData{Reason: eventbus.ReasonReplayBudgetExceeded, LastDeliveredID: 1, CompleteFromID: 11, SkippedCount: 9},
-			eventbus.ReplayCompleteData{LastReplayedEventID: 1, ReplayedCount: 1}},
+			frame.ResyncData{Reason: frame.ReasonReplayBudgetExceeded, LastDeliveredID: 1, CompleteFromID: 11, SkippedCount: 9},
+			frame.ReplayCompleteData{LastReplayedEventID: 1, ReplayedCount: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -332,8 +334,8 @@ func TestReplayBudget(t *testing.T) {
 			got := drain(s)
 			require.Equal(t, tt.want, describe(got))
 			n := len(got)
-			assert.Equal(t, tt.resync, decode[eventbus.ResyncData](t, got[n-3]))
-			assert.Equal(t, tt.done, decode[eventbus.ReplayCompleteData](t, got[n-2]))
+			assert.Equal(t, tt.resync, decode[frame.ResyncData](t, got[n-3]))
+			assert.Equal(t, tt.done, decode[frame.ReplayCompleteData](t, got[n-2]))
 		})
 	}
 	t.Run("within budget", func(t *testing.T) {
@@ -425,8 +427,8 @@ func TestSubscriberCap(t *testing.T) {
 func TestStatsAndDiagnostics(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
-	var diags []eventbus.Diagnostic
-	b := newBus(t, eventbus.Options{DroppableTypes: []string{"delta"}, OverflowPolicy: eventbus.DropSubscriber, Diagnostics: func(d eventbus.Diagnostic) {
+	var diags []observe.Diagnostic
+	b := newBus(t, eventbus.Options{DroppableTypes: []string{"delta"}, OverflowPolicy: eventbus.DropSubscriber, Diagnostics: func(d observe.Diagnostic) {
 		mu.Lock()
 		diags = append(diags, d)
 		mu.Unlock()
@@ -443,7 +445,7 @@ func TestStatsAndDiagnostics(t *testing.T) {
 	require.NoError(t, err)
 
 	st := b.Stats()
-	assert.Equal(t, eventbus.Stats{
+	assert.Equal(t, observe.Stats{
 		Sessions: 1, Subscribers: 2, Published: 7,
 		Delivered: 4 + 2 + 4, // replayer 4..7, slow 4..5, dropper 4..7
 		Replayed:  3,
@@ -456,7 +458,7 @@ func TestStatsAndDiagnostics(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	type brief struct {
-		Kind       eventbus.DiagnosticKind
+		Kind       observe.DiagnosticKind
 		Name       string
 		Subscriber uint64
 		EventID    uint64
@@ -468,12 +470,12 @@ func TestStatsAndDiagnostics(t *testing.T) {
 		got = append(got, brief{d.Kind, d.Name, d.Subscriber, d.EventID, d.EventType})
 	}
 	assert.Equal(t, []brief{
-		{eventbus.DiagSlowClientWarning, "slow", slow.ID(), 5, "delta"},
-		{eventbus.DiagDropped, "slow", slow.ID(), 6, "delta"},
-		{eventbus.DiagSlowClientWarning, "dropper", dropper.ID(), 6, "delta"},
-		{eventbus.DiagEvicted, "slow", slow.ID(), 7, "final"},
+		{observe.DiagSlowClientWarning, "slow", slow.ID(), 5, "delta"},
+		{observe.DiagDropped, "slow", slow.ID(), 6, "delta"},
+		{observe.DiagSlowClientWarning, "dropper", dropper.ID(), 6, "delta"},
+		{observe.DiagEvicted, "slow", slow.ID(), 7, "final"},
 	}, got)
-	assert.Equal(t, eventbus.QueueFigures{QueueSize: 2, MaxQueued: 2, MaxQueuedBytes: eventbus.Options{}.WithDefaults().MaxQueuedBytes}, diags[3].Queue)
+	assert.Equal(t, frame.QueueFigures{QueueSize: 2, MaxQueued: 2, MaxQueuedBytes: eventbus.Options{}.WithDefaults().MaxQueuedBytes}, diags[3].Queue)
 	_ = replayer
 }
 
@@ -494,6 +496,6 @@ func TestDroppedFrameNamesWhatWasReceived(t *testing.T) {
 	require.Equal(t, []string{"state_resync_required:events_dropped", "slow_client_warning",
 		"state_resync_required:events_dropped", "3"}, describe(got))
 	for _, i := range []int{0, 2} {
-		assert.Zero(t, decode[eventbus.ResyncData](t, got[i]).LastDeliveredID, "frame %d: nothing was received", i)
+		assert.Zero(t, decode[frame.ResyncData](t, got[i]).LastDeliveredID, "frame %d: nothing was received", i)
 	}
 }

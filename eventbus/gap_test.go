@@ -11,6 +11,7 @@ import (
 
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/backend"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -37,8 +38,8 @@ func TestFeedGapReachesLiveSubscribersInScope(t *testing.T) {
 	for name, s := range map[string]*eventbus.Subscription{"own": own, "descendants": desc, "all": all} {
 		got := readN(t, s, 2)
 		assert.Equal(t, []string{"state_resync_required:feed_gap", "10"}, describe(got), name)
-		d := decode[eventbus.ResyncData](t, got[0])
-		assert.Equal(t, eventbus.ResyncData{Reason: eventbus.ReasonFeedGap, LastDeliveredID: 0, CompleteFromID: 10}, d, name)
+		d := decode[frame.ResyncData](t, got[0])
+		assert.Equal(t, frame.ResyncData{Reason: frame.ReasonFeedGap, LastDeliveredID: 0, CompleteFromID: 10}, d, name)
 	}
 	assert.Empty(t, drain(other), "another session lost nothing")
 	assert.Equal(t, uint64(3), b.Stats().Resyncs)
@@ -47,7 +48,7 @@ func TestFeedGapReachesLiveSubscribersInScope(t *testing.T) {
 	fb.feed.Evicted([]string{"root", "kid"}, 12)
 	fb.ingest(13, "msg", "root", "kid")
 	got := readN(t, own, 2)
-	assert.Equal(t, eventbus.ResyncData{Reason: eventbus.ReasonFeedGap, LastDeliveredID: 10, CompleteFromID: 13}, decode[eventbus.ResyncData](t, got[0]))
+	assert.Equal(t, frame.ResyncData{Reason: frame.ReasonFeedGap, LastDeliveredID: 10, CompleteFromID: 13}, decode[frame.ResyncData](t, got[0]))
 
 	// A resume from before the gap is told too (ring_evicted).
 	r := subscribe(t, b, "kid", eventbus.SubscribeOptions{Cursor: eventbus.At(3)})
@@ -125,7 +126,7 @@ func TestPipelineWindowAndFailure(t *testing.T) {
 		assert.Equal(t, "s", ev.Session)
 	}
 	// Bad input is refused at once and consumes nothing.
-	assert.ErrorIs(t, p.Publish("s", eventbus.TypeReplayComplete, nil), eventbus.ErrInvalid)
+	assert.ErrorIs(t, p.Publish("s", frame.TypeReplayComplete, nil), eventbus.ErrInvalid)
 
 	// The 6th append fails: it is unknown, 5 and 7 are stored.
 	fb.mu.Lock()

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // waitFor bounds every blocking read of a test; nothing in the bus should
@@ -134,8 +135,8 @@ func describe(evs []eventbus.Event) []string {
 			if e.Type != "msg" {
 				s += ":" + e.Type
 			}
-		case e.Type == eventbus.TypeStateResyncRequired:
-			s = e.Type + ":" + decode[eventbus.ResyncData](nil, e).Reason
+		case e.Type == frame.TypeStateResyncRequired:
+			s = e.Type + ":" + decode[frame.ResyncData](nil, e).Reason
 		default:
 			s = e.Type
 		}

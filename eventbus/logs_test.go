@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // logSink collects log lines, safe for concurrent use.
@@ -128,10 +129,10 @@ func TestConsecutiveDropsMergeIntoOneFrame(t *testing.T) {
 	evs := drain(s)
 	require.Len(t, evs, 15, "14 events and ONE events_dropped frame")
 	last := evs[len(evs)-1]
-	require.Equal(t, eventbus.TypeStateResyncRequired, last.Type)
-	var rd eventbus.ResyncData
+	require.Equal(t, frame.TypeStateResyncRequired, last.Type)
+	var rd frame.ResyncData
 	require.NoError(t, json.Unmarshal(last.Data, &rd))
-	assert.Equal(t, eventbus.ReasonEventsDropped, rd.Reason)
+	assert.Equal(t, frame.ReasonEventsDropped, rd.Reason)
 	assert.EqualValues(t, 16, rd.FirstDroppedID)
 	assert.EqualValues(t, 21, rd.LastDroppedID)
 	assert.Equal(t, 6, rd.DroppedCount)

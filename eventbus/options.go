@@ -60,7 +60,8 @@ type SubscribeOptions struct {
 	// Throttle, with Coalesce set, holds a mergeable live event for up to
 	// this long after the previous one was handed out, merging what follows
 	// (OpenClaw's 150 ms chat-delta throttle); any other event hands out
-	// the held one first. 0 (the default) holds nothing. Range 0–MaxThrottle.
+	// the held one first. 0 (the default) holds nothing. Range 0–1 min
+	// (adapters/sse and adapters/ws allow a client 0–5 s with ?throttle=).
 	Throttle time.Duration
 }
 
@@ -81,25 +82,3 @@ func Existing() PublishOption { return func(o *publishOptions) { o.existing = tr
 // WithOrigin stamps the event with the id of the client that caused it
 // (qwen-code's originatorClientId).
 func WithOrigin(origin string) PublishOption { return func(o *publishOptions) { o.origin = origin } }
-
-// DiagnosticKind says what a [Diagnostic] reports.
-type DiagnosticKind string
-
-// Diagnostic kinds.
-const (
-	DiagSlowClientWarning DiagnosticKind = "slow_client_warning"
-	DiagEvicted           DiagnosticKind = "client_evicted"
-	DiagDropped           DiagnosticKind = "events_dropped"
-	DiagSessionExpired    DiagnosticKind = "session_expired"
-)
-
-// Diagnostic reports one backpressure incident to [Options.Diagnostics].
-type Diagnostic struct {
-	Kind       DiagnosticKind // what happened
-	Session    string         // the subscription's session (or the expired session)
-	Subscriber uint64         // the subscriber's id, 0 for session_expired
-	Name       string         // the subscriber's Name
-	EventID    uint64         // the event that triggered it
-	EventType  string         // that event's type
-	Queue      QueueFigures   // the subscriber's live queue right after it (zero for session_expired)
-}

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -49,13 +50,13 @@ func TestInput1ReopenClosedSession(t *testing.T) {
 	evs := drain(old)
 	require.Equal(t, []string{"state_resync_required:ring_evicted", strconv.FormatUint(after[0], 10) + "r",
 		strconv.FormatUint(after[1], 10) + "r", "replay_complete"}, describe(evs))
-	rs := decode[eventbus.ResyncData](t, evs[0])
+	rs := decode[frame.ResyncData](t, evs[0])
 	assert.Equal(t, before[1], rs.LastDeliveredID)
 	assert.Equal(t, after[0], rs.CompleteFromID)
 
 	// One that saw session_closed lost nothing: no frame.
 	seen := subscribe(t, b, "s", eventbus.SubscribeOptions{Cursor: eventbus.At(closedID)})
-	assert.Equal(t, 0, count(drain(seen), eventbus.TypeStateResyncRequired))
+	assert.Equal(t, 0, count(drain(seen), frame.TypeStateResyncRequired))
 
 	// Reopening an open id is the usual no-op; the parent must be open.
 	require.NoError(t, b.CreateSession("s", ""))
@@ -131,7 +132,7 @@ func TestInput4AttachLate(t *testing.T) {
 	want := []uint64{c1[0], c1[1], p1[0], c2[0]}
 	evs := drain(fresh)
 	assert.Equal(t, want, ids(evs[:len(evs)-1]), "history merged by id")
-	assert.Equal(t, eventbus.TypeReplayComplete, evs[len(evs)-1].Type)
+	assert.Equal(t, frame.TypeReplayComplete, evs[len(evs)-1].Type)
 
 	require.ErrorIs(t, b.CreateSession("p", "c"), scope.ErrCycle, "cycles are still refused")
 	require.NoError(t, b.CreateSession("q", ""))
@@ -205,7 +206,7 @@ func TestInput6OverflowDefault(t *testing.T) {
 	evs := drain(s)
 	assert.NoError(t, s.Err(), "EventBus(max_queue_size=N) ported literally keeps the subscriber")
 	require.Equal(t, []string{"state_resync_required:events_dropped", strconv.FormatUint(ids5[3], 10), strconv.FormatUint(ids5[4], 10)}, describe(evs))
-	d := decode[eventbus.ResyncData](t, evs[0])
+	d := decode[frame.ResyncData](t, evs[0])
 	assert.Equal(t, 3, d.DroppedCount, "the oldest three were dropped, announced")
 
 	ex := newBus(t, eventbus.Options{MaxQueueSize: 2, OverflowPolicy: eventbus.DropSubscriber})
@@ -333,9 +334,9 @@ func TestInput3ClosedChildHistoryResumable(t *testing.T) {
 		r := subscribe(t, b, "root", eventbus.SubscribeOptions{Scope: scope.Descendants, Cursor: eventbus.At(got[45])})
 		evs := drain(r)
 		assert.Equal(t, append(append([]uint64{}, all[46:]...), closedA, closedB), ids(evs), "nothing lost")
-		assert.Zero(t, count(evs, eventbus.TypeStateResyncRequired))
+		assert.Zero(t, count(evs, frame.TypeStateResyncRequired))
 		allScope := subscribe(t, b, "root", eventbus.SubscribeOptions{Scope: scope.All, Cursor: eventbus.At(got[45])})
-		assert.Zero(t, count(drain(allScope), eventbus.TypeStateResyncRequired), "the all scope reads them too")
+		assert.Zero(t, count(drain(allScope), frame.TypeStateResyncRequired), "the all scope reads them too")
 
 		// After ClosedRetention (10 min) the buffers go; a resume is told.
 		time.Sleep(eventbus.Options{}.WithDefaults().ClosedRetention + time.Minute)
@@ -393,7 +394,7 @@ func TestReopenAdoptsKeptHistory(t *testing.T) {
 	s := subscribe(t, b, "sub", eventbus.SubscribeOptions{Cursor: eventbus.At(ids3[0])})
 	evs := drain(s)
 	assert.Equal(t, []uint64{ids3[1], ids3[2], closed, next[0]}, ids(evs))
-	assert.Zero(t, count(evs, eventbus.TypeStateResyncRequired))
+	assert.Zero(t, count(evs, frame.TypeStateResyncRequired))
 	d := subscribe(t, b, "root", eventbus.SubscribeOptions{Scope: scope.Descendants, Cursor: eventbus.At(0)})
-	assert.Zero(t, count(drain(d), eventbus.TypeStateResyncRequired), "still under root: root's scope loses nothing")
+	assert.Zero(t, count(drain(d), frame.TypeStateResyncRequired), "still under root: root's scope loses nothing")
 }

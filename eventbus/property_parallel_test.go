@@ -13,6 +13,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -230,7 +231,7 @@ func TestPropertyParallelPublishers(t *testing.T) {
 				if err != nil {
 					rt.Fatalf("all (before resume): %v after %v", err, part)
 				}
-				if ev.ID == 0 && ev.Type == eventbus.TypeReplayComplete {
+				if ev.ID == 0 && ev.Type == frame.TypeReplayComplete {
 					continue
 				}
 				if n := len(part); ev.ID <= firstFrom || n > 0 && ev.ID <= part[n-1] {
@@ -289,7 +290,7 @@ func TestPropertyParallelPublishers(t *testing.T) {
 				if !ok {
 					break
 				}
-				if ev.ID == 0 && ev.Type == eventbus.TypeReplayComplete {
+				if ev.ID == 0 && ev.Type == frame.TypeReplayComplete {
 					continue
 				}
 				if ev.ID == 0 {

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -42,8 +43,8 @@ func TestResyncSaysWhereTheGapEnds(t *testing.T) {
 	s2 := subscribe(t, bb, "s", eventbus.SubscribeOptions{})
 	got = drain(s2)
 	require.Len(t, got, 3, "event 1, the cut, replay_complete")
-	rd := decode[eventbus.ResyncData](t, got[1])
-	assert.Equal(t, eventbus.ReasonReplayBudgetExceeded, rd.Reason)
+	rd := decode[frame.ResyncData](t, got[1])
+	assert.Equal(t, frame.ReasonReplayBudgetExceeded, rd.Reason)
 	assert.EqualValues(t, 6, rd.CompleteFromID, "the first live id")
 	assert.EqualValues(t, 1, rd.LastDeliveredID)
 	ev, err := bb.Publish("s", "msg", nil)

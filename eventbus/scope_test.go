@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -63,7 +64,7 @@ func TestScopes(t *testing.T) {
 			n := len(wantReplay)
 			require.Len(t, got, n+1+len(wantLive), "%v", describe(got))
 			assert.Equal(t, wantReplay, ids(got[:n]), "replay, merged by id")
-			assert.Equal(t, eventbus.TypeReplayComplete, got[n].Type)
+			assert.Equal(t, frame.TypeReplayComplete, got[n].Type)
 			assert.Equal(t, wantLive, ids(got[n+1:]), "live")
 			for _, e := range got {
 				if e.ID != 0 {
@@ -102,7 +103,7 @@ func TestDescendantsResume(t *testing.T) {
 		s := subscribe(t, b, "X", eventbus.SubscribeOptions{Scope: scope.Descendants, Cursor: cursor})
 		pub(2)
 		evs := drain(s)
-		assert.Equal(t, 0, count(evs, eventbus.TypeStateResyncRequired), "round %d: %v", round, describe(evs))
+		assert.Equal(t, 0, count(evs, frame.TypeStateResyncRequired), "round %d: %v", round, describe(evs))
 		// Read only part of it, then disconnect.
 		part := ids(evs)
 		part = part[:len(part)-round]

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // Issue 12.8, replay storms: a large resume must not stall the publishers
@@ -76,7 +78,7 @@ func TestReplayStormDoesNotStallOtherSessions(t *testing.T) {
 	}
 	ev, err := r.sub.Next(ctx)
 	require.NoError(t, err)
-	require.Equal(t, TypeReplayComplete, ev.Type)
+	require.Equal(t, frame.TypeReplayComplete, ev.Type)
 	ev, err = r.sub.Next(ctx)
 	require.NoError(t, err)
 	require.Equal(t, live-1, ev.ID, "the event published to the resumed session during its resume, live, after the history")

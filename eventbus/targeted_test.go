@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -88,7 +89,7 @@ func TestSendToQueueLimits(t *testing.T) {
 	assert.ErrorIs(t, sub.Err(), eventbus.ErrEvicted)
 	got := drain(sub)
 	require.Len(t, got, 4)
-	assert.Equal(t, eventbus.TypeClientEvicted, got[3].Type)
+	assert.Equal(t, frame.TypeClientEvicted, got[3].Type)
 
 	// drop_oldest drops the published events, never the targeted frames.
 	keep := subscribe(t, b, "s", eventbus.SubscribeOptions{NoReplay: true, MaxQueued: 3, Policy: eventbus.DropOldest})
@@ -111,7 +112,7 @@ func TestSendToErrors(t *testing.T) {
 	b := newBus(t, eventbus.Options{})
 	sub := subscribe(t, b, "s", eventbus.SubscribeOptions{})
 	assert.ErrorIs(t, b.SendTo("", nil, sub), eventbus.ErrInvalid)
-	err := b.SendTo(eventbus.TypeClientEvicted, nil, sub)
+	err := b.SendTo(frame.TypeClientEvicted, nil, sub)
 	assert.ErrorIs(t, err, eventbus.ErrInvalid)
 	assert.ErrorContains(t, err, "client_evicted")
 	assert.ErrorIs(t, b.SendTo("t", make(chan int), sub), eventbus.ErrInvalid)

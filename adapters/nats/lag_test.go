@@ -17,6 +17,7 @@ import (
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/backend"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // cutOff cuts n (connected through p) off from NATS and returns once n has
@@ -68,7 +69,7 @@ func TestLaggingNodeHidesNoGapFromLiveSubscriber(t *testing.T) {
 			require.NoError(t, err)
 			defer sub.Close()
 			ev := next(t, sub)
-			require.Equal(t, eventbus.TypeReplayComplete, ev.Type, "nothing to replay after %d", cursor)
+			require.Equal(t, frame.TypeReplayComplete, ev.Type, "nothing to replay after %d", cursor)
 
 			var later []uint64
 			for i := 5; i <= 24; i++ {
@@ -80,10 +81,10 @@ func TestLaggingNodeHidesNoGapFromLiveSubscriber(t *testing.T) {
 
 			if tc.retention == 1 {
 				ev = next(t, sub)
-				require.Equal(t, eventbus.TypeStateResyncRequired, ev.Type, "a silent gap: got %s %d", ev.Type, ev.ID)
-				var d eventbus.ResyncData
+				require.Equal(t, frame.TypeStateResyncRequired, ev.Type, "a silent gap: got %s %d", ev.Type, ev.ID)
+				var d frame.ResyncData
 				require.NoError(t, json.Unmarshal(ev.Data, &d))
-				assert.Equal(t, eventbus.ResyncData{Reason: eventbus.ReasonFeedGap, LastDeliveredID: cursor, CompleteFromID: later[15]}, d)
+				assert.Equal(t, frame.ResyncData{Reason: frame.ReasonFeedGap, LastDeliveredID: cursor, CompleteFromID: later[15]}, d)
 				got, frames := readIDs(t, sub, 5)
 				assert.Equal(t, later[15:], got)
 				assert.Empty(t, frames)
@@ -98,7 +99,7 @@ func TestLaggingNodeHidesNoGapFromLiveSubscriber(t *testing.T) {
 			require.NoError(t, err)
 			defer again.Close()
 			first := next(t, again)
-			assert.Equal(t, eventbus.TypeStateResyncRequired, first.Type, "ring of 5 holds 20…24 only")
+			assert.Equal(t, frame.TypeStateResyncRequired, first.Type, "ring of 5 holds 20…24 only")
 		})
 	}
 }
@@ -139,7 +140,7 @@ func checkAnnounced(t *testing.T, who string, published []uint64, seq sequence) 
 	checkStrict(t, seq.ids)
 	frameBefore := map[int]bool{} // a frame arrived before ids[i]
 	for i, f := range seq.frames {
-		require.Equal(t, eventbus.TypeStateResyncRequired, f.Type, "%s: unexpected frame %s", who, f.Data)
+		require.Equal(t, frame.TypeStateResyncRequired, f.Type, "%s: unexpected frame %s", who, f.Data)
 		frameBefore[seq.at[i]] = true
 	}
 	lost, j := 0, 0

@@ -14,6 +14,7 @@ import (
 
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -163,7 +164,7 @@ func TestFailover(t *testing.T) {
 	defer resumed.Close()
 	<-done
 	rest, frames := readIDs(t, resumed, total-len(got))
-	assert.Equal(t, []string{eventbus.TypeReplayComplete}, frames, "no resync frame")
+	assert.Equal(t, []string{frame.TypeReplayComplete}, frames, "no resync frame")
 	all := append(got, rest...)
 	checkStrict(t, all)
 	assert.Equal(t, published, all, "first half on B + rest on C = everything, once")
@@ -195,12 +196,12 @@ func TestRingEviction(t *testing.T) {
 			require.NoError(t, err)
 			defer sub.Close()
 			ev := next(t, sub)
-			require.Equal(t, eventbus.TypeStateResyncRequired, ev.Type)
+			require.Equal(t, frame.TypeStateResyncRequired, ev.Type)
 			assert.JSONEq(t, fmt.Sprintf(`{"reason":"ring_evicted","lastDeliveredId":%d,"completeFromId":%d}`, e[2], e[7]), string(ev.Data))
 			ids, frames := readIDs(t, sub, 5)
 			assert.Equal(t, e[7:], ids)
 			assert.Empty(t, frames)
-			assert.Equal(t, eventbus.TypeReplayComplete, next(t, sub).Type)
+			assert.Equal(t, frame.TypeReplayComplete, next(t, sub).Type)
 
 			// A session below the limit lost nothing: no resync.
 			sub2, err := n.bus.Subscribe(context.Background(), "small", eventbus.SubscribeOptions{Cursor: eventbus.At(0)})
@@ -332,7 +333,7 @@ func TestCloseAcrossNodes(t *testing.T) {
 	require.NoError(t, a.bus.CloseSession("kid"))
 	for _, sub := range []*eventbus.Subscription{own, desc} {
 		assert.Equal(t, ev.ID, next(t, sub).ID)
-		assert.Equal(t, eventbus.TypeSessionClosed, next(t, sub).Type)
+		assert.Equal(t, frame.TypeSessionClosed, next(t, sub).Type)
 	}
 	_, err = own.Next(context.Background())
 	assert.ErrorIs(t, err, eventbus.ErrSessionClosed)
@@ -371,7 +372,7 @@ func TestMaxAge(t *testing.T) {
 	require.NoError(t, err)
 	defer sub.Close()
 	ev := next(t, sub)
-	require.Equal(t, eventbus.TypeStateResyncRequired, ev.Type)
+	require.Equal(t, frame.TypeStateResyncRequired, ev.Type)
 	assert.JSONEq(t, fmt.Sprintf(`{"reason":"ring_evicted","lastDeliveredId":%d,"completeFromId":%d}`, old.ID-1, fresh.ID), string(ev.Data))
 	ids, _ := readIDs(t, sub, 1)
 	assert.Equal(t, []uint64{fresh.ID}, ids)

@@ -16,6 +16,7 @@ import (
 
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // publishRetry publishes one event, retrying for up to 20 s while the
@@ -60,7 +61,7 @@ func resumeUntil(t testing.TB, n *node, session string, sub *eventbus.Subscripti
 		case err == nil && !ev.Synthetic():
 			got = append(got, ev.ID)
 		case err == nil:
-			require.NotEqual(t, eventbus.TypeStateResyncRequired, ev.Type, "unexpected resync: %s", ev.Data)
+			require.NotEqual(t, frame.TypeStateResyncRequired, ev.Type, "unexpected resync: %s", ev.Data)
 		case errors.Is(err, context.DeadlineExceeded):
 		default:
 			require.ErrorIs(t, err, eventbus.ErrBackend)
@@ -153,8 +154,8 @@ func TestServerRestart(t *testing.T) {
 		s, err := fresh.bus.Subscribe(context.Background(), "s", o)
 		require.NoError(t, err)
 		ev := next(t, s)
-		assert.Equal(t, eventbus.TypeStateResyncRequired, ev.Type)
-		assert.Contains(t, string(ev.Data), eventbus.ReasonEpochReset)
+		assert.Equal(t, frame.TypeStateResyncRequired, ev.Type)
+		assert.Contains(t, string(ev.Data), frame.ReasonEpochReset)
 		s.Close()
 	}
 	// The old node notices its stream is gone: publishes fail.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/internal/backoff"
 )
 
@@ -224,7 +225,7 @@ func (s *Stream) Next() (eventbus.Event, error) {
 			continue // where a live-only stream starts: not an event
 		}
 		ev := f.Event
-		if ev.Type == eventbus.TypeSessionClosed && ev.ID != 0 && !ev.Replay && s.session != "" && ev.Session == s.session {
+		if ev.Type == frame.TypeSessionClosed && ev.ID != 0 && !ev.Replay && s.session != "" && ev.Session == s.session {
 			s.disconnect()
 			s.fail(eventbus.ErrSessionClosed)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // canned serves bodies[i] as an SSE response to the i-th request, then 410
@@ -67,11 +68,11 @@ func readAll(t *testing.T, s *sse.Stream) ([]eventbus.Event, error) {
 
 func TestClientParsesLineEnds(t *testing.T) {
 	t.Parallel()
-	frame := func(ev eventbus.Event) string { return string(sse.AppendEvent(nil, ev, sse.EncodeOptions{})) }
+	wire := func(ev eventbus.Event) string { return string(sse.AppendEvent(nil, ev, sse.EncodeOptions{})) }
 	e1 := eventbus.Event{ID: 1, Session: "s1", Type: "a", Data: []byte(`{"x":"1\n2"}`)}
-	e2 := eventbus.Event{Session: "s1", Type: eventbus.TypeReplayComplete, Data: []byte(`{"lastReplayedEventId":1,"replayedCount":1}`)}
+	e2 := eventbus.Event{Session: "s1", Type: frame.TypeReplayComplete, Data: []byte(`{"lastReplayedEventId":1,"replayedCount":1}`)}
 	e3 := eventbus.Event{ID: 2, Session: "s1", Type: "b", Data: []byte("{\n\"y\": [1,\n2]\n}"), Replay: true, Origin: "me"}
-	lf := "\xEF\xBB\xBFretry: 1\n: heartbeat\n\n" + frame(e1) + frame(e2) + frame(e3) + frame(eventbus.Event{Session: "s1", Type: eventbus.TypeSlowClientWarning, Data: []byte(`{}`)})
+	lf := "\xEF\xBB\xBFretry: 1\n: heartbeat\n\n" + wire(e1) + wire(e2) + wire(e3) + wire(eventbus.Event{Session: "s1", Type: frame.TypeSlowClientWarning, Data: []byte(`{}`)})
 	variants := map[string]string{
 		"LF":   lf,
 		"CRLF": string(bytes.ReplaceAll([]byte(lf), []byte("\n"), []byte("\r\n"))),
@@ -96,7 +97,7 @@ func TestClientParsesLineEnds(t *testing.T) {
 			require.Len(t, evs, 4)
 			assert.Equal(t, e1, evs[0])
 			assert.Equal(t, e2, evs[1])
-			assert.Equal(t, eventbus.TypeSlowClientWarning, evs[3].Type)
+			assert.Equal(t, frame.TypeSlowClientWarning, evs[3].Type)
 			assert.Equal(t, e3.ID, evs[2].ID)
 			assert.JSONEq(t, string(e3.Data), string(evs[2].Data))
 			assert.True(t, evs[2].Replay)
@@ -190,11 +191,11 @@ func TestClientStopsOnOwnSessionClosed(t *testing.T) {
 	require.NoError(t, b.CloseSession("c"))
 	ev, err = s.Next()
 	require.NoError(t, err)
-	assert.Equal(t, eventbus.TypeSessionClosed, ev.Type, "a child's close is handed over and the stream goes on")
+	assert.Equal(t, frame.TypeSessionClosed, ev.Type, "a child's close is handed over and the stream goes on")
 	require.NoError(t, b.CloseSession("p"))
 	ev, err = s.Next()
 	require.NoError(t, err)
-	assert.Equal(t, eventbus.TypeSessionClosed, ev.Type)
+	assert.Equal(t, frame.TypeSessionClosed, ev.Type)
 	assert.Equal(t, "p", ev.Session)
 	_, err = s.Next()
 	assert.ErrorIs(t, err, eventbus.ErrSessionClosed)

@@ -13,6 +13,7 @@ import (
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 func chunk(session, s string) map[string]any {
@@ -82,13 +83,13 @@ func TestHandlerCoalesceFrames(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(ev.Data, &d))
 	assert.Equal(t, want.String(), d.Update.Content.Text)
-	assert.Equal(t, eventbus.TypeReplayComplete, s.next(t).Type)
+	assert.Equal(t, frame.TypeReplayComplete, s.next(t).Type)
 	s.close()
 
 	// Resume from the merged frame's id: nothing it held comes again.
 	r := openRaw(t, u, http.Header{"Last-Event-ID": {s.dec.LastEventID()}})
 	ev = r.next(t)
-	assert.Equal(t, eventbus.TypeReplayComplete, ev.Type)
+	assert.Equal(t, frame.TypeReplayComplete, ev.Type)
 	assert.JSONEq(t, `{"lastReplayedEventId":`+resume.FormatID(last.ID, "")+`,"replayedCount":0}`, string(ev.Data))
 	next := publish(t, b, "s1", "agent_message_chunk", chunk("s1", "z"))
 	ev = r.next(t)

@@ -12,6 +12,7 @@ import (
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // The wire format: the retry line a stream starts with, a replayed event,
@@ -22,7 +23,7 @@ func ExampleWriteEvent() {
 	_, _ = io.WriteString(w, "retry: 3000\n\n") // what the handler writes first
 	for _, ev := range []eventbus.Event{
 		{ID: 41, Session: "s1", Type: "agent_message_chunk", Data: json.RawMessage(`{"text":"Hel"}`), Replay: true},
-		{Session: "s1", Type: eventbus.TypeReplayComplete, Data: json.RawMessage(`{"lastReplayedEventId":41,"replayedCount":1}`)},
+		{Session: "s1", Type: frame.TypeReplayComplete, Data: json.RawMessage(`{"lastReplayedEventId":41,"replayedCount":1}`)},
 		{ID: 42, Session: "s1", Type: "tool_call", Data: json.RawMessage(`{"toolCallId":"t1","status":"pending"}`), Origin: "tab-7"},
 		{ID: 43, Session: "s1", Type: "plan", Data: json.RawMessage("{\n  \"entries\": []\n}")},
 	} {

@@ -21,6 +21,7 @@ import (
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -255,14 +256,14 @@ func TestHandlerSessionClosedEndsResponse(t *testing.T) {
 	assert.Equal(t, resume.TypeStreamStart, s.next(t).Type, "a live-only stream opens with where it starts")
 	require.NoError(t, b.CloseSession("child"))
 	ev := s.next(t)
-	assert.Equal(t, eventbus.TypeSessionClosed, ev.Type)
+	assert.Equal(t, frame.TypeSessionClosed, ev.Type)
 	assert.Equal(t, "child", ev.Session)
 	publish(t, b, "parent", "still", nil)
 	assert.Equal(t, "still", s.next(t).Type, "a descendant's close does not end the stream")
 
 	require.NoError(t, b.CloseSession("parent"))
 	ev = s.next(t)
-	assert.Equal(t, eventbus.TypeSessionClosed, ev.Type)
+	assert.Equal(t, frame.TypeSessionClosed, ev.Type)
 	assert.NotZero(t, ev.ID)
 	_, err := s.dec.Next()
 	assert.ErrorIs(t, err, io.EOF, "the response ends after session_closed")
@@ -340,9 +341,9 @@ func TestHandlerEvictionEndsResponse(t *testing.T) {
 	evs := frames(t, w.body())
 	require.NotEmpty(t, evs)
 	last := evs[len(evs)-1]
-	assert.Equal(t, eventbus.TypeClientEvicted, last.Type)
+	assert.Equal(t, frame.TypeClientEvicted, last.Type)
 	assert.Zero(t, last.ID)
-	var data eventbus.ClientEvictedData
+	var data frame.ClientEvictedData
 	require.NoError(t, json.Unmarshal(last.Data, &data))
 	assert.Equal(t, ids(evs)[len(ids(evs))-1]+1, data.DroppedAfter, "resume point follows the last id written")
 	assert.Equal(t, seq(2, uint64(1+len(ids(evs)))), ids(evs))

@@ -22,6 +22,7 @@ import (
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // cursorLog records the cursor (Last-Event-ID) of every request, in order.
@@ -74,7 +75,7 @@ func TestResumeCursorWinsOverReplay0(t *testing.T) {
 				ev := s.next(t)
 				got = append(got, ev.Type+":"+strconv.FormatUint(ev.ID, 10))
 			}
-			assert.Equal(t, []string{"msg:4", "msg:5", eventbus.TypeReplayComplete + ":0"}, got)
+			assert.Equal(t, []string{"msg:4", "msg:5", frame.TypeReplayComplete + ":0"}, got)
 		})
 	}
 }
@@ -326,12 +327,12 @@ func TestHandlerCursorReplay(t *testing.T) {
 		s := openRaw(t, u, http.Header{"Last-Event-ID": {"E1-2"}})
 		assert.EqualValues(t, 3, s.next(t).ID)
 		assert.EqualValues(t, 4, s.next(t).ID)
-		assert.Equal(t, eventbus.TypeReplayComplete, s.next(t).Type)
+		assert.Equal(t, frame.TypeReplayComplete, s.next(t).Type)
 	})
 	t.Run("plain cursor", func(t *testing.T) {
 		s := openRaw(t, u+"?lastEventId=4", nil)
 		ev := s.next(t)
-		assert.Equal(t, eventbus.TypeReplayComplete, ev.Type, "nothing after 4 to replay")
+		assert.Equal(t, frame.TypeReplayComplete, ev.Type, "nothing after 4 to replay")
 		assert.JSONEq(t, `{"lastReplayedEventId":4,"replayedCount":0}`, string(ev.Data))
 	})
 	t.Run("other epoch: epoch_reset frame, not an error", func(t *testing.T) {
@@ -339,7 +340,7 @@ func TestHandlerCursorReplay(t *testing.T) {
 			s := openRaw(t, u, hd)
 			require.Equal(t, http.StatusOK, s.resp.StatusCode)
 			ev := s.next(t)
-			assert.Equal(t, eventbus.TypeStateResyncRequired, ev.Type)
+			assert.Equal(t, frame.TypeStateResyncRequired, ev.Type)
 			assert.Zero(t, ev.ID)
 			assert.Contains(t, string(ev.Data), `"reason":"epoch_reset"`)
 			assert.EqualValues(t, 1, s.next(t).ID, "the whole buffer is replayed")
@@ -379,10 +380,10 @@ func TestHandlerForeignEpochIsEpochReset(t *testing.T) {
 			require.Equal(t, http.StatusOK, w.code(), w.body())
 			evs := frames(t, w.body())
 			require.NotEmpty(t, evs)
-			assert.Equal(t, eventbus.TypeStateResyncRequired, evs[0].Type)
-			var rd eventbus.ResyncData
+			assert.Equal(t, frame.TypeStateResyncRequired, evs[0].Type)
+			var rd frame.ResyncData
 			require.NoError(t, json.Unmarshal(evs[0].Data, &rd))
-			assert.Equal(t, eventbus.ReasonEpochReset, rd.Reason)
+			assert.Equal(t, frame.ReasonEpochReset, rd.Reason)
 			assert.Equal(t, b.Epoch(), rd.Epoch)
 			assert.Equal(t, seq(1, 3), ids(evs), "the whole buffer after the reset")
 		})
@@ -470,7 +471,7 @@ func TestClientResumesAfterEviction(t *testing.T) {
 	for len(got) < total {
 		r := <-results
 		require.NoError(t, r.err)
-		if r.ev.Type == eventbus.TypeClientEvicted {
+		if r.ev.Type == frame.TypeClientEvicted {
 			evicted = true
 			assert.EqualValues(t, len(got)+1, jsonField(t, r.ev.Data, "droppedAfter"))
 		}
@@ -592,8 +593,8 @@ func TestClientRetriesNotFoundAfterRestart(t *testing.T) {
 
 	ev, err = s.Next()
 	require.NoError(t, err, "a 404 from a restarted server is transient")
-	assert.Equal(t, eventbus.TypeStateResyncRequired, ev.Type)
-	assert.Contains(t, string(ev.Data), eventbus.ReasonEpochReset)
+	assert.Equal(t, frame.TypeStateResyncRequired, ev.Type)
+	assert.Contains(t, string(ev.Data), frame.ReasonEpochReset)
 	ev, err = s.Next()
 	require.NoError(t, err)
 	assert.Equal(t, "after", ev.Type)

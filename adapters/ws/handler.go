@@ -16,6 +16,7 @@ import (
 	"github.com/replaybus/replaybus/adapters/internal/serve"
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -535,11 +536,11 @@ type frameWriter struct {
 func (w *frameWriter) write(ev eventbus.Event) bool {
 	select {
 	case <-w.done:
-		if errors.Is(w.sub.Err(), eventbus.ErrEvicted) && ev.Type != eventbus.TypeClientEvicted {
+		if errors.Is(w.sub.Err(), eventbus.ErrEvicted) && ev.Type != frame.TypeClientEvicted {
 			// Evicted: what is still queued is in the replay buffer for
 			// the resume; go straight to client_evicted so that it and
 			// the close frame fit in the grace.
-			for ev.Type != eventbus.TypeClientEvicted {
+			for ev.Type != frame.TypeClientEvicted {
 				var ok bool
 				if ev, ok = w.sub.TryNext(); !ok {
 					return true // nothing left: Next reports the eviction

@@ -15,6 +15,7 @@ import (
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/ws"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -30,7 +31,7 @@ func TestReplayLiveAndSessionClosed(t *testing.T) {
 	assert.Equal(t, s.bus.Epoch(), epoch, "every id comes with its epoch")
 	assert.EqualValues(t, 3, read(t, c).ID)
 	rc, ep := readEpoch(t, c)
-	assert.Equal(t, eventbus.TypeReplayComplete, rc.Type)
+	assert.Equal(t, frame.TypeReplayComplete, rc.Type)
 	assert.Zero(t, rc.ID)
 	assert.Empty(t, ep, "no epoch on a synthetic frame")
 	publish(t, s.bus, "s1", 1)
@@ -40,7 +41,7 @@ func TestReplayLiveAndSessionClosed(t *testing.T) {
 	require.NoError(t, s.bus.CloseSession("s1"))
 	ce, evs := readClose(t, c)
 	require.Len(t, evs, 1)
-	assert.Equal(t, eventbus.TypeSessionClosed, evs[0].Type)
+	assert.Equal(t, frame.TypeSessionClosed, evs[0].Type)
 	assert.Equal(t, websocket.StatusNormalClosure, ce.Code)
 }
 
@@ -179,5 +180,5 @@ func TestCoalesceOverWebSocket(t *testing.T) {
 	assert.Equal(t, 5, ev.Count)
 	assert.EqualValues(t, 1, ev.FirstID)
 	assert.Contains(t, string(ev.Data), `"text":"Hello world"`)
-	assert.Equal(t, eventbus.TypeReplayComplete, read(t, c).Type)
+	assert.Equal(t, frame.TypeReplayComplete, read(t, c).Type)
 }

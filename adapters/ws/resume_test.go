@@ -22,6 +22,7 @@ import (
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/ws"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // TestResumeWithURLCursorNamesTheConflict: a connection whose URL (or
@@ -337,16 +338,16 @@ func TestResumeMessage(t *testing.T) {
 	c2 := dial(t, s.url("s1", ""))
 	send(t, c2, `{"resume":{"lastEventId":"old_epoch-3"}}`)
 	ev := read(t, c2)
-	assert.Equal(t, eventbus.TypeStateResyncRequired, ev.Type)
-	assert.Contains(t, string(ev.Data), eventbus.ReasonEpochReset)
+	assert.Equal(t, frame.TypeStateResyncRequired, ev.Type)
+	assert.Contains(t, string(ev.Data), frame.ReasonEpochReset)
 	assert.EqualValues(t, 1, read(t, c2).ID)
 
 	// A foreign epoch (a UUID) is another incarnation's: epoch_reset.
 	c4 := dial(t, s.url("s1", ""))
 	send(t, c4, `{"resume":{"lastEventId":3,"epoch":"123e4567-e89b-12d3-a456-426614174000"}}`)
 	ev = read(t, c4)
-	assert.Equal(t, eventbus.TypeStateResyncRequired, ev.Type)
-	assert.Contains(t, string(ev.Data), eventbus.ReasonEpochReset)
+	assert.Equal(t, frame.TypeStateResyncRequired, ev.Type)
+	assert.Contains(t, string(ev.Data), frame.ReasonEpochReset)
 
 	// No message at all: after ResumeWait the stream starts as the URL
 	// says — the whole buffer, and what was published during the wait.
@@ -479,10 +480,10 @@ func TestClientAcrossRestart(t *testing.T) {
 
 	ev, err := st.Next()
 	require.NoError(t, err)
-	require.Equal(t, eventbus.TypeStateResyncRequired, ev.Type)
-	var d eventbus.ResyncData
+	require.Equal(t, frame.TypeStateResyncRequired, ev.Type)
+	var d frame.ResyncData
 	require.NoError(t, json.Unmarshal(ev.Data, &d))
-	assert.Equal(t, eventbus.ReasonEpochReset, d.Reason)
+	assert.Equal(t, frame.ReasonEpochReset, d.Reason)
 	assert.EqualValues(t, 3, d.LastDeliveredID, "the old server's cursor")
 	for want := uint64(1); want <= 2; want++ {
 		ev, err := st.Next()

@@ -20,6 +20,8 @@ import (
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/ws"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
+	"github.com/replaybus/replaybus/eventbus/observe"
 )
 
 func heapAlloc() uint64 {
@@ -42,8 +44,8 @@ func TestStalledSocketEvicted(t *testing.T) {
 	var mu sync.Mutex
 	evictedAt := map[uint64]time.Time{}
 	names := map[string]uint64{} // ?who= → subscriber id
-	s, cl := newCutServer(t, eventbus.Options{ReplayBufferSize: 64, Diagnostics: func(d eventbus.Diagnostic) {
-		if d.Kind == eventbus.DiagEvicted {
+	s, cl := newCutServer(t, eventbus.Options{ReplayBufferSize: 64, Diagnostics: func(d observe.Diagnostic) {
+		if d.Kind == observe.DiagEvicted {
 			mu.Lock()
 			evictedAt[d.Subscriber] = time.Now()
 			mu.Unlock()
@@ -130,12 +132,12 @@ func TestStalledSocketEvicted(t *testing.T) {
 	assert.Equal(t, websocket.StatusPolicyViolation, ce.Code)
 	assert.Equal(t, ws.ReasonSlowConsumer, ce.Reason)
 	require.NotEmpty(t, evs)
-	assert.Equal(t, eventbus.TypeClientEvicted, evs[len(evs)-1].Type)
+	assert.Equal(t, frame.TypeClientEvicted, evs[len(evs)-1].Type)
 	var want uint64
 	require.Equal(t, resume.TypeStreamStart, evs[0].Type, "a live-only stream opens with where it starts")
 	for _, e := range evs[1 : len(evs)-1] {
 		if e.ID == 0 {
-			assert.Equal(t, eventbus.TypeSlowClientWarning, e.Type)
+			assert.Equal(t, frame.TypeSlowClientWarning, e.Type)
 			continue
 		}
 		want++

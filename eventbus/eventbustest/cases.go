@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -87,7 +88,7 @@ func subscribeRacingPublish(t *testing.T, s *suite) {
 		for len(got) == 0 || got[len(got)-1] < last || !completed {
 			ev := s.next(t, sub)
 			if ev.Synthetic() {
-				require.Equal(t, eventbus.TypeReplayComplete, ev.Type, "%s", ev.Data)
+				require.Equal(t, frame.TypeReplayComplete, ev.Type, "%s", ev.Data)
 				require.False(t, completed, "second replay_complete")
 				completed, replaying = true, false
 				continue
@@ -143,20 +144,20 @@ func resumeTable(t *testing.T, s *suite) {
 	}{
 		{"cursor 7 in ring", e[6], "", want{replayed: ring, lastReplay: e[11]}},
 		{"cursor 7 same epoch", e[6], b.Epoch(), want{replayed: ring, lastReplay: e[11]}},
-		{"cursor 3 evicted", e[2], "", want{resync: eventbus.ReasonRingEvicted, earliest: e[7], lastDeliver: e[2], replayed: ring, lastReplay: e[11]}},
+		{"cursor 3 evicted", e[2], "", want{resync: frame.ReasonRingEvicted, earliest: e[7], lastDeliver: e[2], replayed: ring, lastReplay: e[11]}},
 		{"cursor 12 at end", e[11], "", want{lastReplay: e[11]}},
-		{"cursor next", e[11] + 1, "", want{resync: eventbus.ReasonEpochReset, lastDeliver: e[11] + 1, replayed: ring, lastReplay: e[11]}},
-		{"cursor far ahead", e[11] + 1000, "", want{resync: eventbus.ReasonEpochReset, lastDeliver: e[11] + 1000, replayed: ring, lastReplay: e[11]}},
-		{"other epoch", e[6], "otherEpoch0", want{resync: eventbus.ReasonEpochReset, lastDeliver: e[6], replayed: ring, lastReplay: e[11]}},
+		{"cursor next", e[11] + 1, "", want{resync: frame.ReasonEpochReset, lastDeliver: e[11] + 1, replayed: ring, lastReplay: e[11]}},
+		{"cursor far ahead", e[11] + 1000, "", want{resync: frame.ReasonEpochReset, lastDeliver: e[11] + 1000, replayed: ring, lastReplay: e[11]}},
+		{"other epoch", e[6], "otherEpoch0", want{resync: frame.ReasonEpochReset, lastDeliver: e[6], replayed: ring, lastReplay: e[11]}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			sub := subscribe(t, b, "r", eventbus.SubscribeOptions{Cursor: &eventbus.Position{ID: c.cursor, Epoch: c.epoch}})
 			if c.want.resync != "" {
-				var d eventbus.ResyncData
-				s.frame(t, sub, eventbus.TypeStateResyncRequired, &d)
+				var d frame.ResyncData
+				s.frame(t, sub, frame.TypeStateResyncRequired, &d)
 				assert.Equal(t, c.want.resync, d.Reason)
 				assert.Equal(t, c.want.lastDeliver, d.LastDeliveredID)
-				if c.want.resync == eventbus.ReasonRingEvicted {
+				if c.want.resync == frame.ReasonRingEvicted {
 					assert.Equal(t, c.want.earliest, d.CompleteFromID)
 				} else {
 					assert.Equal(t, b.Epoch(), d.Epoch)
@@ -164,8 +165,8 @@ func resumeTable(t *testing.T, s *suite) {
 			}
 			got := s.ids(t, sub, len(c.want.replayed), true)
 			assert.Equal(t, append([]uint64{}, c.want.replayed...), got)
-			var rc eventbus.ReplayCompleteData
-			s.frame(t, sub, eventbus.TypeReplayComplete, &rc)
+			var rc frame.ReplayCompleteData
+			s.frame(t, sub, frame.TypeReplayComplete, &rc)
 			assert.Equal(t, c.want.lastReplay, rc.LastReplayedEventID)
 			assert.Equal(t, len(c.want.replayed), rc.ReplayedCount)
 			quiet(t, sub)
@@ -173,7 +174,7 @@ func resumeTable(t *testing.T, s *suite) {
 	}
 	// A resumed subscriber goes on live.
 	sub := subscribe(t, b, "r", eventbus.SubscribeOptions{Cursor: eventbus.At(e[11])})
-	s.frame(t, sub, eventbus.TypeReplayComplete, nil)
+	s.frame(t, sub, frame.TypeReplayComplete, nil)
 	more := publish(t, b, "r", "msg", 2)
 	assert.Equal(t, more, s.ids(t, sub, 2, false))
 }
@@ -266,8 +267,8 @@ func scopesReplay(t *testing.T, s *suite) {
 			}
 		}
 		assert.Equal(t, want, s.ids(t, sub, len(want), true), "scope %v", sc.kind)
-		var rc eventbus.ReplayCompleteData
-		s.frame(t, sub, eventbus.TypeReplayComplete, &rc)
+		var rc frame.ReplayCompleteData
+		s.frame(t, sub, frame.TypeReplayComplete, &rc)
 		assert.Equal(t, len(want), rc.ReplayedCount)
 	}
 }
@@ -290,7 +291,7 @@ func closeSession(t *testing.T, s *suite) {
 	for _, sub := range []*eventbus.Subscription{own, desc} {
 		assert.Equal(t, ids, s.ids(t, sub, 2, false))
 		ev := s.next(t, sub)
-		assert.Equal(t, eventbus.TypeSessionClosed, ev.Type)
+		assert.Equal(t, frame.TypeSessionClosed, ev.Type)
 		assert.Greater(t, ev.ID, ids[1], "session_closed has an id")
 		assert.Equal(t, "c", ev.Session)
 	}
@@ -344,7 +345,7 @@ func treeLifecycle(t *testing.T, s *suite) {
 	fresh := subscribe(t, b, "g", eventbus.SubscribeOptions{Scope: scope.Descendants, Cursor: eventbus.At(0)})
 	want := []uint64{early[0], pEvents[0], closed, late[0], r[0], rLive[0]}
 	assert.Equal(t, want, s.ids(t, fresh, len(want), true), "merged by id, the closed p's history kept")
-	s.frame(t, fresh, eventbus.TypeReplayComplete, nil)
+	s.frame(t, fresh, frame.TypeReplayComplete, nil)
 
 	require.NoError(t, b.CreateSession("p", "g"), "reopen")
 	s.syncBus(t, b)
@@ -352,7 +353,7 @@ func treeLifecycle(t *testing.T, s *suite) {
 	s.syncBus(t, b)
 	resumed := subscribe(t, b, "p", eventbus.SubscribeOptions{Cursor: eventbus.At(early[0])})
 	assert.Equal(t, []uint64{pEvents[0], closed, again[0]}, s.ids(t, resumed, 3, true), "the reopened p took its history back")
-	s.frame(t, resumed, eventbus.TypeReplayComplete, nil)
+	s.frame(t, resumed, frame.TypeReplayComplete, nil)
 }
 
 // concurrentPublishers: four publishers into one session tree; every
@@ -427,18 +428,18 @@ func slowConsumerEvicted(t *testing.T, s *suite) {
 	e := publish(t, b, "slow", "msg", 10)
 	s.syncBus(t, b)
 	assert.Equal(t, e[:3], s.ids(t, sub, 3, false))
-	s.frame(t, sub, eventbus.TypeSlowClientWarning, nil)
+	s.frame(t, sub, frame.TypeSlowClientWarning, nil)
 	assert.Equal(t, e[3:4], s.ids(t, sub, 1, false))
-	var ce eventbus.ClientEvictedData
-	s.frame(t, sub, eventbus.TypeClientEvicted, &ce)
-	assert.Equal(t, eventbus.ReasonQueueOverflow, ce.Reason)
+	var ce frame.ClientEvictedData
+	s.frame(t, sub, frame.TypeClientEvicted, &ce)
+	assert.Equal(t, frame.ReasonQueueOverflow, ce.Reason)
 	assert.Equal(t, e[4], ce.DroppedAfter)
 	s.ended(t, sub, eventbus.ErrEvicted)
 	assert.EqualValues(t, 1, b.Stats().Evicted)
 
 	again := subscribe(t, b, "slow", eventbus.SubscribeOptions{Cursor: eventbus.At(e[3])})
 	assert.Equal(t, e[4:], s.ids(t, again, 6, true))
-	s.frame(t, again, eventbus.TypeReplayComplete, nil)
+	s.frame(t, again, frame.TypeReplayComplete, nil)
 }
 
 // slowConsumerDropNewest: under drop_newest the overflow is dropped and
@@ -449,9 +450,9 @@ func slowConsumerDropNewest(t *testing.T, s *suite) {
 	e := publish(t, b, "slow", "msg", 10)
 	s.syncBus(t, b)
 	assert.Equal(t, e[:4], s.ids(t, sub, 4, false))
-	var d eventbus.ResyncData
-	s.frame(t, sub, eventbus.TypeStateResyncRequired, &d)
-	assert.Equal(t, eventbus.ReasonEventsDropped, d.Reason)
+	var d frame.ResyncData
+	s.frame(t, sub, frame.TypeStateResyncRequired, &d)
+	assert.Equal(t, frame.ReasonEventsDropped, d.Reason)
 	assert.Equal(t, e[3], d.LastDeliveredID)
 	assert.Equal(t, e[4], d.FirstDroppedID)
 	assert.Equal(t, e[9], d.LastDroppedID)

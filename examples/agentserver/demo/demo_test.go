@@ -14,6 +14,7 @@ import (
 
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -75,7 +76,7 @@ func checkRunShapes(t *testing.T, bus *eventbus.Bus) {
 		ev, err := sub.Next(rctx)
 		require.NoError(t, err, "after %d events", len(evs))
 		evs = append(evs, ev)
-		if ev.Type == eventbus.TypeSessionClosed {
+		if ev.Type == frame.TypeSessionClosed {
 			n++
 		}
 	}
@@ -90,7 +91,7 @@ func checkRunShapes(t *testing.T, bus *eventbus.Bus) {
 		lastID = ev.ID
 		bySession[ev.Session] = append(bySession[ev.Session], ev.Type)
 		switch ev.Type {
-		case eventbus.TypeSessionClosed:
+		case frame.TypeSessionClosed:
 			closed = append(closed, ev.Session)
 			continue
 		case TypeTurnStart, TypeTurnEnd:
@@ -129,7 +130,7 @@ func checkRunShapes(t *testing.T, bus *eventbus.Bus) {
 			assert.Equal(t, TypeTurnEnd, types[len(types)-1])
 		} else {
 			assert.Equal(t, TypeTurnEnd, types[len(types)-2], "%s", s)
-			assert.Equal(t, eventbus.TypeSessionClosed, types[len(types)-1], "%s is closed at the end", s)
+			assert.Equal(t, frame.TypeSessionClosed, types[len(types)-1], "%s is closed at the end", s)
 			assert.Contains(t, types, TypeToolCall)
 			assert.Contains(t, types, TypeMessageChunk)
 			assert.Contains(t, types, TypeThoughtChunk)

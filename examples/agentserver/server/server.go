@@ -20,6 +20,8 @@ import (
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/adapters/ws"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
+	"github.com/replaybus/replaybus/eventbus/observe"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -127,8 +129,8 @@ func New(bus *eventbus.Bus, o Options) (*Server, error) {
 	case o.WriteTimeout > 0:
 		s.writeTimeout = o.WriteTimeout
 	}
-	for _, t := range []string{eventbus.TypeStateResyncRequired, eventbus.TypeReplayComplete,
-		eventbus.TypeSlowClientWarning, eventbus.TypeClientEvicted, eventbus.TypeSessionClosed, "message", TypeHello} {
+	for _, t := range []string{frame.TypeStateResyncRequired, frame.TypeReplayComplete,
+		frame.TypeSlowClientWarning, frame.TypeClientEvicted, frame.TypeSessionClosed, "message", TypeHello} {
 		s.addType(t)
 	}
 	for _, t := range o.Types {
@@ -299,7 +301,7 @@ func (s *Server) info(w http.ResponseWriter, _ *http.Request) {
 
 func (s *Server) listSessions(w http.ResponseWriter, _ *http.Request) {
 	list := s.bus.Sessions()
-	slices.SortFunc(list, func(a, b eventbus.SessionInfo) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(list, func(a, b observe.SessionInfo) int { return strings.Compare(a.ID, b.ID) })
 	writeJSON(w, http.StatusOK, list)
 }
 
