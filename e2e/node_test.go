@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -138,31 +136,10 @@ func TestNodeEventSourceLiveOnlyResumesFromStart(t *testing.T) {
 	}
 
 	const total = 10
-	first := &cutter{n: 1} // the start line is the first line with an id
-	published := make(chan struct{})
-	var mu sync.Mutex
-	requests := 0
-	wrap := func(next http.Handler) http.Handler {
-		cut := first.wrap(next)
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			mu.Lock()
-			requests++
-			n := requests
-			mu.Unlock()
-			if n == 1 {
-				cut.ServeHTTP(w, r)
-				return
-			}
-			<-published // the events are published while the client is cut off
-			first.mu.Lock()
-			first.lastIDs = append(first.lastIDs, r.Header.Get("Last-Event-ID"))
-			first.mu.Unlock()
-			next.ServeHTTP(w, r)
-		})
-	}
+	c := newCutAfterStart()
 	ts := startServer(t, eventbus.Options{ReplayBufferSize: 1000}, server.Options{
 		SSE:        sse.HandlerOptions{Retry: 100 * time.Millisecond},
-		WrapEvents: wrap,
+		WrapEvents: c.wrap,
 	})
 	require.NoError(t, ts.bus.CreateSession("run", ""))
 
@@ -175,13 +152,13 @@ func TestNodeEventSourceLiveOnlyResumesFromStart(t *testing.T) {
 	waitErr := make(chan error, 1)
 	go func() { waitErr <- cmd.Wait() }()
 
-	require.Eventually(t, func() bool { _, cuts := first.requests(); return cuts == 1 }, 20*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { _, cuts := c.first.requests(); return cuts == 1 }, 20*time.Second, 5*time.Millisecond,
 		"the first connection was never cut after its start line; stderr: %s", &stderr)
 	for i := 1; i <= total; i++ {
 		_, err := ts.bus.Publish("run", "tick", map[string]int{"n": i})
 		require.NoError(t, err)
 	}
-	close(published)
+	close(c.published)
 
 	select {
 	case err := <-waitErr:
@@ -196,7 +173,7 @@ func TestNodeEventSourceLiveOnlyResumesFromStart(t *testing.T) {
 		want[i] = uint64(i + 1)
 	}
 	assert.Equal(t, want, res.IDs, "every event published during the cut, once, in order")
-	lastIDs, _ := first.requests()
+	lastIDs, _ := c.first.requests()
 	require.GreaterOrEqual(t, len(lastIDs), 2)
 	assert.Empty(t, lastIDs[0], "the first request has no Last-Event-ID")
 	assert.Equal(t, ts.bus.Epoch()+"-0", lastIDs[1], "the reconnect resumes from the start line's id")
