@@ -49,8 +49,9 @@ func (e *CursorError) message() string {
 //
 // Anything else — "abc", "-1", "1.5", "0x3", " 7", "+7", "7 ", a value over
 // MaxID or over the uint64 range, NUL, CR or LF anywhere, an epoch over
-// MaxEpochLen bytes — is a [*CursorError] naming the value. Where qwen-code silently ignores a bad
-// cursor (and so hides a gap), the handler answers 400.
+// MaxEpochLen bytes — is a [*CursorError] naming the value; the handlers
+// answer it with 400 invalid_last_event_id (docs/protocol.md says why a bad
+// cursor is never ignored).
 func ParseCursor(s string) (*eventbus.Position, error) {
 	if s == "" {
 		return nil, nil
