@@ -162,7 +162,7 @@ type Stats struct {
 	Active      int    // streams open now
 	Started     uint64 // streams that got a 200 answer
 	Rejected    uint64 // requests answered with an error status
-	Frames      uint64 // frames written (events and synthetic frames)
+	Frames      uint64 // frames written (events and synthetic frames; not the retry line, stream_start or heartbeats)
 	Heartbeats  uint64 // heartbeat comments written
 	WriteErrors uint64 // streams ended by a failed or timed-out write
 }
