@@ -189,12 +189,16 @@ func FormatID(seq uint64, epoch string) string { return string(AppendID(nil, seq
 
 // AppendID appends [FormatID]'s form of seq and epoch to dst.
 func AppendID(dst []byte, seq uint64, epoch string) []byte {
-	for i := 0; i < len(epoch); i++ {
-		if c := epoch[i]; c != '\r' && c != '\n' && c != 0 {
-			dst = append(dst, c)
-		}
-	}
 	if epoch != "" {
+		if strings.ContainsAny(epoch, "\r\n\x00") {
+			for i := 0; i < len(epoch); i++ {
+				if c := epoch[i]; c != '\r' && c != '\n' && c != 0 {
+					dst = append(dst, c)
+				}
+			}
+		} else {
+			dst = append(dst, epoch...)
+		}
 		dst = append(dst, '-')
 	}
 	return strconv.AppendUint(dst, seq, 10)
