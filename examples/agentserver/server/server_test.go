@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/replaybus/replaybus/adapters/sse"
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/observe"
 	"github.com/replaybus/replaybus/scope"
@@ -237,11 +237,11 @@ func TestHealthzInfoAndRouting(t *testing.T) {
 
 	status, _, body = do(t, s, http.MethodGet, "/session/unknown/events", "")
 	assert.Equal(t, http.StatusNotFound, status)
-	assert.Equal(t, sse.CodeSessionNotFound, body["code"])
+	assert.Equal(t, resume.CodeSessionNotFound, body["code"])
 
 	status, _, body = do(t, s, http.MethodGet, "/session/x/events?lastEventId=abc", "")
 	assert.Equal(t, http.StatusBadRequest, status)
-	assert.Equal(t, sse.CodeInvalidLastEventID, body["code"])
+	assert.Equal(t, resume.CodeInvalidLastEventID, body["code"])
 }
 
 func TestPage(t *testing.T) {
@@ -299,7 +299,7 @@ func TestStreamAndClose(t *testing.T) {
 		require.NoError(t, err)
 		lines = append(lines, strings.TrimRight(line, "\n"))
 	}
-	assert.Equal(t, []string{"retry: 3000", "", "id: 1", "event: hello",
+	assert.Equal(t, []string{"retry: 3000", "", "id: " + s.Bus().Epoch() + "-1", "event: hello",
 		`data: {"v":1,"id":1,"type":"hello","session":"live","data":{"n":1}}`, ""}, lines)
 
 	closed := make(chan error, 1)

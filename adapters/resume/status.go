@@ -1,20 +1,21 @@
-package sse
+package resume
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/internal/textutil"
 )
 
-// Error codes of the JSON body {"code":…,"message":…} that [Handler]
-// answers before a stream starts. docs/protocol.md lists them with their
-// status codes.
+// Error codes of the JSON body {"code":…,"message":…} that the SSE and
+// WebSocket handlers answer before a stream starts. docs/protocol.md lists
+// them with their status codes.
 const (
 	CodeInvalidLastEventID = "invalid_last_event_id"     // 400: Last-Event-ID / last_event_id / lastEventId malformed
 	CodeInvalidMaxQueued   = "invalid_max_queued"        // 400: maxQueued not 16–2048
@@ -31,17 +32,19 @@ const (
 	CodeSessionClosed      = "session_closed"            // 410: the session was closed
 	CodeSubscriberLimit    = "subscriber_limit_exceeded" // 429: the session is at its subscriber cap; Retry-After: 5
 	CodeInternal           = "internal_error"            // 500: anything else
-	// CodeUnavailable is the code of a 503 answer. The handler itself
-	// never sends it (a closing handler answers 200 with a retry: line and
-	// an empty stream, so browsers reconnect); [Stream] retries it.
+	// CodeUnavailable is the code of a 503 answer: a closed WebSocket
+	// handler, a bus that has lost its backend, a proxy. The SSE handler
+	// never sends it (a closing one answers 200 with a retry: line and an
+	// empty stream, so browsers reconnect); [Stream] retries it.
 	CodeUnavailable = "unavailable"
 )
 
-// StatusError is an HTTP error answer of the SSE endpoint: what [Handler]
-// writes as {"code":…,"message":…} with Status, and what [Stream.Next]
-// returns when the server answers a reconnect with a 4xx (the client then
-// stops). An Authorize hook may return one to choose the status and code
-// itself (401 for a missing token, say).
+// StatusError is an HTTP error answer of the subscribe endpoint: what the
+// SSE and WebSocket handlers write as {"code":…,"message":…} with Status
+// ([StatusError.Answer]), and what [Stream.Next] returns when the server
+// answers a connect with a 4xx (the stream then stops). An Authorize hook
+// may return one to choose the status and code itself (401 for a missing
+// token, say).
 //
 // errors.Is matches it against the eventbus sentinels its code stands for:
 // session_closed ~ [eventbus.ErrSessionClosed], session_not_found ~
@@ -54,14 +57,18 @@ type StatusError struct {
 	// RetryAfter is the Retry-After delay: sent by the handler when > 0
 	// (rounded up to whole seconds), read back by the client.
 	RetryAfter time.Duration
+	// Epoch is the answer's X-Event-Epoch, read back by [ReadStatusError]
+	// (a 404 from another epoch is a restarted server); [StatusError.Answer]
+	// does not write it: the handlers set that header on every answer.
+	Epoch string
 }
 
-// Error reads "sse: <status> <code>: <message>".
+// Error reads "resume: <status> <code>: <message>".
 func (e *StatusError) Error() string {
 	if e.Message == "" {
-		return fmt.Sprintf("sse: %d %s", e.Status, e.Code)
+		return fmt.Sprintf("resume: %d %s", e.Status, e.Code)
 	}
-	return fmt.Sprintf("sse: %d %s: %s", e.Status, e.Code, e.Message)
+	return fmt.Sprintf("resume: %d %s: %s", e.Status, e.Code, e.Message)
 }
 
 // Is reports whether the code stands for target (see [StatusError]).
@@ -82,8 +89,10 @@ type errorBody struct {
 	Message string `json:"message"`
 }
 
-// write answers w with e as JSON.
-func (e *StatusError) write(w http.ResponseWriter) {
+// Answer writes e to w as the handlers do: status e.Status, JSON body
+// {"code":…,"message":…}, Cache-Control: no-store, nosniff, Retry-After
+// (whole seconds, rounded up) when RetryAfter is set, Allow: GET for a 405.
+func (e *StatusError) Answer(w http.ResponseWriter) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
@@ -100,10 +109,17 @@ func (e *StatusError) write(w http.ResponseWriter) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// readStatusError builds the error for a non-200 response from its body
-// (read up to 64 KiB) and headers.
-func readStatusError(resp *http.Response, body []byte) *StatusError {
-	e := &StatusError{Status: resp.StatusCode}
+// ReadStatusError builds the error of a refused request from its answer:
+// the JSON body's code and message (read up to 64 KiB; another body is
+// the message, cut to 512 bytes, with the status text as code) and the
+// Retry-After header (seconds or an HTTP date). It does not close the
+// body.
+func ReadStatusError(resp *http.Response) *StatusError {
+	var body []byte
+	if resp.Body != nil {
+		body, _ = io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	}
+	e := &StatusError{Status: resp.StatusCode, Epoch: resp.Header.Get(HeaderEpoch)}
 	var eb errorBody
 	if json.Unmarshal(body, &eb) == nil && eb.Code != "" {
 		e.Code, e.Message = eb.Code, eb.Message
@@ -124,9 +140,12 @@ func readStatusError(resp *http.Response, body []byte) *StatusError {
 	return e
 }
 
-// statusFor maps a Subscribe error for session to the answer the handler
-// writes.
-func statusFor(err error, session string) *StatusError {
+// StatusFor maps an error of [eventbus.Bus.Subscribe] for session to the
+// answer the handlers give: 429 subscriber_limit_exceeded (Retry-After 5),
+// 404 session_not_found, 410 session_closed, 503 unavailable (Retry-After
+// 5), 400 invalid_request, else 500 internal_error; the message is the
+// error's text without Go package prefixes.
+func StatusFor(err error, session string) *StatusError {
 	var limit *eventbus.SubscriberLimitError
 	switch {
 	case errors.As(err, &limit):
@@ -134,7 +153,7 @@ func statusFor(err error, session string) *StatusError {
 			Message:    fmt.Sprintf("session %q already has %d subscribers (the limit)", limit.Session, limit.Limit),
 			RetryAfter: 5 * time.Second}
 	case errors.Is(err, eventbus.ErrSubscriberLimit):
-		return &StatusError{Status: http.StatusTooManyRequests, Code: CodeSubscriberLimit, Message: publicMessage(err),
+		return &StatusError{Status: http.StatusTooManyRequests, Code: CodeSubscriberLimit, Message: textutil.PublicMessage(err),
 			RetryAfter: 5 * time.Second}
 	case errors.Is(err, eventbus.ErrSessionNotFound):
 		return &StatusError{Status: http.StatusNotFound, Code: CodeSessionNotFound,
@@ -143,28 +162,10 @@ func statusFor(err error, session string) *StatusError {
 		return &StatusError{Status: http.StatusGone, Code: CodeSessionClosed,
 			Message: fmt.Sprintf("session %q closed", session)}
 	case errors.Is(err, eventbus.ErrClosed):
-		return &StatusError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: publicMessage(err),
+		return &StatusError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: textutil.PublicMessage(err),
 			RetryAfter: 5 * time.Second}
 	case errors.Is(err, eventbus.ErrInvalid):
-		return &StatusError{Status: http.StatusBadRequest, Code: CodeInvalidRequest, Message: publicMessage(err)}
+		return &StatusError{Status: http.StatusBadRequest, Code: CodeInvalidRequest, Message: textutil.PublicMessage(err)}
 	}
-	return &StatusError{Status: http.StatusInternalServerError, Code: CodeInternal, Message: publicMessage(err)}
-}
-
-// publicMessage is err's text for an HTTP answer: without the Go package
-// prefixes ("eventbus: ", "sse: ", …) that mean nothing to a client.
-func publicMessage(err error) string {
-	msg := err.Error()
-	for {
-		i := strings.Index(msg, ": ")
-		if i < 0 {
-			return msg
-		}
-		switch msg[:i] {
-		case "eventbus", "sse", "scope", "replay", "nats", "config", "json", "url", "strconv":
-			msg = msg[i+2:]
-		default:
-			return msg
-		}
-	}
+	return &StatusError{Status: http.StatusInternalServerError, Code: CodeInternal, Message: textutil.PublicMessage(err)}
 }

@@ -1,4 +1,4 @@
-package sse_test
+package resume_test
 
 import (
 	"strconv"
@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/adapters/sse"
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -22,7 +22,7 @@ func TestParseCursor(t *testing.T) {
 		{"0", &eventbus.Position{}},
 		{"7", &eventbus.Position{ID: 7}},
 		{"007", &eventbus.Position{ID: 7}},
-		{"9007199254740991", &eventbus.Position{ID: sse.MaxID}},
+		{"9007199254740991", &eventbus.Position{ID: resume.MaxID}},
 		{"abc123-42", &eventbus.Position{ID: 42, Epoch: "abc123"}},
 		{"A_z-0", &eventbus.Position{Epoch: "A_z"}},
 		// Well-formed epochs this bus never issued: another incarnation's.
@@ -31,7 +31,7 @@ func TestParseCursor(t *testing.T) {
 		{"é-1", &eventbus.Position{ID: 1, Epoch: "é"}},
 	}
 	for _, tt := range good {
-		c, err := sse.ParseCursor(tt.in)
+		c, err := resume.ParseCursor(tt.in)
 		require.NoError(t, err, "%q", tt.in)
 		assert.Equal(t, tt.want, c, "%q", tt.in)
 	}
@@ -42,8 +42,8 @@ func TestParseCursor(t *testing.T) {
 		strings.Repeat("e", 65) + "-1",
 	}
 	for _, in := range bad {
-		_, err := sse.ParseCursor(in)
-		var ce *sse.CursorError
+		_, err := resume.ParseCursor(in)
+		var ce *resume.CursorError
 		require.ErrorAs(t, err, &ce, "%q", in)
 		assert.Equal(t, in, ce.Value)
 		assert.Contains(t, err.Error(), strconv.Quote(in)[:min(len(strconv.Quote(in)), 20)], "error names the value")
@@ -52,15 +52,15 @@ func TestParseCursor(t *testing.T) {
 
 func TestParseEpoch(t *testing.T) {
 	t.Parallel()
-	e, err := sse.ParseEpoch("")
+	e, err := resume.ParseEpoch("")
 	require.NoError(t, err)
 	assert.Empty(t, e)
-	e, err = sse.ParseEpoch("0123abcDEF_")
+	e, err = resume.ParseEpoch("0123abcDEF_")
 	require.NoError(t, err)
 	assert.Equal(t, "0123abcDEF_", e)
 	for _, in := range []string{"a\x00b", "a\x7f", "\xffab", "a\r\n", strings.Repeat("x", 65)} {
-		_, err := sse.ParseEpoch(in)
-		var ee *sse.EpochError
+		_, err := resume.ParseEpoch(in)
+		var ee *resume.EpochError
 		require.ErrorAs(t, err, &ee, "%q", in)
 	}
 }
@@ -70,7 +70,7 @@ func FuzzParseCursor(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		c, err := sse.ParseCursor(s)
+		c, err := resume.ParseCursor(s)
 		if err != nil {
 			assert.Nil(t, c)
 			assert.Contains(t, err.Error(), "invalid Last-Event-ID")
@@ -81,7 +81,7 @@ func FuzzParseCursor(f *testing.F) {
 			return
 		}
 		require.NotNil(t, c)
-		assert.LessOrEqual(t, c.ID, uint64(sse.MaxID))
+		assert.LessOrEqual(t, c.ID, uint64(resume.MaxID))
 		assert.NotContains(t, s, "\x00")
 		assert.NotContains(t, s, "\r")
 		assert.NotContains(t, s, "\n")
@@ -90,7 +90,7 @@ func FuzzParseCursor(f *testing.F) {
 		require.NoError(t, perr, "%q accepted but not a decimal", s)
 		assert.Equal(t, n, c.ID)
 		// Round trip, modulo leading zeros.
-		again, err := sse.ParseCursor(c.String())
+		again, err := resume.ParseCursor(c.String())
 		require.NoError(t, err)
 		assert.Equal(t, c, again)
 	})

@@ -1,4 +1,4 @@
-package sse
+package resume
 
 import (
 	"fmt"
@@ -35,7 +35,7 @@ func parseCoalescing(q url.Values, o *eventbus.SubscribeOptions) *StatusError {
 	default:
 		set, ok := coalesce.Lookup(name)
 		if !ok {
-			return bad(CodeInvalidCoalesce, "invalid coalesce %s (want %s or off)", quoteCut(name), strings.Join(coalesce.Names(), ", "))
+			return bad(CodeInvalidCoalesce, "invalid coalesce %s (want %s or off)", quote(name), strings.Join(coalesce.Names(), ", "))
 		}
 		o.Coalesce = set
 	}
@@ -43,11 +43,11 @@ func parseCoalescing(q url.Values, o *eventbus.SubscribeOptions) *StatusError {
 		d, err := time.ParseDuration(s)
 		switch {
 		case err != nil:
-			return bad(CodeInvalidThrottle, "invalid throttle %s: not a duration (want e.g. 150ms, 0–%v)", quoteCut(s), MaxThrottle)
+			return bad(CodeInvalidThrottle, "invalid throttle %s: not a duration (want e.g. 150ms, 0–%v)", quote(s), MaxThrottle)
 		case d < 0 || d > MaxThrottle:
-			return bad(CodeInvalidThrottle, "invalid throttle %s: out of range (want 0–%v)", quoteCut(s), MaxThrottle)
+			return bad(CodeInvalidThrottle, "invalid throttle %s: out of range (want 0–%v)", quote(s), MaxThrottle)
 		case d > 0 && o.Coalesce == nil:
-			return bad(CodeInvalidThrottle, "throttle %s needs coalesce=%s", quoteCut(s), strings.Join(coalesce.Names(), " or "))
+			return bad(CodeInvalidThrottle, "throttle %s needs coalesce=%s", quote(s), strings.Join(coalesce.Names(), " or "))
 		}
 		o.Throttle = d
 	}

@@ -1,4 +1,4 @@
-package sse
+package resume
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 
 func TestBackoffBoundsAndJitter(t *testing.T) {
 	t.Parallel()
-	c := &Client{Retry: 100 * time.Millisecond, MaxBackoff: time.Second}
-	s := c.Subscribe(context.Background(), "http://x/session/a%2Fb/events", StreamOptions{})
+	b := Backoff{Retry: 100 * time.Millisecond, MaxBackoff: time.Second}
+	s := NewStream(context.Background(), nil, "http://x/session/a%2Fb/events", StreamOptions{}, b)
 	defer s.Close()
 	assert.Equal(t, "a/b", s.session, "session taken from the URL")
 	for failures, want := range []time.Duration{100, 200, 400, 800, 1000, 1000, 1000} {
@@ -41,6 +41,7 @@ func TestSessionFromURL(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{
 		"http://h/session/s1/events":             "s1",
+		"ws://h/session/s1/ws":                   "s1",
 		"http://h/api/session/s%201/events/?x=1": "s 1",
 		"http://h/sessions/s1/events":            "",
 		"http://h/session/s1/stream":             "",
@@ -56,10 +57,9 @@ func TestSessionFromURL(t *testing.T) {
 // spread over seconds, never below the floor.
 func TestBackoffRetryAfterSpreadsClients(t *testing.T) {
 	t.Parallel()
-	c := &Client{}
 	var lo, hi time.Duration
 	for i := range 40 {
-		s := c.Subscribe(context.Background(), "http://x/session/s/events", StreamOptions{})
+		s := NewStream(context.Background(), nil, "http://x/session/s/events", StreamOptions{}, Backoff{})
 		s.failures, s.minWait = 1, 5*time.Second
 		d := s.backoff()
 		s.Close()

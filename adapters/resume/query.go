@@ -1,4 +1,4 @@
-package sse
+package resume
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/replaybus/replaybus/internal/textutil"
 )
 
 // CodeUnknownParameter answers 400 for a query parameter that the endpoint
@@ -19,7 +21,7 @@ const CodeUnknownParameter = "unknown_query_parameter"
 // and WebSocket alike) reads, exactly as they must be spelled.
 var knownParams = [...]string{"scope", "maxQueued", "replay", "events", "lastEventId", "last_event_id", "coalesce", "throttle"}
 
-// QueryRules say what [ParseRequestWith] does with a query parameter that is
+// QueryRules say what [ParseRequest] does with a query parameter that is
 // not one the endpoint reads (scope, maxQueued, replay, events,
 // lastEventId, last_event_id, coalesce, throttle). The zero value is the default: such a
 // parameter is ignored — embedders put their own on the URL (?token=, a
@@ -64,11 +66,11 @@ func (qr QueryRules) checkQuery(q url.Values) *StatusError {
 		}
 		if like := resembles(k); like != "" {
 			return &StatusError{Status: http.StatusBadRequest, Code: CodeUnknownParameter,
-				Message: fmt.Sprintf("unknown query parameter %s (did you mean %s? names are case-sensitive)", quoteCut(k), like)}
+				Message: fmt.Sprintf("unknown query parameter %s (did you mean %s? names are case-sensitive)", quote(k), like)}
 		}
 		if qr.Strict {
 			return &StatusError{Status: http.StatusBadRequest, Code: CodeUnknownParameter,
-				Message: fmt.Sprintf("unknown query parameter %s (want %s)", quoteCut(k), strings.Join(knownParams[:], ", "))}
+				Message: fmt.Sprintf("unknown query parameter %s (want %s)", quote(k), strings.Join(knownParams[:], ", "))}
 		}
 	}
 	return nil
@@ -88,7 +90,7 @@ func resembles(k string) string {
 		if len(nn) > 6 {
 			limit = 2
 		}
-		d := osaDistance(nk, nn)
+		d := textutil.Distance(nk, nn, true)
 		if d > limit {
 			continue
 		}
@@ -119,34 +121,4 @@ func foldName(s string) string {
 		}
 	}
 	return b.String()
-}
-
-// osaDistance is the optimal-string-alignment distance between a and b in
-// bytes: Levenshtein plus adjacent transpositions as one edit. Inputs over
-// 64 bytes are not compared (a large distance is returned): no known name
-// is that long.
-func osaDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return 1 << 20
-	}
-	var rows [3][65]int
-	prev2, prev, cur := &rows[0], &rows[1], &rows[2]
-	for j := 0; j <= len(b); j++ {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				cur[j] = min(cur[j], prev2[j-2]+1)
-			}
-		}
-		prev2, prev, cur = prev, cur, prev2
-	}
-	return prev[len(b)]
 }

@@ -1,4 +1,4 @@
-package sse
+package resume
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/internal/textutil"
 )
 
 // MaxID is the largest event id a cursor may name: 2^53−1, the largest
@@ -26,11 +27,11 @@ type CursorError struct {
 }
 
 // Error names the value, quoted and cut to 64 bytes, and what is wrong.
-func (e *CursorError) Error() string { return "sse: " + e.message() }
+func (e *CursorError) Error() string { return "resume: " + e.message() }
 
 // message is Error without the package prefix: what an HTTP answer says.
 func (e *CursorError) message() string {
-	return fmt.Sprintf("invalid Last-Event-ID %s: %s", quoteCut(e.Value), e.Reason)
+	return fmt.Sprintf("invalid Last-Event-ID %s: %s", quote(e.Value), e.Reason)
 }
 
 // ParseCursor parses a Last-Event-ID value strictly into the bus's cursor
@@ -48,8 +49,9 @@ func (e *CursorError) message() string {
 //
 // Anything else — "abc", "-1", "1.5", "0x3", " 7", "+7", "7 ", a value over
 // MaxID or over the uint64 range, NUL, CR or LF anywhere, an epoch over
-// MaxEpochLen bytes — is a [*CursorError] naming the value. Where qwen-code silently ignores a bad
-// cursor (and so hides a gap), the handler answers 400.
+// MaxEpochLen bytes — is a [*CursorError] naming the value; the handlers
+// answer it with 400 invalid_last_event_id (docs/protocol.md says why a bad
+// cursor is never ignored).
 func ParseCursor(s string) (*eventbus.Position, error) {
 	if s == "" {
 		return nil, nil
@@ -78,11 +80,11 @@ type EpochError struct {
 }
 
 // Error names the value, quoted and cut to 64 bytes, and what is wrong.
-func (e *EpochError) Error() string { return "sse: " + e.message() }
+func (e *EpochError) Error() string { return "resume: " + e.message() }
 
 // message is Error without the package prefix: what an HTTP answer says.
 func (e *EpochError) message() string {
-	return fmt.Sprintf("invalid X-Event-Epoch %s: %s", quoteCut(e.Value), e.Reason)
+	return fmt.Sprintf("invalid X-Event-Epoch %s: %s", quote(e.Value), e.Reason)
 }
 
 // ParseEpoch checks an X-Event-Epoch request header value: "" (none) or an
@@ -176,17 +178,28 @@ func parseSeq(s string) (uint64, string) {
 	return n, ""
 }
 
-// quoteCut quotes s with %q, cutting it to 64 bytes first (at a rune
-// boundary, so non-ASCII text is quoted as itself) so an error never echoes
-// a huge header.
-func quoteCut(s string) string {
-	const limit = 64
-	if len(s) <= limit {
-		return fmt.Sprintf("%q", s)
+// quote quotes s for an answer, cut to 64 bytes at a rune boundary (see
+// textutil.Quote), so an error never echoes a huge header.
+func quote(s string) string { return textutil.Quote(s, 64) }
+
+// FormatID returns the cursor of a real event as a server writes it: the
+// decimal seq, or "<epoch>-<seq>" when epoch is non-empty (CR, LF and NUL
+// are left out of the epoch). [ParseCursor] reads both forms back.
+func FormatID(seq uint64, epoch string) string { return string(AppendID(nil, seq, epoch)) }
+
+// AppendID appends [FormatID]'s form of seq and epoch to dst.
+func AppendID(dst []byte, seq uint64, epoch string) []byte {
+	if epoch != "" {
+		if strings.ContainsAny(epoch, "\r\n\x00") {
+			for i := 0; i < len(epoch); i++ {
+				if c := epoch[i]; c != '\r' && c != '\n' && c != 0 {
+					dst = append(dst, c)
+				}
+			}
+		} else {
+			dst = append(dst, epoch...)
+		}
+		dst = append(dst, '-')
 	}
-	cut := limit
-	for cut > limit-utf8.UTFMax && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%q…(%d bytes)", s[:cut], len(s))
+	return strconv.AppendUint(dst, seq, 10)
 }
