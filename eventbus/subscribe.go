@@ -89,6 +89,9 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 	if err := s.setCoalescing(o); err != nil {
 		return nil, err
 	}
+	if err := s.setFilter(o.Types); err != nil {
+		return nil, err
+	}
 	cursor := o.Cursor
 	if o.NoReplay {
 		cursor = nil // AgentPool's replay=False wins over last_event_id
@@ -146,7 +149,7 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 		}
 		var job snapshotJob
 		if replay {
-			job = b.snapshotPlanLocked(x, s.kind, cursor)
+			job = b.snapshotPlanLocked(x, s.kind, cursor, s.filter.list())
 			if job.total > snapshotAllocUnderLock && cap(buf) < job.total {
 				// A large resume: allocate its storage without the lock
 				// (an allocation of that size may assist the GC), then
@@ -200,7 +203,7 @@ func (b *Bus) subscribeInTree(ctx context.Context, s *Subscription, sessionID st
 	}
 	var job snapshotJob
 	if replay {
-		job = b.snapshotPlanLocked(x, s.kind, cursor)
+		job = b.snapshotPlanLocked(x, s.kind, cursor, s.filter.list())
 		if job.total > snapshotAllocUnderLock && cap(*buf) < job.total {
 			tl.Unlock()
 			b.mu.RUnlock(tok)
@@ -273,7 +276,7 @@ type snapshotJob struct {
 // pos (nil: everything held) replays. The caller holds x's tree lock under
 // b.mu's read side (the scope's replay buffers all lie in x's tree), or b.mu
 // exclusively (required for the all scope).
-func (b *Bus) snapshotPlanLocked(x *session, k scope.Kind, pos *Position) snapshotJob {
+func (b *Bus) snapshotPlanLocked(x *session, k scope.Kind, pos *Position, types []string) snapshotJob {
 	j := snapshotJob{now: b.nowNanos(), earliest: max(b.hot.seq.Load()+1, b.remote.highWater+1), hasCursor: pos != nil}
 	if pos != nil {
 		j.cursor = pos.ID
@@ -292,7 +295,7 @@ func (b *Bus) snapshotPlanLocked(x *session, k scope.Kind, pos *Position) snapsh
 	for _, r := range j.rings {
 		r.Expire(j.now) // an age bound evicts here too, not only at a publish
 		j.total += r.CountAfter(j.cursor)
-		j.evicted = max(j.evicted, r.HighestEvicted())
+		j.evicted = max(j.evicted, r.HighestEvictedOf(types))
 	}
 	if j.hasCursor && !j.reset && j.evicted > j.cursor {
 		b.cnt.resyncs.Add(1) // the ring_evicted frame finishSnapshot writes
@@ -327,6 +330,10 @@ func (b *Bus) snapshotLocked(j *snapshotJob, buf []*record) {
 func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 	sid := s.sess.id
 	snap, cursor, hasCursor := j.snap, j.cursor, j.hasCursor
+	if s.filter != nil {
+		// The copy is s's own: filter it in place.
+		snap = slices.DeleteFunc(snap, func(r *record) bool { return !s.filter.has(r.Type) })
+	}
 	// The replay byte budget: at least one event, then stop before the
 	// event that would exceed it. One pass finds the cut and checks the
 	// order (a single ring is in id order; several are merged by sorting,

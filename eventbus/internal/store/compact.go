@@ -72,7 +72,11 @@ type Options struct {
 // fold.
 func New(o Options) (Log[*queue.Record], error) {
 	if o.Merger == nil && o.Bytes <= 0 && o.MaxAge <= 0 {
-		return NewRing[*queue.Record](o.Records, queue.RecordID)
+		b, err := replay.New(o.Records, queue.RecordID)
+		if err != nil {
+			return nil, err
+		}
+		return &typedRing{Buffer: b}, nil
 	}
 	b, err := replay.New(o.Records, slotID)
 	if err != nil {
@@ -105,6 +109,7 @@ type compactLog struct {
 	maxAge    int64  // ns; 0: no age bound
 	foldBytes int    // the most payload one folded record holds
 	bytes     int64  // payload bytes held
+	ev        evictions
 }
 
 func (l *compactLog) Append(r *queue.Record) {
@@ -129,6 +134,7 @@ func (l *compactLog) Append(r *queue.Record) {
 	}
 	if old, dropped := l.buf.Append(&slot{last: r, key: key, bytes: len(r.Data)}); dropped {
 		l.bytes -= int64(old.bytes)
+		l.ev.note(old.last.Type, old.last.ID)
 	}
 }
 
@@ -144,6 +150,7 @@ func (l *compactLog) evict(now int64) {
 		}
 		l.buf.DropOldest()
 		l.bytes -= int64(s.bytes)
+		l.ev.note(s.last.Type, s.last.ID)
 	}
 }
 
@@ -199,9 +206,23 @@ func (l *compactLog) Len() int { return l.buf.Len() }
 
 func (l *compactLog) HighestEvicted() uint64 { return l.buf.HighestEvicted() }
 
-func (l *compactLog) MarkEvicted(upTo uint64) { l.buf.MarkEvicted(upTo) }
+func (l *compactLog) HighestEvictedOf(types []string) uint64 {
+	if types == nil {
+		return l.buf.HighestEvicted()
+	}
+	return l.ev.of(types)
+}
+
+func (l *compactLog) MarkEvicted(upTo uint64) {
+	l.buf.MarkEvicted(upTo)
+	l.ev.any = max(l.ev.any, upTo)
+}
 
 func (l *compactLog) Clear() {
+	for i := range l.buf.Len() {
+		s := l.buf.At(i)
+		l.ev.note(s.last.Type, s.last.ID)
+	}
 	l.buf.Clear()
 	l.bytes = 0
 }

@@ -1,0 +1,27 @@
+package sse_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/replaybus/replaybus/adapters/sse"
+	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
+)
+
+// ?types= selects the event types of the replay and of the live stream.
+func TestHandlerTypesQuery(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, eventbus.Options{})
+	a1 := publish(t, b, "s1", "a", nil)
+	publish(t, b, "s1", "b", nil)
+	srv := serve(t, newHandler(t, b, sse.HandlerOptions{PlainIDs: true}), nil)
+	s := openRaw(t, srv.URL+"/session/s1/events?types=a&lastEventId=0", nil)
+	defer s.close()
+	assert.Equal(t, a1.ID, s.next(t).ID)
+	assert.Equal(t, frame.TypeReplayComplete, s.next(t).Type)
+	publish(t, b, "s1", "b", nil)
+	a2 := publish(t, b, "s1", "a", nil)
+	assert.Equal(t, a2.ID, s.next(t).ID, "the live b is not sent")
+}
