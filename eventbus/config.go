@@ -217,6 +217,21 @@ type Options struct {
 	// agentpool (read by the config package, which knows the rule sets).
 	ReplayCompact Coalescer `env:"-"`
 
+	// Snapshots, if set, is the application's snapshot provider: a
+	// subscriber whose position is lost (its resume would get
+	// state_resync_required with ring_evicted or epoch_reset) or that asks
+	// at join (SubscribeOptions.Snapshot, ?snapshot=1) receives one
+	// snapshot frame — the state the provider returns and the id it
+	// reflects — and then exactly the events after that id: no gap, no
+	// duplicate at the seam (the replay after the id is taken under the
+	// same lock as the subscriber's registration). Should events after
+	// that id be gone by the time the subscriber registers (a publisher
+	// ran a whole buffer ahead meanwhile), the provider is asked again, at
+	// most three times per subscribe; then ring_evicted follows the
+	// snapshot as usual. It is called with no bus lock held.
+	// Nil (the default): no snapshot frame, today's resync frames.
+	Snapshots SnapshotProvider `env:"-"`
+
 	// Logger receives log records about slow clients, evictions, drops and
 	// session expiry, aggregated and rate-limited: one WARN line per
 	// eviction and per drop episode of a subscriber (then at most one per

@@ -70,6 +70,14 @@ type SubscribeOptions struct {
 	// default) receives every type. Over SSE and WebSocket: ?types=a,b.
 	Types []string
 
+	// Snapshot asks for a snapshot frame at join: with the bus's
+	// [Options.Snapshots] provider set, the subscriber first receives the
+	// application's state as of an id, then exactly the events after it
+	// (the cursor is replaced by that id). Without a provider it does
+	// nothing. A subscriber whose position is lost gets a snapshot without
+	// asking. Over SSE and WebSocket: ?snapshot=1.
+	Snapshot bool
+
 	// Throttle, with Coalesce set, holds a mergeable live event for up to
 	// this long after the previous one was handed out, merging what follows
 	// (OpenClaw's 150 ms chat-delta throttle); any other event hands out

@@ -1,6 +1,7 @@
 package eventbus_test
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"testing"
@@ -73,11 +74,31 @@ func TestPropertyCompactResume(t *testing.T) {
 		if rapid.IntRange(0, 4).Draw(t, "off") == 0 {
 			rules = nil // compaction off: the same promises
 		}
-		b, err := eventbus.New(eventbus.Options{Epoch: "e", ReplayBufferSize: size, ReplayCompact: rules, ReplayMaxBytes: maxBytes})
+		// A snapshot provider (the application's transcript of a session
+		// as of a drawn point), or none.
+		snaps := rapid.Bool().Draw(t, "snapshots")
+		var pub []pubEv
+		points := map[string]uint64{}
+		transcript := func(session string, asOf uint64) string {
+			var text string
+			for _, p := range pub {
+				if p.session == session && p.id <= asOf {
+					text += p.text
+				}
+			}
+			return text
+		}
+		cfg := eventbus.Options{Epoch: "e", ReplayBufferSize: size, ReplayCompact: rules, ReplayMaxBytes: maxBytes}
+		if snaps {
+			cfg.Snapshots = func(_ context.Context, session string) (json.RawMessage, uint64, error) {
+				state, err := json.Marshal(transcript(session, points[session]))
+				return state, points[session], err
+			}
+		}
+		b, err := eventbus.New(cfg)
 		require.NoError(t, err)
 		defer b.Close()
 		sessions := []string{"a", "b", "c"}[:rapid.IntRange(1, 3).Draw(t, "sessions")]
-		var pub []pubEv
 		n := rapid.IntRange(0, 40).Draw(t, "events")
 		for i := range n {
 			s := rapid.SampledFrom(sessions).Draw(t, "session")
@@ -106,6 +127,15 @@ func TestPropertyCompactResume(t *testing.T) {
 			pub = append(pub, pubEv{id: ev.ID, session: s, typ: typ, text: text})
 		}
 		for _, s := range sessions {
+			point := []uint64{0}
+			for _, p := range pub {
+				if p.session == s {
+					point = append(point, p.id)
+				}
+			}
+			points[s] = rapid.SampledFrom(point).Draw(t, "snapshot point")
+		}
+		for _, s := range sessions {
 			var mine []pubEv
 			// A filter by type: every type, or a random non-empty subset.
 			types := []string{chunkType, "agent_thought_chunk", "tool_call_update", "tool_call"}
@@ -127,14 +157,33 @@ func TestPropertyCompactResume(t *testing.T) {
 				cursors = append(cursors, p.id)
 			}
 			for _, c := range cursors {
-				sub, err := b.Subscribe(t.Context(), s, eventbus.SubscribeOptions{Cursor: &eventbus.Position{Epoch: "e", ID: c}, Types: filter})
+				ask := snaps && rapid.Bool().Draw(t, "ask snapshot")
+				sub, err := b.Subscribe(t.Context(), s, eventbus.SubscribeOptions{Cursor: &eventbus.Position{Epoch: "e", ID: c}, Types: filter, Snapshot: ask})
 				require.NoError(t, err)
 				frames := drain(sub)
 				sub.Close()
 				covered := map[uint64]bool{}
 				complete := uint64(0) // completeFromId of a ring_evicted, 0 none
-				last := c
-				for _, f := range frames {
+				last, snapped := c, false
+				for i, f := range frames {
+					if f.Type == frame.TypeSnapshot {
+						// The state as of an id replaces the position:
+						// the events after that id follow, exactly.
+						require.Zero(t, i, "the snapshot comes first")
+						var d frame.SnapshotData
+						require.NoError(t, json.Unmarshal(f.Data, &d))
+						require.Equal(t, points[s], d.LastEventID)
+						var state string
+						require.NoError(t, json.Unmarshal(d.State, &state))
+						require.Equal(t, transcript(s, d.LastEventID), state)
+						if ask {
+							require.Equal(t, frame.ReasonRequested, d.Reason)
+						} else {
+							require.Equal(t, frame.ReasonRingEvicted, d.Reason)
+						}
+						c, last, snapped = d.LastEventID, d.LastEventID, true
+						continue
+					}
 					if f.Type == frame.TypeStateResyncRequired {
 						var d frame.ResyncData
 						require.NoError(t, json.Unmarshal(f.Data, &d))
@@ -175,6 +224,10 @@ func TestPropertyCompactResume(t *testing.T) {
 					}
 					require.NotZero(t, complete, "event %d after cursor %d lost without ring_evicted", p.id, c)
 					require.Less(t, p.id, complete, "event %d at/after completeFromId %d lost", p.id, complete)
+				}
+				require.Equal(t, ask, snapped && ask, "a snapshot asked for at join comes")
+				if snaps && !snapped {
+					require.Zero(t, complete, "with a provider a lost position gets a snapshot, not ring_evicted alone")
 				}
 				if complete != 0 {
 					require.True(t, slices.ContainsFunc(mine, func(p pubEv) bool { return p.id > c && !covered[p.id] }),

@@ -9,6 +9,24 @@ import (
 	"github.com/replaybus/replaybus/internal/textutil"
 )
 
+// CodeInvalidSnapshot answers 400 for a ?snapshot= other than 0 or 1.
+const CodeInvalidSnapshot = "invalid_snapshot"
+
+// parseSnapshot reads ?snapshot=1 (eventbus.SubscribeOptions.Snapshot:
+// the application's state first, then the events after it; only where the
+// bus has a snapshot provider).
+func parseSnapshot(q url.Values, o *eventbus.SubscribeOptions) *StatusError {
+	switch v := q.Get("snapshot"); v {
+	case "", "0":
+	case "1":
+		o.Snapshot = true
+	default:
+		return &StatusError{Status: http.StatusBadRequest, Code: CodeInvalidSnapshot,
+			Message: "invalid snapshot " + quote(v) + " (want 0 or 1)"}
+	}
+	return nil
+}
+
 // CodeInvalidTypes answers 400 for a ?types= list with an entry that is
 // not an event type (white space or a control character inside it) or
 // with more than 64 entries.

@@ -44,3 +44,22 @@ func TestParseRequestTypes(t *testing.T) {
 	require.NotNil(t, serr, "a look-alike of types is refused")
 	assert.Equal(t, resume.CodeUnknownParameter, serr.Code)
 }
+
+// ?snapshot=1 becomes SubscribeOptions.Snapshot; anything but 0 or 1 is a
+// 400 invalid_snapshot.
+func TestParseRequestSnapshot(t *testing.T) {
+	t.Parallel()
+	for q, want := range map[string]bool{"": false, "snapshot=0": false, "snapshot=1": true} {
+		r, err := http.NewRequest(http.MethodGet, "/session/s1/events?"+q, nil)
+		require.NoError(t, err)
+		o, serr := resume.ParseRequest(r, "s1", "e", resume.QueryRules{})
+		require.Nil(t, serr, q)
+		assert.Equal(t, want, o.Snapshot, q)
+	}
+	r, err := http.NewRequest(http.MethodGet, "/session/s1/events?snapshot=yes", nil)
+	require.NoError(t, err)
+	_, serr := resume.ParseRequest(r, "s1", "e", resume.QueryRules{})
+	require.NotNil(t, serr)
+	assert.Equal(t, resume.CodeInvalidSnapshot, serr.Code)
+	assert.Contains(t, serr.Message, `"yes"`)
+}
