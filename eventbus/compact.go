@@ -47,3 +47,25 @@ func (b *Bus) newLog() (store.Log[*record], error) {
 	}
 	return store.New(o)
 }
+
+// mergeFolds replaces every record of snap that a compacting log handed
+// out unmerged (Ext.Fold) by the records it merges into, in place when
+// each merges into one. It runs after the lock of the snapshot is
+// released (finishSnapshot): a merge reads every part of a folded record.
+func mergeFolds(snap []*record) []*record {
+	for i, r := range snap {
+		if r.Ext == nil || r.Ext.Fold == nil {
+			continue
+		}
+		m := r.Ext.Fold.Merge()
+		if len(m) == 1 {
+			snap[i] = m[0]
+			continue
+		}
+		// The parts did not merge: they replay one by one.
+		out := make([]*record, 0, len(snap)+len(m))
+		out = append(append(out, snap[:i]...), m...)
+		return append(out, mergeFolds(snap[i+1:])...)
+	}
+	return snap
+}

@@ -117,6 +117,40 @@ func BenchmarkCompactLateJoiner(b *testing.B) {
 			b.ReportMetric(float64(frames)/float64(b.N), "frames/join")
 		})
 	}
+	// A joiner in the middle of a reply: one more delta is folded before
+	// each join, so each join merges the record's ~2,000 parts anew (a
+	// join after the reply ended reuses the merged payload, above).
+	b.Run("acp/ring=100/mid-reply", func(b *testing.B) {
+		bus, err := eventbus.New(eventbus.Options{ReplayCompact: coalesce.ACP})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer bus.Close()
+		for _, p := range payloads {
+			if _, err := bus.PublishJSON("s", chunkType, p); err != nil {
+				b.Fatal(err)
+			}
+		}
+		frames := 0
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := range b.N {
+			b.StopTimer()
+			if _, err := bus.PublishJSON("s", chunkType, payloads[i%replyDeltas]); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			sub, err := bus.Subscribe(context.Background(), "s", eventbus.SubscribeOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, ok := sub.TryNext(); ok; _, ok = sub.TryNext() {
+				frames++
+			}
+			sub.Close()
+		}
+		b.ReportMetric(float64(frames)/float64(b.N), "frames/join")
+	})
 }
 
 // BenchmarkCompactPublish: the cost of publishing one delta of a reply,

@@ -370,6 +370,7 @@ func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 		// The copy is s's own: filter it in place.
 		snap = slices.DeleteFunc(snap, func(r *record) bool { return !s.filter.has(r.Type) })
 	}
+	snap = mergeFolds(snap) // a compacting log's records, merged here, not under the lock
 	// The replay byte budget: at least one event, then stop before the
 	// event that would exceed it. One pass finds the cut and checks the
 	// order (a single ring is in id order; several are merged by sorting,

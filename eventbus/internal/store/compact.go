@@ -2,6 +2,7 @@ package store
 
 import (
 	"sort"
+	"sync/atomic"
 
 	"github.com/replaybus/replaybus/eventbus/internal/queue"
 	"github.com/replaybus/replaybus/replay"
@@ -96,7 +97,10 @@ type slot struct {
 	key   string        // last's merge key, "" when it never folds
 	parts []Part        // nil for a single record; ≥ 2 once folded, oldest first
 	bytes int           // payload bytes of the parts (or of last)
-	whole *queue.Record // the merged record of every part, once asked for; nil after a fold
+	// whole is the merged record of the parts, once a reader merged them
+	// all (outside the lock: atomic); it serves while its Count is the
+	// number of parts, i.e. until the next fold.
+	whole atomic.Pointer[queue.Record]
 }
 
 func slotID(s **slot) uint64 { return (*s).last.ID }
@@ -127,7 +131,7 @@ func (l *compactLog) Append(r *queue.Record) {
 				s.parts = append(make([]Part, 0, 4), Part{ID: s.last.ID, Data: s.last.Data})
 			}
 			s.parts = append(s.parts, Part{ID: r.ID, Data: r.Data})
-			s.last, s.whole = r, nil
+			s.last = r
 			s.bytes += len(r.Data)
 			return
 		}
@@ -169,35 +173,61 @@ func (l *compactLog) AppendAfter(dst []*queue.Record, cursor uint64) []*queue.Re
 	return dst
 }
 
-// view appends what s replays to a cursor: s as published, the merge of
-// its parts after the cursor (all of them when the cursor is before s), or
-// those parts one by one when they do not merge.
+// view appends what s replays to a cursor: s as published, or the merge
+// of its parts after the cursor (all of them when the cursor is before s).
+// The merge is not made here, under the session's lock: the record
+// appended carries a queue.Folded (Ext.Fold) that its reader merges after
+// the lock is released, unless the merge of every part is at hand.
 func (l *compactLog) view(dst []*queue.Record, s *slot, cursor uint64) []*queue.Record {
 	if s.parts == nil {
 		return append(dst, s.last)
 	}
 	k := sort.Search(len(s.parts), func(i int) bool { return s.parts[i].ID > cursor })
-	switch {
-	case k == len(s.parts)-1:
+	if k == len(s.parts)-1 {
 		return append(dst, s.last) // only the newest part is missing
-	case k == 0 && s.whole != nil:
-		return append(dst, s.whole)
 	}
-	parts := s.parts[k:]
-	data, err := l.m.Merge(s.key, s.last, parts)
-	if err != nil || len(data) == 0 {
-		for _, p := range parts[:len(parts)-1] {
-			dst = append(dst, &queue.Record{ID: p.ID, Session: s.last.Session, Type: s.last.Type, Data: p.Data,
-				Ext: s.last.Ext, Nanos: s.last.Nanos})
-		}
-		return append(dst, s.last)
+	if w := s.whole.Load(); k == 0 && w != nil && w.Ext.Count == len(s.parts) {
+		return append(dst, w)
 	}
-	ext := &queue.Ext{Origin: s.last.Origin(), Count: len(parts), FirstID: parts[0].ID}
-	r := &queue.Record{ID: s.last.ID, Session: s.last.Session, Type: s.last.Type, Data: data, Ext: ext, Nanos: s.last.Nanos}
+	parts := s.parts[k:len(s.parts):len(s.parts)] // a later fold never writes what this sees
+	f := &fold{m: l.m, key: s.key, last: s.last, parts: parts}
 	if k == 0 {
-		s.whole = r
+		f.whole = &s.whole
 	}
-	return append(dst, r)
+	return append(dst, &queue.Record{ID: s.last.ID, Session: s.last.Session, Type: s.last.Type, Nanos: s.last.Nanos,
+		Ext: &queue.Ext{Origin: s.last.Origin(), Count: len(parts), FirstID: parts[0].ID, Fold: f}})
+}
+
+// fold is a queue.Folded: parts of one slot, merged when read.
+type fold struct {
+	m     Merger
+	key   string
+	last  *queue.Record
+	parts []Part
+	whole *atomic.Pointer[queue.Record] // the slot's cache, when parts are all of them
+}
+
+// Merge merges the parts with the rule set: one record with the newest
+// id, Count and FirstID; or, when they do not merge, the parts one by one.
+func (f *fold) Merge() []*queue.Record {
+	last := f.last
+	data, err := f.m.Merge(f.key, last, f.parts)
+	if err != nil || len(data) == 0 {
+		out := make([]*queue.Record, 0, len(f.parts))
+		for _, p := range f.parts[:len(f.parts)-1] {
+			out = append(out, &queue.Record{ID: p.ID, Session: last.Session, Type: last.Type, Data: p.Data, Ext: last.Ext, Nanos: last.Nanos})
+		}
+		return append(out, last)
+	}
+	r := &queue.Record{ID: last.ID, Session: last.Session, Type: last.Type, Data: data, Nanos: last.Nanos,
+		Ext: &queue.Ext{Origin: last.Origin(), Count: len(f.parts), FirstID: f.parts[0].ID}}
+	if f.whole != nil {
+		// Kept for the next reader unless a fold made a newer one first.
+		if w := f.whole.Load(); w == nil || w.Ext.Count < r.Ext.Count {
+			f.whole.CompareAndSwap(w, r)
+		}
+	}
+	return []*queue.Record{r}
 }
 
 func (l *compactLog) CountAfter(cursor uint64) int { return l.buf.Len() - l.buf.Search(cursor) }

@@ -74,7 +74,16 @@ func TestCompactLog(t *testing.T) {
 	assert.Equal(t, 2, l.Len(), "x, then abc")
 	assert.Zero(t, l.HighestEvicted())
 	view := func(cursor uint64) (out []string) {
+		var rs []*queue.Record
 		for _, r := range l.AppendAfter(nil, cursor) {
+			if r.Ext != nil && r.Ext.Fold != nil {
+				assert.Nil(t, r.Data, "merged by the reader, not under the lock")
+				rs = append(rs, r.Ext.Fold.Merge()...)
+				continue
+			}
+			rs = append(rs, r)
+		}
+		for _, r := range rs {
 			s := string(r.Data) + "@" + strconv.FormatUint(r.ID, 10)
 			if r.Ext != nil {
 				s += "#" + strconv.Itoa(r.Ext.Count) + "from" + strconv.FormatUint(r.Ext.FirstID, 10)
@@ -122,4 +131,26 @@ func TestLogBounds(t *testing.T) {
 	add(6, "l", 31)
 	assert.Equal(t, 1, l.Len(), "an append evicts by age too")
 	assert.Equal(t, uint64(5), l.HighestEvicted())
+}
+
+// failing never merges.
+type failing struct{ concat }
+
+func (failing) Merge(string, *queue.Record, []Part) ([]byte, error) { return nil, assert.AnError }
+
+// Parts that do not merge replay one by one, each with its own id.
+func TestCompactLogMergeFails(t *testing.T) {
+	l, err := New(Options{Records: 2, Merger: failing{}})
+	require.NoError(t, err)
+	for id := uint64(1); id <= 3; id++ {
+		l.Append(&queue.Record{ID: id, Type: "d", Data: []byte{byte('a' + id - 1)}})
+	}
+	got := l.AppendAfter(nil, 0)
+	require.Len(t, got, 1)
+	require.NotNil(t, got[0].Ext.Fold)
+	var out []string
+	for _, r := range got[0].Ext.Fold.Merge() {
+		out = append(out, string(r.Data)+strconv.FormatUint(r.ID, 10))
+	}
+	assert.Equal(t, []string{"a1", "b2", "c3"}, out)
 }
