@@ -173,7 +173,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 	defer cancelBase()
 	var handler http.Handler = srv
 	if listensOnLoopbackOnly(ln.Addr()) {
-		handler = loopbackHosts(srv) // DNS rebinding: see loopbackHosts
+		handler = loopbackHosts(srv, server.DefaultBodyTimeout) // DNS rebinding: see loopbackHosts
 	}
 	hs := &http.Server{
 		Handler:           handler,

@@ -48,11 +48,14 @@ type Options struct {
 	// DefaultScope is the scope the page starts with; zero means
 	// scope.Session.
 	DefaultScope scope.Kind
-	// BodyTimeout bounds how long a POST may take to deliver its body,
-	// counted from when the handler starts reading it; a slower body is
-	// answered 408 request_timeout and its connection closed. It applies
-	// to the POST routes only, so SSE streams are not cut. Zero means
-	// DefaultBodyTimeout (10 s).
+	// BodyTimeout bounds how long a request with a body (every POST) may
+	// take to deliver it, counted from when its headers were read; a
+	// slower body is answered 408 request_timeout and its connection
+	// closed. A request refused before its body is read (415, 404, 400, …)
+	// is answered at once and its connection closed, at the latest when
+	// BodyTimeout has passed, whether or not the body ever arrives.
+	// Requests without a body (the SSE and WebSocket streams) are not
+	// bounded by it. Zero means DefaultBodyTimeout (10 s).
 	BodyTimeout time.Duration
 	// WriteTimeout bounds writing each answer, counted from when the
 	// request arrives: a client that sends requests and never reads the
@@ -200,6 +203,7 @@ func (s *Server) Close() error {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.log.LogAttrs(r.Context(), slog.LevelDebug, "request",
 		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("remote", r.RemoteAddr))
+	s.boundBody(w, r)
 	s.boundWrites(w, r)
 	if !cleanPath(r.URL.EscapedPath()) {
 		writeError(w, http.StatusNotFound, "not_found",
@@ -236,8 +240,35 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
+// boundBody bounds the arrival of r's body, when it has one, to
+// BodyTimeout from now, for every route: the answer (a refusal or the 408
+// of readBody) never waits for a body that does not come. Until readBody
+// has the whole body, the HTTP/1 answer carries Connection: close:
+// net/http would otherwise read (discard) the unread body before it writes
+// an answer, and a body that never arrives would hold that answer until the
+// deadline. After the answer net/http still reads what is left of the body
+// (up to 256 KiB) to close cleanly, within the same deadline. Over HTTP/2 an
+// unread body costs only its stream, and Connection: close would end the
+// whole connection, so only the deadline is set.
+func (s *Server) boundBody(w http.ResponseWriter, r *http.Request) {
+	if !hasBody(r) {
+		return
+	}
+	if r.ProtoMajor < 2 {
+		w.Header().Set("Connection", "close")
+	}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.bodyTimeout)) // ErrNotSupported: nothing to bound
+}
+
+// hasBody reports whether r comes with a body (a Content-Length above 0 or
+// a chunked one).
+func hasBody(r *http.Request) bool {
+	return r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody
+}
+
 // boundWrites sets the write deadline for r's answer to now +
-// WriteTimeout. The stream handlers take over from their first write: they
+// WriteTimeout (+ BodyTimeout for a request with a body, whose answer may
+// come only when the body deadline has passed: the 408). The stream handlers take over from their first write: they
 // set their own deadline before each write and clear it after (SSE), or
 // after each write to the hijacked socket (WebSocket), so the deadline set
 // here bounds only their refusals and the upgrade. A stream whose handler
@@ -255,7 +286,11 @@ func (s *Server) boundWrites(w http.ResponseWriter, r *http.Request) {
 		_ = rc.SetWriteDeadline(time.Time{}) // ErrNotSupported: nothing was set
 		return
 	}
-	_ = rc.SetWriteDeadline(time.Now().Add(s.writeTimeout)) // ErrNotSupported: nothing to bound
+	d := s.writeTimeout
+	if hasBody(r) {
+		d += s.bodyTimeout
+	}
+	_ = rc.SetWriteDeadline(time.Now().Add(d)) // ErrNotSupported: nothing to bound
 }
 
 // recorder captures what the mux's fallback handlers answer.
