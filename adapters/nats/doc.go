@@ -63,8 +63,9 @@
 //
 // # Embedded server
 //
-// [RunServer] starts an in-process nats-server with JetStream in a data
-// folder (default under os.TempDir()), for a single process that wants the
-// same code path or for tests; [RunCluster] starts a cluster of them on
-// loopback ports.
+// Package [github.com/replaybus/replaybus/adapters/nats/embedded] starts an
+// in-process nats-server with JetStream (one, or a cluster on loopback
+// ports), for a single process that wants the same code path or for tests.
+// It is a package of its own so that importing this one links the nats.go
+// client only, never a NATS server.
 package nats

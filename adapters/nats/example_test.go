@@ -7,6 +7,7 @@ import (
 	natsgo "github.com/nats-io/nats.go"
 
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
+	"github.com/replaybus/replaybus/adapters/nats/embedded"
 	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
@@ -14,7 +15,7 @@ import (
 // Two bus nodes on one embedded JetStream server: an event published on
 // one reaches a subscriber of the other, with the same id.
 func Example() {
-	srv, err := rbnats.RunServer(rbnats.ServerConfig{}) // data under os.TempDir(), removed by Shutdown
+	srv, err := embedded.RunServer(embedded.ServerConfig{}) // data under os.TempDir(), removed by Shutdown
 	if err != nil {
 		panic(err)
 	}

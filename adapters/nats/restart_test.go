@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
+	"github.com/replaybus/replaybus/adapters/nats/embedded"
 	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
@@ -84,7 +85,7 @@ func resumeUntil(t testing.TB, n *node, session string, sub *eventbus.Subscripti
 // epoch_reset on a new node, and the old node reports ErrStreamLost.
 func TestServerRestart(t *testing.T) {
 	dir := t.TempDir()
-	srv, err := rbnats.RunServer(rbnats.ServerConfig{Dir: dir})
+	srv, err := embedded.RunServer(embedded.ServerConfig{Dir: dir})
 	require.NoError(t, err)
 	defer srv.Shutdown()
 	cfg := config.Config{ReplayBufferSize: 1000}
@@ -171,7 +172,7 @@ func TestCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	cl, err := rbnats.RunCluster(3, t.TempDir())
+	cl, err := embedded.RunCluster(3, t.TempDir())
 	require.NoError(t, err)
 	defer cl.Shutdown()
 	cfg := config.Config{ReplayBufferSize: 1000}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
+	"github.com/replaybus/replaybus/adapters/nats/embedded"
 	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
@@ -51,7 +52,7 @@ func (n natsFlags) open(ctx context.Context, cfg config.Config, log *slog.Logger
 		if dir == "" {
 			dir = filepath.Join(os.TempDir(), "replaybus-nats")
 		}
-		srv, err := rbnats.RunServer(rbnats.ServerConfig{Dir: dir})
+		srv, err := embedded.RunServer(embedded.ServerConfig{Dir: dir})
 		if err != nil {
 			return nil, nop, err
 		}
