@@ -66,6 +66,7 @@ type Backend struct {
 	adv      *nats.Subscription
 	advSig   chan struct{} // the stream-deleted advisory arrived
 	verify   atomic.Bool   // the connection came back: check the stream before ingesting
+	kick     chan struct{} // the connection came back: re-create the consumer now
 	wg       sync.WaitGroup
 
 	// Caches of the consumer goroutine (touched by it only): the tree
@@ -435,6 +436,13 @@ func (be *Backend) watch(ch chan nats.Status) {
 				be.outage = false
 				be.feedMu.Unlock()
 				be.confirmStream(be.ctx)
+				// The server may have restarted and lost the node's
+				// consumer (memory storage): re-create it now rather
+				// than after two missed heartbeats.
+				select {
+				case be.kick <- struct{}{}:
+				default:
+				}
 			case nats.CLOSED:
 				be.fail(fmt.Errorf("%w: %w", ErrDisconnected, nats.ErrConnectionClosed))
 				return

@@ -144,14 +144,15 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 	if err != nil {
 		return configError(err)
 	}
-	bus, stopNATS, err := f.nats.open(ctx, cfg, log)
+	nb, err := f.nats.open(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	defer stopNATS() // after bus.Close
+	bus := nb.bus
+	defer nb.stop() // after bus.Close
 	defer bus.Close()
 
-	opts := server.Options{Logger: log, SSE: sse.HandlerOptions{EpochIDs: f.epochIDs}, Hello: true}
+	opts := server.Options{Logger: log, SSE: sse.HandlerOptions{EpochIDs: f.epochIDs}, Hello: true, Ready: nb.ready}
 	if f.demo {
 		opts.DefaultSession, opts.DefaultScope, opts.Types = demo.DefaultParent, scope.Descendants, demo.Types
 		// Before listening, so that a browser resuming after a restart

@@ -6,7 +6,8 @@
 //
 //	GET    /                        the page (HTML, JS and CSS embedded, no build step)
 //	GET    /static/{file}           the page's assets
-//	GET    /healthz                 200 {"status":"ok"}
+//	GET    /healthz                 200 {"status":"ok"}; 503 {"status":"unavailable","message"} while
+//	                                the bus's backend is down (Options.Ready: a node over NATS cut off)
 //	GET    /info                    epoch, last id, page defaults, event types, bus and SSE counters
 //	GET    /sessions                every live session (eventbus.SessionInfo), sorted by id
 //	POST   /sessions                {"id"?, "parent"?} → 201 {"id"}; an id is generated when absent;

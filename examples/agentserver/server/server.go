@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -72,6 +73,18 @@ type Options struct {
 	// Hello sends each new connection, SSE or WebSocket, a targeted
 	// "hello" frame ([TypeHello]) once its replay is queued.
 	Hello bool
+	// Ready, when set, reports whether the bus's backend can serve (the
+	// NATS connection of a node over NATS is up): a non-nil error makes
+	// GET /healthz answer 503 {"status":"unavailable","message":…}, and the
+	// routes that use the bus — POST /sessions, POST /session/{id}/events,
+	// DELETE /session/{id} and the SSE and WebSocket streams — answer 503
+	// unavailable with Retry-After instead of waiting for the backend (a
+	// publish would time out as a 500, a stream would open empty). A
+	// publish or create that fails while Ready reports an error is also
+	// 503. It is called once per request on those routes and must be cheap
+	// and safe for concurrent use. Nil means always ready (the in-memory
+	// bus).
+	Ready func() error
 	// Types are event types the page listens for from the start, besides
 	// the bus's own. Types published through POST /session/{id}/events are
 	// added as they come (an EventSource only hears event types it has a
@@ -142,7 +155,7 @@ func New(bus *eventbus.Bus, o Options) (*Server, error) {
 		return nil, err
 	}
 	var events http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if validPathID(w, r) {
+		if validPathID(w, r) && s.ready(w) {
 			h.ServeHTTP(w, r)
 		}
 	})
@@ -158,9 +171,9 @@ func New(bus *eventbus.Bus, o Options) (*Server, error) {
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /info", s.info)
 	s.mux.HandleFunc("GET /sessions", s.listSessions)
-	s.mux.HandleFunc("POST /sessions", s.createSession)
-	s.mux.HandleFunc("POST /session/{id}/events", s.publish)
-	s.mux.HandleFunc("DELETE /session/{id}", s.closeSession)
+	s.mux.HandleFunc("POST /sessions", s.whenReady(s.createSession))
+	s.mux.HandleFunc("POST /session/{id}/events", s.whenReady(s.publish))
+	s.mux.HandleFunc("DELETE /session/{id}", s.whenReady(s.closeSession))
 	return s, nil
 }
 
@@ -199,7 +212,7 @@ func (s *Server) Close() error {
 //	410 session_closed      the session (or the parent) was closed; POST /sessions
 //	                        with the closed id reopens it (201)
 //	413 body_too_large      a body over MaxBodyBytes
-//	503 unavailable         the bus is closed
+//	503 unavailable         the bus is closed, or its backend is down (Options.Ready; with Retry-After)
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.log.LogAttrs(r.Context(), slog.LevelDebug, "request",
 		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("remote", r.RemoteAddr))
@@ -310,8 +323,51 @@ func (r *recorder) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// healthz is GET /healthz: 200 {"status":"ok"}, or 503
+// {"status":"unavailable","message":…} with Retry-After while
+// Options.Ready reports the backend down.
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	if s.o.Ready != nil {
+		if err := s.o.Ready(); err != nil {
+			w.Header().Set("Retry-After", strconv.Itoa(RetryAfterUnavailable))
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "message": publicMessage(err)})
+			return
+		}
+	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// RetryAfterUnavailable is the Retry-After, in seconds, of a 503 answered
+// while Options.Ready reports the backend down.
+const RetryAfterUnavailable = 1
+
+// ready answers 503 unavailable with Retry-After when Options.Ready reports
+// the backend down, and reports whether to go on.
+func (s *Server) ready(w http.ResponseWriter) bool {
+	if s.o.Ready == nil {
+		return true
+	}
+	err := s.o.Ready()
+	if err == nil {
+		return true
+	}
+	writeUnavailable(w, err)
+	return false
+}
+
+// writeUnavailable answers 503 unavailable with Retry-After, saying why.
+func writeUnavailable(w http.ResponseWriter, err error) {
+	w.Header().Set("Retry-After", strconv.Itoa(RetryAfterUnavailable))
+	writeError(w, http.StatusServiceUnavailable, "unavailable", "the event bus's backend is unavailable, retry: "+publicMessage(err))
+}
+
+// whenReady runs h only while the backend is ready (see Options.Ready).
+func (s *Server) whenReady(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.ready(w) {
+			h(w, r)
+		}
+	}
 }
 
 // info is GET /info: what the page needs to start, and the counters.
@@ -366,7 +422,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.bus.CreateSession(req.ID, req.Parent); err != nil {
-		writeBusError(w, err)
+		s.writeBusError(w, err)
 		return
 	}
 	s.log.Debug("session created", "session", req.ID, "parent", req.Parent) // Debug: churn must not flood the log
@@ -408,7 +464,7 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request) {
 	}
 	ev, err := s.bus.Publish(r.PathValue("id"), req.Type, data, opts...)
 	if err != nil {
-		writeBusError(w, err)
+		s.writeBusError(w, err)
 		return
 	}
 	s.addType(req.Type)
@@ -458,7 +514,7 @@ func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		writeBusError(w, err)
+		s.writeBusError(w, err)
 		return
 	}
 	s.log.Debug("session closed", "session", id)
@@ -474,6 +530,24 @@ func (s *Server) addType(t string) {
 		return
 	}
 	s.types = slices.Insert(s.types, i, t)
+}
+
+// writeBusError maps a bus error to its status and code; an error that is
+// not the client's while the backend is down (Options.Ready), or a backend
+// failure (eventbus.ErrBackend), is 503 with Retry-After.
+func (s *Server) writeBusError(w http.ResponseWriter, err error) {
+	if errors.Is(err, eventbus.ErrBackend) {
+		writeUnavailable(w, err)
+		return
+	}
+	if s.o.Ready != nil && !errors.Is(err, eventbus.ErrInvalid) && !errors.Is(err, eventbus.ErrSessionNotFound) &&
+		!errors.Is(err, eventbus.ErrSessionClosed) {
+		if rerr := s.o.Ready(); rerr != nil {
+			writeUnavailable(w, rerr)
+			return
+		}
+	}
+	writeBusError(w, err)
 }
 
 // writeBusError maps a bus error to its status and code.
