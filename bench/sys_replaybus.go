@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // replaybus: the in-memory bus. Each subscriber has its own context (a
@@ -33,13 +33,13 @@ const eventType = "agent_message_chunk"
 const rbHeartbeat = 15 * time.Second
 
 func openReplaybus(o Opts) (Instance, error) {
-	bus, err := eventbus.New(config.Config{
+	bus, err := eventbus.New(eventbus.Options{
 		ReplayBufferSize:  o.Ring,
 		MaxSubscribers:    1_000_000,
 		ReplayBudgetBytes: 1 << 30,
 		// drop_subscriber, as the figures in docs/benchmarks.md were taken
 		// (the in-process default is drop_oldest since AgentPool parity).
-		OverflowPolicy: config.DropSubscriber,
+		OverflowPolicy: eventbus.DropSubscriber,
 	})
 	if err != nil {
 		return nil, err
@@ -127,7 +127,7 @@ const rbBatch = 64
 // rbDeliver records one frame at the sink.
 func rbDeliver(k *Sink, ev *eventbus.Event) {
 	if ev.ID == 0 {
-		if ev.Type == eventbus.TypeStateResyncRequired {
+		if ev.Type == frame.TypeStateResyncRequired {
 			k.Gap()
 		}
 		return

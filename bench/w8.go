@@ -20,6 +20,7 @@ import (
 
 	rbsse "github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // W8: real SSE over loopback. Each system's own HTTP handler is mounted on
@@ -123,7 +124,7 @@ func sseClient(conn net.Conn, path string, rig *httpRig, k *Sink) error {
 		sessOK         = true
 		wantSess       = []byte(`"session":"` + k.sess + `"`)
 		wantChan       = []byte(`"channel":"` + k.sess + `"`)
-		resyncType     = []byte(eventbus.TypeStateResyncRequired)
+		resyncType     = []byte(frame.TypeStateResyncRequired)
 		offsetField    = []byte(`"offset":`)
 		sessionPresent = []byte(`"session":"`)
 		channelPresent = []byte(`"channel":"`)

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/coalesce"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -306,7 +305,7 @@ func TestAgentPoolDrainAndMerge(t *testing.T) {
 	}
 	for _, r := range rows {
 		t.Run(r.python, func(t *testing.T) {
-			b := newBus(t, config.Config{})
+			b := newBus(t, eventbus.Options{})
 			subs := map[string]*eventbus.Subscription{}
 			for _, m := range r.pub {
 				if subs[m.session] == nil {
@@ -328,7 +327,7 @@ func TestAgentPoolDrainAndMerge(t *testing.T) {
 	}
 
 	t.Run("test_coalescing_100_consecutive_text_deltas", func(t *testing.T) {
-		b := newBus(t, config.Config{ReplayBufferSize: 200})
+		b := newBus(t, eventbus.Options{ReplayBufferSize: 200})
 		sub := subscribe(t, b, "s1", eventbus.SubscribeOptions{Coalesce: coalesce.AgentPool})
 		var want strings.Builder
 		var last uint64
@@ -349,7 +348,7 @@ func TestAgentPoolDrainAndMerge(t *testing.T) {
 	})
 
 	t.Run("test_concurrent_publish_and_close_session_no_deadlock", func(t *testing.T) {
-		b := newBus(t, config.Config{})
+		b := newBus(t, eventbus.Options{})
 		sub := subscribe(t, b, "s1", eventbus.SubscribeOptions{Coalesce: coalesce.AgentPool})
 		done := make(chan struct{})
 		go func() {
@@ -375,7 +374,7 @@ func TestAgentPoolDrainAndMerge(t *testing.T) {
 
 	for _, name := range []string{"test_drain_and_merge_endofstream_on_initial_receive", "test_drain_and_merge_closed_resource_on_initial_receive"} {
 		t.Run(name+"/bus", func(t *testing.T) {
-			b := newBus(t, config.Config{})
+			b := newBus(t, eventbus.Options{})
 			sub := subscribe(t, b, "s1", eventbus.SubscribeOptions{Coalesce: coalesce.AgentPool})
 			require.NoError(t, b.CloseSession("s1"))
 			got, err := drain(t, sub)
@@ -387,7 +386,7 @@ func TestAgentPoolDrainAndMerge(t *testing.T) {
 	t.Run("test_drain_and_merge_wouldblock_ends_batch", func(t *testing.T) {
 		// What is queued when the consumer takes is one batch; what comes
 		// later is the next one.
-		b := newBus(t, config.Config{})
+		b := newBus(t, eventbus.Options{})
 		sub := subscribe(t, b, "s1", eventbus.SubscribeOptions{Coalesce: coalesce.AgentPool})
 		for _, s := range []string{"x", "y", "z"} {
 			pub(t, b, "s1", pd, mustData(text(0, s)))

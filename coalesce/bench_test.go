@@ -11,7 +11,6 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/coalesce"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -39,7 +38,7 @@ var modes = []struct {
 func BenchmarkCoalesceReadEvery100ms(b *testing.B) {
 	for _, m := range modes {
 		b.Run(m.name, func(b *testing.B) {
-			bus, err := eventbus.New(config.Config{})
+			bus, err := eventbus.New(eventbus.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -85,7 +84,7 @@ func BenchmarkCoalesceConsumerPerEvent(b *testing.B) {
 		c    eventbus.Coalescer
 	}{"agentpool", coalesce.AgentPool}) {
 		b.Run(m.name, func(b *testing.B) {
-			bus, err := eventbus.New(config.Config{})
+			bus, err := eventbus.New(eventbus.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -160,7 +159,7 @@ func (r rawJSON) MarshalJSON() ([]byte, error) { return r, nil }
 func BenchmarkCoalesceSSE(b *testing.B) {
 	for _, q := range []string{"coalesce=off", "coalesce=acp", "coalesce=acp&throttle=100ms", "coalesce=acp&throttle=150ms"} {
 		b.Run(q, func(b *testing.B) {
-			bus, err := eventbus.New(config.Config{})
+			bus, err := eventbus.New(eventbus.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}

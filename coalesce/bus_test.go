@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/coalesce"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // acpChunk is the demo's agent_message_chunk payload.
@@ -40,7 +40,7 @@ func next(t testing.TB, s *eventbus.Subscription) eventbus.Event {
 // A resume that replays 1,000 token deltas arrives as one frame, then
 // replay_complete; live deltas after it are never merged with replayed ones.
 func TestReplayOfThousandDeltasIsOneFrame(t *testing.T) {
-	b := newBus(t, config.Config{ReplayBufferSize: 2000})
+	b := newBus(t, eventbus.Options{ReplayBufferSize: 2000})
 	var want strings.Builder
 	var ids []uint64
 	for i := range 1000 {
@@ -57,7 +57,7 @@ func TestReplayOfThousandDeltasIsOneFrame(t *testing.T) {
 	assert.Equal(t, 1000, got.Count)
 	assert.Equal(t, ids[0], got.FirstID)
 	assert.Equal(t, ids[999], got.ID)
-	assert.Equal(t, eventbus.TypeReplayComplete, next(t, sub).Type)
+	assert.Equal(t, frame.TypeReplayComplete, next(t, sub).Type)
 	l := next(t, sub)
 	assert.False(t, l.Replay)
 	assert.Equal(t, "LIVE", acpText(t, l))
@@ -67,7 +67,7 @@ func TestReplayOfThousandDeltasIsOneFrame(t *testing.T) {
 // A gap announced by a frame (events_dropped) ends a run: the deltas before
 // and after it are never merged into one.
 func TestNeverMergesAcrossAnnouncedGap(t *testing.T) {
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	sub := subscribe(t, b, "s1", eventbus.SubscribeOptions{Coalesce: coalesce.ACP, MaxQueued: 4,
 		Policy: eventbus.DropNewest, SlowClientWarning: new(bool)})
 	for _, s := range []string{"a", "b", "c", "d", "X", "Y"} { // X, Y are dropped
@@ -76,7 +76,7 @@ func TestNeverMergesAcrossAnnouncedGap(t *testing.T) {
 	got := next(t, sub)
 	assert.Equal(t, "abcd", acpText(t, got))
 	gap := next(t, sub)
-	require.Equal(t, eventbus.TypeStateResyncRequired, gap.Type)
+	require.Equal(t, frame.TypeStateResyncRequired, gap.Type)
 	after := pub(t, b, "s1", "agent_message_chunk", mustData(acpChunk("s1", "e")))
 	got = next(t, sub)
 	assert.Equal(t, "e", acpText(t, got))
@@ -182,7 +182,7 @@ func TestCustomRuleSet(t *testing.T) {
 }
 
 func TestSubscribeOptionsValidated(t *testing.T) {
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	_, err := b.Subscribe(context.Background(), "s1", eventbus.SubscribeOptions{Throttle: time.Second})
 	require.ErrorIs(t, err, eventbus.ErrInvalid)
 	assert.Contains(t, err.Error(), "1s")
@@ -193,7 +193,7 @@ func TestSubscribeOptionsValidated(t *testing.T) {
 
 // Events() and the pump merge the same way.
 func TestEventsChannelMerges(t *testing.T) {
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	sub := subscribe(t, b, "s1", eventbus.SubscribeOptions{Coalesce: coalesce.ACP})
 	for _, s := range []string{"he", "ll", "o"} {
 		pub(t, b, "s1", "agent_message_chunk", mustData(acpChunk("s1", s)))
@@ -218,7 +218,7 @@ func TestThrottle(t *testing.T) {
 	}
 
 	t.Run("first delta after a quiet window goes at once, the next are held and merged", func(t *testing.T) {
-		b := newBus(t, config.Config{})
+		b := newBus(t, eventbus.Options{})
 		sub := subscribe(t, b, "s1", eventbus.SubscribeOptions{Coalesce: coalesce.ACP, Throttle: window})
 		chunk(b, "a")
 		got, ok := sub.TryNext()
@@ -236,7 +236,7 @@ func TestThrottle(t *testing.T) {
 	})
 
 	t.Run("another event flushes the held delta first", func(t *testing.T) {
-		b := newBus(t, config.Config{})
+		b := newBus(t, eventbus.Options{})
 		sub := subscribe(t, b, "s1", eventbus.SubscribeOptions{Coalesce: coalesce.ACP, Throttle: time.Minute})
 		chunk(b, "a")
 		require.Equal(t, "a", acpText(t, next(t, sub)))
@@ -265,7 +265,7 @@ func TestThrottle(t *testing.T) {
 		{"bus close", func(b *eventbus.Bus, _ *eventbus.Subscription, _ context.CancelFunc) { _ = b.Close() }, eventbus.ErrClosed},
 	} {
 		t.Run(end.name+" flushes", func(t *testing.T) {
-			b := newBus(t, config.Config{})
+			b := newBus(t, eventbus.Options{})
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			sub, err := b.Subscribe(ctx, "s1", eventbus.SubscribeOptions{Coalesce: coalesce.ACP, Throttle: time.Minute})
@@ -287,7 +287,7 @@ func TestThrottle(t *testing.T) {
 	}
 
 	t.Run("eviction flushes before client_evicted", func(t *testing.T) {
-		b := newBus(t, config.Config{})
+		b := newBus(t, eventbus.Options{})
 		sub := subscribe(t, b, "s1", eventbus.SubscribeOptions{Coalesce: coalesce.ACP, Throttle: time.Minute,
 			MaxQueued: 2, Policy: eventbus.DropSubscriber, SlowClientWarning: new(bool)})
 		chunk(b, "a")
@@ -304,12 +304,12 @@ func TestThrottle(t *testing.T) {
 		for _, ev := range got {
 			types = append(types, ev.Type)
 		}
-		assert.Equal(t, []string{"agent_message_chunk", "turn_end", "turn_end", eventbus.TypeClientEvicted}, types)
+		assert.Equal(t, []string{"agent_message_chunk", "turn_end", "turn_end", frame.TypeClientEvicted}, types)
 		assert.Equal(t, "b", acpText(t, got[0]))
 	})
 
 	t.Run("caller's context end hands out the held delta", func(t *testing.T) {
-		b := newBus(t, config.Config{})
+		b := newBus(t, eventbus.Options{})
 		sub := subscribe(t, b, "s1", eventbus.SubscribeOptions{Coalesce: coalesce.ACP, Throttle: time.Minute})
 		chunk(b, "a")
 		require.Equal(t, "a", acpText(t, next(t, sub)))
@@ -332,7 +332,7 @@ func TestThrottle(t *testing.T) {
 // was; each hands its delta out on the first read after the window.
 func TestThrottleStartsNoGoroutine(t *testing.T) {
 	const window = 500 * time.Millisecond
-	b := newBus(t, config.Config{MaxSubscribers: 256})
+	b := newBus(t, eventbus.Options{MaxSubscribers: 256})
 	before := runtime.NumGoroutine()
 	subs := make([]*eventbus.Subscription, 200)
 	for i := range subs {
@@ -376,7 +376,7 @@ func TestPartDeltaOfUnexpectedShapePassesThrough(t *testing.T) {
 		{"no payload", nil},
 		{"delta without a kind", map[string]any{"index": 0, "delta": map[string]any{"content_delta": "x"}}},
 	}
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	var want []uint64
 	publish := func() {
 		pub(t, b, "s1", "part_delta", mustData(nullDelta())) // the one AgentPool drops
@@ -390,7 +390,7 @@ func TestPartDeltaOfUnexpectedShapePassesThrough(t *testing.T) {
 	var got []uint64
 	for len(got) < len(want) {
 		ev := next(t, sub)
-		if ev.Type == eventbus.TypeReplayComplete {
+		if ev.Type == frame.TypeReplayComplete {
 			continue
 		}
 		require.Equal(t, "part_delta", ev.Type)

@@ -6,14 +6,13 @@ import (
 	"fmt"
 
 	"github.com/replaybus/replaybus/coalesce"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
 // Turn coalescing on with one option: what is queued when the consumer
 // reads arrives merged, carrying the last merged id.
 func Example() {
-	bus, _ := eventbus.New(config.Config{})
+	bus, _ := eventbus.New(eventbus.Options{})
 	defer bus.Close()
 	sub, _ := bus.Subscribe(context.Background(), "s1", eventbus.SubscribeOptions{Coalesce: coalesce.ACP})
 	defer sub.Close()

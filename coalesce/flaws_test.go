@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/coalesce"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -25,7 +25,7 @@ func resumeText(t *testing.T, b *eventbus.Bus, session string, cursor uint64) st
 		ev, err := sub.Next(ctx)
 		cancel()
 		require.NoError(t, err)
-		if ev.Type == eventbus.TypeReplayComplete {
+		if ev.Type == frame.TypeReplayComplete {
 			return s.String()
 		}
 		if ev.Type == "part_delta" {
@@ -40,7 +40,7 @@ func resumeText(t *testing.T, b *eventbus.Bus, session string, cursor uint64) st
 // resumes from its id is replayed the rest of the run again. Ours carries
 // the last id; resuming from the id AgentPool would give repeats text.
 func TestRebindPreservesSourceSessionID_MergedIDIsLast(t *testing.T) {
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	sub := subscribe(t, b, "s1", eventbus.SubscribeOptions{Coalesce: coalesce.AgentPool})
 	first := pub(t, b, "s1", "part_delta", mustData(text(0, "hello ")))
 	pub(t, b, "s1", "part_delta", mustData(text(0, "big ")))
@@ -66,7 +66,7 @@ func TestRebindPreservesSourceSessionID_MergedIDIsLast(t *testing.T) {
 // child's consecutive text deltas merge into one, attributed to the parent.
 // Ours never merges across sessions.
 func TestMergeEnvelopesPreservesSourceSessionID_NeverAcrossSessions(t *testing.T) {
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	require.NoError(t, b.CreateSession("parent", ""))
 	require.NoError(t, b.CreateSession("child", "parent"))
 	sub := subscribe(t, b, "parent", eventbus.SubscribeOptions{Scope: scope.Descendants, Coalesce: coalesce.AgentPool})

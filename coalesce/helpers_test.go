@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 const waitFor = 10 * time.Second
@@ -100,7 +100,7 @@ func delta(t testing.TB, ev eventbus.Event) string {
 	return s
 }
 
-func newBus(t testing.TB, cfg config.Config) *eventbus.Bus {
+func newBus(t testing.TB, cfg eventbus.Options) *eventbus.Bus {
 	t.Helper()
 	b, err := eventbus.New(cfg)
 	require.NoError(t, err)
@@ -147,6 +147,6 @@ func drain(t testing.TB, s *eventbus.Subscription) ([]eventbus.Event, error) {
 func withoutClosed(t testing.TB, evs []eventbus.Event) []eventbus.Event {
 	t.Helper()
 	require.NotEmpty(t, evs)
-	require.Equal(t, eventbus.TypeSessionClosed, evs[len(evs)-1].Type)
+	require.Equal(t, frame.TypeSessionClosed, evs[len(evs)-1].Type)
 	return evs[:len(evs)-1]
 }

@@ -11,8 +11,8 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/replaybus/replaybus/coalesce"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -63,7 +63,7 @@ func (c *client) read(n int) bool {
 			return false
 		}
 		if ev.ID == 0 {
-			if ev.Type == eventbus.TypeStateResyncRequired || ev.Type == eventbus.TypeClientEvicted {
+			if ev.Type == frame.TypeStateResyncRequired || ev.Type == frame.TypeClientEvicted {
 				c.resume() // a gap: fetch it from the replay buffer
 			}
 			continue
@@ -109,7 +109,7 @@ func frameText(t *rapid.T, ev eventbus.Event) (textKey, string) {
 // the resume brings is, again, exactly what was published).
 func TestPropertyCoalescedTextEqualsPublished(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		b, err := eventbus.New(config.Config{ReplayBufferSize: 100_000})
+		b, err := eventbus.New(eventbus.Options{ReplayBufferSize: 100_000})
 		require.NoError(rt, err)
 		defer b.Close()
 		require.NoError(rt, b.CreateSession("p", ""))

@@ -1,5 +1,7 @@
-// Package config holds the event bus configuration, [Config], and loads it
-// from AGENTPOOL_EVENTBUS_* environment variables with caarlos0/env.
+// Package config fills an [eventbus.Options] from the AGENTPOOL_EVENTBUS_*
+// environment variables with caarlos0/env. It is a leaf: the bus owns its
+// options (each field's doc says what zero means) and never imports this
+// package, so a program that configures the bus in code does not link env.
 //
 // The variable names follow AgentPool's setting names
 // (AGENTPOOL_EVENTBUS_REPLAY_BUFFER_SIZE mirrors its manifest's
@@ -33,8 +35,9 @@
 //
 // A variable that is unset or empty takes its default. A variable that is
 // set is taken at its word: "0", "-5" or "2000000" for the replay buffer
-// size are errors, not the default, even though a zero field in a
-// programmatic Config means the default. [Load] reports every problem at
+// size are errors naming the variable, not the default (nor, for the
+// replay buffer, "no replay"), even though a zero field in a programmatic
+// eventbus.Options means the default. [Load] reports every problem at
 // once, joined with [errors.Join]; each is a [*VarError] that names the
 // variable and its value:
 //
@@ -47,20 +50,21 @@
 // does not know (compared case-insensitively on the prefix) is an error
 // rather than silently ignored.
 //
-// [Config.Validate] checks a programmatic Config against the same ranges and
-// reports [*FieldError] values that name the Go field instead:
+// eventbus.Options.Validate checks a programmatic Options against the same
+// ranges and reports [*eventbus.OptionError] values that name the Go field
+// instead:
 //
-//	config: MaxQueueSize=-5: out of range [1, 1000000]
+//	eventbus: MaxQueueSize=-5: out of range [1, 1000000]
 //
 // # Embedding
 //
-// A program that embeds the bus may build a Config itself and call
-// [Config.Validate], or call [LoadWith] so that the fields it sets win over
+// A program that embeds the bus may build an eventbus.Options itself (New
+// validates it), or call [LoadWith] so that the fields it sets win over
 // the environment and the rest stay configurable by operators.
 //
 // # Concurrency
 //
-// Config is a plain value. [Load] and [LoadWith] read a snapshot of the
+// eventbus.Options is a plain value. [Load] and [LoadWith] read a snapshot of the
 // process environment and share no state; all functions are safe for
 // concurrent use.
 package config

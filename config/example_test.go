@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/eventbus"
 )
 
 // setenv sets variables for one example and returns a function that unsets
@@ -57,7 +57,7 @@ func ExampleLoad_errors() {
 	if errors.As(err, &ve) {
 		fmt.Printf("first: %s (value %q)\n", ve.Var, ve.Value)
 	}
-	fmt.Println(errors.Is(err, config.ErrOutOfRange), errors.Is(err, config.ErrUnknownVariable))
+	fmt.Println(errors.Is(err, eventbus.ErrOutOfRange), errors.Is(err, config.ErrUnknownVariable))
 	// Output:
 	// AGENTPOOL_EVENTBUS_MAX_QUEUE_SIZE="abc": not an integer
 	// AGENTPOOL_EVENTBUS_REPLAY_BUFFER_SIZE=0: out of range [1, 1000000]
@@ -74,7 +74,7 @@ func ExampleLoadWith() {
 	)()
 
 	// The program pins the replay buffer; operators still set the rest.
-	cfg, err := config.LoadWith(config.Config{ReplayBufferSize: 500})
+	cfg, err := config.LoadWith(eventbus.Options{ReplayBufferSize: 500})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -82,35 +82,4 @@ func ExampleLoadWith() {
 	fmt.Println(cfg.ReplayBufferSize, cfg.MaxSubscribers)
 	// Output:
 	// 500 16
-}
-
-func ExampleConfig_Validate() {
-	cfg := config.Config{
-		ReplayBufferSize: 1000,
-		MaxQueueSize:     -5,
-		SessionTTL:       100 * time.Millisecond,
-	}
-	fmt.Println(cfg.Validate())
-	fmt.Println(config.Config{}.Validate())
-	// Output:
-	// config: MaxQueueSize=-5: out of range [1, 1000000]
-	// config: SessionTTL=100ms: out of range [1s, 8760h]
-	// <nil>
-}
-
-func ExampleConfig_WithDefaults() {
-	cfg := config.Config{ReplayBufferSize: 50}.WithDefaults()
-	fmt.Println(cfg.ReplayBufferSize, cfg.MaxQueueSize, cfg.MaxQueuedBytes, cfg.MaxSubscribers)
-	fmt.Printf("%v %q %v\n", cfg.SessionTTL, cfg.OverflowPolicy, cfg.ReplayBudgetBytes)
-	// Output:
-	// 50 1000 2097152 64
-	// 1h0m0s "" 8388608
-}
-
-func ExampleOverflowPolicy_Validate() {
-	fmt.Println(config.DropOldest.Validate())
-	fmt.Println(config.OverflowPolicy("block").Validate())
-	// Output:
-	// <nil>
-	// config: overflow policy "block": refused: block would stall every publisher behind one slow subscriber (want drop_subscriber, drop_oldest or drop_newest)
 }

@@ -12,11 +12,21 @@ import (
 	"time"
 
 	"github.com/caarlos0/env/v11"
+
+	"github.com/replaybus/replaybus/eventbus"
 )
 
+// Prefix is the prefix of every environment variable this package reads.
+// The names are in AgentPool's namespace and follow its setting names
+// (AGENTPOOL_EVENTBUS_REPLAY_BUFFER_SIZE is its eventbus_replay_buffer_size),
+// but AgentPool itself reads none of them: it takes those settings from its
+// YAML manifest and the EventBus constructor. [Load] treats every variable
+// with this prefix as its own and refuses the ones it does not know.
+const Prefix = "AGENTPOOL_EVENTBUS_"
+
 // Load reads the configuration from the AGENTPOOL_EVENTBUS_* environment
-// variables (see the package documentation for the table), applies
-// [Config.WithDefaults] and validates the result. It is [LoadWith] with a
+// variables (see the package documentation for the table) into an
+// [eventbus.Options], applies its WithDefaults and validates the result. It is [LoadWith] with a
 // zero base.
 //
 // A variable that is unset, or set to the empty string, means its default;
@@ -24,12 +34,12 @@ import (
 // "0" is an error, not the default. Every bad variable, and every unknown
 // AGENTPOOL_EVENTBUS_* variable, is reported at once: the error is an
 // [errors.Join] of [*VarError] values, each naming the variable and its
-// value. On error the returned Config is the zero value.
+// value. On error the returned Options is the zero value.
 //
 // Load reads the process environment once (a snapshot of [os.Environ]) and
 // is safe for concurrent use, as long as nothing changes the environment at
 // the same time.
-func Load() (Config, error) { return LoadWith(Config{}) }
+func Load() (eventbus.Options, error) { return LoadWith(eventbus.Options{}) }
 
 // LoadWith is [Load] for embedded use, where the program configures the bus
 // itself and the environment only fills what it left open: every non-zero
@@ -40,19 +50,21 @@ func Load() (Config, error) { return LoadWith(Config{}) }
 //
 // Variables are checked even when base overrides them, so a bad or unknown
 // variable is still reported. Bad values that come from base are reported as
-// [*FieldError] naming the Go field, as [Config.Validate] does; all errors
-// are joined with [errors.Join]. On error the returned Config is the zero
+// [*eventbus.OptionError] naming the Go field, as eventbus.Options.Validate
+// does; all errors are joined with [errors.Join]. Fields without a
+// variable (Logger, Diagnostics, Epoch, SessionController) are taken from
+// base as they are. On error the returned Options is the zero
 // value. base is not modified.
-func LoadWith(base Config) (Config, error) {
+func LoadWith(base eventbus.Options) (eventbus.Options, error) {
 	return load(os.Environ(), base)
 }
 
 // load is LoadWith over an explicit environment ("KEY=value" entries, as
 // os.Environ returns them), so that tests and fuzzing need not touch the
 // process environment.
-func load(environ []string, base Config) (Config, error) {
+func load(environ []string, base eventbus.Options) (eventbus.Options, error) {
 	vars := envMap(environ)
-	var fromEnv Config
+	var fromEnv eventbus.Options
 	err := env.ParseWithOptions(&fromEnv, env.Options{
 		Prefix:      Prefix,
 		Environment: vars,
@@ -60,52 +72,57 @@ func load(environ []string, base Config) (Config, error) {
 	})
 	errs, failed := varErrors(err, vars)
 
-	// Range-check every variable that is set and parsed, as given: defaults
-	// fill only the fields whose variable is unset or empty, so an explicit
-	// "0" is checked as 0. This happens whether or not base overrides the
-	// field, so that a bad variable never goes unnoticed.
-	check := fromEnv.WithDefaults()
-	cv, fv := reflect.ValueOf(&check).Elem(), reflect.ValueOf(fromEnv)
+	// Range-check every variable that is set and parsed, as given: an
+	// explicit "0" where a zero field means the default is refused with the
+	// field's range (never a silent default), the rest as Options.Validate
+	// checks them. This happens whether or not base overrides the field, so
+	// that a bad variable never goes unnoticed.
 	set := make(map[string]bool, len(fields))
+	fv := reflect.ValueOf(fromEnv)
 	for _, f := range fields {
-		if vars[f.key] != "" && !failed[f.name] {
-			set[f.name] = true
-			cv.FieldByIndex(f.index).Set(fv.FieldByIndex(f.index))
+		if vars[f.key] == "" || failed[f.name] {
+			continue
+		}
+		set[f.name] = true
+		if err := zeroMeansDefault(f, fv.FieldByIndex(f.index)); err != nil {
+			errs = append(errs, &VarError{Var: f.key, Value: vars[f.key], Err: err})
 		}
 	}
-	for _, p := range check.problems() {
-		if set[p.field] {
-			key := keyOf(p.field)
-			errs = append(errs, &VarError{Var: key, Value: vars[key], Err: p.err})
+	for _, p := range problems(fromEnv) {
+		if set[p.Field] {
+			key := keyOf(p.Field)
+			errs = append(errs, &VarError{Var: key, Value: vars[key], Err: p.Err})
 		}
 	}
 
 	// Merge: a non-zero base field wins over its variable; its problems
-	// name the Go field.
-	merged := fromEnv
+	// name the Go field. The fields without a variable (Logger, Epoch, …)
+	// come from base as they are.
+	merged := base
 	fromBase := make(map[string]bool, len(fields))
-	bv, mv := reflect.ValueOf(base), reflect.ValueOf(&merged).Elem()
+	ev, mv := reflect.ValueOf(fromEnv), reflect.ValueOf(&merged).Elem()
 	for _, f := range fields {
-		if b := bv.FieldByIndex(f.index); !isZero(b) {
+		if m := mv.FieldByIndex(f.index); !isZero(m) {
 			fromBase[f.name] = true
-			mv.FieldByIndex(f.index).Set(b)
+		} else {
+			m.Set(ev.FieldByIndex(f.index))
 		}
 	}
 	merged = merged.WithDefaults()
-	for _, p := range merged.problems() {
-		if fromBase[p.field] {
-			errs = append(errs, &FieldError{Field: p.field, Value: p.value, Err: p.err})
+	for _, p := range problems(merged) {
+		if fromBase[p.Field] {
+			errs = append(errs, p)
 		}
 	}
 
 	errs = append(errs, unknownVars(vars)...)
 	if len(errs) > 0 {
-		return Config{}, errors.Join(errs...)
+		return eventbus.Options{}, errors.Join(errs...)
 	}
 	return merged, nil
 }
 
-// field ties a Config field to its variable; fields lists them in
+// field ties an Options field to its variable; fields lists them in
 // declaration order, read once from the env tags so that the tags stay the
 // only place a variable is named.
 type field struct {
@@ -115,7 +132,7 @@ type field struct {
 }
 
 var fields = func() []field {
-	t := reflect.TypeFor[Config]()
+	t := reflect.TypeFor[eventbus.Options]()
 	var fs []field
 	for i := range t.NumField() {
 		sf := t.Field(i)
@@ -186,7 +203,7 @@ func varErrors(err error, vars map[string]string) ([]error, map[string]bool) {
 }
 
 // unknownVars reports every variable that starts with Prefix (in any case)
-// but is not a Config field's, sorted by name, suggesting the closest known
+// but is not an Options field's, sorted by name, suggesting the closest known
 // name when it is a likely typo.
 func unknownVars(vars map[string]string) []error {
 	var names []string
@@ -256,7 +273,7 @@ func editDistance(a, b string) int {
 
 // parsers replace env's built-in parsers by type, so that every syntax error
 // reads the same way. They check syntax only; ranges are checked per field
-// by Config.problems. Numbers that overflow are clamped (as strconv does) so
+// by eventbus.Options.Validate. Numbers that overflow are clamped (as strconv does) so
 // that they are reported as out of range rather than as not numbers.
 var parsers = map[reflect.Type]env.ParserFunc{
 	reflect.TypeFor[int]():           parseInt,
@@ -326,8 +343,9 @@ func parseBool(v string) (any, error) {
 }
 
 // parseList splits a comma-separated list, trims white space around each
-// entry, skips empty entries and duplicates, and refuses an entry with white
-// space or a control character inside.
+// entry and skips empty entries and duplicates; an entry with white space
+// or a control character inside is refused by the range check
+// (eventbus.Options.Validate).
 func parseList(v string) (any, error) {
 	var out []string
 	for e := range strings.SplitSeq(v, ",") {
@@ -335,10 +353,46 @@ func parseList(v string) (any, error) {
 		if e == "" || slices.Contains(out, e) {
 			continue
 		}
-		if err := checkType(e); err != nil {
-			return nil, err
-		}
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// zeroMeansDefault returns the range error of field f when its variable
+// gave v, a zero, and a zero field means a default (eventbus.Options's
+// WithDefaults replaces it): the error eventbus.Options.Validate gives the
+// field for a negative value, which is always out of range. Otherwise nil.
+func zeroMeansDefault(f field, v reflect.Value) error {
+	if !v.IsZero() || v.Kind() == reflect.Slice || v.Kind() == reflect.Bool || v.Kind() == reflect.String {
+		return nil
+	}
+	d := reflect.ValueOf(eventbus.Options{}.WithDefaults())
+	if d.FieldByIndex(f.index).IsZero() {
+		return nil // zero is a value of its own (NATSMaxAge: none)
+	}
+	var probe eventbus.Options
+	pv := reflect.ValueOf(&probe).Elem().FieldByIndex(f.index)
+	pv.SetInt(-1)
+	for _, p := range problems(probe) {
+		if p.Field == f.name {
+			return p.Err
+		}
+	}
+	return nil
+}
+
+// problems returns every bad field of o, as o.Validate finds them.
+func problems(o eventbus.Options) []*eventbus.OptionError {
+	err := o.Validate()
+	if err == nil {
+		return nil
+	}
+	var out []*eventbus.OptionError
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		var oe *eventbus.OptionError
+		if errors.As(e, &oe) {
+			out = append(out, oe)
+		}
+	}
+	return out
 }

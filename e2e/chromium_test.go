@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/adapters/sse"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/examples/agentserver/demo"
 	"github.com/replaybus/replaybus/examples/agentserver/server"
 	"github.com/replaybus/replaybus/scope"
@@ -108,7 +108,7 @@ func TestChromiumPage(t *testing.T) {
 func chromiumPage(t *testing.T, transport string) {
 	chromium := needTool(t, "chromium", "/usr/bin/chromium", "chromium-browser")
 
-	ts := startServer(t, config.Config{ReplayBufferSize: 10_000}, server.Options{
+	ts := startServer(t, eventbus.Options{ReplayBufferSize: 10_000}, server.Options{
 		DefaultSession: demo.DefaultParent,
 		DefaultScope:   scope.Descendants,
 		Types:          demo.Types,
@@ -217,14 +217,14 @@ func chromiumPage(t *testing.T, transport string) {
 	var completes, hellos int
 	for _, f := range frames {
 		switch f["type"] {
-		case eventbus.TypeReplayComplete:
+		case frame.TypeReplayComplete:
 			completes++
 		case server.TypeHello: // the targeted frame: no id, this connection only
 			hellos++
 			d, _ := f["data"].(map[string]any)
 			want := map[string]string{"sse": "sse", "ws": "websocket"}[transport]
 			assert.Equal(t, want, d["transport"])
-		case eventbus.TypeSlowClientWarning: // a slow browser is told, but loses nothing
+		case frame.TypeSlowClientWarning: // a slow browser is told, but loses nothing
 		default:
 			t.Errorf("unexpected frame on the page: %v", f)
 		}
@@ -270,7 +270,7 @@ func chromiumServerRestart(t *testing.T, transport string) {
 	// serve runs one incarnation of the server on addr ("127.0.0.1:0" the
 	// first time) and returns its bus, its address and a stop func.
 	serve := func(addr string) (*eventbus.Bus, string, func()) {
-		bus, err := eventbus.New(config.Config{})
+		bus, err := eventbus.New(eventbus.Options{})
 		require.NoError(t, err)
 		require.NoError(t, bus.CreateSession(demo.DefaultParent, ""))
 		srv, err := server.New(bus, server.Options{
@@ -335,9 +335,9 @@ func chromiumServerRestart(t *testing.T, transport string) {
 	frames, err := chromedp.Run(ctx, chromedp.Evaluate[[]map[string]any](`window.frames`))
 	require.NoError(t, err)
 	require.NotEmpty(t, frames)
-	assert.Equal(t, eventbus.TypeStateResyncRequired, frames[0]["type"])
+	assert.Equal(t, frame.TypeStateResyncRequired, frames[0]["type"])
 	data, _ := frames[0]["data"].(map[string]any)
-	assert.Equal(t, eventbus.ReasonEpochReset, data["reason"])
+	assert.Equal(t, frame.ReasonEpochReset, data["reason"])
 	assert.Equal(t, busB.Epoch(), data["epoch"])
 	assert.EqualValues(t, 30, data["lastDeliveredId"], "the browser sent the old server's last id")
 	// Issue 12.13: the restart notice is informational and goes away once

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/adapters/sse"
-	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/examples/agentserver/demo"
 	"github.com/replaybus/replaybus/examples/agentserver/server"
 	"github.com/replaybus/replaybus/scope"
@@ -32,7 +32,7 @@ const coalesceScreenshot = "../artifacts/agentserver-coalesce.png"
 // artifacts/agentserver-coalesce.png.
 func TestChromiumCoalesceSameText(t *testing.T) {
 	chromium := needTool(t, "chromium", "/usr/bin/chromium", "chromium-browser")
-	ts := startServer(t, config.Config{ReplayBufferSize: 10_000}, server.Options{
+	ts := startServer(t, eventbus.Options{ReplayBufferSize: 10_000}, server.Options{
 		DefaultSession: demo.DefaultParent,
 		DefaultScope:   scope.Descendants,
 		Types:          demo.Types,

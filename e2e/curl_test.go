@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/adapters/sse"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/examples/agentserver/server"
 )
 
@@ -69,7 +69,7 @@ func curlJSON(t *testing.T, curl string, args ...string) (int, map[string]any) {
 // resume with -H 'Last-Event-ID: N', and a malformed cursor answered 400.
 func TestCurl(t *testing.T) {
 	curl := needTool(t, "curl")
-	ts := startServer(t, config.Config{}, server.Options{})
+	ts := startServer(t, eventbus.Options{}, server.Options{})
 	base := ts.ts.URL
 
 	status, body := curlJSON(t, curl, "-H", "Content-Type: application/json", "-d", `{"id":"demo"}`, base+"/sessions")
@@ -116,7 +116,7 @@ func TestCurl(t *testing.T) {
 		}
 		got = append(got, s)
 	}
-	assert.Equal(t, []string{"7r", "8r", eventbus.TypeReplayComplete, "9"}, got)
+	assert.Equal(t, []string{"7r", "8r", frame.TypeReplayComplete, "9"}, got)
 	assert.JSONEq(t, `{"lastReplayedEventId":8,"replayedCount":2}`, string(evs[2].Data))
 
 	// A malformed cursor is refused before any stream starts.

@@ -14,7 +14,6 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/examples/agentserver/server"
 )
@@ -44,7 +43,7 @@ type testServer struct {
 
 // startServer starts the agentserver handler on 127.0.0.1 over a bus with
 // cfg. Cleanup ends the SSE streams, then the listener, then the bus.
-func startServer(t *testing.T, cfg config.Config, o server.Options) *testServer {
+func startServer(t *testing.T, cfg eventbus.Options, o server.Options) *testServer {
 	t.Helper()
 	bus, err := eventbus.New(cfg)
 	require.NoError(t, err)

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/adapters/sse"
-	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/examples/agentserver/server"
 )
 
@@ -48,7 +48,7 @@ func TestNodeEventSourceResumes(t *testing.T) {
 
 	const total, every = 200, 50
 	cut := &cutter{n: every}
-	ts := startServer(t, config.Config{ReplayBufferSize: 1000}, server.Options{
+	ts := startServer(t, eventbus.Options{ReplayBufferSize: 1000}, server.Options{
 		SSE:        sse.HandlerOptions{Retry: 100 * time.Millisecond},
 		WrapEvents: cut.wrap,
 	})

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/adapters/sse"
-	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/examples/agentserver/server"
 )
 
@@ -38,7 +38,7 @@ func TestChromiumPageReconnectsAfterProxyRefusal(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var n atomic.Int32
-			ts := startServer(t, config.Config{}, server.Options{
+			ts := startServer(t, eventbus.Options{}, server.Options{
 				DefaultSession: "p", SSE: sse.HandlerOptions{EpochIDs: true, Retry: 200 * time.Millisecond},
 				WrapEvents: func(h http.Handler) http.Handler {
 					return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

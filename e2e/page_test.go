@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/adapters/sse"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/examples/agentserver/server"
 	"github.com/replaybus/replaybus/scope"
@@ -39,7 +38,7 @@ import (
 func TestChromiumPageControls(t *testing.T) {
 	chromium := needTool(t, "chromium", "/usr/bin/chromium", "chromium-browser")
 	var held writeHold
-	ts := startServer(t, config.Config{ReplayBufferSize: 10_000}, server.Options{
+	ts := startServer(t, eventbus.Options{ReplayBufferSize: 10_000}, server.Options{
 		DefaultSession: "p", DefaultScope: scope.Descendants,
 		SSE:        sse.HandlerOptions{EpochIDs: true, Retry: 200 * time.Millisecond},
 		WrapEvents: held.wrap,
@@ -169,7 +168,7 @@ func publishN(t *testing.T, ts *testServer, session string, n int) {
 // learns the status and reopens the stream after Retry-After plus jitter.
 func TestChromiumPageRetriesTooManyRequests(t *testing.T) {
 	chromium := needTool(t, "chromium", "/usr/bin/chromium", "chromium-browser")
-	ts := startServer(t, config.Config{MaxSubscribers: 1}, server.Options{
+	ts := startServer(t, eventbus.Options{MaxSubscribers: 1}, server.Options{
 		DefaultSession: "p", SSE: sse.HandlerOptions{EpochIDs: true, Retry: 200 * time.Millisecond},
 	})
 	require.NoError(t, ts.bus.CreateSession("p", ""))

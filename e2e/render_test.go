@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/examples/agentserver/server"
 )
 
@@ -19,7 +19,7 @@ import (
 // in eight); after afterRender it must agree every time.
 func TestChromiumAfterRenderSeesTheRender(t *testing.T) {
 	chromium := needTool(t, "chromium", "/usr/bin/chromium", "chromium-browser")
-	ts := startServer(t, config.Config{ReplayBufferSize: 10000}, server.Options{DefaultSession: "p"})
+	ts := startServer(t, eventbus.Options{ReplayBufferSize: 10000}, server.Options{DefaultSession: "p"})
 	require.NoError(t, ts.bus.CreateSession("p", ""))
 	ctx, closeBrowser := browserTab(t, chromium, 120*time.Second)
 	defer closeBrowser()

@@ -20,8 +20,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/adapters/ws"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/examples/agentserver/server"
 )
 
@@ -61,7 +61,7 @@ func (l *cutListener) cut() {
 }
 
 // startCutServer is startServer on a cutListener.
-func startCutServer(t *testing.T, cfg config.Config, o server.Options, small bool) (*testServer, *cutListener) {
+func startCutServer(t *testing.T, cfg eventbus.Options, o server.Options, small bool) (*testServer, *cutListener) {
 	t.Helper()
 	bus, err := eventbus.New(cfg)
 	require.NoError(t, err)
@@ -111,7 +111,7 @@ func TestNodeWebSocketResumes(t *testing.T) {
 		t.Skip("e2e/node/node_modules missing: run npm ci in e2e/node")
 	}
 	const total, cuts = 250, 4
-	ts, cl := startCutServer(t, config.Config{ReplayBufferSize: 1000}, server.Options{}, false)
+	ts, cl := startCutServer(t, eventbus.Options{ReplayBufferSize: 1000}, server.Options{}, false)
 	require.NoError(t, ts.bus.CreateSession("run", ""))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -164,7 +164,7 @@ func TestNodeWebSocketResumes(t *testing.T) {
 	assert.Equal(t, cuts+1, res.Opens)
 	completes := 0
 	for _, f := range res.Frames {
-		if f == eventbus.TypeReplayComplete {
+		if f == frame.TypeReplayComplete {
 			completes++
 		}
 	}
@@ -190,7 +190,7 @@ func derefAll(ps []*string) []string {
 // fast again holds every id exactly once.
 func TestChromiumSlowPageGets1008(t *testing.T) {
 	chromium := needTool(t, "chromium", "/usr/bin/chromium", "chromium-browser")
-	ts, _ := startCutServer(t, config.Config{ReplayBufferSize: 10_000, MaxQueueSize: 32}, server.Options{
+	ts, _ := startCutServer(t, eventbus.Options{ReplayBufferSize: 10_000, MaxQueueSize: 32}, server.Options{
 		DefaultSession: "slow",
 		// A long grace: the slow page reads what the socket buffers hold
 		// before it reaches the close frame.
@@ -235,7 +235,7 @@ func TestChromiumSlowPageGets1008(t *testing.T) {
 	require.NoError(t, err)
 	evicted := 0
 	for _, f := range frames {
-		if f["type"] == eventbus.TypeClientEvicted {
+		if f["type"] == frame.TypeClientEvicted {
 			evicted++
 		}
 	}

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -27,7 +27,7 @@ import (
 // coalescing tests of those files are twinned in coalesce/agentpool_test.go.
 //
 // The Python fixtures map to: EventBus(max_queue_size=N) →
-// config.Config{MaxQueueSize: N} (an unset overflow policy is drop_oldest,
+// eventbus.Options{MaxQueueSize: N} (an unset overflow policy is drop_oldest,
 // AgentPool's default); a RunStartedEvent(run_id=r) → an event of type
 // run_started with data {"run_id": r}; _drain_stream → TryNext until empty;
 // queue.shutdown / QueueShutDown → Subscription.Close / a non-nil Next
@@ -58,7 +58,7 @@ func TestAgentPoolTwins(t *testing.T) {
 // pyBus is EventBus(max_queue_size=q, replay_buffer_size=ring) with
 // AgentPool's default policy (unset: drop_oldest); ring 0 means 100.
 func pyBus(t *testing.T, q, ring int) *eventbus.Bus {
-	return newBus(t, config.Config{MaxQueueSize: q, ReplayBufferSize: ring, DisableSlowClientWarning: true})
+	return newBus(t, eventbus.Options{MaxQueueSize: q, ReplayBufferSize: ring, DisableSlowClientWarning: true})
 }
 
 // run publishes RunStartedEvent(session_id=s, run_id=id).
@@ -186,7 +186,7 @@ var agentPoolTwins = []twin{
 	{python: "eb:test_publish_drops_subscriber_when_buffer_full",
 		differs: "the evicted subscriber's last frame is client_evicted (naming the first event it did not get) and Next then returns ErrEvicted; AgentPool shuts the queue down without a word",
 		run: func(t *testing.T) {
-			b := newBus(t, config.Config{MaxQueueSize: 3, OverflowPolicy: config.DropSubscriber, DisableSlowClientWarning: true})
+			b := newBus(t, eventbus.Options{MaxQueueSize: 3, OverflowPolicy: eventbus.DropSubscriber, DisableSlowClientWarning: true})
 			s := subscribe(t, b, "sess-1", eventbus.SubscribeOptions{})
 			for i := 0; i < 5; i++ {
 				run(t, b, "sess-1", fmt.Sprintf("ev%d", i))
@@ -195,7 +195,7 @@ var agentPoolTwins = []twin{
 			assert.LessOrEqual(t, len(runIDs(t, evs)), 3)
 			assert.NotContains(t, b.SubscriberCounts(), "sess-1")
 			assert.ErrorIs(t, err, eventbus.ErrEvicted)
-			assert.Equal(t, eventbus.TypeClientEvicted, evs[len(evs)-1].Type)
+			assert.Equal(t, frame.TypeClientEvicted, evs[len(evs)-1].Type)
 		}},
 	{python: "eb:test_publish_removes_dead_subscriber_on_broken_resource", run: func(t *testing.T) {
 		// AgentPool notices a shut-down queue at the next publish; a closed
@@ -220,7 +220,7 @@ var agentPoolTwins = []twin{
 				evs, err := readToEnd(t, s)
 				assert.GreaterOrEqual(t, len(evs), 1)
 				assert.Equal(t, []string{"run-1"}, runIDs(t, evs))
-				assert.Equal(t, eventbus.TypeSessionClosed, evs[len(evs)-1].Type)
+				assert.Equal(t, frame.TypeSessionClosed, evs[len(evs)-1].Type)
 				assert.ErrorIs(t, err, eventbus.ErrSessionClosed)
 			}
 		}},
@@ -509,7 +509,7 @@ var agentPoolTwins = []twin{
 			assert.NotEmpty(t, got)
 			assert.LessOrEqual(t, len(got), 50)
 			assert.Equal(t, runs("ev-", 45, 50), got, "drop_oldest keeps the newest")
-			assert.Equal(t, 1, count(evs, eventbus.TypeStateResyncRequired))
+			assert.Equal(t, 1, count(evs, frame.TypeStateResyncRequired))
 			assert.ErrorIs(t, err, eventbus.ErrSessionClosed)
 		}},
 	{python: "eb:test_backpressure_retains_subscriber_with_drop_oldest", run: func(t *testing.T) {
@@ -644,7 +644,7 @@ var agentPoolTwins = []twin{
 			evs := drain(subscribe(t, b, "s1", eventbus.SubscribeOptions{Cursor: eventbus.At(1)}))
 			assert.Equal(t, []uint64{3, 4, 5}, ids(evs))
 			require.Equal(t, "state_resync_required:ring_evicted", describe(evs)[0])
-			d := decode[eventbus.ResyncData](t, evs[0])
+			d := decode[frame.ResyncData](t, evs[0])
 			assert.Equal(t, uint64(1), d.LastDeliveredID)
 			assert.Equal(t, uint64(3), d.CompleteFromID)
 		}},
@@ -670,7 +670,7 @@ var agentPoolTwins = []twin{
 			for _, e := range evs[:2] {
 				assert.Equal(t, "s2", e.Session)
 			}
-			assert.Equal(t, eventbus.TypeReplayComplete, evs[2].Type)
+			assert.Equal(t, frame.TypeReplayComplete, evs[2].Type)
 		}},
 
 	// --- docs/adr/eventbus-replay.md, "Testing Strategy" ---
@@ -693,7 +693,7 @@ var agentPoolTwins = []twin{
 	{python: "adr:3_concurrent_access", run: func(t *testing.T) {
 		// Subscribers join while events are published: each sees a
 		// contiguous, ordered, duplicate-free tail ending at the last event.
-		b := newBus(t, config.Config{ReplayBufferSize: 1000, MaxQueueSize: 1000})
+		b := newBus(t, eventbus.Options{ReplayBufferSize: 1000, MaxQueueSize: 1000})
 		const total = 500
 		done := make(chan struct{})
 		go func() {

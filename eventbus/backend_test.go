@@ -9,21 +9,22 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/backend"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // fakeBackend lets a test play the feed of a distributed backend by hand.
 type fakeBackend struct {
 	mu   sync.Mutex
-	feed eventbus.Feed
+	feed backend.Feed
 }
 
 func (f *fakeBackend) Epoch() string { return "fake" }
 func (f *fakeBackend) Append(context.Context, []string, eventbus.Event) (uint64, error) {
 	return 0, eventbus.ErrClosed
 }
-func (f *fakeBackend) Start(_ context.Context, feed eventbus.Feed) error {
+func (f *fakeBackend) Start(_ context.Context, feed backend.Feed) error {
 	f.mu.Lock()
 	f.feed = feed
 	f.mu.Unlock()
@@ -38,7 +39,7 @@ func (f *fakeBackend) ingest(id uint64, typ string, path ...string) {
 func newFedBus(t *testing.T) (*eventbus.Bus, *fakeBackend) {
 	t.Helper()
 	fb := &fakeBackend{}
-	b, err := eventbus.NewWithBackend(context.Background(), config.Config{}, fb)
+	b, err := backend.New(context.Background(), eventbus.Options{}, fb)
 	require.NoError(t, err)
 	t.Cleanup(func() { b.Close() })
 	return b, fb
@@ -52,7 +53,7 @@ func TestIngestUnderClosedAncestor(t *testing.T) {
 	b, fb := newFedBus(t)
 	fb.ingest(1, "msg", "P", "C")
 	s := subscribe(t, b, "C", eventbus.SubscribeOptions{Cursor: eventbus.At(1)})
-	fb.ingest(2, eventbus.TypeSessionClosed, "P")
+	fb.ingest(2, frame.TypeSessionClosed, "P")
 	fb.ingest(3, "msg", "P", "C")
 	assert.Equal(t, []string{"replay_complete", "3"}, describe(readN(t, s, 2)))
 	assert.True(t, b.SessionExists("C"))
@@ -67,8 +68,8 @@ func TestIngestReusedID(t *testing.T) {
 	t.Parallel()
 	b, fb := newFedBus(t)
 	fb.ingest(1, "msg", "s")
-	fb.ingest(2, eventbus.TypeSessionClosed, "s")
-	fb.ingest(3, eventbus.TypeSessionClosed, "s")
+	fb.ingest(2, frame.TypeSessionClosed, "s")
+	fb.ingest(3, frame.TypeSessionClosed, "s")
 	fb.ingest(4, "msg", "s")
 	require.True(t, b.SessionExists("s"))
 	s := subscribe(t, b, "s", eventbus.SubscribeOptions{Cursor: eventbus.At(2)})

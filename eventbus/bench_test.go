@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -40,7 +40,7 @@ const benchType = "agent_message_chunk"
 // subscriber is never evicted however far the publisher runs ahead.
 var benchLossless = eventbus.SubscribeOptions{NoReplay: true, MaxQueued: 1_000_000, MaxQueuedBytes: 1 << 30}
 
-func benchNewBus(b *testing.B, cfg config.Config) *eventbus.Bus {
+func benchNewBus(b *testing.B, cfg eventbus.Options) *eventbus.Bus {
 	b.Helper()
 	if cfg.MaxSubscribers == 0 {
 		cfg.MaxSubscribers = 100_000
@@ -143,7 +143,7 @@ func benchPublish(b *testing.B, bus *eventbus.Bus, session string) {
 func BenchmarkPublish(b *testing.B) {
 	for _, S := range []int{0, 1, 10, 100, 1000} {
 		b.Run(fmt.Sprintf("subs=%d", S), func(b *testing.B) {
-			bus := benchNewBus(b, config.Config{})
+			bus := benchNewBus(b, eventbus.Options{})
 			defer bus.Close()
 			subs := benchSubscribe(b, bus, "s", S, benchLossless)
 			d := benchDrain(subs, b.N)
@@ -180,7 +180,7 @@ func BenchmarkPublishStalled(b *testing.B) {
 		{"one/drop_oldest", eventbus.DropOldest},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			bus := benchNewBus(b, config.Config{})
+			bus := benchNewBus(b, eventbus.Options{})
 			defer bus.Close()
 			live := 100
 			var stalled *eventbus.Subscription
@@ -213,7 +213,7 @@ func BenchmarkPublishStalled(b *testing.B) {
 func BenchmarkSubscribeReplay(b *testing.B) {
 	for _, n := range []int{100, 10_000} {
 		b.Run(fmt.Sprintf("events=%d", n), func(b *testing.B) {
-			bus := benchNewBus(b, config.Config{ReplayBufferSize: n})
+			bus := benchNewBus(b, eventbus.Options{ReplayBufferSize: n})
 			defer bus.Close()
 			for i := 0; i < 3*n; i++ {
 				benchPublish(b, bus, "s")
@@ -234,7 +234,7 @@ func BenchmarkSubscribeReplay(b *testing.B) {
 					if !ok {
 						b.Fatalf("replay stopped after %d events", got)
 					}
-					if ev.Type == eventbus.TypeReplayComplete {
+					if ev.Type == frame.TypeReplayComplete {
 						break
 					}
 					got++
@@ -254,7 +254,7 @@ func BenchmarkSubscribeReplay(b *testing.B) {
 // session subscriber per child hears its own session: two deliveries per
 // publish to a child, one per publish to the root.
 func BenchmarkDescendantsFanOut(b *testing.B) {
-	bus := benchNewBus(b, config.Config{})
+	bus := benchNewBus(b, eventbus.Options{})
 	defer bus.Close()
 	sessions := []string{"root"}
 	if err := bus.CreateSession("root", ""); err != nil {
@@ -307,7 +307,7 @@ func BenchmarkDescendantsFanOut(b *testing.B) {
 // one publish that drops for a full drop_newest / drop_oldest subscriber.
 func BenchmarkSlowClient(b *testing.B) {
 	b.Run("warn_then_evict", func(b *testing.B) {
-		bus := benchNewBus(b, config.Config{})
+		bus := benchNewBus(b, eventbus.Options{})
 		defer bus.Close()
 		o := eventbus.SubscribeOptions{NoReplay: true, MaxQueued: 100}
 		ctx := context.Background()
@@ -333,7 +333,7 @@ func BenchmarkSlowClient(b *testing.B) {
 	})
 	for _, p := range []eventbus.OverflowPolicy{eventbus.DropNewest, eventbus.DropOldest} {
 		b.Run(string(p)+"_full", func(b *testing.B) {
-			bus := benchNewBus(b, config.Config{})
+			bus := benchNewBus(b, eventbus.Options{})
 			defer bus.Close()
 			s := benchSubscribe(b, bus, "s", 1, eventbus.SubscribeOptions{NoReplay: true, MaxQueued: 100, Policy: p})[0]
 			defer s.Close()
@@ -362,7 +362,7 @@ func BenchmarkSlowClient(b *testing.B) {
 func BenchmarkPublishParallel(b *testing.B) {
 	for _, S := range []int{0, 1, 10} {
 		b.Run(fmt.Sprintf("subs=%d", S), func(b *testing.B) {
-			bus := benchNewBus(b, config.Config{})
+			bus := benchNewBus(b, eventbus.Options{})
 			defer bus.Close()
 			P := runtime.GOMAXPROCS(0)
 			type tree struct {

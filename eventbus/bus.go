@@ -16,7 +16,9 @@ import (
 
 	"github.com/puzpuzpuz/xsync/v3"
 
-	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/eventbus/frame"
+	"github.com/replaybus/replaybus/eventbus/internal/deadline"
+	"github.com/replaybus/replaybus/eventbus/internal/diag"
 	"github.com/replaybus/replaybus/replay"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -37,14 +39,13 @@ const MaxNameLen = 256
 // the structure and exclude every publisher for their (short) duration.
 // None of them waits on a subscriber. docs/architecture.md has the locks.
 type Bus struct {
-	cfg       config.Config
-	policySet bool // cfg.OverflowPolicy was set, not defaulted
-	opts      options
+	cfg       Options // defaults applied; OverflowPolicy the one in force
+	policySet bool    // the OverflowPolicy given to New was set, not defaulted
 	epoch     string
 	droppable map[string]struct{}
 
-	backend Backend // nil for the in-memory bus
-	// feedWaiters are subscribes waiting for the backend feed (Syncer);
+	remote remote // the backend (package eventbus/backend); nil for the in-memory bus
+	// feedWaiters are subscribes waiting for the backend feed (awaitFeed);
 	// guarded by mu.
 	feedWaiters []feedWaiter
 
@@ -108,9 +109,9 @@ type Bus struct {
 	// by consumers and subscribes.
 	guarded  atomic.Int64
 	replayed atomic.Int64
-	diag     diagState // diagnostics queued under a lock, delivered after (diaglog.go)
+	diag     diag.Aggregator // diagnostics queued under a lock, delivered after (diaglog.go)
 
-	waits deadlineQueue // parked readers' deadlines (wait.go: NextBefore)
+	waits *deadline.Queue[*Subscription] // parked readers' deadlines (wait.go: NextBefore)
 }
 
 // counters are the rarer figures of [Stats] that publishing, subscribing
@@ -123,11 +124,13 @@ type counters struct {
 	resyncs  atomic.Uint64 // state_resync_required frames, decided anywhere
 }
 
-// New returns a running Bus configured by cfg (zero fields take their
-// defaults, see [config.Config]) and opts. It validates everything up front
-// and returns an error naming the bad field and value. The bus starts one
-// goroutine that expires idle sessions; [Bus.Close] stops it.
-func New(cfg config.Config, opts ...Option) (*Bus, error) {
+// New returns a running in-memory Bus configured by cfg (zero fields take
+// their defaults, see [Options]). It validates everything up front and
+// returns an error naming the bad field and value ([*OptionError], or
+// ErrInvalid for a bad Epoch). The bus starts one goroutine that expires
+// idle sessions; [Bus.Close] stops it. The backend package makes a bus
+// over a shared backend (NATS JetStream) instead.
+func New(cfg Options) (*Bus, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -135,15 +138,13 @@ func New(cfg config.Config, opts ...Option) (*Bus, error) {
 	b := &Bus{cfg: cfg, mu: xsync.NewRBMutex(), tombs: make(map[string]int64), registry: newRegistry()}
 	b.policySet = cfg.OverflowPolicy != ""
 	if !b.policySet {
-		b.cfg.OverflowPolicy = config.DefaultOverflowPolicy // in-process default
+		b.cfg.OverflowPolicy = defaultOverflowPolicy // in-process default
 	}
-	for _, o := range opts {
-		o(&b.opts)
+	b.waits = deadline.New(b.deadlineDue)
+	if b.cfg.now == nil {
+		b.cfg.now = time.Now
 	}
-	if b.opts.now == nil {
-		b.opts.now = time.Now
-	}
-	b.epoch = b.opts.epoch
+	b.epoch = b.cfg.Epoch
 	if b.epoch == "" {
 		var raw [8]byte
 		_, _ = rand.Read(raw[:])
@@ -175,20 +176,20 @@ func checkEpoch(e string) error {
 }
 
 // Epoch returns this bus incarnation's epoch: 16 random hex digits unless set
-// with [WithEpoch]. A client cursor from another epoch is an epoch_reset.
+// with [Options.Epoch]. A client cursor from another epoch is an epoch_reset.
 func (b *Bus) Epoch() string { return b.epoch }
 
-// Config returns the configuration in force, defaults applied (an unset
-// OverflowPolicy shows as drop_oldest, the in-process default).
-func (b *Bus) Config() config.Config { return b.cfg }
-
-// OverflowPolicySet reports whether the configuration given to [New] set
-// OverflowPolicy (from AGENTPOOL_EVENTBUS_OVERFLOW_POLICY or in code)
-// rather than leaving it to the default. Streaming adapters use it to apply
-// the default rule of [config.Config.OverflowPolicy]: when it is false they
-// give their subscribers drop_subscriber instead of the in-process default
-// drop_oldest.
-func (b *Bus) OverflowPolicySet() bool { return b.policySet }
+// Options returns the options in force: those given to [New] with their
+// defaults applied, OverflowPolicy still "" when it was not set (then
+// in-process subscribers get drop_oldest and the streaming adapters give
+// theirs drop_subscriber, the rule of [Options.OverflowPolicy]).
+func (b *Bus) Options() Options {
+	o := b.cfg
+	if !b.policySet {
+		o.OverflowPolicy = ""
+	}
+	return o
+}
 
 // LastEventID returns the highest id assigned so far (0 before the first
 // publish), qwen-code's lastEventId getter. With publishers running in
@@ -199,7 +200,7 @@ func (b *Bus) OverflowPolicySet() bool { return b.policySet }
 // It takes no lock (an atomic load) and never waits for a publish.
 func (b *Bus) LastEventID() uint64 { return b.seq.Load() }
 
-func (b *Bus) nowNanos() int64 { return b.opts.now().UnixNano() }
+func (b *Bus) nowNanos() int64 { return b.cfg.now().UnixNano() }
 
 // CheckSessionID returns nil when id is a session id the bus accepts: 1 to
 // MaxNameLen bytes of valid UTF-8 without control characters. Otherwise it
@@ -223,19 +224,6 @@ func checkName(what, v string) error {
 		}
 	}
 	return nil
-}
-
-// Reserved reports whether typ is one of the bus's own frame types —
-// state_resync_required, replay_complete, slow_client_warning,
-// client_evicted, session_closed — or starts with "_replaybus.". Publish
-// refuses them, so a publisher cannot forge a protocol frame (a real event
-// with an id that a client would take for the end of its session, say).
-func Reserved(typ string) bool {
-	switch typ {
-	case TypeStateResyncRequired, TypeReplayComplete, TypeSlowClientWarning, TypeClientEvicted, TypeSessionClosed:
-		return true
-	}
-	return strings.HasPrefix(typ, "_replaybus.")
 }
 
 // encode turns a payload into JSON once, outside the lock.
@@ -280,7 +268,7 @@ func encode(data any) (out []byte, err error) {
 // publish takes its id; publishes to distinct trees run in parallel.
 // Errors: an ErrInvalid
 // error naming the value for an empty or over-long session id or type, a
-// type with a control character (CR, LF, …), a [Reserved] type (the bus's
+// type with a control character (CR, LF, …), a [frame.Reserved] type (the bus's
 // own frames: use CloseSession for session_closed), data that cannot be
 // encoded, or a [SessionController] that panicked creating the session —
 // a refused event consumes no id; ErrSessionClosed for a closed session
@@ -326,7 +314,7 @@ func checkEvent(sessionID, typ string) error {
 	if err := checkName("event type", typ); err != nil {
 		return err
 	}
-	if Reserved(typ) {
+	if frame.Reserved(typ) {
 		return invalidf("event type %q is reserved for the bus's own frames", typ)
 	}
 	return nil
@@ -369,7 +357,7 @@ var testHookTreeLocked func(session string)
 // (or a refused one) takes the structure lock exclusively.
 func (b *Bus) publish(sessionID, typ string, raw []byte, origin string, create bool) (Event, error) {
 	defer b.flushDiagnostics() // after every lock is released
-	if b.backend != nil {
+	if b.remote != nil {
 		return b.publishRemote(sessionID, typ, raw, origin, create)
 	}
 	r := &record{typ: typ, data: raw, origin: originRef(origin), nanos: b.nowNanos()}
@@ -425,7 +413,7 @@ func (b *Bus) publishRemote(sessionID, typ string, raw []byte, origin string, cr
 		x.published = true
 		path = x.pathLocked()
 	}
-	now := b.opts.now()
+	now := b.cfg.now()
 	b.mu.Unlock()
 	if err != nil {
 		return Event{}, err
@@ -500,7 +488,7 @@ func (b *Bus) sessionLocked(id string, create bool) (*session, error) {
 	if !create {
 		return nil, fmt.Errorf("%w: %q", ErrSessionNotFound, id)
 	}
-	if b.opts.parentOf != nil {
+	if b.cfg.SessionController != nil {
 		return b.addAskedLocked(id, nil)
 	}
 	return b.addLocked(id, "")
@@ -553,7 +541,7 @@ func (b *Bus) askParent(id string) (parent string, err error) {
 			err = fmt.Errorf("%w: %w for session %q: %v", ErrInvalid, errControllerPanicked, id, p)
 		}
 	}()
-	return b.opts.parentOf(id), nil
+	return b.cfg.SessionController(id), nil
 }
 
 func (b *Bus) addLocked(id, parent string) (*session, error) {
@@ -588,7 +576,7 @@ func (b *Bus) addLocked(id, parent string) (*session, error) {
 //     ACP session/resume or session/load, same id): a new incarnation under
 //     the same bus sequence, so its ids go on rising. It takes back its old
 //     replay buffer (session_closed included) while that is still kept for
-//     its tree (config.ClosedRetention), so a resume from before the close
+//     its tree (Options.ClosedRetention), so a resume from before the close
 //     loses nothing; otherwise it starts empty and a subscriber that
 //     resumes with a cursor from before the close is told what it cannot
 //     get back with state_resync_required{ring_evicted} — never silence;
@@ -603,7 +591,8 @@ func (b *Bus) addLocked(id, parent string) (*session, error) {
 // has another parent (a session is attached once; it is not moved between
 // parents); scope.ErrUnknownParent for an unknown parent; scope.ErrCycle
 // when parent is id or lies below it; ErrSessionClosed when parent was
-// closed (reopen it first); ErrClosed after Close. Over a [Backend] the
+// closed (reopen it first); ErrClosed after Close. Over a backend (package
+// eventbus/backend) the
 // creation, reopening or attachment is also appended to the backend so
 // every node learns it, and the backend's error is returned.
 func (b *Bus) CreateSession(id, parent string) error {
@@ -637,13 +626,13 @@ func (b *Bus) CreateSession(id, parent string) error {
 		// empty and is marked evicted up to what the closed one held
 		// (addLocked), so an old cursor gets ring_evicted.
 		delete(b.tombs, id)
-		if b.backend == nil {
+		if b.remote == nil {
 			return nil
 		}
 		path := x.pathLocked()
-		now := b.opts.now()
+		now := b.cfg.now()
 		b.mu.Unlock()
-		_, err = b.appendRemote(path, Event{Session: id, Type: TypeSessionCreated, Time: now})
+		_, err = b.appendRemote(path, Event{Session: id, Type: typeSessionCreated, Time: now})
 		b.mu.Lock()
 		if err != nil && !b.closed && b.tree.Get(id) == x.node && x.info.nsubs.Load() == 0 && !x.published && x.node.NumChildren() == 0 {
 			// No other node learnt of it: do not keep a local phantom.
@@ -667,13 +656,13 @@ func (b *Bus) CreateSession(id, parent string) error {
 		return err
 	}
 	b.attachedLocked(x)
-	if b.backend == nil {
+	if b.remote == nil {
 		return nil
 	}
 	path := x.pathLocked()
-	now := b.opts.now()
+	now := b.cfg.now()
 	b.mu.Unlock()
-	_, err := b.appendRemote(path, Event{Session: id, Type: TypeSessionCreated, Time: now})
+	_, err := b.appendRemote(path, Event{Session: id, Type: typeSessionCreated, Time: now})
 	b.mu.Lock()
 	return err
 }
@@ -743,7 +732,7 @@ func (b *Bus) ClearReplayBuffer(id string) error {
 // removes it from the tree. Its replay buffer stays readable for the
 // descendants and all scopes of its open ancestors, so that a client of the
 // run that resumes after the sub-agent finished loses nothing, until the
-// tree's root closes, config.ClosedRetention passes or config.MaxRetained
+// tree's root closes, Options.ClosedRetention passes or Options.MaxRetained
 // buffers are kept (a root's buffer goes at once). Its children move up to
 // its parent (roots when it was a root), so the tree stays connected: a
 // descendants subscriber of an ancestor keeps hearing them, as in
@@ -757,7 +746,7 @@ func (b *Bus) ClearReplayBuffer(id string) error {
 // cannot resurrect a closed session unnoticed).
 //
 // Closing a closed or unknown session is a no-op (nil), as in AgentPool.
-// Errors: ErrClosed after Close; over a [Backend], the backend's error.
+// Errors: ErrClosed after Close; over a backend, the backend's error.
 func (b *Bus) CloseSession(id string) error { return b.closeSession(id, false) }
 
 // CloseSessionTree closes session id and every session below it, however
@@ -776,7 +765,7 @@ func (b *Bus) closeSession(id string, cascade bool) error {
 	if n == nil {
 		return nil
 	}
-	if b.backend != nil {
+	if b.remote != nil {
 		// Every node, this one included, closes the session when its feed
 		// ingests the session_closed event.
 		var targets []*session
@@ -796,8 +785,8 @@ func (b *Bus) closeSession(id string, cascade bool) error {
 		b.mu.Unlock()
 		defer b.mu.Lock()
 		for _, j := range jobs {
-			ev := Event{Session: j.id, Type: TypeSessionClosed, Time: b.opts.now(),
-				Data: mustJSON(SessionClosedData{Session: j.id, Reason: "closed"})}
+			ev := Event{Session: j.id, Type: frame.TypeSessionClosed, Time: b.cfg.now(),
+				Data: mustJSON(frame.SessionClosedData{Session: j.id, Reason: "closed"})}
 			if _, err := b.appendRemote(j.path, ev); err != nil {
 				return err
 			}
@@ -839,8 +828,8 @@ func closeOrder(x *session) []*session {
 func (b *Bus) closeLocked(x *session, announce bool) {
 	now := b.nowNanos()
 	if announce {
-		r := &record{session: x.id, typ: TypeSessionClosed, nanos: now,
-			data: mustJSON(SessionClosedData{Session: x.id, Reason: "closed"})}
+		r := &record{session: x.id, typ: frame.TypeSessionClosed, nanos: now,
+			data: mustJSON(frame.SessionClosedData{Session: x.id, Reason: "closed"})}
 		b.appendLocked(x, r, true, &fan{}) // wakes at once
 		b.tombs[x.id] = now
 	}
@@ -921,8 +910,8 @@ type Stats struct {
 	Guarded     uint64 `json:"guarded"`     // events the reinsert guard skipped; always 0 unless there is a bug
 	// Retained is the number of closed sessions whose replay buffers are
 	// kept now for the scopes of their open ancestors (at most
-	// config.MaxRetained); RetainedDropped counts those dropped before
-	// being reopened: at config.ClosedRetention, at the cap, or when
+	// Options.MaxRetained); RetainedDropped counts those dropped before
+	// being reopened: at Options.ClosedRetention, at the cap, or when
 	// their tree's root closed.
 	Retained        int    `json:"retained"`
 	RetainedDropped uint64 `json:"retainedDropped"`
@@ -971,10 +960,10 @@ func (b *Bus) Close() error {
 	}
 	close(b.stopTTL)
 	b.mu.Unlock()
-	b.waits.close()
+	b.waits.Close()
 	<-b.ttlDone
-	if b.backend != nil {
-		return b.backend.Close()
+	if b.remote != nil {
+		return b.remote.Close()
 	}
 	return nil
 }

@@ -11,8 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/backend"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 func TestHistoryPrecedesLive(t *testing.T) {
@@ -36,7 +37,7 @@ func TestHistoryPrecedesLive(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			b := newBus(t, config.Config{})
+			b := newBus(t, eventbus.Options{})
 			publish(t, b, "s", 5)
 			s := subscribe(t, b, "s", tt.opts)
 			publish(t, b, "s", 3)
@@ -63,7 +64,7 @@ func TestSubscribeRacingPublish(t *testing.T) {
 		rounds = 40
 	}
 	for round := 0; round < rounds; round++ {
-		b, err := eventbus.New(config.Config{ReplayBufferSize: 1000, MaxQueueSize: 2000})
+		b, err := eventbus.New(eventbus.Options{ReplayBufferSize: 1000, MaxQueueSize: 2000})
 		require.NoError(t, err)
 		publish(t, b, "s", 50)
 		start := make(chan struct{})
@@ -91,7 +92,7 @@ func TestSubscribeRacingPublish(t *testing.T) {
 			switch {
 			case ev.ID != 0:
 				got = append(got, ev.ID)
-			case ev.Type == eventbus.TypeReplayComplete:
+			case ev.Type == frame.TypeReplayComplete:
 				completes++
 			default:
 				require.Failf(t, "unexpected frame", "round %d: %s %s", round, ev.Type, ev.Data)
@@ -101,7 +102,7 @@ func TestSubscribeRacingPublish(t *testing.T) {
 		// The whole tail may have been replayed: replay_complete then
 		// follows event 1000.
 		for _, ev := range drain(s) {
-			require.Equal(t, eventbus.TypeReplayComplete, ev.Type, "round %d", round)
+			require.Equal(t, frame.TypeReplayComplete, ev.Type, "round %d", round)
 			completes++
 		}
 		require.Equal(t, seq(51, 1000), got, "round %d", round)
@@ -118,7 +119,7 @@ func TestSubscribeRacingPublish(t *testing.T) {
 func TestConcurrentPublishers(t *testing.T) {
 	t.Parallel()
 	const publishers, each = 8, 125
-	b := newBus(t, config.Config{ReplayBufferSize: 1000, MaxQueueSize: 2000})
+	b := newBus(t, eventbus.Options{ReplayBufferSize: 1000, MaxQueueSize: 2000})
 	type item struct{ P, I int }
 	var subs []*eventbus.Subscription
 	for _, o := range []eventbus.SubscribeOptions{{}, {NoReplay: true}, {Cursor: eventbus.At(0)}} {
@@ -195,7 +196,7 @@ func TestConcurrentPublishers(t *testing.T) {
 // Interleaved publishes to A and B: B's subscribers and resumes never see A.
 func TestSessionIsolation(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{ReplayBufferSize: 5})
+	b := newBus(t, eventbus.Options{ReplayBufferSize: 5})
 	live := subscribe(t, b, "B", eventbus.SubscribeOptions{})
 	var bIDs []uint64
 	for i := 0; i < 20; i++ {
@@ -248,14 +249,14 @@ func TestPublishValidation(t *testing.T) {
 		{"nil RawMessage", "s", "msg", json.RawMessage(nil)},
 		{"panicking marshaler", "s", "msg", panicky{}},
 		{"over-long type", "s", string(make([]byte, eventbus.MaxNameLen+1)), nil},
-		{"forged session_closed", "s", eventbus.TypeSessionClosed, nil},
-		{"forged client_evicted", "s", eventbus.TypeClientEvicted, nil},
-		{"forged replay_complete", "s", eventbus.TypeReplayComplete, nil},
-		{"forged state_resync_required", "s", eventbus.TypeStateResyncRequired, nil},
-		{"forged slow_client_warning", "s", eventbus.TypeSlowClientWarning, nil},
-		{"internal control type", "s", eventbus.TypeSessionCreated, nil},
+		{"forged session_closed", "s", frame.TypeSessionClosed, nil},
+		{"forged client_evicted", "s", frame.TypeClientEvicted, nil},
+		{"forged replay_complete", "s", frame.TypeReplayComplete, nil},
+		{"forged state_resync_required", "s", frame.TypeStateResyncRequired, nil},
+		{"forged slow_client_warning", "s", frame.TypeSlowClientWarning, nil},
+		{"internal control type", "s", backend.TypeSessionCreated, nil},
 	}
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := b.Publish(tt.session, tt.typ, tt.data)
@@ -276,7 +277,7 @@ func (panicky) MarshalJSON() ([]byte, error) { panic("boom") }
 
 func TestPublishReturnsStoredEvent(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	before := time.Now()
 	ev, err := b.Publish("s", "tool_call", map[string]string{"k": "v"}, eventbus.WithOrigin("client-1"))
 	require.NoError(t, err)
@@ -306,23 +307,23 @@ func TestPublishReturnsStoredEvent(t *testing.T) {
 
 func TestNewValidates(t *testing.T) {
 	t.Parallel()
-	_, err := eventbus.New(config.Config{MaxQueueSize: -5})
+	_, err := eventbus.New(eventbus.Options{MaxQueueSize: -5})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "MaxQueueSize")
-	_, err = eventbus.New(config.Config{}, eventbus.WithEpoch("bad epoch"))
+	_, err = eventbus.New(eventbus.Options{Epoch: "bad epoch"})
 	require.ErrorIs(t, err, eventbus.ErrInvalid)
 
-	b := newBus(t, config.Config{}, eventbus.WithEpoch("e1"))
+	b := newBus(t, eventbus.Options{Epoch: "e1"})
 	assert.Equal(t, "e1", b.Epoch())
-	b1, b2 := newBus(t, config.Config{}), newBus(t, config.Config{})
+	b1, b2 := newBus(t, eventbus.Options{}), newBus(t, eventbus.Options{})
 	assert.Len(t, b1.Epoch(), 16)
 	assert.NotEqual(t, b1.Epoch(), b2.Epoch())
-	assert.Equal(t, config.DefaultReplayBufferSize, b1.Config().ReplayBufferSize)
+	assert.Equal(t, eventbus.Options{}.WithDefaults().ReplayBufferSize, b1.Options().ReplayBufferSize)
 }
 
 func TestSubscribeValidation(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
 	tests := []struct {

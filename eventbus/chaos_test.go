@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -26,7 +25,7 @@ import (
 // strictly increasing with history before live.
 func TestConcurrentChaos(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{ReplayBufferSize: 8, MaxSubscribers: 16, DroppableTypes: []string{"delta"}})
+	b := newBus(t, eventbus.Options{ReplayBufferSize: 8, MaxSubscribers: 16, DroppableTypes: []string{"delta"}})
 	names := []string{"s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7"}
 	for i, n := range names[:4] {
 		parent := ""
@@ -165,7 +164,7 @@ func TestWithLogger(t *testing.T) {
 		defer mu.Unlock()
 		return buf.Write(p)
 	}), nil)
-	b := newBus(t, config.Config{OverflowPolicy: config.DropSubscriber}, eventbus.WithLogger(slog.New(h)))
+	b := newBus(t, eventbus.Options{OverflowPolicy: eventbus.DropSubscriber, Logger: slog.New(h)})
 	subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 1, Name: "alice"})
 	publish(t, b, "s", 2)
 	mu.Lock()

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -22,7 +22,7 @@ import (
 // it then ends with ErrSessionClosed; later publishes fail.
 func TestCloseSessionWhilePublishing(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{ReplayBufferSize: 1000, MaxQueueSize: 100_000})
+	b := newBus(t, eventbus.Options{ReplayBufferSize: 1000, MaxQueueSize: 100_000})
 	require.NoError(t, b.CreateSession("P", ""))
 	require.NoError(t, b.CreateSession("s", "P"))
 	opts := []eventbus.SubscribeOptions{{}, {NoReplay: true}, {Cursor: eventbus.At(0)}, {Scope: scope.Descendants},
@@ -82,9 +82,9 @@ func TestCloseSessionWhilePublishing(t *testing.T) {
 		require.ErrorIs(t, r.err, eventbus.ErrSessionClosed, "subscriber %d", i)
 		require.NotEmpty(t, r.evs)
 		last := r.evs[len(r.evs)-1]
-		assert.Equal(t, eventbus.TypeSessionClosed, last.Type, "subscriber %d ends with session_closed", i)
+		assert.Equal(t, frame.TypeSessionClosed, last.Type, "subscriber %d ends with session_closed", i)
 		assert.NotZero(t, last.ID)
-		assert.Equal(t, eventbus.SessionClosedData{Session: "s", Reason: "closed"}, decode[eventbus.SessionClosedData](t, last))
+		assert.Equal(t, frame.SessionClosedData{Session: "s", Reason: "closed"}, decode[frame.SessionClosedData](t, last))
 		got := ids(r.evs)
 		for j := 1; j < len(got); j++ {
 			require.Greater(t, got[j], got[j-1], "subscriber %d", i)
@@ -108,7 +108,7 @@ func TestCloseSessionWhilePublishing(t *testing.T) {
 	for _, s := range []*eventbus.Subscription{parent, all} {
 		evs := drain(s)
 		require.NotEmpty(t, evs)
-		assert.Equal(t, eventbus.TypeSessionClosed, evs[len(evs)-1].Type)
+		assert.Equal(t, frame.TypeSessionClosed, evs[len(evs)-1].Type)
 		assert.Equal(t, int(n)+1, len(ids(evs)))
 	}
 	ev, err := b.Publish("P", "msg", nil)
@@ -121,7 +121,7 @@ func TestCloseSessionWhilePublishing(t *testing.T) {
 
 func TestCloseSessionTree(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	require.NoError(t, b.CreateSession("R", ""))
 	require.NoError(t, b.CreateSession("A", "R"))
 	require.NoError(t, b.CreateSession("B", "A"))
@@ -132,7 +132,7 @@ func TestCloseSessionTree(t *testing.T) {
 	var order []string
 	for _, e := range evs {
 		order = append(order, e.Session)
-		assert.Equal(t, eventbus.TypeSessionClosed, e.Type)
+		assert.Equal(t, frame.TypeSessionClosed, e.Type)
 	}
 	assert.Equal(t, []string{"B", "A", "R"}, order, "children first")
 	got, err := readToEnd(t, own)
@@ -146,7 +146,7 @@ func TestCloseSessionTree(t *testing.T) {
 // no session, no subscriber, no goroutine.
 func TestClosedSessionsLeaveNothing(t *testing.T) {
 	before := goleak.IgnoreCurrent()
-	b, err := eventbus.New(config.Config{})
+	b, err := eventbus.New(eventbus.Options{})
 	require.NoError(t, err)
 	kinds := []scope.Kind{scope.Session, scope.Descendants, scope.Subtree, scope.All}
 	var subs []*eventbus.Subscription
@@ -208,7 +208,7 @@ func TestCancelEndsSubscription(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			b := newBus(t, config.Config{MaxSubscribers: 1})
+			b := newBus(t, eventbus.Options{MaxSubscribers: 1})
 			ctx, cancel := context.WithCancelCause(context.Background())
 			defer cancel(nil)
 			s, err := b.Subscribe(ctx, "s", eventbus.SubscribeOptions{})
@@ -238,7 +238,7 @@ func TestCancelEndsSubscription(t *testing.T) {
 // Next gives up when its own ctx is done; the subscription stays usable.
 func TestNextContext(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	s := subscribe(t, b, "s", eventbus.SubscribeOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
@@ -253,7 +253,7 @@ func TestNextContext(t *testing.T) {
 
 func TestBusClose(t *testing.T) {
 	t.Parallel()
-	b, err := eventbus.New(config.Config{})
+	b, err := eventbus.New(eventbus.Options{})
 	require.NoError(t, err)
 	require.NoError(t, b.CreateSession("c", ""))
 	s1 := subscribe(t, b, "a", eventbus.SubscribeOptions{})
@@ -321,7 +321,7 @@ func TestEventsPumpExits(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := goleak.IgnoreCurrent()
-			b, err := eventbus.New(config.Config{})
+			b, err := eventbus.New(eventbus.Options{})
 			require.NoError(t, err)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -351,7 +351,7 @@ func TestEventsPumpExits(t *testing.T) {
 // context is cancelled while the pump is handing over a frame.
 func TestEventsErrSetWhenChannelCloses(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	for range 300 {
 		ctx, cancel := context.WithCancel(context.Background())
 		s, err := b.Subscribe(ctx, "s", eventbus.SubscribeOptions{NoReplay: true})

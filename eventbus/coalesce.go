@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // Coalescer decides which events a coalescing subscription merges and how
@@ -30,8 +32,9 @@ type Coalescer interface {
 	Merge(key string, evs []Event) (json.RawMessage, error)
 }
 
-// MaxThrottle is the largest [SubscribeOptions.Throttle].
-const MaxThrottle = time.Minute
+// maxThrottle is the largest [SubscribeOptions.Throttle] in process; the
+// streaming adapters bound what a client may ask for lower (5 s).
+const maxThrottle = time.Minute
 
 // A merged group is handed out once it holds this many events or bytes of
 // data, even while more of the same key is queued: it bounds what one
@@ -99,8 +102,8 @@ func Coalesce(c Coalescer, evs []Event) []Event {
 
 // setCoalescing validates the coalescing options and turns them on.
 func (s *Subscription) setCoalescing(o SubscribeOptions) error {
-	if o.Throttle < 0 || o.Throttle > MaxThrottle {
-		return invalidf("Throttle %v out of range [0, %v]", o.Throttle, MaxThrottle)
+	if o.Throttle < 0 || o.Throttle > maxThrottle {
+		return invalidf("Throttle %v out of range [0, %v]", o.Throttle, maxThrottle)
 	}
 	if o.Coalesce == nil {
 		if o.Throttle != 0 {
@@ -161,7 +164,7 @@ func (co *coalescing) pull(s source, force bool) (Event, bool) {
 		// Synthetic frames (resync, gaps, replay_complete, warnings) and
 		// session_closed never merge, so they end any group before them.
 		key := ""
-		if ev.ID != 0 && ev.Type != TypeSessionClosed {
+		if ev.ID != 0 && ev.Type != frame.TypeSessionClosed {
 			var drop bool
 			key, drop = co.c.Key(ev)
 			if drop {

@@ -8,8 +8,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/replaybus/replaybus/config"
 )
 
 // lockProbe is a slog.Handler that records whether the bus lock was free
@@ -40,15 +38,15 @@ func TestDiagnosticsOutsideBusLock(t *testing.T) {
 	probe := &lockProbe{}
 	var hookCalls, hookLocked atomic.Int32
 	var b *Bus
-	b, err := New(config.Config{DroppableTypes: []string{"delta"}}, WithLogger(slog.New(probe)),
-		WithDiagnostics(func(Diagnostic) {
+	b, err := New(Options{DroppableTypes: []string{"delta"}, Logger: slog.New(probe),
+		Diagnostics: func(Diagnostic) {
 			hookCalls.Add(1)
 			if b.mu.TryLock() {
 				b.mu.Unlock()
 			} else {
 				hookLocked.Add(1)
 			}
-		}))
+		}})
 	require.NoError(t, err)
 	defer b.Close()
 	probe.b = b

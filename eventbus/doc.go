@@ -40,11 +40,11 @@
 // create-on-first-publish; [Existing] turns that off for one publish), or
 // explicitly with [Bus.CreateSession], which also attaches a root to a
 // parent at any time (cycles refused) and reopens a closed id (ACP
-// session/resume). [WithSessionController] supplies a new id's parent.
+// session/resume). [Options.SessionController] supplies a new id's parent.
 // [Bus.CloseSession] publishes session_closed, ends the session's own
 // subscribers and moves its children up to its parent; its replay buffer
 // stays readable for the descendants and all scopes of its open ancestors
-// for config.ClosedRetention, so a client of the run that resumes after a
+// for Options.ClosedRetention, so a client of the run that resumes after a
 // sub-agent finished loses nothing. A late publish to a closed id fails with
 // ErrSessionClosed. CloseSession and ClearReplayBuffer on an unknown id are
 // no-ops, as in AgentPool.
@@ -57,7 +57,7 @@
 // the queue is full the overflow policy decides: drop_oldest (AgentPool's
 // default, and ours in process) and drop_newest keep it and announce the
 // loss with state_resync_required{events_dropped}; drop_subscriber (the SSE
-// handler's default, see config.Config.OverflowPolicy for the rule) ends it
+// handler's default, see Options.OverflowPolicy for the rule) ends it
 // with client_evicted. Droppable
 // types are dropped for a subscriber at or above the warning level instead.
 //

@@ -16,7 +16,7 @@ func Example_quickStart() {
 	// eventbus.New does not read the environment: config.Load (or
 	// LoadWith, whose non-zero fields win) reads the AGENTPOOL_EVENTBUS_*
 	// variables and validates them.
-	cfg, err := config.LoadWith(config.Config{ReplayBufferSize: 100})
+	cfg, err := config.LoadWith(eventbus.Options{ReplayBufferSize: 100})
 	if err != nil {
 		log.Fatal(err) // names the bad variable and value
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -12,7 +11,7 @@ import (
 // arrives without id, in order with the published events, and the next
 // published event gets the id it would have got anyway.
 func ExampleBus_SendTo() {
-	bus, _ := eventbus.New(config.Config{})
+	bus, _ := eventbus.New(eventbus.Options{})
 	defer bus.Close()
 	alice, _ := bus.Subscribe(context.Background(), "s1", eventbus.SubscribeOptions{})
 	bob, _ := bus.Subscribe(context.Background(), "s1", eventbus.SubscribeOptions{})

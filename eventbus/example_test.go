@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -14,7 +13,7 @@ import (
 // Publish to a session, then subscribe: the history comes first (Replay is
 // set on those copies), then live events.
 func Example() {
-	b, err := eventbus.New(config.Config{})
+	b, err := eventbus.New(eventbus.Options{})
 	if err != nil {
 		panic(err)
 	}
@@ -47,7 +46,7 @@ func Example() {
 // three events, so events 2 and 3 are gone: a state_resync_required frame
 // (no id) says so before the replay, and replay_complete ends it.
 func ExampleBus_Subscribe_resume() {
-	b, err := eventbus.New(config.Config{ReplayBufferSize: 3})
+	b, err := eventbus.New(eventbus.Options{ReplayBufferSize: 3})
 	if err != nil {
 		panic(err)
 	}
@@ -84,7 +83,7 @@ func ExampleBus_Subscribe_resume() {
 // sessions too, including those created after it subscribed, as one stream
 // ordered by id.
 func ExampleBus_Subscribe_scopes() {
-	b, err := eventbus.New(config.Config{})
+	b, err := eventbus.New(eventbus.Options{})
 	if err != nil {
 		panic(err)
 	}
@@ -122,7 +121,7 @@ func ExampleBus_Subscribe_scopes() {
 // heartbeat interval after the last write; ErrTimeout means "write a
 // heartbeat", and the subscription stays live.
 func ExampleSubscription_NextBefore() {
-	b, err := eventbus.New(config.Config{})
+	b, err := eventbus.New(eventbus.Options{})
 	if err != nil {
 		panic(err)
 	}

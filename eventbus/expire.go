@@ -51,7 +51,7 @@ func (b *Bus) ExpireIdle() int {
 	for _, x := range idle {
 		b.closeLocked(x, false)
 		b.stats.Expired++
-		if b.opts.hook != nil || b.opts.logger != nil {
+		if b.cfg.Diagnostics != nil || b.cfg.Logger != nil {
 			b.diagnose(DiagSessionExpired, &Subscription{sess: x}, &record{})
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -19,8 +18,8 @@ func TestSessionExpiry(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		var diags []eventbus.Diagnostic
-		b := newBus(t, config.Config{SessionTTL: time.Second},
-			eventbus.WithDiagnostics(func(d eventbus.Diagnostic) { diags = append(diags, d) }))
+		b := newBus(t, eventbus.Options{SessionTTL: time.Second,
+			Diagnostics: func(d eventbus.Diagnostic) { diags = append(diags, d) }})
 		publish(t, b, "idle", 1)
 		publish(t, b, "watched", 1)
 		s := subscribe(t, b, "watched", eventbus.SubscribeOptions{})
@@ -74,7 +73,7 @@ func TestResumeAfterExpiryIsAnnounced(t *testing.T) {
 	for _, kind := range []scope.Kind{scope.Session, scope.Descendants, scope.All} {
 		t.Run(kind.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				b := newBus(t, config.Config{SessionTTL: time.Second})
+				b := newBus(t, eventbus.Options{SessionTTL: time.Second})
 				publish(t, b, "s", 5)
 				s := subscribe(t, b, "s", eventbus.SubscribeOptions{Scope: kind})
 				got := readN(t, s, 3)

@@ -1,5 +1,7 @@
 package eventbus
 
+import "github.com/replaybus/replaybus/eventbus/frame"
+
 // Flow control of one subscriber's live queue (docs/protocol.md, Frames), from qwen-code's
 // EventBus (warning at 75 % with hysteresis, eviction with client_evicted,
 // forced frames that never count), AgentPool's overflow policy names and
@@ -29,9 +31,9 @@ func (s *Subscription) liveBoundLocked() (frames, bytes int64) {
 	return unpackLive(s.enq - s.seen)
 }
 
-func (s *Subscription) figuresLocked() QueueFigures {
+func (s *Subscription) figuresLocked() frame.QueueFigures {
 	f, b := s.liveLocked()
-	return QueueFigures{QueueSize: int(f), MaxQueued: s.maxQueued, QueuedBytes: b, MaxQueuedBytes: s.maxBytes}
+	return frame.QueueFigures{QueueSize: int(f), MaxQueued: s.maxQueued, QueuedBytes: b, MaxQueuedBytes: s.maxBytes}
 }
 
 // wakeLocked wakes a consumer blocked in Next. s.mu must be held.
@@ -110,9 +112,9 @@ func (s *Subscription) deliverLocked(r *record, droppable bool) outcome {
 			s.pushLiveLocked(r, cost)
 			return outcomeDroppedOld
 		default:
-			reason := ReasonQueueOverflow
+			reason := frame.ReasonQueueOverflow
 			if !overFrames {
-				reason = ReasonQueueBytesOverflow
+				reason = frame.ReasonQueueBytesOverflow
 			}
 			s.evictLocked(r, reason)
 			return outcomeEvicted
@@ -131,7 +133,7 @@ func (s *Subscription) deliverLocked(r *record, droppable bool) outcome {
 			case b:
 				th = "bytes"
 			}
-			s.q = append(s.q, frame(s.sess.id, TypeSlowClientWarning, SlowClientWarningData{
+			s.q = append(s.q, synth(s.sess.id, frame.TypeSlowClientWarning, frame.SlowClientWarningData{
 				QueueFigures: s.figuresLocked(), LastEventID: r.id, Threshold: th,
 			}, r.nanos))
 			return outcomeWarned
@@ -174,7 +176,7 @@ func (s *Subscription) dropNewestLocked(r *record) {
 		return
 	}
 	s.q = append(s.q, entry{
-		rec:  &record{session: s.sess.id, typ: TypeStateResyncRequired, nanos: r.nanos},
+		rec:  &record{session: s.sess.id, typ: frame.TypeStateResyncRequired, nanos: r.nanos},
 		kind: entryDropped,
 		drop: &dropInfo{first: r.id, last: r.id, count: 1},
 	})
@@ -215,7 +217,7 @@ func (s *Subscription) dropOldestLocked(cost int64) bool {
 			continue
 		}
 		s.q[i] = entry{
-			rec:  &record{session: s.sess.id, typ: TypeStateResyncRequired, nanos: victim.nanos},
+			rec:  &record{session: s.sess.id, typ: frame.TypeStateResyncRequired, nanos: victim.nanos},
 			kind: entryDropped,
 			drop: &dropInfo{first: victim.id, last: victim.id, count: 1},
 		}
@@ -227,7 +229,7 @@ func (s *Subscription) dropOldestLocked(cost int64) bool {
 // consumer drains the queue and then gets ErrEvicted (qwen-code's eviction
 // flow). r is the event that did not fit.
 func (s *Subscription) evictLocked(r *record, reason string) {
-	s.q = append(s.q, frame(s.sess.id, TypeClientEvicted, ClientEvictedData{
+	s.q = append(s.q, synth(s.sess.id, frame.TypeClientEvicted, frame.ClientEvictedData{
 		QueueFigures: s.figuresLocked(), Reason: reason, DroppedAfter: r.id,
 	}, r.nanos))
 	s.endLocked(ErrEvicted, false)
@@ -252,7 +254,7 @@ func (s *Subscription) endLocked(reason error, discard bool) bool {
 		close(s.done)
 	}
 	if s.dlAt != 0 {
-		s.bus.waits.remove(s)
+		s.bus.waits.Remove(&s.dl)
 		s.dlAt = 0
 	}
 	s.waiting = true // force the wake below

@@ -9,14 +9,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // MaxQueued=2, nobody reading, publish 1, 2, 3.
 func TestEvictionSequence(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{OverflowPolicy: config.DropSubscriber})
+	b := newBus(t, eventbus.Options{OverflowPolicy: eventbus.DropSubscriber})
 	s := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 2})
 	for i := 0; i < 3; i++ {
 		_, err := b.Publish("s", "msg", nil)
@@ -30,14 +30,14 @@ func TestEvictionSequence(t *testing.T) {
 	require.ErrorIs(t, err, eventbus.ErrEvicted)
 	require.ErrorIs(t, s.Err(), eventbus.ErrEvicted)
 	require.Equal(t, []string{"1", "2", "slow_client_warning", "client_evicted"}, describe(got))
-	assert.Equal(t, eventbus.SlowClientWarningData{
-		QueueFigures: eventbus.QueueFigures{QueueSize: 2, MaxQueued: 2, MaxQueuedBytes: config.DefaultMaxQueuedBytes},
+	assert.Equal(t, frame.SlowClientWarningData{
+		QueueFigures: frame.QueueFigures{QueueSize: 2, MaxQueued: 2, MaxQueuedBytes: eventbus.Options{}.WithDefaults().MaxQueuedBytes},
 		LastEventID:  2, Threshold: "frames",
-	}, decode[eventbus.SlowClientWarningData](t, got[2]))
-	assert.Equal(t, eventbus.ClientEvictedData{
-		QueueFigures: eventbus.QueueFigures{QueueSize: 2, MaxQueued: 2, MaxQueuedBytes: config.DefaultMaxQueuedBytes},
-		Reason:       eventbus.ReasonQueueOverflow, DroppedAfter: 3,
-	}, decode[eventbus.ClientEvictedData](t, got[3]))
+	}, decode[frame.SlowClientWarningData](t, got[2]))
+	assert.Equal(t, frame.ClientEvictedData{
+		QueueFigures: frame.QueueFigures{QueueSize: 2, MaxQueued: 2, MaxQueuedBytes: eventbus.Options{}.WithDefaults().MaxQueuedBytes},
+		Reason:       frame.ReasonQueueOverflow, DroppedAfter: 3,
+	}, decode[frame.ClientEvictedData](t, got[3]))
 	st := b.Stats()
 	assert.Equal(t, uint64(1), st.Evicted)
 	assert.Equal(t, uint64(1), st.Warnings)
@@ -49,7 +49,7 @@ func TestEvictionSequence(t *testing.T) {
 // publisher do not notice; it resumes from the ring.
 func TestStalledSubscriber(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{ReplayBufferSize: 100, OverflowPolicy: config.DropSubscriber})
+	b := newBus(t, eventbus.Options{ReplayBufferSize: 100, OverflowPolicy: eventbus.DropSubscriber})
 	a := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 8})
 	fast := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 8})
 	for i := uint64(1); i <= 100; i++ {
@@ -63,16 +63,16 @@ func TestStalledSubscriber(t *testing.T) {
 
 	got, err := readToEnd(t, a)
 	require.ErrorIs(t, err, eventbus.ErrEvicted)
-	assert.Equal(t, 1, count(got, eventbus.TypeSlowClientWarning))
+	assert.Equal(t, 1, count(got, frame.TypeSlowClientWarning))
 	assert.Equal(t, seq(1, 8), ids(got))
-	ev := find(t, got, eventbus.TypeClientEvicted)
-	assert.Equal(t, uint64(9), decode[eventbus.ClientEvictedData](t, ev).DroppedAfter)
+	ev := find(t, got, frame.TypeClientEvicted)
+	assert.Equal(t, uint64(9), decode[frame.ClientEvictedData](t, ev).DroppedAfter)
 
 	r := subscribe(t, b, "s", eventbus.SubscribeOptions{Cursor: eventbus.At(8)})
 	rest := drain(r)
 	assert.Equal(t, seq(9, 100), ids(rest))
-	assert.Equal(t, eventbus.TypeReplayComplete, rest[len(rest)-1].Type)
-	assert.Equal(t, 0, count(rest, eventbus.TypeStateResyncRequired))
+	assert.Equal(t, frame.TypeReplayComplete, rest[len(rest)-1].Type)
+	assert.Equal(t, 0, count(rest, frame.TypeStateResyncRequired))
 }
 
 func ev2s(id uint64) string { return describe([]eventbus.Event{{ID: id, Type: "msg"}})[0] }
@@ -115,7 +115,7 @@ func TestWarningHysteresis(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			b := newBus(t, config.Config{})
+			b := newBus(t, eventbus.Options{})
 			s := subscribe(t, b, "s", tt.opts)
 			var got []eventbus.Event
 			for _, st := range tt.steps {
@@ -135,8 +135,8 @@ func TestWarningHysteresis(t *testing.T) {
 			require.NoError(t, s.Err(), "%v", describe(got))
 			var th []string
 			for _, e := range got {
-				if e.Type == eventbus.TypeSlowClientWarning {
-					w := decode[eventbus.SlowClientWarningData](t, e)
+				if e.Type == frame.TypeSlowClientWarning {
+					w := decode[frame.SlowClientWarningData](t, e)
 					th = append(th, w.Threshold)
 					assert.Equal(t, tt.opts.MaxQueued, w.MaxQueued)
 				}
@@ -151,7 +151,7 @@ func TestByteLimit(t *testing.T) {
 	t.Parallel()
 	t.Run("overflow evicts with queue_bytes_overflow", func(t *testing.T) {
 		t.Parallel()
-		b := newBus(t, config.Config{OverflowPolicy: config.DropSubscriber})
+		b := newBus(t, eventbus.Options{OverflowPolicy: eventbus.DropSubscriber})
 		s := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 100, MaxQueuedBytes: 400})
 		for i := 0; i < 5; i++ {
 			_, err := b.Publish("s", "msg", payload(100))
@@ -160,15 +160,15 @@ func TestByteLimit(t *testing.T) {
 		got, err := readToEnd(t, s)
 		require.ErrorIs(t, err, eventbus.ErrEvicted)
 		assert.Equal(t, seq(1, 4), ids(got))
-		ev := decode[eventbus.ClientEvictedData](t, find(t, got, eventbus.TypeClientEvicted))
-		assert.Equal(t, eventbus.ClientEvictedData{
-			QueueFigures: eventbus.QueueFigures{QueueSize: 4, MaxQueued: 100, QueuedBytes: 400, MaxQueuedBytes: 400},
-			Reason:       eventbus.ReasonQueueBytesOverflow, DroppedAfter: 5,
+		ev := decode[frame.ClientEvictedData](t, find(t, got, frame.TypeClientEvicted))
+		assert.Equal(t, frame.ClientEvictedData{
+			QueueFigures: frame.QueueFigures{QueueSize: 4, MaxQueued: 100, QueuedBytes: 400, MaxQueuedBytes: 400},
+			Reason:       frame.ReasonQueueBytesOverflow, DroppedAfter: 5,
 		}, ev)
 	})
 	t.Run("one oversized event fits an empty queue", func(t *testing.T) {
 		t.Parallel()
-		b := newBus(t, config.Config{})
+		b := newBus(t, eventbus.Options{})
 		s := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueuedBytes: 50})
 		_, err := b.Publish("s", "msg", payload(100))
 		require.NoError(t, err)
@@ -183,7 +183,7 @@ func TestByteLimit(t *testing.T) {
 // Replayed and synthetic frames never count against the live limits.
 func TestReplayNeverEvicts(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	publish(t, b, "s", 10)
 	s := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 4, Cursor: eventbus.At(0)})
 	publish(t, b, "s", 1)
@@ -198,8 +198,8 @@ func TestReplayNeverEvicts(t *testing.T) {
 
 func TestDropPolicies(t *testing.T) {
 	t.Parallel()
-	dropped := func(last, first, lastD uint64, n int) eventbus.ResyncData {
-		return eventbus.ResyncData{Reason: eventbus.ReasonEventsDropped, LastDeliveredID: last,
+	dropped := func(last, first, lastD uint64, n int) frame.ResyncData {
+		return frame.ResyncData{Reason: frame.ReasonEventsDropped, LastDeliveredID: last,
 			FirstDroppedID: first, LastDroppedID: lastD, DroppedCount: n}
 	}
 	tests := []struct {
@@ -207,36 +207,36 @@ func TestDropPolicies(t *testing.T) {
 		policy eventbus.OverflowPolicy
 		warn   bool
 		want   []string
-		drops  []eventbus.ResyncData
+		drops  []frame.ResyncData
 	}{
 		{"drop_newest", eventbus.DropNewest, false,
 			[]string{"1", "2", "3", "4", "state_resync_required:events_dropped", "11"},
-			[]eventbus.ResyncData{dropped(4, 5, 10, 6)}},
+			[]frame.ResyncData{dropped(4, 5, 10, 6)}},
 		{"drop_oldest", eventbus.DropOldest, false,
 			[]string{"state_resync_required:events_dropped", "7", "8", "9", "10", "11"},
-			[]eventbus.ResyncData{dropped(0, 1, 6, 6)}},
+			[]frame.ResyncData{dropped(0, 1, 6, 6)}},
 		{"drop_newest with warning", eventbus.DropNewest, true,
 			[]string{"1", "2", "3", "slow_client_warning", "4", "state_resync_required:events_dropped", "11"},
-			[]eventbus.ResyncData{dropped(4, 5, 10, 6)}},
+			[]frame.ResyncData{dropped(4, 5, 10, 6)}},
 		// One run of losses is one frame, even across the warning.
 		{"drop_oldest with warning", eventbus.DropOldest, true,
 			[]string{"state_resync_required:events_dropped", "slow_client_warning", "7", "8", "9", "10", "11"},
-			[]eventbus.ResyncData{dropped(0, 1, 6, 6)}},
+			[]frame.ResyncData{dropped(0, 1, 6, 6)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			b := newBus(t, config.Config{})
+			b := newBus(t, eventbus.Options{})
 			s := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 4, Policy: tt.policy, SlowClientWarning: &tt.warn})
 			publish(t, b, "s", 10)
 			got := drain(s)
 			publish(t, b, "s", 1)
 			got = append(got, drain(s)...)
 			require.Equal(t, tt.want, describe(got))
-			var drops []eventbus.ResyncData
+			var drops []frame.ResyncData
 			for _, e := range got {
-				if e.Type == eventbus.TypeStateResyncRequired {
-					drops = append(drops, decode[eventbus.ResyncData](t, e))
+				if e.Type == frame.TypeStateResyncRequired {
+					drops = append(drops, decode[frame.ResyncData](t, e))
 				}
 			}
 			assert.Equal(t, tt.drops, drops)
@@ -253,7 +253,7 @@ func TestDropPolicies(t *testing.T) {
 // still queued goes.
 func TestDropOldestWithTakenBatch(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	s := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 2, Policy: eventbus.DropOldest, SlowClientWarning: ptr(false)})
 	publish(t, b, "s", 2)
 	first := next(t, s) // takes the whole queue (1, 2) as one batch
@@ -261,8 +261,8 @@ func TestDropOldestWithTakenBatch(t *testing.T) {
 	got := append([]eventbus.Event{first}, drain(s)...)
 	// 3 and 4 each made room for the next; 2 was already the consumer's.
 	assert.Equal(t, []string{"1", "2", "state_resync_required:events_dropped", "5"}, describe(got))
-	assert.Equal(t, eventbus.ResyncData{Reason: eventbus.ReasonEventsDropped, LastDeliveredID: 2,
-		FirstDroppedID: 3, LastDroppedID: 4, DroppedCount: 2}, decode[eventbus.ResyncData](t, got[2]))
+	assert.Equal(t, frame.ResyncData{Reason: frame.ReasonEventsDropped, LastDeliveredID: 2,
+		FirstDroppedID: 3, LastDroppedID: 4, DroppedCount: 2}, decode[frame.ResyncData](t, got[2]))
 }
 
 // Droppable types are dropped for a slow subscriber at the warning level
@@ -272,7 +272,7 @@ func TestDroppableTypes(t *testing.T) {
 	for _, policy := range []eventbus.OverflowPolicy{eventbus.DropSubscriber, eventbus.DropNewest, eventbus.DropOldest} {
 		t.Run(string(policy), func(t *testing.T) {
 			t.Parallel()
-			b := newBus(t, config.Config{DroppableTypes: []string{"delta"}})
+			b := newBus(t, eventbus.Options{DroppableTypes: []string{"delta"}})
 			s := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 4, Policy: policy})
 			for i := 0; i < 6; i++ {
 				_, err := b.Publish("s", "delta", "x")
@@ -283,8 +283,8 @@ func TestDroppableTypes(t *testing.T) {
 			got := drain(s)
 			require.Equal(t, []string{"1:delta", "2:delta", "3:delta", "slow_client_warning",
 				"state_resync_required:events_dropped", "7:final"}, describe(got))
-			assert.Equal(t, eventbus.ResyncData{Reason: eventbus.ReasonEventsDropped, LastDeliveredID: 3,
-				FirstDroppedID: 4, LastDroppedID: 6, DroppedCount: 3}, decode[eventbus.ResyncData](t, got[4]))
+			assert.Equal(t, frame.ResyncData{Reason: frame.ReasonEventsDropped, LastDeliveredID: 3,
+				FirstDroppedID: 4, LastDroppedID: 6, DroppedCount: 3}, decode[frame.ResyncData](t, got[4]))
 			require.NoError(t, s.Err())
 			// Caught up, deltas flow again.
 			_, err = b.Publish("s", "delta", "y")
@@ -302,26 +302,26 @@ func TestReplayBudget(t *testing.T) {
 		budget int64
 		opts   eventbus.SubscribeOptions
 		want   []string
-		resync eventbus.ResyncData
-		done   eventbus.ReplayCompleteData
+		resync frame.ResyncData
+		done   frame.ReplayCompleteData
 	}{
 		{"no cursor", 400, eventbus.SubscribeOptions{},
 			[]string{"1r", "2r", "3r", "4r", "state_resync_required:replay_budget_exceeded", "replay_complete", "11"},
-			eventbus.ResyncData{Reason: eventbus.ReasonReplayBudgetExceeded, LastDeliveredID: 4, CompleteFromID: 11, SkippedCount: 6},
-			eventbus.ReplayCompleteData{LastReplayedEventID: 4, ReplayedCount: 4}},
+			frame.ResyncData{Reason: frame.ReasonReplayBudgetExceeded, LastDeliveredID: 4, CompleteFromID: 11, SkippedCount: 6},
+			frame.ReplayCompleteData{LastReplayedEventID: 4, ReplayedCount: 4}},
 		{"cursor", 400, eventbus.SubscribeOptions{Cursor: eventbus.At(5)},
 			[]string{"6r", "7r", "8r", "9r", "state_resync_required:replay_budget_exceeded", "replay_complete", "11"},
-			eventbus.ResyncData{Reason: eventbus.ReasonReplayBudgetExceeded, LastDeliveredID: 9, CompleteFromID: 11, SkippedCount: 1},
-			eventbus.ReplayCompleteData{LastReplayedEventID: 9, ReplayedCount: 4}},
+			frame.ResyncData{Reason: frame.ReasonReplayBudgetExceeded, LastDeliveredID: 9, CompleteFromID: 11, SkippedCount: 1},
+			frame.ReplayCompleteData{LastReplayedEventID: 9, ReplayedCount: 4}},
 		{"at least one event", 50, eventbus.SubscribeOptions{},
 			[]string{"1r", "state_resync_required:replay_budget_exceeded", "replay_complete", "11"},
-			eventbus.ResyncData{Reason: eventbus.ReasonReplayBudgetExceeded, LastDeliveredID: 1, CompleteFromID: 11, SkippedCount: 9},
-			eventbus.ReplayCompleteData{LastReplayedEventID: 1, ReplayedCount: 1}},
+			frame.ResyncData{Reason: frame.ReasonReplayBudgetExceeded, LastDeliveredID: 1, CompleteFromID: 11, SkippedCount: 9},
+			frame.ReplayCompleteData{LastReplayedEventID: 1, ReplayedCount: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			b := newBus(t, config.Config{ReplayBudgetBytes: tt.budget})
+			b := newBus(t, eventbus.Options{ReplayBudgetBytes: tt.budget})
 			for i := 0; i < 10; i++ {
 				ev, err := b.Publish("s", "msg", payload(100))
 				require.NoError(t, err)
@@ -333,13 +333,13 @@ func TestReplayBudget(t *testing.T) {
 			got := drain(s)
 			require.Equal(t, tt.want, describe(got))
 			n := len(got)
-			assert.Equal(t, tt.resync, decode[eventbus.ResyncData](t, got[n-3]))
-			assert.Equal(t, tt.done, decode[eventbus.ReplayCompleteData](t, got[n-2]))
+			assert.Equal(t, tt.resync, decode[frame.ResyncData](t, got[n-3]))
+			assert.Equal(t, tt.done, decode[frame.ReplayCompleteData](t, got[n-2]))
 		})
 	}
 	t.Run("within budget", func(t *testing.T) {
 		t.Parallel()
-		b := newBus(t, config.Config{ReplayBudgetBytes: 1000})
+		b := newBus(t, eventbus.Options{ReplayBudgetBytes: 1000})
 		for i := 0; i < 10; i++ {
 			_, err := b.Publish("s", "msg", payload(100))
 			require.NoError(t, err)
@@ -353,7 +353,7 @@ func TestReplayBudget(t *testing.T) {
 // and a freed slot admits exactly one more.
 func TestSubscriberCap(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{MaxSubscribers: 5, OverflowPolicy: config.DropSubscriber})
+	b := newBus(t, eventbus.Options{MaxSubscribers: 5, OverflowPolicy: eventbus.DropSubscriber})
 	attempt := func(n int) (ok []*eventbus.Subscription, cancels []context.CancelFunc, errs []error) {
 		var mu sync.Mutex
 		var wg sync.WaitGroup
@@ -427,11 +427,11 @@ func TestStatsAndDiagnostics(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var diags []eventbus.Diagnostic
-	b := newBus(t, config.Config{DroppableTypes: []string{"delta"}, OverflowPolicy: config.DropSubscriber}, eventbus.WithDiagnostics(func(d eventbus.Diagnostic) {
+	b := newBus(t, eventbus.Options{DroppableTypes: []string{"delta"}, OverflowPolicy: eventbus.DropSubscriber, Diagnostics: func(d eventbus.Diagnostic) {
 		mu.Lock()
 		diags = append(diags, d)
 		mu.Unlock()
-	}))
+	}})
 	publish(t, b, "s", 3) // 1..3
 	replayer := subscribe(t, b, "s", eventbus.SubscribeOptions{Cursor: eventbus.At(100), Name: "replayer"})
 	slow := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 2, NoReplay: true, Name: "slow"})
@@ -474,7 +474,7 @@ func TestStatsAndDiagnostics(t *testing.T) {
 		{eventbus.DiagSlowClientWarning, "dropper", dropper.ID(), 6, "delta"},
 		{eventbus.DiagEvicted, "slow", slow.ID(), 7, "final"},
 	}, got)
-	assert.Equal(t, eventbus.QueueFigures{QueueSize: 2, MaxQueued: 2, MaxQueuedBytes: config.DefaultMaxQueuedBytes}, diags[3].Queue)
+	assert.Equal(t, frame.QueueFigures{QueueSize: 2, MaxQueued: 2, MaxQueuedBytes: eventbus.Options{}.WithDefaults().MaxQueuedBytes}, diags[3].Queue)
 	_ = replayer
 }
 
@@ -483,7 +483,7 @@ func TestStatsAndDiagnostics(t *testing.T) {
 // by the property test: it named the dropped event).
 func TestDroppedFrameNamesWhatWasReceived(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{DroppableTypes: []string{"delta"}})
+	b := newBus(t, eventbus.Options{DroppableTypes: []string{"delta"}})
 	s := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 1, Policy: eventbus.DropOldest})
 	for _, typ := range []string{"delta", "delta", "msg"} {
 		_, err := b.Publish("s", typ, nil)
@@ -495,6 +495,6 @@ func TestDroppedFrameNamesWhatWasReceived(t *testing.T) {
 	require.Equal(t, []string{"state_resync_required:events_dropped", "slow_client_warning",
 		"state_resync_required:events_dropped", "3"}, describe(got))
 	for _, i := range []int{0, 2} {
-		assert.Zero(t, decode[eventbus.ResyncData](t, got[i]).LastDeliveredID, "frame %d: nothing was received", i)
+		assert.Zero(t, decode[frame.ResyncData](t, got[i]).LastDeliveredID, "frame %d: nothing was received", i)
 	}
 }

@@ -1,5 +1,7 @@
 package eventbus
 
+import "github.com/replaybus/replaybus/eventbus/frame"
+
 // Gaps a backend's feed notices while subscribers are live (issue: a lagging
 // NATS node hid a gap from a subscriber that was already live). A resume
 // after such a gap is told by the replay buffer's eviction mark
@@ -27,7 +29,7 @@ func (b *Bus) announceGapLocked(x *session, upTo uint64) {
 					d.earliest = max(d.earliest, upTo+1)
 				} else {
 					s.pushLocked(entry{
-						rec:  &record{session: s.sess.id, typ: TypeStateResyncRequired, nanos: now},
+						rec:  &record{session: s.sess.id, typ: frame.TypeStateResyncRequired, nanos: now},
 						kind: entryGap,
 						drop: &dropInfo{earliest: upTo + 1},
 					})

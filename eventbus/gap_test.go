@@ -9,8 +9,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/backend"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -21,8 +22,8 @@ import (
 func TestFeedGapReachesLiveSubscribersInScope(t *testing.T) {
 	t.Parallel()
 	b, fb := newFedBus(t)
-	fb.ingest(1, eventbus.TypeSessionCreated, "root")
-	fb.ingest(2, eventbus.TypeSessionCreated, "root", "kid")
+	fb.ingest(1, backend.TypeSessionCreated, "root")
+	fb.ingest(2, backend.TypeSessionCreated, "root", "kid")
 	fb.ingest(3, "msg", "root", "kid")
 	fb.ingest(4, "msg", "other")
 	own := subscribe(t, b, "kid", eventbus.SubscribeOptions{NoReplay: true})
@@ -37,8 +38,8 @@ func TestFeedGapReachesLiveSubscribersInScope(t *testing.T) {
 	for name, s := range map[string]*eventbus.Subscription{"own": own, "descendants": desc, "all": all} {
 		got := readN(t, s, 2)
 		assert.Equal(t, []string{"state_resync_required:feed_gap", "10"}, describe(got), name)
-		d := decode[eventbus.ResyncData](t, got[0])
-		assert.Equal(t, eventbus.ResyncData{Reason: eventbus.ReasonFeedGap, LastDeliveredID: 0, CompleteFromID: 10}, d, name)
+		d := decode[frame.ResyncData](t, got[0])
+		assert.Equal(t, frame.ResyncData{Reason: frame.ReasonFeedGap, LastDeliveredID: 0, CompleteFromID: 10}, d, name)
 	}
 	assert.Empty(t, drain(other), "another session lost nothing")
 	assert.Equal(t, uint64(3), b.Stats().Resyncs)
@@ -47,7 +48,7 @@ func TestFeedGapReachesLiveSubscribersInScope(t *testing.T) {
 	fb.feed.Evicted([]string{"root", "kid"}, 12)
 	fb.ingest(13, "msg", "root", "kid")
 	got := readN(t, own, 2)
-	assert.Equal(t, eventbus.ResyncData{Reason: eventbus.ReasonFeedGap, LastDeliveredID: 10, CompleteFromID: 13}, decode[eventbus.ResyncData](t, got[0]))
+	assert.Equal(t, frame.ResyncData{Reason: frame.ReasonFeedGap, LastDeliveredID: 10, CompleteFromID: 13}, decode[frame.ResyncData](t, got[0]))
 
 	// A resume from before the gap is told too (ring_evicted).
 	r := subscribe(t, b, "kid", eventbus.SubscribeOptions{Cursor: eventbus.At(3)})
@@ -80,7 +81,7 @@ func (p fakePending) Wait(ctx context.Context) (uint64, error) {
 	return p.id, p.err
 }
 
-func (a *asyncBackend) AppendAsync(_ []string, ev eventbus.Event) (eventbus.PendingAppend, error) {
+func (a *asyncBackend) AppendAsync(_ []string, ev eventbus.Event) (backend.PendingAppend, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.sent++
@@ -97,14 +98,14 @@ func (a *asyncBackend) AppendAsync(_ []string, ev eventbus.Event) (eventbus.Pend
 func TestPipelineWindowAndFailure(t *testing.T) {
 	t.Parallel()
 	fb := &asyncBackend{release: make(chan struct{})}
-	b, err := eventbus.NewWithBackend(context.Background(), config.Config{}, fb)
+	b, err := backend.New(context.Background(), eventbus.Options{}, fb)
 	require.NoError(t, err)
 	t.Cleanup(func() { b.Close() })
-	_, err = b.NewPipeline(eventbus.PipelineOptions{Window: eventbus.MaxPipelineWindow + 1})
+	_, err = backend.NewPipeline(b, backend.PipelineOptions{Window: backend.MaxPipelineWindow + 1})
 	require.ErrorIs(t, err, eventbus.ErrInvalid)
 
 	var stored []eventbus.Event
-	p, err := b.NewPipeline(eventbus.PipelineOptions{Window: 3, OnStored: func(ev eventbus.Event) { stored = append(stored, ev) }})
+	p, err := backend.NewPipeline(b, backend.PipelineOptions{Window: 3, OnStored: func(ev eventbus.Event) { stored = append(stored, ev) }})
 	require.NoError(t, err)
 	for i := range 3 {
 		require.NoError(t, p.Publish("s", "msg", i))
@@ -125,7 +126,7 @@ func TestPipelineWindowAndFailure(t *testing.T) {
 		assert.Equal(t, "s", ev.Session)
 	}
 	// Bad input is refused at once and consumes nothing.
-	assert.ErrorIs(t, p.Publish("s", eventbus.TypeReplayComplete, nil), eventbus.ErrInvalid)
+	assert.ErrorIs(t, p.Publish("s", frame.TypeReplayComplete, nil), eventbus.ErrInvalid)
 
 	// The 6th append fails: it is unknown, 5 and 7 are stored.
 	fb.mu.Lock()
@@ -136,7 +137,7 @@ func TestPipelineWindowAndFailure(t *testing.T) {
 		require.NoError(t, p.Publish("s", "msg", 10+i))
 	}
 	err = p.Flush(context.Background())
-	var perr *eventbus.PipelineError
+	var perr *backend.PipelineError
 	require.ErrorAs(t, err, &perr)
 	require.Len(t, perr.Unknown, 1)
 	assert.JSONEq(t, `11`, string(perr.Unknown[0].Data))
@@ -149,9 +150,9 @@ func TestPipelineWindowAndFailure(t *testing.T) {
 // On the in-memory bus a pipeline publishes synchronously.
 func TestPipelineInMemory(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	var ids []uint64
-	p, err := b.NewPipeline(eventbus.PipelineOptions{OnStored: func(ev eventbus.Event) { ids = append(ids, ev.ID) }})
+	p, err := backend.NewPipeline(b, backend.PipelineOptions{OnStored: func(ev eventbus.Event) { ids = append(ids, ev.ID) }})
 	require.NoError(t, err)
 	s := subscribe(t, b, "s", eventbus.SubscribeOptions{NoReplay: true})
 	for i := range 5 {

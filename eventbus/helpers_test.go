@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // waitFor bounds every blocking read of a test; nothing in the bus should
@@ -19,9 +19,9 @@ import (
 const waitFor = 10 * time.Second
 
 // newBus returns a bus closed at the end of the test.
-func newBus(t testing.TB, cfg config.Config, opts ...eventbus.Option) *eventbus.Bus {
+func newBus(t testing.TB, cfg eventbus.Options) *eventbus.Bus {
 	t.Helper()
-	b, err := eventbus.New(cfg, opts...)
+	b, err := eventbus.New(cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.Close() })
 	return b
@@ -135,8 +135,8 @@ func describe(evs []eventbus.Event) []string {
 			if e.Type != "msg" {
 				s += ":" + e.Type
 			}
-		case e.Type == eventbus.TypeStateResyncRequired:
-			s = e.Type + ":" + decode[eventbus.ResyncData](nil, e).Reason
+		case e.Type == frame.TypeStateResyncRequired:
+			s = e.Type + ":" + decode[frame.ResyncData](nil, e).Reason
 		default:
 			s = e.Type
 		}

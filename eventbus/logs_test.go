@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // logSink collects log lines, safe for concurrent use.
@@ -52,7 +52,7 @@ func logger(sink *logSink, level slog.Level) *slog.Logger {
 func TestLogOneLinePerDropEpisode(t *testing.T) {
 	t.Parallel()
 	var sink logSink
-	b := newBus(t, config.Config{DroppableTypes: []string{"delta"}}, eventbus.WithLogger(logger(&sink, slog.LevelInfo)))
+	b := newBus(t, eventbus.Options{DroppableTypes: []string{"delta"}, Logger: logger(&sink, slog.LevelInfo)})
 	subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 16, NoReplay: true, Name: "stalled"})
 	publish(t, b, "s", 12) // 75 %: the slow-client warning
 	for range 190 {
@@ -72,7 +72,7 @@ func TestLogOneLinePerDropEpisode(t *testing.T) {
 func TestLogOneWarnLinePerEviction(t *testing.T) {
 	t.Parallel()
 	var sink logSink
-	b := newBus(t, config.Config{}, eventbus.WithLogger(logger(&sink, slog.LevelWarn)))
+	b := newBus(t, eventbus.Options{Logger: logger(&sink, slog.LevelWarn)})
 	subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 16, NoReplay: true, Policy: eventbus.DropSubscriber})
 	publish(t, b, "s", 40)
 	assert.EqualValues(t, 1, b.Stats().Evicted)
@@ -88,7 +88,7 @@ func TestLogSessionExpiryRateLimited(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		var sink logSink
-		b := newBus(t, config.Config{SessionTTL: time.Second}, eventbus.WithLogger(logger(&sink, slog.LevelInfo)))
+		b := newBus(t, eventbus.Options{SessionTTL: time.Second, Logger: logger(&sink, slog.LevelInfo)})
 		for i := range 500 {
 			publish(t, b, fmt.Sprintf("s%d", i), 1)
 		}
@@ -115,7 +115,7 @@ func TestLogSessionExpiryRateLimited(t *testing.T) {
 // events_dropped frames in a row. They merge into one.
 func TestConsecutiveDropsMergeIntoOneFrame(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{DroppableTypes: []string{"delta"}})
+	b := newBus(t, eventbus.Options{DroppableTypes: []string{"delta"}})
 	s := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 16, NoReplay: true, SlowClientWarning: new(bool)})
 	publish(t, b, "s", 15) // 1..15, over 75 %
 	_, err := b.Publish("s", "delta", nil)
@@ -129,10 +129,10 @@ func TestConsecutiveDropsMergeIntoOneFrame(t *testing.T) {
 	evs := drain(s)
 	require.Len(t, evs, 15, "14 events and ONE events_dropped frame")
 	last := evs[len(evs)-1]
-	require.Equal(t, eventbus.TypeStateResyncRequired, last.Type)
-	var rd eventbus.ResyncData
+	require.Equal(t, frame.TypeStateResyncRequired, last.Type)
+	var rd frame.ResyncData
 	require.NoError(t, json.Unmarshal(last.Data, &rd))
-	assert.Equal(t, eventbus.ReasonEventsDropped, rd.Reason)
+	assert.Equal(t, frame.ReasonEventsDropped, rd.Reason)
 	assert.EqualValues(t, 16, rd.FirstDroppedID)
 	assert.EqualValues(t, 21, rd.LastDroppedID)
 	assert.Equal(t, 6, rd.DroppedCount)

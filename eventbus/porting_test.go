@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -27,7 +27,7 @@ import (
 // publish to a closed id that was not reopened stays refused.
 func TestInput1ReopenClosedSession(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	before := publish(t, b, "s", 3)
 	require.NoError(t, b.CloseSession("s"))
 	closedID := b.LastEventID()
@@ -50,13 +50,13 @@ func TestInput1ReopenClosedSession(t *testing.T) {
 	evs := drain(old)
 	require.Equal(t, []string{"state_resync_required:ring_evicted", strconv.FormatUint(after[0], 10) + "r",
 		strconv.FormatUint(after[1], 10) + "r", "replay_complete"}, describe(evs))
-	rs := decode[eventbus.ResyncData](t, evs[0])
+	rs := decode[frame.ResyncData](t, evs[0])
 	assert.Equal(t, before[1], rs.LastDeliveredID)
 	assert.Equal(t, after[0], rs.CompleteFromID)
 
 	// One that saw session_closed lost nothing: no frame.
 	seen := subscribe(t, b, "s", eventbus.SubscribeOptions{Cursor: eventbus.At(closedID)})
-	assert.Equal(t, 0, count(drain(seen), eventbus.TypeStateResyncRequired))
+	assert.Equal(t, 0, count(drain(seen), frame.TypeStateResyncRequired))
 
 	// Reopening an open id is the usual no-op; the parent must be open.
 	require.NoError(t, b.CreateSession("s", ""))
@@ -69,7 +69,7 @@ func TestInput1ReopenClosedSession(t *testing.T) {
 // CloseSessionTree closes every descendant, however deep.
 func TestInput2CloseMiddleKeepsTreeConnected(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	require.NoError(t, b.CreateSession("g", ""))
 	require.NoError(t, b.CreateSession("p", "g"))
 	require.NoError(t, b.CreateSession("c", "p"))
@@ -85,7 +85,7 @@ func TestInput2CloseMiddleKeepsTreeConnected(t *testing.T) {
 func TestInput2CloseSessionTreeAnyDepth(t *testing.T) {
 	t.Parallel()
 	const depth = 5000 // deeper than any recursion would like
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	require.NoError(t, b.CreateSession("n0", ""))
 	for i := 1; i < depth; i++ {
 		require.NoError(t, b.CreateSession("n"+strconv.Itoa(i), "n"+strconv.Itoa(i-1)))
@@ -119,7 +119,7 @@ func indexOf(s []string, v string) int {
 // replays its history merged by id, and cycles are still refused.
 func TestInput4AttachLate(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	require.NoError(t, b.CreateSession("p", ""))
 	c1 := publish(t, b, "c", 2) // the sub-agent starts before its link is known
 	p1 := publish(t, b, "p", 1)
@@ -132,7 +132,7 @@ func TestInput4AttachLate(t *testing.T) {
 	want := []uint64{c1[0], c1[1], p1[0], c2[0]}
 	evs := drain(fresh)
 	assert.Equal(t, want, ids(evs[:len(evs)-1]), "history merged by id")
-	assert.Equal(t, eventbus.TypeReplayComplete, evs[len(evs)-1].Type)
+	assert.Equal(t, frame.TypeReplayComplete, evs[len(evs)-1].Type)
 
 	require.ErrorIs(t, b.CreateSession("p", "c"), scope.ErrCycle, "cycles are still refused")
 	require.NoError(t, b.CreateSession("q", ""))
@@ -147,10 +147,10 @@ func TestInput4SessionController(t *testing.T) {
 	t.Parallel()
 	var asked []string
 	parents := map[string]string{"tool": "sub", "sub": "main", "loop1": "loop2", "loop2": "loop1"}
-	b := newBus(t, config.Config{}, eventbus.WithSessionController(func(id string) string {
+	b := newBus(t, eventbus.Options{SessionController: func(id string) string {
 		asked = append(asked, id)
 		return parents[id]
-	}))
+	}})
 	root := subscribe(t, b, "main", eventbus.SubscribeOptions{Scope: scope.Descendants, NoReplay: true})
 	ev, err := b.Publish("tool", "msg", nil)
 	require.NoError(t, err)
@@ -176,7 +176,7 @@ func TestInput4SessionController(t *testing.T) {
 // NoReplay wins over a cursor.
 func TestInput5IdempotentLikeAgentPool(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	require.NoError(t, b.CloseSession("never"))
 	require.NoError(t, b.CloseSessionTree("never"))
 	require.NoError(t, b.ClearReplayBuffer("never"))
@@ -199,19 +199,18 @@ func TestInput5IdempotentLikeAgentPool(t *testing.T) {
 // the rule is TestHandlerOverflowDefault in adapters/sse.)
 func TestInput6OverflowDefault(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{MaxQueueSize: 2, DisableSlowClientWarning: true})
-	assert.False(t, b.OverflowPolicySet())
-	assert.Equal(t, eventbus.DropOldest, b.Config().OverflowPolicy)
+	b := newBus(t, eventbus.Options{MaxQueueSize: 2, DisableSlowClientWarning: true})
+	assert.Empty(t, b.Options().OverflowPolicy, "unset; the drop_oldest below is the in-process default")
 	s := subscribe(t, b, "s", eventbus.SubscribeOptions{NoReplay: true})
 	ids5 := publish(t, b, "s", 5)
 	evs := drain(s)
 	assert.NoError(t, s.Err(), "EventBus(max_queue_size=N) ported literally keeps the subscriber")
 	require.Equal(t, []string{"state_resync_required:events_dropped", strconv.FormatUint(ids5[3], 10), strconv.FormatUint(ids5[4], 10)}, describe(evs))
-	d := decode[eventbus.ResyncData](t, evs[0])
+	d := decode[frame.ResyncData](t, evs[0])
 	assert.Equal(t, 3, d.DroppedCount, "the oldest three were dropped, announced")
 
-	ex := newBus(t, config.Config{MaxQueueSize: 2, OverflowPolicy: config.DropSubscriber})
-	assert.True(t, ex.OverflowPolicySet())
+	ex := newBus(t, eventbus.Options{MaxQueueSize: 2, OverflowPolicy: eventbus.DropSubscriber})
+	assert.Equal(t, eventbus.DropSubscriber, ex.Options().OverflowPolicy)
 	s2 := subscribe(t, ex, "s", eventbus.SubscribeOptions{NoReplay: true})
 	publish(t, ex, "s", 5)
 	_, err := readToEnd(t, s2)
@@ -221,7 +220,7 @@ func TestInput6OverflowDefault(t *testing.T) {
 // All is the range-over-func form of Next: `async for event in queue`.
 func TestSubscriptionAll(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	want := publish(t, b, "s", 3)
 	s := subscribe(t, b, "s", eventbus.SubscribeOptions{})
 	var got []uint64
@@ -265,7 +264,7 @@ func TestEventsPumpsEndWithBusClose(t *testing.T) {
 	}
 	before := goleak.IgnoreCurrent()
 	const n = 10_000
-	b, err := eventbus.New(config.Config{MaxSubscribers: n})
+	b, err := eventbus.New(eventbus.Options{MaxSubscribers: n})
 	require.NoError(t, err)
 	base := runtime.NumGoroutine()
 	for i := 0; i < n; i++ {
@@ -288,7 +287,7 @@ func TestEventsPumpsEndWithBusClose(t *testing.T) {
 // A reader that keeps reading after Bus.Close still gets everything queued.
 func TestEventsDrainAfterBusClose(t *testing.T) {
 	t.Parallel()
-	b, err := eventbus.New(config.Config{})
+	b, err := eventbus.New(eventbus.Options{})
 	require.NoError(t, err)
 	s, err := b.Subscribe(context.Background(), "s", eventbus.SubscribeOptions{})
 	require.NoError(t, err)
@@ -312,7 +311,7 @@ func TestEventsDrainAfterBusClose(t *testing.T) {
 func TestInput3ClosedChildHistoryResumable(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		b := newBus(t, config.Config{ReplayBufferSize: 1000})
+		b := newBus(t, eventbus.Options{ReplayBufferSize: 1000})
 		require.NoError(t, b.CreateSession("root", ""))
 		require.NoError(t, b.CreateSession("a", "root"))
 		require.NoError(t, b.CreateSession("b", "root"))
@@ -335,12 +334,12 @@ func TestInput3ClosedChildHistoryResumable(t *testing.T) {
 		r := subscribe(t, b, "root", eventbus.SubscribeOptions{Scope: scope.Descendants, Cursor: eventbus.At(got[45])})
 		evs := drain(r)
 		assert.Equal(t, append(append([]uint64{}, all[46:]...), closedA, closedB), ids(evs), "nothing lost")
-		assert.Zero(t, count(evs, eventbus.TypeStateResyncRequired))
+		assert.Zero(t, count(evs, frame.TypeStateResyncRequired))
 		allScope := subscribe(t, b, "root", eventbus.SubscribeOptions{Scope: scope.All, Cursor: eventbus.At(got[45])})
-		assert.Zero(t, count(drain(allScope), eventbus.TypeStateResyncRequired), "the all scope reads them too")
+		assert.Zero(t, count(drain(allScope), frame.TypeStateResyncRequired), "the all scope reads them too")
 
 		// After ClosedRetention (10 min) the buffers go; a resume is told.
-		time.Sleep(config.DefaultClosedRetention + time.Minute)
+		time.Sleep(eventbus.Options{}.WithDefaults().ClosedRetention + time.Minute)
 		synctest.Wait()
 		st := b.Stats()
 		assert.Zero(t, st.Retained)
@@ -355,7 +354,7 @@ func TestInput3ClosedChildHistoryResumable(t *testing.T) {
 // The root closing drops what its tree kept; MaxRetained drops the oldest.
 func TestRetainedBounds(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{MaxRetained: 1})
+	b := newBus(t, eventbus.Options{MaxRetained: 1})
 	require.NoError(t, b.CreateSession("root", ""))
 	require.NoError(t, b.CreateSession("a", "root"))
 	require.NoError(t, b.CreateSession("b", "root"))
@@ -383,7 +382,7 @@ func TestRetainedBounds(t *testing.T) {
 // before the close loses nothing.
 func TestReopenAdoptsKeptHistory(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	require.NoError(t, b.CreateSession("root", ""))
 	require.NoError(t, b.CreateSession("sub", "root"))
 	ids3 := publish(t, b, "sub", 3)
@@ -395,7 +394,7 @@ func TestReopenAdoptsKeptHistory(t *testing.T) {
 	s := subscribe(t, b, "sub", eventbus.SubscribeOptions{Cursor: eventbus.At(ids3[0])})
 	evs := drain(s)
 	assert.Equal(t, []uint64{ids3[1], ids3[2], closed, next[0]}, ids(evs))
-	assert.Zero(t, count(evs, eventbus.TypeStateResyncRequired))
+	assert.Zero(t, count(evs, frame.TypeStateResyncRequired))
 	d := subscribe(t, b, "root", eventbus.SubscribeOptions{Scope: scope.Descendants, Cursor: eventbus.At(0)})
-	assert.Zero(t, count(drain(d), eventbus.TypeStateResyncRequired), "still under root: root's scope loses nothing")
+	assert.Zero(t, count(drain(d), frame.TypeStateResyncRequired), "still under root: root's scope loses nothing")
 }

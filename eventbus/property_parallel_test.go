@@ -12,8 +12,8 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -49,7 +49,7 @@ func TestPropertyParallelPublishers(t *testing.T) {
 	eventbus.SetTestHookTreeLocked(func(string) { runtime.Gosched() })
 	defer eventbus.SetTestHookTreeLocked(nil)
 	rapid.Check(t, func(rt *rapid.T) {
-		bus, err := eventbus.New(config.Config{ReplayBufferSize: 10_000, MaxSubscribers: 1000, ReplayBudgetBytes: 1 << 30})
+		bus, err := eventbus.New(eventbus.Options{ReplayBufferSize: 10_000, MaxSubscribers: 1000, ReplayBudgetBytes: 1 << 30})
 		if err != nil {
 			rt.Fatal(err)
 		}
@@ -231,7 +231,7 @@ func TestPropertyParallelPublishers(t *testing.T) {
 				if err != nil {
 					rt.Fatalf("all (before resume): %v after %v", err, part)
 				}
-				if ev.ID == 0 && ev.Type == eventbus.TypeReplayComplete {
+				if ev.ID == 0 && ev.Type == frame.TypeReplayComplete {
 					continue
 				}
 				if n := len(part); ev.ID <= firstFrom || n > 0 && ev.ID <= part[n-1] {
@@ -290,7 +290,7 @@ func TestPropertyParallelPublishers(t *testing.T) {
 				if !ok {
 					break
 				}
-				if ev.ID == 0 && ev.Type == eventbus.TypeReplayComplete {
+				if ev.ID == 0 && ev.Type == frame.TypeReplayComplete {
 					continue
 				}
 				if ev.ID == 0 {

@@ -13,8 +13,8 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -137,21 +137,22 @@ func newHarness(t *rapid.T) *harness {
 	h := &harness{
 		t:        t,
 		n:        rapid.IntRange(1, 6).Draw(t, "ring"),
-		budget:   rapid.SampledFrom([]int64{config.DefaultReplayBudgetBytes, 25, 60}).Draw(t, "budget"),
+		budget:   rapid.SampledFrom([]int64{eventbus.Options{}.WithDefaults().ReplayBudgetBytes, 25, 60}).Draw(t, "budget"),
 		nextID:   1,
 		events:   map[uint64]mEvent{},
 		sessions: map[string]*mSession{},
 		tombs:    map[string]bool{},
 		lostByID: map[string]uint64{},
 		keptBy:   map[string]*mKept{},
-		maxKept:  rapid.SampledFrom([]int{config.DefaultMaxRetained, 1, 2}).Draw(t, "maxRetained"),
+		maxKept:  rapid.SampledFrom([]int{eventbus.Options{}.WithDefaults().MaxRetained, 1, 2}).Draw(t, "maxRetained"),
 	}
-	b, err := eventbus.New(config.Config{
+	b, err := eventbus.New(eventbus.Options{
 		ReplayBufferSize:  h.n,
 		ReplayBudgetBytes: h.budget,
 		DroppableTypes:    []string{"delta"},
 		MaxRetained:       h.maxKept,
-	}, eventbus.WithEpoch("e1"))
+		Epoch:             "e1",
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -419,8 +420,8 @@ func (h *harness) expectHead(x *mSession, o eventbus.SubscribeOptions) ([]want, 
 		cursor = o.Cursor.ID
 		if (o.Cursor.Epoch != "" && o.Cursor.Epoch != "e1") || cursor >= h.nextID {
 			reset = true
-			head = append(head, want{frame: eventbus.TypeStateResyncRequired, resync: &eventbus.ResyncData{
-				Reason: eventbus.ReasonEpochReset, LastDeliveredID: o.Cursor.ID, Epoch: "e1"}})
+			head = append(head, want{frame: frame.TypeStateResyncRequired, resync: &frame.ResyncData{
+				Reason: frame.ReasonEpochReset, LastDeliveredID: o.Cursor.ID, Epoch: "e1"}})
 			cursor = 0
 		}
 	}
@@ -472,8 +473,8 @@ func (h *harness) expectHead(x *mSession, o eventbus.SubscribeOptions) ([]want, 
 				break
 			}
 		}
-		head = append(head, want{frame: eventbus.TypeStateResyncRequired, resync: &eventbus.ResyncData{
-			Reason: eventbus.ReasonRingEvicted, LastDeliveredID: cursor, CompleteFromID: earliest}})
+		head = append(head, want{frame: frame.TypeStateResyncRequired, resync: &frame.ResyncData{
+			Reason: frame.ReasonRingEvicted, LastDeliveredID: cursor, CompleteFromID: earliest}})
 	}
 	n, used := 0, int64(0)
 	for n < len(snap) && (n == 0 || used+int64(snap[n].size) <= h.budget) {
@@ -488,13 +489,13 @@ func (h *harness) expectHead(x *mSession, o eventbus.SubscribeOptions) ([]want, 
 		last = snap[n-1].id
 	}
 	if n < len(snap) {
-		head = append(head, want{frame: eventbus.TypeStateResyncRequired, resync: &eventbus.ResyncData{
-			Reason: eventbus.ReasonReplayBudgetExceeded, LastDeliveredID: last,
+		head = append(head, want{frame: frame.TypeStateResyncRequired, resync: &frame.ResyncData{
+			Reason: frame.ReasonReplayBudgetExceeded, LastDeliveredID: last,
 			CompleteFromID: h.nextID, SkippedCount: len(snap) - n}}) // the first live id
 	}
 	if o.Cursor != nil || n < len(snap) {
-		head = append(head, want{frame: eventbus.TypeReplayComplete,
-			complete: &eventbus.ReplayCompleteData{LastReplayedEventID: last, ReplayedCount: n}})
+		head = append(head, want{frame: frame.TypeReplayComplete,
+			complete: &frame.ReplayCompleteData{LastReplayedEventID: last, ReplayedCount: n}})
 	}
 	return head, last
 }
@@ -616,7 +617,7 @@ func (h *harness) closeSession(t *rapid.T) {
 // closeOne applies CloseSession(x.id) to the model.
 func (h *harness) closeOne(x *mSession) {
 	id := x.id
-	ev := h.append(x, eventbus.TypeSessionClosed, len(`{"session":"a","reason":"closed"}`))
+	ev := h.append(x, frame.TypeSessionClosed, len(`{"session":"a","reason":"closed"}`))
 	h.tally.SessionsClosed++
 	rec := &closedRec{parent: x.parent, children: slices.Clone(x.children), lost: ev.id}
 	if p := x.parent; p != nil {
@@ -764,8 +765,8 @@ func (h *harness) finish() {
 type want struct {
 	event    mEvent
 	frame    string
-	resync   *eventbus.ResyncData
-	complete *eventbus.ReplayCompleteData
+	resync   *frame.ResyncData
+	complete *frame.ReplayCompleteData
 }
 
 // mSub is one subscriber: its real Subscription, what the model expects of
@@ -817,11 +818,11 @@ func (m *mSub) feed(ev eventbus.Event) {
 		case ev.Type != w.frame || ev.ID != 0 || ev.Replay || ev.Session != m.session:
 			m.fail(ev, "want frame %s (head %d)", w.frame, m.hi-1)
 		case w.resync != nil:
-			if got := decodeP[eventbus.ResyncData](m, ev); got != *w.resync {
+			if got := decodeP[frame.ResyncData](m, ev); got != *w.resync {
 				m.fail(ev, "want %+v", *w.resync)
 			}
 		case w.complete != nil:
-			if got := decodeP[eventbus.ReplayCompleteData](m, ev); got != *w.complete {
+			if got := decodeP[frame.ReplayCompleteData](m, ev); got != *w.complete {
 				m.fail(ev, "want %+v", *w.complete)
 			}
 		}
@@ -838,17 +839,17 @@ func (m *mSub) feed(ev eventbus.Event) {
 		}
 		m.ptr++
 		m.last = ev.ID
-	case ev.Type == eventbus.TypeSlowClientWarning:
+	case ev.Type == frame.TypeSlowClientWarning:
 		if !m.limited || !m.warnOn {
 			m.fail(ev, "warning for a subscriber without small limits or with warnings off")
 		}
-		w := decodeP[eventbus.SlowClientWarningData](m, ev)
+		w := decodeP[frame.SlowClientWarningData](m, ev)
 		if !slices.Contains([]string{"frames", "bytes", "frames_and_bytes"}, w.Threshold) || w.MaxQueued != m.opts.MaxQueued {
 			m.fail(ev, "bad warning")
 		}
-	case ev.Type == eventbus.TypeStateResyncRequired:
-		d := decodeP[eventbus.ResyncData](m, ev)
-		if !m.limited || d.Reason != eventbus.ReasonEventsDropped {
+	case ev.Type == frame.TypeStateResyncRequired:
+		d := decodeP[frame.ResyncData](m, ev)
+		if !m.limited || d.Reason != frame.ReasonEventsDropped {
 			m.fail(ev, "unexpected resync in the live part")
 		}
 		if d.LastDeliveredID != m.last {
@@ -863,7 +864,7 @@ func (m *mSub) feed(ev eventbus.Event) {
 		}
 		for _, id := range m.live[m.ptr : m.ptr+j+1] {
 			e := m.h.events[id]
-			if e.typ == eventbus.TypeSessionClosed {
+			if e.typ == frame.TypeSessionClosed {
 				m.fail(ev, "session_closed %d was dropped", id)
 			}
 			if m.policy == eventbus.DropSubscriber && e.typ != "delta" {
@@ -871,8 +872,8 @@ func (m *mSub) feed(ev eventbus.Event) {
 			}
 		}
 		m.ptr += j + 1
-	case ev.Type == eventbus.TypeClientEvicted:
-		d := decodeP[eventbus.ClientEvictedData](m, ev)
+	case ev.Type == frame.TypeClientEvicted:
+		d := decodeP[frame.ClientEvictedData](m, ev)
 		if !m.limited || m.policy != eventbus.DropSubscriber {
 			m.fail(ev, "eviction under policy %s", m.policy)
 		}
@@ -928,19 +929,19 @@ func (c *propTally) count(ev eventbus.Event, m *mSub) {
 	switch {
 	case ev.Replay:
 		c.Replayed++
-	case ev.Type == eventbus.TypeSlowClientWarning:
+	case ev.Type == frame.TypeSlowClientWarning:
 		c.Warnings++
-	case ev.Type == eventbus.TypeClientEvicted:
+	case ev.Type == frame.TypeClientEvicted:
 		c.Evictions++
-	case ev.Type == eventbus.TypeStateResyncRequired:
-		switch decodeP[eventbus.ResyncData](m, ev).Reason {
-		case eventbus.ReasonEventsDropped:
+	case ev.Type == frame.TypeStateResyncRequired:
+		switch decodeP[frame.ResyncData](m, ev).Reason {
+		case frame.ReasonEventsDropped:
 			c.Drops++
-		case eventbus.ReasonRingEvicted:
+		case frame.ReasonRingEvicted:
 			c.RingEvicted++
-		case eventbus.ReasonEpochReset:
+		case frame.ReasonEpochReset:
 			c.EpochResets++
-		case eventbus.ReasonReplayBudgetExceeded:
+		case frame.ReasonReplayBudgetExceeded:
 			c.Budget++
 		}
 	}

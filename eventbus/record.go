@@ -3,6 +3,8 @@ package eventbus
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // record is an event as the replay buffer and the subscriber queues hold it.
@@ -81,16 +83,16 @@ func (e *entry) fill(ev *Event) {
 	e.rec.fill(ev, false)
 	switch e.kind {
 	case entryDropped:
-		ev.Data = mustJSON(ResyncData{
-			Reason:          ReasonEventsDropped,
+		ev.Data = mustJSON(frame.ResyncData{
+			Reason:          frame.ReasonEventsDropped,
 			LastDeliveredID: e.drop.lastDelivered,
 			FirstDroppedID:  e.drop.first,
 			LastDroppedID:   e.drop.last,
 			DroppedCount:    e.drop.count,
 		})
 	case entryGap:
-		ev.Data = mustJSON(ResyncData{
-			Reason:          ReasonFeedGap,
+		ev.Data = mustJSON(frame.ResyncData{
+			Reason:          frame.ReasonFeedGap,
 			LastDeliveredID: e.drop.lastDelivered,
 			CompleteFromID:  e.drop.earliest,
 		})
@@ -107,7 +109,7 @@ func mustJSON(v any) []byte {
 }
 
 // frame builds a synthetic frame record (id 0) for session.
-func frame(session, typ string, data any, nanos int64) entry {
+func synth(session, typ string, data any, nanos int64) entry {
 	return entry{rec: &record{session: session, typ: typ, data: mustJSON(data), nanos: nanos}, kind: entryFrame}
 }
 

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -18,7 +17,7 @@ import (
 // held (as a publish, or a large resume, holds it), SessionExists,
 // Sessions and SubscriberCounts still answer, with the right figures.
 func TestLookupsDoNotWaitForTheBusLock(t *testing.T) {
-	b, err := New(config.Config{})
+	b, err := New(Options{})
 	require.NoError(t, err)
 	defer b.Close()
 	_, err = b.Publish("a", "t", nil)
@@ -65,7 +64,7 @@ func TestRegistryFollowsTheTree(t *testing.T) {
 	clock := time.Unix(1000, 0)
 	var cmu sync.Mutex
 	now := func() time.Time { cmu.Lock(); defer cmu.Unlock(); return clock }
-	b, err := New(config.Config{SessionTTL: time.Hour}, func(o *options) { o.now = now })
+	b, err := New(Options{SessionTTL: time.Hour, now: now})
 	require.NoError(t, err)
 	defer b.Close()
 

@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -20,60 +20,60 @@ func TestResume(t *testing.T) {
 		name     string
 		opts     eventbus.SubscribeOptions
 		want     []string
-		resync   *eventbus.ResyncData         // the leading frame's data
-		complete *eventbus.ReplayCompleteData // replay_complete's data
+		resync   *frame.ResyncData         // the leading frame's data
+		complete *frame.ReplayCompleteData // replay_complete's data
 	}{
 		{
 			name:     "cursor inside the ring",
 			opts:     eventbus.SubscribeOptions{Cursor: eventbus.At(7)},
 			want:     append(append([]string{}, ring...), "replay_complete"),
-			complete: &eventbus.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 5},
+			complete: &frame.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 5},
 		},
 		{
 			name:     "cursor before the ring",
 			opts:     eventbus.SubscribeOptions{Cursor: eventbus.At(3)},
 			want:     append(append([]string{"state_resync_required:ring_evicted"}, ring...), "replay_complete"),
-			resync:   &eventbus.ResyncData{Reason: eventbus.ReasonRingEvicted, LastDeliveredID: 3, CompleteFromID: 8},
-			complete: &eventbus.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 5},
+			resync:   &frame.ResyncData{Reason: frame.ReasonRingEvicted, LastDeliveredID: 3, CompleteFromID: 8},
+			complete: &frame.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 5},
 		},
 		{
 			name:     "cursor 0 with an evicted ring",
 			opts:     eventbus.SubscribeOptions{Cursor: eventbus.At(0)},
 			want:     append(append([]string{"state_resync_required:ring_evicted"}, ring...), "replay_complete"),
-			resync:   &eventbus.ResyncData{Reason: eventbus.ReasonRingEvicted, LastDeliveredID: 0, CompleteFromID: 8},
-			complete: &eventbus.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 5},
+			resync:   &frame.ResyncData{Reason: frame.ReasonRingEvicted, LastDeliveredID: 0, CompleteFromID: 8},
+			complete: &frame.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 5},
 		},
 		{
 			name:     "cursor at the newest id",
 			opts:     eventbus.SubscribeOptions{Cursor: eventbus.At(12)},
 			want:     []string{"replay_complete"},
-			complete: &eventbus.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 0},
+			complete: &frame.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 0},
 		},
 		{
 			name:     "cursor in the middle",
 			opts:     eventbus.SubscribeOptions{Cursor: &eventbus.Position{ID: 10, Epoch: "e1"}},
 			want:     []string{"11r", "12r", "replay_complete"},
-			complete: &eventbus.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 2},
+			complete: &frame.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 2},
 		},
 		{
 			name:     "cursor at the next id",
 			opts:     eventbus.SubscribeOptions{Cursor: eventbus.At(13)},
 			want:     append(append([]string{"state_resync_required:epoch_reset"}, ring...), "replay_complete"),
-			resync:   &eventbus.ResyncData{Reason: eventbus.ReasonEpochReset, LastDeliveredID: 13, Epoch: "e1"},
-			complete: &eventbus.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 5},
+			resync:   &frame.ResyncData{Reason: frame.ReasonEpochReset, LastDeliveredID: 13, Epoch: "e1"},
+			complete: &frame.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 5},
 		},
 		{
 			name:   "cursor far ahead",
 			opts:   eventbus.SubscribeOptions{Cursor: eventbus.At(1 << 40)},
 			want:   append(append([]string{"state_resync_required:epoch_reset"}, ring...), "replay_complete"),
-			resync: &eventbus.ResyncData{Reason: eventbus.ReasonEpochReset, LastDeliveredID: 1 << 40, Epoch: "e1"},
+			resync: &frame.ResyncData{Reason: frame.ReasonEpochReset, LastDeliveredID: 1 << 40, Epoch: "e1"},
 		},
 		{
 			name:     "wrong epoch",
 			opts:     eventbus.SubscribeOptions{Cursor: &eventbus.Position{ID: 10, Epoch: "e0"}},
 			want:     append(append([]string{"state_resync_required:epoch_reset"}, ring...), "replay_complete"),
-			resync:   &eventbus.ResyncData{Reason: eventbus.ReasonEpochReset, LastDeliveredID: 10, Epoch: "e1"},
-			complete: &eventbus.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 5},
+			resync:   &frame.ResyncData{Reason: frame.ReasonEpochReset, LastDeliveredID: 10, Epoch: "e1"},
+			complete: &frame.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 5},
 		},
 		{
 			name: "no cursor replays the ring without frames",
@@ -89,18 +89,18 @@ func TestResume(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			b := newBus(t, config.Config{ReplayBufferSize: 5}, eventbus.WithEpoch("e1"))
+			b := newBus(t, eventbus.Options{ReplayBufferSize: 5, Epoch: "e1"})
 			publish(t, b, "s", 12)
 			s := subscribe(t, b, "s", tt.opts)
 			got := drain(s)
 			assert.Equal(t, tt.want, describe(got))
 			if tt.resync != nil {
-				assert.Equal(t, *tt.resync, decode[eventbus.ResyncData](t, got[0]))
+				assert.Equal(t, *tt.resync, decode[frame.ResyncData](t, got[0]))
 				assert.Equal(t, "s", got[0].Session)
 			}
 			if tt.complete != nil {
-				c := find(t, got, eventbus.TypeReplayComplete)
-				assert.Equal(t, *tt.complete, decode[eventbus.ReplayCompleteData](t, c))
+				c := find(t, got, frame.TypeReplayComplete)
+				assert.Equal(t, *tt.complete, decode[frame.ReplayCompleteData](t, c))
 			}
 			for _, e := range got {
 				assert.Equal(t, e.ID != 0, e.Replay, "only replayed copies carry Replay: %s", e.Type)
@@ -116,7 +116,7 @@ func TestResume(t *testing.T) {
 
 func TestResumeAfterClearReplayBuffer(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	publish(t, b, "s", 4)
 	require.NoError(t, b.ClearReplayBuffer("s"))
 	require.NoError(t, b.ClearReplayBuffer("nope"), "a no-op on an unknown id, as AgentPool's clear_replay_buffer")
@@ -124,8 +124,8 @@ func TestResumeAfterClearReplayBuffer(t *testing.T) {
 	s := subscribe(t, b, "s", eventbus.SubscribeOptions{Cursor: eventbus.At(2)})
 	got := drain(s)
 	require.Equal(t, []string{"state_resync_required:ring_evicted", "replay_complete"}, describe(got))
-	assert.Equal(t, eventbus.ResyncData{Reason: eventbus.ReasonRingEvicted, LastDeliveredID: 2, CompleteFromID: 5},
-		decode[eventbus.ResyncData](t, got[0]))
+	assert.Equal(t, frame.ResyncData{Reason: frame.ReasonRingEvicted, LastDeliveredID: 2, CompleteFromID: 5},
+		decode[frame.ResyncData](t, got[0]))
 	// A client that had everything is not told anything.
 	s2 := subscribe(t, b, "s", eventbus.SubscribeOptions{Cursor: eventbus.At(4)})
 	assert.Equal(t, []string{"replay_complete"}, describe(drain(s2)))
@@ -135,7 +135,7 @@ func TestResumeAfterClearReplayBuffer(t *testing.T) {
 // duplicate, while the ring still holds the missed events.
 func TestResumeContinues(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{ReplayBufferSize: 50})
+	b := newBus(t, eventbus.Options{ReplayBufferSize: 50})
 	s := subscribe(t, b, "s", eventbus.SubscribeOptions{})
 	publish(t, b, "s", 10)
 	got := readN(t, s, 4)
@@ -179,7 +179,7 @@ func TestResumeAcrossClosedSessions(t *testing.T) {
 			t.Parallel()
 			// P ─┬─ X ── C ── G      U
 			//    └─ S
-			b := newBus(t, config.Config{})
+			b := newBus(t, eventbus.Options{})
 			for _, e := range [][2]string{{"P", ""}, {"X", "P"}, {"C", "X"}, {"G", "C"}, {"S", "P"}, {"U", ""}} {
 				require.NoError(t, b.CreateSession(e[0], e[1]))
 			}
@@ -201,8 +201,8 @@ func TestResumeAcrossClosedSessions(t *testing.T) {
 				return
 			}
 			require.Equal(t, []string{"state_resync_required:ring_evicted", "replay_complete"}, describe(got))
-			assert.Equal(t, eventbus.ResyncData{Reason: eventbus.ReasonRingEvicted, LastDeliveredID: cursor,
-				CompleteFromID: closedID + 1}, decode[eventbus.ResyncData](t, got[0]))
+			assert.Equal(t, frame.ResyncData{Reason: frame.ReasonRingEvicted, LastDeliveredID: cursor,
+				CompleteFromID: closedID + 1}, decode[frame.ResyncData](t, got[0]))
 			// A client that saw session_closed lost nothing.
 			s2 := subscribe(t, b, tt.on, eventbus.SubscribeOptions{Scope: tt.kind, Cursor: eventbus.At(closedID)})
 			assert.Equal(t, []string{"replay_complete"}, describe(drain(s2)))
@@ -215,7 +215,7 @@ func TestResumeAcrossClosedSessions(t *testing.T) {
 // re-created closed id (after its tombstone is forgotten) still does.
 func TestNewSessionAnnouncesNothing(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	require.NoError(t, b.CreateSession("P", ""))
 	require.NoError(t, b.CreateSession("old", "P"))
 	publish(t, b, "old", 3)
@@ -232,7 +232,7 @@ func TestNewSessionAnnouncesNothing(t *testing.T) {
 // which nothing is missing, even when a quiet ring still holds older ids.
 func TestRingEvictedAcrossRings(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{ReplayBufferSize: 3})
+	b := newBus(t, eventbus.Options{ReplayBufferSize: 3})
 	require.NoError(t, b.CreateSession("r", ""))
 	require.NoError(t, b.CreateSession("c", "r"))
 	publish(t, b, "c", 2) // 1, 2: c's ring keeps them
@@ -240,6 +240,6 @@ func TestRingEvictedAcrossRings(t *testing.T) {
 	s := subscribe(t, b, "r", eventbus.SubscribeOptions{Scope: scope.Descendants, Cursor: eventbus.At(0)})
 	got := drain(s)
 	require.Equal(t, []string{"state_resync_required:ring_evicted", "1r", "2r", "8r", "9r", "10r", "replay_complete"}, describe(got))
-	assert.Equal(t, eventbus.ResyncData{Reason: eventbus.ReasonRingEvicted, LastDeliveredID: 0, CompleteFromID: 8},
-		decode[eventbus.ResyncData](t, got[0]))
+	assert.Equal(t, frame.ResyncData{Reason: frame.ReasonRingEvicted, LastDeliveredID: 0, CompleteFromID: 8},
+		decode[frame.ResyncData](t, got[0]))
 }

@@ -6,8 +6,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -19,7 +19,7 @@ import (
 // left out (which had the opposite meaning under the same name).
 func TestResyncSaysWhereTheGapEnds(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{ReplayBufferSize: 3})
+	b := newBus(t, eventbus.Options{ReplayBufferSize: 3})
 	require.NoError(t, b.CreateSession("r", ""))
 	require.NoError(t, b.CreateSession("c", "r"))
 	publish(t, b, "c", 2) // 1, 2
@@ -38,13 +38,13 @@ func TestResyncSaysWhereTheGapEnds(t *testing.T) {
 	assert.Equal(t, []uint64{1, 2}, below, "genuine events below completeFromId arrive after the frame")
 
 	// The budget: the first live id, so ids ≥ it all arrive on this stream.
-	bb := newBus(t, config.Config{ReplayBudgetBytes: 1})
+	bb := newBus(t, eventbus.Options{ReplayBudgetBytes: 1})
 	publish(t, bb, "s", 5)
 	s2 := subscribe(t, bb, "s", eventbus.SubscribeOptions{})
 	got = drain(s2)
 	require.Len(t, got, 3, "event 1, the cut, replay_complete")
-	rd := decode[eventbus.ResyncData](t, got[1])
-	assert.Equal(t, eventbus.ReasonReplayBudgetExceeded, rd.Reason)
+	rd := decode[frame.ResyncData](t, got[1])
+	assert.Equal(t, frame.ReasonReplayBudgetExceeded, rd.Reason)
 	assert.EqualValues(t, 6, rd.CompleteFromID, "the first live id")
 	assert.EqualValues(t, 1, rd.LastDeliveredID)
 	ev, err := bb.Publish("s", "msg", nil)

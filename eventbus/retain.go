@@ -20,8 +20,8 @@ import (
 //   - with the tree: when the holder closes, what it holds moves up to its
 //     parent; when a root closes, everything it holds is dropped (no open
 //     ancestor is left to resume into);
-//   - after config.ClosedRetention (10 min by default), swept by ExpireIdle;
-//   - when more than config.MaxRetained buffers are held, oldest first;
+//   - after Options.ClosedRetention (10 min by default), swept by ExpireIdle;
+//   - when more than Options.MaxRetained buffers are held, oldest first;
 //   - into the session again when its id is reopened (CreateSession), so a
 //     resume of the reopened session loses nothing either.
 //

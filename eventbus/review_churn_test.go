@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -40,7 +39,7 @@ func TestReviewParallelTreesUnderChurn(t *testing.T) {
 	if testing.Short() {
 		rounds = 60
 	}
-	bus := newBus(t, config.Config{ReplayBufferSize: 100_000, MaxSubscribers: 10_000, MaxRetained: 10_000,
+	bus := newBus(t, eventbus.Options{ReplayBufferSize: 100_000, MaxSubscribers: 10_000, MaxRetained: 10_000,
 		ReplayBudgetBytes: 1 << 30})
 	big := eventbus.SubscribeOptions{MaxQueued: 1_000_000, MaxQueuedBytes: 1 << 30, NoReplay: true}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

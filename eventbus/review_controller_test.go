@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -18,7 +17,7 @@ import (
 // created the session returns an ErrInvalid error naming the panic, nothing
 // is created for it, and the bus goes on.
 func TestReviewPanickingSessionControllerDoesNotWedgeTheBus(t *testing.T) {
-	bus := newBus(t, config.Config{}, eventbus.WithSessionController(func(id string) string {
+	bus := newBus(t, eventbus.Options{SessionController: func(id string) string {
 		switch id {
 		case "boom":
 			panic("controller bug")
@@ -26,7 +25,7 @@ func TestReviewPanickingSessionControllerDoesNotWedgeTheBus(t *testing.T) {
 			return "boom" // the parent's lookup panics
 		}
 		return ""
-	}))
+	}})
 	for _, id := range []string{"boom", "child"} {
 		var err error
 		require.NotPanics(t, func() { _, err = bus.Publish(id, "t", nil) }, "publish %s", id)

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -23,7 +22,7 @@ import (
 // not timings.
 func TestReviewNextBeforeDeadlineOutsideInt64(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		bus := newBus(t, config.Config{})
+		bus := newBus(t, eventbus.Options{})
 		sub := subscribe(t, bus, "s", eventbus.SubscribeOptions{NoReplay: true})
 
 		for _, past := range []time.Time{time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC)} {

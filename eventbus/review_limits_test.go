@@ -10,8 +10,8 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // limItem is one entry of the model's queue: an event, a targeted frame, a
@@ -46,7 +46,7 @@ func TestReviewLiveLimitsExact(t *testing.T) {
 		maxB := int64(rapid.IntRange(1, 300).Draw(rt, "maxBytes"))
 		policy := rapid.SampledFrom([]eventbus.OverflowPolicy{eventbus.DropOldest, eventbus.DropNewest,
 			eventbus.DropSubscriber}).Draw(rt, "policy")
-		bus, err := eventbus.New(config.Config{ReplayBufferSize: 10_000})
+		bus, err := eventbus.New(eventbus.Options{ReplayBufferSize: 10_000})
 		if err != nil {
 			rt.Fatal(err)
 		}
@@ -66,8 +66,8 @@ func TestReviewLiveLimitsExact(t *testing.T) {
 			lastDelivery uint64
 			ntarget      int
 		)
-		figures := func() eventbus.QueueFigures {
-			return eventbus.QueueFigures{QueueSize: int(frames), MaxQueued: maxQ, QueuedBytes: bytes, MaxQueuedBytes: maxB}
+		figures := func() frame.QueueFigures {
+			return frame.QueueFigures{QueueSize: int(frames), MaxQueued: maxQ, QueuedBytes: bytes, MaxQueuedBytes: maxB}
 		}
 		payload := func(n int) any {
 			if n == 0 {
@@ -152,10 +152,10 @@ func TestReviewLiveLimitsExact(t *testing.T) {
 					}
 					frames, bytes = frames-1, bytes-w.cost
 				case 'd':
-					var got eventbus.ResyncData
-					want := eventbus.ResyncData{Reason: eventbus.ReasonEventsDropped, LastDeliveredID: lastDelivery,
+					var got frame.ResyncData
+					want := frame.ResyncData{Reason: frame.ReasonEventsDropped, LastDeliveredID: lastDelivery,
 						FirstDroppedID: w.first, LastDroppedID: w.last, DroppedCount: w.count}
-					if ev.Type != eventbus.TypeStateResyncRequired || json.Unmarshal(ev.Data, &got) != nil || got != want {
+					if ev.Type != frame.TypeStateResyncRequired || json.Unmarshal(ev.Data, &got) != nil || got != want {
 						rt.Fatalf("got %s %s, want events_dropped %+v", ev.Type, ev.Data, want)
 					}
 				case 'f':
@@ -194,12 +194,12 @@ func TestReviewLiveLimitsExact(t *testing.T) {
 							frames, bytes = frames+1, bytes+c
 						}
 					default:
-						reason := eventbus.ReasonQueueOverflow
+						reason := frame.ReasonQueueOverflow
 						if !over {
-							reason = eventbus.ReasonQueueBytesOverflow
+							reason = frame.ReasonQueueBytesOverflow
 						}
-						q = append(q, &limItem{kind: 'f', typ: eventbus.TypeClientEvicted,
-							data: eventbus.ClientEvictedData{QueueFigures: figures(), Reason: reason, DroppedAfter: ev.ID}})
+						q = append(q, &limItem{kind: 'f', typ: frame.TypeClientEvicted,
+							data: frame.ClientEvictedData{QueueFigures: figures(), Reason: reason, DroppedAfter: ev.ID}})
 						ended = true
 					}
 					continue
@@ -217,8 +217,8 @@ func TestReviewLiveLimitsExact(t *testing.T) {
 						case b:
 							th = "bytes"
 						}
-						q = append(q, &limItem{kind: 'f', typ: eventbus.TypeSlowClientWarning,
-							data: eventbus.SlowClientWarningData{QueueFigures: figures(), LastEventID: ev.ID, Threshold: th}})
+						q = append(q, &limItem{kind: 'f', typ: frame.TypeSlowClientWarning,
+							data: frame.SlowClientWarningData{QueueFigures: figures(), LastEventID: ev.ID, Threshold: th}})
 					}
 				}
 			case 3: // a targeted frame

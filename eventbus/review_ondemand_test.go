@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -20,7 +19,7 @@ import (
 // after an end that discards), and no pump goroutine may be left (goleak in
 // TestMain). Every one of the 4 × 200 rounds checks it; no timing decides.
 func TestReviewDoneAndEventsRaceTheEnd(t *testing.T) {
-	bus := newBus(t, config.Config{})
+	bus := newBus(t, eventbus.Options{})
 	for round := range 800 {
 		how := round % 4
 		ctx, cancel := context.WithCancel(context.Background())

@@ -11,8 +11,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/replaybus/replaybus/config"
 )
 
 // TestReviewDeadlineQueueNoEntryAfterEnd: a subscription that ends while
@@ -22,14 +20,10 @@ import (
 // ended subscription (and its bus) referenced until its deadline — an hour
 // here. Checked once every reader has returned, so no timing decides it.
 func TestReviewDeadlineQueueNoEntryAfterEnd(t *testing.T) {
-	b, err := New(config.Config{})
+	b, err := New(Options{})
 	require.NoError(t, err)
 	defer b.Close()
-	queued := func() int {
-		b.waits.mu.Lock()
-		defer b.waits.mu.Unlock()
-		return len(b.waits.h)
-	}
+	queued := b.waits.Len
 	far := time.Now().Add(time.Hour)
 	for i := range 3000 {
 		s, err := b.Subscribe(context.Background(), "s", SubscribeOptions{NoReplay: true})
@@ -60,7 +54,7 @@ func TestReviewDeadlineQueueNoEntryAfterEnd(t *testing.T) {
 // only frames, ErrTimeout or the reason of the end, and end; afterwards
 // the deadline queue is empty and stopped.
 func TestReviewNextBeforeStress(t *testing.T) {
-	b, err := New(config.Config{MaxQueueSize: 100_000})
+	b, err := New(Options{MaxQueueSize: 100_000})
 	require.NoError(t, err)
 	const readers = 24
 	var wg sync.WaitGroup
@@ -127,8 +121,6 @@ func TestReviewNextBeforeStress(t *testing.T) {
 	for err := range errc {
 		t.Error(err)
 	}
-	b.waits.mu.Lock()
-	defer b.waits.mu.Unlock()
-	assert.Empty(t, b.waits.h, "the deadline queue holds ended subscriptions")
-	assert.True(t, b.waits.closed)
+	assert.Zero(t, b.waits.Len(), "the deadline queue holds ended subscriptions")
+	assert.True(t, b.waits.Closed())
 }

@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -34,7 +34,7 @@ func TestScopes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.kind.String(), func(t *testing.T) {
 			t.Parallel()
-			b := newBus(t, config.Config{})
+			b := newBus(t, eventbus.Options{})
 			for _, e := range [][2]string{{"P", ""}, {"X", "P"}, {"C", "X"}, {"G", "C"}, {"S", "P"}, {"N", "S"}, {"U", ""}} {
 				require.NoError(t, b.CreateSession(e[0], e[1]))
 			}
@@ -64,7 +64,7 @@ func TestScopes(t *testing.T) {
 			n := len(wantReplay)
 			require.Len(t, got, n+1+len(wantLive), "%v", describe(got))
 			assert.Equal(t, wantReplay, ids(got[:n]), "replay, merged by id")
-			assert.Equal(t, eventbus.TypeReplayComplete, got[n].Type)
+			assert.Equal(t, frame.TypeReplayComplete, got[n].Type)
 			assert.Equal(t, wantLive, ids(got[n+1:]), "live")
 			for _, e := range got {
 				if e.ID != 0 {
@@ -80,7 +80,7 @@ func TestScopes(t *testing.T) {
 // the subtree with one cursor: no gap, no duplicate.
 func TestDescendantsResume(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{ReplayBufferSize: 100})
+	b := newBus(t, eventbus.Options{ReplayBufferSize: 100})
 	require.NoError(t, b.CreateSession("X", ""))
 	require.NoError(t, b.CreateSession("C", "X"))
 	require.NoError(t, b.CreateSession("G", "C"))
@@ -103,7 +103,7 @@ func TestDescendantsResume(t *testing.T) {
 		s := subscribe(t, b, "X", eventbus.SubscribeOptions{Scope: scope.Descendants, Cursor: cursor})
 		pub(2)
 		evs := drain(s)
-		assert.Equal(t, 0, count(evs, eventbus.TypeStateResyncRequired), "round %d: %v", round, describe(evs))
+		assert.Equal(t, 0, count(evs, frame.TypeStateResyncRequired), "round %d: %v", round, describe(evs))
 		// Read only part of it, then disconnect.
 		part := ids(evs)
 		part = part[:len(part)-round]
@@ -173,7 +173,7 @@ func TestCreateSession(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			b := newBus(t, config.Config{})
+			b := newBus(t, eventbus.Options{})
 			if tt.setup != nil {
 				tt.setup(b)
 			}
@@ -191,7 +191,7 @@ func TestCreateSession(t *testing.T) {
 		})
 	}
 	t.Run("after Close", func(t *testing.T) {
-		b := newBus(t, config.Config{})
+		b := newBus(t, eventbus.Options{})
 		require.NoError(t, b.Close())
 		require.ErrorIs(t, b.CreateSession("a", ""), eventbus.ErrClosed)
 	})
@@ -221,7 +221,7 @@ func parentOf(b *eventbus.Bus, id string) string {
 // descendants subscribers hear it.
 func TestCreateSessionReparentsSubscribers(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	require.NoError(t, b.CreateSession("P", ""))
 	require.NoError(t, b.CreateSession("S", "P"))
 	sub := subscribe(t, b, "C", eventbus.SubscribeOptions{Scope: scope.Subtree, NoReplay: true})
@@ -241,7 +241,7 @@ func TestCreateSessionReparentsSubscribers(t *testing.T) {
 // subscriber keeps hearing them too).
 func TestCloseMovesChildrenUp(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	require.NoError(t, b.CreateSession("X", ""))
 	require.NoError(t, b.CreateSession("C", "X"))
 	require.NoError(t, b.CreateSession("U", "X"))

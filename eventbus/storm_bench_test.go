@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -32,7 +31,7 @@ func BenchmarkReplayStorm(b *testing.B) {
 			name = "storm"
 		}
 		b.Run(name, func(b *testing.B) {
-			bus := benchNewBus(b, config.Config{ReplayBufferSize: ring, ReplayBudgetBytes: 1 << 30})
+			bus := benchNewBus(b, eventbus.Options{ReplayBufferSize: ring, ReplayBudgetBytes: 1 << 30})
 			defer bus.Close()
 			for range ring {
 				if _, err := bus.Publish("big", benchType, benchPayload); err != nil {

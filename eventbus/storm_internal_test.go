@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // Issue 12.8, replay storms: a large resume must not stall the publishers
@@ -18,7 +18,7 @@ import (
 // events published meanwhile — each once, in order.
 func TestReplayStormDoesNotStallOtherSessions(t *testing.T) {
 	const ring = 50_000
-	b, err := New(config.Config{ReplayBufferSize: ring, ReplayBudgetBytes: 1 << 30})
+	b, err := New(Options{ReplayBufferSize: ring, ReplayBudgetBytes: 1 << 30})
 	require.NoError(t, err)
 	defer b.Close()
 	for range ring {
@@ -78,7 +78,7 @@ func TestReplayStormDoesNotStallOtherSessions(t *testing.T) {
 	}
 	ev, err := r.sub.Next(ctx)
 	require.NoError(t, err)
-	require.Equal(t, TypeReplayComplete, ev.Type)
+	require.Equal(t, frame.TypeReplayComplete, ev.Type)
 	ev, err = r.sub.Next(ctx)
 	require.NoError(t, err)
 	require.Equal(t, live-1, ev.ID, "the event published to the resumed session during its resume, live, after the history")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/replay"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -42,7 +43,7 @@ import (
 // set: as a root, or under the parent the [SessionController] names. The
 // subscription ends when ctx is done (Err is ctx's error); Subscribe itself
 // does not block, except on a bus over a backend whose feed is behind the
-// cursor (see [Syncer]).
+// cursor (see backend.Syncer in package eventbus/backend).
 //
 // Errors: ErrInvalid naming a bad option value (or a [SessionController]
 // that panicked creating the session); ErrSessionNotFound;
@@ -76,7 +77,7 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 		s.maxBytes = o.MaxQueuedBytes
 	}
 	if o.Policy != "" {
-		if err := o.Policy.Validate(); err != nil {
+		if err := o.Policy.validate(); err != nil {
 			return nil, invalidf("%v", err)
 		}
 		s.policy = o.Policy
@@ -100,7 +101,7 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 		return nil, err
 	}
 	if cursor != nil && (cursor.Epoch == "" || cursor.Epoch == b.epoch) {
-		b.awaitFeed(ctx, cursor.ID) // backend buses only, see Syncer
+		b.awaitFeed(ctx, cursor.ID) // backend buses only, see awaitFeed
 	}
 
 	replay := !o.NoReplay
@@ -277,8 +278,8 @@ func (b *Bus) snapshotPlanLocked(x *session, k scope.Kind, pos *Position) snapsh
 		j.cursor = pos.ID
 		if (pos.Epoch != "" && pos.Epoch != b.epoch) || j.cursor >= j.earliest {
 			j.reset = true
-			j.lead = append(j.lead, frame(x.id, TypeStateResyncRequired, ResyncData{
-				Reason: ReasonEpochReset, LastDeliveredID: pos.ID, Epoch: b.epoch,
+			j.lead = append(j.lead, synth(x.id, frame.TypeStateResyncRequired, frame.ResyncData{
+				Reason: frame.ReasonEpochReset, LastDeliveredID: pos.ID, Epoch: b.epoch,
 			}, j.now))
 			b.cnt.resyncs.Add(1)
 			j.cursor = 0
@@ -345,8 +346,8 @@ func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 		}); i < len(snap) || ok {
 			earliest = snap[i].id
 		}
-		lead = append(lead, frame(sid, TypeStateResyncRequired, ResyncData{
-			Reason: ReasonRingEvicted, LastDeliveredID: cursor, CompleteFromID: earliest,
+		lead = append(lead, synth(sid, frame.TypeStateResyncRequired, frame.ResyncData{
+			Reason: frame.ReasonRingEvicted, LastDeliveredID: cursor, CompleteFromID: earliest,
 		}, j.now))
 	}
 	last := cursor
@@ -356,14 +357,14 @@ func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 	var tail []entry
 	truncated := n < len(snap)
 	if truncated {
-		tail = append(tail, frame(sid, TypeStateResyncRequired, ResyncData{
-			Reason: ReasonReplayBudgetExceeded, LastDeliveredID: last,
+		tail = append(tail, synth(sid, frame.TypeStateResyncRequired, frame.ResyncData{
+			Reason: frame.ReasonReplayBudgetExceeded, LastDeliveredID: last,
 			CompleteFromID: j.earliest, SkippedCount: len(snap) - n,
 		}, j.now))
 		b.cnt.resyncs.Add(1)
 	}
 	if hasCursor || truncated {
-		tail = append(tail, frame(sid, TypeReplayComplete, ReplayCompleteData{
+		tail = append(tail, synth(sid, frame.TypeReplayComplete, frame.ReplayCompleteData{
 			LastReplayedEventID: last, ReplayedCount: n,
 		}, j.now))
 	}

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/replaybus/replaybus/eventbus/internal/deadline"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -56,7 +57,7 @@ type Subscription struct {
 	reason    error
 	ended     bool
 	warned    bool
-	dlIdx     int32         // position+1 in the deadline queue, 0 none (guarded by deadlines.mu, wait.go)
+	dl        deadline.Slot // s's place in the bus's deadline queue (wait.go)
 	waitUntil int64         // the parked reader's deadline (Unix ns), 0 none
 	dlAt      int64         // the deadline of s's entry in the deadline queue, 0 none
 	done      chan struct{} // made on the first Done call

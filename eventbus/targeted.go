@@ -3,6 +3,8 @@ package eventbus
 import (
 	"errors"
 	"fmt"
+
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // Targeted delivery: an event for chosen subscriptions only, OpenClaw's
@@ -63,7 +65,7 @@ func (e *SendError) Unwrap() error { return e.Err }
 // frame sent to a subscription that has ended is reported, never queued).
 //
 // data is encoded to JSON once, as by Publish. Errors: ErrInvalid naming the
-// value for an empty, over-long or [Reserved] type, a type with a control
+// value for an empty, over-long or [frame.Reserved] type, a type with a control
 // character, or data that cannot be encoded (nothing is sent); ErrClosed
 // after [Bus.Close]; otherwise nil when every subscription got the frame,
 // else the [errors.Join] of one [*SendError] per subscription that did not
@@ -72,7 +74,7 @@ func (b *Bus) SendTo(typ string, data any, subs ...*Subscription) error {
 	if err := checkName("event type", typ); err != nil {
 		return err
 	}
-	if Reserved(typ) {
+	if frame.Reserved(typ) {
 		return invalidf("event type %q is reserved for the bus's own frames", typ)
 	}
 	raw, err := encode(data)

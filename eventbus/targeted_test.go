@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -19,7 +19,7 @@ import (
 // replay and replay_complete, in order with the live events around it, and
 // the next published event gets the id it would have got without it.
 func TestSendToOrderAndIDs(t *testing.T) {
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	publish(t, b, "s", 2) // 1, 2
 	sub := subscribe(t, b, "s", eventbus.SubscribeOptions{Cursor: eventbus.At(1)})
 	require.NoError(t, b.SendTo("hello", map[string]string{"to": "you"}, sub))
@@ -44,7 +44,7 @@ func TestSendToOrderAndIDs(t *testing.T) {
 // subscriber replay only published events; the targeted frame reached only
 // its subscription.
 func TestSendToNeverReplayed(t *testing.T) {
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	a := subscribe(t, b, "s", eventbus.SubscribeOptions{})
 	other := subscribe(t, b, "s", eventbus.SubscribeOptions{})
 	all := subscribe(t, b, "s", eventbus.SubscribeOptions{Scope: scope.All})
@@ -73,7 +73,7 @@ func TestSendToNeverReplayed(t *testing.T) {
 // when the queue is full it is refused with ErrQueueFull and the subscriber
 // is not touched; drop_oldest never drops it.
 func TestSendToQueueLimits(t *testing.T) {
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	sub := subscribe(t, b, "s", eventbus.SubscribeOptions{NoReplay: true, MaxQueued: 3, Policy: eventbus.DropSubscriber})
 	for i := range 3 {
 		require.NoError(t, b.SendTo("t", i, sub))
@@ -89,7 +89,7 @@ func TestSendToQueueLimits(t *testing.T) {
 	assert.ErrorIs(t, sub.Err(), eventbus.ErrEvicted)
 	got := drain(sub)
 	require.Len(t, got, 4)
-	assert.Equal(t, eventbus.TypeClientEvicted, got[3].Type)
+	assert.Equal(t, frame.TypeClientEvicted, got[3].Type)
 
 	// drop_oldest drops the published events, never the targeted frames.
 	keep := subscribe(t, b, "s", eventbus.SubscribeOptions{NoReplay: true, MaxQueued: 3, Policy: eventbus.DropOldest})
@@ -109,17 +109,17 @@ func TestSendToQueueLimits(t *testing.T) {
 // TestSendToErrors: bad input names the value; ended subscriptions are
 // reported with their reason; after Close, ErrClosed.
 func TestSendToErrors(t *testing.T) {
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	sub := subscribe(t, b, "s", eventbus.SubscribeOptions{})
 	assert.ErrorIs(t, b.SendTo("", nil, sub), eventbus.ErrInvalid)
-	err := b.SendTo(eventbus.TypeClientEvicted, nil, sub)
+	err := b.SendTo(frame.TypeClientEvicted, nil, sub)
 	assert.ErrorIs(t, err, eventbus.ErrInvalid)
 	assert.ErrorContains(t, err, "client_evicted")
 	assert.ErrorIs(t, b.SendTo("t", make(chan int), sub), eventbus.ErrInvalid)
 	assert.NoError(t, b.SendTo("t", nil), "no subscription: nothing to do")
 	assert.NoError(t, b.SendTo("t", nil, nil))
 
-	other := newBus(t, config.Config{})
+	other := newBus(t, eventbus.Options{})
 	foreign := subscribe(t, other, "s", eventbus.SubscribeOptions{})
 	assert.ErrorIs(t, b.SendTo("t", nil, foreign), eventbus.ErrInvalid)
 
@@ -137,7 +137,7 @@ func TestSendToRaceClose(t *testing.T) {
 	// drop_subscriber: a reader that falls behind is evicted and so ends;
 	// under drop_oldest it could miss every id above 200 (announced) and
 	// wait for more forever.
-	b := newBus(t, config.Config{OverflowPolicy: config.DropSubscriber})
+	b := newBus(t, eventbus.Options{OverflowPolicy: eventbus.DropSubscriber})
 	const n = 8
 	subs := make([]*eventbus.Subscription, n)
 	for i := range subs {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -28,7 +27,7 @@ func TestPublishersOfDistinctTreesRunInParallel(t *testing.T) {
 			name = "with an all subscriber"
 		}
 		t.Run(name, func(t *testing.T) {
-			b, err := New(config.Config{})
+			b, err := New(Options{})
 			require.NoError(t, err)
 			defer b.Close()
 			for _, s := range [][2]string{{"a", ""}, {"a.1", "a"}, {"b", ""}, {"b.1", "b"}} {

@@ -8,15 +8,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/replaybus/replaybus/config"
 )
 
 // An ended subscription leaves the deadline queue at once (it is not kept
 // alive until its deadline), and the queue's timer stops with the bus.
 func TestDeadlineQueueDropsEndedSubscriptions(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b, err := New(config.Config{})
+		b, err := New(Options{})
 		require.NoError(t, err)
 		var subs []*Subscription
 		for range 3 {
@@ -26,22 +24,17 @@ func TestDeadlineQueueDropsEndedSubscriptions(t *testing.T) {
 			go func() { _, _ = s.NextBefore(time.Now().Add(time.Hour)) }()
 		}
 		synctest.Wait()
-		queued := func() int {
-			b.waits.mu.Lock()
-			defer b.waits.mu.Unlock()
-			return len(b.waits.h)
-		}
-		assert.Equal(t, 3, queued())
+		assert.Equal(t, 3, b.waits.Len())
 		subs[1].Close()
 		synctest.Wait()
-		assert.Equal(t, 2, queued())
-		for i, e := range b.waits.h {
-			assert.Equal(t, int32(i+1), e.s.dlIdx, "heap positions stay in step")
-		}
+		assert.Equal(t, 2, b.waits.Len())
+		assert.False(t, subs[1].dl.Queued(), "the ended subscription has no entry")
+		assert.True(t, subs[0].dl.Queued())
+		assert.True(t, subs[2].dl.Queued())
 		require.NoError(t, b.Close())
 		synctest.Wait()
-		assert.Zero(t, queued())
-		assert.True(t, b.waits.closed)
+		assert.Zero(t, b.waits.Len())
+		assert.True(t, b.waits.Closed())
 	})
 }
 

@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -36,7 +35,7 @@ type waitResult struct {
 
 func TestNextBeforeTimesOutAtTheDeadlineNotBefore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := newBus(t, config.Config{})
+		b := newBus(t, eventbus.Options{})
 		s := subscribe(t, b, "s1", eventbus.SubscribeOptions{})
 		start := time.Now()
 		c := nextBefore(s, start.Add(15*time.Second))
@@ -62,7 +61,7 @@ func TestNextBeforeTimesOutAtTheDeadlineNotBefore(t *testing.T) {
 }
 
 func TestNextBeforeReturnsAReadyFramePastItsDeadline(t *testing.T) {
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	s := subscribe(t, b, "s1", eventbus.SubscribeOptions{})
 	ids := publish(t, b, "s1", 2)
 	for _, id := range ids {
@@ -78,7 +77,7 @@ func TestNextBeforeReturnsAReadyFramePastItsDeadline(t *testing.T) {
 
 func TestNextBeforeWakesForAFrameAndTheEnd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := newBus(t, config.Config{})
+		b := newBus(t, eventbus.Options{})
 		ctx, cancel := context.WithCancel(t.Context())
 		s, err := b.Subscribe(ctx, "s1", eventbus.SubscribeOptions{})
 		require.NoError(t, err)
@@ -123,7 +122,7 @@ func TestNextBeforeWakesForAFrameAndTheEnd(t *testing.T) {
 // nor late, and one whose deadline moves earlier gets the earlier one.
 func TestNextBeforeMovingDeadlines(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := newBus(t, config.Config{})
+		b := newBus(t, eventbus.Options{})
 		s := subscribe(t, b, "s1", eventbus.SubscribeOptions{})
 		start := time.Now()
 
@@ -154,7 +153,7 @@ func TestNextBeforeMovingDeadlines(t *testing.T) {
 // own deadline (the heap and its one timer).
 func TestNextBeforeManyDeadlines(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := newBus(t, config.Config{MaxSubscribers: 1000})
+		b := newBus(t, eventbus.Options{MaxSubscribers: 1000})
 		start := time.Now()
 		rng := rand.New(rand.NewPCG(1, 2))
 		var wg sync.WaitGroup
@@ -178,7 +177,7 @@ func TestNextBeforeManyDeadlines(t *testing.T) {
 
 func TestNextBeforeCoalescing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := newBus(t, config.Config{})
+		b := newBus(t, eventbus.Options{})
 		s := subscribe(t, b, "s1", eventbus.SubscribeOptions{
 			Coalesce: latestWins{}, Throttle: 10 * time.Second,
 		})
@@ -218,7 +217,7 @@ func (latestWins) Merge(_ string, evs []eventbus.Event) (json.RawMessage, error)
 // comes before its deadline, and nothing is left in the deadline queue's
 // way when the subscriptions end (goleak checks the rest).
 func TestNextBeforeConcurrent(t *testing.T) {
-	b := newBus(t, config.Config{MaxSubscribers: 100})
+	b := newBus(t, eventbus.Options{MaxSubscribers: 100})
 	const readers, events = 8, 400
 	var wg sync.WaitGroup
 	for i := range readers {

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/metrics"
 )
@@ -19,7 +18,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestCollectorReportsStats(t *testing.T) {
-	bus, err := eventbus.New(config.Config{MaxQueueSize: 2, OverflowPolicy: config.DropSubscriber}, eventbus.WithEpoch("e1"))
+	bus, err := eventbus.New(eventbus.Options{MaxQueueSize: 2, OverflowPolicy: eventbus.DropSubscriber, Epoch: "e1"})
 	require.NoError(t, err)
 	defer bus.Close()
 	sub, err := bus.Subscribe(context.Background(), "s", eventbus.SubscribeOptions{})

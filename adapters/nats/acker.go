@@ -72,7 +72,7 @@ func (a *acker) close() {
 }
 
 // pendingAck is one publish waiting for its ack; it implements
-// [eventbus.PendingAppend].
+// [backend.PendingAppend].
 type pendingAck struct {
 	a        *acker
 	token    uint64
@@ -217,7 +217,7 @@ func uintField(b []byte, key string) (uint64, bool) {
 	return n, err == nil
 }
 
-// Wait implements [eventbus.PendingAppend]: the stream sequence once the
+// Wait implements [backend.PendingAppend]: the stream sequence once the
 // ack arrived; [ErrNoAck] once the publish timeout since the send has
 // passed; ctx's error (still pending) when ctx ends first.
 func (p *pendingAck) Wait(ctx context.Context) (uint64, error) {

@@ -14,8 +14,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/backend"
 )
 
 // Errors of the backend. Subscriptions that a backend failure ends report
@@ -32,8 +32,8 @@ var (
 	ErrStreamLost = errors.New("nats: stream deleted or re-created")
 )
 
-// Backend is the [eventbus.Backend] over one JetStream stream. Make one with
-// [NewBackend] and hand it to [eventbus.NewWithBackend], or let [New] do
+// Backend is the [backend.Backend] over one JetStream stream. Make one with
+// [NewBackend] and hand it to [backend.New], or let [New] do
 // both. All methods are safe for concurrent use.
 type Backend struct {
 	o       options
@@ -51,7 +51,7 @@ type Backend struct {
 	lost atomic.Pointer[error] // set once the stream is gone for this node
 
 	feedMu    sync.Mutex // serialises every call into feed
-	feed      eventbus.Feed
+	feed      backend.Feed
 	outage    bool          // Fail was sent for the current disconnection; under feedMu
 	processed atomic.Uint64 // highest stream sequence the consumer handled
 
@@ -79,9 +79,9 @@ type Backend struct {
 // maxCached bounds each ingest cache.
 const maxCached = 4096
 
-var _ eventbus.Backend = (*Backend)(nil)
-var _ eventbus.Syncer = (*Backend)(nil)
-var _ eventbus.AsyncBackend = (*Backend)(nil)
+var _ backend.Backend = (*Backend)(nil)
+var _ backend.Syncer = (*Backend)(nil)
+var _ backend.AsyncBackend = (*Backend)(nil)
 
 // New returns a bus node over NATS JetStream on connection nc: it creates
 // the stream (or updates it to the options), derives the epoch from the
@@ -96,7 +96,7 @@ var _ eventbus.AsyncBackend = (*Backend)(nil)
 // close nc. ctx bounds the start only. Errors: cfg's validation errors, an
 // option naming its bad value, and NATS errors (no JetStream, a stream
 // that cannot be created or updated, …) wrapped with what was being done.
-func New(ctx context.Context, nc *nats.Conn, cfg config.Config, opts ...Option) (*eventbus.Bus, error) {
+func New(ctx context.Context, nc *nats.Conn, cfg eventbus.Options, opts ...Option) (*eventbus.Bus, error) {
 	be, err := NewBackend(ctx, nc, cfg, opts...)
 	if err != nil {
 		return nil, err
@@ -107,7 +107,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg config.Config, opts ...Option) 
 // Connect is [New] on a connection it dials to url (a comma-separated list
 // of nats:// URLs for a cluster), retrying forever while the node runs; the
 // bus owns that connection and closes it with [eventbus.Bus.Close].
-func Connect(ctx context.Context, url string, cfg config.Config, opts ...Option) (*eventbus.Bus, error) {
+func Connect(ctx context.Context, url string, cfg eventbus.Options, opts ...Option) (*eventbus.Bus, error) {
 	o := defaultOptions()
 	for _, fn := range opts {
 		fn(&o)
@@ -133,8 +133,8 @@ func Connect(ctx context.Context, url string, cfg config.Config, opts ...Option)
 	return be.bus(ctx, cfg)
 }
 
-func (be *Backend) bus(ctx context.Context, cfg config.Config) (*eventbus.Bus, error) {
-	b, err := eventbus.NewWithBackend(ctx, cfg, be, be.o.busOpts...)
+func (be *Backend) bus(ctx context.Context, cfg eventbus.Options) (*eventbus.Bus, error) {
+	b, err := backend.New(ctx, cfg, be)
 	if err != nil {
 		_ = be.Close()
 		return nil, err
@@ -144,9 +144,9 @@ func (be *Backend) bus(ctx context.Context, cfg config.Config) (*eventbus.Bus, e
 
 // NewBackend prepares the backend of one bus node: it validates cfg and
 // the options, creates or updates the stream and reads its identity (the
-// epoch). The consumer starts when [eventbus.NewWithBackend] calls Start.
+// epoch). The consumer starts when [backend.New] calls Start.
 // Use it instead of [New] to keep a handle on the backend ([Backend.Sync]).
-func NewBackend(ctx context.Context, nc *nats.Conn, cfg config.Config, opts ...Option) (*Backend, error) {
+func NewBackend(ctx context.Context, nc *nats.Conn, cfg eventbus.Options, opts ...Option) (*Backend, error) {
 	if nc == nil {
 		return nil, errors.New("nats: nil connection")
 	}
@@ -209,7 +209,7 @@ func epochOf(stream string, created time.Time) string {
 	return hex.EncodeToString(h[:8])
 }
 
-// Epoch implements [eventbus.Backend]: 16 hex digits derived from the stream
+// Epoch implements [backend.Backend]: 16 hex digits derived from the stream
 // name and its creation time.
 func (be *Backend) Epoch() string { return be.epoch }
 
@@ -261,7 +261,7 @@ func (be *Backend) result(seq uint64, err error) (uint64, error) {
 	return seq, err
 }
 
-// Append implements [eventbus.Backend]: a JetStream publish of ev to the
+// Append implements [backend.Backend]: a JetStream publish of ev to the
 // subject of path, waiting for the ack (bounded by ctx and the publish
 // timeout: one timer); the id is the stream sequence. The payload is
 // stored as given, neither re-encoded nor re-validated (see envelope.go).
@@ -282,7 +282,7 @@ func (be *Backend) Append(ctx context.Context, path []string, ev eventbus.Event)
 	return be.result(seq, err)
 }
 
-// AppendAsync implements [eventbus.AsyncBackend]: it sends ev as Append
+// AppendAsync implements [backend.AsyncBackend]: it sends ev as Append
 // does without waiting for the ack, and returns the handle whose Wait
 // yields the stream sequence, or [ErrNoAck] once the publish timeout has
 // passed. Messages on one connection reach the stream in the order sent,
@@ -290,7 +290,7 @@ func (be *Backend) Append(ctx context.Context, path []string, ev eventbus.Event)
 // pipeline's events are stored in order or not at all. Errors returned at
 // once mean the event was not sent: as for Append, and more than 65,536
 // publishes of this node awaiting their ack.
-func (be *Backend) AppendAsync(path []string, ev eventbus.Event) (eventbus.PendingAppend, error) {
+func (be *Backend) AppendAsync(path []string, ev eventbus.Event) (backend.PendingAppend, error) {
 	p, err := be.send(context.Background(), path, ev)
 	if err != nil {
 		return nil, err
@@ -319,10 +319,10 @@ type asyncAck struct {
 	p  *pendingAck
 }
 
-// Wait implements [eventbus.PendingAppend].
+// Wait implements [backend.PendingAppend].
 func (a asyncAck) Wait(ctx context.Context) (uint64, error) { return a.be.result(a.p.Wait(ctx)) }
 
-// LastID implements [eventbus.Syncer]: the stream's last sequence, asked of
+// LastID implements [backend.Syncer]: the stream's last sequence, asked of
 // the server.
 func (be *Backend) LastID(ctx context.Context) (uint64, error) {
 	info, err := be.stream.Info(ctx)
@@ -360,7 +360,7 @@ func (be *Backend) Sync(ctx context.Context) error {
 	return nil
 }
 
-// Close implements [eventbus.Backend]: it stops the consumer and its
+// Close implements [backend.Backend]: it stops the consumer and its
 // goroutines, deletes the consumer, and closes the connection when
 // [Connect] made it. Idempotent.
 func (be *Backend) Close() error {

@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/backend"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -40,7 +40,7 @@ import (
 var benchPayload = json.RawMessage(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"` +
 	strings.Repeat("lorem ipsum ", 12) + `"}}`)
 
-var benchCfg = config.Config{MaxQueueSize: config.MaxCount, MaxQueuedBytes: config.MaxBytes}
+var benchCfg = eventbus.Options{MaxQueueSize: 1_000_000, MaxQueuedBytes: 1 << 30}
 
 var benchStorages = []struct {
 	name string
@@ -94,7 +94,7 @@ func newBare(b *testing.B, st jetstream.StorageType, asyncPending int) *bare {
 	require.NoError(b, err)
 	x.stream, err = x.pub.CreateStream(context.Background(), jetstream.StreamConfig{
 		Name: fmt.Sprintf("BARE%d", n), Subjects: []string{x.prefix + ".>"},
-		MaxMsgsPerSubject: int64(config.DefaultNATSRetention * config.DefaultReplayBufferSize),
+		MaxMsgsPerSubject: int64(eventbus.Options{}.WithDefaults().NATSRetention * eventbus.Options{}.WithDefaults().ReplayBufferSize),
 		Storage:           st, Discard: jetstream.DiscardOld,
 	})
 	require.NoError(b, err)
@@ -269,7 +269,7 @@ func BenchmarkNATSSyncPublish16(b *testing.B) {
 }
 
 // BenchmarkNATSPipelined: one publisher into one session with 256 acks in
-// flight (bus: eventbus.Pipeline; bare: PublishAsync with 256 pending),
+// flight (bus: backend.Pipeline; bare: PublishAsync with 256 pending),
 // and a subscriber on the publishing node itself (bare: an ordered
 // consumer), so the figure includes the node ingesting its own events.
 func BenchmarkNATSPipelined(b *testing.B) {
@@ -280,7 +280,7 @@ func BenchmarkNATSPipelined(b *testing.B) {
 			sub, err := pub.Subscribe(context.Background(), "bench", eventbus.SubscribeOptions{NoReplay: true})
 			require.NoError(b, err)
 			defer sub.Close()
-			pl, err := pub.NewPipeline(eventbus.PipelineOptions{Window: 256})
+			pl, err := backend.NewPipeline(pub, backend.PipelineOptions{Window: 256})
 			require.NoError(b, err)
 			done := make(chan error, 1)
 			go subRead(sub, b.N, done)
@@ -399,7 +399,7 @@ func BenchmarkNATSFanout10(b *testing.B) {
 			// The receiving node's lag: acknowledged ids it has not
 			// ingested yet, sampled every 200 µs.
 			var acked atomic.Uint64
-			pl, err := pub.NewPipeline(eventbus.PipelineOptions{Window: 256, OnStored: func(ev eventbus.Event) { acked.Store(ev.ID) }})
+			pl, err := backend.NewPipeline(pub, backend.PipelineOptions{Window: 256, OnStored: func(ev eventbus.Event) { acked.Store(ev.ID) }})
 			require.NoError(b, err)
 			var maxLag atomic.Int64
 			stopLag := make(chan struct{})

@@ -1,5 +1,5 @@
 // Package nats runs the replaybus event bus across several nodes on NATS
-// JetStream: the second implementation of the [eventbus.Backend] seam
+// JetStream: the second implementation of the [backend.Backend] seam
 // (ids, history, cross-node fan-out), not a fork of the bus. A client connected to node B sees
 // events published on node A, resumes on node C after B dies, and gets the
 // same ids, frames and guarantees as from the in-memory bus, with the
@@ -14,12 +14,12 @@
 // <prefix>.<root>.<child>…, with session ids escaped into subject tokens
 // (bytes outside [A-Za-z0-9_-] become %XX), so a session's descendants are
 // a subject wildcard. The stream keeps MaxMsgsPerSubject = NATSRetention ×
-// the replay buffer size events per session (config.Config; default 20 ×
+// the replay buffer size events per session (eventbus.Options; default 20 ×
 // 100), so that a node that lags can still read what it has not ingested;
 // each node's replay buffer stays the replay window.
 //
 // [eventbus.Bus.Publish] is a JetStream publish that waits for the ack;
-// [eventbus.Pipeline] (bus.NewPipeline) keeps a window of acks in flight
+// [backend.Pipeline] (backend.NewPipeline) keeps a window of acks in flight
 // instead. The event id is the stream sequence, so ids rise strictly across
 // the whole bus, on every node, as the in-memory sequence does. The stored
 // message is a small binary envelope around the payload as published (see
@@ -44,7 +44,7 @@
 // gap that no frame announces. Across nodes, all nodes see the same ids in
 // the same order, so a client resumes on any node with its last id. A
 // resume whose cursor is ahead of a node that lags waits for that node to
-// catch up (see [eventbus.Syncer]). Events that JetStream dropped before a
+// catch up (see [backend.Syncer]). Events that JetStream dropped before a
 // node read them (a node that starts after a session's subject filled, one
 // that fell more than the retention behind, or one cut off from NATS while
 // the stream moved on) are announced, conservatively: to the node's live

@@ -8,7 +8,6 @@ import (
 
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
 	"github.com/replaybus/replaybus/adapters/nats/embedded"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -22,7 +21,7 @@ func Example() {
 	defer srv.Shutdown()
 	ctx := context.Background()
 
-	a, err := rbnats.Connect(ctx, srv.ClientURL(), config.Config{}, rbnats.WithStream("EXAMPLE"), rbnats.WithSubjectPrefix("example"))
+	a, err := rbnats.Connect(ctx, srv.ClientURL(), eventbus.Options{}, rbnats.WithStream("EXAMPLE"), rbnats.WithSubjectPrefix("example"))
 	if err != nil {
 		panic(err)
 	}
@@ -32,7 +31,7 @@ func Example() {
 		panic(err)
 	}
 	defer nc.Close()
-	b, err := rbnats.New(ctx, nc, config.Config{}, rbnats.WithStream("EXAMPLE"), rbnats.WithSubjectPrefix("example"))
+	b, err := rbnats.New(ctx, nc, eventbus.Options{}, rbnats.WithStream("EXAMPLE"), rbnats.WithSubjectPrefix("example"))
 	if err != nil {
 		panic(err)
 	}

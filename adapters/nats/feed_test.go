@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/adapters/nats/embedded"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -65,7 +64,7 @@ func lagBackend(t *testing.T) (*Backend, *recorder) {
 	nc, err := natsgo.Connect(srv.ClientURL())
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
-	be, err := NewBackend(context.Background(), nc, config.Config{ReplayBufferSize: 5}, WithStorage(jetstream.MemoryStorage), WithRetention(1))
+	be, err := NewBackend(context.Background(), nc, eventbus.Options{ReplayBufferSize: 5}, WithStorage(jetstream.MemoryStorage), WithRetention(1))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = be.Close() })
 	for i := 0; i < 12; i++ {

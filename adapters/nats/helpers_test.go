@@ -16,8 +16,8 @@ import (
 
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
 	"github.com/replaybus/replaybus/adapters/nats/embedded"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/backend"
 )
 
 // shared is the embedded server most tests use; each test gets its own
@@ -69,13 +69,13 @@ var (
 )
 
 // newNode starts a bus node on url (closed at the end of the test).
-func newNode(t testing.TB, url string, cfg config.Config, opts ...rbnats.Option) *node {
+func newNode(t testing.TB, url string, cfg eventbus.Options, opts ...rbnats.Option) *node {
 	t.Helper()
 	return newNodeOpts(t, url, cfg, nil, opts...)
 }
 
 // newNodeOpts is newNode with connection options.
-func newNodeOpts(t testing.TB, url string, cfg config.Config, copts []natsgo.Option, opts ...rbnats.Option) *node {
+func newNodeOpts(t testing.TB, url string, cfg eventbus.Options, copts []natsgo.Option, opts ...rbnats.Option) *node {
 	t.Helper()
 	copts = append([]natsgo.Option{natsgo.MaxReconnects(-1), natsgo.ReconnectWait(100 * time.Millisecond),
 		natsgo.ErrorHandler(func(*natsgo.Conn, *natsgo.Subscription, error) {})}, copts...)
@@ -85,7 +85,7 @@ func newNodeOpts(t testing.TB, url string, cfg config.Config, copts []natsgo.Opt
 	defer cancel()
 	be, err := rbnats.NewBackend(ctx, nc, cfg, opts...)
 	require.NoError(t, err)
-	b, err := eventbus.NewWithBackend(ctx, cfg, be)
+	b, err := backend.New(ctx, cfg, be)
 	require.NoError(t, err)
 	n := &node{bus: b, be: be, nc: nc}
 	nodesMu.Lock()

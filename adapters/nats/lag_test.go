@@ -15,8 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/backend"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // cutOff cuts n (connected through p) off from NATS and returns once n has
@@ -49,7 +50,7 @@ func TestLaggingNodeHidesNoGapFromLiveSubscriber(t *testing.T) {
 		retention int
 	}{{"retention 1", 1}, {"default retention", 0}} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := config.Config{ReplayBufferSize: 5, NATSRetention: tc.retention}
+			cfg := eventbus.Options{ReplayBufferSize: 5, NATSRetention: tc.retention}
 			opts := uniqueStream()
 			p := newProxy(t, shared.ClientURL()[len("nats://"):])
 			a := newNode(t, shared.ClientURL(), cfg, opts...)
@@ -68,7 +69,7 @@ func TestLaggingNodeHidesNoGapFromLiveSubscriber(t *testing.T) {
 			require.NoError(t, err)
 			defer sub.Close()
 			ev := next(t, sub)
-			require.Equal(t, eventbus.TypeReplayComplete, ev.Type, "nothing to replay after %d", cursor)
+			require.Equal(t, frame.TypeReplayComplete, ev.Type, "nothing to replay after %d", cursor)
 
 			var later []uint64
 			for i := 5; i <= 24; i++ {
@@ -80,10 +81,10 @@ func TestLaggingNodeHidesNoGapFromLiveSubscriber(t *testing.T) {
 
 			if tc.retention == 1 {
 				ev = next(t, sub)
-				require.Equal(t, eventbus.TypeStateResyncRequired, ev.Type, "a silent gap: got %s %d", ev.Type, ev.ID)
-				var d eventbus.ResyncData
+				require.Equal(t, frame.TypeStateResyncRequired, ev.Type, "a silent gap: got %s %d", ev.Type, ev.ID)
+				var d frame.ResyncData
 				require.NoError(t, json.Unmarshal(ev.Data, &d))
-				assert.Equal(t, eventbus.ResyncData{Reason: eventbus.ReasonFeedGap, LastDeliveredID: cursor, CompleteFromID: later[15]}, d)
+				assert.Equal(t, frame.ResyncData{Reason: frame.ReasonFeedGap, LastDeliveredID: cursor, CompleteFromID: later[15]}, d)
 				got, frames := readIDs(t, sub, 5)
 				assert.Equal(t, later[15:], got)
 				assert.Empty(t, frames)
@@ -98,7 +99,7 @@ func TestLaggingNodeHidesNoGapFromLiveSubscriber(t *testing.T) {
 			require.NoError(t, err)
 			defer again.Close()
 			first := next(t, again)
-			assert.Equal(t, eventbus.TypeStateResyncRequired, first.Type, "ring of 5 holds 20…24 only")
+			assert.Equal(t, frame.TypeStateResyncRequired, first.Type, "ring of 5 holds 20…24 only")
 		})
 	}
 }
@@ -139,7 +140,7 @@ func checkAnnounced(t *testing.T, who string, published []uint64, seq sequence) 
 	checkStrict(t, seq.ids)
 	frameBefore := map[int]bool{} // a frame arrived before ids[i]
 	for i, f := range seq.frames {
-		require.Equal(t, eventbus.TypeStateResyncRequired, f.Type, "%s: unexpected frame %s", who, f.Data)
+		require.Equal(t, frame.TypeStateResyncRequired, f.Type, "%s: unexpected frame %s", who, f.Data)
 		frameBefore[seq.at[i]] = true
 	}
 	lost, j := 0, 0
@@ -172,7 +173,7 @@ func TestFlatOutNoSilentLoss(t *testing.T) {
 		freeze    bool
 	}{{"default retention", 0, false}, {"retention 1, other node frozen", 1, true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := config.Config{MaxQueueSize: 2 * total, MaxQueuedBytes: config.MaxBytes, NATSRetention: tc.retention}
+			cfg := eventbus.Options{MaxQueueSize: 2 * total, MaxQueuedBytes: 1 << 30, NATSRetention: tc.retention}
 			opts := uniqueStream()
 			p := newProxy(t, shared.ClientURL()[len("nats://"):])
 			a := newNode(t, shared.ClientURL(), cfg, opts...)
@@ -190,7 +191,7 @@ func TestFlatOutNoSilentLoss(t *testing.T) {
 			var published []uint64
 			var pubMu sync.Mutex
 			var acked atomic.Uint64
-			pl, err := a.bus.NewPipeline(eventbus.PipelineOptions{OnStored: func(ev eventbus.Event) {
+			pl, err := backend.NewPipeline(a.bus, backend.PipelineOptions{OnStored: func(ev eventbus.Event) {
 				pubMu.Lock()
 				published = append(published, ev.ID)
 				pubMu.Unlock()
@@ -275,10 +276,10 @@ func TestFlatOutNoSilentLoss(t *testing.T) {
 // rising in publish order; afterwards the pipeline works again.
 func TestPipelineFailureNamesUnknownEvents(t *testing.T) {
 	p := newProxy(t, shared.ClientURL()[len("nats://"):])
-	n := newNodeOpts(t, p.URL(), config.Config{}, []natsgo.Option{natsgo.PingInterval(time.Minute)},
+	n := newNodeOpts(t, p.URL(), eventbus.Options{}, []natsgo.Option{natsgo.PingInterval(time.Minute)},
 		uniqueStream(rbnats.WithPublishTimeout(300*time.Millisecond), rbnats.WithHeartbeat(5*time.Second))...)
 	var stored []eventbus.Event
-	pl, err := n.bus.NewPipeline(eventbus.PipelineOptions{Window: 8, OnStored: func(ev eventbus.Event) { stored = append(stored, ev) }})
+	pl, err := backend.NewPipeline(n.bus, backend.PipelineOptions{Window: 8, OnStored: func(ev eventbus.Event) { stored = append(stored, ev) }})
 	require.NoError(t, err)
 	for i := range 5 {
 		require.NoError(t, pl.Publish("s", "msg", i))
@@ -305,7 +306,7 @@ func TestPipelineFailureNamesUnknownEvents(t *testing.T) {
 		require.NoError(t, pl.Publish("s", "msg", i), "sent without waiting")
 	}
 	err = pl.Flush(context.Background())
-	var perr *eventbus.PipelineError
+	var perr *backend.PipelineError
 	require.ErrorAs(t, err, &perr)
 	require.ErrorIs(t, err, rbnats.ErrNoAck)
 	var unknown []string

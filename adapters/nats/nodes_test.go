@@ -14,8 +14,8 @@ import (
 
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
 	"github.com/replaybus/replaybus/adapters/nats/embedded"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -25,7 +25,7 @@ import (
 // sequences, without gap or duplicate.
 func TestThreeNodes(t *testing.T) {
 	const total = 3000
-	cfg := config.Config{ReplayBufferSize: total, MaxQueueSize: 2 * total}
+	cfg := eventbus.Options{ReplayBufferSize: total, MaxQueueSize: 2 * total}
 	opts := uniqueStream()
 	ns := []*node{newNode(t, shared.ClientURL(), cfg, opts...), newNode(t, shared.ClientURL(), cfg, opts...), newNode(t, shared.ClientURL(), cfg, opts...)}
 	for _, n := range ns[1:] {
@@ -122,7 +122,7 @@ func TestThreeNodes(t *testing.T) {
 // while node A keeps publishing.
 func TestFailover(t *testing.T) {
 	const total = 400
-	cfg := config.Config{ReplayBufferSize: total, MaxQueueSize: 2 * total}
+	cfg := eventbus.Options{ReplayBufferSize: total, MaxQueueSize: 2 * total}
 	opts := uniqueStream()
 	a := newNode(t, shared.ClientURL(), cfg, opts...)
 	b := newNode(t, shared.ClientURL(), cfg, opts...)
@@ -165,7 +165,7 @@ func TestFailover(t *testing.T) {
 	defer resumed.Close()
 	<-done
 	rest, frames := readIDs(t, resumed, total-len(got))
-	assert.Equal(t, []string{eventbus.TypeReplayComplete}, frames, "no resync frame")
+	assert.Equal(t, []string{frame.TypeReplayComplete}, frames, "no resync frame")
 	all := append(got, rest...)
 	checkStrict(t, all)
 	assert.Equal(t, published, all, "first half on B + rest on C = everything, once")
@@ -175,7 +175,7 @@ func TestFailover(t *testing.T) {
 // ring_evicted{completeFromId: 8} as with the memory bus — on the
 // node that saw all 12 and on one started after JetStream dropped 1…7.
 func TestRingEviction(t *testing.T) {
-	cfg := config.Config{ReplayBufferSize: 5}
+	cfg := eventbus.Options{ReplayBufferSize: 5}
 	opts := uniqueStream()
 	a := newNode(t, shared.ClientURL(), cfg, opts...)
 	var e, small []uint64
@@ -197,12 +197,12 @@ func TestRingEviction(t *testing.T) {
 			require.NoError(t, err)
 			defer sub.Close()
 			ev := next(t, sub)
-			require.Equal(t, eventbus.TypeStateResyncRequired, ev.Type)
+			require.Equal(t, frame.TypeStateResyncRequired, ev.Type)
 			assert.JSONEq(t, fmt.Sprintf(`{"reason":"ring_evicted","lastDeliveredId":%d,"completeFromId":%d}`, e[2], e[7]), string(ev.Data))
 			ids, frames := readIDs(t, sub, 5)
 			assert.Equal(t, e[7:], ids)
 			assert.Empty(t, frames)
-			assert.Equal(t, eventbus.TypeReplayComplete, next(t, sub).Type)
+			assert.Equal(t, frame.TypeReplayComplete, next(t, sub).Type)
 
 			// A session below the limit lost nothing: no resync.
 			sub2, err := n.bus.Subscribe(context.Background(), "small", eventbus.SubscribeOptions{Cursor: eventbus.At(0)})
@@ -220,7 +220,7 @@ func TestRingEviction(t *testing.T) {
 func TestSubjects(t *testing.T) {
 	prefix := fmt.Sprintf("subj.test%d", streamSeq.Add(1))
 	opts := uniqueStream(rbnats.WithSubjectPrefix(prefix))
-	n := newNode(t, shared.ClientURL(), config.Config{}, opts...)
+	n := newNode(t, shared.ClientURL(), eventbus.Options{}, opts...)
 	require.NoError(t, n.bus.CreateSession("r.1", ""))
 	require.NoError(t, n.bus.CreateSession("c *>", "r.1"))
 	ev, err := n.bus.Publish("c *>", "msg", 1)
@@ -240,7 +240,7 @@ func TestPublishErrors(t *testing.T) {
 	srv, err := embedded.RunServer(embedded.ServerConfig{Dir: t.TempDir()})
 	require.NoError(t, err)
 	defer srv.Shutdown()
-	n := newNode(t, srv.ClientURL(), config.Config{}, uniqueStream(rbnats.WithPublishTimeout(300*time.Millisecond))...)
+	n := newNode(t, srv.ClientURL(), eventbus.Options{}, uniqueStream(rbnats.WithPublishTimeout(300*time.Millisecond))...)
 	_, err = n.bus.Publish("s", "big", strings.Repeat("x", 2<<20))
 	assert.Error(t, err, "over the payload limit")
 	srv.Stop()
@@ -265,7 +265,7 @@ func TestPublishErrors(t *testing.T) {
 // node's connection (and every other session on it) carries on.
 func TestLongSubjectRefused(t *testing.T) {
 	opts := uniqueStream()
-	a := newNode(t, shared.ClientURL(), config.Config{}, opts...)
+	a := newNode(t, shared.ClientURL(), eventbus.Options{}, opts...)
 	parent := ""
 	var err error
 	for d := 0; d < 6 && err == nil; d++ {
@@ -286,10 +286,10 @@ func TestLongSubjectRefused(t *testing.T) {
 func TestConnect(t *testing.T) {
 	opts := uniqueStream()
 	ctx := context.Background()
-	b1, err := rbnats.Connect(ctx, shared.ClientURL(), config.Config{}, opts...)
+	b1, err := rbnats.Connect(ctx, shared.ClientURL(), eventbus.Options{}, opts...)
 	require.NoError(t, err)
-	n := newNode(t, shared.ClientURL(), config.Config{}, opts...)
-	b2, err := rbnats.New(ctx, n.nc, config.Config{}, opts...)
+	n := newNode(t, shared.ClientURL(), eventbus.Options{}, opts...)
+	b2, err := rbnats.New(ctx, n.nc, eventbus.Options{}, opts...)
 	require.NoError(t, err)
 	assert.Equal(t, b1.Epoch(), b2.Epoch())
 	sub, err := b2.Subscribe(ctx, "s", eventbus.SubscribeOptions{NoReplay: true})
@@ -301,15 +301,15 @@ func TestConnect(t *testing.T) {
 	require.NoError(t, b2.Close())
 	assert.True(t, n.nc.IsConnected(), "New leaves the caller's connection open")
 
-	_, err = rbnats.Connect(ctx, shared.ClientURL(), config.Config{}, rbnats.WithStream("bad name"))
+	_, err = rbnats.Connect(ctx, shared.ClientURL(), eventbus.Options{}, rbnats.WithStream("bad name"))
 	assert.ErrorContains(t, err, "bad name")
 	// A heartbeat nats.go's pull consumer would refuse is refused here,
 	// not left to a consumer that never starts.
-	_, err = rbnats.Connect(ctx, shared.ClientURL(), config.Config{}, rbnats.WithHeartbeat(time.Minute))
+	_, err = rbnats.Connect(ctx, shared.ClientURL(), eventbus.Options{}, rbnats.WithHeartbeat(time.Minute))
 	assert.ErrorContains(t, err, "heartbeat 1m0s out of range [500ms, 30s]")
-	_, err = rbnats.Connect(ctx, shared.ClientURL(), config.Config{}, rbnats.WithRetention(0))
+	_, err = rbnats.Connect(ctx, shared.ClientURL(), eventbus.Options{}, rbnats.WithRetention(0))
 	assert.ErrorContains(t, err, "retention 0 out of range [1, 1000]")
-	_, err = rbnats.Connect(ctx, shared.ClientURL(), config.Config{ReplayBufferSize: -1})
+	_, err = rbnats.Connect(ctx, shared.ClientURL(), eventbus.Options{ReplayBufferSize: -1})
 	assert.Error(t, err)
 }
 
@@ -318,8 +318,8 @@ func TestConnect(t *testing.T) {
 // its parent on B goes on, and B refuses publishes to it.
 func TestCloseAcrossNodes(t *testing.T) {
 	opts := uniqueStream()
-	a := newNode(t, shared.ClientURL(), config.Config{}, opts...)
-	b := newNode(t, shared.ClientURL(), config.Config{}, opts...)
+	a := newNode(t, shared.ClientURL(), eventbus.Options{}, opts...)
+	b := newNode(t, shared.ClientURL(), eventbus.Options{}, opts...)
 	require.NoError(t, a.bus.CreateSession("parent", ""))
 	require.NoError(t, a.bus.CreateSession("kid", "parent"))
 	syncNode(t, b.bus)
@@ -334,7 +334,7 @@ func TestCloseAcrossNodes(t *testing.T) {
 	require.NoError(t, a.bus.CloseSession("kid"))
 	for _, sub := range []*eventbus.Subscription{own, desc} {
 		assert.Equal(t, ev.ID, next(t, sub).ID)
-		assert.Equal(t, eventbus.TypeSessionClosed, next(t, sub).Type)
+		assert.Equal(t, frame.TypeSessionClosed, next(t, sub).Type)
 	}
 	_, err = own.Next(context.Background())
 	assert.ErrorIs(t, err, eventbus.ErrSessionClosed)
@@ -349,7 +349,7 @@ func TestCloseAcrossNodes(t *testing.T) {
 // to a resume on a node that starts afterwards, though the session never
 // reached MaxMsgsPerSubject.
 func TestMaxAge(t *testing.T) {
-	cfg := config.Config{ReplayBufferSize: 100}
+	cfg := eventbus.Options{ReplayBufferSize: 100}
 	stream := fmt.Sprintf("TMaxAge%d", streamSeq.Add(1))
 	opts := uniqueStream(rbnats.WithMaxAge(time.Second), rbnats.WithStream(stream))
 	a := newNode(t, shared.ClientURL(), cfg, opts...)
@@ -373,7 +373,7 @@ func TestMaxAge(t *testing.T) {
 	require.NoError(t, err)
 	defer sub.Close()
 	ev := next(t, sub)
-	require.Equal(t, eventbus.TypeStateResyncRequired, ev.Type)
+	require.Equal(t, frame.TypeStateResyncRequired, ev.Type)
 	assert.JSONEq(t, fmt.Sprintf(`{"reason":"ring_evicted","lastDeliveredId":%d,"completeFromId":%d}`, old.ID-1, fresh.ID), string(ev.Data))
 	ids, _ := readIDs(t, sub, 1)
 	assert.Equal(t, []uint64{fresh.ID}, ids)

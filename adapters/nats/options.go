@@ -6,9 +6,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/replaybus/replaybus/config"
-	"github.com/replaybus/replaybus/eventbus"
 )
 
 // Defaults of the options.
@@ -42,7 +39,6 @@ type options struct {
 	maxAgeSet      bool
 	retention      int // replay buffers per session, when retentionSet
 	retentionSet   bool
-	busOpts        []eventbus.Option
 	logger         *slog.Logger
 }
 
@@ -76,8 +72,8 @@ func (o *options) validate() error {
 	if o.maxAge < 0 {
 		return fmt.Errorf("nats: max age %v must not be negative", o.maxAge)
 	}
-	if o.retentionSet && (o.retention < 1 || o.retention > config.MaxNATSRetention) {
-		return fmt.Errorf("nats: retention %d out of range [1, %d] replay buffers", o.retention, config.MaxNATSRetention)
+	if o.retentionSet && (o.retention < 1 || o.retention > maxRetention) {
+		return fmt.Errorf("nats: retention %d out of range [1, %d] replay buffers", o.retention, maxRetention)
 	}
 	if o.heartbeat < 500*time.Millisecond || o.heartbeat > 30*time.Second {
 		// nats.go's pull consumer refuses any other idle heartbeat.
@@ -135,7 +131,7 @@ func WithStorage(st jetstream.StorageType) Option { return func(o *options) { o.
 // WithPublishTimeout bounds one publish, which waits for JetStream's ack
 // (default [DefaultPublishTimeout]); a publish that runs out of it fails
 // with an error and may or may not have been stored. It is also the ack
-// timeout of a pipelined publish ([eventbus.Pipeline]).
+// timeout of a pipelined publish ([backend.Pipeline]).
 func WithPublishTimeout(d time.Duration) Option { return func(o *options) { o.publishTimeout = d } }
 
 // WithHeartbeat sets the idle heartbeat of the node's consumer, 500ms–30s
@@ -144,12 +140,9 @@ func WithPublishTimeout(d time.Duration) Option { return func(o *options) { o.pu
 // from the last event the node ingested.
 func WithHeartbeat(d time.Duration) Option { return func(o *options) { o.heartbeat = d } }
 
-// WithBusOptions passes options on to the [eventbus.Bus] that [New] and
-// [Connect] make (logger, diagnostics hook). [eventbus.WithEpoch] is
-// overridden: the epoch comes from the stream.
-func WithBusOptions(opts ...eventbus.Option) Option {
-	return func(o *options) { o.busOpts = append(o.busOpts, opts...) }
-}
+// maxRetention bounds [WithRetention], as eventbus.Options.NATSRetention's
+// range: 1000 replay buffers.
+const maxRetention = 1000
 
 // WithLogger sends the backend's own log records (connection lost, consumer
 // gaps, a lost stream) to l. Default: none.

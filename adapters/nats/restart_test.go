@@ -16,8 +16,8 @@ import (
 
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
 	"github.com/replaybus/replaybus/adapters/nats/embedded"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // publishRetry publishes one event, retrying for up to 20 s while the
@@ -62,7 +62,7 @@ func resumeUntil(t testing.TB, n *node, session string, sub *eventbus.Subscripti
 		case err == nil && !ev.Synthetic():
 			got = append(got, ev.ID)
 		case err == nil:
-			require.NotEqual(t, eventbus.TypeStateResyncRequired, ev.Type, "unexpected resync: %s", ev.Data)
+			require.NotEqual(t, frame.TypeStateResyncRequired, ev.Type, "unexpected resync: %s", ev.Data)
 		case errors.Is(err, context.DeadlineExceeded):
 		default:
 			require.ErrorIs(t, err, eventbus.ErrBackend)
@@ -88,7 +88,7 @@ func TestServerRestart(t *testing.T) {
 	srv, err := embedded.RunServer(embedded.ServerConfig{Dir: dir})
 	require.NoError(t, err)
 	defer srv.Shutdown()
-	cfg := config.Config{ReplayBufferSize: 1000}
+	cfg := eventbus.Options{ReplayBufferSize: 1000}
 	opts := uniqueStream(rbnats.WithStorage(jetstream.FileStorage), rbnats.WithPublishTimeout(time.Second))
 	pub := newNode(t, srv.ClientURL(), cfg, opts...)
 	reader := newNode(t, srv.ClientURL(), cfg, opts...)
@@ -155,8 +155,8 @@ func TestServerRestart(t *testing.T) {
 		s, err := fresh.bus.Subscribe(context.Background(), "s", o)
 		require.NoError(t, err)
 		ev := next(t, s)
-		assert.Equal(t, eventbus.TypeStateResyncRequired, ev.Type)
-		assert.Contains(t, string(ev.Data), eventbus.ReasonEpochReset)
+		assert.Equal(t, frame.TypeStateResyncRequired, ev.Type)
+		assert.Contains(t, string(ev.Data), frame.ReasonEpochReset)
 		s.Close()
 	}
 	// The old node notices its stream is gone: publishes fail.
@@ -175,7 +175,7 @@ func TestCluster(t *testing.T) {
 	cl, err := embedded.RunCluster(3, t.TempDir())
 	require.NoError(t, err)
 	defer cl.Shutdown()
-	cfg := config.Config{ReplayBufferSize: 1000}
+	cfg := eventbus.Options{ReplayBufferSize: 1000}
 	opts := uniqueStream(rbnats.WithReplicas(3), rbnats.WithPublishTimeout(2*time.Second))
 	// Each node prefers its own server.
 	urls := make([]string, 3)

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/adapters/sse"
-	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/eventbus"
 )
 
 // flushCounter is a recorder that counts flushes and the frames written
@@ -35,7 +35,7 @@ func (f *flushCounter) Flush() {
 // intact and in order, and streams of one handler get the same bytes.
 func TestHandlerFlushesOncePerBatch(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{ReplayBufferSize: 500})
+	b := newBus(t, eventbus.Options{ReplayBufferSize: 500})
 	for range 200 {
 		publish(t, b, "s1", "tick", map[string]int{"n": 1})
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/internal/backoff"
 )
 
@@ -186,7 +187,7 @@ func (s *Stream) Next() (eventbus.Event, error) {
 		}
 		s.failures = 0
 		ev, _ := DecodeEvent(f)
-		if ev.Type == eventbus.TypeSessionClosed && ev.ID != 0 && s.session != "" && ev.Session == s.session {
+		if ev.Type == frame.TypeSessionClosed && ev.ID != 0 && s.session != "" && ev.Session == s.session {
 			s.disconnect()
 			s.fail(eventbus.ErrSessionClosed)
 		}

@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/adapters/sse"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // canned serves bodies[i] as an SSE response to the i-th request, then 410
@@ -67,11 +67,11 @@ func readAll(t *testing.T, s *sse.Stream) ([]eventbus.Event, error) {
 
 func TestClientParsesLineEnds(t *testing.T) {
 	t.Parallel()
-	frame := func(ev eventbus.Event) string { return string(sse.AppendEvent(nil, ev, sse.EncodeOptions{})) }
+	wire := func(ev eventbus.Event) string { return string(sse.AppendEvent(nil, ev, sse.EncodeOptions{})) }
 	e1 := eventbus.Event{ID: 1, Session: "s1", Type: "a", Data: []byte(`{"x":"1\n2"}`)}
-	e2 := eventbus.Event{Session: "s1", Type: eventbus.TypeReplayComplete, Data: []byte(`{"lastReplayedEventId":1,"replayedCount":1}`)}
+	e2 := eventbus.Event{Session: "s1", Type: frame.TypeReplayComplete, Data: []byte(`{"lastReplayedEventId":1,"replayedCount":1}`)}
 	e3 := eventbus.Event{ID: 2, Session: "s1", Type: "b", Data: []byte("{\n\"y\": [1,\n2]\n}"), Replay: true, Origin: "me"}
-	lf := "\xEF\xBB\xBFretry: 1\n: heartbeat\n\n" + frame(e1) + frame(e2) + frame(e3) + frame(eventbus.Event{Session: "s1", Type: eventbus.TypeSlowClientWarning, Data: []byte(`{}`)})
+	lf := "\xEF\xBB\xBFretry: 1\n: heartbeat\n\n" + wire(e1) + wire(e2) + wire(e3) + wire(eventbus.Event{Session: "s1", Type: frame.TypeSlowClientWarning, Data: []byte(`{}`)})
 	variants := map[string]string{
 		"LF":   lf,
 		"CRLF": string(bytes.ReplaceAll([]byte(lf), []byte("\n"), []byte("\r\n"))),
@@ -96,7 +96,7 @@ func TestClientParsesLineEnds(t *testing.T) {
 			require.Len(t, evs, 4)
 			assert.Equal(t, e1, evs[0])
 			assert.Equal(t, e2, evs[1])
-			assert.Equal(t, eventbus.TypeSlowClientWarning, evs[3].Type)
+			assert.Equal(t, frame.TypeSlowClientWarning, evs[3].Type)
 			assert.Equal(t, e3.ID, evs[2].ID)
 			assert.JSONEq(t, string(e3.Data), string(evs[2].Data))
 			assert.True(t, evs[2].Replay)
@@ -156,7 +156,7 @@ func TestClientRetriesServerErrors(t *testing.T) {
 
 func TestClientStopsOn4xx(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	h := newHandler(t, b, sse.HandlerOptions{})
 	srv := serve(t, h, nil)
 	for _, tt := range []struct{ path, code string }{
@@ -176,7 +176,7 @@ func TestClientStopsOn4xx(t *testing.T) {
 
 func TestClientStopsOnOwnSessionClosed(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	require.NoError(t, b.CreateSession("p", ""))
 	require.NoError(t, b.CreateSession("c", "p"))
 	h := newHandler(t, b, sse.HandlerOptions{})
@@ -190,11 +190,11 @@ func TestClientStopsOnOwnSessionClosed(t *testing.T) {
 	require.NoError(t, b.CloseSession("c"))
 	ev, err = s.Next()
 	require.NoError(t, err)
-	assert.Equal(t, eventbus.TypeSessionClosed, ev.Type, "a child's close is handed over and the stream goes on")
+	assert.Equal(t, frame.TypeSessionClosed, ev.Type, "a child's close is handed over and the stream goes on")
 	require.NoError(t, b.CloseSession("p"))
 	ev, err = s.Next()
 	require.NoError(t, err)
-	assert.Equal(t, eventbus.TypeSessionClosed, ev.Type)
+	assert.Equal(t, frame.TypeSessionClosed, ev.Type)
 	assert.Equal(t, "p", ev.Session)
 	_, err = s.Next()
 	assert.ErrorIs(t, err, eventbus.ErrSessionClosed)
@@ -204,7 +204,7 @@ func TestClientStopsOnOwnSessionClosed(t *testing.T) {
 
 func TestClientContextAndClose(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	publish(t, b, "s1", "a", nil)
 	h := newHandler(t, b, sse.HandlerOptions{})
 	srv := serve(t, h, nil)
@@ -269,7 +269,7 @@ func (d *dropWriter) Unwrap() http.ResponseWriter { return d.ResponseWriter }
 
 func TestClientReconnectsExactlyOnce(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{ReplayBufferSize: 1000})
+	b := newBus(t, eventbus.Options{ReplayBufferSize: 1000})
 	require.NoError(t, b.CreateSession("s1", ""))
 	h := newHandler(t, b, sse.HandlerOptions{Retry: 5 * time.Millisecond})
 	srv := serve(t, h, dropEvery(50))
@@ -332,7 +332,7 @@ func (g *gatedWriter) Unwrap() http.ResponseWriter { return g.ResponseWriter }
 
 func TestClientResumesAfterEviction(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{ReplayBufferSize: 1000})
+	b := newBus(t, eventbus.Options{ReplayBufferSize: 1000})
 	require.NoError(t, b.CreateSession("s1", ""))
 	h := newHandler(t, b, sse.HandlerOptions{Retry: 5 * time.Millisecond})
 	gate := make(chan struct{})
@@ -369,7 +369,7 @@ func TestClientResumesAfterEviction(t *testing.T) {
 	for len(got) < total {
 		r := <-results
 		require.NoError(t, r.err)
-		if r.ev.Type == eventbus.TypeClientEvicted {
+		if r.ev.Type == frame.TypeClientEvicted {
 			evicted = true
 			assert.EqualValues(t, len(got)+1, jsonField(t, r.ev.Data, "droppedAfter"))
 		}

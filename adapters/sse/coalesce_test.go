@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/adapters/sse"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 func chunk(session, s string) map[string]any {
@@ -22,7 +22,7 @@ func chunk(session, s string) map[string]any {
 
 func TestHandlerCoalesceQueryValidated(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	publish(t, b, "s1", "hello", nil)
 	srv := serve(t, newHandler(t, b, sse.HandlerOptions{}), nil)
 	for _, c := range []struct {
@@ -57,7 +57,7 @@ func TestHandlerCoalesceQueryValidated(t *testing.T) {
 // it repeats nothing.
 func TestHandlerCoalesceFrames(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{ReplayBufferSize: 1000})
+	b := newBus(t, eventbus.Options{ReplayBufferSize: 1000})
 	var want strings.Builder
 	var first, last eventbus.Event
 	for i := range 500 {
@@ -82,13 +82,13 @@ func TestHandlerCoalesceFrames(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(ev.Data, &d))
 	assert.Equal(t, want.String(), d.Update.Content.Text)
-	assert.Equal(t, eventbus.TypeReplayComplete, s.next(t).Type)
+	assert.Equal(t, frame.TypeReplayComplete, s.next(t).Type)
 	s.close()
 
 	// Resume from the merged frame's id: nothing it held comes again.
 	r := openRaw(t, u, http.Header{"Last-Event-ID": {s.dec.LastEventID()}})
 	ev = r.next(t)
-	assert.Equal(t, eventbus.TypeReplayComplete, ev.Type)
+	assert.Equal(t, frame.TypeReplayComplete, ev.Type)
 	assert.JSONEq(t, `{"lastReplayedEventId":`+sse.FormatID(last.ID, "")+`,"replayedCount":0}`, string(ev.Data))
 	next := publish(t, b, "s1", "agent_message_chunk", chunk("s1", "z"))
 	ev = r.next(t)

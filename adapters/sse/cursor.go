@@ -15,7 +15,7 @@ import (
 const MaxID = 1<<53 - 1
 
 // MaxEpochLen is the longest epoch [ParseCursor] and [ParseEpoch] accept,
-// the bound eventbus.WithEpoch documents.
+// the bound eventbus.Options.Epoch documents.
 const MaxEpochLen = 64
 
 // CursorError reports a Last-Event-ID that is not a valid cursor. Value is

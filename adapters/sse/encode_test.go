@@ -13,6 +13,7 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 func TestAppendEvent(t *testing.T) {
@@ -35,7 +36,7 @@ func TestAppendEvent(t *testing.T) {
 		},
 		{
 			name: "synthetic frame has no id",
-			ev:   eventbus.Event{Session: "s1", Type: eventbus.TypeReplayComplete, Data: json.RawMessage(`{"lastReplayedEventId":3,"replayedCount":0}`)},
+			ev:   eventbus.Event{Session: "s1", Type: frame.TypeReplayComplete, Data: json.RawMessage(`{"lastReplayedEventId":3,"replayedCount":0}`)},
 			want: "event: replay_complete\ndata: {\"v\":1,\"type\":\"replay_complete\",\"session\":\"s1\",\"data\":{\"lastReplayedEventId\":3,\"replayedCount\":0}}\n\n",
 		},
 		{

@@ -10,8 +10,8 @@ import (
 	"os"
 
 	"github.com/replaybus/replaybus/adapters/sse"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // The wire format: the retry line a stream starts with, a replayed event,
@@ -22,7 +22,7 @@ func ExampleWriteEvent() {
 	_, _ = w.Write(sse.AppendRetry(nil, sse.DefaultRetry))
 	for _, ev := range []eventbus.Event{
 		{ID: 41, Session: "s1", Type: "agent_message_chunk", Data: json.RawMessage(`{"text":"Hel"}`), Replay: true},
-		{Session: "s1", Type: eventbus.TypeReplayComplete, Data: json.RawMessage(`{"lastReplayedEventId":41,"replayedCount":1}`)},
+		{Session: "s1", Type: frame.TypeReplayComplete, Data: json.RawMessage(`{"lastReplayedEventId":41,"replayedCount":1}`)},
 		{ID: 42, Session: "s1", Type: "tool_call", Data: json.RawMessage(`{"toolCallId":"t1","status":"pending"}`), Origin: "tab-7"},
 		{ID: 43, Session: "s1", Type: "plan", Data: json.RawMessage("{\n  \"entries\": []\n}")},
 	} {
@@ -62,7 +62,7 @@ func ExampleWriteEvent() {
 // client that resumes from id 1 gets what it missed, replay_complete, and
 // live events; closing the session ends the response after session_closed.
 func ExampleHandler() {
-	bus, _ := eventbus.New(config.Config{}, eventbus.WithEpoch("E1"))
+	bus, _ := eventbus.New(eventbus.Options{Epoch: "E1"})
 	defer bus.Close()
 	h, _ := sse.NewHandler(bus, sse.HandlerOptions{EpochIDs: true})
 	defer h.Close()
@@ -105,7 +105,7 @@ func ExampleHandler() {
 // itself, hands over events and synthetic frames alike, and stops after its
 // own session's session_closed.
 func ExampleClient() {
-	bus, _ := eventbus.New(config.Config{})
+	bus, _ := eventbus.New(eventbus.Options{})
 	defer bus.Close()
 	h, _ := sse.NewHandler(bus, sse.HandlerOptions{})
 	defer h.Close()

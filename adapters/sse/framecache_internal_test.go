@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // The frame cache returns the one encoding of an event to every stream, and
@@ -39,7 +40,7 @@ func TestFrameCacheSharesOnlyIdenticalFrames(t *testing.T) {
 	require.Equal(t, string(AppendEvent(nil, ev, opts)), string(again), "after the others, the original still encodes right")
 
 	// Synthetic frames and over-long frames are built in scratch, not cached.
-	syn := eventbus.Event{Session: "s", Type: eventbus.TypeReplayComplete, Data: json.RawMessage(`{}`)}
+	syn := eventbus.Event{Session: "s", Type: frame.TypeReplayComplete, Data: json.RawMessage(`{}`)}
 	f, scratch := c.frame(syn, opts, make([]byte, 0, 64))
 	require.Equal(t, string(AppendEvent(nil, syn, opts)), string(f))
 	require.Same(t, &f[0], &scratch[0])

@@ -513,11 +513,11 @@ func (h *Handler) parseRequest(r *http.Request) (string, eventbus.SubscribeOptio
 		sessionID = r.PathValue("id")
 	}
 	o, serr := ParseRequestWith(r, sessionID, h.bus.Epoch(), h.o.Query)
-	if serr == nil && !h.bus.OverflowPolicySet() {
-		// The default rule of config.Config.OverflowPolicy: a stream's
+	if serr == nil && h.bus.Options().OverflowPolicy == "" {
+		// The default rule of eventbus.Options.OverflowPolicy: a stream's
 		// client resumes by itself, so evict rather than drop (Configure
 		// may still choose another policy).
-		o.Policy = eventbus.DefaultStreamOverflowPolicy
+		o.Policy = eventbus.DropSubscriber
 	}
 	return sessionID, o, serr
 }

@@ -19,14 +19,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/adapters/sse"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
 func TestHandlerRejectsBeforeStreaming(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{MaxSubscribers: 1})
+	b := newBus(t, eventbus.Options{MaxSubscribers: 1})
 	publish(t, b, "s1", "hello", nil)
 	publish(t, b, "gone", "hello", nil)
 	require.NoError(t, b.CloseSession("gone"))
@@ -134,7 +134,7 @@ func TestHandlerRejectsBeforeStreaming(t *testing.T) {
 
 func TestHandlerHeadersAndRetryFirst(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	publish(t, b, "s1", "hello", map[string]int{"n": 1})
 	h := newHandler(t, b, sse.HandlerOptions{})
 	srv := serve(t, h, nil)
@@ -162,7 +162,7 @@ func TestHandlerHeadersAndRetryFirst(t *testing.T) {
 
 func TestHandlerHeaderNameCaseInsensitive(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	publish(t, b, "s1", "a", nil)
 	h := newHandler(t, b, sse.HandlerOptions{})
 	srv := serve(t, h, nil)
@@ -180,7 +180,7 @@ func TestHandlerHeaderNameCaseInsensitive(t *testing.T) {
 
 func TestHandlerOptionsFromQuery(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	publish(t, b, "s1", "hello", nil)
 	got := make(chan eventbus.SubscribeOptions, 10)
 	h := newHandler(t, b, sse.HandlerOptions{Configure: func(_ *http.Request, o *eventbus.SubscribeOptions) { got <- *o }})
@@ -243,7 +243,7 @@ func TestHandlerOptionsFromQuery(t *testing.T) {
 
 func TestHandlerCursorReplay(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{}, eventbus.WithEpoch("E1"))
+	b := newBus(t, eventbus.Options{Epoch: "E1"})
 	for range 3 {
 		publish(t, b, "s1", "tick", nil)
 	}
@@ -268,12 +268,12 @@ func TestHandlerCursorReplay(t *testing.T) {
 		s := openRaw(t, u, http.Header{"Last-Event-ID": {"E1-2"}})
 		assert.EqualValues(t, 3, s.next(t).ID)
 		assert.EqualValues(t, 4, s.next(t).ID)
-		assert.Equal(t, eventbus.TypeReplayComplete, s.next(t).Type)
+		assert.Equal(t, frame.TypeReplayComplete, s.next(t).Type)
 	})
 	t.Run("plain cursor", func(t *testing.T) {
 		s := openRaw(t, u+"?lastEventId=4", nil)
 		ev := s.next(t)
-		assert.Equal(t, eventbus.TypeReplayComplete, ev.Type, "nothing after 4 to replay")
+		assert.Equal(t, frame.TypeReplayComplete, ev.Type, "nothing after 4 to replay")
 		assert.JSONEq(t, `{"lastReplayedEventId":4,"replayedCount":0}`, string(ev.Data))
 	})
 	t.Run("other epoch: epoch_reset frame, not an error", func(t *testing.T) {
@@ -281,7 +281,7 @@ func TestHandlerCursorReplay(t *testing.T) {
 			s := openRaw(t, u, hd)
 			require.Equal(t, http.StatusOK, s.resp.StatusCode)
 			ev := s.next(t)
-			assert.Equal(t, eventbus.TypeStateResyncRequired, ev.Type)
+			assert.Equal(t, frame.TypeStateResyncRequired, ev.Type)
 			assert.Zero(t, ev.ID)
 			assert.Contains(t, string(ev.Data), `"reason":"epoch_reset"`)
 			assert.EqualValues(t, 1, s.next(t).ID, "the whole buffer is replayed")
@@ -292,7 +292,7 @@ func TestHandlerCursorReplay(t *testing.T) {
 
 func TestHandlerSessionClosedEndsResponse(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	require.NoError(t, b.CreateSession("parent", ""))
 	require.NoError(t, b.CreateSession("child", "parent"))
 	h := newHandler(t, b, sse.HandlerOptions{})
@@ -303,14 +303,14 @@ func TestHandlerSessionClosedEndsResponse(t *testing.T) {
 	require.Eventually(t, func() bool { return b.Stats().Subscribers == 1 }, 5*time.Second, time.Millisecond)
 	require.NoError(t, b.CloseSession("child"))
 	ev := s.next(t)
-	assert.Equal(t, eventbus.TypeSessionClosed, ev.Type)
+	assert.Equal(t, frame.TypeSessionClosed, ev.Type)
 	assert.Equal(t, "child", ev.Session)
 	publish(t, b, "parent", "still", nil)
 	assert.Equal(t, "still", s.next(t).Type, "a descendant's close does not end the stream")
 
 	require.NoError(t, b.CloseSession("parent"))
 	ev = s.next(t)
-	assert.Equal(t, eventbus.TypeSessionClosed, ev.Type)
+	assert.Equal(t, frame.TypeSessionClosed, ev.Type)
 	assert.NotZero(t, ev.ID)
 	_, err := s.dec.Next()
 	assert.ErrorIs(t, err, io.EOF, "the response ends after session_closed")
@@ -319,7 +319,7 @@ func TestHandlerSessionClosedEndsResponse(t *testing.T) {
 
 func TestHandlerBusCloseEndsResponse(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	publish(t, b, "s1", "a", nil)
 	h := newHandler(t, b, sse.HandlerOptions{})
 	srv := serve(t, h, nil)
@@ -333,7 +333,7 @@ func TestHandlerBusCloseEndsResponse(t *testing.T) {
 
 func TestHandlerShutdownEndsStreams(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	publish(t, b, "s1", "a", nil)
 	h := newHandler(t, b, sse.HandlerOptions{})
 	srv := serve(t, h, nil)
@@ -363,7 +363,7 @@ func TestHandlerShutdownEndsStreams(t *testing.T) {
 // and the handler writes what was queued, then client_evicted, then ends.
 func TestHandlerEvictionEndsResponse(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	publish(t, b, "s1", "first", nil)
 	h := newHandler(t, b, sse.HandlerOptions{})
 
@@ -388,9 +388,9 @@ func TestHandlerEvictionEndsResponse(t *testing.T) {
 	evs := frames(t, w.body())
 	require.NotEmpty(t, evs)
 	last := evs[len(evs)-1]
-	assert.Equal(t, eventbus.TypeClientEvicted, last.Type)
+	assert.Equal(t, frame.TypeClientEvicted, last.Type)
 	assert.Zero(t, last.ID)
-	var data eventbus.ClientEvictedData
+	var data frame.ClientEvictedData
 	require.NoError(t, json.Unmarshal(last.Data, &data))
 	assert.Equal(t, ids(evs)[len(ids(evs))-1]+1, data.DroppedAfter, "resume point follows the last id written")
 	assert.Equal(t, seq(2, uint64(1+len(ids(evs)))), ids(evs))
@@ -401,7 +401,7 @@ func TestHandlerEvictionEndsResponse(t *testing.T) {
 // the subscriber cap.
 func TestHandlerClientDropsBeforeFirstByte(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{MaxSubscribers: 1})
+	b := newBus(t, eventbus.Options{MaxSubscribers: 1})
 	publish(t, b, "s1", "a", nil)
 	h := newHandler(t, b, sse.HandlerOptions{})
 	mux := http.NewServeMux()
@@ -440,7 +440,7 @@ func TestHandlerClientDropsBeforeFirstByte(t *testing.T) {
 
 func TestHandlerCustomSessionID(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	publish(t, b, "s/1", "a", nil)
 	var gotScope scope.Kind
 	h := newHandler(t, b, sse.HandlerOptions{
@@ -476,7 +476,7 @@ func TestStatusErrorIs(t *testing.T) {
 // are full, the write deadline ends the stream.
 func TestHandlerWriteTimeout(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{MaxQueueSize: 1_000_000, MaxQueuedBytes: 1 << 30})
+	b := newBus(t, eventbus.Options{MaxQueueSize: 1_000_000, MaxQueuedBytes: 1 << 30})
 	require.NoError(t, b.CreateSession("s1", ""))
 	h := newHandler(t, b, sse.HandlerOptions{WriteTimeout: 100 * time.Millisecond})
 	srv := serve(t, h, nil)
@@ -505,7 +505,7 @@ func TestHandlerWriteTimeout(t *testing.T) {
 // sees every frame; the type stays in the envelope.
 func TestHandlerEventsMessage(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	publish(t, b, "s1", "hello", map[string]int{"n": 1})
 	h := newHandler(t, b, sse.HandlerOptions{Retry: -1})
 	srv := serve(t, h, nil)
@@ -518,7 +518,7 @@ func TestHandlerEventsMessage(t *testing.T) {
 		string(rest[:n]))
 }
 
-// The overflow default rule (config.Config.OverflowPolicy): with the bus's
+// The overflow default rule (eventbus.Options.OverflowPolicy): with the bus's
 // policy unset, SSE subscribers get drop_subscriber — their clients resume
 // by themselves — while in-process subscribers get drop_oldest; a policy set
 // on the bus (env var or code) applies to SSE subscribers too.
@@ -526,18 +526,18 @@ func TestHandlerOverflowDefault(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
 		name string
-		bus  config.OverflowPolicy
+		bus  eventbus.OverflowPolicy
 		want eventbus.OverflowPolicy // what the handler asks for; "" = the bus's
 	}{
 		{"unset: drop_subscriber", "", eventbus.DropSubscriber},
-		{"explicit drop_oldest", config.DropOldest, ""},
-		{"explicit drop_newest", config.DropNewest, ""},
-		{"explicit drop_subscriber", config.DropSubscriber, ""},
+		{"explicit drop_oldest", eventbus.DropOldest, ""},
+		{"explicit drop_newest", eventbus.DropNewest, ""},
+		{"explicit drop_subscriber", eventbus.DropSubscriber, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			b := newBus(t, config.Config{OverflowPolicy: tt.bus})
-			assert.Equal(t, tt.bus != "", b.OverflowPolicySet())
+			b := newBus(t, eventbus.Options{OverflowPolicy: tt.bus})
+			assert.Equal(t, tt.bus, b.Options().OverflowPolicy, "Options shows the policy as set, unset as \"\"")
 			got := make(chan eventbus.SubscribeOptions, 1)
 			h := newHandler(t, b, sse.HandlerOptions{Configure: func(_ *http.Request, o *eventbus.SubscribeOptions) { got <- *o }})
 			srv := serve(t, h, nil)

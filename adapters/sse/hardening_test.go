@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/adapters/sse"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // serveDirect calls h.ServeHTTP for session s1 with the raw query and
@@ -47,7 +47,7 @@ func errorBody(t *testing.T, w *httptest.ResponseRecorder) (code, message string
 // value (control characters, over-long, invalid UTF-8) is a 400.
 func TestHandlerForeignEpochIsEpochReset(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	for i := range 3 {
 		publish(t, b, "s1", "t", i)
 	}
@@ -72,10 +72,10 @@ func TestHandlerForeignEpochIsEpochReset(t *testing.T) {
 			require.Equal(t, http.StatusOK, w.code(), w.body())
 			evs := frames(t, w.body())
 			require.NotEmpty(t, evs)
-			assert.Equal(t, eventbus.TypeStateResyncRequired, evs[0].Type)
-			var rd eventbus.ResyncData
+			assert.Equal(t, frame.TypeStateResyncRequired, evs[0].Type)
+			var rd frame.ResyncData
 			require.NoError(t, json.Unmarshal(evs[0].Data, &rd))
-			assert.Equal(t, eventbus.ReasonEpochReset, rd.Reason)
+			assert.Equal(t, frame.ReasonEpochReset, rd.Reason)
 			assert.Equal(t, b.Epoch(), rd.Epoch)
 			assert.Equal(t, seq(1, 3), ids(evs), "the whole buffer after the reset")
 		})
@@ -96,7 +96,7 @@ func TestHandlerForeignEpochIsEpochReset(t *testing.T) {
 // prefixes.
 func TestHandlerRefusesAmbiguousRequests(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	publish(t, b, "s1", "t", nil)
 	h := newHandler(t, b, sse.HandlerOptions{})
 	for _, tt := range []struct {
@@ -142,7 +142,7 @@ func TestHandlerShutdownLetsBrowsersReconnect(t *testing.T) {
 	for _, closeWhat := range []string{"bus", "handler"} {
 		t.Run(closeWhat, func(t *testing.T) {
 			t.Parallel()
-			b := newBus(t, config.Config{})
+			b := newBus(t, eventbus.Options{})
 			publish(t, b, "s1", "hello", nil)
 			h := newHandler(t, b, sse.HandlerOptions{Retry: time.Second})
 			if closeWhat == "bus" {
@@ -185,7 +185,7 @@ func (s *switchable) ServeHTTP(w http.ResponseWriter, r *http.Request) { (*s.h.L
 // Client.RestartGrace; the stream then gets epoch_reset and goes on.
 func TestClientRetriesNotFoundAfterRestart(t *testing.T) {
 	t.Parallel()
-	b1 := newBus(t, config.Config{})
+	b1 := newBus(t, eventbus.Options{})
 	require.NoError(t, b1.CreateSession("s1", ""))
 	h1 := newHandler(t, b1, sse.HandlerOptions{Retry: time.Millisecond})
 	var sw switchable
@@ -207,7 +207,7 @@ func TestClientRetriesNotFoundAfterRestart(t *testing.T) {
 	// after the server has answered the client's reconnect with a 404, so
 	// the client meets the 404 however late it reconnects (a timer here
 	// made the test depend on the client reconnecting within it).
-	b2 := newBus(t, config.Config{})
+	b2 := newBus(t, eventbus.Options{})
 	h2 := newHandler(t, b2, sse.HandlerOptions{Retry: time.Millisecond})
 	mux2 := http.NewServeMux()
 	var notFound atomic.Int32
@@ -225,8 +225,8 @@ func TestClientRetriesNotFoundAfterRestart(t *testing.T) {
 
 	ev, err = s.Next()
 	require.NoError(t, err, "a 404 from a restarted server is transient")
-	assert.Equal(t, eventbus.TypeStateResyncRequired, ev.Type)
-	assert.Contains(t, string(ev.Data), eventbus.ReasonEpochReset)
+	assert.Equal(t, frame.TypeStateResyncRequired, ev.Type)
+	assert.Contains(t, string(ev.Data), frame.ReasonEpochReset)
 	ev, err = s.Next()
 	require.NoError(t, err)
 	assert.Equal(t, "after", ev.Type)

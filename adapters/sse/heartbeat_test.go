@@ -13,13 +13,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/adapters/sse"
-	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/eventbus"
 )
 
 func TestHandlerHeartbeat(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		b := newBus(t, config.Config{})
+		b := newBus(t, eventbus.Options{})
 		publish(t, b, "s1", "a", nil)
 		h := newHandler(t, b, sse.HandlerOptions{}) // 15 s default
 		w := newRecorder()
@@ -65,7 +65,7 @@ func TestHandlerHeartbeat(t *testing.T) {
 func TestHandlerHeartbeatOptions(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		b := newBus(t, config.Config{})
+		b := newBus(t, eventbus.Options{})
 		publish(t, b, "s1", "a", nil)
 		h := newHandler(t, b, sse.HandlerOptions{Heartbeat: time.Second, Retry: -1})
 		w := newRecorder()

@@ -14,13 +14,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/adapters/sse"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
-func newBus(t testing.TB, cfg config.Config, opts ...eventbus.Option) *eventbus.Bus {
+func newBus(t testing.TB, cfg eventbus.Options) *eventbus.Bus {
 	t.Helper()
-	b, err := eventbus.New(cfg, opts...)
+	b, err := eventbus.New(cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.Close() })
 	return b

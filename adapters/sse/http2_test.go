@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/adapters/sse"
-	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/eventbus"
 )
 
 // Issue 12.4: over HTTP/2 (TLS), a write deadline left on a stream after the
@@ -20,7 +20,7 @@ import (
 // stream: the second event still arrives on the same response.
 func TestHandlerHTTP2QuietStreamOutlivesWriteTimeout(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	require.NoError(t, b.CreateSession("s1", ""))
 	const wt = 400 * time.Millisecond // generous: a loaded machine must not miss it on the writes themselves
 	h := newHandler(t, b, sse.HandlerOptions{WriteTimeout: wt, Heartbeat: -1})

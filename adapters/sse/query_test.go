@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/adapters/sse"
-	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -19,7 +19,7 @@ import (
 // is subscribed.
 func TestHandlerRefusesMisspelledQueryParameter(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	publish(t, b, "s1", "t", 1)
 	h := newHandler(t, b, sse.HandlerOptions{Retry: -1})
 	for _, tc := range []struct{ query, like string }{
@@ -84,7 +84,7 @@ func cutParam(q string) (name, value string, ok bool) {
 // work.
 func TestHandlerIgnoresUnrelatedQueryParameters(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	for i := range 3 {
 		publish(t, b, "s1", "t", i)
 	}
@@ -115,7 +115,7 @@ func TestHandlerIgnoresUnrelatedQueryParameters(t *testing.T) {
 // look-alike rule in the default mode.
 func TestHandlerStrictQuery(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	publish(t, b, "s1", "t", 1)
 
 	strict := newHandler(t, b, sse.HandlerOptions{Retry: -1, Query: sse.QueryRules{Strict: true, Allow: []string{"token"}}})

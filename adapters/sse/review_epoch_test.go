@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/replaybus/replaybus/adapters/sse"
-	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/eventbus"
 )
 
 // Review: docs/protocol.md's parameter table and Cursor section said an
@@ -17,7 +17,7 @@ import (
 // pinned here and in TestHandlerForeignEpochIsEpochReset.
 func TestReviewProtocolDocEpochExamples(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	h := newHandler(t, b, sse.HandlerOptions{Retry: -1})
 	// The well-formed foreign examples are rows of
 	// TestHandlerForeignEpochIsEpochReset. An empty epoch before the last

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/adapters/sse"
-	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/eventbus"
 )
 
 // Review (attacker over HTTP/2 + TLS): a client that opens a stream and never
@@ -21,7 +21,7 @@ import (
 // and a second stream on the same connection must keep working.
 func TestReviewHTTP2StreamThatNeverReadsIsFreed(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, config.Config{MaxQueueSize: 100000, MaxQueuedBytes: 256 << 20})
+	b := newBus(t, eventbus.Options{MaxQueueSize: 100000, MaxQueuedBytes: 256 << 20})
 	require.NoError(t, b.CreateSession("s1", ""))
 	const wt = 300 * time.Millisecond
 	h := newHandler(t, b, sse.HandlerOptions{WriteTimeout: wt, Heartbeat: -1})

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/adapters/sse"
-	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/eventbus"
 )
 
 // countingWriter counts the bytes the socket accepted for one response.
@@ -39,7 +39,7 @@ func (c countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 // what the kernel holds for the stuck client beyond the bus's own queue.
 func pinnedByStuckClient(t *testing.T, connContext func(context.Context, net.Conn) context.Context) int64 {
 	t.Helper()
-	b := newBus(t, config.Config{MaxQueueSize: 100_000, MaxQueuedBytes: 1 << 30})
+	b := newBus(t, eventbus.Options{MaxQueueSize: 100_000, MaxQueuedBytes: 1 << 30})
 	require.NoError(t, b.CreateSession("s1", ""))
 	h := newHandler(t, b, sse.HandlerOptions{WriteTimeout: 300 * time.Millisecond, Heartbeat: -1, Retry: -1})
 	var written atomic.Int64

@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/adapters/sse"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -26,7 +25,7 @@ func TestStressClientsCancelDuringPublishes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("stress test")
 	}
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	require.NoError(t, b.CreateSession("s1", ""))
 	h := newHandler(t, b, sse.HandlerOptions{Retry: time.Millisecond})
 	srv := serve(t, h, nil)

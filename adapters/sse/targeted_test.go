@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/adapters/sse"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -17,7 +16,7 @@ import (
 // a targeted frame sent there reaches that stream only, without an id: line,
 // after the replay, and a resume never brings it back.
 func TestOnSubscribeTargeted(t *testing.T) {
-	b := newBus(t, config.Config{})
+	b := newBus(t, eventbus.Options{})
 	var mu sync.Mutex
 	subs := map[string]*eventbus.Subscription{}
 	h := newHandler(t, b, sse.HandlerOptions{OnSubscribe: func(r *http.Request, sub *eventbus.Subscription) {

@@ -20,7 +20,6 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/adapters/ws"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -54,7 +53,7 @@ func cpuTime() time.Duration {
 }
 
 func benchW8(b *testing.B, transport string, S int) {
-	bus, err := eventbus.New(config.Config{ReplayBufferSize: 100, MaxSubscribers: S + 1})
+	bus, err := eventbus.New(eventbus.Options{ReplayBufferSize: 100, MaxSubscribers: S + 1})
 	if err != nil {
 		b.Fatal(err)
 	}

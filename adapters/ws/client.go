@@ -16,6 +16,7 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/internal/backoff"
 )
 
@@ -200,7 +201,7 @@ func (s *Stream) Next() (eventbus.Event, error) {
 			s.lastID, s.hasID = ev.ID, true
 			s.epoch = epoch
 		}
-		if ev.Type == eventbus.TypeSessionClosed && ev.ID != 0 && s.session != "" && ev.Session == s.session {
+		if ev.Type == frame.TypeSessionClosed && ev.ID != 0 && s.session != "" && ev.Session == s.session {
 			s.disconnect(websocket.StatusNormalClosure, "")
 			s.fail(eventbus.ErrSessionClosed)
 		}

@@ -16,15 +16,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/adapters/ws"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // TestClientResumesAcrossCuts: the Go client resumes across four
 // server-side cuts with its resume message and sees every id exactly once,
 // in order; the session's close ends it with ErrSessionClosed.
 func TestClientResumesAcrossCuts(t *testing.T) {
-	s, cut := newCutServer(t, config.Config{ReplayBufferSize: 10_000}, ws.HandlerOptions{})
+	s, cut := newCutServer(t, eventbus.Options{ReplayBufferSize: 10_000}, ws.HandlerOptions{})
 	require.NoError(t, s.bus.CreateSession("s1", ""))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -83,7 +83,7 @@ func TestClientResumesAcrossCuts(t *testing.T) {
 
 // TestClientStopsOn4xx: a 404 answer stops the stream with a StatusError.
 func TestClientStopsOn4xx(t *testing.T) {
-	s := newServer(t, config.Config{}, ws.HandlerOptions{})
+	s := newServer(t, eventbus.Options{}, ws.HandlerOptions{})
 	st := ws.Subscribe(context.Background(), s.url("nope", ""), ws.StreamOptions{})
 	defer st.Close()
 	_, err := st.Next()
@@ -97,7 +97,7 @@ func TestClientStopsOn4xx(t *testing.T) {
 // is the floor of the wait), as by the SSE client; the stream connects once
 // the slot is free.
 func TestClientRetries429(t *testing.T) {
-	s := newServer(t, config.Config{MaxSubscribers: 1}, ws.HandlerOptions{})
+	s := newServer(t, eventbus.Options{MaxSubscribers: 1}, ws.HandlerOptions{})
 	require.NoError(t, s.bus.CreateSession("s1", ""))
 	hold, err := s.bus.Subscribe(context.Background(), "s1", eventbus.SubscribeOptions{})
 	require.NoError(t, err)
@@ -130,7 +130,7 @@ func TestClientAcrossRestart(t *testing.T) {
 		h   *ws.Handler
 	}
 	start := func() *incarnation {
-		bus, err := eventbus.New(config.Config{})
+		bus, err := eventbus.New(eventbus.Options{})
 		require.NoError(t, err)
 		require.NoError(t, bus.CreateSession("s1", ""))
 		h, err := ws.NewHandler(bus, ws.HandlerOptions{})
@@ -170,10 +170,10 @@ func TestClientAcrossRestart(t *testing.T) {
 
 	ev, err := st.Next()
 	require.NoError(t, err)
-	require.Equal(t, eventbus.TypeStateResyncRequired, ev.Type)
-	var d eventbus.ResyncData
+	require.Equal(t, frame.TypeStateResyncRequired, ev.Type)
+	var d frame.ResyncData
 	require.NoError(t, json.Unmarshal(ev.Data, &d))
-	assert.Equal(t, eventbus.ReasonEpochReset, d.Reason)
+	assert.Equal(t, frame.ReasonEpochReset, d.Reason)
 	assert.EqualValues(t, 3, d.LastDeliveredID, "the old server's cursor")
 	for want := uint64(1); want <= 2; want++ {
 		ev, err := st.Next()

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/replaybus/replaybus/adapters/ws"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -17,7 +16,7 @@ import (
 // replayed event, the greeting (no id), then session_closed, which ends the
 // stream.
 func Example() {
-	bus, _ := eventbus.New(config.Config{})
+	bus, _ := eventbus.New(eventbus.Options{})
 	defer bus.Close()
 	_, _ = bus.Publish("s1", "note", map[string]string{"text": "hi"})
 

@@ -14,7 +14,6 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/adapters/ws"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -74,7 +73,7 @@ func FuzzUpgradeParams(f *testing.F) {
 	} {
 		f.Add(s[0], s[1], s[2], s[3], s[4])
 	}
-	bus, err := eventbus.New(config.Config{})
+	bus, err := eventbus.New(eventbus.Options{})
 	require.NoError(f, err)
 	f.Cleanup(func() { _ = bus.Close() })
 	require.NoError(f, bus.CreateSession("s1", ""))

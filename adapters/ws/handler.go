@@ -16,6 +16,7 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -305,10 +306,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.reject(w, serr)
 		return
 	}
-	if !h.bus.OverflowPolicySet() {
-		// The default rule of config.Config.OverflowPolicy, as for SSE:
+	if h.bus.Options().OverflowPolicy == "" {
+		// The default rule of eventbus.Options.OverflowPolicy, as for SSE:
 		// the client resumes by itself, so evict rather than drop.
-		opts.Policy = eventbus.DefaultStreamOverflowPolicy
+		opts.Policy = eventbus.DropSubscriber
 	}
 	if h.o.Authorize != nil {
 		if err := h.o.Authorize(r, sessionID, opts.Scope); err != nil {
@@ -588,11 +589,11 @@ type frameWriter struct {
 func (w *frameWriter) write(ev eventbus.Event) bool {
 	select {
 	case <-w.done:
-		if errors.Is(w.sub.Err(), eventbus.ErrEvicted) && ev.Type != eventbus.TypeClientEvicted {
+		if errors.Is(w.sub.Err(), eventbus.ErrEvicted) && ev.Type != frame.TypeClientEvicted {
 			// Evicted: what is still queued is in the replay buffer for
 			// the resume; go straight to client_evicted so that it and
 			// the close frame fit in the grace.
-			for ev.Type != eventbus.TypeClientEvicted {
+			for ev.Type != frame.TypeClientEvicted {
 				var ok bool
 				if ev, ok = w.sub.TryNext(); !ok {
 					return true // nothing left: Next reports the eviction

@@ -14,15 +14,15 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/adapters/ws"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
 // TestReplayLiveAndSessionClosed: replay with a URL cursor, replay_complete,
 // live events, then session_closed and close 1000.
 func TestReplayLiveAndSessionClosed(t *testing.T) {
-	s := newServer(t, config.Config{}, ws.HandlerOptions{})
+	s := newServer(t, eventbus.Options{}, ws.HandlerOptions{})
 	require.NoError(t, s.bus.CreateSession("s1", ""))
 	publish(t, s.bus, "s1", 3)
 	c := dial(t, s.url("s1", "lastEventId=1"))
@@ -31,7 +31,7 @@ func TestReplayLiveAndSessionClosed(t *testing.T) {
 	assert.Equal(t, s.bus.Epoch(), epoch, "every id comes with its epoch")
 	assert.EqualValues(t, 3, read(t, c).ID)
 	rc, ep := readEpoch(t, c)
-	assert.Equal(t, eventbus.TypeReplayComplete, rc.Type)
+	assert.Equal(t, frame.TypeReplayComplete, rc.Type)
 	assert.Zero(t, rc.ID)
 	assert.Empty(t, ep, "no epoch on a synthetic frame")
 	publish(t, s.bus, "s1", 1)
@@ -41,13 +41,13 @@ func TestReplayLiveAndSessionClosed(t *testing.T) {
 	require.NoError(t, s.bus.CloseSession("s1"))
 	ce, evs := readClose(t, c)
 	require.Len(t, evs, 1)
-	assert.Equal(t, eventbus.TypeSessionClosed, evs[0].Type)
+	assert.Equal(t, frame.TypeSessionClosed, evs[0].Type)
 	assert.Equal(t, websocket.StatusNormalClosure, ce.Code)
 }
 
 // TestErrorsBeforeUpgrade: the SSE answers, as JSON, with nothing upgraded.
 func TestErrorsBeforeUpgrade(t *testing.T) {
-	s := newServer(t, config.Config{MaxSubscribers: 1}, ws.HandlerOptions{
+	s := newServer(t, eventbus.Options{MaxSubscribers: 1}, ws.HandlerOptions{
 		Authorize: func(r *http.Request, id string, _ scope.Kind) error {
 			if id == "secret" {
 				return assert.AnError
@@ -105,7 +105,7 @@ func TestErrorsBeforeUpgrade(t *testing.T) {
 // hello from OnSubscribe arrives after replay_complete, without id.
 func TestResumeMessage(t *testing.T) {
 	var s *server
-	s = newServer(t, config.Config{}, ws.HandlerOptions{
+	s = newServer(t, eventbus.Options{}, ws.HandlerOptions{
 		OnSubscribe: func(r *http.Request, sub *eventbus.Subscription) {
 			assert.NoError(t, s.bus.SendTo("hello", map[string]uint64{"subscriber": sub.ID()}, sub))
 		},
@@ -124,16 +124,16 @@ func TestResumeMessage(t *testing.T) {
 	c2 := dial(t, s.url("s1", ""))
 	send(t, c2, `{"resume":{"lastEventId":"old_epoch-3"}}`)
 	ev := read(t, c2)
-	assert.Equal(t, eventbus.TypeStateResyncRequired, ev.Type)
-	assert.Contains(t, string(ev.Data), eventbus.ReasonEpochReset)
+	assert.Equal(t, frame.TypeStateResyncRequired, ev.Type)
+	assert.Contains(t, string(ev.Data), frame.ReasonEpochReset)
 	assert.EqualValues(t, 1, read(t, c2).ID)
 
 	// A foreign epoch (a UUID) is another incarnation's: epoch_reset.
 	c4 := dial(t, s.url("s1", ""))
 	send(t, c4, `{"resume":{"lastEventId":3,"epoch":"123e4567-e89b-12d3-a456-426614174000"}}`)
 	ev = read(t, c4)
-	assert.Equal(t, eventbus.TypeStateResyncRequired, ev.Type)
-	assert.Contains(t, string(ev.Data), eventbus.ReasonEpochReset)
+	assert.Equal(t, frame.TypeStateResyncRequired, ev.Type)
+	assert.Contains(t, string(ev.Data), frame.ReasonEpochReset)
 
 	// No message at all: after ResumeWait the stream starts as the URL
 	// says — the whole buffer, and what was published during the wait.
@@ -154,7 +154,7 @@ func TestResumeMessage(t *testing.T) {
 
 // TestPingMessage: {"ping": v} → pong frame with v.
 func TestPingMessage(t *testing.T) {
-	s := newServer(t, config.Config{}, ws.HandlerOptions{ResumeWait: -1})
+	s := newServer(t, eventbus.Options{}, ws.HandlerOptions{ResumeWait: -1})
 	require.NoError(t, s.bus.CreateSession("s1", ""))
 	c := dial(t, s.url("s1", ""))
 	send(t, c, `{"ping":{"t":7}}`)
@@ -166,7 +166,7 @@ func TestPingMessage(t *testing.T) {
 
 // TestBadClientMessages: each closes 1008 (1003, 1009) naming the problem.
 func TestBadClientMessages(t *testing.T) {
-	s := newServer(t, config.Config{}, ws.HandlerOptions{ResumeWait: -1})
+	s := newServer(t, eventbus.Options{}, ws.HandlerOptions{ResumeWait: -1})
 	require.NoError(t, s.bus.CreateSession("s1", ""))
 	cases := []struct {
 		msg    string
@@ -200,7 +200,7 @@ func TestBadClientMessages(t *testing.T) {
 
 // TestShutdownGoingAway: Handler.Close closes every connection with 1001.
 func TestShutdownGoingAway(t *testing.T) {
-	s := newServer(t, config.Config{}, ws.HandlerOptions{ResumeWait: -1})
+	s := newServer(t, eventbus.Options{}, ws.HandlerOptions{ResumeWait: -1})
 	require.NoError(t, s.bus.CreateSession("s1", ""))
 	c := dial(t, s.url("s1", ""))
 	require.Eventually(t, func() bool { return s.h.Stats().Active == 1 }, waitFor, time.Millisecond)
@@ -218,7 +218,7 @@ func TestShutdownGoingAway(t *testing.T) {
 // are parsed by the same code): five queued chunks arrive as one merged
 // frame carrying the last id, count and firstId.
 func TestCoalesceOverWebSocket(t *testing.T) {
-	s := newServer(t, config.Config{}, ws.HandlerOptions{})
+	s := newServer(t, eventbus.Options{}, ws.HandlerOptions{})
 	for _, text := range []string{"He", "ll", "o ", "wo", "rld"} {
 		_, err := s.bus.Publish("s1", "agent_message_chunk", map[string]any{
 			"sessionId": "s1", "update": map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": text}}})
@@ -231,5 +231,5 @@ func TestCoalesceOverWebSocket(t *testing.T) {
 	assert.Equal(t, 5, ev.Count)
 	assert.EqualValues(t, 1, ev.FirstID)
 	assert.Contains(t, string(ev.Data), `"text":"Hello world"`)
-	assert.Equal(t, eventbus.TypeReplayComplete, read(t, c).Type)
+	assert.Equal(t, frame.TypeReplayComplete, read(t, c).Type)
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/adapters/ws"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -53,7 +52,7 @@ func handshake(t *testing.T, s *server, q string, hdr map[string][]string) (int,
 // ever sees the request — no subscriber, no replay.
 func TestRefusedOriginNeverSubscribes(t *testing.T) {
 	var hooks atomic.Int32
-	s := newServer(t, config.Config{}, ws.HandlerOptions{
+	s := newServer(t, eventbus.Options{}, ws.HandlerOptions{
 		Authorize: func(*http.Request, string, scope.Kind) error { hooks.Add(1); return nil },
 		Configure: func(*http.Request, *eventbus.SubscribeOptions) { hooks.Add(1) },
 		Accept:    &websocket.AcceptOptions{OriginPatterns: []string{"app.example", "https://*.trusted.example"}},
@@ -97,7 +96,7 @@ func TestRefusedOriginNeverSubscribes(t *testing.T) {
 // a wrong version, a bad key, two Origin headers) is the project's JSON
 // shape with the status coder/websocket gave, and registers nothing.
 func TestHandshakeRefusalsAreJSON(t *testing.T) {
-	s := newServer(t, config.Config{}, ws.HandlerOptions{})
+	s := newServer(t, eventbus.Options{}, ws.HandlerOptions{})
 	require.NoError(t, s.bus.CreateSession("s1", ""))
 	for _, tc := range []struct {
 		name   string
@@ -136,7 +135,7 @@ func TestHandshakeRefusalsAreJSON(t *testing.T) {
 // upgrade, naming lastEventId; unrelated parameters pass; Query.Strict
 // refuses them too.
 func TestMisspelledQueryParameterOverWebSocket(t *testing.T) {
-	s := newServer(t, config.Config{}, ws.HandlerOptions{})
+	s := newServer(t, eventbus.Options{}, ws.HandlerOptions{})
 	require.NoError(t, s.bus.CreateSession("s1", ""))
 	publish(t, s.bus, "s1", 3)
 	status, _, code, msg := handshake(t, s, "lastEventID=1", nil)
@@ -151,7 +150,7 @@ func TestMisspelledQueryParameterOverWebSocket(t *testing.T) {
 	assert.Equal(t, uint64(2), read(t, c).ID)
 	_ = c.CloseNow()
 
-	strict := newServer(t, config.Config{}, ws.HandlerOptions{Query: sse.QueryRules{Strict: true}})
+	strict := newServer(t, eventbus.Options{}, ws.HandlerOptions{Query: sse.QueryRules{Strict: true}})
 	require.NoError(t, strict.bus.CreateSession("s1", ""))
 	status, _, code, msg = handshake(t, strict, "token=abc", nil)
 	assert.Equal(t, http.StatusBadRequest, status)
@@ -164,7 +163,7 @@ func TestMisspelledQueryParameterOverWebSocket(t *testing.T) {
 // made coder/websocket log and refuse every cross-origin request at run
 // time; NewHandler now names it.
 func TestNewHandlerRefusesBadOriginPattern(t *testing.T) {
-	b, err := eventbus.New(config.Config{})
+	b, err := eventbus.New(eventbus.Options{})
 	require.NoError(t, err)
 	defer b.Close()
 	_, err = ws.NewHandler(b, ws.HandlerOptions{Accept: &websocket.AcceptOptions{OriginPatterns: []string{"ok.example", "[bad"}}})

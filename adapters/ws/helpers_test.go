@@ -18,7 +18,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/adapters/ws"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -31,7 +30,7 @@ type server struct {
 	ts  *httptest.Server
 }
 
-func newServer(t testing.TB, cfg config.Config, o ws.HandlerOptions) *server {
+func newServer(t testing.TB, cfg eventbus.Options, o ws.HandlerOptions) *server {
 	t.Helper()
 	s, _ := newCutServer(t, cfg, o)
 	return s
@@ -74,9 +73,9 @@ func (l *cutListener) Cut() {
 	l.conns = nil
 }
 
-func newCutServer(t testing.TB, cfg config.Config, o ws.HandlerOptions, bo ...eventbus.Option) (*server, *cutListener) {
+func newCutServer(t testing.TB, cfg eventbus.Options, o ws.HandlerOptions) (*server, *cutListener) {
 	t.Helper()
-	bus, err := eventbus.New(cfg, bo...)
+	bus, err := eventbus.New(cfg)
 	require.NoError(t, err)
 	h, err := ws.NewHandler(bus, o)
 	require.NoError(t, err)

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/adapters/ws"
-	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/eventbus"
 )
 
 // TestIdleSocketSurvivesWriteTimeout: the write deadline bounds writes
@@ -19,7 +19,7 @@ import (
 // writer waits for a CPU, which is not what this test is about.
 func TestIdleSocketSurvivesWriteTimeout(t *testing.T) {
 	const wt = 300 * time.Millisecond
-	s := newServer(t, config.Config{}, ws.HandlerOptions{ResumeWait: -1, WriteTimeout: wt, PingInterval: -1})
+	s := newServer(t, eventbus.Options{}, ws.HandlerOptions{ResumeWait: -1, WriteTimeout: wt, PingInterval: -1})
 	require.NoError(t, s.bus.CreateSession("s1", ""))
 	c := dial(t, s.url("s1", ""))
 	publish(t, s.bus, "s1", 1)
@@ -34,7 +34,7 @@ func TestIdleSocketSurvivesWriteTimeout(t *testing.T) {
 // stays; one that never reads cannot answer and is cut after the write
 // timeout.
 func TestPingKeepAlive(t *testing.T) {
-	s := newServer(t, config.Config{}, ws.HandlerOptions{ResumeWait: -1, WriteTimeout: 200 * time.Millisecond, PingInterval: 50 * time.Millisecond})
+	s := newServer(t, eventbus.Options{}, ws.HandlerOptions{ResumeWait: -1, WriteTimeout: 200 * time.Millisecond, PingInterval: 50 * time.Millisecond})
 	require.NoError(t, s.bus.CreateSession("s1", ""))
 	reader := dial(t, s.url("s1", ""))
 	ctx, cancel := context.WithCancel(context.Background())

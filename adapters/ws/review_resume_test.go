@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/adapters/ws"
-	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/eventbus"
 )
 
 // Review: a connection whose URL (or Last-Event-ID header) carries a cursor
@@ -18,7 +18,7 @@ import (
 // The close now names the real conflict; a resume without a cursor stays
 // accepted.
 func TestReviewResumeWithURLCursorNamesTheConflict(t *testing.T) {
-	s := newServer(t, config.Config{}, ws.HandlerOptions{})
+	s := newServer(t, eventbus.Options{}, ws.HandlerOptions{})
 	require.NoError(t, s.bus.CreateSession("s1", ""))
 	publish(t, s.bus, "s1", 3)
 

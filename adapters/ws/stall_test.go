@@ -18,8 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/adapters/ws"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 func heapAlloc() uint64 {
@@ -42,20 +42,20 @@ func TestStalledSocketEvicted(t *testing.T) {
 	var mu sync.Mutex
 	evictedAt := map[uint64]time.Time{}
 	names := map[string]uint64{} // ?who= → subscriber id
-	s, cl := newCutServer(t, config.Config{ReplayBufferSize: 64}, ws.HandlerOptions{
+	s, cl := newCutServer(t, eventbus.Options{ReplayBufferSize: 64, Diagnostics: func(d eventbus.Diagnostic) {
+		if d.Kind == eventbus.DiagEvicted {
+			mu.Lock()
+			evictedAt[d.Subscriber] = time.Now()
+			mu.Unlock()
+		}
+	}}, ws.HandlerOptions{
 		ResumeWait: -1, CloseGrace: grace,
 		OnSubscribe: func(r *http.Request, sub *eventbus.Subscription) {
 			mu.Lock()
 			names[r.URL.Query().Get("who")] = sub.ID()
 			mu.Unlock()
 		},
-	}, eventbus.WithDiagnostics(func(d eventbus.Diagnostic) {
-		if d.Kind == eventbus.DiagEvicted {
-			mu.Lock()
-			evictedAt[d.Subscriber] = time.Now()
-			mu.Unlock()
-		}
-	}))
+	})
 	cl.mu.Lock()
 	cl.small = true
 	cl.mu.Unlock()
@@ -129,11 +129,11 @@ func TestStalledSocketEvicted(t *testing.T) {
 	assert.Equal(t, websocket.StatusPolicyViolation, ce.Code)
 	assert.Equal(t, ws.ReasonSlowConsumer, ce.Reason)
 	require.NotEmpty(t, evs)
-	assert.Equal(t, eventbus.TypeClientEvicted, evs[len(evs)-1].Type)
+	assert.Equal(t, frame.TypeClientEvicted, evs[len(evs)-1].Type)
 	var want uint64
 	for _, e := range evs[:len(evs)-1] {
 		if e.ID == 0 {
-			assert.Equal(t, eventbus.TypeSlowClientWarning, e.Type)
+			assert.Equal(t, frame.TypeSlowClientWarning, e.Type)
 			continue
 		}
 		want++

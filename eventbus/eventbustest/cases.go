@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -33,7 +33,7 @@ func cases() []testCase {
 // historyBeforeLive: the replayed history (Replay=true) comes first, then
 // the live events, each once.
 func historyBeforeLive(t *testing.T, s *suite) {
-	b := s.newBus(t, config.Config{})
+	b := s.newBus(t, eventbus.Options{})
 	hist := publish(t, b, "s1", "msg", 5)
 	s.syncBus(t, b)
 	sub := subscribe(t, b, "s1", eventbus.SubscribeOptions{})
@@ -50,7 +50,7 @@ func historyBeforeLive(t *testing.T, s *suite) {
 // published: history, then live, in id order.
 func subscribeRacingPublish(t *testing.T, s *suite) {
 	const n = 300
-	b := s.newBus(t, config.Config{ReplayBufferSize: 1000, MaxQueueSize: 10 * n})
+	b := s.newBus(t, eventbus.Options{ReplayBufferSize: 1000, MaxQueueSize: 10 * n})
 	var (
 		mu        sync.Mutex
 		published []uint64
@@ -88,7 +88,7 @@ func subscribeRacingPublish(t *testing.T, s *suite) {
 		for len(got) == 0 || got[len(got)-1] < last || !completed {
 			ev := s.next(t, sub)
 			if ev.Synthetic() {
-				require.Equal(t, eventbus.TypeReplayComplete, ev.Type, "%s", ev.Data)
+				require.Equal(t, frame.TypeReplayComplete, ev.Type, "%s", ev.Data)
 				require.False(t, completed, "second replay_complete")
 				completed, replaying = true, false
 				continue
@@ -125,7 +125,7 @@ func indexOf(ids []uint64, id uint64) int {
 // resumeTable: a ring of 5 holding events 8…12 of 12, resumed from cursors
 // 7, 3, 12, past the next id and from another epoch.
 func resumeTable(t *testing.T, s *suite) {
-	b := s.newBus(t, config.Config{ReplayBufferSize: 5})
+	b := s.newBus(t, eventbus.Options{ReplayBufferSize: 5})
 	e := publish(t, b, "r", "msg", 12)
 	s.syncBus(t, b)
 	ring := e[7:] // events 8…12
@@ -144,20 +144,20 @@ func resumeTable(t *testing.T, s *suite) {
 	}{
 		{"cursor 7 in ring", e[6], "", want{replayed: ring, lastReplay: e[11]}},
 		{"cursor 7 same epoch", e[6], b.Epoch(), want{replayed: ring, lastReplay: e[11]}},
-		{"cursor 3 evicted", e[2], "", want{resync: eventbus.ReasonRingEvicted, earliest: e[7], lastDeliver: e[2], replayed: ring, lastReplay: e[11]}},
+		{"cursor 3 evicted", e[2], "", want{resync: frame.ReasonRingEvicted, earliest: e[7], lastDeliver: e[2], replayed: ring, lastReplay: e[11]}},
 		{"cursor 12 at end", e[11], "", want{lastReplay: e[11]}},
-		{"cursor next", e[11] + 1, "", want{resync: eventbus.ReasonEpochReset, lastDeliver: e[11] + 1, replayed: ring, lastReplay: e[11]}},
-		{"cursor far ahead", e[11] + 1000, "", want{resync: eventbus.ReasonEpochReset, lastDeliver: e[11] + 1000, replayed: ring, lastReplay: e[11]}},
-		{"other epoch", e[6], "otherEpoch0", want{resync: eventbus.ReasonEpochReset, lastDeliver: e[6], replayed: ring, lastReplay: e[11]}},
+		{"cursor next", e[11] + 1, "", want{resync: frame.ReasonEpochReset, lastDeliver: e[11] + 1, replayed: ring, lastReplay: e[11]}},
+		{"cursor far ahead", e[11] + 1000, "", want{resync: frame.ReasonEpochReset, lastDeliver: e[11] + 1000, replayed: ring, lastReplay: e[11]}},
+		{"other epoch", e[6], "otherEpoch0", want{resync: frame.ReasonEpochReset, lastDeliver: e[6], replayed: ring, lastReplay: e[11]}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			sub := subscribe(t, b, "r", eventbus.SubscribeOptions{Cursor: &eventbus.Position{ID: c.cursor, Epoch: c.epoch}})
 			if c.want.resync != "" {
-				var d eventbus.ResyncData
-				s.frame(t, sub, eventbus.TypeStateResyncRequired, &d)
+				var d frame.ResyncData
+				s.frame(t, sub, frame.TypeStateResyncRequired, &d)
 				assert.Equal(t, c.want.resync, d.Reason)
 				assert.Equal(t, c.want.lastDeliver, d.LastDeliveredID)
-				if c.want.resync == eventbus.ReasonRingEvicted {
+				if c.want.resync == frame.ReasonRingEvicted {
 					assert.Equal(t, c.want.earliest, d.CompleteFromID)
 				} else {
 					assert.Equal(t, b.Epoch(), d.Epoch)
@@ -165,8 +165,8 @@ func resumeTable(t *testing.T, s *suite) {
 			}
 			got := s.ids(t, sub, len(c.want.replayed), true)
 			assert.Equal(t, append([]uint64{}, c.want.replayed...), got)
-			var rc eventbus.ReplayCompleteData
-			s.frame(t, sub, eventbus.TypeReplayComplete, &rc)
+			var rc frame.ReplayCompleteData
+			s.frame(t, sub, frame.TypeReplayComplete, &rc)
 			assert.Equal(t, c.want.lastReplay, rc.LastReplayedEventID)
 			assert.Equal(t, len(c.want.replayed), rc.ReplayedCount)
 			quiet(t, sub)
@@ -174,7 +174,7 @@ func resumeTable(t *testing.T, s *suite) {
 	}
 	// A resumed subscriber goes on live.
 	sub := subscribe(t, b, "r", eventbus.SubscribeOptions{Cursor: eventbus.At(e[11])})
-	s.frame(t, sub, eventbus.TypeReplayComplete, nil)
+	s.frame(t, sub, frame.TypeReplayComplete, nil)
 	more := publish(t, b, "r", "msg", 2)
 	assert.Equal(t, more, s.ids(t, sub, 2, false))
 }
@@ -235,7 +235,7 @@ func merge(per map[string][]uint64, all []uint64, sessions []string) []uint64 {
 // scopesLive: live subscribers of each scope on "a" hear exactly their
 // sessions, in id order.
 func scopesLive(t *testing.T, s *suite) {
-	b := s.newBus(t, config.Config{})
+	b := s.newBus(t, eventbus.Options{})
 	tree(t, b)
 	s.syncBus(t, b)
 	subs := make([]*eventbus.Subscription, len(expectScopes))
@@ -253,7 +253,7 @@ func scopesLive(t *testing.T, s *suite) {
 
 // scopesReplay: the same, replayed and merged by id from a cursor.
 func scopesReplay(t *testing.T, s *suite) {
-	b := s.newBus(t, config.Config{})
+	b := s.newBus(t, eventbus.Options{})
 	tree(t, b)
 	per, all := publishTree(t, b, 3)
 	s.syncBus(t, b)
@@ -267,8 +267,8 @@ func scopesReplay(t *testing.T, s *suite) {
 			}
 		}
 		assert.Equal(t, want, s.ids(t, sub, len(want), true), "scope %v", sc.kind)
-		var rc eventbus.ReplayCompleteData
-		s.frame(t, sub, eventbus.TypeReplayComplete, &rc)
+		var rc frame.ReplayCompleteData
+		s.frame(t, sub, frame.TypeReplayComplete, &rc)
 		assert.Equal(t, len(want), rc.ReplayedCount)
 	}
 }
@@ -278,7 +278,7 @@ func scopesReplay(t *testing.T, s *suite) {
 // parent gets it and goes on; the closed session refuses publishes and
 // subscribes.
 func closeSession(t *testing.T, s *suite) {
-	b := s.newBus(t, config.Config{})
+	b := s.newBus(t, eventbus.Options{})
 	require.NoError(t, b.CreateSession("p", ""))
 	require.NoError(t, b.CreateSession("c", "p"))
 	s.syncBus(t, b)
@@ -291,7 +291,7 @@ func closeSession(t *testing.T, s *suite) {
 	for _, sub := range []*eventbus.Subscription{own, desc} {
 		assert.Equal(t, ids, s.ids(t, sub, 2, false))
 		ev := s.next(t, sub)
-		assert.Equal(t, eventbus.TypeSessionClosed, ev.Type)
+		assert.Equal(t, frame.TypeSessionClosed, ev.Type)
 		assert.Greater(t, ev.ID, ids[1], "session_closed has an id")
 		assert.Equal(t, "c", ev.Session)
 	}
@@ -316,7 +316,7 @@ func closeSession(t *testing.T, s *suite) {
 // resume of it from before the close loses nothing while its buffer is
 // kept.
 func treeLifecycle(t *testing.T, s *suite) {
-	b := s.newBus(t, config.Config{})
+	b := s.newBus(t, eventbus.Options{})
 	require.NoError(t, b.CreateSession("g", ""))
 	require.NoError(t, b.CreateSession("p", "g"))
 	require.NoError(t, b.CreateSession("c", "p"))
@@ -345,7 +345,7 @@ func treeLifecycle(t *testing.T, s *suite) {
 	fresh := subscribe(t, b, "g", eventbus.SubscribeOptions{Scope: scope.Descendants, Cursor: eventbus.At(0)})
 	want := []uint64{early[0], pEvents[0], closed, late[0], r[0], rLive[0]}
 	assert.Equal(t, want, s.ids(t, fresh, len(want), true), "merged by id, the closed p's history kept")
-	s.frame(t, fresh, eventbus.TypeReplayComplete, nil)
+	s.frame(t, fresh, frame.TypeReplayComplete, nil)
 
 	require.NoError(t, b.CreateSession("p", "g"), "reopen")
 	s.syncBus(t, b)
@@ -353,14 +353,14 @@ func treeLifecycle(t *testing.T, s *suite) {
 	s.syncBus(t, b)
 	resumed := subscribe(t, b, "p", eventbus.SubscribeOptions{Cursor: eventbus.At(early[0])})
 	assert.Equal(t, []uint64{pEvents[0], closed, again[0]}, s.ids(t, resumed, 3, true), "the reopened p took its history back")
-	s.frame(t, resumed, eventbus.TypeReplayComplete, nil)
+	s.frame(t, resumed, frame.TypeReplayComplete, nil)
 }
 
 // concurrentPublishers: four publishers into one session tree; every
 // subscriber sees its ids strictly increasing, each once, none missing.
 func concurrentPublishers(t *testing.T, s *suite) {
 	const workers, per = 4, 150
-	b := s.newBus(t, config.Config{MaxQueueSize: 10 * workers * per, ReplayBufferSize: 2 * per})
+	b := s.newBus(t, eventbus.Options{MaxQueueSize: 10 * workers * per, ReplayBufferSize: 2 * per})
 	require.NoError(t, b.CreateSession("t", ""))
 	kids := []string{"t0", "t1", "t2", "t3"}
 	for _, k := range kids {
@@ -423,36 +423,36 @@ func concurrentPublishers(t *testing.T, s *suite) {
 // of its queue and evicted at 100 % with client_evicted naming the first
 // event it did not get, then resumes from the ring.
 func slowConsumerEvicted(t *testing.T, s *suite) {
-	b := s.newBus(t, config.Config{MaxQueueSize: 4, OverflowPolicy: config.DropSubscriber})
+	b := s.newBus(t, eventbus.Options{MaxQueueSize: 4, OverflowPolicy: eventbus.DropSubscriber})
 	sub := subscribe(t, b, "slow", eventbus.SubscribeOptions{})
 	e := publish(t, b, "slow", "msg", 10)
 	s.syncBus(t, b)
 	assert.Equal(t, e[:3], s.ids(t, sub, 3, false))
-	s.frame(t, sub, eventbus.TypeSlowClientWarning, nil)
+	s.frame(t, sub, frame.TypeSlowClientWarning, nil)
 	assert.Equal(t, e[3:4], s.ids(t, sub, 1, false))
-	var ce eventbus.ClientEvictedData
-	s.frame(t, sub, eventbus.TypeClientEvicted, &ce)
-	assert.Equal(t, eventbus.ReasonQueueOverflow, ce.Reason)
+	var ce frame.ClientEvictedData
+	s.frame(t, sub, frame.TypeClientEvicted, &ce)
+	assert.Equal(t, frame.ReasonQueueOverflow, ce.Reason)
 	assert.Equal(t, e[4], ce.DroppedAfter)
 	s.ended(t, sub, eventbus.ErrEvicted)
 	assert.EqualValues(t, 1, b.Stats().Evicted)
 
 	again := subscribe(t, b, "slow", eventbus.SubscribeOptions{Cursor: eventbus.At(e[3])})
 	assert.Equal(t, e[4:], s.ids(t, again, 6, true))
-	s.frame(t, again, eventbus.TypeReplayComplete, nil)
+	s.frame(t, again, frame.TypeReplayComplete, nil)
 }
 
 // slowConsumerDropNewest: under drop_newest the overflow is dropped and
 // announced with one events_dropped frame; the subscriber stays.
 func slowConsumerDropNewest(t *testing.T, s *suite) {
-	b := s.newBus(t, config.Config{MaxQueueSize: 4, OverflowPolicy: config.DropNewest, DisableSlowClientWarning: true})
+	b := s.newBus(t, eventbus.Options{MaxQueueSize: 4, OverflowPolicy: eventbus.DropNewest, DisableSlowClientWarning: true})
 	sub := subscribe(t, b, "slow", eventbus.SubscribeOptions{})
 	e := publish(t, b, "slow", "msg", 10)
 	s.syncBus(t, b)
 	assert.Equal(t, e[:4], s.ids(t, sub, 4, false))
-	var d eventbus.ResyncData
-	s.frame(t, sub, eventbus.TypeStateResyncRequired, &d)
-	assert.Equal(t, eventbus.ReasonEventsDropped, d.Reason)
+	var d frame.ResyncData
+	s.frame(t, sub, frame.TypeStateResyncRequired, &d)
+	assert.Equal(t, frame.ReasonEventsDropped, d.Reason)
 	assert.Equal(t, e[3], d.LastDeliveredID)
 	assert.Equal(t, e[4], d.FirstDroppedID)
 	assert.Equal(t, e[9], d.LastDroppedID)
@@ -464,7 +464,7 @@ func slowConsumerDropNewest(t *testing.T, s *suite) {
 // busClose: Close ends every subscription with ErrClosed, later calls fail
 // with ErrClosed, and Close is idempotent.
 func busClose(t *testing.T, s *suite) {
-	b := s.newBus(t, config.Config{})
+	b := s.newBus(t, eventbus.Options{})
 	sub := subscribe(t, b, "x", eventbus.SubscribeOptions{})
 	require.NoError(t, b.Close())
 	s.ended(t, sub, eventbus.ErrClosed)

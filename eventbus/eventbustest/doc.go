@@ -8,7 +8,7 @@
 // # Usage
 //
 //	func TestConformance(t *testing.T) {
-//		eventbustest.Run(t, func(t *testing.T, cfg config.Config) *eventbus.Bus {
+//		eventbustest.Run(t, func(t *testing.T, cfg eventbus.Options) *eventbus.Bus {
 //			b, err := eventbus.New(cfg)
 //			require.NoError(t, err)
 //			t.Cleanup(func() { b.Close() })

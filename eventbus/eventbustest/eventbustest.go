@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -17,7 +16,7 @@ import (
 // sessions and no events; it registers its own cleanup with t.Cleanup.
 // Each call must give an independent bus (for a distributed backend: a new
 // stream, so that ids and sessions of one test do not leak into another).
-type NewBus func(t *testing.T, cfg config.Config) *eventbus.Bus
+type NewBus func(t *testing.T, cfg eventbus.Options) *eventbus.Bus
 
 // Option adjusts [Run].
 type Option func(*suite)

@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/examples/agentserver/server"
 )
@@ -28,7 +27,7 @@ import (
 func TestForeignHostWithoutBodyIsAnsweredAndClosed(t *testing.T) {
 	t.Parallel()
 	const bodyTimeout = 2 * time.Second
-	bus, err := eventbus.New(config.Config{})
+	bus, err := eventbus.New(eventbus.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = bus.Close() })
 	require.NoError(t, bus.CreateSession("s1", ""))

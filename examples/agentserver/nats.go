@@ -17,7 +17,6 @@ import (
 
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
 	"github.com/replaybus/replaybus/adapters/nats/embedded"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -32,7 +31,7 @@ const natsReconnectWait = 250 * time.Millisecond
 
 // natsFlags are -nats, -nats-dir and -nats-listen: the bus over NATS
 // JetStream (see docs/distributed.md) instead of the in-memory default. Over
-// NATS the demo agents publish through an eventbus.Pipeline (up to 256 acks
+// NATS the demo agents publish through a backend.Pipeline (up to 256 acks
 // in flight per agent, flushed at the end of each turn) rather than waiting
 // for every JetStream ack; POST …/events stays a synchronous Publish, since
 // it answers with the event's id. The stream's retention comes from
@@ -59,10 +58,11 @@ type natsBus struct {
 }
 
 // open returns the bus. Configuration problems come back as usage errors.
-func (n natsFlags) open(ctx context.Context, cfg config.Config, log *slog.Logger) (natsBus, error) {
+func (n natsFlags) open(ctx context.Context, cfg eventbus.Options, log *slog.Logger) (natsBus, error) {
 	nb := natsBus{stop: func() {}}
+	cfg.Logger = log
 	if n.url == "" {
-		bus, err := eventbus.New(cfg, eventbus.WithLogger(log))
+		bus, err := eventbus.New(cfg)
 		if err != nil {
 			return nb, configError(err)
 		}
@@ -114,7 +114,7 @@ func (n natsFlags) open(ctx context.Context, cfg config.Config, log *slog.Logger
 		stopServer()
 		return nb, fmt.Errorf("connecting to NATS at %s: %w", url, err)
 	}
-	bus, err := rbnats.New(ctx, nc, cfg, rbnats.WithLogger(log), rbnats.WithBusOptions(eventbus.WithLogger(log)))
+	bus, err := rbnats.New(ctx, nc, cfg, rbnats.WithLogger(log))
 	if err != nil {
 		nc.Close()
 		stopServer()

@@ -14,8 +14,8 @@ import (
 
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
 	"github.com/replaybus/replaybus/adapters/nats/embedded"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -36,7 +36,7 @@ type notification struct {
 
 func newBus(t *testing.T) *eventbus.Bus {
 	t.Helper()
-	bus, err := eventbus.New(config.Config{ReplayBufferSize: 10_000})
+	bus, err := eventbus.New(eventbus.Options{ReplayBufferSize: 10_000})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = bus.Close() })
 	return bus
@@ -53,7 +53,7 @@ func TestRunShapes(t *testing.T) {
 		srv, err := embedded.RunServer(embedded.ServerConfig{Dir: t.TempDir()})
 		require.NoError(t, err)
 		t.Cleanup(srv.Shutdown)
-		bus, err := rbnats.Connect(context.Background(), srv.ClientURL(), config.Config{ReplayBufferSize: 10_000},
+		bus, err := rbnats.Connect(context.Background(), srv.ClientURL(), eventbus.Options{ReplayBufferSize: 10_000},
 			rbnats.WithStorage(jetstream.MemoryStorage))
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = bus.Close() })
@@ -77,7 +77,7 @@ func checkRunShapes(t *testing.T, bus *eventbus.Bus) {
 		ev, err := sub.Next(rctx)
 		require.NoError(t, err, "after %d events", len(evs))
 		evs = append(evs, ev)
-		if ev.Type == eventbus.TypeSessionClosed {
+		if ev.Type == frame.TypeSessionClosed {
 			n++
 		}
 	}
@@ -92,7 +92,7 @@ func checkRunShapes(t *testing.T, bus *eventbus.Bus) {
 		lastID = ev.ID
 		bySession[ev.Session] = append(bySession[ev.Session], ev.Type)
 		switch ev.Type {
-		case eventbus.TypeSessionClosed:
+		case frame.TypeSessionClosed:
 			closed = append(closed, ev.Session)
 			continue
 		case TypeTurnStart, TypeTurnEnd:
@@ -131,7 +131,7 @@ func checkRunShapes(t *testing.T, bus *eventbus.Bus) {
 			assert.Equal(t, TypeTurnEnd, types[len(types)-1])
 		} else {
 			assert.Equal(t, TypeTurnEnd, types[len(types)-2], "%s", s)
-			assert.Equal(t, eventbus.TypeSessionClosed, types[len(types)-1], "%s is closed at the end", s)
+			assert.Equal(t, frame.TypeSessionClosed, types[len(types)-1], "%s is closed at the end", s)
 			assert.Contains(t, types, TypeToolCall)
 			assert.Contains(t, types, TypeMessageChunk)
 			assert.Contains(t, types, TypeThoughtChunk)

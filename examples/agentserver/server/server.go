@@ -20,6 +20,7 @@ import (
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/adapters/ws"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -142,8 +143,8 @@ func New(bus *eventbus.Bus, o Options) (*Server, error) {
 	case o.WriteTimeout > 0:
 		s.writeTimeout = o.WriteTimeout
 	}
-	for _, t := range []string{eventbus.TypeStateResyncRequired, eventbus.TypeReplayComplete,
-		eventbus.TypeSlowClientWarning, eventbus.TypeClientEvicted, eventbus.TypeSessionClosed, "message", TypeHello} {
+	for _, t := range []string{frame.TypeStateResyncRequired, frame.TypeReplayComplete,
+		frame.TypeSlowClientWarning, frame.TypeClientEvicted, frame.TypeSessionClosed, "message", TypeHello} {
 		s.addType(t)
 	}
 	for _, t := range o.Types {

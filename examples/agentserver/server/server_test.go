@@ -16,7 +16,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/replaybus/replaybus/adapters/sse"
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -25,7 +24,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func newServer(t *testing.T, o Options) *Server {
 	t.Helper()
-	bus, err := eventbus.New(config.Config{})
+	bus, err := eventbus.New(eventbus.Options{})
 	require.NoError(t, err)
 	s, err := New(bus, o)
 	require.NoError(t, err)

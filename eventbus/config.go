@@ -1,19 +1,14 @@
-package config
+package eventbus
 
-import "time"
-
-// Prefix is the prefix of every environment variable this package reads.
-// The names are in AgentPool's namespace and follow its setting names
-// (AGENTPOOL_EVENTBUS_REPLAY_BUFFER_SIZE is its eventbus_replay_buffer_size),
-// but AgentPool itself reads none of them: it takes those settings from its
-// YAML manifest and the EventBus constructor. [Load] treats every variable
-// with this prefix as its own and refuses the ones it does not know.
-const Prefix = "AGENTPOOL_EVENTBUS_"
+import (
+	"log/slog"
+	"time"
+)
 
 // OverflowPolicy says what the bus does when a subscriber's live queue is
 // full. The names are AgentPool's; [OverflowPolicy.Validate] accepts the three
-// constants below and nothing else. The zero value "" inside a [Config]
-// means "not set": the default rule of Config.OverflowPolicy applies.
+// constants below and nothing else. The zero value "" inside an [Options]
+// means "not set": the default rule of Options.OverflowPolicy applies.
 type OverflowPolicy string
 
 // The overflow policies. "block" is deliberately absent: it would stall the
@@ -32,60 +27,56 @@ const (
 	DropNewest OverflowPolicy = "drop_newest"
 )
 
-// Defaults, as AgentPool and qwen-code ship them. [Config.WithDefaults]
-// puts them into zero fields.
+// Defaults, as AgentPool and qwen-code ship them; [Options.WithDefaults]
+// puts them into zero fields (each field's doc names its own).
 const (
-	// DefaultReplayBufferSize is 100 events per session, AgentPool's
+	// defaultReplayBufferSize is 100 events per session, AgentPool's
 	// eventbus_replay_buffer_size.
-	DefaultReplayBufferSize = 100
-	// DefaultMaxQueueSize is 1000 frames per subscriber, AgentPool's
+	defaultReplayBufferSize = 100
+	// defaultMaxQueueSize is 1000 frames per subscriber, AgentPool's
 	// max_queue_size.
-	DefaultMaxQueueSize = 1000
-	// DefaultMaxQueuedBytes is 2 MiB of event data per subscriber.
-	DefaultMaxQueuedBytes = 2 << 20
-	// DefaultMaxSubscribers is 64 subscribers per session, qwen-code's
+	defaultMaxQueueSize = 1000
+	// defaultMaxQueuedBytes is 2 MiB of event data per subscriber.
+	defaultMaxQueuedBytes = 2 << 20
+	// defaultMaxSubscribers is 64 subscribers per session, qwen-code's
 	// maxSubscribers.
-	DefaultMaxSubscribers = 64
-	// DefaultSessionTTL is one hour of idleness before a session expires.
-	DefaultSessionTTL = time.Hour
-	// DefaultReplayBudgetBytes is 8 MiB of event data replayed per
+	defaultMaxSubscribers = 64
+	// defaultSessionTTL is one hour of idleness before a session expires.
+	defaultSessionTTL = time.Hour
+	// defaultReplayBudgetBytes is 8 MiB of event data replayed per
 	// subscribe.
-	DefaultReplayBudgetBytes = 8 << 20
-	// DefaultOverflowPolicy is [DropOldest], AgentPool's default
+	defaultReplayBudgetBytes = 8 << 20
+	// defaultOverflowPolicy is [DropOldest], AgentPool's default
 	// (EventBus(overflow_policy="drop_oldest")): the policy of an
 	// in-process subscriber when neither the subscription nor the
-	// configuration sets one. Streaming adapters use
-	// [DefaultStreamOverflowPolicy] instead; see Config.OverflowPolicy.
-	DefaultOverflowPolicy = DropOldest
-	// DefaultStreamOverflowPolicy is [DropSubscriber], qwen-code's
-	// behaviour: the policy of an SSE (or other network stream)
-	// subscriber when the configuration does not set one — its client
-	// resumes by itself from the replay buffer with Last-Event-ID, which
-	// loses nothing, where dropping would leave a gap to repair.
-	DefaultStreamOverflowPolicy = DropSubscriber
-	// DefaultNATSRetention is 20: the NATS JetStream stream keeps 20
+	// configuration sets one. Streaming adapters use drop_subscriber
+	// instead; see Options.OverflowPolicy.
+	defaultOverflowPolicy = DropOldest
+	// defaultNATSRetention is 20: the NATS JetStream stream keeps 20
 	// replay buffers' worth of events per session (2000 with the default
 	// buffer), so a node may lag that far behind one session before it
 	// loses events (measured in docs/distributed.md).
-	DefaultNATSRetention = 20
-	// DefaultClosedRetention is 10 minutes: how long a closed sub-agent
+	defaultNATSRetention = 20
+	// defaultClosedRetention is 10 minutes: how long a closed sub-agent
 	// session's replay buffer stays readable for the scopes of its
 	// still-open ancestors.
-	DefaultClosedRetention = 10 * time.Minute
-	// DefaultMaxRetained is 1000 closed sessions' replay buffers kept at
+	defaultClosedRetention = 10 * time.Minute
+	// defaultMaxRetained is 1000 closed sessions' replay buffers kept at
 	// once per bus.
-	DefaultMaxRetained = 1000
+	defaultMaxRetained = 1000
 )
 
-// Config is the bus configuration. A zero field means its documented
-// default, so Config{} is a valid configuration; [Load] fills it from the
-// AGENTPOOL_EVENTBUS_* variables and [LoadWith] lets a program set fields
-// that win over them. [Config.Validate] checks the ranges. Each field's env
-// tag is its variable name without [Prefix].
+// Options configure a [Bus] (see [New]): the one configuration struct of
+// the bus. A zero field means its documented default, so Options{} is a
+// valid configuration. The bus never reads the environment; the config
+// package fills an Options from the AGENTPOOL_EVENTBUS_* variables (each
+// field's env tag is its variable name without that prefix; "-" marks
+// the fields only code can set).
+// [Options.Validate] checks the ranges.
 //
-// A Config is a plain value: copying it is safe, and so is sharing it
+// An Options is a plain value: copying it is safe, and so is sharing it
 // between goroutines that do not modify it.
-type Config struct {
+type Options struct {
 	// ReplayBufferSize is the number of events kept per session for replay
 	// (AgentPool's eventbus_replay_buffer_size). Range 1–1,000,000; zero
 	// means 100. Env: AGENTPOOL_EVENTBUS_REPLAY_BUFFER_SIZE.
@@ -124,11 +115,10 @@ type Config struct {
 	// SubscribeOptions.Policy wins; else a policy set here (by the
 	// variable or in code) applies to every subscriber; else — the field
 	// is zero — in-process subscribers get drop_oldest (AgentPool's
-	// default, [DefaultOverflowPolicy]) and the SSE handler's subscribers
-	// get drop_subscriber ([DefaultStreamOverflowPolicy]: its clients
-	// resume by themselves). Zero stays zero through WithDefaults and
-	// Load, so that eventbus.Bus.OverflowPolicySet can tell an adapter
-	// which case holds.
+	// default) and the SSE and WebSocket handlers' subscribers get
+	// drop_subscriber (their clients
+	// resume by themselves). Zero stays zero through WithDefaults, New
+	// and [Bus.Options], so that an adapter can tell which case holds.
 	OverflowPolicy OverflowPolicy `env:"OVERFLOW_POLICY"`
 
 	// DroppableTypes lists event types that may be dropped for a slow
@@ -183,4 +173,56 @@ type Config struct {
 	// ReplayBufferSize events. Range 1–1,000,000; zero means 1000.
 	// Env: AGENTPOOL_EVENTBUS_MAX_RETAINED.
 	MaxRetained int `env:"MAX_RETAINED"`
+
+	// Logger receives log records about slow clients, evictions, drops and
+	// session expiry, aggregated and rate-limited: one WARN line per
+	// eviction and per drop episode of a subscriber (then at most one per
+	// 10 s with the count since), INFO for slow-client warnings and
+	// expiries, at most 10 lines per kind per 10 s (the next line says how
+	// many were suppressed). Records are written after the bus lock is
+	// released, on the goroutine of the call that caused them (Publish,
+	// ExpireIdle, a backend's feed). [Bus.Stats] counts every incident
+	// exactly. Nil (the default): no logging.
+	Logger *slog.Logger `env:"-"`
+
+	// Diagnostics, if set, is called for every slow-client warning,
+	// eviction, drop and session expiry (see [Diagnostic]), unaggregated,
+	// on the goroutine of the call that caused it (Publish, ExpireIdle, a
+	// backend's feed) after the bus lock is released, before that call
+	// returns; it may call back into the bus, but a slow one slows that
+	// caller. Nil (the default): none.
+	Diagnostics func(Diagnostic) `env:"-"`
+
+	// Epoch fixes the bus epoch (1–64 characters from [A-Za-z0-9_])
+	// instead of drawing a random one; useful for tests and for a bus that
+	// restores state. "" (the default): 16 random hex digits. A bus over a
+	// backend takes the backend's epoch and ignores this field.
+	Epoch string `env:"-"`
+
+	// SessionController, if set, is asked for a session's parent the first
+	// time the bus sees the id without being told one: when [Bus.Publish]
+	// or [Bus.Subscribe] creates the session implicitly (CreateSession
+	// names the parent itself and is not asked). The answer places the
+	// session in the tree from its first event, so descendants and subtree
+	// subscribers hear it at once. A parent the bus does not know is
+	// created the same way (asking in turn for its parent, at most 64
+	// levels up); a parent that is closed, that would close a cycle, or
+	// that is not a valid session id is ignored and the session starts as
+	// a root (attach it later with CreateSession). It is asked once per id.
+	//
+	// It runs with the structure lock held exclusively (every publisher
+	// waits), on the goroutine of the call that created the session: it
+	// must be quick and must not call back into the bus. A panic in it is
+	// recovered (the lock is released): the Publish or Subscribe that
+	// would have created the session returns an ErrInvalid error naming
+	// the panic, and the session is not created. Nil (the default):
+	// implicit sessions are roots.
+	SessionController SessionController `env:"-"`
+
+	// now is the bus's clock; nil is time.Now (set by tests).
+	now func() time.Time
 }
+
+// SessionController tells the bus a session's parent: it returns the
+// parent's id, or "" for a root (see [Options.SessionController]).
+type SessionController func(sessionID string) (parentID string)

@@ -1,24 +1,24 @@
-package eventbus_test
+package backend_test
 
 import (
 	"context"
 	"fmt"
 
-	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/backend"
 )
 
 // A producer that streams many events publishes them through a pipeline:
 // over NATS JetStream up to Window acks stay in flight instead of one
 // round trip per event; OnStored reports each event with its id, in
 // order. On the in-memory bus every Publish completes at once.
-func ExampleBus_NewPipeline() {
-	bus, err := eventbus.New(config.Config{})
+func ExampleNewPipeline() {
+	bus, err := eventbus.New(eventbus.Options{})
 	if err != nil {
 		panic(err)
 	}
 	defer bus.Close()
-	pl, err := bus.NewPipeline(eventbus.PipelineOptions{
+	pl, err := backend.NewPipeline(bus, backend.PipelineOptions{
 		Window:   64,
 		OnStored: func(ev eventbus.Event) { fmt.Println("stored", ev.ID, ev.Type) },
 	})

@@ -7,108 +7,71 @@ import (
 	"slices"
 	"time"
 
-	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/eventbus/frame"
+	"github.com/replaybus/replaybus/eventbus/internal/hook"
 )
 
-// Backend is the one seam below the delivery protocol: where ids, history and cross-node
-// fan-out live. The in-memory bus ([New]) needs none; adapters/nats
-// implements it over NATS JetStream so that several bus nodes share one
-// sequence. The delivery protocol — subscriber queues, policies, frames,
-// scopes — stays in the Bus and does not know which backend runs.
-//
-// A Bus made with [NewWithBackend] keeps a local replay buffer per session
-// that the backend's feed fills; subscribe, snapshot and replay are local,
-// so the four-step subscribe protocol stays gap-free and duplicate-free
-// whatever the backend.
-type Backend interface {
-	// Epoch identifies the backend's history: the same on every node and
-	// across node restarts, new when the history is lost (a re-created
-	// stream), so that cursors from the old history are an epoch_reset.
+// remote is what the bus needs of the backend a bus of package
+// eventbus/backend is made over (a backend.Backend satisfies it): the
+// backend appends, and its feed (busFeed) delivers. Its optional LastID
+// (backend.Syncer) bounds awaitFeed's wait.
+type remote interface {
 	Epoch() string
-	// Append stores ev (ID 0; Session, Type, Data, Time, Origin set) for
-	// the session whose place in the tree is path (root first, the session
-	// last) and returns the id it was given. Ids rise strictly in the order
-	// events reach every node's [Feed]. It must not wait on any subscriber;
-	// it returns the backend's error (timeouts, no responders, a closed
-	// connection) as is. The bus passes a ctx without deadline: the backend
-	// bounds the append by its own timeout (one timer per append).
 	Append(ctx context.Context, path []string, ev Event) (uint64, error)
-	// Start begins feeding every stored event to feed in id order, from the
-	// oldest the backend still holds. Calls to feed never overlap. It
-	// returns once the feed is running; ctx bounds the start only.
-	Start(ctx context.Context, feed Feed) error
-	// Close stops the feed and releases the backend. Idempotent.
 	Close() error
 }
 
-// Feed is what a [Backend] delivers into. The Bus implements it; backends
-// call it from one goroutine at a time.
-type Feed interface {
-	// Ingest hands over one stored event with its id. Events with an id at
-	// or below one already ingested are ignored (deduplication by sequence
-	// on the hand-off from history to live). A session_closed event closes
-	// the session on this node; a TypeSessionCreated event only creates the
-	// sessions along path.
-	Ingest(path []string, ev Event)
-	// Evicted records that the backend dropped the session's events with
-	// ids up to upTo before this node saw them, so a resume from before
-	// them gets ring_evicted rather than a silent gap. When upTo is at or
-	// past the next id the node expects (events it never ingested, not
-	// ones its ring already holds), every live subscriber whose scope
-	// covers the session also gets state_resync_required{feed_gap} at that
-	// point of its stream, before the events that follow the gap.
-	Evicted(path []string, upTo uint64)
-	// Fail ends every current subscription with err (wrapped in
-	// ErrBackend); clients then resume, here once the backend recovers or
-	// on another node. The bus stays usable.
-	Fail(err error)
-}
-
-// Syncer is implemented by a [Backend] whose feed can run behind its
-// appends (adapters/nats): LastID asks the backend for the highest id it has
-// stored, whichever node appended it.
-//
-// A Bus over a Syncer uses it when a Subscribe carries a cursor at or past
-// the next id this node expects (a client that moves from a node ahead to a
-// node behind): Subscribe first waits, bounded by its context and 10 s, until
-// the feed has ingested up to min(cursor, LastID), and only then decides on
-// epoch_reset, so such a client is neither told to resync nor handed an id
-// twice. Without Syncer the wait is for the cursor itself.
-type Syncer interface {
-	// LastID returns the highest id the backend has stored, or the
-	// backend's error (the wait is then skipped).
+// syncer is backend.Syncer.
+type syncer interface {
 	LastID(ctx context.Context) (uint64, error)
 }
 
-// TypeSessionCreated is the type of the control record a backend-driven bus
-// appends for [Bus.CreateSession] so every node learns the session and its
-// parent. It consumes an id but is never stored or delivered.
-const TypeSessionCreated = "_replaybus.session_created"
+// typeSessionCreated is backend.typeSessionCreated: the control record a
+// bus over a backend appends for CreateSession so every node learns the
+// session and its parent. It consumes an id but is never stored or
+// delivered.
+const typeSessionCreated = "_replaybus.session_created"
 
 // ErrBackend wraps a backend failure that ended a subscription.
 var ErrBackend = errors.New("eventbus: backend failure")
 
-// NewWithBackend returns a Bus whose ids, history and cross-node fan-out
-// come from be, as [New] otherwise. The bus's epoch is be.Epoch(). It calls
-// be.Start and returns its error; [Bus.Close] also closes be.
-func NewWithBackend(ctx context.Context, cfg config.Config, be Backend, opts ...Option) (*Bus, error) {
-	opts = append(opts, WithEpoch(be.Epoch()))
-	b, err := New(cfg, opts...)
-	if err != nil {
-		return nil, err
+func init() {
+	hook.NewBus = func(opts, be any) (any, any, error) {
+		r, ok := be.(remote)
+		if !ok {
+			return nil, nil, invalidf("backend %T does not implement Epoch, Append and Close", be)
+		}
+		o := opts.(Options)
+		o.Epoch = r.Epoch()
+		b, err := New(o)
+		if err != nil {
+			return nil, nil, err
+		}
+		b.remote = r
+		return b, busFeed{b}, nil
 	}
-	b.backend = be
-	if err := be.Start(ctx, busFeed{b}); err != nil {
-		b.Close()
-		return nil, fmt.Errorf("eventbus: starting backend: %w", err)
+	hook.Prepare = func(bus any, sessionID, typ string, data, opts any) (any, []string, error) {
+		po, _ := opts.([]PublishOption)
+		return bus.(*Bus).preparePublish(sessionID, typ, data, po)
 	}
-	return b, nil
+	hook.Acked = func(bus any, id uint64) { bus.(*Bus).noteAcked(id) }
+	hook.Backend = func(bus any) any {
+		if r := bus.(*Bus).remote; r != nil {
+			return r
+		}
+		return nil
+	}
 }
 
-// busFeed keeps the Feed methods off the Bus's own method set.
+// busFeed is the backend.Feed of a bus over a backend: what the backend
+// delivers into. A type of its own keeps the Feed methods off the Bus's
+// method set.
 type busFeed struct{ b *Bus }
 
+// Ingest is backend.Feed.Ingest.
 func (f busFeed) Ingest(path []string, ev Event) { f.b.ingest(path, ev) }
+
+// Evicted is backend.Feed.Evicted.
 func (f busFeed) Evicted(path []string, upTo uint64) {
 	b := f.b
 	b.mu.Lock()
@@ -123,6 +86,8 @@ func (f busFeed) Evicted(path []string, upTo uint64) {
 		}
 	}
 }
+
+// Fail is backend.Feed.Fail.
 func (f busFeed) Fail(err error) {
 	b := f.b
 	b.mu.Lock()
@@ -203,17 +168,17 @@ func (b *Bus) ingest(path []string, ev Event) {
 		return
 	}
 	b.seq.Store(ev.ID - 1) // appendLocked takes this id
-	if _, closed := b.tombs[path[len(path)-1]]; closed && ev.Type == TypeSessionClosed {
+	if _, closed := b.tombs[path[len(path)-1]]; closed && ev.Type == frame.TypeSessionClosed {
 		b.seq.Store(ev.ID) // closed twice (two nodes at once): once is enough
 		return
 	}
 	x := b.ensurePathLocked(path)
-	if x == nil || ev.Type == TypeSessionCreated {
+	if x == nil || ev.Type == typeSessionCreated {
 		b.seq.Store(ev.ID)
 		return
 	}
 	r := &record{session: x.id, typ: ev.Type, data: ev.Data, origin: originRef(ev.Origin), nanos: ev.Time.UnixNano()}
-	if ev.Type == TypeSessionClosed {
+	if ev.Type == frame.TypeSessionClosed {
 		b.appendLocked(x, r, true, &fan{})
 		b.tombs[x.id] = r.nanos
 		b.closeLocked(x, false)
@@ -245,16 +210,16 @@ func (b *Bus) wakeFeedWaitersLocked() {
 	b.feedWaiters = kept
 }
 
-// awaitFeed is the wait of [Syncer]: it returns once this node has ingested
+// awaitFeed is the wait of backend.Syncer: it returns once this node has ingested
 // up to cursor (or the backend's last id, if lower), ctx is done, the bus
 // closes or backendTimeout passes. It returns at once for a cursor below the
 // next id, and does nothing for the in-memory bus.
 func (b *Bus) awaitFeed(ctx context.Context, cursor uint64) {
-	if b.backend == nil {
+	if b.remote == nil {
 		return // in memory: nothing to wait for, and no lock to take
 	}
 	b.mu.Lock()
-	behind := b.backend != nil && !b.closed && cursor > b.seq.Load()
+	behind := b.remote != nil && !b.closed && cursor > b.seq.Load()
 	b.mu.Unlock()
 	if !behind {
 		return
@@ -262,7 +227,7 @@ func (b *Bus) awaitFeed(ctx context.Context, cursor uint64) {
 	ctx, cancel := context.WithTimeout(ctx, backendTimeout)
 	defer cancel()
 	target := cursor
-	if sy, ok := b.backend.(Syncer); ok {
+	if sy, ok := b.remote.(syncer); ok {
 		last, err := sy.LastID(ctx)
 		if err != nil {
 			return
@@ -294,7 +259,7 @@ const backendTimeout = 10 * time.Second
 // appendRemote hands one event to the backend (Publish, CloseSession and
 // CreateSession of a backend-driven bus).
 func (b *Bus) appendRemote(path []string, ev Event) (Event, error) {
-	id, err := b.backend.Append(context.Background(), path, ev)
+	id, err := b.remote.Append(context.Background(), path, ev)
 	if err != nil {
 		return Event{}, fmt.Errorf("eventbus: publish to backend: %w", err)
 	}
@@ -305,4 +270,56 @@ func (b *Bus) appendRemote(path []string, ev Event) (Event, error) {
 	}
 	b.mu.Unlock()
 	return ev, nil
+}
+
+// noteAcked raises the highest id the backend acknowledged to this node.
+func (b *Bus) noteAcked(id uint64) {
+	if id == 0 {
+		return
+	}
+	b.mu.Lock()
+	if id > b.highWater {
+		b.highWater = id
+	}
+	b.mu.Unlock()
+}
+
+// preparePublish is the first half of a pipelined publish over a backend
+// (hook.Prepare): the checks and
+// the encoding of [Bus.Publish], then, under the lock, the session (created
+// as a root if new, marked published) and its tree path.
+func (b *Bus) preparePublish(sessionID, typ string, data any, opts []PublishOption) (Event, []string, error) {
+	var origin string
+	if len(opts) > 0 {
+		opts = slices.DeleteFunc(slices.Clone(opts), func(o PublishOption) bool { return o == nil })
+		var po publishOptions
+		for _, o := range opts {
+			o(&po)
+		}
+		origin = po.origin
+	}
+	if err := checkName("session id", sessionID); err != nil {
+		return Event{}, nil, err
+	}
+	if err := checkName("event type", typ); err != nil {
+		return Event{}, nil, err
+	}
+	if frame.Reserved(typ) {
+		return Event{}, nil, invalidf("event type %q is reserved for the bus's own frames", typ)
+	}
+	raw, err := encode(data)
+	if err != nil {
+		return Event{}, nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return Event{}, nil, ErrClosed
+	}
+	x, err := b.sessionLocked(sessionID, true)
+	if err != nil {
+		return Event{}, nil, err
+	}
+	x.published = true
+	return Event{Session: sessionID, Type: typ, Data: raw, Time: b.cfg.now(), Origin: origin}, x.pathLocked(), nil
 }

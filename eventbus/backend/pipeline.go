@@ -1,11 +1,13 @@
-package eventbus
+package backend
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
+
+	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/internal/hook"
 )
 
 // AsyncBackend is a [Backend] that can keep several appends in flight
@@ -18,7 +20,7 @@ type AsyncBackend interface {
 	// one goroutine are stored in the order sent, each or not at all (a
 	// backend never retries one behind a later one). An error returned
 	// here means the event was not sent.
-	AppendAsync(path []string, ev Event) (PendingAppend, error)
+	AppendAsync(path []string, ev eventbus.Event) (PendingAppend, error)
 }
 
 // PendingAppend is one append of [AsyncBackend.AppendAsync] in flight.
@@ -39,7 +41,7 @@ const (
 	MaxPipelineWindow = 4096
 )
 
-// PipelineOptions configure [Bus.NewPipeline].
+// PipelineOptions configure [NewPipeline].
 type PipelineOptions struct {
 	// Window is how many events may be sent and not yet acknowledged by
 	// the backend, 1–4096; zero means 256.
@@ -48,7 +50,7 @@ type PipelineOptions struct {
 	// it (its ID set), in publish order, on the goroutine of the
 	// [Pipeline.Publish] or [Pipeline.Flush] that learnt it. It must not
 	// call the pipeline.
-	OnStored func(Event)
+	OnStored func(eventbus.Event)
 }
 
 // Pipeline publishes events into a bus with a bounded window of backend
@@ -56,24 +58,24 @@ type PipelineOptions struct {
 // streaming its output): [Pipeline.Publish] returns once the event is sent,
 // without waiting for the backend to store it, and waits only when Window
 // events are in flight. Over NATS JetStream this is many times the rate of
-// [Bus.Publish], which waits for every ack (see docs/benchmarks.md).
+// [eventbus.Bus.Publish], which waits for every ack (see docs/benchmarks.md).
 //
 // The guarantees of Publish stay: ids are the backend's sequence (the
 // stream sequence over NATS), rise strictly in the order of the Publish
 // calls, and reach every subscriber as any published event does. A failure
 // is reported by the Publish or Flush that finds it, as a [*PipelineError]
 // listing every event whose fate is unknown. On the in-memory bus, and
-// over a backend without [AsyncBackend], each Publish is a [Bus.Publish].
+// over a backend without [AsyncBackend], each Publish is a [eventbus.Bus.Publish].
 //
 // A Pipeline is safe for concurrent use; calls are serialised, and events
 // are ordered by the order in which Publish calls take the pipeline's lock.
 // It holds no goroutine: drop it after a final Flush. Events still in flight
 // when it is dropped are stored or not, unreported.
 type Pipeline struct {
-	b      *Bus
+	b      *eventbus.Bus
 	be     AsyncBackend // nil: publish synchronously
 	window int
-	onOK   func(Event)
+	onOK   func(eventbus.Event)
 
 	mu     sync.Mutex
 	flight []inflight // ring of window slots; oldest at head
@@ -82,7 +84,7 @@ type Pipeline struct {
 }
 
 type inflight struct {
-	ev Event
+	ev eventbus.Event
 	p  PendingAppend
 }
 
@@ -92,7 +94,7 @@ type inflight struct {
 // through OnStored as usual. After it the pipeline is empty and usable.
 type PipelineError struct {
 	// Unknown are the events concerned, in publish order, with ID 0.
-	Unknown []Event
+	Unknown []eventbus.Event
 	// Err is the first backend error.
 	Err error
 }
@@ -106,25 +108,25 @@ func (e *PipelineError) Error() string {
 // for example, rbnats.ErrNoAck).
 func (e *PipelineError) Unwrap() error { return e.Err }
 
-// NewPipeline returns a [Pipeline] publishing into b. Errors: ErrInvalid
-// naming a Window out of range.
-func (b *Bus) NewPipeline(opts PipelineOptions) (*Pipeline, error) {
+// NewPipeline returns a [Pipeline] publishing into b. Errors:
+// eventbus.ErrInvalid naming a Window out of range.
+func NewPipeline(b *eventbus.Bus, opts PipelineOptions) (*Pipeline, error) {
 	w := opts.Window
 	if w == 0 {
 		w = DefaultPipelineWindow
 	}
 	if w < 1 || w > MaxPipelineWindow {
-		return nil, invalidf("pipeline window %d out of range [1, %d]", opts.Window, MaxPipelineWindow)
+		return nil, fmt.Errorf("%w: pipeline window %d out of range [1, %d]", eventbus.ErrInvalid, opts.Window, MaxPipelineWindow)
 	}
 	p := &Pipeline{b: b, window: w, onOK: opts.OnStored}
-	if be, ok := b.backend.(AsyncBackend); ok {
+	if be, ok := hook.Backend(b).(AsyncBackend); ok {
 		p.be = be
 		p.flight = make([]inflight, w)
 	}
 	return p, nil
 }
 
-// Publish publishes one event as [Bus.Publish] does (the same checks, the
+// Publish publishes one event as [eventbus.Bus.Publish] does (the same checks, the
 // same errors for bad input, a closed session or a closed bus; a refused
 // event consumes no id), but over an [AsyncBackend] returns once the event
 // is sent. When Window events are in flight it first waits for the oldest
@@ -133,7 +135,7 @@ func (b *Bus) NewPipeline(opts PipelineOptions) (*Pipeline, error) {
 // When it finds that an earlier event failed, it waits for every event in
 // flight and returns a [*PipelineError] naming the ones not confirmed; the
 // event of this call is then not published (publish it again if wanted).
-func (p *Pipeline) Publish(sessionID, typ string, data any, opts ...PublishOption) error {
+func (p *Pipeline) Publish(sessionID, typ string, data any, opts ...eventbus.PublishOption) error {
 	if p.be == nil {
 		ev, err := p.b.Publish(sessionID, typ, data, opts...)
 		if err == nil && p.onOK != nil {
@@ -141,10 +143,11 @@ func (p *Pipeline) Publish(sessionID, typ string, data any, opts ...PublishOptio
 		}
 		return err
 	}
-	ev, path, err := p.b.preparePublish(sessionID, typ, data, opts)
+	e, path, err := hook.Prepare(p.b, sessionID, typ, data, opts)
 	if err != nil {
 		return err
 	}
+	ev := e.(eventbus.Event)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.n == p.window {
@@ -185,7 +188,7 @@ func (p *Pipeline) Pending() int {
 // PipelineError. p.mu held.
 func (p *Pipeline) settleLocked(ctx context.Context, k int) error {
 	var high uint64
-	defer func() { p.b.noteAcked(high) }()
+	defer func() { hook.Acked(p.b, high) }()
 	for ; k > 0 && p.n > 0; k-- {
 		f := &p.flight[p.head]
 		id, err := f.p.Wait(ctx)
@@ -236,55 +239,4 @@ func (p *Pipeline) failLocked(first error, high *uint64) error {
 	}
 	p.head = 0
 	return perr
-}
-
-// noteAcked raises the highest id the backend acknowledged to this node.
-func (b *Bus) noteAcked(id uint64) {
-	if id == 0 {
-		return
-	}
-	b.mu.Lock()
-	if id > b.highWater {
-		b.highWater = id
-	}
-	b.mu.Unlock()
-}
-
-// preparePublish is the first half of a backend Publish: the checks and
-// the encoding of [Bus.Publish], then, under the lock, the session (created
-// as a root if new, marked published) and its tree path.
-func (b *Bus) preparePublish(sessionID, typ string, data any, opts []PublishOption) (Event, []string, error) {
-	var origin string
-	if len(opts) > 0 {
-		opts = slices.DeleteFunc(slices.Clone(opts), func(o PublishOption) bool { return o == nil })
-		var po publishOptions
-		for _, o := range opts {
-			o(&po)
-		}
-		origin = po.origin
-	}
-	if err := checkName("session id", sessionID); err != nil {
-		return Event{}, nil, err
-	}
-	if err := checkName("event type", typ); err != nil {
-		return Event{}, nil, err
-	}
-	if Reserved(typ) {
-		return Event{}, nil, invalidf("event type %q is reserved for the bus's own frames", typ)
-	}
-	raw, err := encode(data)
-	if err != nil {
-		return Event{}, nil, err
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return Event{}, nil, ErrClosed
-	}
-	x, err := b.sessionLocked(sessionID, true)
-	if err != nil {
-		return Event{}, nil, err
-	}
-	x.published = true
-	return Event{Session: sessionID, Type: typ, Data: raw, Time: b.opts.now(), Origin: origin}, x.pathLocked(), nil
 }

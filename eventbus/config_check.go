@@ -1,0 +1,245 @@
+package eventbus
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// Ranges of the fields (inclusive), the same for the programmatic struct and
+// for the environment.
+const (
+	// maxCount bounds ReplayBufferSize, MaxQueueSize and MaxSubscribers:
+	// 1,000,000, qwen-code's soft cap on its event ring.
+	maxCount = 1_000_000
+	// maxBytes bounds MaxQueuedBytes and ReplayBudgetBytes: 1 GiB.
+	maxBytes = 1 << 30
+	// minSessionTTL is the shortest SessionTTL: one second.
+	minSessionTTL = time.Second
+	// maxSessionTTL is the longest SessionTTL: 8760h (365 days).
+	maxSessionTTL = 8760 * time.Hour
+	// maxNATSRetention bounds NATSRetention: 1000 replay buffers.
+	maxNATSRetention = 1000
+)
+
+// The range errors, shared by Validate and the config package so both say
+// the same.
+var (
+	errCountRange = outOfRange("[1, 1000000]")
+	errBytesRange = outOfRange("[1B, 1GiB]")
+	errTTLRange   = outOfRange("[1s, 8760h]")
+	errRetRange   = outOfRange("[1, 1000]")
+	errAgeRange   = outOfRange("0 or [1s, 8760h]")
+	errBlock      = invalid("refused: block would stall every publisher behind one slow subscriber (want drop_subscriber, drop_oldest or drop_newest)")
+	errPolicy     = invalid("unknown overflow policy (want drop_subscriber, drop_oldest or drop_newest)")
+)
+
+// WithDefaults returns c with every zero field replaced by its default:
+// ReplayBufferSize 100, MaxQueueSize 1000, MaxQueuedBytes 2 MiB,
+// MaxSubscribers 64, SessionTTL 1h, ReplayBudgetBytes 8 MiB, NATSRetention
+// 20, ClosedRetention 10m, MaxRetained 1000. OverflowPolicy stays zero: "" is not a policy but "apply the default
+// rule" (drop_oldest in process, drop_subscriber for streams; see
+// Options.OverflowPolicy), which only the subscriber's side can apply.
+// DroppableTypes (default none) and DisableSlowClientWarning (default
+// false) have no zero to replace. Negative
+// values are kept, for [Options.Validate] to refuse. c is not modified; the
+// returned Options shares c's DroppableTypes slice.
+func (c Options) WithDefaults() Options {
+	if c.ReplayBufferSize == 0 {
+		c.ReplayBufferSize = defaultReplayBufferSize
+	}
+	if c.MaxQueueSize == 0 {
+		c.MaxQueueSize = defaultMaxQueueSize
+	}
+	if c.MaxQueuedBytes == 0 {
+		c.MaxQueuedBytes = defaultMaxQueuedBytes
+	}
+	if c.MaxSubscribers == 0 {
+		c.MaxSubscribers = defaultMaxSubscribers
+	}
+	if c.SessionTTL == 0 {
+		c.SessionTTL = defaultSessionTTL
+	}
+	if c.ReplayBudgetBytes == 0 {
+		c.ReplayBudgetBytes = defaultReplayBudgetBytes
+	}
+	if c.NATSRetention == 0 {
+		c.NATSRetention = defaultNATSRetention
+	}
+	if c.ClosedRetention == 0 {
+		c.ClosedRetention = defaultClosedRetention
+	}
+	if c.MaxRetained == 0 {
+		c.MaxRetained = defaultMaxRetained
+	}
+	return c
+}
+
+// Validate checks c after [Options.WithDefaults] (so zero fields are fine)
+// and returns nil or every problem at once, joined with [errors.Join]. Each
+// problem is an [*OptionError] naming the Go field and its value, for
+// example `eventbus: MaxQueueSize=-5: out of range [1, 1000000]`, matching
+// [ErrInvalid] (and [ErrOutOfRange] for a range). The ranges are in the
+// fields' documentation; negative numbers and durations are always errors, and so
+// are a "block" or unknown OverflowPolicy and a DroppableTypes entry that is
+// empty or contains white space or a control character. Validate does not
+// modify c and is safe for concurrent use.
+func (c Options) Validate() error {
+	var errs []error
+	for _, p := range c.WithDefaults().problems() {
+		errs = append(errs, &OptionError{Field: p.field, Value: p.value, Err: p.err})
+	}
+	return errors.Join(errs...)
+}
+
+// problem is one out-of-range or invalid field, before it is attributed to
+// a Go field (OptionError).
+type problem struct {
+	field string
+	value any
+	err   error
+}
+
+// problems checks every field of c, which must already have its defaults,
+// in declaration order.
+func (c Options) problems() []problem {
+	var ps []problem
+	add := func(field string, value any, err error) {
+		ps = append(ps, problem{field, value, err})
+	}
+	count := func(field string, v int) {
+		if v < 1 || v > maxCount {
+			add(field, v, errCountRange)
+		}
+	}
+	bytes := func(field string, v int64) {
+		if v < 1 || v > maxBytes {
+			add(field, v, errBytesRange)
+		}
+	}
+	count("ReplayBufferSize", c.ReplayBufferSize)
+	count("MaxQueueSize", c.MaxQueueSize)
+	bytes("MaxQueuedBytes", c.MaxQueuedBytes)
+	count("MaxSubscribers", c.MaxSubscribers)
+	if c.SessionTTL < minSessionTTL || c.SessionTTL > maxSessionTTL {
+		add("SessionTTL", c.SessionTTL, errTTLRange)
+	}
+	if err := c.OverflowPolicy.check(); err != nil && c.OverflowPolicy != "" {
+		add("OverflowPolicy", c.OverflowPolicy, err)
+	}
+	for _, t := range c.DroppableTypes {
+		if err := checkType(t); err != nil {
+			add("DroppableTypes", c.DroppableTypes, err)
+			break
+		}
+	}
+	bytes("ReplayBudgetBytes", c.ReplayBudgetBytes)
+	if c.NATSRetention < 1 || c.NATSRetention > maxNATSRetention {
+		add("NATSRetention", c.NATSRetention, errRetRange)
+	}
+	if c.NATSMaxAge != 0 && (c.NATSMaxAge < time.Second || c.NATSMaxAge > maxSessionTTL) {
+		add("NATSMaxAge", c.NATSMaxAge, errAgeRange)
+	}
+	if c.ClosedRetention < minSessionTTL || c.ClosedRetention > maxSessionTTL {
+		add("ClosedRetention", c.ClosedRetention, errTTLRange)
+	}
+	count("MaxRetained", c.MaxRetained)
+	return ps
+}
+
+// validate returns nil when p is drop_subscriber, drop_oldest or
+// drop_newest, and otherwise an error quoting p that matches [ErrInvalid]:
+// "block" is refused because it would stall every publisher behind one slow
+// subscriber (publish never waits on a subscriber), and any other name,
+// "" included, is unknown. Names are case-sensitive.
+func (p OverflowPolicy) validate() error {
+	if err := p.check(); err != nil {
+		return invalidf("overflow policy %q: %v", string(p), err)
+	}
+	return nil
+}
+
+// check is Validate without the value in the message.
+func (p OverflowPolicy) check() error {
+	switch p {
+	case DropSubscriber, DropOldest, DropNewest:
+		return nil
+	case "block":
+		return errBlock
+	}
+	return errPolicy
+}
+
+// checkType refuses an empty droppable event type and one containing white
+// space or a control character (a CR or LF would break SSE framing).
+func checkType(t string) error {
+	if t == "" {
+		return invalid("empty entry")
+	}
+	if strings.IndexFunc(t, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+		return invalid("entry %q contains white space or a control character", t)
+	}
+	return nil
+}
+
+// ErrOutOfRange is matched (errors.Is) by an [*OptionError] whose value
+// parsed but lies outside the field's range; such an error matches
+// [ErrInvalid] too.
+var ErrOutOfRange = errors.New("eventbus: option out of range")
+
+// OptionError reports one bad field of an [Options], found by
+// [Options.Validate] (and so by [New]). Its text names the Go field and
+// the value, for example
+//
+//	eventbus: MaxQueueSize=-5: out of range [1, 1000000]
+//
+// Err matches [ErrInvalid], and [ErrOutOfRange] for a value out of range,
+// under [errors.Is]; the config package reuses it to name the variable.
+type OptionError struct {
+	// Field is the name of the Options field, e.g. "SessionTTL".
+	Field string
+	// Value is the field's value after [Options.WithDefaults].
+	Value any
+	// Err says what is wrong with it.
+	Err error
+}
+
+// Error returns `eventbus: Field=value: reason`; strings, policies and
+// lists are Go-quoted, durations use [time.Duration.String].
+func (e *OptionError) Error() string {
+	var v string
+	switch x := e.Value.(type) {
+	case string, OverflowPolicy, []string:
+		v = fmt.Sprintf("%q", x)
+	case time.Duration:
+		v = x.String()
+	default:
+		v = fmt.Sprint(x)
+	}
+	return "eventbus: " + e.Field + "=" + v + ": " + e.Err.Error()
+}
+
+// Unwrap returns Err.
+func (e *OptionError) Unwrap() error { return e.Err }
+
+// reason is the "what is wrong" part of an OptionError: a message that
+// matches ErrInvalid, and ErrOutOfRange when outOfRange.
+type reason struct {
+	msg        string
+	outOfRange bool
+}
+
+func (r *reason) Error() string { return r.msg }
+func (r *reason) Is(target error) bool {
+	return target == ErrInvalid || r.outOfRange && target == ErrOutOfRange
+}
+
+func invalid(format string, args ...any) error {
+	return &reason{msg: fmt.Sprintf(format, args...)}
+}
+
+func outOfRange(bounds string) error {
+	return &reason{msg: "out of range " + bounds, outOfRange: true}
+}

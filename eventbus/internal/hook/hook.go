@@ -1,0 +1,28 @@
+// Package hook connects package eventbus/backend to the unexported backend
+// side of package eventbus without adding to eventbus's API: eventbus fills
+// these variables in its init, and only eventbus/backend calls them.
+//
+// This package cannot import eventbus (eventbus imports it), so values that
+// are eventbus types travel as any; each variable says what they are.
+package hook
+
+var (
+	// NewBus returns a *eventbus.Bus configured by opts (an
+	// eventbus.Options) whose ids and history come from be (a
+	// backend.Backend), and the backend.Feed that be must deliver into.
+	// The feed is not started.
+	NewBus func(opts, be any) (bus, feed any, err error)
+
+	// Prepare is the first half of a publish through a pipeline on bus (a
+	// *eventbus.Bus): the checks and encoding of Bus.Publish, then the
+	// session (created if new) and its place in the tree. opts is a
+	// []eventbus.PublishOption; ev is the eventbus.Event to append.
+	Prepare func(bus any, sessionID, typ string, data, opts any) (ev any, path []string, err error)
+
+	// Acked raises the highest id the backend acknowledged to bus.
+	Acked func(bus any, id uint64)
+
+	// Backend returns the backend.Backend bus was made over, or nil for
+	// the in-memory bus.
+	Backend func(bus any) any
+)
