@@ -18,6 +18,7 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/examples/agentserver/demo"
 	"github.com/replaybus/replaybus/examples/agentserver/server"
 	"github.com/replaybus/replaybus/scope"
@@ -193,7 +194,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
 	log.Info("agentserver listening", "url", pageURL(ln.Addr()), "addr", ln.Addr().String(), "epoch", bus.Epoch(), "demo", f.demo,
-		"replay_buffer_size", cfg.ReplayBufferSize, "max_queue_size", cfg.MaxQueueSize, "overflow_policy", cfg.OverflowPolicy)
+		"replay_buffer_size", cfg.ReplayBufferSize, "max_queue_size", cfg.MaxQueueSize, "overflow_policy", overflowPolicy(cfg.OverflowPolicy))
 	if ready != nil {
 		ready(ln.Addr())
 	}
@@ -233,6 +234,15 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 	_ = bus.Close()
 	log.Info("stopped", "published", bus.Stats().Published)
 	return nil
+}
+
+// overflowPolicy is the start-up log's overflow_policy: the policy set, or
+// what an unset one means (it printed overflow_policy="").
+func overflowPolicy(p eventbus.OverflowPolicy) string {
+	if p == "" {
+		return "unset (drop_oldest in process, drop_subscriber for the SSE and WebSocket streams)"
+	}
+	return string(p)
 }
 
 // pageURL is the address to open in a browser for a server listening on
