@@ -231,6 +231,12 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 		_ = hs.Close()
 	}
 	<-serveErr // http.ErrServerClosed
+	// WebSockets are hijacked: Shutdown does not wait for them. Wait until
+	// each has sent its 1001 close frame (and had the answer, or the close
+	// grace passed); a process that exited before saw browsers report 1006.
+	if err := srv.WS().Shutdown(sctx); err != nil {
+		log.Warn("WebSockets not all closed in time", "error", err)
+	}
 	_ = bus.Close()
 	log.Info("stopped", "published", bus.Stats().Published)
 	return nil
