@@ -18,7 +18,7 @@ func (b *Bus) diagnose(kind DiagnosticKind, s *Subscription, r *record) {
 	if b.cfg.Diagnostics == nil && b.cfg.Logger == nil {
 		return
 	}
-	d := diag.Item{Kind: string(kind), Session: s.sess.id, Subscriber: s.id, Name: s.name, EventID: r.id, EventType: r.typ}
+	d := diag.Item{Kind: string(kind), Session: s.sess.id, Subscriber: s.id, Name: s.name, EventID: r.ID, EventType: r.Type}
 	if s.id != 0 {
 		s.mu.Lock()
 		q := s.figuresLocked()

@@ -3,6 +3,7 @@ package eventbus
 import (
 	"sync"
 
+	"github.com/replaybus/replaybus/eventbus/internal/queue"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -47,11 +48,11 @@ func (b *Bus) registerLocked(s *Subscription) {
 	s.pos = [2]int{-1, -1}
 	x := s.sess
 	x.info.nsubs.Add(1)
-	b.nsubs.Add(1)
+	b.cnt.nsubs.Add(1)
 	switch s.kind {
 	case scope.All:
-		b.all.add(s, 1)
-		b.nall.Add(1)
+		b.all.list.add(s, 1)
+		b.all.n.Add(1)
 		return
 	case scope.Descendants:
 		x.desc.add(s, 1)
@@ -76,8 +77,8 @@ func (b *Bus) unregisterLocked(s *Subscription) {
 	case scope.All:
 		// Not in x.own: x's lists belong to x's tree, which an "all"
 		// subscriber's unsubscribe need not hold.
-		b.all.remove(s, 1)
-		b.nall.Add(-1)
+		b.all.list.remove(s, 1)
+		b.all.n.Add(-1)
 	case scope.Descendants:
 		x.desc.remove(s, 1)
 	case scope.Subtree:
@@ -90,7 +91,7 @@ func (b *Bus) unregisterLocked(s *Subscription) {
 	}
 	s.pos = [2]int{-1, -1}
 	x.info.nsubs.Add(-1)
-	b.nsubs.Add(-1)
+	b.cnt.nsubs.Add(-1)
 	x.touch(b.nowNanos())
 }
 
@@ -181,7 +182,7 @@ func (b *Bus) offerLocked(l *subList, skip *session, r *record, droppable, force
 			s.mu.Lock()
 			wake := false
 			if !s.ended {
-				s.q = append(s.q, entry{rec: r, kind: entryForced})
+				s.q.Push(entry{Rec: r, Kind: queue.KindForced})
 				wake = s.takeWakeLocked()
 				f.delivered++
 			}
@@ -196,20 +197,20 @@ func (b *Bus) offerLocked(l *subList, skip *session, r *record, droppable, force
 			f.wake(s)
 		}
 		switch o {
-		case outcomeQueued:
+		case queue.Queued:
 			f.delivered++
-		case outcomeWarned:
+		case queue.Warned:
 			f.delivered++
 			b.cnt.warnings.Add(1)
 			b.diagnose(DiagSlowClientWarning, s, r)
-		case outcomeDropped:
+		case queue.Dropped:
 			b.cnt.dropped.Add(1)
 			b.diagnose(DiagDropped, s, r)
-		case outcomeDroppedOld:
+		case queue.DroppedOld:
 			f.delivered++
 			b.cnt.dropped.Add(1)
 			b.diagnose(DiagDropped, s, r)
-		case outcomeEvicted:
+		case queue.Evicted:
 			b.cnt.evicted.Add(1)
 			b.diagnose(DiagEvicted, s, r)
 			b.unregisterLocked(s) // its slot is free at once

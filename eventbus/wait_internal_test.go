@@ -37,24 +37,3 @@ func TestDeadlineQueueDropsEndedSubscriptions(t *testing.T) {
 		assert.True(t, b.waits.Closed())
 	})
 }
-
-// The live counters pack frames and bytes into one word; the difference of
-// two packed counters is exact at the limits' extremes.
-func TestPackedLiveCounters(t *testing.T) {
-	var enq, taken uint64
-	const frames, cost = 1_000_000, 1 << 10
-	taken = ^uint64(0) - 5 // wrapped counters still subtract exactly
-	enq = taken
-	for range frames {
-		enq += packLive(cost)
-	}
-	enq += packLive(1 << 30) // one event past a 1 GiB byte limit
-	f, by := unpackLive(enq - taken)
-	assert.EqualValues(t, frames+1, f)
-	assert.EqualValues(t, int64(frames)*cost+1<<30, by)
-	enq -= packLive(cost) // drop_oldest takes one back
-	taken += packLive(1 << 30)
-	f, by = unpackLive(enq - taken)
-	assert.EqualValues(t, frames-1, f)
-	assert.EqualValues(t, int64(frames-1)*cost, by)
-}
