@@ -103,6 +103,9 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 		}
 		return f, usageError{msg: err.Error(), printed: true} // flag wrote it and the usage
 	}
+	if err := f.nats.check(fs); err != nil {
+		return f, err
+	}
 	if fs.NArg() > 0 {
 		return f, usageError{msg: fmt.Sprintf("agentserver: unexpected arguments %q", fs.Args())}
 	}

@@ -48,6 +48,18 @@ func (n *natsFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&n.listen, "nats-listen", DefaultNATSListen, "client address of the -nats embedded server, host:port (loopback by default: the server has no authentication; port 0 picks a free one)")
 }
 
+// check refuses -nats-dir and -nats-listen without -nats embedded, which
+// would ignore them.
+func (n natsFlags) check(fs *flag.FlagSet) error {
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		if (f.Name == "nats-dir" || f.Name == "nats-listen") && n.url != "embedded" && err == nil {
+			err = usageError{msg: fmt.Sprintf("agentserver: -%s %q applies to -nats embedded only (-nats is %q)", f.Name, f.Value, n.url)}
+		}
+	})
+	return err
+}
+
 // natsBus is what open returns: the bus, a function that stops what open
 // started once the bus is closed, and the backend's readiness (nil for the
 // in-memory bus, which has no backend to lose).

@@ -109,11 +109,19 @@ func TestRunNATSBadURL(t *testing.T) {
 
 // TestRunNATSListenFlag: -nats-listen defaults to 127.0.0.1:4222 (loopback,
 // the port docs/distributed.md's second node dials); a bad value is a usage
-// error naming it.
+// error naming it, and so are -nats-listen and -nats-dir without -nats
+// embedded (they were silently ignored).
 func TestRunNATSListenFlag(t *testing.T) {
 	f, err := parseFlags(nil, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, "127.0.0.1:4222", f.nats.listen)
+	for _, args := range [][]string{{"-nats-listen", "127.0.0.1:4223"}, {"-nats", "nats://127.0.0.1:4222", "-nats-listen", "127.0.0.1:4223"},
+		{"-nats", "nats://127.0.0.1:4222", "-nats-dir", t.TempDir()}} {
+		_, err := parseFlags(args, io.Discard)
+		var ue usageError
+		require.ErrorAs(t, err, &ue, args)
+		assert.Contains(t, err.Error(), "applies to -nats embedded only", args)
+	}
 	for _, bad := range []string{"4222", ":4222", "127.0.0.1:x", "127.0.0.1:70000"} {
 		err := run(context.Background(), []string{"-nats", "embedded", "-nats-listen", bad, "-nats-dir", t.TempDir()}, &syncBuffer{}, nil)
 		var ue usageError
