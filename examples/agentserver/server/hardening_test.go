@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -382,5 +383,90 @@ func TestBodiesThatNeverArriveAreAnsweredAndClosed(t *testing.T) {
 			assert.Less(t, answered, bodyTimeout+closeSlack, "answered within the body timeout")
 			assert.Less(t, closed, bodyTimeout+closeSlack, "closed within the body timeout")
 		})
+	}
+}
+
+// Issue 18.6 (the server's half): while Options.Ready reports the backend
+// down, /healthz is 503 and every route that uses the bus answers 503
+// unavailable with Retry-After before touching it — a publish would wait
+// for the backend and fail as a 500, a stream would open empty — while the
+// routes that only read local state still answer. Ready back: all is 200.
+func TestReadyGatesTheBusRoutes(t *testing.T) {
+	t.Parallel()
+	var down atomic.Bool
+	s := newServer(t, Options{Ready: func() error {
+		if down.Load() {
+			return errors.New("nats: the NATS connection is reconnecting")
+		}
+		return nil
+	}})
+	require.NoError(t, s.Bus().CreateSession("s1", ""))
+	ts := httptest.NewServer(s)
+	t.Cleanup(ts.Close)
+	t.Cleanup(func() { _ = s.Close() })
+	send := func(method, path, body string, hdr ...string) (int, http.Header, map[string]string) {
+		t.Helper()
+		var r io.Reader
+		if body != "" {
+			r = strings.NewReader(body)
+		}
+		req, err := http.NewRequest(method, ts.URL+path, r)
+		require.NoError(t, err)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel() // a stream that opens is left at once
+		resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var out map[string]string
+		if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+			_ = json.NewDecoder(resp.Body).Decode(&out)
+		}
+		return resp.StatusCode, resp.Header, out
+	}
+	wsHeaders := []string{"Connection", "Upgrade", "Upgrade", "websocket", "Sec-WebSocket-Version", "13", "Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="}
+	routes := []struct {
+		name, method, path, body string
+		hdr                      []string
+		up                       int
+	}{
+		{"publish", "POST", "/session/s1/events", `{"type":"note"}`, nil, http.StatusAccepted},
+		{"create", "POST", "/sessions", `{"id":"s2"}`, nil, http.StatusCreated},
+		{"SSE", "GET", "/session/s1/events", "", nil, http.StatusOK},
+		{"WebSocket", "GET", "/session/s1/ws", "", wsHeaders, http.StatusSwitchingProtocols},
+		{"close", "DELETE", "/session/s2", "", nil, http.StatusNoContent},
+	}
+
+	down.Store(true)
+	status, hdr, body := send("GET", "/healthz", "")
+	assert.Equal(t, http.StatusServiceUnavailable, status)
+	assert.Equal(t, "unavailable", body["status"])
+	assert.Equal(t, "the NATS connection is reconnecting", body["message"])
+	assert.Equal(t, "1", hdr.Get("Retry-After"))
+	for _, r := range routes {
+		status, hdr, body := send(r.method, r.path, r.body, r.hdr...)
+		assert.Equal(t, http.StatusServiceUnavailable, status, r.name)
+		assert.Equal(t, "unavailable", body["code"], r.name)
+		assert.Contains(t, body["message"], "reconnecting", r.name)
+		assert.Equal(t, "1", hdr.Get("Retry-After"), r.name)
+	}
+	assert.Zero(t, s.Bus().LastEventID(), "nothing reached the bus")
+	for _, path := range []string{"/sessions", "/info", "/"} {
+		status, _, _ := send("GET", path, "")
+		assert.Equal(t, http.StatusOK, status, path)
+	}
+
+	down.Store(false)
+	status, _, body = send("GET", "/healthz", "")
+	assert.Equal(t, http.StatusOK, status)
+	assert.Equal(t, "ok", body["status"])
+	for _, r := range routes {
+		status, _, _ := send(r.method, r.path, r.body, r.hdr...)
+		assert.Equal(t, r.up, status, r.name)
 	}
 }

@@ -533,44 +533,44 @@ func (s *Server) addType(t string) {
 	s.types = slices.Insert(s.types, i, t)
 }
 
-// writeBusError maps a bus error to its status and code; an error that is
-// not the client's while the backend is down (Options.Ready), or a backend
-// failure (eventbus.ErrBackend), is 503 with Retry-After.
+// writeBusError answers a bus error with its status and code (busStatus).
+// A failure the client did not cause (500) while the backend is down
+// (Options.Ready), or a backend failure (eventbus.ErrBackend), is 503 with
+// Retry-After instead: the client should retry, not give up.
 func (s *Server) writeBusError(w http.ResponseWriter, err error) {
+	status, code := busStatus(err)
 	if errors.Is(err, eventbus.ErrBackend) {
 		writeUnavailable(w, err)
 		return
 	}
-	if s.o.Ready != nil && !errors.Is(err, eventbus.ErrInvalid) && !errors.Is(err, eventbus.ErrSessionNotFound) &&
-		!errors.Is(err, eventbus.ErrSessionClosed) {
+	if status == http.StatusInternalServerError && s.o.Ready != nil {
 		if rerr := s.o.Ready(); rerr != nil {
 			writeUnavailable(w, rerr)
 			return
 		}
 	}
-	writeBusError(w, err)
+	writeError(w, status, code, publicMessage(err))
 }
 
-// writeBusError maps a bus error to its status and code.
-func writeBusError(w http.ResponseWriter, err error) {
-	status, code := http.StatusInternalServerError, "internal_error"
+// busStatus maps a bus error to its status and code.
+func busStatus(err error) (int, string) {
 	switch {
 	case errors.Is(err, scope.ErrUnknownParent):
-		status, code = http.StatusNotFound, "parent_not_found"
+		return http.StatusNotFound, "parent_not_found"
 	case errors.Is(err, scope.ErrCycle):
-		status, code = http.StatusConflict, "cycle"
+		return http.StatusConflict, "cycle"
 	case errors.Is(err, scope.ErrExists):
-		status, code = http.StatusConflict, "session_exists"
+		return http.StatusConflict, "session_exists"
 	case errors.Is(err, eventbus.ErrSessionNotFound):
-		status, code = http.StatusNotFound, "session_not_found"
+		return http.StatusNotFound, "session_not_found"
 	case errors.Is(err, eventbus.ErrSessionClosed):
-		status, code = http.StatusGone, "session_closed"
+		return http.StatusGone, "session_closed"
 	case errors.Is(err, eventbus.ErrClosed):
-		status, code = http.StatusServiceUnavailable, "unavailable"
+		return http.StatusServiceUnavailable, "unavailable"
 	case errors.Is(err, eventbus.ErrInvalid):
-		status, code = http.StatusBadRequest, "invalid_argument"
+		return http.StatusBadRequest, "invalid_argument"
 	}
-	writeError(w, status, code, publicMessage(err))
+	return http.StatusInternalServerError, "internal_error"
 }
 
 func writeError(w http.ResponseWriter, status int, code, message string) {
