@@ -71,13 +71,6 @@ func (s *Subscription) deliver(r *record, droppable bool) (queue.Outcome, bool) 
 	return o, wake
 }
 
-// pushLocked queues a frame that never counts against the limits (replay,
-// synthetic frames, session_closed) and wakes the consumer.
-func (s *Subscription) pushLocked(e entry) {
-	s.q.Push(e)
-	s.wakeLocked()
-}
-
 // endLocked marks the subscription ended with reason. With discard the queue
 // is dropped (Close, cancellation: nobody is listening); otherwise the
 // consumer drains it first. s.mu must be held. It reports false when the

@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/replaybus/replaybus/eventbus/internal/queue"
+	"github.com/replaybus/replaybus/eventbus/observe"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -202,17 +203,17 @@ func (b *Bus) offerLocked(l *subList, skip *session, r *record, droppable, force
 		case queue.Warned:
 			f.delivered++
 			b.cnt.warnings.Add(1)
-			b.diagnose(DiagSlowClientWarning, s, r)
+			b.diagnose(observe.DiagSlowClientWarning, s, r)
 		case queue.Dropped:
 			b.cnt.dropped.Add(1)
-			b.diagnose(DiagDropped, s, r)
+			b.diagnose(observe.DiagDropped, s, r)
 		case queue.DroppedOld:
 			f.delivered++
 			b.cnt.dropped.Add(1)
-			b.diagnose(DiagDropped, s, r)
+			b.diagnose(observe.DiagDropped, s, r)
 		case queue.Evicted:
 			b.cnt.evicted.Add(1)
-			b.diagnose(DiagEvicted, s, r)
+			b.diagnose(observe.DiagEvicted, s, r)
 			b.unregisterLocked(s) // its slot is free at once
 			s.stopWatch()
 			i-- // the last subscriber of l moved into slot i

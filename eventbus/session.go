@@ -275,15 +275,6 @@ func (b *Bus) SessionClosed(id string) bool {
 	return ok
 }
 
-// SessionInfo describes one session for listings.
-type SessionInfo struct {
-	ID          string `json:"id"`               // the session id
-	Parent      string `json:"parent,omitempty"` // its parent's id, "" for a root
-	Subscribers int    `json:"subscribers"`      // subscribers made on it (any scope)
-	Buffered    int    `json:"buffered"`         // events in its replay buffer
-	LastEventID uint64 `json:"lastEventId"`      // newest id published to it, 0 if none
-}
-
 // ClearReplayBuffer empties session id's replay buffer, as AgentPool's
 // clear_replay_buffer (which agent servers call at the start of every
 // turn). The cleared ids count as evicted: a later resume from before them

@@ -5,6 +5,7 @@ import (
 	"context"
 
 	"github.com/replaybus/replaybus/eventbus/internal/store"
+	"github.com/replaybus/replaybus/eventbus/observe"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -32,7 +33,7 @@ type memStore struct {
 	keptByID  map[string]*retained
 	keptOrder *list.List
 	tombs     map[string]int64 // closed session id → Unix ns of closing
-	stats     Stats            // Sessions, Expired, RetainedDropped; the rest lives in Bus.cnt
+	stats     observe.Stats    // Sessions, Expired, RetainedDropped; the rest lives in Bus.cnt
 }
 
 // writer is where an event enters a bus's history: the one seam between

@@ -9,7 +9,7 @@
 //	GET    /healthz                 200 {"status":"ok"}; 503 {"status":"unavailable","message"} while
 //	                                the bus's backend is down (Options.Ready: a node over NATS cut off)
 //	GET    /info                    epoch, last id, page defaults, event types, bus and SSE counters
-//	GET    /sessions                every live session (eventbus.SessionInfo), sorted by id
+//	GET    /sessions                every live session (observe.SessionInfo), sorted by id
 //	POST   /sessions                {"id"?, "parent"?} → 201 {"id"}; an id is generated when absent;
 //	                                a closed id is reopened (ACP session/resume)
 //	POST   /session/{id}/events     {"type", "data"?, "origin"?} → 202 {"id", "epoch", "cursor"}: the event
