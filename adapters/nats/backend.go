@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -336,6 +337,27 @@ func (be *Backend) LastID(ctx context.Context) (uint64, error) {
 // consumer has handled; with [Backend.LastID] it gives the node's lag in
 // events. Safe for concurrent use.
 func (be *Backend) Ingested() uint64 { return be.processed.Load() }
+
+// Ready reports whether the node can serve publishes and subscribes: nil
+// while its NATS connection is up and its stream is the one it started on;
+// else an error wrapping [ErrDisconnected] (the connection is down: nats.go
+// reconnects by itself, and after it the node re-creates its consumer),
+// [ErrStreamLost] (start a new node) or [eventbus.ErrClosed] after Close. It
+// asks nothing of the server, so it is cheap enough for every request (a
+// readiness probe, or a 503 before a publish that would otherwise wait out
+// the publish timeout), and safe for concurrent use.
+func (be *Backend) Ready() error {
+	if p := be.lost.Load(); p != nil {
+		return *p
+	}
+	if be.ctx.Err() != nil {
+		return fmt.Errorf("nats: node closed: %w", eventbus.ErrClosed)
+	}
+	if st := be.nc.Status(); st != nats.CONNECTED {
+		return fmt.Errorf("%w (now %s; the node reconnects by itself)", ErrDisconnected, strings.ToLower(st.String()))
+	}
+	return nil
+}
 
 // Sync waits until this node has ingested every event the stream held when
 // Sync was called (from any node), or ctx is done. Tests and tools use it

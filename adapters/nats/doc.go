@@ -57,8 +57,10 @@
 // an event over the server's payload limit) come back from Publish as
 // errors; nothing panics. A lost connection ends the node's subscriptions
 // with [ErrDisconnected] wrapped in [eventbus.ErrBackend]; clients resume,
-// and after the reconnect the consumer goes on from the last event the node
-// ingested. A deleted or re-created stream ends them with [ErrStreamLost]
+// and after the reconnect the consumer is re-created at once and goes on
+// from the last event the node ingested. [Backend.Ready] says, without a
+// request to the server, whether the node can serve meanwhile (for a
+// readiness probe, or a 503 before a publish). A deleted or re-created stream ends them with [ErrStreamLost]
 // and makes the node's publishes fail: start a new node.
 //
 // # Embedded server

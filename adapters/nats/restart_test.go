@@ -256,3 +256,24 @@ func TestConsumerResumesAtOnceAfterServerRestart(t *testing.T) {
 		require.True(t, ev.Synthetic(), "unexpected event %d", ev.ID)
 	}
 }
+
+// TestReadyFollowsTheConnection (issue 18.6): Backend.Ready is nil while the
+// node's connection is up, ErrDisconnected while its server is away, nil
+// again once the node reconnected by itself, and ErrClosed after Close.
+func TestReadyFollowsTheConnection(t *testing.T) {
+	srv, err := embedded.RunServer(embedded.ServerConfig{Dir: t.TempDir()})
+	require.NoError(t, err)
+	defer srv.Shutdown()
+	n := newNode(t, srv.ClientURL(), eventbus.Options{}, uniqueStream(rbnats.WithStorage(jetstream.FileStorage))...)
+	require.NoError(t, n.be.Ready())
+
+	srv.Stop()
+	require.Eventually(t, func() bool { return errors.Is(n.be.Ready(), rbnats.ErrDisconnected) }, 10*time.Second, 5*time.Millisecond)
+	assert.Contains(t, n.be.Ready().Error(), "reconnecting")
+	require.NoError(t, srv.Restart())
+	require.Eventually(t, func() bool { return n.be.Ready() == nil }, 20*time.Second, 5*time.Millisecond, "ready again after the reconnect")
+	publishRetry(t, n.bus, "s", 1)
+
+	require.NoError(t, n.bus.Close())
+	assert.ErrorIs(t, n.be.Ready(), eventbus.ErrClosed)
+}

@@ -18,6 +18,7 @@ import (
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
 	"github.com/replaybus/replaybus/adapters/nats/embedded"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/backend"
 )
 
 // DefaultNATSListen is where -nats embedded listens unless -nats-listen says
@@ -126,25 +127,25 @@ func (n natsFlags) open(ctx context.Context, cfg eventbus.Options, log *slog.Log
 		stopServer()
 		return nb, fmt.Errorf("connecting to NATS at %s: %w", url, err)
 	}
-	bus, err := rbnats.New(ctx, nc, cfg, rbnats.WithLogger(log))
+	// NewBackend and backend.New rather than rbnats.New, to keep the
+	// backend for its Ready.
+	be, err := rbnats.NewBackend(ctx, nc, cfg, rbnats.WithLogger(log))
 	if err != nil {
+		nc.Close()
+		stopServer()
+		return nb, err
+	}
+	bus, err := backend.New(ctx, cfg, be)
+	if err != nil {
+		_ = be.Close()
 		nc.Close()
 		stopServer()
 		return nb, err
 	}
 	nb.bus = bus
 	nb.stop = func() { nc.Close(); stopServer() }
-	nb.ready = func() error { return natsReady(nc) }
+	nb.ready = be.Ready
 	return nb, nil
-}
-
-// natsReady is the backend's readiness: nil while the connection to NATS is
-// up, else an error saying what it is doing.
-func natsReady(nc *nats.Conn) error {
-	if st := nc.Status(); st != nats.CONNECTED {
-		return fmt.Errorf("the NATS connection is %s (the node reconnects by itself)", strings.ToLower(st.String()))
-	}
-	return nil
 }
 
 // splitListen parses a -nats-listen address: host:port with a port in
