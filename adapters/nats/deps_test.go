@@ -2,8 +2,6 @@ package nats_test
 
 import (
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -16,7 +14,8 @@ import (
 // adapters/nats/embedded, which only programs that run a server import.
 func TestImportLinksNoNATSServer(t *testing.T) {
 	t.Parallel()
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+	goTool, err := exec.LookPath("go")
+	require.NoError(t, err, "the go command runs the tests, so it is on PATH")
 	deps := func(pkg string) string {
 		out, err := exec.Command(goTool, "list", "-deps", pkg).CombinedOutput()
 		require.NoError(t, err, "%s", out)
