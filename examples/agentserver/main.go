@@ -156,7 +156,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 	defer nb.stop() // after bus.Close
 	defer bus.Close()
 
-	opts := server.Options{Logger: log, SSE: sse.HandlerOptions{EpochIDs: f.epochIDs}, Hello: true, Ready: nb.ready}
+	opts := server.Options{Logger: log, SSE: sse.HandlerOptions{PlainIDs: !f.epochIDs}, Hello: true, Ready: nb.ready}
 	if f.demo {
 		opts.DefaultSession, opts.DefaultScope, opts.Types = demo.DefaultParent, scope.Descendants, demo.Types
 		// Before listening, so that a browser resuming after a restart
