@@ -35,6 +35,15 @@ func replyPayloads() [][]byte {
 	return out
 }
 
+// publishAll publishes the reply's deltas to session "s".
+func publishAll(b *testing.B, bus *eventbus.Bus, payloads [][]byte) {
+	for _, p := range payloads {
+		if _, err := bus.PublishJSON("s", chunkType, p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func heapInUse() uint64 {
 	runtime.GC()
 	var m runtime.MemStats
@@ -56,11 +65,7 @@ func BenchmarkCompactHeld(b *testing.B) {
 					b.Fatal(err)
 				}
 				before := heapInUse()
-				for _, p := range payloads {
-					if _, err := bus.PublishJSON("s", chunkType, p); err != nil {
-						b.Fatal(err)
-					}
-				}
+				publishAll(b, bus, payloads)
 				after := heapInUse()
 				held += float64(after) - float64(before)
 				records += float64(bus.Sessions()[0].Buffered)
@@ -96,11 +101,7 @@ func BenchmarkCompactLateJoiner(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer bus.Close()
-			for _, p := range payloads {
-				if _, err := bus.PublishJSON("s", chunkType, p); err != nil {
-					b.Fatal(err)
-				}
-			}
+			publishAll(b, bus, payloads)
 			frames := 0
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -126,11 +127,7 @@ func BenchmarkCompactLateJoiner(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer bus.Close()
-		for _, p := range payloads {
-			if _, err := bus.PublishJSON("s", chunkType, p); err != nil {
-				b.Fatal(err)
-			}
-		}
+		publishAll(b, bus, payloads)
 		frames := 0
 		b.ReportAllocs()
 		b.ResetTimer()
