@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -149,4 +151,39 @@ func TestReadmeCurlLinesSurviveShellGlobbing(t *testing.T) {
 		}
 	}
 	assert.GreaterOrEqual(t, checked, 3, "the README shows curl commands")
+}
+
+// Eight packages (eventbus/frame, eventbus/observe, the five under
+// eventbus/internal, internal/testsummary) kept their package comment in
+// their one source file, so a reader looking for a package's doc.go found
+// none. Every directory of the repository that holds a Go package has a
+// doc.go carrying the package comment, and no other file of the package
+// carries one (go doc would run them together).
+func TestEveryPackageHasDocGo(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.Abs("..")
+	require.NoError(t, err)
+	packages := map[string][]string{} // directory → its non-test Go files
+	for name := range repoFiles(t) {
+		if filepath.Ext(name) == ".go" && !strings.HasSuffix(name, "_test.go") && !strings.Contains(name, "testdata") {
+			dir := filepath.Dir(name)
+			packages[dir] = append(packages[dir], name)
+		}
+	}
+	require.GreaterOrEqual(t, len(packages), 20, "the walk found the packages")
+	for dir, files := range packages {
+		docGo := filepath.Join(dir, "doc.go")
+		if !assert.Contains(t, files, docGo, "package %s has no doc.go", dir) {
+			continue
+		}
+		for _, name := range files {
+			f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(root, name), nil, parser.PackageClauseOnly|parser.ParseComments)
+			require.NoError(t, err)
+			if name == docGo {
+				assert.True(t, f.Doc != nil, "%s has no package comment", name)
+			} else {
+				assert.True(t, f.Doc == nil, "%s carries a package comment; it belongs in %s", name, docGo)
+			}
+		}
+	}
 }
