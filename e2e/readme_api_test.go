@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -9,6 +11,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/examples/agentserver/server"
 )
 
 // Issue 18.12: the README never said how to create a session over HTTP
@@ -39,5 +44,35 @@ func TestReadmeHasTheExampleServersAPI(t *testing.T) {
 		"skipped test",          // make test's skip summary
 	} {
 		assert.True(t, strings.Contains(string(readme), want), "README does not say %q", want)
+	}
+}
+
+// GET /info answered the bus's counters in lowerCamel ("published") beside
+// the SSE and WebSocket handlers' in Go's field names ("Active",
+// "WriteErrors"): a page reading info.sse.active found nothing. Every
+// counter object of the answer now names its members in lowerCamel, over
+// HTTP as a client reads them.
+func TestInfoCountersAreLowerCamel(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, eventbus.Options{}, server.Options{})
+	resp, err := http.Get(ts.ts.URL + "/info")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var info map[string]json.RawMessage
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&info))
+	for part, want := range map[string][]string{
+		"bus": {"sessions", "subscribers", "published"},
+		"sse": {"active", "started", "rejected", "frames", "heartbeats", "writeErrors"},
+		"ws":  {"active", "started", "rejected", "frames", "evicted", "protocolErrors", "writeErrors", "pongs"},
+	} {
+		var counters map[string]any
+		require.NoError(t, json.Unmarshal(info[part], &counters), "/info's %q", part)
+		for name := range counters {
+			assert.Regexp(t, `^[a-z][A-Za-z]*$`, name, "/info's %q names a counter %q", part, name)
+		}
+		for _, name := range want {
+			assert.Contains(t, counters, name, "/info's %q", part)
+		}
 	}
 }
