@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
@@ -186,4 +187,150 @@ func TestEveryPackageHasDocGo(t *testing.T) {
 			}
 		}
 	}
+}
+
+// exportedNames returns the names a doc link may point to in the package in
+// dir (relative to the repository): its top-level identifiers, T.Method and
+// T.Field, and the package's import names by file. Test files are skipped.
+func exportedNames(t *testing.T, dir string) (pkg string, names map[string]bool, files map[string]*ast.File) {
+	t.Helper()
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, filepath.Join("..", dir), func(fi fs.FileInfo) bool {
+		return !strings.HasSuffix(fi.Name(), "_test.go")
+	}, parser.ParseComments)
+	require.NoError(t, err)
+	require.Len(t, pkgs, 1, dir)
+	names = map[string]bool{}
+	for name, p := range pkgs {
+		pkg, files = name, p.Files
+		for _, f := range p.Files {
+			for _, d := range f.Decls {
+				switch d := d.(type) {
+				case *ast.FuncDecl:
+					if d.Recv == nil {
+						names[d.Name.Name] = true
+						continue
+					}
+					typ := d.Recv.List[0].Type
+					if star, ok := typ.(*ast.StarExpr); ok {
+						typ = star.X
+					}
+					if ix, ok := typ.(*ast.IndexExpr); ok {
+						typ = ix.X
+					}
+					if id, ok := typ.(*ast.Ident); ok {
+						names[id.Name+"."+d.Name.Name] = true
+					}
+				case *ast.GenDecl:
+					for _, spec := range d.Specs {
+						switch spec := spec.(type) {
+						case *ast.TypeSpec:
+							names[spec.Name.Name] = true
+							var fields []*ast.Field
+							switch typ := spec.Type.(type) {
+							case *ast.StructType:
+								fields = typ.Fields.List
+							case *ast.InterfaceType:
+								fields = typ.Methods.List
+							}
+							for _, field := range fields {
+								for _, n := range field.Names {
+									names[spec.Name.Name+"."+n.Name] = true
+								}
+								if len(field.Names) == 0 { // embedded: its name
+									typ := field.Type
+									if star, ok := typ.(*ast.StarExpr); ok {
+										typ = star.X
+									}
+									switch typ := typ.(type) {
+									case *ast.Ident:
+										names[spec.Name.Name+"."+typ.Name] = true
+									case *ast.SelectorExpr:
+										names[spec.Name.Name+"."+typ.Sel.Name] = true
+									}
+								}
+							}
+						case *ast.ValueSpec:
+							for _, n := range spec.Names {
+								names[n.Name] = true
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return pkg, names, files
+}
+
+// The doc comments linked [OverflowPolicy.Validate], a method that had become
+// unexported, and [Diagnostic], a type that had moved to package observe:
+// go doc printed them as plain brackets, and a reader looked for names that
+// do not exist. Every doc link of the public packages, [Name], [T.Method] or
+// [pkg.Name] for a package of this repository, names something that exists.
+func TestDocLinksResolve(t *testing.T) {
+	t.Parallel()
+	const module = "github.com/replaybus/replaybus/"
+	public := []string{"eventbus", "eventbus/backend", "eventbus/frame", "eventbus/observe",
+		"adapters/resume", "adapters/sse", "adapters/ws", "adapters/nats", "adapters/nats/embedded",
+		"config", "scope", "replay", "coalesce", "metrics"}
+	link := regexp.MustCompile(`\[(\*?)([A-Za-z_]\w*(?:\.[A-Za-z_]\w*){0,2})\]`)
+	cache := map[string]map[string]bool{}
+	namesOf := func(dir string) map[string]bool {
+		if cache[dir] == nil {
+			_, cache[dir], _ = exportedNames(t, dir)
+		}
+		return cache[dir]
+	}
+	// A package name the package does not import resolves as go doc does: a
+	// package of this repository by its name, else the standard library's.
+	byName := map[string]string{}
+	for _, dir := range public {
+		byName[dir[strings.LastIndex(dir, "/")+1:]] = dir
+	}
+	checked := 0
+	for _, dir := range public {
+		pkg, names, files := exportedNames(t, dir)
+		imports := map[string]string{} // import name → repository dir, "" outside it
+		for _, f := range files {
+			for _, im := range f.Imports {
+				path := strings.Trim(im.Path.Value, `"`)
+				name := path[strings.LastIndex(path, "/")+1:]
+				if im.Name != nil {
+					name = im.Name.Name
+				}
+				imports[name] = strings.TrimPrefix(path, module)
+				if !strings.HasPrefix(path, module) {
+					imports[name] = ""
+				}
+			}
+		}
+		for fname, f := range files {
+			rel, _ := filepath.Rel("..", fname)
+			for _, cg := range f.Comments {
+				for _, m := range link.FindAllStringSubmatch(cg.Text(), -1) {
+					parts := strings.Split(m[2], ".")
+					where := rel + ": [" + m[1] + m[2] + "]"
+					first, rest := parts[0], strings.Join(parts[1:], ".")
+					target, imported := imports[first]
+					if !imported {
+						target = byName[first]
+					}
+					switch {
+					case names[m[2]]:
+						checked++
+					case first == pkg && len(parts) > 1:
+						checked++
+						assert.True(t, names[rest], "%s names nothing in package %s", where, pkg)
+					case len(parts) > 1 && target != "":
+						checked++
+						assert.True(t, namesOf(target)[rest], "%s names nothing in %s", where, target)
+					case first[0] >= 'A' && first[0] <= 'Z':
+						assert.Fail(t, "unresolved doc link", "%s names nothing in package %s", where, pkg)
+					}
+				}
+			}
+		}
+	}
+	assert.Greater(t, checked, 100, "the doc links were found")
 }
