@@ -334,3 +334,34 @@ func TestDocLinksResolve(t *testing.T) {
 	}
 	assert.Greater(t, checked, 100, "the doc links were found")
 }
+
+// docs/protocol.md showed a frame with `id: 42`, the PlainIDs form, as what
+// a stream writes, when the handlers write `<epoch>-<seq>` by default: a
+// reader comparing it with curl's output took one for a bug. Every SSE id
+// line in a fenced block of the README and docs is epoch-qualified; the
+// plain form appears only in prose that names PlainIDs.
+func TestDocsShowDefaultEpochIDs(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob(filepath.Join("..", "docs", "*.md"))
+	require.NoError(t, err)
+	files = append(files, filepath.Join("..", "README.md"))
+	idLine := regexp.MustCompile(`^id: ?(.*)$`)
+	epochID := regexp.MustCompile(`^[A-Za-z0-9_]{1,64}-[0-9]+$`)
+	seen := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		fenced := false
+		for n, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "```") {
+				fenced = !fenced
+				continue
+			}
+			if m := idLine.FindStringSubmatch(line); fenced && m != nil {
+				seen++
+				assert.Regexp(t, epochID, m[1], "%s:%d: a stream writes <epoch>-<seq> ids by default", f, n+1)
+			}
+		}
+	}
+	assert.GreaterOrEqual(t, seen, 2, "the protocol page shows id lines")
+}
