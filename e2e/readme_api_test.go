@@ -76,3 +76,48 @@ func TestInfoCountersAreLowerCamel(t *testing.T) {
 		}
 	}
 }
+
+// The README sends a reader to `go doc … Server.ServeHTTP` for "the full list"
+// of the example server's error codes, but the list lacked 500
+// internal_error, and the command's 421 misdirected_request (its Host check)
+// was nowhere but in a source comment: a user who met it found no word of it.
+// Every code the example server or its command writes is in ServeHTTP's
+// list (the server's) or the README (the command's).
+func TestExampleServerErrorCodesAreDocumented(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	require.NoError(t, err)
+	serverGo, err := os.ReadFile(filepath.Join("..", "examples", "agentserver", "server", "server.go"))
+	require.NoError(t, err)
+	text := string(serverGo)
+	start := strings.Index(text, "// ServeHTTP routes r.")
+	end := strings.Index(text, "func (s *Server) ServeHTTP(")
+	require.True(t, start >= 0 && end > start, "ServeHTTP's doc comment")
+	list := text[start:end]
+	code := regexp.MustCompile(`http\.Status\w+, "([a-z_]+)"|"code":\s*"([a-z_]+)"`)
+	codesIn := func(dir string) map[string]bool {
+		files, err := filepath.Glob(filepath.Join("..", "examples", "agentserver", dir, "*.go"))
+		require.NoError(t, err)
+		codes := map[string]bool{}
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			b, err := os.ReadFile(f)
+			require.NoError(t, err)
+			for _, m := range code.FindAllStringSubmatch(string(b), -1) {
+				codes[m[1]+m[2]] = true
+			}
+		}
+		return codes
+	}
+	server, command := codesIn("server"), codesIn(".")
+	require.GreaterOrEqual(t, len(server), 10, "the server's codes were found")
+	require.NotEmpty(t, command, "the command's codes were found")
+	for c := range server {
+		assert.Regexp(t, `\b\d{3} `+c+`\b`, list, "ServeHTTP's list lacks %s", c)
+	}
+	for c := range command {
+		assert.Regexp(t, "`\\d{3} "+c+"`", string(readme), "the README does not name the command's %s", c)
+	}
+}
