@@ -282,8 +282,9 @@ func TestDocLinksResolve(t *testing.T) {
 		}
 		return cache[dir]
 	}
-	// A package name the package does not import resolves as go doc does: a
-	// package of this repository by its name, else the standard library's.
+	// go doc resolves [pkg.Name] only for a package that the package imports
+	// (or one of the standard library's): a link to a package of this
+	// repository that is not imported prints as plain brackets.
 	byName := map[string]string{}
 	for _, dir := range public {
 		byName[dir[strings.LastIndex(dir, "/")+1:]] = dir
@@ -322,6 +323,8 @@ func TestDocLinksResolve(t *testing.T) {
 					case first == pkg && len(parts) > 1:
 						checked++
 						assert.True(t, names[rest], "%s names nothing in package %s", where, pkg)
+					case len(parts) > 1 && target != "" && !imported:
+						assert.Fail(t, "unresolved doc link", "%s: the package does not import %s, so go doc prints the link as plain text (name it without brackets)", where, target)
 					case len(parts) > 1 && target != "":
 						checked++
 						assert.True(t, namesOf(target)[rest], "%s names nothing in %s", where, target)
