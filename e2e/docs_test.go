@@ -368,3 +368,36 @@ func TestDocsShowDefaultEpochIDs(t *testing.T) {
 	}
 	assert.GreaterOrEqual(t, seen, 2, "the protocol page shows id lines")
 }
+
+// The README started the example server in the background with
+// `go build … && /tmp/agentserver -demo &` and stopped it with `kill $!`.
+// The `&` puts the whole && list in a subshell, so `$!` is that shell's pid:
+// kill $! ended the shell and left the server running on its port (seen on
+// bash 5.2). A command line of the README and docs that ends in `&` runs
+// one command, so that `$!` is that command's pid.
+func TestDocsBackgroundCommandsAreKillable(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob(filepath.Join("..", "docs", "*.md"))
+	require.NoError(t, err)
+	files = append(files, filepath.Join("..", "README.md"))
+	seen := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for n, line := range strings.Split(string(b), "\n") {
+			cmd := strings.TrimSpace(line)
+			if i := strings.Index(cmd, " #"); i >= 0 {
+				cmd = strings.TrimSpace(cmd[:i])
+			}
+			if !strings.HasSuffix(cmd, "&") || strings.HasSuffix(cmd, "&&") {
+				continue
+			}
+			seen++
+			list := strings.TrimSuffix(cmd, "&")
+			for _, op := range []string{"&&", "||", ";", "|"} {
+				assert.NotContainsf(t, list, op, "%s:%d: %q backgrounds a whole list (%s): $! is its subshell, not the server", f, n+1, cmd, op)
+			}
+		}
+	}
+	assert.GreaterOrEqual(t, seen, 1, "the README starts the server in the background")
+}
