@@ -409,3 +409,59 @@ func TestDocsBackgroundCommandsAreKillable(t *testing.T) {
 	}
 	assert.GreaterOrEqual(t, seen, 1, "the README starts the server in the background")
 }
+
+// The README's porting table mapped AgentPool's `unsubscribe` to
+// `sub.Close()`, which discards what was queued, while docs/python-parity.md
+// rates only `sub.Unsubscribe()` the same as AgentPool's unsubscribe (its
+// queue.shutdown() lets the consumer drain what was queued): a porter
+// following the README lost the frames AgentPool would have handed out.
+// Where a parity row names the one Go method that behaves the same
+// (status "same (`X`)"), the README's row for that Python method names X
+// first.
+func TestReadmePortingTableAgreesWithParity(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	require.NoError(t, err)
+	parity, err := os.ReadFile(filepath.Join("..", "docs", "python-parity.md"))
+	require.NoError(t, err)
+	pyCall := regexp.MustCompile("`(?:await )?(?:bus\\.)?([a-z_]+)[`(]")
+	goCall := regexp.MustCompile(`\.([A-Z][A-Za-z]*)\(`)
+	same := regexp.MustCompile("^same \\(`([A-Za-z]+)`\\)$")
+	section := func(text, heading string) []string {
+		i := strings.Index(text, heading)
+		require.GreaterOrEqual(t, i, 0, heading)
+		return strings.Split(text[i:], "\n")[1:]
+	}
+	readmeFirst := map[string]string{} // Python method → the Go method its README row names first
+	for _, line := range section(string(readme), "## Porting from AgentPool") {
+		if strings.HasPrefix(line, "## ") {
+			break
+		}
+		if cells := strings.Split(line, "|"); len(cells) >= 4 {
+			if m := goCall.FindStringSubmatch(cells[2]); m != nil {
+				for _, py := range pyCall.FindAllStringSubmatch(cells[1], -1) {
+					readmeFirst[py[1]] = m[1]
+				}
+			}
+		}
+	}
+	checked := 0
+	for _, line := range section(string(parity), "## The table") {
+		if strings.HasPrefix(line, "## ") {
+			break
+		}
+		cells := strings.Split(line, "|")
+		if len(cells) < 5 {
+			continue
+		}
+		m := same.FindStringSubmatch(strings.TrimSpace(cells[3]))
+		if m == nil {
+			continue
+		}
+		for _, py := range pyCall.FindAllStringSubmatch(cells[1], 1) {
+			checked++
+			assert.Equal(t, m[1], readmeFirst[py[1]], "the README ports %s first as %q; docs/python-parity.md rates only %s the same", py[1], readmeFirst[py[1]], m[1])
+		}
+	}
+	assert.GreaterOrEqual(t, checked, 1, "the parity table names a method that behaves the same")
+}
