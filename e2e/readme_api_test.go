@@ -121,3 +121,52 @@ func TestExampleServerErrorCodesAreDocumented(t *testing.T) {
 		assert.Regexp(t, "`\\d{3} "+c+"`", string(readme), "the README does not name the command's %s", c)
 	}
 }
+
+// The example server named one unknown session three ways: `no session "x"`
+// (DELETE), `session "x" not found` (GET of its stream) and `session not
+// found: "x"` (POST of an event), and a closed one two ways. Every route
+// now answers an unknown session, and a closed one, in the same words,
+// over HTTP as a client reads them.
+func TestSessionErrorsSayTheSameOnEveryRoute(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, eventbus.Options{}, server.Options{})
+	do := func(method, path, body string) (int, map[string]string) {
+		t.Helper()
+		req, err := http.NewRequest(method, ts.ts.URL+path, strings.NewReader(body))
+		require.NoError(t, err)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var answer map[string]string
+		if resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusCreated {
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(&answer), "%s %s", method, path)
+		}
+		return resp.StatusCode, answer
+	}
+	event := `{"type":"note"}`
+	for _, tc := range []struct{ method, path, body string }{
+		{http.MethodGet, "/session/nope/events", ""},
+		{http.MethodPost, "/session/nope/events", event},
+		{http.MethodDelete, "/session/nope", ""},
+	} {
+		status, answer := do(tc.method, tc.path, tc.body)
+		assert.Equal(t, http.StatusNotFound, status, "%s %s", tc.method, tc.path)
+		assert.Equal(t, map[string]string{"code": "session_not_found", "message": `session "nope" not found`}, answer, "%s %s", tc.method, tc.path)
+	}
+
+	status, _ := do(http.MethodPost, "/sessions", `{"id":"done"}`)
+	require.Equal(t, http.StatusCreated, status)
+	status, _ = do(http.MethodDelete, "/session/done", "")
+	require.Equal(t, http.StatusNoContent, status)
+	for _, tc := range []struct{ method, path, body string }{
+		{http.MethodGet, "/session/done/events", ""},
+		{http.MethodPost, "/session/done/events", event},
+	} {
+		status, answer := do(tc.method, tc.path, tc.body)
+		assert.Equal(t, http.StatusGone, status, "%s %s", tc.method, tc.path)
+		assert.Equal(t, map[string]string{"code": "session_closed", "message": `session "done" closed`}, answer, "%s %s", tc.method, tc.path)
+	}
+}

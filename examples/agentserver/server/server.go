@@ -472,7 +472,7 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request) {
 	}
 	ev, err := s.bus.Publish(r.PathValue("id"), req.Type, data, opts...)
 	if err != nil {
-		s.writeBusError(w, err)
+		s.writeSessionError(w, err, r.PathValue("id"))
 		return
 	}
 	s.addType(req.Type)
@@ -503,7 +503,7 @@ func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
 	if !s.bus.SessionExists(id) && !s.bus.SessionClosed(id) {
 		// The bus treats closing an unknown id as a no-op (AgentPool's
 		// close_session); over HTTP a typo is worth a 404.
-		writeError(w, http.StatusNotFound, "session_not_found", fmt.Sprintf("no session %q", id))
+		writeError(w, http.StatusNotFound, resume.CodeSessionNotFound, resume.StatusFor(eventbus.ErrSessionNotFound, id).Message)
 		return
 	}
 	q, err := url.ParseQuery(r.URL.RawQuery)
@@ -557,6 +557,19 @@ func (s *Server) writeBusError(w http.ResponseWriter, err error) {
 		}
 	}
 	writeError(w, status, code, publicMessage(err))
+}
+
+// writeSessionError is writeBusError for an operation on session id: an
+// unknown or closed session is answered in the words of the stream routes
+// (resume.StatusFor: `session "x" not found`, `session "x" closed`), so that
+// every route says the same of the same session.
+func (s *Server) writeSessionError(w http.ResponseWriter, err error, id string) {
+	if errors.Is(err, eventbus.ErrSessionNotFound) || errors.Is(err, eventbus.ErrSessionClosed) {
+		se := resume.StatusFor(err, id)
+		writeError(w, se.Status, se.Code, se.Message)
+		return
+	}
+	s.writeBusError(w, err)
 }
 
 // busStatus maps a bus error to its status and code.
