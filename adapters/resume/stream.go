@@ -212,7 +212,10 @@ func (s *Stream) Next() (eventbus.Event, error) {
 		if f.Retry > 0 {
 			s.retry = f.Retry
 		}
-		if f.Cursor != "" && f.Cursor != s.lastID {
+		if f.Cursor != "" {
+			// The epoch is taken with every cursor, even one whose text
+			// the stream already had: after a restart the new history's
+			// ids start again at 1, and its "3" is not the old one's.
 			s.lastID = f.Cursor
 			if f.Epoch != "" {
 				s.epoch = f.Epoch

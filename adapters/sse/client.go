@@ -136,7 +136,13 @@ func (c *conn) Read(context.Context) (resume.Frame, error) {
 	if r, ok := c.dec.Retry(); ok && r > 0 {
 		out.Retry = r
 	}
-	out.Cursor = c.dec.LastEventID()
+	if f.HasID {
+		// Only a frame with an id: line moves the cursor (and so takes
+		// this connection's epoch with it); the decoder's last id
+		// carries over to frames without one, and before this
+		// connection's first id it is still the old server's cursor.
+		out.Cursor = c.dec.LastEventID()
+	}
 	out.Event, _ = DecodeEvent(f)
 	out.Start = out.Event.ID == 0 && out.Event.Type == resume.TypeStreamStart && f.HasID
 	return out, nil

@@ -493,3 +493,84 @@ func TestClientAcrossRestart(t *testing.T) {
 	assert.Equal(t, b.bus.Epoch(), st.Epoch())
 	assert.Equal(t, 2, st.Connects())
 }
+
+// TestClientEpochFollowsARepeatedCursor: after a restart the new server's
+// ids start again at 1 (bus-wide), so the first id a session replays after
+// the epoch_reset may be the very cursor the client had ("3" in both
+// histories). The WebSocket cursor is a plain id, so the stream must take
+// the new epoch even when the id text is unchanged: otherwise its next
+// resume pairs the new history's "3" with the old server's epoch, and a
+// mere proxy cut replays the whole new history again behind a spurious
+// epoch_reset.
+func TestClientEpochFollowsARepeatedCursor(t *testing.T) {
+	type incarnation struct {
+		bus *eventbus.Bus
+		h   *ws.Handler
+	}
+	handler := func(bus *eventbus.Bus) *incarnation {
+		h, err := ws.NewHandler(bus, ws.HandlerOptions{})
+		require.NoError(t, err)
+		return &incarnation{bus, h}
+	}
+	start := func() *incarnation {
+		bus, err := eventbus.New(eventbus.Options{})
+		require.NoError(t, err)
+		require.NoError(t, bus.CreateSession("s1", ""))
+		return handler(bus)
+	}
+	shut := func(x *incarnation) {
+		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+		defer cancel()
+		assert.NoError(t, x.h.Shutdown(ctx))
+	}
+	var cur atomic.Pointer[incarnation]
+	a := start()
+	cur.Store(a)
+	mux := http.NewServeMux()
+	mux.HandleFunc(ws.Pattern, func(w http.ResponseWriter, r *http.Request) { cur.Load().h.ServeHTTP(w, r) })
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	publish(t, a.bus, "s1", 3)
+	st := (&ws.Client{Retry: 10 * time.Millisecond}).Subscribe(context.Background(),
+		"ws"+strings.TrimPrefix(srv.URL, "http")+"/session/s1/ws", ws.StreamOptions{})
+	defer st.Close()
+	for want := uint64(1); want <= 3; want++ {
+		ev, err := st.Next()
+		require.NoError(t, err)
+		require.Equal(t, want, ev.ID)
+	}
+
+	// The restart: the new server's ids 1 and 2 go to another session,
+	// and s1's first event is id 3 again.
+	b := start()
+	defer func() { _ = b.bus.Close() }()
+	publish(t, b.bus, "other", 2)
+	publish(t, b.bus, "s1", 1)
+	cur.Store(b)
+	shut(a)
+	_ = a.bus.Close()
+	ev, err := st.Next()
+	require.NoError(t, err)
+	require.Equal(t, frame.TypeStateResyncRequired, ev.Type, "the restart is an epoch_reset")
+	ev, err = st.Next()
+	require.NoError(t, err)
+	require.EqualValues(t, 3, ev.ID, "the new server's s1 event")
+	ev, err = st.Next()
+	require.NoError(t, err)
+	require.Equal(t, frame.TypeReplayComplete, ev.Type)
+	require.Equal(t, "3", st.LastEventID())
+	assert.Equal(t, b.bus.Epoch(), st.Epoch(), "the epoch of the new server's id 3")
+
+	// A proxy cut, same server: the resume goes on after id 3, no reset.
+	c := handler(b.bus)
+	cur.Store(c)
+	shut(b)
+	defer shut(c)
+	publish(t, b.bus, "s1", 1)
+	ev, err = st.Next()
+	require.NoError(t, err)
+	assert.Equal(t, "msg", ev.Type, "after a cut on the same server: %s %s", ev.Type, ev.Data)
+	assert.EqualValues(t, 4, ev.ID)
+	assert.Equal(t, 3, st.Connects())
+}
