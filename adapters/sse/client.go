@@ -76,8 +76,16 @@ type transport struct {
 }
 
 // Connect makes one request with the cursor as Last-Event-ID and its epoch
-// as X-Event-Epoch.
+// as X-Event-Epoch. A cursor or epoch that is not one (a CR or LF, a sign:
+// StreamOptions gave it) is a *resume.PermanentError naming it: no retry
+// would mend it, and a header with a CR or LF cannot even be sent.
 func (t *transport) Connect(ctx context.Context, cursor, epoch string) (resume.Conn, string, error) {
+	if _, err := resume.ParseCursor(cursor); err != nil {
+		return nil, "", &resume.PermanentError{Err: fmt.Errorf("sse: StreamOptions.LastEventID: %w", err)}
+	}
+	if _, err := resume.ParseEpoch(epoch); err != nil {
+		return nil, "", &resume.PermanentError{Err: fmt.Errorf("sse: StreamOptions.Epoch: %w", err)}
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.url, nil)
 	if err != nil {
 		return nil, "", &resume.PermanentError{Err: fmt.Errorf("sse: %w", err)}

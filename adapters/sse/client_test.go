@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -125,6 +126,32 @@ func TestClientInitialCursorAndHeaders(t *testing.T) {
 	assert.Equal(t, "E-5", srv.header(0).Get("Last-Event-ID"))
 	assert.Equal(t, "E", srv.header(0).Get(resume.HeaderEpoch))
 	assert.Equal(t, "Bearer x", srv.header(0).Get("Authorization"))
+}
+
+// TestClientRefusesMalformedStartCursor: a StreamOptions.LastEventID or
+// Epoch that is not a cursor or epoch (a CR or LF from a file read, a
+// sign) stops the stream at once with an error naming the value, as the
+// WebSocket client does — it used to make a request no HTTP client sends,
+// and the stream retried that network error forever.
+func TestClientRefusesMalformedStartCursor(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	ts := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { calls.Add(1) }))
+	defer ts.Close()
+	for _, o := range []sse.StreamOptions{{LastEventID: "5\n"}, {LastEventID: "-5"}, {LastEventID: "5", Epoch: "E\r"}} {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		s := (&sse.Client{Retry: time.Millisecond, MaxBackoff: time.Millisecond}).Subscribe(ctx, ts.URL+"/session/s/events", o)
+		_, err := s.Next()
+		cancel()
+		require.Error(t, err, "%+v", o)
+		assert.NotErrorIs(t, err, context.DeadlineExceeded, "%+v: stopped at once, not retried", o)
+		bad := o.LastEventID
+		if o.Epoch != "" {
+			bad = o.Epoch
+		}
+		assert.Contains(t, err.Error(), strconv.Quote(bad), "%+v", o)
+	}
+	assert.Zero(t, calls.Load(), "nothing sent")
 }
 
 func TestClientRetriesServerErrors(t *testing.T) {

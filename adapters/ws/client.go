@@ -103,11 +103,15 @@ type transport struct {
 }
 
 // Connect dials and sends the resume message with cursor (plain seq) and
-// its epoch.
+// its epoch; a malformed cursor or epoch is a *resume.PermanentError
+// naming it, found before dialling.
 func (t *transport) Connect(ctx context.Context, cursor, epoch string) (resume.Conn, string, error) {
 	type resumeBody struct {
 		LastEventID string `json:"lastEventId,omitempty"`
 		Epoch       string `json:"epoch,omitempty"`
+	}
+	if _, err := resume.ParseEpoch(epoch); err != nil {
+		return nil, "", &resume.PermanentError{Err: fmt.Errorf("ws: StreamOptions.Epoch: %w", err)}
 	}
 	var rb resumeBody
 	if cursor != "" {

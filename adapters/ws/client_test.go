@@ -3,6 +3,7 @@ package ws_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -51,4 +52,27 @@ func TestClientRetries429(t *testing.T) {
 	case <-time.After(waitFor):
 		t.Fatal("the stream did not connect after the slot was freed")
 	}
+}
+
+// TestClientRefusesMalformedStartCursor: a StreamOptions.LastEventID or
+// Epoch that is not a cursor or epoch stops the stream before any
+// connection, with an error naming the value, as the SSE client does.
+func TestClientRefusesMalformedStartCursor(t *testing.T) {
+	s := newServer(t, eventbus.Options{}, ws.HandlerOptions{})
+	require.NoError(t, s.bus.CreateSession("s1", ""))
+	for _, o := range []ws.StreamOptions{{LastEventID: "-5"}, {LastEventID: "5", Epoch: "E\r"}} {
+		st := (&ws.Client{Retry: time.Millisecond}).Subscribe(context.Background(), s.url("s1", ""), o)
+		_, err := st.Next()
+		st.Close()
+		var pe *resume.PermanentError
+		assert.False(t, errors.As(err, &pe), "%+v: the error itself, not its wrapper", o)
+		bad := o.LastEventID
+		if o.Epoch != "" {
+			bad = o.Epoch
+		}
+		require.Error(t, err, "%+v", o)
+		assert.Contains(t, err.Error(), strconv.Quote(bad), "%+v", o)
+		assert.Zero(t, st.Connects(), "%+v", o)
+	}
+	assert.Zero(t, s.h.Stats().Started, "nothing connected")
 }
