@@ -58,7 +58,9 @@ type StreamOptions = resume.StreamOptions
 
 // Subscribe returns a Stream for url (for example
 // "http://host/session/s1/events?scope=descendants"). It does not connect:
-// the first [resume.Stream.Next] does. The stream ends when ctx ends.
+// the first [resume.Stream.Next] does. The stream ends when ctx ends. A url
+// that is not http:// or https:// with a host stops the stream at its
+// first Next, with an error naming it.
 func (c *Client) Subscribe(ctx context.Context, url string, opts StreamOptions) *Stream {
 	b := resume.Backoff{Retry: c.Retry, MaxBackoff: c.MaxBackoff, RestartGrace: c.RestartGrace}
 	return resume.NewStream(ctx, &transport{c: c, url: url}, url, opts, b)
@@ -89,6 +91,10 @@ func (t *transport) Connect(ctx context.Context, cursor, epoch string) (resume.C
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.url, nil)
 	if err != nil {
 		return nil, "", &resume.PermanentError{Err: fmt.Errorf("sse: %w", err)}
+	}
+	if u := req.URL; u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		// No retry would mend it: net/http refuses it before any network.
+		return nil, "", &resume.PermanentError{Err: fmt.Errorf("sse: URL %q: want http:// or https:// and a host", t.url)}
 	}
 	for k, v := range t.c.Header {
 		req.Header[k] = v

@@ -154,6 +154,23 @@ func TestClientRefusesMalformedStartCursor(t *testing.T) {
 	assert.Zero(t, calls.Load(), "nothing sent")
 }
 
+// TestClientRefusesURLWithoutHTTPScheme: a URL no HTTP client can request
+// (no scheme: "localhost:8080/…", or another one) stops the stream at once
+// with an error naming it, as the WebSocket client does; it was retried
+// forever as a network error.
+func TestClientRefusesURLWithoutHTTPScheme(t *testing.T) {
+	t.Parallel()
+	for _, u := range []string{"localhost:8080/session/s/events", "ftp://127.0.0.1/session/s/events", "http:///session/s/events"} {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		s := (&sse.Client{Retry: time.Millisecond, MaxBackoff: time.Millisecond}).Subscribe(ctx, u, sse.StreamOptions{})
+		_, err := s.Next()
+		cancel()
+		require.Error(t, err, u)
+		assert.NotErrorIs(t, err, context.DeadlineExceeded, "%s: stopped at once, not retried", u)
+		assert.Contains(t, err.Error(), strconv.Quote(u), u)
+	}
+}
+
 func TestClientRetriesServerErrors(t *testing.T) {
 	t.Parallel()
 	var calls atomic.Int32
