@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/replaybus/replaybus/adapters/resume"
+	"github.com/replaybus/replaybus/internal/textutil"
 )
 
 // Client opens resumable SSE streams to a replaybus [Handler] (or any SSE
@@ -23,7 +24,8 @@ type Client struct {
 	HTTPClient *http.Client
 	// Header holds extra request headers (authorization, say) sent on every
 	// connect. Accept, Cache-Control, Last-Event-ID and X-Event-Epoch are
-	// set by the stream.
+	// set by the stream. One no HTTP client can send (a CR or LF in a
+	// value, a space in a name) stops the stream, naming it.
 	Header http.Header
 	// Retry is the reconnection delay until the server sends retry:;
 	// zero means resume.DefaultClientRetry (3 s).
@@ -95,6 +97,9 @@ func (t *transport) Connect(ctx context.Context, cursor, epoch string) (resume.C
 	if u := req.URL; u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
 		// No retry would mend it: net/http refuses it before any network.
 		return nil, "", &resume.PermanentError{Err: fmt.Errorf("sse: URL %q: want http:// or https:// and a host", t.url)}
+	}
+	if err := textutil.CheckHeader(t.c.Header); err != nil {
+		return nil, "", &resume.PermanentError{Err: fmt.Errorf("sse: Client.Header: %w", err)}
 	}
 	for k, v := range t.c.Header {
 		req.Header[k] = v

@@ -171,6 +171,29 @@ func TestClientRefusesURLWithoutHTTPScheme(t *testing.T) {
 	}
 }
 
+// TestClientRefusesHeaderItCannotSend: a Client.Header no HTTP client can
+// send (a CR or LF in a value read from a file, a space in a name) stops
+// the stream at its first Next with an error naming it; it was retried
+// forever as a network error.
+func TestClientRefusesHeaderItCannotSend(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	ts := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { calls.Add(1) }))
+	defer ts.Close()
+	for _, hd := range []http.Header{{"Authorization": {"Bearer x\n"}}, {"Bad Name": {"v"}}} {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		s := (&sse.Client{Header: hd, Retry: time.Millisecond, MaxBackoff: time.Millisecond}).Subscribe(ctx, ts.URL+"/session/s/events", sse.StreamOptions{})
+		_, err := s.Next()
+		cancel()
+		require.Error(t, err, "%v", hd)
+		assert.NotErrorIs(t, err, context.DeadlineExceeded, "%v: stopped at once, not retried", hd)
+		for k := range hd {
+			assert.Contains(t, err.Error(), k, "%v", hd)
+		}
+	}
+	assert.Zero(t, calls.Load(), "nothing sent")
+}
+
 func TestClientRetriesServerErrors(t *testing.T) {
 	t.Parallel()
 	var calls atomic.Int32

@@ -13,6 +13,7 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/internal/textutil"
 )
 
 // CloseError is why the server closed a connection for good: a close code
@@ -44,7 +45,9 @@ type StreamOptions = resume.StreamOptions
 type Client struct {
 	// HTTPClient makes the handshakes; nil means http.DefaultClient.
 	HTTPClient *http.Client
-	// Header holds extra handshake headers (authorization, say).
+	// Header holds extra handshake headers (authorization, say). One no
+	// HTTP client can send (a CR or LF in a value, a space in a name)
+	// stops the stream, naming it.
 	Header http.Header
 	// Retry is the base reconnection delay; zero means
 	// resume.DefaultClientRetry (3 s).
@@ -112,6 +115,9 @@ func (t *transport) Connect(ctx context.Context, cursor, epoch string) (resume.C
 	}
 	if _, err := resume.ParseEpoch(epoch); err != nil {
 		return nil, "", &resume.PermanentError{Err: fmt.Errorf("ws: StreamOptions.Epoch: %w", err)}
+	}
+	if err := textutil.CheckHeader(t.c.Header); err != nil {
+		return nil, "", &resume.PermanentError{Err: fmt.Errorf("ws: Client.Header: %w", err)}
 	}
 	var rb resumeBody
 	if cursor != "" {

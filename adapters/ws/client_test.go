@@ -3,6 +3,7 @@ package ws_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strconv"
 	"testing"
 	"time"
@@ -74,5 +75,32 @@ func TestClientRefusesMalformedStartCursor(t *testing.T) {
 		assert.Contains(t, err.Error(), strconv.Quote(bad), "%+v", o)
 		assert.Zero(t, st.Connects(), "%+v", o)
 	}
+	assert.Zero(t, s.h.Stats().Started, "nothing connected")
+}
+
+// TestClientRefusesHeaderItCannotSend: a Client.Header no HTTP client can
+// send stops the stream before any connection with an error naming it; it
+// was retried forever as a network error. A URL without a scheme is named
+// too.
+func TestClientRefusesHeaderItCannotSend(t *testing.T) {
+	s := newServer(t, eventbus.Options{}, ws.HandlerOptions{})
+	require.NoError(t, s.bus.CreateSession("s1", ""))
+	for _, hd := range []http.Header{{"Authorization": {"Bearer x\n"}}, {"Bad Name": {"v"}}} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		st := (&ws.Client{Header: hd, Retry: time.Millisecond}).Subscribe(ctx, s.url("s1", ""), ws.StreamOptions{})
+		_, err := st.Next()
+		cancel()
+		require.Error(t, err, "%v", hd)
+		assert.NotErrorIs(t, err, context.DeadlineExceeded, "%v: stopped at once, not retried", hd)
+		for k := range hd {
+			assert.Contains(t, err.Error(), k, "%v", hd)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st := (&ws.Client{Retry: time.Millisecond}).Subscribe(ctx, "localhost:8080/session/s1/ws", ws.StreamOptions{})
+	_, err := st.Next()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `"localhost"`)
 	assert.Zero(t, s.h.Stats().Started, "nothing connected")
 }
