@@ -129,16 +129,17 @@ func TestClientInitialCursorAndHeaders(t *testing.T) {
 }
 
 // TestClientRefusesMalformedStartCursor: a StreamOptions.LastEventID or
-// Epoch that is not a cursor or epoch (a CR or LF from a file read, a
-// sign) stops the stream at once with an error naming the value, as the
-// WebSocket client does — it used to make a request no HTTP client sends,
-// and the stream retried that network error forever.
+// Epoch that no HTTP client can send as a header (a CR or LF from a file
+// read) stops the stream at once with an error naming the value — it used
+// to make a request net/http refuses, and the stream retried that error
+// forever. (A cursor that can be sent but is malformed, "-5", is the
+// server's to refuse: 400 naming it.)
 func TestClientRefusesMalformedStartCursor(t *testing.T) {
 	t.Parallel()
 	var calls atomic.Int32
 	ts := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { calls.Add(1) }))
 	defer ts.Close()
-	for _, o := range []sse.StreamOptions{{LastEventID: "5\n"}, {LastEventID: "-5"}, {LastEventID: "5", Epoch: "E\r"}} {
+	for _, o := range []sse.StreamOptions{{LastEventID: "5\n"}, {LastEventID: "E-5\r\n"}, {LastEventID: "5", Epoch: "E\r"}} {
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		s := (&sse.Client{Retry: time.Millisecond, MaxBackoff: time.Millisecond}).Subscribe(ctx, ts.URL+"/session/s/events", o)
 		_, err := s.Next()
