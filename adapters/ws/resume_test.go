@@ -434,32 +434,60 @@ func TestClientResumesAcrossCuts(t *testing.T) {
 // epoch, ids from 1 again) and the old handler closes with 1001; the client
 // resumes with the old cursor and its epoch, gets
 // state_resync_required{epoch_reset}, then exactly the new server's events.
+// incarnation is one server process of the restart tests: its bus (with
+// session s1) and its handler.
+type incarnation struct {
+	bus *eventbus.Bus
+	h   *ws.Handler
+}
+
+// startIncarnation starts a new server incarnation: a fresh bus (a new
+// epoch, ids from 1) with session s1, and its handler.
+func startIncarnation(t *testing.T) *incarnation {
+	t.Helper()
+	bus, err := eventbus.New(eventbus.Options{})
+	require.NoError(t, err)
+	require.NoError(t, bus.CreateSession("s1", ""))
+	return handlerOver(t, bus)
+}
+
+// handlerOver is a new handler over bus: a proxy cut, when it replaces the
+// handler of the same bus.
+func handlerOver(t *testing.T, bus *eventbus.Bus) *incarnation {
+	t.Helper()
+	h, err := ws.NewHandler(bus, ws.HandlerOptions{})
+	require.NoError(t, err)
+	return &incarnation{bus, h}
+}
+
+// shutHandler closes x's handler (every socket gets 1001) and waits for it.
+func shutHandler(t *testing.T, x *incarnation) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	assert.NoError(t, x.h.Shutdown(ctx))
+}
+
+// restartServer serves whichever incarnation cur holds at ws.Pattern.
+func restartServer(t *testing.T, cur *atomic.Pointer[incarnation]) *httptest.Server {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc(ws.Pattern, func(w http.ResponseWriter, r *http.Request) { cur.Load().h.ServeHTTP(w, r) })
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
 func TestClientAcrossRestart(t *testing.T) {
-	type incarnation struct {
-		bus *eventbus.Bus
-		h   *ws.Handler
-	}
-	start := func() *incarnation {
-		bus, err := eventbus.New(eventbus.Options{})
-		require.NoError(t, err)
-		require.NoError(t, bus.CreateSession("s1", ""))
-		h, err := ws.NewHandler(bus, ws.HandlerOptions{})
-		require.NoError(t, err)
-		return &incarnation{bus, h}
-	}
+	start := func() *incarnation { return startIncarnation(t) }
 	stop := func(x *incarnation) {
-		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
-		defer cancel()
-		assert.NoError(t, x.h.Shutdown(ctx))
+		shutHandler(t, x)
 		_ = x.bus.Close()
 	}
 	var cur atomic.Pointer[incarnation]
 	a := start()
 	cur.Store(a)
-	mux := http.NewServeMux()
-	mux.HandleFunc(ws.Pattern, func(w http.ResponseWriter, r *http.Request) { cur.Load().h.ServeHTTP(w, r) })
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
+	srv := restartServer(t, &cur)
 
 	publish(t, a.bus, "s1", 3)
 	st := (&ws.Client{Retry: 10 * time.Millisecond}).Subscribe(context.Background(),
@@ -503,33 +531,10 @@ func TestClientAcrossRestart(t *testing.T) {
 // mere proxy cut replays the whole new history again behind a spurious
 // epoch_reset.
 func TestClientEpochFollowsARepeatedCursor(t *testing.T) {
-	type incarnation struct {
-		bus *eventbus.Bus
-		h   *ws.Handler
-	}
-	handler := func(bus *eventbus.Bus) *incarnation {
-		h, err := ws.NewHandler(bus, ws.HandlerOptions{})
-		require.NoError(t, err)
-		return &incarnation{bus, h}
-	}
-	start := func() *incarnation {
-		bus, err := eventbus.New(eventbus.Options{})
-		require.NoError(t, err)
-		require.NoError(t, bus.CreateSession("s1", ""))
-		return handler(bus)
-	}
-	shut := func(x *incarnation) {
-		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
-		defer cancel()
-		assert.NoError(t, x.h.Shutdown(ctx))
-	}
 	var cur atomic.Pointer[incarnation]
-	a := start()
+	a := startIncarnation(t)
 	cur.Store(a)
-	mux := http.NewServeMux()
-	mux.HandleFunc(ws.Pattern, func(w http.ResponseWriter, r *http.Request) { cur.Load().h.ServeHTTP(w, r) })
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
+	srv := restartServer(t, &cur)
 
 	publish(t, a.bus, "s1", 3)
 	st := (&ws.Client{Retry: 10 * time.Millisecond}).Subscribe(context.Background(),
@@ -543,12 +548,12 @@ func TestClientEpochFollowsARepeatedCursor(t *testing.T) {
 
 	// The restart: the new server's ids 1 and 2 go to another session,
 	// and s1's first event is id 3 again.
-	b := start()
+	b := startIncarnation(t)
 	defer func() { _ = b.bus.Close() }()
 	publish(t, b.bus, "other", 2)
 	publish(t, b.bus, "s1", 1)
 	cur.Store(b)
-	shut(a)
+	shutHandler(t, a)
 	_ = a.bus.Close()
 	ev, err := st.Next()
 	require.NoError(t, err)
@@ -563,10 +568,10 @@ func TestClientEpochFollowsARepeatedCursor(t *testing.T) {
 	assert.Equal(t, b.bus.Epoch(), st.Epoch(), "the epoch of the new server's id 3")
 
 	// A proxy cut, same server: the resume goes on after id 3, no reset.
-	c := handler(b.bus)
+	c := handlerOver(t, b.bus)
 	cur.Store(c)
-	shut(b)
-	defer shut(c)
+	shutHandler(t, b)
+	defer shutHandler(t, c)
 	publish(t, b.bus, "s1", 1)
 	ev, err = st.Next()
 	require.NoError(t, err)
