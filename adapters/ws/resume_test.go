@@ -1,6 +1,8 @@
 package ws_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -64,8 +66,10 @@ func TestResumeCursorWinsOverReplay0(t *testing.T) {
 	}
 }
 
-// resumeLog records the first client message (the resume) of every
-// connection a ws.Client dials, unmasked from the bytes it writes.
+// resumeLog records where every connection a ws.Client dials resumes
+// from, read from the bytes it writes: the Go client sends its cursor in
+// the handshake's Last-Event-ID and X-Event-Epoch headers and then a
+// resume message without a cursor.
 type resumeLog struct {
 	mu    sync.Mutex
 	conns []*recordConn
@@ -99,7 +103,10 @@ func (l *resumeLog) client() *http.Client {
 	}}}
 }
 
-// resumes returns the resume message of each connection, in dial order.
+// resumes returns the cursor of each connection, in dial order, as
+// {"lastEventId": …, "epoch": …} (the handshake's Last-Event-ID and
+// X-Event-Epoch; absent ones left out), checking that the first message
+// is a resume without a cursor of its own.
 func (l *resumeLog) resumes(t *testing.T) []map[string]string {
 	t.Helper()
 	l.mu.Lock()
@@ -113,7 +120,17 @@ func (l *resumeLog) resumes(t *testing.T) []map[string]string {
 		if i < 0 {
 			continue
 		}
-		out = append(out, firstMessage(t, b[i+4:]))
+		req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(b[:i+4])))
+		require.NoError(t, err)
+		assert.Empty(t, firstMessage(t, b[i+4:]), "the cursor goes in the headers, not the resume message")
+		m := map[string]string{}
+		if v := req.Header.Get("Last-Event-ID"); v != "" {
+			m["lastEventId"] = v
+		}
+		if v := req.Header.Get(resume.HeaderEpoch); v != "" {
+			m["epoch"] = v
+		}
+		out = append(out, m)
 	}
 	return out
 }
@@ -139,8 +156,8 @@ func firstMessage(t *testing.T, b []byte) map[string]string {
 
 // TestClientResumesLiveOnlyAcrossCuts (issue 18 item 1): a Go client on a
 // live-only URL, its connection cut 6 times while 120 events are published,
-// receives all 120 exactly once, in order, and each reconnect's resume
-// message carries the newest id it had, with its epoch.
+// receives all 120 exactly once, in order, and each reconnect carries the
+// newest id it had, with its epoch.
 func TestClientResumesLiveOnlyAcrossCuts(t *testing.T) {
 	s, cut := newCutServer(t, eventbus.Options{ReplayBufferSize: 1000, Epoch: "E1"}, ws.HandlerOptions{})
 	require.NoError(t, s.bus.CreateSession("s1", ""))
@@ -578,4 +595,36 @@ func TestClientEpochFollowsARepeatedCursor(t *testing.T) {
 	assert.Equal(t, "msg", ev.Type, "after a cut on the same server: %s %s", ev.Type, ev.Data)
 	assert.EqualValues(t, 4, ev.ID)
 	assert.Equal(t, 3, st.Connects())
+}
+
+// TestClientResumesWithoutResumeWait: a server whose ResumeWait is negative
+// takes the cursor only from the URL or the headers. The Go client sent it
+// only in its resume message, so after a cut it got the whole history
+// again and then stopped for good with 1008 "resume too late"; it sends the
+// cursor in the handshake's Last-Event-ID and X-Event-Epoch headers, which
+// every server reads, waiting or not.
+func TestClientResumesWithoutResumeWait(t *testing.T) {
+	for _, wait := range []time.Duration{-1, 0} {
+		s, cl := newCutServer(t, eventbus.Options{}, ws.HandlerOptions{ResumeWait: wait})
+		require.NoError(t, s.bus.CreateSession("s1", ""))
+		publish(t, s.bus, "s1", 2)
+		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+		st := (&ws.Client{Retry: 10 * time.Millisecond}).Subscribe(ctx, s.url("s1", ""), ws.StreamOptions{})
+		for want := uint64(1); want <= 2; want++ {
+			ev, err := st.Next()
+			require.NoError(t, err, "ResumeWait %v", wait)
+			require.Equal(t, want, ev.ID, "ResumeWait %v", wait)
+		}
+		cl.Cut()
+		publish(t, s.bus, "s1", 1)
+		ev, err := st.Next()
+		require.NoError(t, err, "ResumeWait %v: the stream goes on", wait)
+		assert.EqualValues(t, 3, ev.ID, "ResumeWait %v: resumed after id 2, not from the start", wait)
+		ev, err = st.Next()
+		require.NoError(t, err, "ResumeWait %v", wait)
+		assert.Equal(t, frame.TypeReplayComplete, ev.Type, "ResumeWait %v", wait)
+		assert.Equal(t, 2, st.Connects(), "ResumeWait %v", wait)
+		st.Close()
+		cancel()
+	}
 }
