@@ -257,8 +257,9 @@ type Options struct {
 	// backend takes the backend's epoch and ignores this field.
 	Epoch string `env:"-"`
 
-	// SessionController, if set, is asked for a session's parent the first
-	// time the bus sees the id without being told one: when [Bus.Publish]
+	// SessionController, if set, tells the bus a session's parent: given a
+	// session id it returns the parent's id, or "" for a root. It is asked
+	// the first time the bus sees the id without being told one: when [Bus.Publish]
 	// or [Bus.Subscribe] creates the session implicitly (CreateSession
 	// names the parent itself and is not asked). The answer places the
 	// session in the tree from its first event, so descendants and subtree
@@ -275,12 +276,8 @@ type Options struct {
 	// would have created the session returns an ErrInvalid error naming
 	// the panic, and the session is not created. Nil (the default):
 	// implicit sessions are roots.
-	SessionController SessionController `env:"-"`
+	SessionController func(sessionID string) (parentID string) `env:"-"`
 
 	// now is the bus's clock; nil is time.Now (set by tests).
 	now func() time.Time
 }
-
-// SessionController tells the bus a session's parent: it returns the
-// parent's id, or "" for a root (see [Options.SessionController]).
-type SessionController func(sessionID string) (parentID string)

@@ -17,7 +17,8 @@ var (
 	// asked for an existing session).
 	ErrSessionNotFound = errors.New("eventbus: session not found")
 	// ErrSubscriberLimit: the session already has its maximum number of
-	// subscribers; the error is a [*SubscriberLimitError].
+	// subscribers; the error wraps it and reads "eventbus: subscriber limit
+	// exceeded: session "<id>" has <n> subscribers (the limit)".
 	ErrSubscriberLimit = errors.New("eventbus: subscriber limit exceeded")
 	// ErrEvicted: the subscription was evicted for overflow (client_evicted).
 	ErrEvicted = errors.New("eventbus: subscriber evicted")
@@ -27,20 +28,12 @@ var (
 	ErrInvalid = errors.New("eventbus: invalid argument")
 )
 
-// SubscriberLimitError is returned by [Bus.Subscribe] when the session is at
-// its subscriber cap. errors.Is(err, ErrSubscriberLimit) holds.
-type SubscriberLimitError struct {
-	Session string // the session that is full
-	Limit   int    // the cap in force
+// limitf is the error Subscribe returns when session id is at its
+// subscriber cap: ErrSubscriberLimit wrapped with the session and the limit
+// (the limit in force is also [Bus.Options]().MaxSubscribers).
+func limitf(id string, limit int) error {
+	return fmt.Errorf("%w: session %q has %d subscribers (the limit)", ErrSubscriberLimit, id, limit)
 }
-
-// Error names the session and the limit.
-func (e *SubscriberLimitError) Error() string {
-	return fmt.Sprintf("eventbus: subscriber limit exceeded: session %q has %d subscribers (the limit)", e.Session, e.Limit)
-}
-
-// Is makes errors.Is(err, ErrSubscriberLimit) true.
-func (e *SubscriberLimitError) Is(target error) bool { return target == ErrSubscriberLimit }
 
 func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)

@@ -74,7 +74,7 @@ func encode(data any) (out []byte, err error) {
 // data is encoded to JSON once and shared (a json.RawMessage is validated
 // and copied as is; nil means no payload). The session is created if it
 // does not exist (AgentPool's create-on-first-publish) — as a root, or under
-// the parent the [SessionController] names — unless [Existing] is given.
+// the parent the [Options.SessionController] names — unless [Existing] is given.
 // It returns the stored Event with its id, from one bus-wide sequence that
 // starts at 1.
 //
@@ -88,7 +88,7 @@ func encode(data any) (out []byte, err error) {
 // error naming the value for an empty or over-long session id or type, a
 // type with a control character (CR, LF, …), a [frame.Reserved] type (the bus's
 // own frames: use CloseSession for session_closed), data that cannot be
-// encoded, or a [SessionController] that panicked creating the session —
+// encoded, or a [Options.SessionController] that panicked creating the session —
 // a refused event consumes no id; ErrSessionClosed for a closed session
 // that was not reopened; ErrSessionNotFound for an unknown session with
 // [Existing]; ErrClosed after [Bus.Close].

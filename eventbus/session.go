@@ -99,7 +99,7 @@ func (b *Bus) sessionLocked(id string, create bool) (*session, error) {
 	return b.addLocked(id, "")
 }
 
-// maxAskDepth bounds how many ancestors one [SessionController] lookup may
+// maxAskDepth bounds how many ancestors one [Options.SessionController] lookup may
 // create.
 const maxAskDepth = 64
 

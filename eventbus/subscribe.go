@@ -41,16 +41,16 @@ import (
 // not (AgentPool's replay=False).
 //
 // The session is created when it does not exist, unless o.RequireSession is
-// set: as a root, or under the parent the [SessionController] names. The
+// set: as a root, or under the parent the [Options.SessionController] names. The
 // subscription ends when ctx is done (Err is ctx's error); Subscribe itself
 // does not block, except on a bus over a backend whose feed is behind the
 // cursor (see backend.Syncer in package eventbus/backend).
 //
-// Errors: ErrInvalid naming a bad option value (or a [SessionController]
+// Errors: ErrInvalid naming a bad option value (or a [Options.SessionController]
 // that panicked creating the session); ErrSessionNotFound;
-// ErrSessionClosed for a closed session that was not reopened; a
-// *SubscriberLimitError (errors.Is ErrSubscriberLimit) when the session has
-// MaxSubscribers subscribers; ErrClosed after Close; ctx's error when ctx is
+// ErrSessionClosed for a closed session that was not reopened;
+// ErrSubscriberLimit (wrapped, naming the session and the limit) when the
+// session has MaxSubscribers subscribers; ErrClosed after Close; ctx's error when ctx is
 // already done.
 func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOptions) (*Subscription, error) {
 	if err := checkName("session id", sessionID); err != nil {
@@ -157,7 +157,7 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 		}
 		if int(x.info.nsubs.Load()) >= b.cfg.MaxSubscribers {
 			b.mu.Unlock()
-			return nil, &SubscriberLimitError{Session: x.id, Limit: b.cfg.MaxSubscribers}
+			return nil, limitf(x.id, b.cfg.MaxSubscribers)
 		}
 		var job snapshotJob
 		if replay {
@@ -220,7 +220,7 @@ func (b *Bus) subscribeInTree(ctx context.Context, s *Subscription, sessionID st
 	if int(x.info.nsubs.Load()) >= b.cfg.MaxSubscribers {
 		tl.Unlock()
 		b.mu.RUnlock(tok)
-		return true, false, &SubscriberLimitError{Session: x.id, Limit: b.cfg.MaxSubscribers}
+		return true, false, limitf(x.id, b.cfg.MaxSubscribers)
 	}
 	var job snapshotJob
 	if replay {

@@ -17,25 +17,23 @@ import (
 // published events only).
 var ErrQueueFull = errors.New("eventbus: subscriber queue full")
 
-// SendError reports one subscription a targeted frame did not reach; the
-// error [Bus.SendTo] returns joins one per such subscription.
-type SendError struct {
-	Subscriber uint64 // the subscription's ID
-	Session    string // the session it was made on
-	// Err is ErrQueueFull, or why the subscription ended (its Err:
-	// ErrEvicted, ErrUnsubscribed, ErrSessionClosed, ErrClosed, a context
-	// error), or ErrInvalid for a subscription of another bus.
-	Err error
+// sendError reports one subscription a targeted frame did not reach; the
+// error [Bus.SendTo] returns joins one per such subscription. Its text names
+// the subscriber's id and session; err is ErrQueueFull, or why the
+// subscription ended (its Err: ErrEvicted, ErrUnsubscribed,
+// ErrSessionClosed, ErrClosed, a context error), or ErrInvalid for a
+// subscription of another bus — matched with errors.Is through Unwrap.
+type sendError struct {
+	subscriber uint64 // the subscription's ID
+	session    string // the session it was made on
+	err        error
 }
 
-// Error names the subscriber and the reason.
-func (e *SendError) Error() string {
-	return fmt.Sprintf("eventbus: targeted frame not queued for subscriber %d (session %q): %v", e.Subscriber, e.Session, e.Err)
+func (e *sendError) Error() string {
+	return fmt.Sprintf("eventbus: targeted frame not queued for subscriber %d (session %q): %v", e.subscriber, e.session, e.err)
 }
 
-// Unwrap returns Err, so errors.Is(err, ErrQueueFull) works on the joined
-// error of SendTo.
-func (e *SendError) Unwrap() error { return e.Err }
+func (e *sendError) Unwrap() error { return e.err }
 
 // SendTo queues an event of type typ with payload data for each of subs
 // only: a targeted frame. Use it for what concerns one connection and no
@@ -68,8 +66,12 @@ func (e *SendError) Unwrap() error { return e.Err }
 // value for an empty, over-long or [frame.Reserved] type, a type with a control
 // character, or data that cannot be encoded (nothing is sent); ErrClosed
 // after [Bus.Close]; otherwise nil when every subscription got the frame,
-// else the [errors.Join] of one [*SendError] per subscription that did not
-// (nil entries in subs are skipped).
+// else the [errors.Join] of one error per subscription that did not (nil
+// entries in subs are skipped): each reads "eventbus: targeted frame not
+// queued for subscriber <ID> (session "<id>"): <reason>" and matches its
+// reason with errors.Is (ErrQueueFull, or why the subscription ended:
+// ErrEvicted, ErrUnsubscribed, ErrSessionClosed, ErrClosed, a context error;
+// ErrInvalid for a subscription of another bus).
 func (b *Bus) SendTo(typ string, data any, subs ...*Subscription) error {
 	if err := checkName("event type", typ); err != nil {
 		return err
@@ -94,12 +96,12 @@ func (b *Bus) SendTo(typ string, data any, subs ...*Subscription) error {
 			continue
 		}
 		if s.bus != b {
-			errs = append(errs, &SendError{Subscriber: s.id, Session: s.Session(),
-				Err: fmt.Errorf("%w: subscription of another bus", ErrInvalid)})
+			errs = append(errs, &sendError{subscriber: s.id, session: s.Session(),
+				err: fmt.Errorf("%w: subscription of another bus", ErrInvalid)})
 			continue
 		}
 		if err := s.deliverTargeted(&record{Session: s.sess.id, Type: typ, Data: raw, Nanos: now}); err != nil {
-			errs = append(errs, &SendError{Subscriber: s.id, Session: s.sess.id, Err: err})
+			errs = append(errs, &sendError{subscriber: s.id, session: s.sess.id, err: err})
 		}
 	}
 	return errors.Join(errs...)

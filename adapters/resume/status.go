@@ -146,12 +146,7 @@ func ReadStatusError(resp *http.Response) *StatusError {
 // 5), 400 invalid_request, else 500 internal_error; the message is the
 // error's text without Go package prefixes.
 func StatusFor(err error, session string) *StatusError {
-	var limit *eventbus.SubscriberLimitError
 	switch {
-	case errors.As(err, &limit):
-		return &StatusError{Status: http.StatusTooManyRequests, Code: CodeSubscriberLimit,
-			Message:    fmt.Sprintf("session %q already has %d subscribers (the limit)", limit.Session, limit.Limit),
-			RetryAfter: 5 * time.Second}
 	case errors.Is(err, eventbus.ErrSubscriberLimit):
 		return &StatusError{Status: http.StatusTooManyRequests, Code: CodeSubscriberLimit, Message: textutil.PublicMessage(err),
 			RetryAfter: 5 * time.Second}
