@@ -64,8 +64,6 @@ func TestLoadDefaults(t *testing.T) {
 		{"DROPPABLE_TYPES", cfg.DroppableTypes, []string(nil)},
 		{"REPLAY_BUDGET_BYTES", cfg.ReplayBudgetBytes, int64(8 << 20)},
 		{"DISABLE_SLOW_CLIENT_WARNING", cfg.DisableSlowClientWarning, false},
-		{"NATS_RETENTION", cfg.NATSRetention, 20},
-		{"NATS_MAX_AGE", cfg.NATSMaxAge, time.Duration(0)},
 		{"CLOSED_RETENTION", cfg.ClosedRetention, 10 * time.Minute},
 		{"MAX_RETAINED", cfg.MaxRetained, 1000},
 		{"REPLAY_MAX_BYTES", cfg.ReplayMaxBytes, int64(0)},
@@ -78,6 +76,14 @@ func TestLoadDefaults(t *testing.T) {
 		})
 	}
 	assert.Equal(t, eventbus.Options{}.WithDefaults(), cfg)
+
+	// The NATS variables (adapters/nats's options, read by LoadNATS): unset
+	// is zero, which adapters/nats takes as its defaults (retention 20, no
+	// max age: TestStreamDefaults there).
+	n, err := LoadNATS()
+	require.NoError(t, err)
+	assert.Equal(t, NATS{}, n)
+	require.Len(t, natsFields, 2, "one row per NATS variable")
 }
 
 func TestLoadEmptyMeansDefault(t *testing.T) {
@@ -239,6 +245,12 @@ func TestLoadBadValue(t *testing.T) {
 			require.ErrorAs(t, err, &ve)
 			assert.Equal(t, Prefix+tt.key, ve.Var)
 			assert.Equal(t, tt.value, ve.Value)
+			if strings.HasPrefix(tt.key, "NATS_") {
+				n, err := LoadNATS()
+				assert.EqualError(t, err, Prefix+tt.key+tt.want, "LoadNATS says what Load says")
+				assert.ErrorIs(t, err, tt.wantErr)
+				assert.Zero(t, n)
+			}
 		})
 	}
 }
@@ -304,6 +316,7 @@ func TestLoadWith(t *testing.T) {
 		env     map[string]string
 		base    eventbus.Options
 		want    func(*eventbus.Options) // edits to the defaults
+		nats    NATS                    // what LoadNATS gives
 		wantErr []string
 	}{
 		{
@@ -314,12 +327,14 @@ func TestLoadWith(t *testing.T) {
 		{
 			name: "NATS retention and max age from the environment; an explicit 0 age is none",
 			env:  map[string]string{"NATS_RETENTION": "3", "NATS_MAX_AGE": "0"},
-			want: func(c *eventbus.Options) { c.NATSRetention = 3 },
+			want: func(*eventbus.Options) {},
+			nats: NATS{Retention: 3},
 		},
 		{
 			name: "NATS max age from the environment",
 			env:  map[string]string{"NATS_MAX_AGE": "24h"},
-			want: func(c *eventbus.Options) { c.NATSMaxAge = 24 * time.Hour },
+			want: func(*eventbus.Options) {},
+			nats: NATS{MaxAge: 24 * time.Hour},
 		},
 		{
 			name: "non-zero base field wins over its variable",
@@ -407,6 +422,9 @@ func TestLoadWith(t *testing.T) {
 			want := eventbus.Options{}.WithDefaults()
 			tt.want(&want)
 			assert.Equal(t, want, cfg)
+			n, err := LoadNATS()
+			require.NoError(t, err)
+			assert.Equal(t, tt.nats, n)
 		})
 	}
 }

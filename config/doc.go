@@ -21,8 +21,8 @@
 //	AGENTPOOL_EVENTBUS_DROPPABLE_TYPES              (none)           comma-separated event types
 //	AGENTPOOL_EVENTBUS_REPLAY_BUDGET_BYTES          8MiB             1B–1GiB per subscribe
 //	AGENTPOOL_EVENTBUS_DISABLE_SLOW_CLIENT_WARNING  false            true | false
-//	AGENTPOOL_EVENTBUS_NATS_RETENTION               20               1–1000 replay buffers per session (NATS only)
-//	AGENTPOOL_EVENTBUS_NATS_MAX_AGE                 0 (none)         0 or 1s–8760h (Go duration, NATS only)
+//	AGENTPOOL_EVENTBUS_NATS_RETENTION               20               1–1000 replay buffers per session (NATS only: [NATS], LoadNATS)
+//	AGENTPOOL_EVENTBUS_NATS_MAX_AGE                 0 (none)         0 or 1s–8760h (Go duration, NATS only: [NATS], LoadNATS)
 //	AGENTPOOL_EVENTBUS_CLOSED_RETENTION             10m              1s–8760h a closed sub-agent's buffer stays readable
 //	AGENTPOOL_EVENTBUS_MAX_RETAINED                 1000             1–1,000,000 closed sessions' buffers kept
 //	AGENTPOOL_EVENTBUS_REPLAY_MAX_BYTES             0 (none)         0 or 1B–1GiB of event data per session's replay buffer
@@ -58,6 +58,15 @@
 // instead:
 //
 //	eventbus: MaxQueueSize=-5: out of range [1, 1000000]
+//
+// # The NATS variables
+//
+// AGENTPOOL_EVENTBUS_NATS_RETENTION and AGENTPOOL_EVENTBUS_NATS_MAX_AGE
+// configure the JetStream stream of the bus over NATS (module
+// adapters/nats), not the bus itself: [LoadNATS] reads them into a [NATS]
+// value whose fields the program passes to nats.WithRetention and
+// nats.WithMaxAge (this package does not import adapters/nats, a heavy
+// module). [Load] checks them too, so a bad one is reported either way.
 //
 // # Embedding
 //

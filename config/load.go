@@ -127,6 +127,8 @@ func load(environ []string, base eventbus.Options) (eventbus.Options, error) {
 		}
 	}
 
+	_, natsErrs := loadNATS(vars)
+	errs = append(errs, natsErrs...)
 	errs = append(errs, unknownVars(vars)...)
 	if len(errs) > 0 {
 		return eventbus.Options{}, errors.Join(errs...)
@@ -143,8 +145,10 @@ type field struct {
 	index []int  // for reflect.Value.FieldByIndex
 }
 
-var fields = func() []field {
-	t := reflect.TypeFor[eventbus.Options]()
+var fields = fieldsOf(reflect.TypeFor[eventbus.Options]())
+
+// fieldsOf lists the fields of struct type t that have a variable.
+func fieldsOf(t reflect.Type) []field {
 	var fs []field
 	for i := range t.NumField() {
 		sf := t.Field(i)
@@ -153,15 +157,21 @@ var fields = func() []field {
 		}
 	}
 	return fs
-}()
+}
 
+// keyOf returns the variable of the Options or NATS field name.
 func keyOf(name string) string {
-	for _, f := range fields {
+	for _, f := range slices.Concat(fields, natsFields) {
 		if f.name == name {
 			return f.key
 		}
 	}
 	return name
+}
+
+// known reports whether k is a variable of this package.
+func known(k string) bool {
+	return k == CompactVar || slices.ContainsFunc(slices.Concat(fields, natsFields), func(f field) bool { return f.key == k })
 }
 
 // envMap turns "KEY=value" entries into a map. The first entry for a key
@@ -220,7 +230,7 @@ func varErrors(err error, vars map[string]string) ([]error, map[string]bool) {
 func unknownVars(vars map[string]string) []error {
 	var names []string
 	for k := range vars {
-		if strings.HasPrefix(strings.ToUpper(k), Prefix) && k != CompactVar && !slices.ContainsFunc(fields, func(f field) bool { return f.key == k }) {
+		if strings.HasPrefix(strings.ToUpper(k), Prefix) && !known(k) {
 			names = append(names, k)
 		}
 	}
@@ -242,7 +252,8 @@ func unknownVars(vars map[string]string) []error {
 func suggest(k string) string {
 	k = strings.ToUpper(k)
 	best, dist := "", math.MaxInt
-	for _, f := range fields {
+	all := slices.Concat(fields, natsFields)
+	for _, f := range all {
 		if d := textutil.Distance(k, f.key, false); d < dist {
 			best, dist = f.key, d
 		}
@@ -251,7 +262,7 @@ func suggest(k string) string {
 		return best
 	}
 	best = ""
-	for _, f := range fields {
+	for _, f := range all {
 		if len(k) > len(Prefix) && strings.HasPrefix(f.key, k) {
 			if best != "" {
 				return ""
@@ -359,7 +370,7 @@ func zeroMeansDefault(f field, v reflect.Value) error {
 	}
 	d := reflect.ValueOf(eventbus.Options{}.WithDefaults())
 	if d.FieldByIndex(f.index).IsZero() {
-		return nil // zero is a value of its own (NATSMaxAge: none)
+		return nil // zero is a value of its own (ReplayMaxAge: none)
 	}
 	var probe eventbus.Options
 	pv := reflect.ValueOf(&probe).Elem().FieldByIndex(f.index)

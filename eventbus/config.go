@@ -54,11 +54,6 @@ const (
 	// configuration sets one. Streaming adapters use drop_subscriber
 	// instead; see Options.OverflowPolicy.
 	defaultOverflowPolicy = DropOldest
-	// defaultNATSRetention is 20: the NATS JetStream stream keeps 20
-	// replay buffers' worth of events per session (2000 with the default
-	// buffer), so a node may lag that far behind one session before it
-	// loses events (measured in docs/distributed.md).
-	defaultNATSRetention = 20
 	// defaultClosedRetention is 10 minutes: how long a closed sub-agent
 	// session's replay buffer stays readable for the scopes of its
 	// still-open ancestors.
@@ -146,23 +141,6 @@ type Options struct {
 	// (true, false, 1, 0, t, f).
 	DisableSlowClientWarning bool `env:"DISABLE_SLOW_CLIENT_WARNING"`
 
-	// NATSRetention is used by the bus over NATS JetStream (adapters/nats)
-	// only: the stream keeps NATSRetention × ReplayBufferSize events per
-	// session (its MaxMsgsPerSubject), while each node's replay buffer
-	// stays ReplayBufferSize. The surplus is how far a node may fall behind
-	// one session before events are deleted that it has not read (which it
-	// then announces: state_resync_required{feed_gap}). Range 1–1000; zero
-	// means 20. Env: AGENTPOOL_EVENTBUS_NATS_RETENTION.
-	NATSRetention int `env:"NATS_RETENTION"`
-
-	// NATSMaxAge is used by the bus over NATS JetStream only: the stream
-	// deletes events older than this (its MaxAge), bounding storage
-	// although closed sessions' subjects are never purged. Zero (the
-	// default) keeps events until NATSRetention drops them. Range 0 or
-	// 1s–8760h. Env: AGENTPOOL_EVENTBUS_NATS_MAX_AGE (a Go duration such as
-	// "24h").
-	NATSMaxAge time.Duration `env:"NATS_MAX_AGE"`
-
 	// ClosedRetention is how long the replay buffer of a closed session
 	// that had a parent stays readable for the descendants and all scopes
 	// of its still-open ancestors, so that a client of the tree that
@@ -195,7 +173,7 @@ type Options struct {
 	// event); older ones go at the session's next publish or subscribe,
 	// announced as ReplayMaxBytes says. Idle sessions still expire after
 	// SessionTTL. Range 0 or 1s–8760h; zero (the default) bounds nothing.
-	// Over NATS the stream's MaxAge follows it unless NATSMaxAge is set.
+	// Over NATS the stream's MaxAge follows it (see adapters/nats).
 	// Env: AGENTPOOL_EVENTBUS_REPLAY_MAX_AGE (a Go duration such as "10m").
 	ReplayMaxAge time.Duration `env:"REPLAY_MAX_AGE"`
 

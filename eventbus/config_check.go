@@ -20,8 +20,6 @@ const (
 	minSessionTTL = time.Second
 	// maxSessionTTL is the longest SessionTTL: 8760h (365 days).
 	maxSessionTTL = 8760 * time.Hour
-	// maxNATSRetention bounds NATSRetention: 1000 replay buffers.
-	maxNATSRetention = 1000
 )
 
 // The range errors, shared by Validate and the config package so both say
@@ -30,7 +28,6 @@ var (
 	errCountRange = outOfRange("[1, 1000000]")
 	errBytesRange = outOfRange("[1B, 1GiB]")
 	errTTLRange   = outOfRange("[1s, 8760h]")
-	errRetRange   = outOfRange("[1, 1000]")
 	errAgeRange   = outOfRange("0 or [1s, 8760h]")
 	errBytes0     = outOfRange("0 or [1B, 1GiB]")
 	errBlock      = invalid("refused: block would stall every publisher behind one slow subscriber (want drop_subscriber, drop_oldest or drop_newest)")
@@ -39,8 +36,8 @@ var (
 
 // WithDefaults returns c with every zero field replaced by its default:
 // ReplayBufferSize 100, MaxQueueSize 1000, MaxQueuedBytes 2 MiB,
-// MaxSubscribers 64, SessionTTL 1h, ReplayBudgetBytes 8 MiB, NATSRetention
-// 20, ClosedRetention 10m, MaxRetained 1000. OverflowPolicy stays zero: "" is not a policy but "apply the default
+// MaxSubscribers 64, SessionTTL 1h, ReplayBudgetBytes 8 MiB,
+// ClosedRetention 10m, MaxRetained 1000. OverflowPolicy stays zero: "" is not a policy but "apply the default
 // rule" (drop_oldest in process, drop_subscriber for streams; see
 // Options.OverflowPolicy), which only the subscriber's side can apply.
 // DroppableTypes (default none) and DisableSlowClientWarning (default
@@ -65,9 +62,6 @@ func (c Options) WithDefaults() Options {
 	}
 	if c.ReplayBudgetBytes == 0 {
 		c.ReplayBudgetBytes = defaultReplayBudgetBytes
-	}
-	if c.NATSRetention == 0 {
-		c.NATSRetention = defaultNATSRetention
 	}
 	if c.ClosedRetention == 0 {
 		c.ClosedRetention = defaultClosedRetention
@@ -137,12 +131,6 @@ func (c Options) problems() []problem {
 		}
 	}
 	bytes("ReplayBudgetBytes", c.ReplayBudgetBytes)
-	if c.NATSRetention < 1 || c.NATSRetention > maxNATSRetention {
-		add("NATSRetention", c.NATSRetention, errRetRange)
-	}
-	if c.NATSMaxAge != 0 && (c.NATSMaxAge < time.Second || c.NATSMaxAge > maxSessionTTL) {
-		add("NATSMaxAge", c.NATSMaxAge, errAgeRange)
-	}
 	if c.ClosedRetention < minSessionTTL || c.ClosedRetention > maxSessionTTL {
 		add("ClosedRetention", c.ClosedRetention, errTTLRange)
 	}

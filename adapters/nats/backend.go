@@ -88,9 +88,9 @@ var _ backend.AsyncBackend = (*Backend)(nil)
 // the stream (or updates it to the options), derives the epoch from the
 // stream's identity, starts the node's consumer and returns the
 // [eventbus.Bus] it feeds (see the package documentation). cfg is the bus
-// configuration; ReplayBufferSize × NATSRetention is the stream's
-// MaxMsgsPerSubject and NATSMaxAge (else NATSRetention × ReplayMaxAge)
-// its MaxAge (unless [WithRetention] or [WithMaxAge] say otherwise); the
+// configuration; ReplayBufferSize × the retention ([WithRetention]) is the
+// stream's MaxMsgsPerSubject and the retention × ReplayMaxAge its MaxAge
+// (unless [WithMaxAge] sets it); the
 // stream keeps raw events whatever ReplayCompact is, and has no per-session
 // byte bound (JetStream's MaxBytes is stream-wide: it would evict one
 // session's events for another's), so ReplayMaxBytes binds each node's
@@ -170,16 +170,10 @@ func NewBackend(ctx context.Context, nc *nats.Conn, cfg eventbus.Options, opts .
 	if be.log == nil {
 		be.log = slog.New(slog.DiscardHandler)
 	}
-	if !be.o.retentionSet {
-		be.o.retention = cfg.NATSRetention
-	}
-	if !be.o.maxAgeSet {
-		be.o.maxAge = cfg.NATSMaxAge
-		if be.o.maxAge == 0 && cfg.ReplayMaxAge > 0 {
-			// The stream follows the replay window's age bound as its
-			// count follows the buffer size: NATSRetention windows.
-			be.o.maxAge = cfg.ReplayMaxAge * time.Duration(be.o.retention)
-		}
+	if !be.o.maxAgeSet && cfg.ReplayMaxAge > 0 {
+		// The stream follows the replay window's age bound as its count
+		// follows the buffer size: retention windows.
+		be.o.maxAge = cfg.ReplayMaxAge * time.Duration(be.o.retention)
 	}
 	be.perSubj = int64(be.limit) * int64(be.o.retention)
 	js, err := jetstream.New(nc)

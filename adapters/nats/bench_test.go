@@ -94,7 +94,7 @@ func newBare(b *testing.B, st jetstream.StorageType, asyncPending int) *bare {
 	require.NoError(b, err)
 	x.stream, err = x.pub.CreateStream(context.Background(), jetstream.StreamConfig{
 		Name: fmt.Sprintf("BARE%d", n), Subjects: []string{x.prefix + ".>"},
-		MaxMsgsPerSubject: int64(eventbus.Options{}.WithDefaults().NATSRetention * eventbus.Options{}.WithDefaults().ReplayBufferSize),
+		MaxMsgsPerSubject: int64(rbnats.DefaultRetention * eventbus.Options{}.WithDefaults().ReplayBufferSize),
 		Storage:           st, Discard: jetstream.DiscardOld,
 	})
 	require.NoError(b, err)

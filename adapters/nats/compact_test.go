@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	rbnats "github.com/replaybus/replaybus/adapters/nats"
 	"github.com/replaybus/replaybus/coalesce"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
@@ -89,15 +90,15 @@ func TestCompactResumeOnAnotherNode(t *testing.T) {
 	assert.Equal(t, want.String(), got.String())
 }
 
-// TestStreamLimitsFollowReplayWindow: the stream keeps NATSRetention
-// windows of the replay window: per subject ReplayBufferSize ×
-// NATSRetention events, and ReplayMaxAge × NATSRetention of age unless
-// NATSMaxAge is set. ReplayMaxBytes binds each node's buffers, not the
+// TestStreamLimitsFollowReplayWindow: the stream keeps WithRetention
+// windows of the replay window: per subject ReplayBufferSize × the
+// retention events, and ReplayMaxAge × the retention of age unless
+// WithMaxAge is given. ReplayMaxBytes binds each node's buffers, not the
 // stream (JetStream has no per-subject byte bound), and a node's buffer
 // evicts and announces by bytes as in memory.
 func TestStreamLimitsFollowReplayWindow(t *testing.T) {
-	cfg := eventbus.Options{ReplayBufferSize: 10, NATSRetention: 3, ReplayMaxAge: time.Minute, ReplayMaxBytes: 21}
-	opts := uniqueStream()
+	cfg := eventbus.Options{ReplayBufferSize: 10, ReplayMaxAge: time.Minute, ReplayMaxBytes: 21}
+	opts := uniqueStream(rbnats.WithRetention(3))
 	a := newNode(t, shared.ClientURL(), cfg, opts...)
 	js, err := jetstream.New(a.nc)
 	require.NoError(t, err)
@@ -127,12 +128,25 @@ func TestStreamLimitsFollowReplayWindow(t *testing.T) {
 	got, _ := readIDs(t, s, 3)
 	assert.Equal(t, ids[5:], got)
 
-	t.Run("NATSMaxAge wins", func(t *testing.T) {
-		cfg := cfg
-		cfg.NATSMaxAge = time.Hour
-		b := newNode(t, shared.ClientURL(), cfg, uniqueStream()...)
+	t.Run("WithMaxAge wins", func(t *testing.T) {
+		b := newNode(t, shared.ClientURL(), cfg, uniqueStream(rbnats.WithRetention(3), rbnats.WithMaxAge(time.Hour))...)
 		st, err := js.Stream(context.Background(), b.be.Stream())
 		require.NoError(t, err)
 		assert.Equal(t, time.Hour, st.CachedInfo().Config.MaxAge)
 	})
+}
+
+// TestStreamDefaults: without WithRetention and WithMaxAge (config.NATS's
+// zero fields, the variables unset), the stream keeps DefaultRetention (20)
+// replay buffers per subject and has no MaxAge.
+func TestStreamDefaults(t *testing.T) {
+	require.Equal(t, 20, rbnats.DefaultRetention)
+	a := newNode(t, shared.ClientURL(), eventbus.Options{}, uniqueStream()...)
+	js, err := jetstream.New(a.nc)
+	require.NoError(t, err)
+	st, err := js.Stream(context.Background(), a.be.Stream())
+	require.NoError(t, err)
+	info := st.CachedInfo().Config
+	assert.Equal(t, int64(20*100), info.MaxMsgsPerSubject)
+	assert.Equal(t, time.Duration(0), info.MaxAge)
 }

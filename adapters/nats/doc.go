@@ -13,9 +13,10 @@
 // session has one subject that spells its place in the session tree,
 // <prefix>.<root>.<child>…, with session ids escaped into subject tokens
 // (bytes outside [A-Za-z0-9_-] become %XX), so a session's descendants are
-// a subject wildcard. The stream keeps MaxMsgsPerSubject = NATSRetention ×
-// the replay buffer size events per session (eventbus.Options; default 20 ×
-// 100), so that a node that lags can still read what it has not ingested;
+// a subject wildcard. The stream keeps MaxMsgsPerSubject = the retention
+// ([WithRetention], default [DefaultRetention]) × the replay buffer size
+// (eventbus.Options.ReplayBufferSize) events per session (20 × 100 by
+// default), so that a node that lags can still read what it has not ingested;
 // each node's replay buffer stays the replay window.
 //
 // [eventbus.Bus.Publish] is a JetStream publish that waits for the ack;

@@ -47,6 +47,15 @@ func TestMain(m *testing.M) {
 var streamSeq atomic.Int64
 
 // uniqueStream returns options for a stream and prefix no other test uses.
+// withRetention adds rbnats.WithRetention(n) to opts unless n is 0 (the
+// default retention).
+func withRetention(n int, opts []rbnats.Option) []rbnats.Option {
+	if n == 0 {
+		return opts
+	}
+	return append(opts, rbnats.WithRetention(n))
+}
+
 func uniqueStream(extra ...rbnats.Option) []rbnats.Option {
 	n := streamSeq.Add(1)
 	return append([]rbnats.Option{

@@ -50,8 +50,8 @@ func TestLaggingNodeHidesNoGapFromLiveSubscriber(t *testing.T) {
 		retention int
 	}{{"retention 1", 1}, {"default retention", 0}} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := eventbus.Options{ReplayBufferSize: 5, NATSRetention: tc.retention}
-			opts := uniqueStream()
+			cfg := eventbus.Options{ReplayBufferSize: 5}
+			opts := withRetention(tc.retention, uniqueStream())
 			p := newProxy(t, shared.ClientURL()[len("nats://"):])
 			a := newNode(t, shared.ClientURL(), cfg, opts...)
 			b := newNode(t, p.URL(), cfg, opts...)
@@ -173,8 +173,8 @@ func TestFlatOutNoSilentLoss(t *testing.T) {
 		freeze    bool
 	}{{"default retention", 0, false}, {"retention 1, other node frozen", 1, true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := eventbus.Options{MaxQueueSize: 2 * total, MaxQueuedBytes: 1 << 30, NATSRetention: tc.retention}
-			opts := uniqueStream()
+			cfg := eventbus.Options{MaxQueueSize: 2 * total, MaxQueuedBytes: 1 << 30}
+			opts := withRetention(tc.retention, uniqueStream())
 			p := newProxy(t, shared.ClientURL()[len("nats://"):])
 			a := newNode(t, shared.ClientURL(), cfg, opts...)
 			b := newNodeOpts(t, p.URL(), cfg, []natsgo.Option{natsgo.PingInterval(time.Minute)}, opts...)

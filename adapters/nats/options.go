@@ -23,6 +23,12 @@ const (
 	// missed heartbeats make it re-create the consumer (for example after
 	// the server holding it was stopped).
 	DefaultHeartbeat = 5 * time.Second
+	// DefaultRetention is how many replay buffers' worth of events per
+	// session the stream keeps unless [WithRetention] sets another: 20
+	// (2000 events with the default buffer of 100), so a node may lag
+	// that far behind one session before it loses events (measured in
+	// docs/distributed.md).
+	DefaultRetention = 20
 )
 
 // Option configures [New], [Connect] and [NewBackend].
@@ -37,8 +43,7 @@ type options struct {
 	heartbeat      time.Duration
 	maxAge         time.Duration
 	maxAgeSet      bool
-	retention      int // replay buffers per session, when retentionSet
-	retentionSet   bool
+	retention      int // replay buffers per session
 	logger         *slog.Logger
 }
 
@@ -50,6 +55,7 @@ func defaultOptions() options {
 		storage:        jetstream.FileStorage,
 		publishTimeout: DefaultPublishTimeout,
 		heartbeat:      DefaultHeartbeat,
+		retention:      DefaultRetention,
 	}
 }
 
@@ -72,7 +78,7 @@ func (o *options) validate() error {
 	if o.maxAge < 0 {
 		return fmt.Errorf("nats: max age %v must not be negative", o.maxAge)
 	}
-	if o.retentionSet && (o.retention < 1 || o.retention > maxRetention) {
+	if o.retention < 1 || o.retention > maxRetention {
 		return fmt.Errorf("nats: retention %d out of range [1, %d] replay buffers", o.retention, maxRetention)
 	}
 	if o.heartbeat < 500*time.Millisecond || o.heartbeat > 30*time.Second {
@@ -86,11 +92,12 @@ func (o *options) validate() error {
 // d, so the stream's storage stays bounded although the subjects of closed
 // sessions are never purged (it otherwise keeps up to MaxMsgsPerSubject
 // events of every session ever used). Zero keeps events until the
-// per-subject limit drops them. Without this option the Config's
-// NATSMaxAge applies (AGENTPOOL_EVENTBUS_NATS_MAX_AGE, default 0), and
-// when that is 0 too, NATSRetention × ReplayMaxAge (the replay window's age
-// bound, as the per-subject count is NATSRetention × ReplayBufferSize;
-// 0 when the window has none). A node
+// per-subject limit drops them. Without this option the MaxAge is the
+// retention ([WithRetention]) × eventbus.Options.ReplayMaxAge (the replay
+// window's age bound, as the per-subject count is the retention ×
+// ReplayBufferSize; 0 when the window has none). Operators set it with
+// AGENTPOOL_EVENTBUS_NATS_MAX_AGE, which config.LoadNATS reads and the
+// program passes here (as the example server does). A node
 // that starts after events aged out announces the loss to resuming clients
 // (ring_evicted) as for any event the stream no longer holds; a running
 // node keeps its own replay buffers. A good value is a few times the
@@ -101,15 +108,16 @@ func WithMaxAge(d time.Duration) Option {
 
 // WithRetention sets how many replay buffers' worth of events per session
 // the stream keeps: MaxMsgsPerSubject = n × ReplayBufferSize, n in 1–1000.
-// Without this option the Config's NATSRetention applies
-// (AGENTPOOL_EVENTBUS_NATS_RETENTION, default 20). Each node's replay
+// Without this option it is [DefaultRetention]; operators set it with
+// AGENTPOOL_EVENTBUS_NATS_RETENTION, which config.LoadNATS reads and the
+// program passes here (as the example server does). Each node's replay
 // buffer stays ReplayBufferSize, the replay window; the surplus is how far
 // a node may fall behind one session before JetStream deletes events it has
 // not read, which the node then announces to its live subscribers
 // (state_resync_required{feed_gap}) and resumes (ring_evicted). Storage
 // grows with n: see docs/distributed.md for sizing.
 func WithRetention(n int) Option {
-	return func(o *options) { o.retention, o.retentionSet = n, true }
+	return func(o *options) { o.retention = n }
 }
 
 // WithStream names the JetStream stream (1–64 characters from
@@ -143,8 +151,8 @@ func WithPublishTimeout(d time.Duration) Option { return func(o *options) { o.pu
 // from the last event the node ingested.
 func WithHeartbeat(d time.Duration) Option { return func(o *options) { o.heartbeat = d } }
 
-// maxRetention bounds [WithRetention], as eventbus.Options.NATSRetention's
-// range: 1000 replay buffers.
+// maxRetention bounds [WithRetention]: 1000 replay buffers (the range
+// config.LoadNATS checks AGENTPOOL_EVENTBUS_NATS_RETENTION against).
 const maxRetention = 1000
 
 // WithLogger sends the backend's own log records (connection lost, consumer

@@ -155,7 +155,13 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 		transcript = server.NewTranscript()
 		cfg.Snapshots = transcript.Snapshot
 	}
-	nb, err := f.nats.open(ctx, cfg, log)
+	// The stream's retention (AGENTPOOL_EVENTBUS_NATS_*): checked by
+	// config.Load above, passed to adapters/nats by open.
+	natsCfg, err := config.LoadNATS()
+	if err != nil {
+		return configError(err)
+	}
+	nb, err := f.nats.open(ctx, cfg, natsCfg, log)
 	if err != nil {
 		return err
 	}

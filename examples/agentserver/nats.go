@@ -17,6 +17,7 @@ import (
 
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
 	"github.com/replaybus/replaybus/adapters/nats/embedded"
+	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/backend"
 )
@@ -36,7 +37,8 @@ const natsReconnectWait = 250 * time.Millisecond
 // in flight per agent, flushed at the end of each turn) rather than waiting
 // for every JetStream ack; POST …/events stays a synchronous Publish, since
 // it answers with the event's id. The stream's retention comes from
-// AGENTPOOL_EVENTBUS_NATS_RETENTION and AGENTPOOL_EVENTBUS_NATS_MAX_AGE.
+// AGENTPOOL_EVENTBUS_NATS_RETENTION and AGENTPOOL_EVENTBUS_NATS_MAX_AGE
+// (config.LoadNATS), passed as rbnats.WithRetention and rbnats.WithMaxAge.
 type natsFlags struct {
 	url    string // "", "embedded" or nats://…
 	dir    string
@@ -71,7 +73,7 @@ type natsBus struct {
 }
 
 // open returns the bus. Configuration problems come back as usage errors.
-func (n natsFlags) open(ctx context.Context, cfg eventbus.Options, log *slog.Logger) (natsBus, error) {
+func (n natsFlags) open(ctx context.Context, cfg eventbus.Options, natsCfg config.NATS, log *slog.Logger) (natsBus, error) {
 	nb := natsBus{stop: func() {}}
 	cfg.Logger = log
 	if n.url == "" {
@@ -129,7 +131,14 @@ func (n natsFlags) open(ctx context.Context, cfg eventbus.Options, log *slog.Log
 	}
 	// NewBackend and backend.New rather than rbnats.New, to keep the
 	// backend for its Ready.
-	be, err := rbnats.NewBackend(ctx, nc, cfg, rbnats.WithLogger(log))
+	opts := []rbnats.Option{rbnats.WithLogger(log)}
+	if natsCfg.Retention != 0 {
+		opts = append(opts, rbnats.WithRetention(natsCfg.Retention))
+	}
+	if natsCfg.MaxAge != 0 {
+		opts = append(opts, rbnats.WithMaxAge(natsCfg.MaxAge))
+	}
+	be, err := rbnats.NewBackend(ctx, nc, cfg, opts...)
 	if err != nil {
 		nc.Close()
 		stopServer()
