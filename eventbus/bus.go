@@ -6,18 +6,15 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/puzpuzpuz/xsync/v3"
 
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/eventbus/internal/deadline"
 	"github.com/replaybus/replaybus/eventbus/internal/diag"
 	"github.com/replaybus/replaybus/eventbus/observe"
 	"github.com/replaybus/replaybus/scope"
 )
-
-// MaxNameLen is the longest session id or event type the bus accepts, in bytes.
-const MaxNameLen = 256
 
 // Bus is a per-session event bus with a bounded replay buffer per session,
 // the Go form of AgentPool's EventBus with qwen-code's resume and
@@ -193,26 +190,11 @@ func (b *Bus) LastEventID() uint64 { return b.hot.seq.Load() }
 
 func (b *Bus) nowNanos() int64 { return b.cfg.now().UnixNano() }
 
-// CheckSessionID returns nil when id is a session id the bus accepts: 1 to
-// MaxNameLen bytes of valid UTF-8 without control characters. Otherwise it
-// returns an ErrInvalid error that quotes the id. Adapters use it to refuse
-// a bad id before they subscribe.
-func CheckSessionID(id string) error { return checkName("session id", id) }
-
+// checkName refuses a bad session id or event type (frame.CheckName) with
+// an ErrInvalid error: "eventbus: invalid argument: " and frame's text.
 func checkName(what, v string) error {
-	if v == "" {
-		return invalidf("empty %s", what)
-	}
-	if len(v) > MaxNameLen {
-		return invalidf("%s %.40q… is %d bytes, longer than %d", what, v, len(v), MaxNameLen)
-	}
-	if !utf8.ValidString(v) {
-		return invalidf("%s %q is not valid UTF-8", what, v)
-	}
-	for _, c := range []byte(v) {
-		if c < 0x20 || c == 0x7f {
-			return invalidf("%s %q contains control character %q", what, v, c)
-		}
+	if err := frame.CheckName(what, v); err != nil {
+		return invalidf("%v", err)
 	}
 	return nil
 }

@@ -150,7 +150,7 @@ func TestPublishValidation(t *testing.T) {
 		{"invalid RawMessage", "s", "msg", json.RawMessage(`{"a":`)},
 		{"nil RawMessage", "s", "msg", json.RawMessage(nil)},
 		{"panicking marshaler", "s", "msg", panicky{}},
-		{"over-long type", "s", string(make([]byte, eventbus.MaxNameLen+1)), nil},
+		{"over-long type", "s", string(make([]byte, frame.MaxNameLen+1)), nil},
 		{"forged session_closed", "s", frame.TypeSessionClosed, nil},
 		{"forged client_evicted", "s", frame.TypeClientEvicted, nil},
 		{"forged replay_complete", "s", frame.TypeReplayComplete, nil},

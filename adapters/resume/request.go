@@ -6,6 +6,7 @@ import (
 	"net/url"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/internal/textutil"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -54,8 +55,9 @@ func ParseRequest(r *http.Request, sessionID, ownEpoch string, rules QueryRules)
 	if sessionID == "" {
 		return bad(CodeInvalidSessionID, "empty session id")
 	}
-	if err := eventbus.CheckSessionID(sessionID); err != nil {
-		return bad(CodeInvalidSessionID, "%s", textutil.PublicMessage(err))
+	if err := frame.CheckName("session id", sessionID); err != nil {
+		// The text Subscribe's ErrInvalid gives, without "eventbus: ".
+		return bad(CodeInvalidSessionID, "invalid argument: %v", err)
 	}
 	// A query that does not parse (?scope=%zz, ?a=1;scope=x) or names one
 	// of our parameters twice is refused: url.Query would silently drop the

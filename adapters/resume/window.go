@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/replaybus/replaybus/eventbus"
-	"github.com/replaybus/replaybus/internal/textutil"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // CodeInvalidSnapshot answers 400 for a ?snapshot= other than 0 or 1.
@@ -45,11 +45,11 @@ func parseTypes(q url.Values, o *eventbus.SubscribeOptions) *StatusError {
 			o.Types = append(o.Types, t)
 		}
 	}
-	// The bus checks the entries exactly as Subscribe will (a dry run on
-	// a fresh option set); its message names the bad entry.
-	if err := eventbus.CheckTypes(o.Types); err != nil {
+	// The check Subscribe makes (frame.CheckTypes); the message is the
+	// text Subscribe's ErrInvalid gives, naming the bad entry.
+	if err := frame.CheckTypes(o.Types); err != nil {
 		return &StatusError{Status: http.StatusBadRequest, Code: CodeInvalidTypes,
-			Message: "invalid types " + quote(v) + ": " + textutil.PublicMessage(err)}
+			Message: "invalid types " + quote(v) + ": invalid argument: " + err.Error()}
 	}
 	return nil
 }

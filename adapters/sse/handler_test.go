@@ -88,7 +88,7 @@ func TestHandlerRejectsBeforeStreaming(t *testing.T) {
 		tc{name: "POST", method: http.MethodPost, status: 405, code: resume.CodeMethodNotAllowed},
 		tc{name: "empty session id", session: "-", status: 400, code: resume.CodeInvalidSessionID},
 		tc{name: "control character in session id", session: "a\x01b", status: 400, code: resume.CodeInvalidSessionID},
-		tc{name: "over-long session id", session: strings.Repeat("x", eventbus.MaxNameLen+1), status: 400, code: resume.CodeInvalidSessionID},
+		tc{name: "over-long session id", session: strings.Repeat("x", frame.MaxNameLen+1), status: 400, code: resume.CodeInvalidSessionID},
 	)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,7 +6,9 @@
 // replay_complete into [ReplayCompleteData], slow_client_warning into
 // [SlowClientWarningData], client_evicted into [ClientEvictedData],
 // session_closed into [SessionClosedData], snapshot into [SnapshotData].
-// docs/protocol.md has the wire.
+// docs/protocol.md has the wire. [CheckName] and [CheckTypes] say which
+// session ids, event types and type filters a bus accepts, so that an
+// adapter can refuse a bad one before it reaches the bus.
 //
 // The package holds definitions only; it imports nothing of the project.
 package frame

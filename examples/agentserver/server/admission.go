@@ -17,7 +17,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/internal/textutil"
 )
 
@@ -31,13 +31,13 @@ const DefaultWriteTimeout = 10 * time.Second
 
 // checkID is the one validation of a session id, for every route that takes
 // one (the {id} of a path, "id" and "parent" of POST /sessions): what the bus
-// accepts (eventbus.CheckSessionID: 1–256 bytes of UTF-8, no control
+// accepts (frame.CheckName: 1–256 bytes of UTF-8, no control
 // characters) and what fits one URL path segment ("/", "." and ".." do not:
 // a session created as "a/c" could never be addressed by its URL). It
 // returns "" or what is wrong.
 func checkID(what, id string) string {
-	if err := eventbus.CheckSessionID(id); err != nil {
-		return strings.Replace(publicMessage(err), "session id", what, 1)
+	if err := frame.CheckName(what, id); err != nil {
+		return "invalid argument: " + err.Error() // as the bus says it
 	}
 	switch {
 	case strings.Contains(id, "/"):
@@ -55,8 +55,8 @@ func checkOrigin(origin string) string {
 	if origin == "" {
 		return ""
 	}
-	if err := eventbus.CheckSessionID(origin); err != nil {
-		return strings.Replace(publicMessage(err), "session id", "origin", 1)
+	if err := frame.CheckName("origin", origin); err != nil {
+		return "invalid argument: " + err.Error() // as the bus says it
 	}
 	return ""
 }
