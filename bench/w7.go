@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"time"
+)
+
+// ---- W7 idle subscribers ----
+
+func runW7(sys System, n int) (heapPerSub, stackPerSub float64, err error) {
+	inst, err := sys.Open(Opts{Ring: 100})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer inst.Close()
+	const sess = "w7"
+	if _, err := inst.Publish(sess, payload256); err != nil { // the session exists
+		return 0, 0, err
+	}
+	sinks := make([]*Sink, n)
+	for i := range sinks {
+		sinks[i] = newSink(1)
+	}
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	for _, k := range sinks {
+		if err := inst.Subscribe(sess, SubOpts{}, k); err != nil {
+			return 0, 0, err
+		}
+	}
+	if err := inst.Sync(map[string][]*Sink{sess: sinks}); err != nil {
+		return 0, 0, err
+	}
+	time.Sleep(20 * time.Millisecond) // let every reader park
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&m1)
+	heapPerSub = float64(int64(m1.HeapAlloc)-int64(m0.HeapAlloc)) / float64(n)
+	stackPerSub = float64(int64(m1.StackInuse)-int64(m0.StackInuse)) / float64(n)
+	runtime.KeepAlive(sinks)
+	return heapPerSub, stackPerSub, nil
+}
+
+// floorParkedGoroutines is what one parked reader goroutine with its own
+// context costs (heap: descriptor, closure, context; stack): every system's
+// subscriber has one (the HTTP request's), so it is the floor of W7.
+func floorParkedGoroutines(n int) (heapPer, stackPer float64) {
+	block := make(chan struct{})
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	var wg sync.WaitGroup
+	parent, stop := context.WithCancel(context.Background())
+	defer stop()
+	for i := 0; i < n; i++ {
+		// What every system's subscriber has: the request's goroutine,
+		// parked, and the request's own context.
+		ctx, cancel := context.WithCancel(parent)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer cancel()
+			select {
+			case <-block:
+			case <-ctx.Done():
+			}
+		}()
+	}
+	time.Sleep(20 * time.Millisecond)
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&m1)
+	close(block)
+	wg.Wait()
+	return float64(int64(m1.HeapAlloc)-int64(m0.HeapAlloc)) / float64(n),
+		float64(int64(m1.StackInuse)-int64(m0.StackInuse)) / float64(n)
+}
