@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"runtime"
 	"sync"
 	"time"
 
@@ -285,22 +284,10 @@ func runW8(name string, S, N int, lossless bool) (w1Result, error) {
 	for _, k := range sinks {
 		k.arm(base)
 	}
-	runtime.GC()
-	var m0, m1 runtime.MemStats
-	runtime.ReadMemStats(&m0)
-	pubDone := make(chan struct{})
-	c0 := cpuNanos()
-	t0 := now()
-	for i := 0; i < N; i++ {
-		if _, err := pub(payload256); err != nil {
-			close(pubDone)
-			return res, err
-		}
+	w, err := publishMeasured([]func([]byte) (uint64, error){pub}, N, sinks, 3*quiet) // over TCP a starved client may pause longer
+	if err != nil {
+		return res, err
 	}
-	close(pubDone)
-	tEnd := waitSinks(sinks, pubDone, 3*quiet) // over TCP a starved client may pause longer
-	c1 := cpuNanos()
-	runtime.ReadMemStats(&m1)
 	t := sumSinks(sinks)
 	if t.ended > 0 {
 		for _, k := range sinks {
@@ -310,16 +297,5 @@ func runW8(name string, S, N int, lossless bool) (w1Result, error) {
 			}
 		}
 	}
-	if t.n == 0 {
-		return res, fmt.Errorf("%s: nothing delivered", name)
-	}
-	return w1Result{
-		nsPerDelivery:     float64(tEnd-t0) / float64(t.n),
-		allocsPerDelivery: float64(m1.Mallocs-m0.Mallocs) / float64(int64(N)*int64(S)),
-		cpuPerDelivery:    float64(c1-c0) / float64(t.n),
-		deliveries:        t.n,
-		lost:              int64(N)*int64(S) - t.n,
-		reordered:         t.reordered, skipped: t.skipped, foreign: t.foreign,
-		evicted: t.ended, gaps: t.gaps,
-	}, nil
+	return fanoutResult(name, w, t, int64(N)*int64(S))
 }

@@ -95,41 +95,68 @@ func runW1(sys System, S, N int, lossless bool) (w1Result, error) {
 		inst.Close()
 		return res, err
 	}
+	w, err := publishMeasured([]func([]byte) (uint64, error){pub}, N, sinks, quiet)
+	inst.Close()
+	if err != nil {
+		return res, err
+	}
+	return fanoutResult(sys.Name, w, sumSinks(sinks), int64(N)*int64(S))
+}
+
+// window is what one measured publish phase cost, from the first publish
+// to the last delivery: wall ns, process CPU ns and process-wide mallocs.
+type window struct {
+	ns, cpu int64
+	mallocs uint64
+}
+
+// publishMeasured publishes n events of payload256, round robin over pubs,
+// waits until the sinks have them all or nothing has arrived for idle
+// (waitSinks), and returns what that cost. A publish error stops it and is
+// returned.
+func publishMeasured(pubs []func([]byte) (uint64, error), n int, sinks []*Sink, idle time.Duration) (window, error) {
 	runtime.GC()
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
 	pubDone := make(chan struct{})
 	c0 := cpuNanos()
 	t0 := now()
-	for i := 0; i < N; i++ {
-		if _, err := pub(payload256); err != nil {
+	for i, j := 0, 0; i < n; i++ {
+		if _, err := pubs[j](payload256); err != nil {
 			close(pubDone)
-			inst.Close()
-			return res, err
+			return window{}, err
+		}
+		if j++; j == len(pubs) {
+			j = 0
 		}
 	}
 	close(pubDone)
-	tEnd := waitSinks(sinks, pubDone, quiet)
+	tEnd := waitSinks(sinks, pubDone, idle)
 	c1 := cpuNanos()
 	runtime.ReadMemStats(&m1)
-	inst.Close()
-	t := sumSinks(sinks)
+	return window{ns: tEnd - t0, cpu: c1 - c0, mallocs: m1.Mallocs - m0.Mallocs}, nil
+}
+
+// fanoutResult is the figures of a fan-out run (W1, W5, W8) from its
+// measured window and the sinks' totals; want is the deliveries a lossless
+// run makes (events × subscribers). It fails, naming sys, when nothing was
+// delivered.
+func fanoutResult(sys string, w window, t totals, want int64) (w1Result, error) {
 	if t.n == 0 {
-		return res, fmt.Errorf("%s: nothing delivered", sys.Name)
+		return w1Result{}, fmt.Errorf("%s: nothing delivered", sys)
 	}
-	res = w1Result{
-		nsPerDelivery:     float64(tEnd-t0) / float64(t.n),
-		allocsPerDelivery: float64(m1.Mallocs-m0.Mallocs) / float64(int64(N)*int64(S)),
-		cpuPerDelivery:    float64(c1-c0) / float64(t.n),
+	return w1Result{
+		nsPerDelivery:     float64(w.ns) / float64(t.n),
+		allocsPerDelivery: float64(w.mallocs) / float64(want),
+		cpuPerDelivery:    float64(w.cpu) / float64(t.n),
 		deliveries:        t.n,
-		lost:              int64(N)*int64(S) - t.n,
+		lost:              want - t.n,
 		reordered:         t.reordered,
 		skipped:           t.skipped,
 		foreign:           t.foreign,
 		evicted:           t.ended,
 		gaps:              t.gaps,
-	}
-	return res, nil
+	}, nil
 }
 
 // ---- W5 many sessions ----
@@ -166,35 +193,12 @@ func runW5(sys System, M, P int) (w1Result, error) {
 			return res, err
 		}
 	}
-	runtime.GC()
-	var m0, m1 runtime.MemStats
-	runtime.ReadMemStats(&m0)
-	pubDone := make(chan struct{})
-	c0 := cpuNanos()
-	t0 := now()
-	for i := 0; i < per*M; i++ {
-		if _, err := pubs[i%M](payload256); err != nil {
-			close(pubDone)
-			inst.Close()
-			return res, err
-		}
-	}
-	close(pubDone)
-	tEnd := waitSinks(sinks, pubDone, quiet)
-	c1 := cpuNanos()
-	runtime.ReadMemStats(&m1)
+	w, err := publishMeasured(pubs, per*M, sinks, quiet)
 	inst.Close()
-	t := sumSinks(sinks)
-	if t.n == 0 {
-		return res, fmt.Errorf("%s: nothing delivered", sys.Name)
+	if err != nil {
+		return res, err
 	}
-	return w1Result{
-		nsPerDelivery:     float64(tEnd-t0) / float64(t.n),
-		allocsPerDelivery: float64(m1.Mallocs-m0.Mallocs) / float64(per*M),
-		cpuPerDelivery:    float64(c1-c0) / float64(t.n),
-		deliveries:        t.n, lost: int64(per*M) - t.n, reordered: t.reordered, evicted: t.ended, gaps: t.gaps,
-		skipped: t.skipped, foreign: t.foreign,
-	}, nil
+	return fanoutResult(sys.Name, w, sumSinks(sinks), int64(per*M))
 }
 
 // ---- the floor ----
@@ -258,19 +262,9 @@ func subscribeSession(inst Instance, sess string, sinks []*Sink, arm bool) error
 // registered them all, and arms them to expect the ids after the session's
 // last one. On an error it closes inst.
 func subscribeArmed(inst Instance, sess string, sinks []*Sink) error {
-	for _, k := range sinks {
-		if err := inst.Subscribe(sess, SubOpts{}, k); err != nil {
-			inst.Close()
-			return err
-		}
-	}
-	if err := inst.Sync(map[string][]*Sink{sess: sinks}); err != nil {
+	if err := subscribeSession(inst, sess, sinks, true); err != nil {
 		inst.Close()
 		return err
-	}
-	base := inst.LastID(sess)
-	for _, k := range sinks {
-		k.arm(base)
 	}
 	return nil
 }
