@@ -36,6 +36,7 @@ type params struct {
 	w8Deliveries int
 }
 
+// fullParams are the sizes of a full run (docs/benchmarks.md's figures).
 func fullParams() params {
 	return params{
 		runs: 3, w1S: []int{1, 10, 100, 1000}, w1Events: 200_000, w1Deliveries: 4_000_000,
@@ -48,16 +49,16 @@ func fullParams() params {
 	}
 }
 
+// quickParams are fullParams with smaller counts: -quick.
 func quickParams() params {
-	return params{
-		runs: 3, w1S: []int{1, 10, 100, 1000}, w1Events: 20_000, w1Deliveries: 100_000,
-		w2Subs: 100, w2Events: 500, w2Interval: time.Millisecond,
-		w2SatEvents: 2_000, w2SatPace: 100 * time.Microsecond,
-		w3:         [][2]int{{100, 50}, {10_000, 30}},
-		w4Sessions: 300, w5Sessions: 2_000, w5Publishes: 50_000,
-		w6Publishes: 30_000, w6Deliveries: 60_000, w6Subs: []int{0, 1, 10}, w7Subs: 2_000,
-		w8S: []int{1, 10, 100, 1000}, w8Events: 2_000, w8Deliveries: 100_000,
-	}
+	p := fullParams()
+	p.w1Events, p.w1Deliveries = 20_000, 100_000
+	p.w2Events, p.w2SatEvents = 500, 2_000
+	p.w3 = [][2]int{{100, 50}, {10_000, 30}}
+	p.w4Sessions, p.w5Sessions, p.w5Publishes = 300, 2_000, 50_000
+	p.w6Publishes, p.w6Deliveries, p.w7Subs = 30_000, 60_000, 2_000
+	p.w8Events, p.w8Deliveries = 2_000, 100_000
+	return p
 }
 
 func main() {
