@@ -28,23 +28,29 @@ func (s *Server) writeBusError(w http.ResponseWriter, err error) {
 	writeError(w, status, code, publicMessage(err))
 }
 
-// busStatus maps a bus error to its status and code.
+// busErrors are the bus errors with an answer of their own, checked in
+// order with errors.Is: the error, its status and its code.
+var busErrors = []struct {
+	err    error
+	status int
+	code   string
+}{
+	{scope.ErrUnknownParent, http.StatusNotFound, "parent_not_found"},
+	{scope.ErrCycle, http.StatusConflict, "cycle"},
+	{scope.ErrExists, http.StatusConflict, "session_exists"},
+	{eventbus.ErrSessionNotFound, http.StatusNotFound, "session_not_found"},
+	{eventbus.ErrSessionClosed, http.StatusGone, "session_closed"},
+	{eventbus.ErrClosed, http.StatusServiceUnavailable, "unavailable"},
+	{eventbus.ErrInvalid, http.StatusBadRequest, "invalid_argument"},
+}
+
+// busStatus maps a bus error to its status and code (busErrors; any other
+// error is 500 internal_error).
 func busStatus(err error) (int, string) {
-	switch {
-	case errors.Is(err, scope.ErrUnknownParent):
-		return http.StatusNotFound, "parent_not_found"
-	case errors.Is(err, scope.ErrCycle):
-		return http.StatusConflict, "cycle"
-	case errors.Is(err, scope.ErrExists):
-		return http.StatusConflict, "session_exists"
-	case errors.Is(err, eventbus.ErrSessionNotFound):
-		return http.StatusNotFound, "session_not_found"
-	case errors.Is(err, eventbus.ErrSessionClosed):
-		return http.StatusGone, "session_closed"
-	case errors.Is(err, eventbus.ErrClosed):
-		return http.StatusServiceUnavailable, "unavailable"
-	case errors.Is(err, eventbus.ErrInvalid):
-		return http.StatusBadRequest, "invalid_argument"
+	for _, e := range busErrors {
+		if errors.Is(err, e.err) {
+			return e.status, e.code
+		}
 	}
 	return http.StatusInternalServerError, "internal_error"
 }
