@@ -36,6 +36,22 @@ func (b *bench) order(run int) []System {
 	return out
 }
 
+// eachRun calls f for every run and, within it, for every system in
+// b.order(run), then after (when not nil) with the run. An error f returns
+// is logged as "<label> <system>: <error>": that figure is left out.
+func (b *bench) eachRun(label string, f func(run int, sys System) error, after func(run int)) {
+	for r := 0; r < b.p.runs; r++ {
+		for _, sys := range b.order(r) {
+			if err := f(r, sys); err != nil {
+				progress("%s %s: %v", label, sys.Name, err)
+			}
+		}
+		if after != nil {
+			after(r)
+		}
+	}
+}
+
 func (b *bench) w1(lossless bool) {
 	mode := "lossless"
 	if !lossless {
@@ -44,34 +60,33 @@ func (b *bench) w1(lossless bool) {
 	for _, S := range b.p.w1S {
 		N := min(b.p.w1Events, b.p.w1Deliveries/S)
 		key := fmt.Sprintf("W1 S=%d %s", S, mode)
-		for r := 0; r < b.p.runs; r++ {
-			for _, sys := range b.order(r) {
-				res, err := runW1(sys, S, N, lossless)
-				if err != nil {
-					progress("%s %s: %v", key, sys.Name, err)
-					b.t.Note(key, "ns/delivery", aggMedian, sys.Name, "error")
-					continue
-				}
-				progress("%s run %d %-10s %8.1f ns/delivery %.3f allocs/delivery cpu %.1f ns lost %d reordered %d skipped %d foreign %d evicted %d",
-					key, r+1, sys.Name, res.nsPerDelivery, res.allocsPerDelivery, res.cpuPerDelivery, res.lost, res.reordered, res.skipped, res.foreign, res.evicted)
-				b.t.Add(key, "ns/delivery", aggMedian, sys.Name, res.nsPerDelivery)
-				b.t.Add(key+" CPU", "CPU ns/delivery", aggMedian, sys.Name, res.cpuPerDelivery)
-				b.t.Add(key+" allocs", "allocs/delivery", aggMedian, sys.Name, res.allocsPerDelivery)
-				if lossless {
-					// lost counts every id that did not arrive (skipped
-					// ones included); foreign ones came from another session.
-					b.t.Add(key+" lost+reordered", "events, worst run", aggMax, sys.Name, float64(res.lost+res.reordered+res.foreign))
-					b.lossless(sys.Name, res)
-				} else {
-					b.t.Add(key+" evicted", "subscribers, median", aggMedian, sys.Name, float64(res.evicted))
-					b.t.Add(key+" undelivered", "% of events", aggMedian, sys.Name, 100*float64(res.lost)/float64(int64(N)*int64(S)))
-				}
+		b.eachRun(key, func(r int, sys System) error {
+			res, err := runW1(sys, S, N, lossless)
+			if err != nil {
+				b.t.Note(key, "ns/delivery", aggMedian, sys.Name, "error")
+				return err
 			}
+			progress("%s run %d %-10s %8.1f ns/delivery %.3f allocs/delivery cpu %.1f ns lost %d reordered %d skipped %d foreign %d evicted %d",
+				key, r+1, sys.Name, res.nsPerDelivery, res.allocsPerDelivery, res.cpuPerDelivery, res.lost, res.reordered, res.skipped, res.foreign, res.evicted)
+			b.t.Add(key, "ns/delivery", aggMedian, sys.Name, res.nsPerDelivery)
+			b.t.Add(key+" CPU", "CPU ns/delivery", aggMedian, sys.Name, res.cpuPerDelivery)
+			b.t.Add(key+" allocs", "allocs/delivery", aggMedian, sys.Name, res.allocsPerDelivery)
+			if lossless {
+				// lost counts every id that did not arrive (skipped
+				// ones included); foreign ones came from another session.
+				b.t.Add(key+" lost+reordered", "events, worst run", aggMax, sys.Name, float64(res.lost+res.reordered+res.foreign))
+				b.lossless(sys.Name, res)
+			} else {
+				b.t.Add(key+" evicted", "subscribers, median", aggMedian, sys.Name, float64(res.evicted))
+				b.t.Add(key+" undelivered", "% of events", aggMedian, sys.Name, 100*float64(res.lost)/float64(int64(N)*int64(S)))
+			}
+			return nil
+		}, func(int) {
 			if lossless {
 				fl := floorChanPair(N * S)
 				b.t.Add(key, "ns/delivery", aggMedian, "floor", fl)
 			}
-		}
+		})
 		if !lossless {
 			for _, sys := range b.syss {
 				if sys.Name == "naive" {
@@ -91,19 +106,17 @@ func (b *bench) w2() {
 			name = "1 stalled"
 		}
 		prefix := fmt.Sprintf("W2 S=%d %s %s", b.p.w2Subs, pace, name)
-		for r := 0; r < b.p.runs; r++ {
-			for _, sys := range b.order(r) {
-				if stalled && (sys.Name == "go-sse" || sys.Name == "chan") {
-					// A Send (or channel send) that never returns stops
-					// every later Publish for good. Nothing to measure.
-					for _, m := range []string{" publish p50", " publish p99", " publish→receive p50", " publish→receive p99"} {
-						b.t.Note(prefix+m, "ns", aggMedian, sys.Name, "blocks")
-					}
-					continue
+		b.eachRun(prefix, func(r int, sys System) error {
+			if stalled && (sys.Name == "go-sse" || sys.Name == "chan") {
+				// A Send (or channel send) that never returns stops
+				// every later Publish for good. Nothing to measure.
+				for _, m := range []string{" publish p50", " publish p99", " publish→receive p50", " publish→receive p99"} {
+					b.t.Note(prefix+m, "ns", aggMedian, sys.Name, "blocks")
 				}
-				b.w2Run(prefix, r, sys, b.p.w2Events, b.p.w2Interval, stalled)
+				return nil
 			}
-		}
+			return b.w2Run(prefix, r, sys, b.p.w2Events, b.p.w2Interval, stalled)
+		}, nil)
 	}
 	none := fmt.Sprintf("W2 S=%d %s none stalled publish p99", b.p.w2Subs, pace)
 	one := fmt.Sprintf("W2 S=%d %s 1 stalled publish p99", b.p.w2Subs, pace)
@@ -121,18 +134,16 @@ func (b *bench) w2() {
 // measure the backlog, not a delivery.
 func (b *bench) w2sat() {
 	prefix := fmt.Sprintf("W2 S=%d %v pacing (saturation) none stalled", b.p.w2Subs, b.p.w2SatPace)
-	for r := 0; r < b.p.runs; r++ {
-		for _, sys := range b.order(r) {
-			b.w2Run(prefix, r, sys, b.p.w2SatEvents, b.p.w2SatPace, false)
-		}
-	}
+	b.eachRun(prefix, func(r int, sys System) error {
+		return b.w2Run(prefix, r, sys, b.p.w2SatEvents, b.p.w2SatPace, false)
+	}, nil)
 }
 
-func (b *bench) w2Run(prefix string, r int, sys System, N int, pace time.Duration, stalled bool) {
+// w2Run measures one W2 run of sys and adds its percentiles under prefix.
+func (b *bench) w2Run(prefix string, r int, sys System, N int, pace time.Duration, stalled bool) error {
 	res, err := runW2(sys, b.p.w2Subs, N, pace, stalled)
 	if err != nil {
-		progress("%s %s: %v", prefix, sys.Name, err)
-		return
+		return err
 	}
 	progress("%s run %d %-10s publish p50 %.0f p99 %.0f ns; receive p50 %.0f p99 %.0f ns; lost %d",
 		prefix, r+1, sys.Name, res.pubP50, res.pubP99, res.recvP50, res.recvP99, res.lost)
@@ -140,60 +151,56 @@ func (b *bench) w2Run(prefix string, r int, sys System, N int, pace time.Duratio
 	b.t.Add(prefix+" publish p99", "ns", aggMedian, sys.Name, res.pubP99)
 	b.t.Add(prefix+" publish→receive p50", "ns", aggMedian, sys.Name, res.recvP50)
 	b.t.Add(prefix+" publish→receive p99", "ns", aggMedian, sys.Name, res.recvP99)
+	return nil
 }
 
 func (b *bench) w3() {
 	for _, rk := range b.p.w3 {
 		R, K := rk[0], rk[1]
 		key := fmt.Sprintf("W3 replay ring=%d (median of %d resumes)", R, K)
-		for r := 0; r < b.p.runs; r++ {
-			for _, sys := range b.order(r) {
-				ns, err := runW3(sys, R, K)
-				if err != nil {
-					progress("%s %s: %v", key, sys.Name, err)
-					b.t.Note(key, "ns/event", aggMedian, sys.Name, "error")
-					continue
-				}
-				progress("%s run %d %-10s %.1f ns/event", key, r+1, sys.Name, ns)
-				b.t.Add(key, "ns/event", aggMedian, sys.Name, ns)
+		b.eachRun(key, func(r int, sys System) error {
+			ns, err := runW3(sys, R, K)
+			if err != nil {
+				b.t.Note(key, "ns/event", aggMedian, sys.Name, "error")
+				return err
 			}
+			progress("%s run %d %-10s %.1f ns/event", key, r+1, sys.Name, ns)
+			b.t.Add(key, "ns/event", aggMedian, sys.Name, ns)
+			return nil
+		}, func(int) {
 			b.t.Add(key, "ns/event", aggMedian, "floor", floorCopy(R))
-		}
+		})
 	}
 }
 
 func (b *bench) w4() {
 	key := "W4 heap ÷ payload, 100 × 2 KB"
-	for r := 0; r < b.p.runs; r++ {
-		for _, sys := range b.order(r) {
-			ratio, stack, err := inChild("W4", sys.Name, b.p.w4Sessions)
-			if err != nil {
-				progress("%s %s: %v", key, sys.Name, err)
-				continue
-			}
-			progress("%s run %d %-10s %.3f (stack %.0f B/session)", key, r+1, sys.Name, ratio, stack)
-			b.t.Add(key, "ratio", aggMedian, sys.Name, ratio)
-			b.t.Add("W4 goroutine stack", "bytes/session", aggMedian, sys.Name, stack)
+	b.eachRun(key, func(r int, sys System) error {
+		ratio, stack, err := inChild("W4", sys.Name, b.p.w4Sessions)
+		if err != nil {
+			return err
 		}
-	}
+		progress("%s run %d %-10s %.3f (stack %.0f B/session)", key, r+1, sys.Name, ratio, stack)
+		b.t.Add(key, "ratio", aggMedian, sys.Name, ratio)
+		b.t.Add("W4 goroutine stack", "bytes/session", aggMedian, sys.Name, stack)
+		return nil
+	}, nil)
 }
 
 func (b *bench) w5() {
 	key := fmt.Sprintf("W5 %d sessions × 1 sub", b.p.w5Sessions)
-	for r := 0; r < b.p.runs; r++ {
-		for _, sys := range b.order(r) {
-			res, err := runW5(sys, b.p.w5Sessions, b.p.w5Publishes)
-			if err != nil {
-				progress("%s %s: %v", key, sys.Name, err)
-				continue
-			}
-			progress("%s run %d %-10s %.1f ns/delivery %.3f allocs lost %d reordered %d evicted %d",
-				key, r+1, sys.Name, res.nsPerDelivery, res.allocsPerDelivery, res.lost, res.reordered, res.evicted)
-			b.t.Add(key, "ns/delivery", aggMedian, sys.Name, res.nsPerDelivery)
-			b.t.Add(key+" allocs", "allocs/delivery", aggMedian, sys.Name, res.allocsPerDelivery)
-			b.t.Add(key+" lost+reordered", "events, worst run", aggMax, sys.Name, float64(res.lost+res.reordered))
+	b.eachRun(key, func(r int, sys System) error {
+		res, err := runW5(sys, b.p.w5Sessions, b.p.w5Publishes)
+		if err != nil {
+			return err
 		}
-	}
+		progress("%s run %d %-10s %.1f ns/delivery %.3f allocs lost %d reordered %d evicted %d",
+			key, r+1, sys.Name, res.nsPerDelivery, res.allocsPerDelivery, res.lost, res.reordered, res.evicted)
+		b.t.Add(key, "ns/delivery", aggMedian, sys.Name, res.nsPerDelivery)
+		b.t.Add(key+" allocs", "allocs/delivery", aggMedian, sys.Name, res.allocsPerDelivery)
+		b.t.Add(key+" lost+reordered", "events, worst run", aggMax, sys.Name, float64(res.lost+res.reordered))
+		return nil
+	}, nil)
 }
 
 func (b *bench) w6() {
@@ -207,52 +214,49 @@ func (b *bench) w6() {
 		k1 := tag + ", 1 publisher"
 		kP := fmt.Sprintf("%s, %d publishers on distinct trees", tag, P)
 		kS := fmt.Sprintf("%s, scaling %d vs 1", tag, P)
-		for r := 0; r < b.p.runs; r++ {
-			for _, sys := range b.order(r) {
-				res, err := runW6(sys, P, N, subs)
-				if err != nil {
-					progress("%s %s: %v", tag, sys.Name, err)
-					continue
-				}
-				progress("%s run %d %-10s 1 publisher %.1f ns/publish (cpu %.1f), %d publishers %.1f ns/publish (cpu %.1f), ×%.2f lost %d bad %d",
-					tag, r+1, sys.Name, res.ns1, res.cpu1, P, res.nsP, res.cpuP, res.ns1/res.nsP, res.lost, res.bad)
-				b.t.Add(k1, "ns/publish", aggMedian, sys.Name, res.ns1)
-				b.t.Add(kP, "ns/publish (aggregate)", aggMedian, sys.Name, res.nsP)
-				b.t.Add(kS, "× throughput", aggMedian, sys.Name, res.ns1/res.nsP)
-				b.t.Add(kP+" CPU", "CPU ns/publish", aggMedian, sys.Name, res.cpuP)
-				if subs > 0 && sys.Name != "naive" {
-					b.t.Add(tag+" lost+reordered", "events, worst run", aggMax, sys.Name, float64(res.lost+res.bad))
-					if sys.Name == "replaybus" {
-						b.losslessRuns++
-						b.losslessBad += res.lost + res.bad
-					}
+		b.eachRun(tag, func(r int, sys System) error {
+			res, err := runW6(sys, P, N, subs)
+			if err != nil {
+				return err
+			}
+			progress("%s run %d %-10s 1 publisher %.1f ns/publish (cpu %.1f), %d publishers %.1f ns/publish (cpu %.1f), ×%.2f lost %d bad %d",
+				tag, r+1, sys.Name, res.ns1, res.cpu1, P, res.nsP, res.cpuP, res.ns1/res.nsP, res.lost, res.bad)
+			b.t.Add(k1, "ns/publish", aggMedian, sys.Name, res.ns1)
+			b.t.Add(kP, "ns/publish (aggregate)", aggMedian, sys.Name, res.nsP)
+			b.t.Add(kS, "× throughput", aggMedian, sys.Name, res.ns1/res.nsP)
+			b.t.Add(kP+" CPU", "CPU ns/publish", aggMedian, sys.Name, res.cpuP)
+			if subs > 0 && sys.Name != "naive" {
+				b.t.Add(tag+" lost+reordered", "events, worst run", aggMax, sys.Name, float64(res.lost+res.bad))
+				if sys.Name == "replaybus" {
+					b.losslessRuns++
+					b.losslessBad += res.lost + res.bad
 				}
 			}
-		}
+			return nil
+		}, nil)
 	}
 }
 
 func (b *bench) w7() {
 	key := fmt.Sprintf("W7 %d idle subscriptions", b.p.w7Subs)
-	for r := 0; r < b.p.runs; r++ {
-		for _, sys := range b.order(r) {
-			heap, stack, err := inChild("W7", sys.Name, b.p.w7Subs)
-			if err != nil {
-				progress("%s %s: %v", key, sys.Name, err)
-				continue
-			}
-			progress("%s run %d %-10s heap %.0f B/sub stack %.0f B/sub", key, r+1, sys.Name, heap, stack)
-			b.t.Add(key+" heap", "bytes/subscription", aggMedian, sys.Name, heap)
-			b.t.Add(key+" stacks", "bytes/subscription", aggMedian, sys.Name, stack)
+	b.eachRun(key, func(r int, sys System) error {
+		heap, stack, err := inChild("W7", sys.Name, b.p.w7Subs)
+		if err != nil {
+			return err
 		}
+		progress("%s run %d %-10s heap %.0f B/sub stack %.0f B/sub", key, r+1, sys.Name, heap, stack)
+		b.t.Add(key+" heap", "bytes/subscription", aggMedian, sys.Name, heap)
+		b.t.Add(key+" stacks", "bytes/subscription", aggMedian, sys.Name, stack)
+		return nil
+	}, func(int) {
 		heap, stack, err := inChild("W7", "floor", b.p.w7Subs)
 		if err != nil {
 			progress("%s floor: %v", key, err)
-			continue
+			return
 		}
 		b.t.Add(key+" heap", "bytes/subscription", aggMedian, "floor", heap)
 		b.t.Add(key+" stacks", "bytes/subscription", aggMedian, "floor", stack)
-	}
+	})
 	// The system's own state: the heap figure less one parked goroutine
 	// (its descriptor), which every subscriber here has and which belongs
 	// to the application's handler rather than to the system.
@@ -270,27 +274,25 @@ func (b *bench) w8() {
 	for _, S := range b.p.w8S {
 		N := min(b.p.w8Events, b.p.w8Deliveries/S)
 		key := fmt.Sprintf("W8 S=%d SSE", S)
-		for r := 0; r < b.p.runs; r++ {
-			for _, sys := range b.order(r) {
-				if httpSystems[sys.Name] == nil {
-					b.t.Note(key, "ns/delivery", aggMedian, sys.Name, "no SSE handler")
-					continue
-				}
-				res, err := runW8(sys.Name, S, N, true)
-				if err != nil {
-					progress("%s %s: %v", key, sys.Name, err)
-					b.t.Note(key, "ns/delivery", aggMedian, sys.Name, "error")
-					continue
-				}
-				progress("%s run %d %-10s %8.1f ns/delivery cpu %.1f ns/delivery %.3f allocs lost %d reordered %d skipped %d foreign %d",
-					key, r+1, sys.Name, res.nsPerDelivery, res.cpuPerDelivery, res.allocsPerDelivery, res.lost, res.reordered, res.skipped, res.foreign)
-				b.t.Add(key, "ns/delivery", aggMedian, sys.Name, res.nsPerDelivery)
-				b.t.Add(key+" CPU", "CPU ns/delivery", aggMedian, sys.Name, res.cpuPerDelivery)
-				b.t.Add(key+" allocs", "allocs/delivery", aggMedian, sys.Name, res.allocsPerDelivery)
-				b.t.Add(key+" lost+reordered", "events, worst run", aggMax, sys.Name, float64(res.lost+res.reordered+res.foreign))
-				b.lossless(sys.Name, res)
+		b.eachRun(key, func(r int, sys System) error {
+			if httpSystems[sys.Name] == nil {
+				b.t.Note(key, "ns/delivery", aggMedian, sys.Name, "no SSE handler")
+				return nil
 			}
-		}
+			res, err := runW8(sys.Name, S, N, true)
+			if err != nil {
+				b.t.Note(key, "ns/delivery", aggMedian, sys.Name, "error")
+				return err
+			}
+			progress("%s run %d %-10s %8.1f ns/delivery cpu %.1f ns/delivery %.3f allocs lost %d reordered %d skipped %d foreign %d",
+				key, r+1, sys.Name, res.nsPerDelivery, res.cpuPerDelivery, res.allocsPerDelivery, res.lost, res.reordered, res.skipped, res.foreign)
+			b.t.Add(key, "ns/delivery", aggMedian, sys.Name, res.nsPerDelivery)
+			b.t.Add(key+" CPU", "CPU ns/delivery", aggMedian, sys.Name, res.cpuPerDelivery)
+			b.t.Add(key+" allocs", "allocs/delivery", aggMedian, sys.Name, res.allocsPerDelivery)
+			b.t.Add(key+" lost+reordered", "events, worst run", aggMax, sys.Name, float64(res.lost+res.reordered+res.foreign))
+			b.lossless(sys.Name, res)
+			return nil
+		}, nil)
 		progress("%s: %d events × %d clients", key, N, S)
 	}
 }
