@@ -13,7 +13,6 @@ import (
 	"github.com/replaybus/replaybus/adapters/internal/serve"
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
-	"github.com/replaybus/replaybus/scope"
 )
 
 // Handler defaults.
@@ -61,23 +60,20 @@ const TypePong = "pong"
 // ping every 15 s, write timeout 10 s, close grace 1 s, client messages up
 // to 4 KiB.
 type HandlerOptions struct {
-	// SessionID extracts the session id; nil means r.PathValue("id"). As on
-	// sse.HandlerOptions.
-	SessionID func(r *http.Request) string
-	// Authorize is called after validation and before anything is
-	// subscribed; an error answers 403 forbidden (or the *resume.StatusError it
-	// is or wraps) before the upgrade. As on sse.HandlerOptions.
-	Authorize func(r *http.Request, sessionID string, sc scope.Kind) error
+	// SessionID extracts the session id; nil means r.PathValue("id"), as
+	// on sse.HandlerOptions. See [resume.SessionIDFunc].
+	SessionID resume.SessionIDFunc
+	// Authorize admits or refuses a validated request before the upgrade
+	// (403, or the *resume.StatusError its error is or wraps). See
+	// [resume.AuthorizeFunc].
+	Authorize resume.AuthorizeFunc
 	// Configure may adjust the subscribe options derived from the request
-	// before Subscribe (policy, byte limit, …). As on sse.HandlerOptions.
-	Configure func(r *http.Request, o *eventbus.SubscribeOptions)
+	// before Subscribe. See [resume.ConfigureFunc].
+	Configure resume.ConfigureFunc
 	// OnSubscribe is called with the connection's subscription once the
-	// resume is settled and before the first frame is written, on the
-	// request's goroutine, so the application can target it with
-	// [eventbus.Bus.SendTo] (a frame sent here arrives after the replay and
-	// replay_complete). The subscription ends with the connection; watch
-	// sub.Done() rather than keep it.
-	OnSubscribe func(r *http.Request, sub *eventbus.Subscription)
+	// resume is settled and before the first frame is written. See
+	// [resume.OnSubscribeFunc].
+	OnSubscribe resume.OnSubscribeFunc
 	// OverflowPolicy is the overflow policy of each connection's
 	// subscription (Configure may still change it). Empty means the bus's
 	// Options.OverflowPolicy when that is set, else drop_subscriber (the
@@ -207,8 +203,7 @@ func (h *Handler) Close() error {
 // Shutdown is [Handler.Close] followed by waiting until every connection has
 // ended, or until ctx ends (then it returns ctx's error).
 func (h *Handler) Shutdown(ctx context.Context) error {
-	_ = h.Close()
-	return h.streams.Wait(ctx)
+	return h.streams.Shutdown(ctx)
 }
 
 func (h *Handler) reject(w http.ResponseWriter, e *resume.StatusError) {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
-	"github.com/replaybus/replaybus/scope"
 )
 
 // DurationOr is d, or def when d is zero, or 0 (none) when d is negative.
@@ -122,12 +121,18 @@ func (r *Registry[S]) Wait(ctx context.Context) error {
 	}
 }
 
+// Shutdown is Close followed by Wait: what a handler's Shutdown does.
+func (r *Registry[S]) Shutdown(ctx context.Context) error {
+	r.Close()
+	return r.Wait(ctx)
+}
+
 // Hooks are the options both handlers take for admitting a request (see
 // sse.HandlerOptions and ws.HandlerOptions for their meaning).
 type Hooks struct {
-	SessionID      func(r *http.Request) string
-	Authorize      func(r *http.Request, sessionID string, sc scope.Kind) error
-	Configure      func(r *http.Request, o *eventbus.SubscribeOptions)
+	SessionID      resume.SessionIDFunc
+	Authorize      resume.AuthorizeFunc
+	Configure      resume.ConfigureFunc
 	Query          resume.QueryRules
 	OverflowPolicy eventbus.OverflowPolicy
 }
