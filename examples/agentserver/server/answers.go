@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -26,6 +27,19 @@ func (s *Server) writeBusError(w http.ResponseWriter, err error) {
 		}
 	}
 	writeError(w, status, code, publicMessage(err))
+}
+
+// writeSessionError is writeBusError for an operation on session id: an
+// unknown or closed session is answered in the words of the stream routes
+// (resume.StatusFor: `session "x" not found`, `session "x" closed`), so that
+// every route says the same of the same session.
+func (s *Server) writeSessionError(w http.ResponseWriter, err error, id string) {
+	if errors.Is(err, eventbus.ErrSessionNotFound) || errors.Is(err, eventbus.ErrSessionClosed) {
+		se := resume.StatusFor(err, id)
+		writeError(w, se.Status, se.Code, se.Message)
+		return
+	}
+	s.writeBusError(w, err)
 }
 
 // busErrors are the bus errors with an answer of their own, checked in

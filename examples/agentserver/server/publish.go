@@ -43,7 +43,7 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request) {
 	}
 	ev, err := s.bus.Publish(r.PathValue("id"), req.Type, data, opts...)
 	if err != nil {
-		s.writeBusError(w, err)
+		s.writeSessionError(w, err, r.PathValue("id"))
 		return
 	}
 	s.addType(req.Type)

@@ -187,7 +187,8 @@ func (s *Server) Close() error {
 	return s.sse.Close()
 }
 
-// ServeHTTP routes r. Besides the SSE endpoint's answers, errors are:
+// ServeHTTP routes r. Besides the answers of the SSE and WebSocket endpoints
+// (docs/protocol.md), errors are:
 //
 //	400 invalid_json        the body is not the JSON object the route takes (the message says at which byte)
 //	400 invalid_session_id  an id (path, "id" or "parent") the bus refuses or that is not one URL path segment
@@ -207,6 +208,10 @@ func (s *Server) Close() error {
 //	                        with the closed id reopens it (201)
 //	413 body_too_large      a body over MaxBodyBytes
 //	503 unavailable         the bus is closed, or its backend is down (Options.Ready; with Retry-After)
+//	500 internal_error      any other failure of the bus
+//
+// The agentserver command adds one in front of it: 421 misdirected_request
+// for a Host that is not a loopback name while it listens on loopback.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.log.LogAttrs(r.Context(), slog.LevelDebug, "request",
 		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("remote", r.RemoteAddr))

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/replaybus/replaybus/adapters/resume"
+	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/observe"
 )
 
@@ -79,7 +81,7 @@ func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
 	if !s.bus.SessionExists(id) && !s.bus.SessionClosed(id) {
 		// The bus treats closing an unknown id as a no-op (AgentPool's
 		// close_session); over HTTP a typo is worth a 404.
-		writeError(w, http.StatusNotFound, "session_not_found", fmt.Sprintf("no session %q", id))
+		writeError(w, http.StatusNotFound, resume.CodeSessionNotFound, resume.StatusFor(eventbus.ErrSessionNotFound, id).Message)
 		return
 	}
 	q, err := url.ParseQuery(r.URL.RawQuery)
