@@ -135,15 +135,12 @@ type streamState struct {
 // error naming the value that matches eventbus.ErrInvalid). Options are
 // read once; see [HandlerOptions] for the defaults.
 func NewHandler(bus *eventbus.Bus, o HandlerOptions) (*Handler, error) {
-	if bus == nil {
-		return nil, errors.New("sse: NewHandler: nil bus")
-	}
-	h := &Handler{bus: bus, o: o, streams: serve.NewRegistry(func(s *streamState) { s.cancel() })}
-	h.hooks = serve.Hooks{SessionID: o.SessionID, Authorize: o.Authorize, Configure: o.Configure, Query: o.Query,
+	hooks := serve.Hooks{SessionID: o.SessionID, Authorize: o.Authorize, Configure: o.Configure, Query: o.Query,
 		OverflowPolicy: o.OverflowPolicy}
-	if err := h.hooks.Check("sse: NewHandler"); err != nil {
+	if err := hooks.Check("sse: NewHandler", bus); err != nil {
 		return nil, err
 	}
+	h := &Handler{bus: bus, o: o, hooks: hooks, streams: serve.NewRegistry(func(s *streamState) { s.cancel() })}
 	h.retry = serve.DurationOr(o.Retry, DefaultRetry)
 	h.hb = serve.DurationOr(o.Heartbeat, DefaultHeartbeat)
 	h.wt = serve.DurationOr(o.WriteTimeout, DefaultWriteTimeout)

@@ -2,7 +2,6 @@ package ws
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"sync/atomic"
@@ -150,18 +149,15 @@ type Handler struct {
 // neither empty nor one of the bus's policies (an error naming the value
 // that matches eventbus.ErrInvalid).
 func NewHandler(bus *eventbus.Bus, o HandlerOptions) (*Handler, error) {
-	if bus == nil {
-		return nil, errors.New("ws: NewHandler: nil bus")
+	hooks := serve.Hooks{SessionID: o.SessionID, Authorize: o.Authorize, Configure: o.Configure, Query: o.Query,
+		OverflowPolicy: o.OverflowPolicy}
+	if err := hooks.Check("ws: NewHandler", bus); err != nil {
+		return nil, err
 	}
 	if err := checkOriginPatterns(o.Accept); err != nil {
 		return nil, err
 	}
-	h := &Handler{bus: bus, o: o, streams: serve.NewRegistry(func(cancel context.CancelFunc) { cancel() })}
-	h.hooks = serve.Hooks{SessionID: o.SessionID, Authorize: o.Authorize, Configure: o.Configure, Query: o.Query,
-		OverflowPolicy: o.OverflowPolicy}
-	if err := h.hooks.Check("ws: NewHandler"); err != nil {
-		return nil, err
-	}
+	h := &Handler{bus: bus, o: o, hooks: hooks, streams: serve.NewRegistry(func(cancel context.CancelFunc) { cancel() })}
 	h.resumeWait = serve.DurationOr(o.ResumeWait, DefaultResumeWait)
 	h.ping = serve.DurationOr(o.PingInterval, DefaultPingInterval)
 	h.wt = serve.DurationOr(o.WriteTimeout, DefaultWriteTimeout)

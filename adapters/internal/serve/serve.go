@@ -137,13 +137,16 @@ type Hooks struct {
 	OverflowPolicy eventbus.OverflowPolicy
 }
 
-// Check returns the error a handler's constructor gives for hooks it cannot
-// serve with: an OverflowPolicy that is not "" or one of the bus's
-// policies (eventbus.Options.Validate's *eventbus.OptionError naming the
-// value, errors.Is eventbus.ErrInvalid), prefixed with who (such as
-// "sse: NewHandler"). Found here, it is the server's mistake, not a 400
-// for every client that subscribes.
-func (h Hooks) Check(who string) error {
+// Check returns the error a handler's constructor gives for a bus and
+// hooks it cannot serve with, prefixed with who (such as "sse:
+// NewHandler"): a nil bus, or an OverflowPolicy that is not "" or one of
+// the bus's policies (eventbus.Options.Validate's *eventbus.OptionError
+// naming the value, errors.Is eventbus.ErrInvalid). Found here, it is the
+// server's mistake, not a 400 for every client that subscribes.
+func (h Hooks) Check(who string, bus *eventbus.Bus) error {
+	if bus == nil {
+		return errors.New(who + ": nil bus")
+	}
 	if h.OverflowPolicy == "" {
 		return nil
 	}
