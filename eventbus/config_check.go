@@ -84,7 +84,7 @@ func (c Options) WithDefaults() Options {
 func (c Options) Validate() error {
 	var errs []error
 	for _, p := range c.WithDefaults().problems() {
-		errs = append(errs, &OptionError{Field: p.field, Value: p.value, Err: p.err})
+		errs = append(errs, &OptionError{Field: p.field, value: p.value, Err: p.err})
 	}
 	return errors.Join(errs...)
 }
@@ -190,22 +190,23 @@ var ErrOutOfRange = errors.New("eventbus: option out of range")
 //
 //	eventbus: MaxQueueSize=-5: out of range [1, 1000000]
 //
-// Err matches [ErrInvalid], and [ErrOutOfRange] for a value out of range,
+// The value in the text is the field's after [Options.WithDefaults]. Err
+// matches [ErrInvalid], and [ErrOutOfRange] for a value out of range,
 // under [errors.Is]; the config package reuses it to name the variable.
 type OptionError struct {
 	// Field is the name of the Options field, e.g. "SessionTTL".
 	Field string
-	// Value is the field's value after [Options.WithDefaults].
-	Value any
 	// Err says what is wrong with it.
 	Err error
+
+	value any // the field's value, for the text
 }
 
 // Error returns `eventbus: Field=value: reason`; strings, policies and
 // lists are Go-quoted, durations use [time.Duration.String].
 func (e *OptionError) Error() string {
 	var v string
-	switch x := e.Value.(type) {
+	switch x := e.value.(type) {
 	case string, OverflowPolicy, []string:
 		v = fmt.Sprintf("%q", x)
 	case time.Duration:

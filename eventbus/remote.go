@@ -2,7 +2,6 @@ package eventbus
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -40,9 +39,6 @@ type syncer interface {
 // session and its parent. It consumes an id but is never stored or
 // delivered.
 const typeSessionCreated = "_replaybus.session_created"
-
-// ErrBackend wraps a backend failure that ended a subscription.
-var ErrBackend = errors.New("eventbus: backend failure")
 
 func init() {
 	hook.NewBus = func(opts, be any) (any, any, error) {
@@ -108,7 +104,7 @@ func (f busFeed) Fail(err error) {
 	}
 	b.mu.Unlock()
 	for _, s := range subs {
-		s.end(fmt.Errorf("%w: %w", ErrBackend, err), false)
+		s.end(fmt.Errorf("%w: %w", hook.ErrBackend, err), false)
 	}
 }
 

@@ -7,17 +7,6 @@ import (
 	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
-// SnapshotProvider returns the application's state of a session as of an
-// event id (see [Options.Snapshots]): state is any JSON value (the
-// transcript so far, say), asOf the id of the newest event it reflects —
-// every event in the subscription's scope up to asOf is in state, none
-// after it. asOf must be an id the bus already gave (0: no event yet).
-// It runs on the subscriber's goroutine, with no bus lock held, and may
-// call back into the bus; ctx is the subscribe's context. An error (or an
-// asOf the bus has not reached) makes the subscribe go on without a
-// snapshot, as without a provider.
-type SnapshotProvider func(ctx context.Context, session string) (state json.RawMessage, asOf uint64, err error)
-
 // snapReq is one subscribe's snapshot: asked for at join
 // (SubscribeOptions.Snapshot), or taken when the plan finds the
 // subscriber's position lost (ring_evicted, epoch_reset). The provider is

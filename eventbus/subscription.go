@@ -83,7 +83,9 @@ func (s *Subscription) Scope() scope.Kind { return s.kind }
 
 // Err returns nil while the subscription is live, and afterwards why it
 // ended: ErrSessionClosed, ErrEvicted, ErrClosed, ErrUnsubscribed or the
-// context's error. It does not block.
+// context's error — or, on a bus over a backend, backend.ErrBackend
+// (package eventbus/backend) wrapping the backend's failure. It does not
+// block.
 func (s *Subscription) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -20,7 +20,7 @@ import (
 )
 
 // Errors of the backend. Subscriptions that a backend failure ends report
-// them wrapped in [eventbus.ErrBackend].
+// them wrapped in [backend.ErrBackend].
 var (
 	// ErrDisconnected ends the node's subscriptions when its NATS
 	// connection drops; clients resume (on this node once it reconnects, or

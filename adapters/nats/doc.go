@@ -57,8 +57,8 @@
 // Publish errors from NATS (timeouts, no responders, a closed connection,
 // an event over the server's payload limit) come back from Publish as
 // errors; nothing panics. A lost connection ends the node's subscriptions
-// with [ErrDisconnected] wrapped in [eventbus.ErrBackend]; clients resume,
-// and after the reconnect the consumer is re-created at once and goes on
+// with [ErrDisconnected] wrapped in backend.ErrBackend (package
+// eventbus/backend); clients resume, and after the reconnect the consumer is re-created at once and goes on
 // from the last event the node ingested. [Backend.Ready] says, without a
 // request to the server, whether the node can serve meanwhile (for a
 // readiness probe, or a 503 before a publish). A deleted or re-created stream ends them with [ErrStreamLost]

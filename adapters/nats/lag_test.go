@@ -30,7 +30,7 @@ func cutOff(t *testing.T, n *node, p *proxy) {
 	p.Cut()
 	select {
 	case <-canary.Done():
-		require.ErrorIs(t, canary.Err(), eventbus.ErrBackend)
+		require.ErrorIs(t, canary.Err(), backend.ErrBackend)
 	case <-time.After(10 * time.Second):
 		t.Fatal("the node did not notice it was cut off")
 	}

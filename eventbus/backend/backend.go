@@ -8,6 +8,13 @@ import (
 	"github.com/replaybus/replaybus/eventbus/internal/hook"
 )
 
+// ErrBackend wraps a backend failure that ended a subscription of a bus
+// made with [New] (Subscription.Err: errors.Is(err, ErrBackend), wrapping
+// the backend's own error, e.g. adapters/nats's ErrDisconnected); clients
+// then resume, on this node once the backend recovers or on another.
+// The in-memory bus never ends a subscription with it.
+var ErrBackend = hook.ErrBackend
+
 // Backend is the one seam below the delivery protocol: where ids, history and cross-node
 // fan-out live. The in-memory bus (eventbus.New) needs none; adapters/nats
 // implements it over NATS JetStream so that several bus nodes share one
@@ -57,7 +64,7 @@ type Feed interface {
 	// point of its stream, before the events that follow the gap.
 	Evicted(path []string, upTo uint64)
 	// Fail ends every current subscription with err (wrapped in
-	// eventbus.ErrBackend); clients then resume, here once the backend recovers or
+	// backend.ErrBackend); clients then resume, here once the backend recovers or
 	// on another node. The bus stays usable.
 	Fail(err error)
 }

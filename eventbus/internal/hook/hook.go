@@ -1,5 +1,11 @@
 package hook
 
+import "errors"
+
+// ErrBackend is backend.ErrBackend, defined here so that eventbus, which
+// ends subscriptions with it, need not import eventbus/backend.
+var ErrBackend = errors.New("eventbus: backend failure")
+
 var (
 	// NewBus returns a *eventbus.Bus configured by opts (an
 	// eventbus.Options) whose ids and history come from be (a
