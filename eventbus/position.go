@@ -1,7 +1,5 @@
 package eventbus
 
-import "strconv"
-
 // Position is a cursor: the place in a bus's sequence a client has reached.
 // ID is the id of the last event it received (0: none yet, so everything
 // held is replayed); Epoch, when non-empty, is the [Bus.Epoch] that id came
@@ -23,12 +21,3 @@ type Position struct {
 // At returns a pointer to Position{ID: id}, ready for
 // [SubscribeOptions.Cursor]: opts.Cursor = eventbus.At(lastID).
 func At(id uint64) *Position { return &Position{ID: id} }
-
-// String returns the position as an SSE id writes it: "<epoch>-<id>" when
-// Epoch is set, else the decimal id.
-func (p Position) String() string {
-	if p.Epoch == "" {
-		return strconv.FormatUint(p.ID, 10)
-	}
-	return p.Epoch + "-" + strconv.FormatUint(p.ID, 10)
-}

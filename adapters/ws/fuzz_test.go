@@ -50,7 +50,7 @@ func FuzzParseClientMessage(f *testing.F) {
 			if m.Resume.Cursor.Epoch != "" {
 				require.Equal(t, m.Resume.Cursor.Epoch, m.Resume.Epoch)
 			}
-			again := map[string]any{"resume": map[string]any{"lastEventId": m.Resume.Cursor.String(), "epoch": m.Resume.Epoch}}
+			again := map[string]any{"resume": map[string]any{"lastEventId": resume.FormatID(m.Resume.Cursor.ID, m.Resume.Cursor.Epoch), "epoch": m.Resume.Epoch}}
 			rb, _ := json.Marshal(again)
 			m2, err := ws.ParseClientMessage(rb)
 			require.NoError(t, err, "%s", rb)
