@@ -57,15 +57,16 @@ func CheckName(what, v string) error {
 // "eventbus: invalid argument: " (matching eventbus.ErrInvalid). Adapters
 // call it to refuse a request before subscribing. Safe for concurrent use.
 func CheckTypes(types []string) error {
+	const field = "Types" // the errors name the option's field
 	if len(types) > maxTypes {
-		return fmt.Errorf("Types: %d entries (want at most %d)", len(types), maxTypes)
+		return fmt.Errorf("%s: %d entries (want at most %d)", field, len(types), maxTypes)
 	}
 	for _, t := range types {
 		switch {
 		case t == "":
-			return errors.New("Types: empty entry")
+			return fmt.Errorf("%s: empty entry", field)
 		case strings.IndexFunc(t, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
-			return fmt.Errorf("Types: entry %q contains white space or a control character", t)
+			return fmt.Errorf("%s: entry %q contains white space or a control character", field, t)
 		}
 	}
 	return nil
