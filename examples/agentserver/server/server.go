@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/replaybus/replaybus/adapters/durable"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/adapters/ws"
 	"github.com/replaybus/replaybus/eventbus"
@@ -67,6 +68,11 @@ type Options struct {
 	// WS configures the WebSocket handler (GET /session/{id}/ws); a nil
 	// WS.Logger is set to Logger.
 	WS ws.HandlerOptions
+	// Durable configures the Durable Streams handler mounted on
+	// durable.Pattern (/v1/stream/{name}: every session as a Durable
+	// Stream, so the server's root is a Durable Streams base URL; see
+	// docs/durable-streams.md); a nil Durable.Logger is set to Logger.
+	Durable durable.HandlerOptions
 	// Hello sends each new connection, SSE or WebSocket, a targeted
 	// "hello" frame ([TypeHello]) once its replay is queued.
 	Hello bool
@@ -159,6 +165,14 @@ func New(bus *eventbus.Bus, o Options) (*Server, error) {
 	s.mux.HandleFunc("POST /sessions", s.createSession)
 	s.mux.HandleFunc("POST /session/{id}/events", s.publish)
 	s.mux.HandleFunc("DELETE /session/{id}", s.closeSession)
+	if o.Durable.Logger == nil {
+		o.Durable.Logger = o.Logger
+	}
+	dh, err := durable.NewHandler(bus, o.Durable)
+	if err != nil {
+		return nil, err
+	}
+	s.mux.Handle(durable.Pattern, dh)
 	return s, nil
 }
 
@@ -178,7 +192,9 @@ func (s *Server) Close() error {
 	return s.sse.Close()
 }
 
-// ServeHTTP routes r. Besides the SSE endpoint's answers, errors are:
+// ServeHTTP routes r. The Durable Streams route (durable.Pattern,
+// /v1/stream/{name}) answers as docs/durable-streams.md says. Besides
+// that and the SSE endpoint's answers, errors are:
 //
 //	400 invalid_json        the body is not the JSON object the route takes (the message says at which byte)
 //	400 invalid_session_id  an id (path, "id" or "parent") the bus refuses or that is not one URL path segment
