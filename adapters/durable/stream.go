@@ -321,15 +321,6 @@ func (h *Handler) subscribe(ctx context.Context, id string, after uint64) (*even
 	})
 }
 
-// envelope is how an event published by another route (a Go Publish, the
-// SSE adapter's POST) reads in a Durable Stream: its id, type and data.
-type envelope struct {
-	ID     uint64          `json:"id"`
-	Type   string          `json:"type"`
-	Data   json.RawMessage `json:"data,omitempty"`
-	Origin string          `json:"origin,omitempty"`
-}
-
 // itemData is the bytes event ev stands for in stream s.
 func (h *Handler) itemData(s *stream, ev eventbus.Event) []byte {
 	if ev.Type == h.opts.EventType {
@@ -342,11 +333,48 @@ func (h *Handler) itemData(s *stream, ev eventbus.Event) []byte {
 		}
 		return ev.Data
 	}
-	b, _ := json.Marshal(envelope{ID: ev.ID, Type: ev.Type, Data: ev.Data, Origin: ev.Origin})
-	if !s.json {
+	return appendEnvelope(make([]byte, 0, 48+len(ev.Type)+len(ev.Data)+len(ev.Origin)), ev, !s.json)
+}
+
+// appendEnvelope appends ev's envelope {"id","type","data","origin"} (the
+// JSON of envelope) to b, and a newline when nl is set: by hand, as this
+// runs once per event read.
+func appendEnvelope(b []byte, ev eventbus.Event, nl bool) []byte {
+	b = append(b, `{"id":`...)
+	b = strconv.AppendUint(b, ev.ID, 10)
+	b = append(b, `,"type":`...)
+	b = appendJSONString(b, ev.Type)
+	if len(ev.Data) > 0 {
+		b = append(b, `,"data":`...)
+		b = append(b, ev.Data...)
+	}
+	if ev.Origin != "" {
+		b = append(b, `,"origin":`...)
+		b = appendJSONString(b, ev.Origin)
+	}
+	b = append(b, '}')
+	if nl {
 		b = append(b, '\n')
 	}
 	return b
+}
+
+// appendJSONString appends s as a JSON string. The bus refuses control
+// characters in types and origins, but any that come are escaped.
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20:
+			b = append(b, `\u00`...)
+			b = append(b, "0123456789abcdef"[c>>4], "0123456789abcdef"[c&0xf])
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
 }
 
 // publish appends one item's bytes to s's session and returns its id.
