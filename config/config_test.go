@@ -474,3 +474,21 @@ func FuzzLoad(f *testing.F) {
 		}
 	})
 }
+
+// Issue 18.11: AgentPool's replay_buffer_size=0 means "no replay"; ours
+// never silently becomes the default 100 either: an explicit 0 is refused,
+// naming the variable, whether or not a base sets the field.
+func TestLoadReplayBufferSizeZeroIsRefused(t *testing.T) {
+	clearEnv(t)
+	t.Setenv(Prefix+"REPLAY_BUFFER_SIZE", "0")
+	for _, base := range []eventbus.Options{{}, {ReplayBufferSize: 50}} {
+		cfg, err := LoadWith(base)
+		require.Error(t, err)
+		assert.Zero(t, cfg)
+		var ve *VarError
+		require.ErrorAs(t, err, &ve)
+		assert.Equal(t, "AGENTPOOL_EVENTBUS_REPLAY_BUFFER_SIZE", ve.Var)
+		assert.ErrorIs(t, err, eventbus.ErrOutOfRange)
+		assert.EqualError(t, err, "AGENTPOOL_EVENTBUS_REPLAY_BUFFER_SIZE=0: out of range [1, 1000000]")
+	}
+}

@@ -79,7 +79,10 @@ const (
 type Options struct {
 	// ReplayBufferSize is the number of events kept per session for replay
 	// (AgentPool's eventbus_replay_buffer_size). Range 1–1,000,000; zero
-	// means 100. Env: AGENTPOOL_EVENTBUS_REPLAY_BUFFER_SIZE.
+	// means 100 — never "no replay" (AgentPool's replay_buffer_size=0): a
+	// subscriber that wants no history sets SubscribeOptions.NoReplay, and
+	// an explicit 0 in the variable is refused with an error naming it.
+	// Env: AGENTPOOL_EVENTBUS_REPLAY_BUFFER_SIZE.
 	ReplayBufferSize int `env:"REPLAY_BUFFER_SIZE"`
 
 	// MaxQueueSize is the default live-queue limit per subscriber, in frames

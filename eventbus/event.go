@@ -41,7 +41,8 @@ type Event struct {
 	// into this one (see [SubscribeOptions.Coalesce]): 0 for an event
 	// delivered as published, ≥ 2 for a merged one. A merged event carries
 	// the LAST merged event's ID (and Time), so resuming from it never
-	// replays what it holds; AgentPool's drain_and_merge keeps the first.
+	// replays what it holds (docs/python-parity.md compares AgentPool's
+	// drain_and_merge).
 	Count int `json:"count,omitempty"`
 	// FirstID is the id of the first event merged into this one; set only
 	// when Count ≥ 2. Ids between FirstID and ID that belong to other

@@ -9,7 +9,7 @@ import (
 // expireLoop frees idle sessions and forgets old tombstones every quarter of
 // the session TTL (at most once a minute), until Close.
 func (b *Bus) expireLoop() {
-	defer close(b.ttlDone)
+	defer close(b.ttl.done)
 	every := min(b.cfg.SessionTTL, b.cfg.ClosedRetention) / 4
 	if every > time.Minute {
 		every = time.Minute
@@ -18,7 +18,7 @@ func (b *Bus) expireLoop() {
 	defer t.Stop()
 	for {
 		select {
-		case <-b.stopTTL:
+		case <-b.ttl.stop:
 			return
 		case <-t.C:
 			b.ExpireIdle()
@@ -42,7 +42,7 @@ func (b *Bus) ExpireIdle() int {
 	now := b.nowNanos()
 	ttl := int64(b.cfg.SessionTTL)
 	var idle []*session
-	b.tree.Each(func(n *scope.Node[*session]) {
+	b.mem.tree.Each(func(n *scope.Node[*session]) {
 		x := n.Value
 		if x.info.nsubs.Load() == 0 && n.NumChildren() == 0 && now-x.active.Load() >= ttl {
 			idle = append(idle, x)
@@ -50,21 +50,21 @@ func (b *Bus) ExpireIdle() int {
 	})
 	for _, x := range idle {
 		b.closeLocked(x, false)
-		b.stats.Expired++
+		b.mem.stats.Expired++
 		if b.cfg.Diagnostics != nil || b.cfg.Logger != nil {
 			b.diagnose(DiagSessionExpired, &Subscription{sess: x}, &record{})
 		}
 	}
 	b.expireKeptLocked(now)
-	for id, m := range b.lost {
+	for id, m := range b.mem.lost {
 		if now-m.at >= ttl {
-			b.forgotten = max(b.forgotten, m.id)
-			delete(b.lost, id)
+			b.mem.forgotten = max(b.mem.forgotten, m.id)
+			delete(b.mem.lost, id)
 		}
 	}
-	for id, at := range b.tombs {
+	for id, at := range b.mem.tombs {
 		if now-at >= ttl {
-			delete(b.tombs, id)
+			delete(b.mem.tombs, id)
 		}
 	}
 	return len(idle)

@@ -48,5 +48,5 @@ func (b *Bus) announceGapLocked(x *session, upTo uint64) {
 	if p != nil {
 		push(p.childSubtree, x)
 	}
-	push(b.all, nil)
+	push(b.all.list, nil)
 }

@@ -47,11 +47,11 @@ func (b *Bus) registerLocked(s *Subscription) {
 	s.pos = [2]int{-1, -1}
 	x := s.sess
 	x.info.nsubs.Add(1)
-	b.nsubs.Add(1)
+	b.cnt.nsubs.Add(1)
 	switch s.kind {
 	case scope.All:
-		b.all.add(s, 1)
-		b.nall.Add(1)
+		b.all.list.add(s, 1)
+		b.all.n.Add(1)
 		return
 	case scope.Descendants:
 		x.desc.add(s, 1)
@@ -76,8 +76,8 @@ func (b *Bus) unregisterLocked(s *Subscription) {
 	case scope.All:
 		// Not in x.own: x's lists belong to x's tree, which an "all"
 		// subscriber's unsubscribe need not hold.
-		b.all.remove(s, 1)
-		b.nall.Add(-1)
+		b.all.list.remove(s, 1)
+		b.all.n.Add(-1)
 	case scope.Descendants:
 		x.desc.remove(s, 1)
 	case scope.Subtree:
@@ -90,7 +90,7 @@ func (b *Bus) unregisterLocked(s *Subscription) {
 	}
 	s.pos = [2]int{-1, -1}
 	x.info.nsubs.Add(-1)
-	b.nsubs.Add(-1)
+	b.cnt.nsubs.Add(-1)
 	x.touch(b.nowNanos())
 }
 

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/replaybus/replaybus/eventbus/frame"
+	"github.com/replaybus/replaybus/eventbus/internal/diag"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -89,10 +90,10 @@ type DiagnosticKind string
 
 // Diagnostic kinds.
 const (
-	DiagSlowClientWarning DiagnosticKind = "slow_client_warning"
-	DiagEvicted           DiagnosticKind = "client_evicted"
-	DiagDropped           DiagnosticKind = "events_dropped"
-	DiagSessionExpired    DiagnosticKind = "session_expired"
+	DiagSlowClientWarning DiagnosticKind = diag.Warning
+	DiagEvicted           DiagnosticKind = diag.Evicted
+	DiagDropped           DiagnosticKind = diag.Dropped
+	DiagSessionExpired    DiagnosticKind = diag.Expired
 )
 
 // Diagnostic reports one backpressure incident to [Options.Diagnostics].

@@ -20,8 +20,8 @@ import (
 // no publish ever takes. A publish itself finds its session here, under the
 // structure lock's read side, without taking any bus-wide exclusive lock.
 //
-// Invariant: b.sessions holds exactly the ids of b.tree; both change
-// together under b.mu held exclusively (and b.treeMu for the tree's shape).
+// Invariant: b.mem.sessions holds exactly the ids of b.mem.tree; both change
+// together under b.mu held exclusively (and b.mem.treeMu for the tree's shape).
 type registry struct {
 	sessions *xsync.MapOf[string, *session]
 	treeMu   sync.RWMutex // guards the tree's parent links against readers outside b.mu
@@ -43,14 +43,14 @@ type sessionInfo struct {
 // treeAddLocked adds x to the tree under parent and to the registry. b.mu
 // must be held exclusively.
 func (b *Bus) treeAddLocked(x *session, parent string) error {
-	b.treeMu.Lock()
-	n, err := b.tree.Add(x.id, parent, x)
+	b.mem.treeMu.Lock()
+	n, err := b.mem.tree.Add(x.id, parent, x)
 	if err == nil {
 		x.node = n
 	}
-	b.treeMu.Unlock()
+	b.mem.treeMu.Unlock()
 	if err == nil {
-		b.sessions.Store(x.id, x)
+		b.mem.sessions.Store(x.id, x)
 	}
 	return err
 }
@@ -58,25 +58,25 @@ func (b *Bus) treeAddLocked(x *session, parent string) error {
 // treeSetParentLocked gives the root id its parent. b.mu must be held
 // exclusively.
 func (b *Bus) treeSetParentLocked(id, parent string) error {
-	b.treeMu.Lock()
-	defer b.treeMu.Unlock()
-	return b.tree.SetParent(id, parent)
+	b.mem.treeMu.Lock()
+	defer b.mem.treeMu.Unlock()
+	return b.mem.tree.SetParent(id, parent)
 }
 
 // treeRemoveLocked removes x from the registry and the tree (its children
 // become roots). b.mu must be held exclusively.
 func (b *Bus) treeRemoveLocked(x *session) {
-	b.sessions.Delete(x.id)
-	b.treeMu.Lock()
-	b.tree.Remove(x.id, false)
-	b.treeMu.Unlock()
+	b.mem.sessions.Delete(x.id)
+	b.mem.treeMu.Lock()
+	b.mem.tree.Remove(x.id, false)
+	b.mem.treeMu.Unlock()
 }
 
 // SessionExists reports whether session id exists (created and neither
 // closed nor expired). It takes no lock (a concurrent map read) and never
 // waits for a publish; safe for concurrent use.
 func (b *Bus) SessionExists(id string) bool {
-	_, ok := b.sessions.Load(id)
+	_, ok := b.mem.sessions.Load(id)
 	return ok
 }
 
@@ -88,10 +88,10 @@ func (b *Bus) SessionExists(id string) bool {
 // listed, and each session's figures are read one by one, not as one
 // snapshot. O(sessions).
 func (b *Bus) Sessions() []SessionInfo {
-	out := make([]SessionInfo, 0, b.sessions.Size())
-	b.treeMu.RLock()
-	defer b.treeMu.RUnlock()
-	b.sessions.Range(func(id string, x *session) bool {
+	out := make([]SessionInfo, 0, b.mem.sessions.Size())
+	b.mem.treeMu.RLock()
+	defer b.mem.treeMu.RUnlock()
+	b.mem.sessions.Range(func(id string, x *session) bool {
 		info := SessionInfo{ID: id, Subscribers: int(x.info.nsubs.Load()),
 			Buffered: int(x.info.buffered.Load()), LastEventID: x.info.lastID.Load()}
 		if p := x.node.Parent(); p != nil {
@@ -108,7 +108,7 @@ func (b *Bus) Sessions() []SessionInfo {
 // reads the registry and never waits for a publish.
 func (b *Bus) SubscriberCounts() map[string]int {
 	out := make(map[string]int)
-	b.sessions.Range(func(id string, x *session) bool {
+	b.mem.sessions.Range(func(id string, x *session) bool {
 		if n := x.info.nsubs.Load(); n > 0 {
 			out[id] = int(n)
 		}

@@ -107,7 +107,7 @@ func TestRegistryFollowsTheTree(t *testing.T) {
 
 	b.mu.Lock()
 	want := map[string]string{}
-	b.tree.Each(func(n *scope.Node[*session]) {
+	b.mem.tree.Each(func(n *scope.Node[*session]) {
 		parent := ""
 		if p := n.Parent(); p != nil {
 			parent = p.ID
@@ -120,6 +120,6 @@ func TestRegistryFollowsTheTree(t *testing.T) {
 		got[s.ID] = s.Parent
 	}
 	assert.Equal(t, want, got)
-	assert.Equal(t, len(want), b.sessions.Size())
+	assert.Equal(t, len(want), b.mem.sessions.Size())
 	assert.Positive(t, expired)
 }

@@ -21,6 +21,15 @@ type remote interface {
 	Close() error
 }
 
+// remoteStore is the backend side of a bus made over one (package
+// eventbus/backend): be is nil for the in-memory bus. highWater and
+// feedWaiters are guarded by Bus.mu.
+type remoteStore struct {
+	be          remote
+	highWater   uint64       // highest id the backend acknowledged to this node
+	feedWaiters []feedWaiter // subscribes waiting for the backend feed (awaitFeed)
+}
+
 // syncer is backend.Syncer.
 type syncer interface {
 	LastID(ctx context.Context) (uint64, error)
@@ -47,7 +56,8 @@ func init() {
 		if err != nil {
 			return nil, nil, err
 		}
-		b.remote = r
+		b.remote.be = r
+		b.w = &b.remote
 		return b, busFeed{b}, nil
 	}
 	hook.Prepare = func(bus any, sessionID, typ string, data, opts any) (any, []string, error) {
@@ -56,7 +66,7 @@ func init() {
 	}
 	hook.Acked = func(bus any, id uint64) { bus.(*Bus).noteAcked(id) }
 	hook.Backend = func(bus any) any {
-		if r := bus.(*Bus).remote; r != nil {
+		if r := bus.(*Bus).remote.be; r != nil {
 			return r
 		}
 		return nil
@@ -81,7 +91,7 @@ func (f busFeed) Evicted(path []string, upTo uint64) {
 	}
 	if x := b.ensurePathLocked(path); x != nil {
 		x.ring.MarkEvicted(upTo)
-		if upTo > b.seq.Load() {
+		if upTo > b.hot.seq.Load() {
 			b.announceGapLocked(x, upTo)
 		}
 	}
@@ -122,7 +132,7 @@ func (b *Bus) ensurePathLocked(path []string) *session {
 	var x *session
 	parent := ""
 	for i, id := range path {
-		if _, closed := b.tombs[id]; closed {
+		if _, closed := b.mem.tombs[id]; closed {
 			if i < len(path)-1 {
 				// A closed ancestor: its children became roots when it
 				// closed; the event still belongs to the live child.
@@ -134,9 +144,9 @@ func (b *Bus) ensurePathLocked(path []string) *session {
 			// expired on the publishing node (or a node that had not yet
 			// seen the close published). Every node takes it the same
 			// way: the id lives again.
-			delete(b.tombs, id)
+			delete(b.mem.tombs, id)
 		}
-		if n := b.tree.Get(id); n != nil {
+		if n := b.mem.tree.Get(id); n != nil {
 			x = n.Value
 			if x.parent() == nil && parent != "" {
 				// Attached late (CreateSession on a root), as in memory.
@@ -164,23 +174,23 @@ func (b *Bus) ingest(path []string, ev Event) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	defer b.wakeFeedWaitersLocked()
-	if b.closed || ev.ID <= b.seq.Load() {
+	if b.closed || ev.ID <= b.hot.seq.Load() {
 		return
 	}
-	b.seq.Store(ev.ID - 1) // appendLocked takes this id
-	if _, closed := b.tombs[path[len(path)-1]]; closed && ev.Type == frame.TypeSessionClosed {
-		b.seq.Store(ev.ID) // closed twice (two nodes at once): once is enough
+	b.hot.seq.Store(ev.ID - 1) // appendLocked takes this id
+	if _, closed := b.mem.tombs[path[len(path)-1]]; closed && ev.Type == frame.TypeSessionClosed {
+		b.hot.seq.Store(ev.ID) // closed twice (two nodes at once): once is enough
 		return
 	}
 	x := b.ensurePathLocked(path)
 	if x == nil || ev.Type == typeSessionCreated {
-		b.seq.Store(ev.ID)
+		b.hot.seq.Store(ev.ID)
 		return
 	}
 	r := &record{session: x.id, typ: ev.Type, data: ev.Data, origin: originRef(ev.Origin), nanos: ev.Time.UnixNano()}
 	if ev.Type == frame.TypeSessionClosed {
 		b.appendLocked(x, r, true, &fan{})
-		b.tombs[x.id] = r.nanos
+		b.mem.tombs[x.id] = r.nanos
 		b.closeLocked(x, false)
 		return
 	}
@@ -195,31 +205,28 @@ type feedWaiter struct {
 
 // wakeFeedWaitersLocked releases the waiters the feed has caught up with.
 func (b *Bus) wakeFeedWaitersLocked() {
-	if len(b.feedWaiters) == 0 {
+	if len(b.remote.feedWaiters) == 0 {
 		return
 	}
-	kept := b.feedWaiters[:0]
-	for _, w := range b.feedWaiters {
-		if w.upTo <= b.seq.Load() {
+	kept := b.remote.feedWaiters[:0]
+	for _, w := range b.remote.feedWaiters {
+		if w.upTo <= b.hot.seq.Load() {
 			close(w.ch)
 		} else {
 			kept = append(kept, w)
 		}
 	}
-	clear(b.feedWaiters[len(kept):])
-	b.feedWaiters = kept
+	clear(b.remote.feedWaiters[len(kept):])
+	b.remote.feedWaiters = kept
 }
 
-// awaitFeed is the wait of backend.Syncer: it returns once this node has ingested
-// up to cursor (or the backend's last id, if lower), ctx is done, the bus
-// closes or backendTimeout passes. It returns at once for a cursor below the
-// next id, and does nothing for the in-memory bus.
-func (b *Bus) awaitFeed(ctx context.Context, cursor uint64) {
-	if b.remote == nil {
-		return // in memory: nothing to wait for, and no lock to take
-	}
+// await is the wait of backend.Syncer (writer.await): it returns once
+// this node has ingested up to cursor (or the backend's last id, if
+// lower), ctx is done, the bus closes or backendTimeout passes. It returns
+// at once for a cursor below the next id.
+func (rs *remoteStore) await(b *Bus, ctx context.Context, cursor uint64) {
 	b.mu.Lock()
-	behind := b.remote != nil && !b.closed && cursor > b.seq.Load()
+	behind := !b.closed && cursor > b.hot.seq.Load()
 	b.mu.Unlock()
 	if !behind {
 		return
@@ -227,7 +234,7 @@ func (b *Bus) awaitFeed(ctx context.Context, cursor uint64) {
 	ctx, cancel := context.WithTimeout(ctx, backendTimeout)
 	defer cancel()
 	target := cursor
-	if sy, ok := b.remote.(syncer); ok {
+	if sy, ok := b.remote.be.(syncer); ok {
 		last, err := sy.LastID(ctx)
 		if err != nil {
 			return
@@ -236,37 +243,37 @@ func (b *Bus) awaitFeed(ctx context.Context, cursor uint64) {
 	}
 	w := feedWaiter{upTo: target, ch: make(chan struct{})}
 	b.mu.Lock()
-	if b.closed || target <= b.seq.Load() {
+	if b.closed || target <= b.hot.seq.Load() {
 		b.mu.Unlock()
 		return
 	}
-	b.feedWaiters = append(b.feedWaiters, w)
+	b.remote.feedWaiters = append(b.remote.feedWaiters, w)
 	b.mu.Unlock()
 	select {
 	case <-w.ch:
 		return
 	case <-ctx.Done():
-	case <-b.stopTTL:
+	case <-b.ttl.stop:
 	}
 	b.mu.Lock()
-	b.feedWaiters = slices.DeleteFunc(b.feedWaiters, func(x feedWaiter) bool { return x.ch == w.ch })
+	b.remote.feedWaiters = slices.DeleteFunc(b.remote.feedWaiters, func(x feedWaiter) bool { return x.ch == w.ch })
 	b.mu.Unlock()
 }
 
-// backendTimeout bounds the wait of awaitFeed.
+// backendTimeout bounds the wait of await.
 const backendTimeout = 10 * time.Second
 
 // appendRemote hands one event to the backend (Publish, CloseSession and
 // CreateSession of a backend-driven bus).
 func (b *Bus) appendRemote(path []string, ev Event) (Event, error) {
-	id, err := b.remote.Append(context.Background(), path, ev)
+	id, err := b.remote.be.Append(context.Background(), path, ev)
 	if err != nil {
 		return Event{}, fmt.Errorf("eventbus: publish to backend: %w", err)
 	}
 	ev.ID = id
 	b.mu.Lock()
-	if id > b.highWater {
-		b.highWater = id
+	if id > b.remote.highWater {
+		b.remote.highWater = id
 	}
 	b.mu.Unlock()
 	return ev, nil
@@ -278,8 +285,8 @@ func (b *Bus) noteAcked(id uint64) {
 		return
 	}
 	b.mu.Lock()
-	if id > b.highWater {
-		b.highWater = id
+	if id > b.remote.highWater {
+		b.remote.highWater = id
 	}
 	b.mu.Unlock()
 }
@@ -323,3 +330,59 @@ func (b *Bus) preparePublish(sessionID, typ string, data any, opts []PublishOpti
 	x.published = true
 	return Event{Session: sessionID, Type: typ, Data: raw, Time: b.cfg.now(), Origin: origin}, x.pathLocked(), nil
 }
+
+// publish is writer.publish over a backend: the backend assigns the id and
+// the feed delivers (ingest).
+func (rs *remoteStore) publish(b *Bus, sessionID, typ string, raw []byte, origin string, create bool) (Event, error) {
+	return b.publishRemote(sessionID, typ, raw, origin, create)
+}
+
+// created is writer.created over a backend: the creation, reopening
+// (fresh) or attachment of x is appended to the backend so every node
+// learns it. b.mu is held exclusively; it is released for the append.
+// When a fresh session could not be appended and nothing used it
+// meanwhile, no other node learnt of it: it is removed again (and a
+// reopened id closed again) rather than kept as a local phantom.
+func (rs *remoteStore) created(b *Bus, x *session, fresh, reopened bool) error {
+	path := x.pathLocked()
+	now := b.cfg.now()
+	b.mu.Unlock()
+	_, err := b.appendRemote(path, Event{Session: x.id, Type: typeSessionCreated, Time: now})
+	b.mu.Lock()
+	if fresh && err != nil && !b.closed && b.mem.tree.Get(x.id) == x.node && x.info.nsubs.Load() == 0 && !x.published && x.node.NumChildren() == 0 {
+		b.treeRemoveLocked(x)
+		b.mem.stats.Sessions--
+		if reopened {
+			b.mem.tombs[x.id] = b.nowNanos()
+		}
+	}
+	return err
+}
+
+// close is writer.close over a backend: a session_closed event is appended
+// for each target, in order; every node, this one included, closes the
+// session when its feed ingests it. b.mu is held exclusively; it is
+// released for the appends.
+func (rs *remoteStore) close(b *Bus, targets []*session) error {
+	type job struct {
+		path []string
+		id   string
+	}
+	jobs := make([]job, len(targets))
+	for i, x := range targets {
+		jobs[i] = job{x.pathLocked(), x.id}
+	}
+	b.mu.Unlock()
+	defer b.mu.Lock()
+	for _, j := range jobs {
+		ev := Event{Session: j.id, Type: frame.TypeSessionClosed, Time: b.cfg.now(),
+			Data: mustJSON(frame.SessionClosedData{Session: j.id, Reason: "closed"})}
+		if _, err := b.appendRemote(j.path, ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// shutdown is writer.shutdown over a backend: it closes the backend.
+func (rs *remoteStore) shutdown() error { return rs.be.Close() }

@@ -3,7 +3,7 @@ package eventbus
 import (
 	"container/list"
 
-	"github.com/replaybus/replaybus/replay"
+	"github.com/replaybus/replaybus/eventbus/internal/store"
 )
 
 // Retention of closed sessions' history inside a live tree.
@@ -36,7 +36,7 @@ import (
 // its open ancestors.
 type retained struct {
 	id     string
-	ring   *replay.Buffer[*record]
+	ring   store.Log[*record]
 	lastID uint64   // the newest id in it (its session_closed)
 	at     int64    // Unix ns when the session closed
 	holder *session // the open session it is kept under
@@ -55,21 +55,21 @@ func (b *Bus) keepLocked(x, p *session, now int64) {
 	if x.lastID == 0 {
 		return // nothing was ever published: nothing to keep
 	}
-	if old := b.keptByID[x.id]; old != nil {
+	if old := b.mem.keptByID[x.id]; old != nil {
 		// The id had been closed, reopened without adopting (its buffer
 		// was still kept elsewhere) and closed again: the older one goes.
 		b.dropKeptLocked(old)
 	}
 	r := &retained{id: x.id, ring: x.ring, lastID: x.lastID, at: now, holder: p, pos: len(p.kept)}
 	p.kept = append(p.kept, r)
-	if b.keptByID == nil {
-		b.keptByID = make(map[string]*retained)
-		b.keptOrder = list.New()
+	if b.mem.keptByID == nil {
+		b.mem.keptByID = make(map[string]*retained)
+		b.mem.keptOrder = list.New()
 	}
-	b.keptByID[x.id] = r
-	r.elem = b.keptOrder.PushBack(r)
-	for b.keptOrder.Len() > b.cfg.MaxRetained {
-		b.dropKeptLocked(b.keptOrder.Front().Value.(*retained))
+	b.mem.keptByID[x.id] = r
+	r.elem = b.mem.keptOrder.PushBack(r)
+	for b.mem.keptOrder.Len() > b.cfg.MaxRetained {
+		b.dropKeptLocked(b.mem.keptOrder.Front().Value.(*retained))
 	}
 }
 
@@ -81,8 +81,8 @@ func (b *Bus) unkeepLocked(r *retained) {
 	h.kept[r.pos].pos = r.pos
 	h.kept[last] = nil
 	h.kept = h.kept[:last]
-	delete(b.keptByID, r.id)
-	b.keptOrder.Remove(r.elem)
+	delete(b.mem.keptByID, r.id)
+	b.mem.keptOrder.Remove(r.elem)
 }
 
 // dropKeptLocked drops a kept buffer: a resume of the descendants scope of
@@ -92,9 +92,9 @@ func (b *Bus) dropKeptLocked(r *retained) {
 	for a := r.holder; a != nil; a = a.parent() {
 		a.descLost = max(a.descLost, r.lastID)
 	}
-	b.allLost = max(b.allLost, r.lastID)
+	b.mem.allLost = max(b.mem.allLost, r.lastID)
 	r.ring.Clear()
-	b.stats.RetainedDropped++
+	b.mem.stats.RetainedDropped++
 }
 
 // dropHeldLocked drops everything x holds, as the root x closes. Nobody can
@@ -110,7 +110,7 @@ func (b *Bus) dropHeldLocked(x *session) {
 // nothing. Ancestors that read it through the old holder but are not
 // ancestors of x's new place lose it.
 func (b *Bus) adoptLocked(x *session) {
-	r := b.keptByID[x.id]
+	r := b.mem.keptByID[x.id]
 	if r == nil {
 		return
 	}
@@ -127,10 +127,10 @@ func (b *Bus) adoptLocked(x *session) {
 
 // expireKeptLocked drops kept buffers older than ClosedRetention.
 func (b *Bus) expireKeptLocked(now int64) {
-	if b.keptOrder == nil {
+	if b.mem.keptOrder == nil {
 		return
 	}
-	for e := b.keptOrder.Front(); e != nil; e = b.keptOrder.Front() {
+	for e := b.mem.keptOrder.Front(); e != nil; e = b.mem.keptOrder.Front() {
 		r := e.Value.(*retained)
 		if now-r.at < int64(b.cfg.ClosedRetention) {
 			return
@@ -140,7 +140,7 @@ func (b *Bus) expireKeptLocked(now int64) {
 }
 
 // keptRings appends the buffers x holds to rings.
-func (x *session) keptRings(rings []*replay.Buffer[*record]) []*replay.Buffer[*record] {
+func (x *session) keptRings(rings []store.Log[*record]) []store.Log[*record] {
 	for _, r := range x.kept {
 		rings = append(rings, r.ring)
 	}

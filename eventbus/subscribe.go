@@ -5,7 +5,7 @@ import (
 	"slices"
 
 	"github.com/replaybus/replaybus/eventbus/frame"
-	"github.com/replaybus/replaybus/replay"
+	"github.com/replaybus/replaybus/eventbus/internal/store"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -22,7 +22,7 @@ import (
 //     snapshot and nothing is in both; then, with the lock released, merge
 //     them by id across sessions for multi-session scopes, cut them at the
 //     replay byte budget and build the frames (so a large resume does not
-//     stall other publishers, issue 12.8);
+//     stall other publishers);
 //  3. drain: live events published from then on wait in the live queue and
 //     reach the consumer in one batch per wake-up;
 //  4. reinsert: the consumer reads the snapshot first (Replay=true), then
@@ -101,7 +101,7 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 		return nil, err
 	}
 	if cursor != nil && (cursor.Epoch == "" || cursor.Epoch == b.epoch) {
-		b.awaitFeed(ctx, cursor.ID) // backend buses only, see awaitFeed
+		b.w.await(b, ctx, cursor.ID) // a bus over a backend may be behind
 	}
 
 	replay := !o.NoReplay
@@ -185,7 +185,7 @@ func (b *Bus) subscribeInTree(ctx context.Context, s *Subscription, sessionID st
 		b.mu.RUnlock(tok)
 		return true, false, ErrClosed
 	}
-	x, ok := b.sessions.Load(sessionID)
+	x, ok := b.mem.sessions.Load(sessionID)
 	if !ok {
 		b.mu.RUnlock(tok)
 		return false, false, nil
@@ -237,7 +237,7 @@ func (b *Bus) subscribeInTree(ctx context.Context, s *Subscription, sessionID st
 // published before register (it is in the ring, for the snapshot) or after
 // (it is queued for s) — never neither.
 func (b *Bus) register(ctx context.Context, s *Subscription, x *session) {
-	s.id, s.sess = b.nextSub.Add(1), x
+	s.id, s.sess = b.cnt.nextSub.Add(1), x
 	s.ctx = ctx
 	s.stopCtx = context.AfterFunc(ctx, s.ctxEnded)
 	b.registerLocked(s)
@@ -256,7 +256,7 @@ const snapshotAllocUnderLock = 4096
 // the locks of register (snapshotPlanLocked, snapshotLocked), finished outside them
 // (finishSnapshot).
 type snapshotJob struct {
-	rings     []*replay.Buffer[*record]
+	rings     []store.Log[*record]
 	total     int    // entries to copy (exact while the lock is held)
 	cursor    uint64 // replay ids above this (0 after an epoch_reset)
 	reset     bool   // epoch_reset: the cursor was from another epoch or ahead
@@ -273,7 +273,7 @@ type snapshotJob struct {
 // b.mu's read side (the scope's replay buffers all lie in x's tree), or b.mu
 // exclusively (required for the all scope).
 func (b *Bus) snapshotPlanLocked(x *session, k scope.Kind, pos *Position) snapshotJob {
-	j := snapshotJob{now: b.nowNanos(), earliest: max(b.seq.Load()+1, b.highWater+1), hasCursor: pos != nil}
+	j := snapshotJob{now: b.nowNanos(), earliest: max(b.hot.seq.Load()+1, b.remote.highWater+1), hasCursor: pos != nil}
 	if pos != nil {
 		j.cursor = pos.ID
 		if (pos.Epoch != "" && pos.Epoch != b.epoch) || j.cursor >= j.earliest {
@@ -289,7 +289,7 @@ func (b *Bus) snapshotPlanLocked(x *session, k scope.Kind, pos *Position) snapsh
 	j.rings, lost = b.scopeRingsLocked(x, k)
 	j.evicted = lost
 	for _, r := range j.rings {
-		j.total += r.Len() - r.Search(j.cursor)
+		j.total += r.CountAfter(j.cursor)
 		j.evicted = max(j.evicted, r.HighestEvicted())
 	}
 	if j.hasCursor && !j.reset && j.evicted > j.cursor {
@@ -389,32 +389,7 @@ func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 		s.qh = 0
 		s.mu.Unlock()
 	}
-	b.replayed.Add(int64(n))
-}
-
-// budgetCut returns how many of snap's records fit the replay byte budget
-// (at least one, then up to the record that would exceed it) and whether
-// snap is in id order; the order is checked over the whole of snap.
-func budgetCut(snap []*record, budget int64) (n int, sorted bool) {
-	n, sorted = len(snap), true
-	used, prev := int64(0), uint64(0)
-	for i, r := range snap {
-		if r.id < prev {
-			sorted = false
-		}
-		prev = r.id
-		if n == len(snap) {
-			c := int64(len(r.data))
-			if i > 0 && used+c > budget {
-				n = i
-				if !sorted {
-					return n, false
-				}
-			}
-			used += c
-		}
-	}
-	return n, sorted
+	b.cnt.replayed.Add(int64(n))
 }
 
 // drain is step 3, on the consumer's side: it takes every live event (and
@@ -472,7 +447,7 @@ func (s *Subscription) reinsert(ev *Event) bool {
 			s.pre, s.pi = nil, 0
 		}
 		if r.id <= s.lastSeen {
-			s.bus.guarded.Add(1)
+			s.bus.cnt.guarded.Add(1)
 			continue
 		}
 		s.lastSeen = r.id
@@ -488,7 +463,7 @@ func (s *Subscription) reinsert(ev *Event) bool {
 		if id := e.rec.id; id != 0 {
 			if id <= s.lastSeen {
 				// The guard: never hand out an id twice or out of order.
-				s.bus.guarded.Add(1)
+				s.bus.cnt.guarded.Add(1)
 				*e = entry{}
 				continue
 			}
@@ -507,49 +482,4 @@ func (s *Subscription) reinsert(ev *Event) bool {
 		return true
 	}
 	return false
-}
-
-// scopeRingsLocked returns the replay buffers a subscriber of x with scope k
-// replays from, and the highest id lost with sessions that were in that
-// scope and have been closed or expired.
-func (b *Bus) scopeRingsLocked(x *session, k scope.Kind) ([]*replay.Buffer[*record], uint64) {
-	switch k {
-	case scope.Descendants:
-		var rings []*replay.Buffer[*record]
-		x.node.Walk(func(n *scope.Node[*session]) bool {
-			rings = append(rings, n.Value.ring)
-			rings = n.Value.keptRings(rings)
-			return true
-		})
-		return rings, x.descLost
-	case scope.Subtree:
-		rings := []*replay.Buffer[*record]{x.ring}
-		lost := x.subtreeLost
-		if p := x.parent(); p != nil {
-			rings = append(rings, p.ring)
-			lost = max(lost, p.childLost)
-			p.node.Children(func(c *scope.Node[*session]) bool {
-				if c.Value != x {
-					rings = append(rings, c.Value.ring)
-				}
-				return true
-			})
-		}
-		return rings, lost
-	case scope.All:
-		var rings []*replay.Buffer[*record]
-		b.tree.Each(func(n *scope.Node[*session]) { rings = n.Value.keptRings(append(rings, n.Value.ring)) })
-		return rings, b.allLost
-	}
-	return []*replay.Buffer[*record]{x.ring}, 0
-}
-
-func cmpID(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -139,14 +139,24 @@ func (s *Subscription) Done() <-chan struct{} {
 	return s.done
 }
 
-// Close ends the subscription at once (AgentPool's unsubscribe), discarding
-// what is still queued, and releases its slot. Err then reports
-// ErrUnsubscribed — unless the subscription had already ended (evicted,
-// session closed, bus closed, context done), whose reason stays; its queued
-// frames are discarded all the same (a coalescing consumer still gets the
-// merged event it was holding in its Throttle window). It is idempotent and safe to call from
-// any goroutine.
-func (s *Subscription) Close() { s.bus.cancel(s, ErrUnsubscribed) }
+// Close ends the subscription at once, discarding what is still queued,
+// and releases its slot: the consumer's next read returns the reason.
+// Err then reports ErrUnsubscribed — unless the subscription had already
+// ended (evicted, session closed, bus closed, context done), whose reason
+// stays; its queued frames are discarded all the same (a coalescing
+// consumer still gets the merged event it was holding in its Throttle
+// window). It is idempotent and safe to call from any goroutine. To let
+// the consumer read what was already queued, use [Subscription.Unsubscribe].
+func (s *Subscription) Close() { s.bus.cancel(s, ErrUnsubscribed, true) }
+
+// Unsubscribe ends the subscription and releases its slot at once, but
+// lets the consumer read what was already queued (replayed and live
+// frames alike): Next (and Events, All) hand those out, then return
+// ErrUnsubscribed. Nothing published after the call is queued. If the
+// subscription had already ended, its reason stays and nothing more is
+// done; a Close after it still discards what is left. It is idempotent
+// and safe to call from any goroutine. (Close is the discarding end.)
+func (s *Subscription) Unsubscribe() { s.bus.cancel(s, ErrUnsubscribed, false) }
 
 // Next returns the next frame, blocking until one is queued, the
 // subscription ends, or ctx is done. Frames come in delivery order: resync
@@ -362,9 +372,9 @@ func (s *Subscription) runPump(p *pumpState) {
 			// its context must not leave the pump blocked here. The end
 			// is recorded before the channel closes, so that Err says why
 			// (the context watch may not have run yet).
-			s.bus.cancel(s, context.Cause(s.ctx))
+			s.bus.cancel(s, context.Cause(s.ctx), true)
 			return
-		case <-s.bus.stopTTL:
+		case <-s.bus.ttl.stop:
 			// The bus is closed: hand over what is left to a reader that
 			// is still reading, but wait for it at most pumpGrace per
 			// frame, so that a channel nobody reads does not keep this

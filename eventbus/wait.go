@@ -81,7 +81,7 @@ func (s *Subscription) parkLocked(dl int64) {
 // ctxEnded is the subscribe context's watch (context.AfterFunc): it ends
 // the subscription with the context's cause and frees its slot, whether or
 // not anyone is reading. A method value, so that the watch captures only s.
-func (s *Subscription) ctxEnded() { s.bus.cancel(s, context.Cause(s.ctx)) }
+func (s *Subscription) ctxEnded() { s.bus.cancel(s, context.Cause(s.ctx), true) }
 
 // deadlineDue is the deadline queue's wake callback (Bus.waits, see
 // NextBefore): s's entry for deadline at fired at now. It wakes s's reader

@@ -82,9 +82,7 @@ type ResyncData struct {
 	// after the newest evicted one; for replay_budget_exceeded the first
 	// live id (the events the budget left out, after LastDeliveredID, come
 	// only with a resume from LastDeliveredID); for feed_gap the first id
-	// after the gap. Omitted when unknown. (It was called
-	// earliestAvailableId before; renamed because that name invited
-	// clients to treat any event below it as an error.)
+	// after the gap. Omitted when unknown.
 	CompleteFromID uint64 `json:"completeFromId,omitempty"`
 	// Epoch is the bus epoch (epoch_reset only).
 	Epoch string `json:"epoch,omitempty"`

@@ -1,0 +1,61 @@
+// Package store is the seam below the delivery protocol of package eventbus
+// for where a session's history lives: a [Log] takes records in (Append),
+// hands them out by cursor (AppendAfter, CountAfter) and reports what it
+// no longer holds (HighestEvicted), so that a resume from before an
+// evicted record is told (state_resync_required{ring_evicted}) instead of
+// silently missing it. The bus reads and writes a session's Log under the
+// lock of the session's tree; a Log has no lock of its own.
+//
+// [NewRing] is the in-memory implementation: a bounded ring of the newest
+// records (package replay), which a bus over a backend also keeps per
+// session, filled by the backend's feed. Retention policies beyond a count
+// (bytes, age), compaction and filtered reads are what a Log may grow;
+// whatever it drops it must report through HighestEvicted.
+//
+// A Log knows records only through their ids (the id function given to
+// its constructor): ids rise strictly in the order records are appended.
+package store
+
+import "github.com/replaybus/replaybus/replay"
+
+// Log is one session's history. Not safe for concurrent use: the caller
+// holds the lock that guards the session.
+type Log[R any] interface {
+	// Append adds r, whose id is above every id appended before, and
+	// drops (evicts) the oldest record when the log is full.
+	Append(r R)
+	// AppendAfter appends to dst the records held with id > cursor,
+	// oldest first, and returns the extended slice.
+	AppendAfter(dst []R, cursor uint64) []R
+	// CountAfter returns how many records held have id > cursor: what
+	// AppendAfter would append.
+	CountAfter(cursor uint64) int
+	// Len returns the number of records held.
+	Len() int
+	// HighestEvicted returns the highest id the log dropped or was told
+	// is lost (MarkEvicted); 0 when none.
+	HighestEvicted() uint64
+	// MarkEvicted records that ids up to upTo are lost to this log
+	// (history a backend dropped, an earlier incarnation of the session),
+	// as if evicted.
+	MarkEvicted(upTo uint64)
+	// Clear drops every record held; they count as evicted.
+	Clear()
+}
+
+// NewRing returns an in-memory Log that holds the newest size records (1 to
+// 1,000,000), id being each record's id.
+func NewRing[R any](size int, id func(*R) uint64) (Log[R], error) {
+	b, err := replay.New(size, id)
+	if err != nil {
+		return nil, err
+	}
+	return ring[R]{b}, nil
+}
+
+// ring is the Log of NewRing over a replay.Buffer.
+type ring[R any] struct{ *replay.Buffer[R] }
+
+func (r ring[R]) Append(v R) { r.Buffer.Append(v) }
+
+func (r ring[R]) CountAfter(cursor uint64) int { return r.Buffer.Len() - r.Buffer.Search(cursor) }
