@@ -119,6 +119,7 @@ type Handler struct {
 	streams *xsync.MapOf[string, *stream]
 	mu      sync.Mutex // creation, deletion, fork reference counts
 	gen     atomic.Uint64
+	swept   atomic.Int64 // Unix ns of the last sweep
 }
 
 // NewHandler returns a Handler serving bus's sessions. Errors name the
@@ -206,6 +207,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Access-Control-Allow-Origin", "*")
 	hd.Set("Access-Control-Expose-Headers", exposed)
 	h.deadline(w)
+	h.maybeSweep()
 	name, ok := strings.CutPrefix(r.URL.Path, h.opts.Prefix)
 	if !ok || name == "" {
 		h.fail(w, r, errorf(http.StatusNotFound, "not_found", "no stream at %q (streams are below %s)", r.URL.Path, h.opts.Prefix))
@@ -322,10 +324,12 @@ func (h *Handler) lookup(name string) (*stream, error) {
 		h.mu.Lock()
 		if s, ok = h.streams.Load(name); !ok {
 			s = h.newStream(name, "application/json")
+			s.implicit = true
 			h.streams.Store(name, s)
 		}
 		h.mu.Unlock()
 	}
+	s.seen.Store(time.Now().UnixNano())
 	h.mu.Lock()
 	deleted := s.deleted
 	h.mu.Unlock()
@@ -342,6 +346,7 @@ func (h *Handler) newStream(name, ct string) *stream {
 		producers: map[string]*producer{}}
 	s.text = s.json || strings.HasPrefix(mt, "text/")
 	s.touch()
+	s.seen.Store(s.access.Load())
 	return s
 }
 
@@ -378,6 +383,39 @@ func (h *Handler) removeLocked(s *stream, _ bool) {
 			h.removeLocked(src, false)
 		}
 	}
+}
+
+// sweepEvery is the least time between two sweeps of the records.
+const sweepEvery = time.Second
+
+// maybeSweep runs sweep when sweepEvery has passed since the last one.
+func (h *Handler) maybeSweep() {
+	now := time.Now().UnixNano()
+	last := h.swept.Load()
+	if now-last >= int64(sweepEvery) && h.swept.CompareAndSwap(last, now) {
+		h.sweep(time.Unix(0, now))
+	}
+}
+
+// sweep drops the records nobody can read any more, so the handler's
+// memory follows the bus's: a stream past its TTL or expiry time (as a
+// request for it would); a record made for another route's session once
+// the bus no longer has that session (expired, closed and forgotten); and
+// a closed stream, whose content the handler holds, unseen for the bus's
+// SessionTTL (the time the bus remembers a closed session's id).
+func (h *Handler) sweep(now time.Time) {
+	idle := int64(h.bus.Options().SessionTTL)
+	h.streams.Range(func(_ string, s *stream) bool {
+		switch {
+		case s.expired(now):
+		case s.implicit && s.frozen.Load() == nil && !h.bus.SessionExists(s.id):
+		case s.frozen.Load() != nil && idle > 0 && now.UnixNano()-s.seen.Load() >= idle:
+		default:
+			return true
+		}
+		h.remove(s, true)
+		return true
+	})
 }
 
 // ---- create ----

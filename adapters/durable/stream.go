@@ -53,9 +53,11 @@ type stream struct {
 	json  bool   // application/json: message mode (PROTOCOL.md §9.1)
 	text  bool   // text/* or JSON: SSE sends it as text, else base64
 
-	ttl       int64     // Stream-TTL in seconds; 0 none
-	expiresAt time.Time // Stream-Expires-At; zero none
-	access    atomic.Int64
+	ttl       int64        // Stream-TTL in seconds; 0 none
+	expiresAt time.Time    // Stream-Expires-At; zero none
+	access    atomic.Int64 // Unix ns of the last read or write (the sliding TTL)
+	seen      atomic.Int64 // Unix ns of the last request of any kind
+	implicit  bool         // made for a session of another route, not by a PUT
 
 	base uint64        // own events have ids > base
 	tail atomic.Uint64 // the newest offset known
