@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/durable"
 	"github.com/replaybus/replaybus/adapters/sse"
+	"github.com/replaybus/replaybus/adapters/ws"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/examples/agentserver/server"
 )
@@ -60,7 +62,8 @@ func idRange(from, to uint64) []uint64 {
 // and as a Durable Stream at the same time, and positions translate one to
 // one: an SSE id ("<epoch>-<id>") read halfway becomes a Durable Streams
 // offset that resumes exactly after it, and a Durable Streams offset
-// becomes a Last-Event-ID that resumes the SSE stream exactly after it.
+// becomes a Last-Event-ID that resumes the SSE stream (and a lastEventId
+// that resumes a WebSocket stream) exactly after it.
 // A live event reaches a long-poll and the SSE stream alike, with the
 // same id.
 func TestDurableAndSSEReadOneSession(t *testing.T) {
@@ -130,6 +133,24 @@ func TestDurableAndSSEReadOneSession(t *testing.T) {
 		}
 	}
 	require.Equal(t, idRange(uint64(len(items))+1, 20), resumed, "resumed exactly after the offset")
+
+	// Durable Streams → WebSocket: the same offset is the WebSocket
+	// route's lastEventId as well.
+	wst := ws.Subscribe(ctx, "ws"+strings.TrimPrefix(base, "http")+"/session/run/ws",
+		ws.StreamOptions{LastEventID: sse.FormatID(p.ID, p.Epoch)})
+	defer wst.Close()
+	var wsIDs []uint64
+	for {
+		ev, err := wst.Next()
+		require.NoError(t, err)
+		if ev.ID > 0 {
+			wsIDs = append(wsIDs, ev.ID)
+		}
+		if ev.ID == 20 {
+			break
+		}
+	}
+	require.Equal(t, resumed, wsIDs, "the WebSocket route resumed at the same place")
 
 	// Live, both at once: a long-poll at the tail and the first SSE stream
 	// receive the next event with one id.
