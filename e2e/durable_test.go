@@ -27,10 +27,10 @@ import (
 )
 
 // conformanceFloor is the number of the Durable Streams conformance suite's
-// 338 cases (@durable-streams/server-conformance-tests 0.3.6) the example
-// server must pass; docs/durable-streams.md lists the others with their
-// reason. The reference Node server passes 324.
-const conformanceFloor = 332
+// 338 cases (@durable-streams/server-conformance-tests 0.3.6, subscriptions
+// included) the example server must pass: all of them. The reference Node
+// server passes 324.
+const conformanceFloor = 338
 
 // needDurableDeps returns node's path and e2e/durable's directory, or skips
 // (fails under CI) when node or the npm packages are missing.
@@ -70,7 +70,8 @@ type vitestReport struct {
 func TestDurableStreamsConformance(t *testing.T) {
 	node, dir := needDurableDeps(t)
 	ts := startServer(t, eventbus.Options{ReplayBufferSize: 100000, MaxSubscribers: 10000},
-		server.Options{Durable: durable.HandlerOptions{LongPollTimeout: 2 * time.Second}})
+		server.Options{Durable: durable.HandlerOptions{LongPollTimeout: 2 * time.Second, Subscriptions: true}})
+	t.Cleanup(func() { require.NoError(t, ts.srv.Durable().Close()) }) // before the server stops
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -79,7 +80,7 @@ func TestDurableStreamsConformance(t *testing.T) {
 	cmd := exec.CommandContext(ctx, node, filepath.Join("node_modules", "vitest", "vitest.mjs"), "run",
 		"--reporter=json", "--outputFile="+report, "conformance.test.mjs")
 	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, &out, &out
-	cmd.Env = append(os.Environ(), "DURABLE_BASE_URL="+ts.ts.URL, "DURABLE_LONG_POLL_MS=2000", "NO_COLOR=1")
+	cmd.Env = append(os.Environ(), "DURABLE_BASE_URL="+ts.ts.URL, "DURABLE_LONG_POLL_MS=2000", "DURABLE_SUBSCRIPTIONS=1", "NO_COLOR=1")
 	runErr := cmd.Run() // non-zero when any case fails: the count decides
 	raw, err := os.ReadFile(report)
 	require.NoError(t, err, "vitest wrote no report (run error %v); output:\n%s", runErr, out.String())

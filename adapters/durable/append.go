@@ -119,6 +119,12 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) er
 		return errorf(http.StatusBadRequest, "missing_content_type", "an append with a body needs a Content-Type")
 	}
 	s.touch()
+	before, appended := s.tail.Load(), false
+	defer func() { // after the stream's lock is released (a pull-wake writes a stream)
+		if appended {
+			h.notifySubs(s.id, before)
+		}
+	}()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	hd := w.Header()
@@ -171,6 +177,7 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) er
 		if _, err := h.publish(s, m); err != nil {
 			return err
 		}
+		appended = true
 	}
 	if p != nil {
 		commitProducer(s, p)

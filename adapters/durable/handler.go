@@ -95,6 +95,13 @@ type HandlerOptions struct {
 	// Logger receives one debug record per refused request and the
 	// handler's errors; nil discards them.
 	Logger *slog.Logger
+	// Subscriptions turns on PROTOCOL.md's subscription APIs (§6–7) below
+	// <Prefix>__ds/: webhook subscriptions (signed with an Ed25519 key made
+	// at NewHandler, published at <Prefix>__ds/jwks.json) and pull-wake
+	// subscriptions, over the appends made through this handler. Off by
+	// default (the paths answer 501); with it on, call Handler.Close at
+	// shutdown.
+	Subscriptions bool
 }
 
 // Handler serves bus sessions as Durable Streams (PROTOCOL.md of
@@ -120,6 +127,7 @@ type Handler struct {
 	mu      sync.Mutex // creation, deletion, fork reference counts
 	gen     atomic.Uint64
 	swept   atomic.Int64 // Unix ns of the last sweep
+	subs    *subsState   // nil without HandlerOptions.Subscriptions
 }
 
 // NewHandler returns a Handler serving bus's sessions. Errors name the
@@ -167,8 +175,12 @@ func NewHandler(bus *eventbus.Bus, o HandlerOptions) (*Handler, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Handler{bus: bus, epoch: bus.Epoch(), opts: o, chunk: o.ChunkBytes, log: o.Logger,
-		streams: xsync.NewMapOf[string, *stream]()}, nil
+	h := &Handler{bus: bus, epoch: bus.Epoch(), opts: o, chunk: o.ChunkBytes, log: o.Logger,
+		streams: xsync.NewMapOf[string, *stream]()}
+	if o.Subscriptions {
+		h.subs = newSubsState()
+	}
+	return h, nil
 }
 
 // Prefix returns the path the handler serves below (HandlerOptions.Prefix).
@@ -214,8 +226,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if name == "__ds" || strings.HasPrefix(name, "__ds/") {
+		if h.subs != nil {
+			h.serveDS(w, r, strings.TrimPrefix(name, "__ds/"))
+			return
+		}
 		h.fail(w, r, errorf(http.StatusNotImplemented, "not_implemented",
-			"%s__ds is reserved for Durable Streams control APIs (subscriptions), which this server does not offer", h.opts.Prefix))
+			"%s__ds is reserved for Durable Streams control APIs (subscriptions), which this handler does not offer (HandlerOptions.Subscriptions)", h.opts.Prefix))
 		return
 	}
 	if err := eventbus.CheckSessionID(name); err != nil {
@@ -487,6 +503,14 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, name string) er
 	if err != nil {
 		return err
 	}
+	notify := false
+	defer func() { // after h.mu is released: a pull-wake writes a stream
+		if notify {
+			if s, ok := h.streams.Load(name); ok {
+				h.notifySubs(name, s.ownStart())
+			}
+		}
+	}()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if s, ok := h.streams.Load(name); ok {
@@ -555,6 +579,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, name string) er
 	hd.Set("Location", requestURL(r))
 	h.meta(w, s, s.tail.Load())
 	w.WriteHeader(http.StatusCreated)
+	notify = len(body) > 0
 	return nil
 }
 

@@ -5,4 +5,5 @@ import { runConformanceTests } from "@durable-streams/server-conformance-tests"
 runConformanceTests({
   baseUrl: process.env.DURABLE_BASE_URL,
   longPollTimeoutMs: Number(process.env.DURABLE_LONG_POLL_MS || 20000),
+  subscriptions: process.env.DURABLE_SUBSCRIPTIONS === "1",
 })

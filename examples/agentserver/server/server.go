@@ -93,6 +93,8 @@ type Server struct {
 	log *slog.Logger
 	o   Options
 
+	durable *durable.Handler // mounted on durable.Pattern
+
 	bodyTimeout  time.Duration
 	writeTimeout time.Duration
 
@@ -168,11 +170,10 @@ func New(bus *eventbus.Bus, o Options) (*Server, error) {
 	if o.Durable.Logger == nil {
 		o.Durable.Logger = o.Logger
 	}
-	dh, err := durable.NewHandler(bus, o.Durable)
-	if err != nil {
+	if s.durable, err = durable.NewHandler(bus, o.Durable); err != nil {
 		return nil, err
 	}
-	s.mux.Handle(durable.Pattern, dh)
+	s.mux.Handle(durable.Pattern, s.durable)
 	return s, nil
 }
 
@@ -184,13 +185,19 @@ func (s *Server) SSE() *sse.Handler { return s.sse }
 
 // Close ends every open SSE stream and makes the SSE endpoint send clients
 // away with a retry: line from then on (see [sse.Handler.Close]), and
-// closes every WebSocket with 1001 (see [ws.Handler.Close]); the other routes keep working. Register
+// closes every WebSocket with 1001 (see [ws.Handler.Close]), and stops the
+// Durable Streams subscriptions' wake-ups (see [durable.Handler.Close]);
+// the other routes keep working. Register
 // it with http.Server.RegisterOnShutdown so that Shutdown does not wait for
 // streams that never end. Idempotent; always nil.
 func (s *Server) Close() error {
 	_ = s.ws.Close() // every WebSocket gets 1001
+	_ = s.durable.Close()
 	return s.sse.Close()
 }
+
+// Durable returns the Durable Streams handler (mounted on durable.Pattern).
+func (s *Server) Durable() *durable.Handler { return s.durable }
 
 // ServeHTTP routes r. The Durable Streams route (durable.Pattern,
 // /v1/stream/{name}) answers as docs/durable-streams.md says. Besides
