@@ -31,32 +31,33 @@ const Pattern = "/v1/stream/"
 
 // Defaults of HandlerOptions' zero fields.
 const (
-	DefaultLongPollTimeout = 20 * time.Second
-	DefaultSSEDuration     = 60 * time.Second
-	DefaultChunkBytes      = 1 << 20
-	DefaultMaxBodyBytes    = 8 << 20
-	DefaultWriteTimeout    = 10 * time.Second
-	DefaultEventType       = "durable"
+	DefaultLongPollTimeout = 20 * time.Second // HandlerOptions.LongPollTimeout: PROTOCOL.md leaves it to the server; the suite's default
+	DefaultSSEDuration     = 60 * time.Second // HandlerOptions.SSEDuration: PROTOCOL.md §10.2's "about 60 seconds"
+	DefaultChunkBytes      = 1 << 20          // HandlerOptions.ChunkBytes: 1 MiB of stream data per catch-up answer
+	DefaultMaxBodyBytes    = 8 << 20          // HandlerOptions.MaxBodyBytes: 8 MiB per PUT or POST body
+	DefaultWriteTimeout    = 10 * time.Second // HandlerOptions.WriteTimeout: per write, as the SSE handler's
+	DefaultEventType       = "durable"        // HandlerOptions.EventType: the bus event type of appended items
 )
 
-// Protocol header names (PROTOCOL.md §13.2).
+// Protocol header names (PROTOCOL.md §13.2), as the handler reads and
+// writes them.
 const (
-	HeaderNextOffset  = "Stream-Next-Offset"
-	HeaderUpToDate    = "Stream-Up-To-Date"
-	HeaderCursor      = "Stream-Cursor"
-	HeaderClosed      = "Stream-Closed"
-	HeaderTTL         = "Stream-TTL"
-	HeaderExpiresAt   = "Stream-Expires-At"
-	HeaderSeq         = "Stream-Seq"
-	HeaderForkedFrom  = "Stream-Forked-From"
-	HeaderForkOffset  = "Stream-Fork-Offset"
-	HeaderForkSub     = "Stream-Fork-Sub-Offset"
-	HeaderProducerID  = "Producer-Id"
-	HeaderProducerEp  = "Producer-Epoch"
-	HeaderProducerSeq = "Producer-Seq"
-	HeaderExpectedSeq = "Producer-Expected-Seq"
-	HeaderReceivedSeq = "Producer-Received-Seq"
-	HeaderSSEEncoding = "Stream-SSE-Data-Encoding"
+	HeaderNextOffset  = "Stream-Next-Offset"       // the offset to read from next (every answer about a stream)
+	HeaderUpToDate    = "Stream-Up-To-Date"        // "true": the answer reaches the tail
+	HeaderCursor      = "Stream-Cursor"            // the CDN collapsing cursor of live answers (§10.1)
+	HeaderClosed      = "Stream-Closed"            // "true": closed (on a request: close it)
+	HeaderTTL         = "Stream-TTL"               // sliding time-to-live, whole seconds
+	HeaderExpiresAt   = "Stream-Expires-At"        // absolute expiry, RFC 3339
+	HeaderSeq         = "Stream-Seq"               // writer sequence, compared byte-wise, per stream
+	HeaderForkedFrom  = "Stream-Forked-From"       // a fork's source path
+	HeaderForkOffset  = "Stream-Fork-Offset"       // a fork's divergence offset
+	HeaderForkSub     = "Stream-Fork-Sub-Offset"   // messages (JSON) or bytes past the fork offset
+	HeaderProducerID  = "Producer-Id"              // idempotent producer id (§5.2.1)
+	HeaderProducerEp  = "Producer-Epoch"           // idempotent producer epoch, 0 … 2^53−1
+	HeaderProducerSeq = "Producer-Seq"             // idempotent producer sequence, 0 … 2^53−1
+	HeaderExpectedSeq = "Producer-Expected-Seq"    // on a 409 sequence gap: the sequence expected
+	HeaderReceivedSeq = "Producer-Received-Seq"    // on a 409 sequence gap: the sequence received
+	HeaderSSEEncoding = "Stream-SSE-Data-Encoding" // "base64" on SSE answers of non-text streams
 )
 
 // HandlerOptions configure a Handler. The zero value serves under Pattern
@@ -183,7 +184,8 @@ func NewHandler(bus *eventbus.Bus, o HandlerOptions) (*Handler, error) {
 	return h, nil
 }
 
-// Prefix returns the path the handler serves below (HandlerOptions.Prefix).
+// Prefix returns the path the handler serves below (HandlerOptions.Prefix,
+// Pattern by default). Safe for concurrent use.
 func (h *Handler) Prefix() string { return h.opts.Prefix }
 
 // httpError is an error answer: its status, code and message.
@@ -211,7 +213,19 @@ func (e *httpError) with(k, v string) *httpError {
 
 // ServeHTTP serves one request on a stream URL; see docs/durable-streams.md
 // for each answer. Besides the protocol's, it answers OPTIONS (CORS
-// preflight) with 204 and any other method with 405.
+// preflight) with 204 and any other method with 405. Errors are JSON
+// {"code","message"}: 400 for a bad header, offset, body or stream name
+// (the message names the value), 404 for an unknown stream, 409 for a
+// conflict (closed stream, content type, Stream-Seq, producer gap), 410 for
+// an offset before what is held or of another epoch (code ring_evicted) or a
+// soft-deleted stream, 413 for a body over MaxBodyBytes, 429 with
+// Retry-After when the session has eventbus.Options.MaxSubscribers
+// readers, 503 once the bus is closed.
+//
+// A long-poll blocks up to LongPollTimeout and an SSE answer lasts up to
+// SSEDuration (both end early when the client goes or the stream closes);
+// everything else answers at once. Each write is bounded by WriteTimeout.
+// Safe for concurrent use.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd := w.Header()
 	hd.Set("X-Content-Type-Options", "nosniff")
