@@ -1,10 +1,13 @@
 package durable
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/replaybus/replaybus/eventbus"
 )
 
 // maxProducerInt is the largest Producer-Epoch and Producer-Seq accepted:
@@ -175,6 +178,13 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) er
 	}
 	for _, m := range msgs {
 		if _, err := h.publish(s, m); err != nil {
+			if errors.Is(err, eventbus.ErrSessionClosed) || errors.Is(err, eventbus.ErrSessionNotFound) {
+				// Closed (or expired) by the bus or another route: the
+				// stream's EOF at the tail it had.
+				h.closedElsewhereLocked(s)
+				return errorf(http.StatusConflict, "stream_closed", "stream %q is closed", s.id).
+					with(HeaderClosed, "true").with(HeaderNextOffset, h.offset(s.tail.Load()))
+			}
 			return err
 		}
 		appended = true

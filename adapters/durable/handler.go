@@ -330,6 +330,8 @@ func (h *Handler) busError(err error) *httpError {
 		return errorf(http.StatusServiceUnavailable, "unavailable", "the bus is closed")
 	case errors.Is(err, eventbus.ErrSessionNotFound):
 		return errorf(http.StatusNotFound, "not_found", "%v", err)
+	case errors.Is(err, eventbus.ErrSessionClosed):
+		return errorf(http.StatusConflict, "stream_closed", "the session was closed: %v", err).with(HeaderClosed, "true")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return errorf(http.StatusServiceUnavailable, "unavailable", "%v", err)
 	}

@@ -208,3 +208,19 @@ func TestNewHandlerRefusesBadOptions(t *testing.T) {
 	_, err = durable.NewHandler(nil, durable.HandlerOptions{})
 	assert.Error(t, err)
 }
+
+// An append to a stream whose session another route closed is 409 with
+// Stream-Closed (the stream's EOF), not a server error.
+func TestAppendAfterSessionClosedElsewhere(t *testing.T) {
+	r := newRig(t, eventbus.Options{Epoch: "e1"}, durable.HandlerOptions{})
+	resp, _ := r.do(t, http.MethodPut, "s", "a", "Content-Type", "text/plain")
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	tail := resp.Header.Get("Stream-Next-Offset")
+	require.NoError(t, r.bus.CloseSession("s"))
+	resp, _ = r.do(t, http.MethodPost, "s", "b", "Content-Type", "text/plain")
+	assert.Equal(t, http.StatusConflict, resp.StatusCode)
+	assert.Equal(t, "true", resp.Header.Get("Stream-Closed"))
+	assert.Equal(t, tail, resp.Header.Get("Stream-Next-Offset"))
+	resp, _ = r.do(t, http.MethodHead, "s", "")
+	assert.Equal(t, "true", resp.Header.Get("Stream-Closed"))
+}

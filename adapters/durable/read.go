@@ -219,7 +219,6 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, s *stream, q readR
 	hd := w.Header()
 	hd.Set("Content-Type", "text/event-stream")
 	hd.Set("Cache-Control", "no-cache")
-	hd.Set("Connection", "keep-alive")
 	if !s.text {
 		hd.Set(HeaderSSEEncoding, "base64")
 	}
@@ -261,7 +260,7 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, s *stream, q readR
 		if left <= 0 || r.Context().Err() != nil {
 			return nil
 		}
-		after := b.next
+		after, idle := b.next, 0
 		for {
 			wait := time.Duration(0)
 			if !b.more {
@@ -271,8 +270,14 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, s *stream, q readR
 			if err != nil {
 				return nil // the client resumes from the last control event's offset
 			}
-			if len(b.items) > 0 || b.closed || b.more {
+			if len(b.items) > 0 || b.closed {
 				break
+			}
+			if b.more { // cut short with nothing to send (an eviction of the reader)
+				if idle++; idle > 3 {
+					return nil // the client resumes from the last control event's offset
+				}
+				continue
 			}
 			if left = time.Until(end); left <= 0 || r.Context().Err() != nil {
 				return nil

@@ -180,11 +180,18 @@ func (h *Handler) readOwn(ctx context.Context, s *stream, after uint64, wait tim
 		// to finish freezing it) or by the application, or expired by the
 		// bus. The latter two make the stream's EOF at its known tail.
 		s.mu.Lock()
-		if s.frozen.Load() == nil {
-			s.frozen.Store(&frozen{from: s.tail.Load()})
-			s.closed.Store(true)
-		}
+		h.closedElsewhereLocked(s)
 		s.mu.Unlock()
+	}
+}
+
+// closedElsewhereLocked records that s's session was closed (or expired)
+// by the bus or another route, not by this handler: the stream is closed at
+// the tail the handler knew, with nothing of its content held. s.mu held.
+func (h *Handler) closedElsewhereLocked(s *stream) {
+	if s.frozen.Load() == nil {
+		s.frozen.Store(&frozen{from: s.tail.Load()})
+		s.closed.Store(true)
 	}
 }
 
