@@ -18,7 +18,6 @@ require (
 )
 
 require (
-	github.com/caarlos0/env/v11 v11.4.2 // indirect
 	github.com/chromedp/cdproto v0.159.0 // indirect
 	github.com/coder/websocket v1.8.15 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect

@@ -12,6 +12,7 @@ import (
 
 	"github.com/replaybus/replaybus/eventbus/internal/deadline"
 	"github.com/replaybus/replaybus/eventbus/internal/diag"
+	"github.com/replaybus/replaybus/eventbus/observe"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -216,36 +217,13 @@ func checkName(what, v string) error {
 	return nil
 }
 
-// Stats is a snapshot of the bus's counters. Counters are totals since New;
-// Sessions and Subscribers are current.
-type Stats struct {
-	Sessions    int    `json:"sessions"`    // live sessions
-	Subscribers int    `json:"subscribers"` // live subscribers
-	Published   uint64 `json:"published"`   // events accepted, session_closed included
-	Delivered   uint64 `json:"delivered"`   // live events queued for subscribers
-	Replayed    uint64 `json:"replayed"`    // events handed out from replay buffers
-	Dropped     uint64 `json:"dropped"`     // events dropped for a subscriber (drop_oldest, drop_newest, droppable)
-	Evicted     uint64 `json:"evicted"`     // subscribers evicted (client_evicted)
-	Warnings    uint64 `json:"warnings"`    // slow_client_warning frames
-	Resyncs     uint64 `json:"resyncs"`     // state_resync_required frames before or after a replay
-	Expired     uint64 `json:"expired"`     // sessions expired for idleness
-	Guarded     uint64 `json:"guarded"`     // events the reinsert guard skipped; always 0 unless there is a bug
-	// Retained is the number of closed sessions whose replay buffers are
-	// kept now for the scopes of their open ancestors (at most
-	// Options.MaxRetained); RetainedDropped counts those dropped before
-	// being reopened: at Options.ClosedRetention, at the cap, or when
-	// their tree's root closed.
-	Retained        int    `json:"retained"`
-	RetainedDropped uint64 `json:"retainedDropped"`
-}
-
 // Stats returns the current counters. It takes the structure lock's read
 // side briefly, for the figures only structural changes move (Sessions,
 // Expired, Retained, RetainedDropped) — it never waits for a publish; the
 // others are read from counters that publishers and
 // subscribers write without it, one by one: during concurrent publishing
 // the figures are each exact at some instant, not all at the same one.
-func (b *Bus) Stats() Stats {
+func (b *Bus) Stats() observe.Stats {
 	tok := b.mu.RLock()
 	st := b.mem.stats
 	st.Retained = len(b.mem.keptByID)

@@ -123,7 +123,7 @@ func (s *Subscription) rawTake() (ev Event, ok bool) {
 			return ev, true
 		}
 		s.mu.Lock()
-		if s.qh == len(s.q) || s.discard.Load() {
+		if !s.q.Pending() || s.discard.Load() {
 			s.mu.Unlock()
 			return Event{}, false
 		}
@@ -237,7 +237,7 @@ func (s *Subscription) nextMergedBefore(ctx context.Context, abandon <-chan stru
 			return ev, nil
 		}
 		s.mu.Lock()
-		if s.qh < len(s.q) && !s.discard.Load() {
+		if s.q.Pending() && !s.discard.Load() {
 			s.mu.Unlock()
 			continue
 		}

@@ -3,6 +3,8 @@ package eventbus
 import (
 	"log/slog"
 	"time"
+
+	"github.com/replaybus/replaybus/eventbus/observe"
 )
 
 // OverflowPolicy says what the bus does when a subscriber's live queue is
@@ -194,7 +196,7 @@ type Options struct {
 	// backend's feed) after the bus lock is released, before that call
 	// returns; it may call back into the bus, but a slow one slows that
 	// caller. Nil (the default): none.
-	Diagnostics func(Diagnostic) `env:"-"`
+	Diagnostics func(observe.Diagnostic) `env:"-"`
 
 	// Epoch fixes the bus epoch (1–64 characters from [A-Za-z0-9_])
 	// instead of drawing a random one; useful for tests and for a bus that

@@ -3,6 +3,7 @@ package eventbus
 import (
 	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/eventbus/internal/diag"
+	"github.com/replaybus/replaybus/eventbus/observe"
 )
 
 // Diagnostics leave the bus's locks before anyone sees them (package
@@ -14,11 +15,11 @@ import (
 
 // diagnose queues one diagnostic. A bus lock is held: it must stay cheap
 // and never log or call the hook.
-func (b *Bus) diagnose(kind DiagnosticKind, s *Subscription, r *record) {
+func (b *Bus) diagnose(kind observe.DiagnosticKind, s *Subscription, r *record) {
 	if b.cfg.Diagnostics == nil && b.cfg.Logger == nil {
 		return
 	}
-	d := diag.Item{Kind: string(kind), Session: s.sess.id, Subscriber: s.id, Name: s.name, EventID: r.id, EventType: r.typ}
+	d := diag.Item{Kind: string(kind), Session: s.sess.id, Subscriber: s.id, Name: s.name, EventID: r.ID, EventType: r.Type}
 	if s.id != 0 {
 		s.mu.Lock()
 		q := s.figuresLocked()
@@ -34,13 +35,13 @@ func (b *Bus) flushDiagnostics() {
 	b.diag.Flush(b.cfg.now, b.diagHook, b.cfg.Logger)
 }
 
-// diagHook turns an incident into the Diagnostic of Options.Diagnostics.
+// diagHook turns an incident into the observe.Diagnostic of Options.Diagnostics.
 func (b *Bus) diagHook(d diag.Item) {
 	if b.cfg.Diagnostics == nil {
 		return
 	}
-	b.cfg.Diagnostics(Diagnostic{
-		Kind: DiagnosticKind(d.Kind), Session: d.Session, Subscriber: d.Subscriber, Name: d.Name,
+	b.cfg.Diagnostics(observe.Diagnostic{
+		Kind: observe.DiagnosticKind(d.Kind), Session: d.Session, Subscriber: d.Subscriber, Name: d.Name,
 		EventID: d.EventID, EventType: d.EventType,
 		Queue: frame.QueueFigures{QueueSize: d.QueueSize, MaxQueued: d.MaxQueued, QueuedBytes: d.QueuedBytes, MaxQueuedBytes: d.MaxQueuedBytes},
 	})

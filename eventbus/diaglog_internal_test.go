@@ -8,6 +8,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/replaybus/replaybus/eventbus/internal/diag"
+	"github.com/replaybus/replaybus/eventbus/observe"
 )
 
 // lockProbe is a slog.Handler that records whether the bus lock was free
@@ -39,7 +42,7 @@ func TestDiagnosticsOutsideBusLock(t *testing.T) {
 	var hookCalls, hookLocked atomic.Int32
 	var b *Bus
 	b, err := New(Options{DroppableTypes: []string{"delta"}, Logger: slog.New(probe),
-		Diagnostics: func(Diagnostic) {
+		Diagnostics: func(observe.Diagnostic) {
 			hookCalls.Add(1)
 			if b.mu.TryLock() {
 				b.mu.Unlock()
@@ -65,4 +68,12 @@ func TestDiagnosticsOutsideBusLock(t *testing.T) {
 	require.Positive(t, hookCalls.Load())
 	assert.Zero(t, probe.locked.Load(), "logged under the bus lock")
 	assert.Zero(t, hookLocked.Load(), "hook called under the bus lock")
+}
+
+// The aggregator's kinds are observe's, by value.
+func TestDiagnosticKindsMatch(t *testing.T) {
+	assert.Equal(t, string(observe.DiagSlowClientWarning), diag.Warning)
+	assert.Equal(t, string(observe.DiagEvicted), diag.Evicted)
+	assert.Equal(t, string(observe.DiagDropped), diag.Dropped)
+	assert.Equal(t, string(observe.DiagSessionExpired), diag.Expired)
 }

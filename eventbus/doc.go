@@ -74,10 +74,21 @@
 // # Concurrency
 //
 // All Bus methods are safe for concurrent use. A Subscription is read by one
-// goroutine at a time (Next, NextBefore, TryNext, All or Events); Close, Err
-// and Done are safe from any goroutine. The bus starts one goroutine
+// goroutine at a time (Next, NextBefore, TryNext, All or Events); Close,
+// Unsubscribe, Err and Done are safe from any goroutine. The bus starts one goroutine
 // (session expiry), and [Subscription.Events] one per subscription that
 // uses it. [Subscription.NextBefore] waits with a deadline (a stream's
 // heartbeat) without a context: the bus keeps one queue of such deadlines
 // and one timer for all of them.
+//
+// # Configuration and the packages around the bus
+//
+// [Options] is the bus's one configuration struct; each field says what
+// zero means, and the config package fills it from the AGENTPOOL_EVENTBUS_*
+// environment variables (this package never reads the environment). The
+// frame package defines the bus's own frames on the wire (types, reasons,
+// payloads), the observe package what the bus reports about itself (Stats,
+// SessionInfo, Diagnostic), and the backend package the seam for a bus
+// whose history lives outside the process (adapters/nats: NATS JetStream).
+// docs/architecture.md has the package map and the locks.
 package eventbus

@@ -3,6 +3,7 @@ package eventbus
 import (
 	"time"
 
+	"github.com/replaybus/replaybus/eventbus/observe"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -52,7 +53,7 @@ func (b *Bus) ExpireIdle() int {
 		b.closeLocked(x, false)
 		b.mem.stats.Expired++
 		if b.cfg.Diagnostics != nil || b.cfg.Logger != nil {
-			b.diagnose(DiagSessionExpired, &Subscription{sess: x}, &record{})
+			b.diagnose(observe.DiagSessionExpired, &Subscription{sess: x}, &record{})
 		}
 	}
 	b.expireKeptLocked(now)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/observe"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -17,9 +18,9 @@ import (
 func TestSessionExpiry(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		var diags []eventbus.Diagnostic
+		var diags []observe.Diagnostic
 		b := newBus(t, eventbus.Options{SessionTTL: time.Second,
-			Diagnostics: func(d eventbus.Diagnostic) { diags = append(diags, d) }})
+			Diagnostics: func(d observe.Diagnostic) { diags = append(diags, d) }})
 		publish(t, b, "idle", 1)
 		publish(t, b, "watched", 1)
 		s := subscribe(t, b, "watched", eventbus.SubscribeOptions{})
@@ -57,11 +58,11 @@ func TestSessionExpiry(t *testing.T) {
 		assert.Equal(t, uint64(5), st.Expired)
 		assert.Zero(t, st.Sessions)
 		assert.Empty(t, b.Sessions())
-		var kinds []eventbus.DiagnosticKind
+		var kinds []observe.DiagnosticKind
 		for _, d := range diags {
 			kinds = append(kinds, d.Kind)
 		}
-		assert.Contains(t, kinds, eventbus.DiagSessionExpired)
+		assert.Contains(t, kinds, observe.DiagSessionExpired)
 	})
 }
 

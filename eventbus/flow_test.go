@@ -11,6 +11,7 @@ import (
 
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
+	"github.com/replaybus/replaybus/eventbus/observe"
 )
 
 // MaxQueued=2, nobody reading, publish 1, 2, 3.
@@ -426,8 +427,8 @@ func TestSubscriberCap(t *testing.T) {
 func TestStatsAndDiagnostics(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
-	var diags []eventbus.Diagnostic
-	b := newBus(t, eventbus.Options{DroppableTypes: []string{"delta"}, OverflowPolicy: eventbus.DropSubscriber, Diagnostics: func(d eventbus.Diagnostic) {
+	var diags []observe.Diagnostic
+	b := newBus(t, eventbus.Options{DroppableTypes: []string{"delta"}, OverflowPolicy: eventbus.DropSubscriber, Diagnostics: func(d observe.Diagnostic) {
 		mu.Lock()
 		diags = append(diags, d)
 		mu.Unlock()
@@ -444,7 +445,7 @@ func TestStatsAndDiagnostics(t *testing.T) {
 	require.NoError(t, err)
 
 	st := b.Stats()
-	assert.Equal(t, eventbus.Stats{
+	assert.Equal(t, observe.Stats{
 		Sessions: 1, Subscribers: 2, Published: 7,
 		Delivered: 4 + 2 + 4, // replayer 4..7, slow 4..5, dropper 4..7
 		Replayed:  3,
@@ -457,7 +458,7 @@ func TestStatsAndDiagnostics(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	type brief struct {
-		Kind       eventbus.DiagnosticKind
+		Kind       observe.DiagnosticKind
 		Name       string
 		Subscriber uint64
 		EventID    uint64
@@ -469,10 +470,10 @@ func TestStatsAndDiagnostics(t *testing.T) {
 		got = append(got, brief{d.Kind, d.Name, d.Subscriber, d.EventID, d.EventType})
 	}
 	assert.Equal(t, []brief{
-		{eventbus.DiagSlowClientWarning, "slow", slow.ID(), 5, "delta"},
-		{eventbus.DiagDropped, "slow", slow.ID(), 6, "delta"},
-		{eventbus.DiagSlowClientWarning, "dropper", dropper.ID(), 6, "delta"},
-		{eventbus.DiagEvicted, "slow", slow.ID(), 7, "final"},
+		{observe.DiagSlowClientWarning, "slow", slow.ID(), 5, "delta"},
+		{observe.DiagDropped, "slow", slow.ID(), 6, "delta"},
+		{observe.DiagSlowClientWarning, "dropper", dropper.ID(), 6, "delta"},
+		{observe.DiagEvicted, "slow", slow.ID(), 7, "final"},
 	}, got)
 	assert.Equal(t, frame.QueueFigures{QueueSize: 2, MaxQueued: 2, MaxQueuedBytes: eventbus.Options{}.WithDefaults().MaxQueuedBytes}, diags[3].Queue)
 	_ = replayer

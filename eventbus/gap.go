@@ -1,7 +1,5 @@
 package eventbus
 
-import "github.com/replaybus/replaybus/eventbus/frame"
-
 // Gaps a backend's feed notices while subscribers are live (issue: a lagging
 // NATS node hid a gap from a subscriber that was already live). A resume
 // after such a gap is told by the replay buffer's eviction mark
@@ -23,18 +21,9 @@ func (b *Bus) announceGapLocked(x *session, upTo uint64) {
 				continue
 			}
 			s.mu.Lock()
-			if !s.ended {
-				if n := len(s.q); n > s.qh && s.q[n-1].kind == entryGap {
-					d := s.q[n-1].drop
-					d.earliest = max(d.earliest, upTo+1)
-				} else {
-					s.pushLocked(entry{
-						rec:  &record{session: s.sess.id, typ: frame.TypeStateResyncRequired, nanos: now},
-						kind: entryGap,
-						drop: &dropInfo{earliest: upTo + 1},
-					})
-					b.cnt.resyncs.Add(1)
-				}
+			if !s.ended && s.q.PushGap(s.sess.id, upTo, now) {
+				s.wakeLocked()
+				b.cnt.resyncs.Add(1)
 			}
 			s.mu.Unlock()
 		}

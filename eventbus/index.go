@@ -3,6 +3,8 @@ package eventbus
 import (
 	"sync"
 
+	"github.com/replaybus/replaybus/eventbus/internal/queue"
+	"github.com/replaybus/replaybus/eventbus/observe"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -181,7 +183,7 @@ func (b *Bus) offerLocked(l *subList, skip *session, r *record, droppable, force
 			s.mu.Lock()
 			wake := false
 			if !s.ended {
-				s.q = append(s.q, entry{rec: r, kind: entryForced})
+				s.q.Push(entry{Rec: r, Kind: queue.KindForced})
 				wake = s.takeWakeLocked()
 				f.delivered++
 			}
@@ -196,22 +198,22 @@ func (b *Bus) offerLocked(l *subList, skip *session, r *record, droppable, force
 			f.wake(s)
 		}
 		switch o {
-		case outcomeQueued:
+		case queue.Queued:
 			f.delivered++
-		case outcomeWarned:
+		case queue.Warned:
 			f.delivered++
 			b.cnt.warnings.Add(1)
-			b.diagnose(DiagSlowClientWarning, s, r)
-		case outcomeDropped:
+			b.diagnose(observe.DiagSlowClientWarning, s, r)
+		case queue.Dropped:
 			b.cnt.dropped.Add(1)
-			b.diagnose(DiagDropped, s, r)
-		case outcomeDroppedOld:
+			b.diagnose(observe.DiagDropped, s, r)
+		case queue.DroppedOld:
 			f.delivered++
 			b.cnt.dropped.Add(1)
-			b.diagnose(DiagDropped, s, r)
-		case outcomeEvicted:
+			b.diagnose(observe.DiagDropped, s, r)
+		case queue.Evicted:
 			b.cnt.evicted.Add(1)
-			b.diagnose(DiagEvicted, s, r)
+			b.diagnose(observe.DiagEvicted, s, r)
 			b.unregisterLocked(s) // its slot is free at once
 			s.stopWatch()
 			i-- // the last subscriber of l moved into slot i

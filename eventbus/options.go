@@ -3,8 +3,6 @@ package eventbus
 import (
 	"time"
 
-	"github.com/replaybus/replaybus/eventbus/frame"
-	"github.com/replaybus/replaybus/eventbus/internal/diag"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -84,25 +82,3 @@ func Existing() PublishOption { return func(o *publishOptions) { o.existing = tr
 // WithOrigin stamps the event with the id of the client that caused it
 // (qwen-code's originatorClientId).
 func WithOrigin(origin string) PublishOption { return func(o *publishOptions) { o.origin = origin } }
-
-// DiagnosticKind says what a [Diagnostic] reports.
-type DiagnosticKind string
-
-// Diagnostic kinds.
-const (
-	DiagSlowClientWarning DiagnosticKind = diag.Warning
-	DiagEvicted           DiagnosticKind = diag.Evicted
-	DiagDropped           DiagnosticKind = diag.Dropped
-	DiagSessionExpired    DiagnosticKind = diag.Expired
-)
-
-// Diagnostic reports one backpressure incident to [Options.Diagnostics].
-type Diagnostic struct {
-	Kind       DiagnosticKind     // what happened
-	Session    string             // the subscription's session (or the expired session)
-	Subscriber uint64             // the subscriber's id, 0 for session_expired
-	Name       string             // the subscriber's Name
-	EventID    uint64             // the event that triggered it
-	EventType  string             // that event's type
-	Queue      frame.QueueFigures // the subscriber's live queue right after it (zero for session_expired)
-}

@@ -181,7 +181,7 @@ func (b *Bus) publish(sessionID, typ string, raw []byte, origin string, create b
 // publishLocal is publish on the in-memory bus (memWriter): the id is
 // taken here, under the tree lock, as the event is appended and fanned out.
 func (b *Bus) publishLocal(sessionID, typ string, raw []byte, origin string, create bool) (Event, error) {
-	r := &record{typ: typ, data: raw, origin: originRef(origin), nanos: b.nowNanos()}
+	r := &record{Type: typ, Data: raw, Origin: originRef(origin), Nanos: b.nowNanos()}
 	f := fan{wakes: wakeLists.Get().(*[]*Subscription)}
 	defer f.release() // the wake-ups, once no lock is held
 	tok := b.mu.RLock()
@@ -192,12 +192,12 @@ func (b *Bus) publishLocal(sessionID, typ string, raw []byte, origin string, cre
 	if x, ok := b.mem.sessions.Load(sessionID); ok {
 		tl := x.treeLock()
 		tl.Lock()
-		r.session = x.id
+		r.Session = x.id
 		b.appendLocked(x, r, false, &f)
 		tl.Unlock()
 		b.mu.RUnlock(tok)
 		// r is immutable from here on: subscribers read it concurrently.
-		return r.event(false), nil
+		return eventOf(r, false), nil
 	}
 	b.mu.RUnlock(tok)
 	// Unknown here: create it (or refuse) with the structure held.
@@ -211,10 +211,10 @@ func (b *Bus) publishLocal(sessionID, typ string, raw []byte, origin string, cre
 		b.mu.Unlock()
 		return Event{}, err
 	}
-	r.session = x.id
+	r.Session = x.id
 	b.appendLocked(x, r, false, &f)
 	b.mu.Unlock()
-	return r.event(false), nil
+	return eventOf(r, false), nil
 }
 
 // publishRemote is publish on a bus over a backend: the backend assigns the
@@ -268,24 +268,24 @@ func (b *Bus) eachSubLocked(fn func(*Subscription)) {
 func (b *Bus) appendLocked(x *session, r *record, forced bool, f *fan) {
 	droppable := false
 	if b.droppable != nil {
-		_, droppable = b.droppable[r.typ]
+		_, droppable = b.droppable[r.Type]
 	}
 	if b.all.n.Load() > 0 {
 		b.all.mu.Lock()
-		r.id = b.hot.seq.Add(1)
+		r.ID = b.hot.seq.Add(1)
 		b.offerLocked(&b.all.list, nil, r, droppable, forced, f)
 		b.all.mu.Unlock()
 	} else {
-		r.id = b.hot.seq.Add(1)
+		r.ID = b.hot.seq.Add(1)
 	}
 	if testHookTreeLocked != nil {
 		testHookTreeLocked(x.id)
 	}
 	x.published = true
-	x.lastID = r.id
-	x.touch(r.nanos)
+	x.lastID = r.ID
+	x.touch(r.Nanos)
 	x.ring.Append(r)
-	x.info.lastID.Store(r.id)
+	x.info.lastID.Store(r.ID)
 	if n := int32(x.ring.Len()); n != x.info.buffered.Load() {
 		x.info.buffered.Store(n)
 	}

@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 
 	"github.com/puzpuzpuz/xsync/v3"
+
+	"github.com/replaybus/replaybus/eventbus/observe"
 )
 
 // The session registry: every live session by id in an xsync.MapOf (a
@@ -87,12 +89,12 @@ func (b *Bus) SessionExists(id string) bool {
 // parents. A session created or closed during the call may or may not be
 // listed, and each session's figures are read one by one, not as one
 // snapshot. O(sessions).
-func (b *Bus) Sessions() []SessionInfo {
-	out := make([]SessionInfo, 0, b.mem.sessions.Size())
+func (b *Bus) Sessions() []observe.SessionInfo {
+	out := make([]observe.SessionInfo, 0, b.mem.sessions.Size())
 	b.mem.treeMu.RLock()
 	defer b.mem.treeMu.RUnlock()
 	b.mem.sessions.Range(func(id string, x *session) bool {
-		info := SessionInfo{ID: id, Subscribers: int(x.info.nsubs.Load()),
+		info := observe.SessionInfo{ID: id, Subscribers: int(x.info.nsubs.Load()),
 			Buffered: int(x.info.buffered.Load()), LastEventID: x.info.lastID.Load()}
 		if p := x.node.Parent(); p != nil {
 			info.Parent = p.ID

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/replaybus/replaybus/eventbus/observe"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -32,7 +33,7 @@ func TestLookupsDoNotWaitForTheBusLock(t *testing.T) {
 	b.mu.Lock() // a publish in progress
 	type answer struct {
 		exists, gone bool
-		sessions     []SessionInfo
+		sessions     []observe.SessionInfo
 		counts       map[string]int
 	}
 	got := make(chan answer, 1)
@@ -52,7 +53,7 @@ func TestLookupsDoNotWaitForTheBusLock(t *testing.T) {
 	assert.True(t, a.exists)
 	assert.False(t, a.gone)
 	assert.Equal(t, map[string]int{"a": 1}, a.counts)
-	assert.ElementsMatch(t, []SessionInfo{
+	assert.ElementsMatch(t, []observe.SessionInfo{
 		{ID: "a", Subscribers: 1, Buffered: 1, LastEventID: 1},
 		{ID: "c", Parent: "a"},
 	}, a.sessions)

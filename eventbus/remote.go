@@ -187,10 +187,10 @@ func (b *Bus) ingest(path []string, ev Event) {
 		b.hot.seq.Store(ev.ID)
 		return
 	}
-	r := &record{session: x.id, typ: ev.Type, data: ev.Data, origin: originRef(ev.Origin), nanos: ev.Time.UnixNano()}
+	r := &record{Session: x.id, Type: ev.Type, Data: ev.Data, Origin: originRef(ev.Origin), Nanos: ev.Time.UnixNano()}
 	if ev.Type == frame.TypeSessionClosed {
 		b.appendLocked(x, r, true, &fan{})
-		b.mem.tombs[x.id] = r.nanos
+		b.mem.tombs[x.id] = r.Nanos
 		b.closeLocked(x, false)
 		return
 	}

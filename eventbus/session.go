@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/replaybus/replaybus/eventbus/frame"
+	"github.com/replaybus/replaybus/eventbus/internal/queue"
 	"github.com/replaybus/replaybus/eventbus/internal/store"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -150,7 +151,7 @@ func (b *Bus) askParent(id string) (parent string, err error) {
 }
 
 func (b *Bus) addLocked(id, parent string) (*session, error) {
-	ring, err := store.NewRing[*record](b.cfg.ReplayBufferSize, recordID)
+	ring, err := store.NewRing[*record](b.cfg.ReplayBufferSize, queue.RecordID)
 	if err != nil {
 		return nil, err
 	}
@@ -274,15 +275,6 @@ func (b *Bus) SessionClosed(id string) bool {
 	return ok
 }
 
-// SessionInfo describes one session for listings.
-type SessionInfo struct {
-	ID          string `json:"id"`               // the session id
-	Parent      string `json:"parent,omitempty"` // its parent's id, "" for a root
-	Subscribers int    `json:"subscribers"`      // subscribers made on it (any scope)
-	Buffered    int    `json:"buffered"`         // events in its replay buffer
-	LastEventID uint64 `json:"lastEventId"`      // newest id published to it, 0 if none
-}
-
 // ClearReplayBuffer empties session id's replay buffer, as AgentPool's
 // clear_replay_buffer (which agent servers call at the start of every
 // turn). The cleared ids count as evicted: a later resume from before them
@@ -377,8 +369,8 @@ func closeOrder(x *session) []*session {
 func (b *Bus) closeLocked(x *session, announce bool) {
 	now := b.nowNanos()
 	if announce {
-		r := &record{session: x.id, typ: frame.TypeSessionClosed, nanos: now,
-			data: mustJSON(frame.SessionClosedData{Session: x.id, Reason: "closed"})}
+		r := &record{Session: x.id, Type: frame.TypeSessionClosed, Nanos: now,
+			Data: mustJSON(frame.SessionClosedData{Session: x.id, Reason: "closed"})}
 		b.appendLocked(x, r, true, &fan{}) // wakes at once
 		b.mem.tombs[x.id] = now
 	}

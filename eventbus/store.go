@@ -5,6 +5,7 @@ import (
 	"context"
 
 	"github.com/replaybus/replaybus/eventbus/internal/store"
+	"github.com/replaybus/replaybus/eventbus/observe"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -32,7 +33,7 @@ type memStore struct {
 	keptByID  map[string]*retained
 	keptOrder *list.List
 	tombs     map[string]int64 // closed session id → Unix ns of closing
-	stats     Stats            // Sessions, Expired, RetainedDropped; the rest lives in Bus.cnt
+	stats     observe.Stats    // Sessions, Expired, RetainedDropped; the rest lives in Bus.cnt
 }
 
 // writer is where an event enters a bus's history: the one seam between
@@ -133,12 +134,12 @@ func budgetCut(snap []*record, budget int64) (n int, sorted bool) {
 	n, sorted = len(snap), true
 	used, prev := int64(0), uint64(0)
 	for i, r := range snap {
-		if r.id < prev {
+		if r.ID < prev {
 			sorted = false
 		}
-		prev = r.id
+		prev = r.ID
 		if n == len(snap) {
-			c := int64(len(r.data))
+			c := int64(len(r.Data))
 			if i > 0 && used+c > budget {
 				n = i
 				if !sorted {

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/replaybus/replaybus/eventbus/frame"
+	"github.com/replaybus/replaybus/eventbus/internal/queue"
 	"github.com/replaybus/replaybus/eventbus/internal/store"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -60,30 +61,30 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 	}
 	s := &Subscription{
 		bus: b, kind: o.Scope, name: o.Name,
-		maxQueued: b.cfg.MaxQueueSize, maxBytes: b.cfg.MaxQueuedBytes, policy: b.cfg.OverflowPolicy,
-		warnOn: !b.cfg.DisableSlowClientWarning,
-		wake:   make(chan struct{}, 1),
+		q: queue.Queue{Lim: queue.Limits{Frames: int32(b.cfg.MaxQueueSize), Bytes: b.cfg.MaxQueuedBytes,
+			Policy: queuePolicy(b.cfg.OverflowPolicy), Warn: !b.cfg.DisableSlowClientWarning}},
+		wake: make(chan struct{}, 1),
 	}
 	if o.MaxQueued != 0 {
 		if o.MaxQueued < 1 || o.MaxQueued > 1_000_000 {
 			return nil, invalidf("MaxQueued %d out of range [1, 1000000]", o.MaxQueued)
 		}
-		s.maxQueued = o.MaxQueued
+		s.q.Lim.Frames = int32(o.MaxQueued)
 	}
 	if o.MaxQueuedBytes != 0 {
 		if o.MaxQueuedBytes < 1 || o.MaxQueuedBytes > 1<<30 {
 			return nil, invalidf("MaxQueuedBytes %d out of range [1, 1073741824]", o.MaxQueuedBytes)
 		}
-		s.maxBytes = o.MaxQueuedBytes
+		s.q.Lim.Bytes = o.MaxQueuedBytes
 	}
 	if o.Policy != "" {
 		if err := o.Policy.validate(); err != nil {
 			return nil, invalidf("%v", err)
 		}
-		s.policy = o.Policy
+		s.q.Lim.Policy = queuePolicy(o.Policy)
 	}
 	if o.SlowClientWarning != nil {
-		s.warnOn = *o.SlowClientWarning
+		s.q.Lim.Warn = *o.SlowClientWarning
 	}
 	if err := s.setCoalescing(o); err != nil {
 		return nil, err
@@ -332,7 +333,7 @@ func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 	// record once here, not twice.
 	n, sorted := budgetCut(snap, b.cfg.ReplayBudgetBytes)
 	if !sorted {
-		slices.SortFunc(snap, func(a, b *record) int { return cmpID(a.id, b.id) })
+		slices.SortFunc(snap, func(a, b *record) int { return cmpID(a.ID, b.ID) })
 		n, _ = budgetCut(snap, b.cfg.ReplayBudgetBytes)
 	}
 	lead := j.lead
@@ -342,9 +343,9 @@ func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 		// one already evicted, so it is not simply snap[0].
 		earliest := j.earliest
 		if i, ok := slices.BinarySearchFunc(snap, j.evicted+1, func(r *record, id uint64) int {
-			return cmpID(r.id, id)
+			return cmpID(r.ID, id)
 		}); i < len(snap) || ok {
-			earliest = snap[i].id
+			earliest = snap[i].ID
 		}
 		lead = append(lead, synth(sid, frame.TypeStateResyncRequired, frame.ResyncData{
 			Reason: frame.ReasonRingEvicted, LastDeliveredID: cursor, CompleteFromID: earliest,
@@ -352,7 +353,7 @@ func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 	}
 	last := cursor
 	if n > 0 {
-		last = snap[n-1].id
+		last = snap[n-1].ID
 	}
 	var tail []entry
 	truncated := n < len(snap)
@@ -377,7 +378,7 @@ func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 	// before anything in the queue (no per-event queue entry). s is not yet
 	// visible to its reader.
 	s.lead = lead
-	s.pre = snap[:n:n]
+	s.rd.SetReplay(snap[:n:n])
 	// The reinsert guard: nothing at or below what the subscriber already
 	// has is handed out. That is the cursor (0 after an epoch_reset), not
 	// the last replayed id: the replayed events themselves still have to
@@ -385,8 +386,7 @@ func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 	s.lastSeen = cursor
 	if len(tail) > 0 {
 		s.mu.Lock()
-		s.q = append(tail, s.q[s.qh:]...)
-		s.qh = 0
+		s.q.Prepend(tail)
 		s.mu.Unlock()
 	}
 	b.cnt.replayed.Add(int64(n))
@@ -403,14 +403,7 @@ func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 // drains its queue after the replay for the same reason). Taking the whole
 // queue under s.mu means a publish lands either in this batch or in the
 // next one — never lost, never read twice.
-func (s *Subscription) drain() {
-	spent := s.local[:0]
-	s.local, s.li = s.q[s.qh:], 0
-	if cap(spent) > 4*cap(s.local)+64 {
-		spent = nil // do not keep a burst-sized buffer forever
-	}
-	s.q, s.qh = spent, 0
-}
+func (s *Subscription) drain() { s.q.Drain(&s.rd) }
 
 // reinsert is step 4: it returns the next frame for the consumer, in
 // delivery order — the leading resync frames, the snapshot (Replay=true),
@@ -428,39 +421,30 @@ func (s *Subscription) drain() {
 // per delivery, never copied on its way out) and reports whether it did.
 func (s *Subscription) reinsert(ev *Event) bool {
 	if s.discard.Load() {
-		clear(s.local)
-		s.local, s.li, s.lead, s.pre, s.pi = nil, 0, nil, nil, 0
+		s.rd.Reset()
+		s.lead = nil
 		return false
 	}
 	if len(s.lead) > 0 {
-		s.lead[0].fill(ev)
+		fillEntry(ev, &s.lead[0])
 		s.lead = s.lead[1:]
 		return true
 	}
-	for int(s.pi) < len(s.pre) {
-		// By index, not by reslicing: the snapshot is read without a
-		// pointer write per event (only the slot's, to let the data go).
-		r := s.pre[s.pi]
-		s.pre[s.pi] = nil // let the data go once read
-		s.pi++
-		if int(s.pi) == len(s.pre) {
-			s.pre, s.pi = nil, 0
-		}
-		if r.id <= s.lastSeen {
+	for r := s.rd.NextReplay(); r != nil; r = s.rd.NextReplay() {
+		if r.ID <= s.lastSeen {
 			s.bus.cnt.guarded.Add(1)
 			continue
 		}
-		s.lastSeen = r.id
-		r.fill(ev, true)
+		s.lastSeen = r.ID
+		fillEvent(ev, r, true)
 		return true
 	}
-	for int(s.li) < len(s.local) {
-		e := &s.local[s.li]
-		s.li++
-		if e.counts() {
-			s.consumed.Add(packLive(e.cost()))
+	for {
+		e, last := s.rd.Take()
+		if e == nil {
+			return false
 		}
-		if id := e.rec.id; id != 0 {
+		if id := e.Rec.ID; id != 0 {
 			if id <= s.lastSeen {
 				// The guard: never hand out an id twice or out of order.
 				s.bus.cnt.guarded.Add(1)
@@ -469,17 +453,16 @@ func (s *Subscription) reinsert(ev *Event) bool {
 			}
 			s.lastSeen = id
 		}
-		if e.kind == entryDropped && int(s.li) == len(s.local) {
-			s.mergeDrops(e.drop)
+		if e.Kind == queue.KindDropped && last {
+			s.mergeDrops(e.Drop)
 		}
-		if e.kind == entryDropped || e.kind == entryGap {
+		if e.Kind == queue.KindDropped || e.Kind == queue.KindGap {
 			// The gap follows what this consumer really received; the
 			// publisher no longer touches an entry it has handed over.
-			e.drop.lastDelivered = s.lastSeen
+			e.Drop.LastDelivered = s.lastSeen
 		}
-		e.fill(ev)
+		fillEntry(ev, e)
 		*e = entry{} // let the data go
 		return true
 	}
-	return false
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/replaybus/replaybus/eventbus/internal/deadline"
+	"github.com/replaybus/replaybus/eventbus/internal/queue"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -27,28 +28,20 @@ type Subscription struct {
 	bus     *Bus
 	sess    *session // the session subscribed to
 	kind    scope.Kind
-	warnOn  bool
 	discard atomic.Bool // set once, when the end drops what is queued
 	name    string
 	pos     [2]int // index in the two registration lists (see index.go)
 	stopCtx func() bool
 	ctx     context.Context // the subscribe context
 	co      *coalescing     // consumer-side merging; nil when off (coalesce.go)
-	// limits, fixed at subscribe
-	maxQueued int
-	maxBytes  int64
-	policy    OverflowPolicy
 
-	// Written by publishers on every delivery; guarded by mu.
+	// Written by publishers on every delivery; guarded by mu. q is the
+	// publishers' side of the subscriber's queue, with its live limits
+	// (internal/queue); rd, below, is the consumer's.
 	mu      sync.Mutex
-	q       []entry // shared queue, q[qh:] pending
-	qh      int
+	q       queue.Queue
 	waiting bool
 	wake    chan struct{}
-	// enq packs the live frames ever queued (minus those dropped while
-	// queued) and their bytes, see packLive; seen is the publisher's copy
-	// of consumed as of its last refresh (flow.go: liveBoundLocked).
-	enq, seen uint64
 
 	// Written rarely (at the end, a warning, a park with a deadline, the
 	// replay); they also keep the two hot groups apart, so that the
@@ -56,23 +49,19 @@ type Subscription struct {
 	// delivery. Guarded by mu unless noted.
 	reason    error
 	ended     bool
-	warned    bool
 	dl        deadline.Slot // s's place in the bus's deadline queue (wait.go)
 	waitUntil int64         // the parked reader's deadline (Unix ns), 0 none
 	dlAt      int64         // the deadline of s's entry in the deadline queue, 0 none
 	done      chan struct{} // made on the first Done call
 	pump      *pumpState    // the Events pump, nil until Events is called
 	lead      []entry       // consumer: frames before the replay (epoch_reset, ring_evicted)
-	pre       []*record     // consumer: the replay snapshot, oldest first; pre[pi:] not yet read
 
 	// The consumer's side, touched only by the reading goroutine (lead and
-	// pre are set by Subscribe before the subscription is visible).
-	// consumed packs the live frames and bytes the consumer has taken out
-	// of the live limits (packLive); written on every event it takes, read
-	// by publishers only near a limit.
-	consumed atomic.Uint64
-	local    []entry
-	li, pi   int32 // the next of local, of pre
+	// rd's replay snapshot are set by Subscribe before the subscription is
+	// visible): rd is the consumer's side of the queue, whose counter of
+	// what it took is written on every event and read by publishers only
+	// near a limit.
+	rd       queue.Reader
 	lastSeen uint64
 }
 
@@ -80,29 +69,6 @@ type Subscription struct {
 type pumpState struct {
 	out     chan Event
 	abandon chan struct{} // closed by Close and cancellation; stops the pump
-}
-
-// The live limits count frames and bytes; both counters the publisher and
-// the consumer keep (what was queued, what was taken) pack the two into one
-// uint64 — frames in the top liveFrameBits bits, bytes below — so that the
-// consumer publishes what it took with one atomic add per event. Both sides
-// only ever add to (or, dropping, subtract from) their own counter, modulo
-// 2⁶⁴, and the publisher only ever takes the difference: queued − taken is
-// exactly frames<<liveByteBits + bytes as long as the live frames stay below
-// 2²⁴ (MaxQueued ≤ 1,000,000) and the live bytes below 2⁴⁰ (MaxQueuedBytes
-// ≤ 1 GiB, plus the one event that may exceed it on an empty queue).
-const (
-	liveByteBits  = 40
-	liveByteMask  = 1<<liveByteBits - 1
-	liveFrameUnit = 1 << liveByteBits
-)
-
-// packLive is one live frame of cost bytes in the packed form.
-func packLive(cost int64) uint64 { return liveFrameUnit + uint64(cost) }
-
-// unpackLive splits a difference of packed counters.
-func unpackLive(d uint64) (frames, bytes int64) {
-	return int64(d >> liveByteBits), int64(d & liveByteMask)
 }
 
 // ID returns the subscriber's id, unique within the bus.
@@ -194,7 +160,7 @@ func (s *Subscription) nextBefore(ctx context.Context, abandon <-chan struct{}, 
 			return ev, nil
 		}
 		s.mu.Lock()
-		if s.qh < len(s.q) && !s.discard.Load() {
+		if s.q.Pending() && !s.discard.Load() {
 			s.drain()
 			s.mu.Unlock()
 			continue
@@ -250,7 +216,7 @@ func (s *Subscription) TryNext() (ev Event, ok bool) {
 			return ev, true
 		}
 		s.mu.Lock()
-		if s.qh == len(s.q) {
+		if !s.q.Pending() {
 			s.mu.Unlock()
 			return Event{}, false
 		}
@@ -263,15 +229,9 @@ func (s *Subscription) TryNext() (ev Event, ok bool) {
 // after the consumer took its batch, and that come right after d (nothing
 // with an id between), into d: consecutive drops make one frame, not one
 // per batch the consumer happened to take. It takes s.mu.
-func (s *Subscription) mergeDrops(d *dropInfo) {
+func (s *Subscription) mergeDrops(d *queue.Drop) {
 	s.mu.Lock()
-	for s.qh < len(s.q) && s.q[s.qh].kind == entryDropped {
-		next := s.q[s.qh].drop
-		d.last = next.last
-		d.count += next.count
-		s.q[s.qh] = entry{}
-		s.qh++
-	}
+	s.q.MergeDrops(d)
 	s.mu.Unlock()
 }
 

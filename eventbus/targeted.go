@@ -98,7 +98,7 @@ func (b *Bus) SendTo(typ string, data any, subs ...*Subscription) error {
 				Err: fmt.Errorf("%w: subscription of another bus", ErrInvalid)})
 			continue
 		}
-		if err := s.deliverTargeted(&record{session: s.sess.id, typ: typ, data: raw, nanos: now}); err != nil {
+		if err := s.deliverTargeted(&record{Session: s.sess.id, Type: typ, Data: raw, Nanos: now}); err != nil {
 			errs = append(errs, &SendError{Subscriber: s.id, Session: s.sess.id, Err: err})
 		}
 	}
@@ -113,13 +113,9 @@ func (s *Subscription) deliverTargeted(r *record) error {
 	if s.ended {
 		return s.reason
 	}
-	frames, bytes := s.liveLocked()
-	cost := int64(len(r.data))
-	if frames >= int64(s.maxQueued) || (frames > 0 && bytes+cost > s.maxBytes) {
+	if !s.q.PushTargeted(&s.rd, r) {
 		return ErrQueueFull
 	}
-	s.q = append(s.q, entry{rec: r, kind: entryTargeted})
-	s.enq += packLive(cost)
 	s.wakeLocked()
 	return nil
 }

@@ -2,6 +2,10 @@ package eventbus
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -38,23 +42,114 @@ func TestDeadlineQueueDropsEndedSubscriptions(t *testing.T) {
 	})
 }
 
-// The live counters pack frames and bytes into one word; the difference of
-// two packed counters is exact at the limits' extremes.
-func TestPackedLiveCounters(t *testing.T) {
-	var enq, taken uint64
-	const frames, cost = 1_000_000, 1 << 10
-	taken = ^uint64(0) - 5 // wrapped counters still subtract exactly
-	enq = taken
-	for range frames {
-		enq += packLive(cost)
+// A subscription that ends while
+// its reader is parking in NextBefore (between marking itself parked and
+// entering the deadline queue) must not be left in the queue: the end
+// removes the entry, and an entry added after the end would keep the
+// ended subscription (and its bus) referenced until its deadline — an hour
+// here. Checked once every reader has returned, so no timing decides it.
+func TestDeadlineQueueNoEntryAfterEnd(t *testing.T) {
+	b, err := New(Options{})
+	require.NoError(t, err)
+	defer b.Close()
+	queued := b.waits.Len
+	far := time.Now().Add(time.Hour)
+	for i := range 3000 {
+		s, err := b.Subscribe(context.Background(), "s", SubscribeOptions{NoReplay: true})
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			_, err := s.NextBefore(far)
+			require.ErrorIs(t, err, ErrUnsubscribed)
+		}()
+		go func() {
+			defer wg.Done()
+			if i%2 == 0 {
+				runtime.Gosched()
+			}
+			s.Close()
+		}()
+		wg.Wait()
+		require.Zero(t, queued(), "round %d: an ended subscription is still in the deadline queue", i)
 	}
-	enq += packLive(1 << 30) // one event past a 1 GiB byte limit
-	f, by := unpackLive(enq - taken)
-	assert.EqualValues(t, frames+1, f)
-	assert.EqualValues(t, int64(frames)*cost+1<<30, by)
-	enq -= packLive(cost) // drop_oldest takes one back
-	taken += packLive(1 << 30)
-	f, by = unpackLive(enq - taken)
-	assert.EqualValues(t, frames-1, f)
-	assert.EqualValues(t, int64(frames-1)*cost, by)
+}
+
+// Readers wait with NextBefore and short
+// deadlines (the queue's timer fires all the time) while publishers run,
+// some subscriptions are closed or their contexts cancelled, and finally
+// the bus closes. Every reader must see strictly increasing ids, return
+// only frames, ErrTimeout or the reason of the end, and end; afterwards
+// the deadline queue is empty and stopped.
+func TestNextBeforeStress(t *testing.T) {
+	b, err := New(Options{MaxQueueSize: 100_000})
+	require.NoError(t, err)
+	const readers = 24
+	var wg sync.WaitGroup
+	errc := make(chan error, readers)
+	subs := make([]*Subscription, readers)
+	cancels := make([]context.CancelFunc, readers)
+	for i := range readers {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancels[i] = cancel
+		s, err := b.Subscribe(ctx, "s", SubscribeOptions{NoReplay: true})
+		require.NoError(t, err)
+		subs[i] = s
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var last uint64
+			for j := 0; ; j++ {
+				ev, err := s.NextBefore(time.Now().Add(time.Duration(j%5) * 50 * time.Microsecond))
+				switch {
+				case err == nil:
+					if ev.ID != 0 && ev.ID <= last {
+						errc <- fmt.Errorf("reader %d: id %d after %d", i, ev.ID, last)
+						return
+					}
+					last = max(last, ev.ID)
+				case errors.Is(err, ErrTimeout):
+				case errors.Is(err, ErrClosed), errors.Is(err, ErrUnsubscribed), errors.Is(err, context.Canceled):
+					return
+				default:
+					errc <- fmt.Errorf("reader %d: %w", i, err)
+					return
+				}
+			}
+		}()
+	}
+	var pw sync.WaitGroup
+	for range 2 {
+		pw.Add(1)
+		go func() {
+			defer pw.Done()
+			for range 3000 {
+				if _, err := b.Publish("s", "t", nil); err != nil {
+					errc <- err
+					return
+				}
+			}
+		}()
+	}
+	for i := 0; i < readers/2; i++ {
+		if i%2 == 0 {
+			subs[i].Close()
+		} else {
+			cancels[i]()
+		}
+		runtime.Gosched()
+	}
+	pw.Wait()
+	require.NoError(t, b.Close())
+	wg.Wait()
+	for _, c := range cancels {
+		c()
+	}
+	close(errc)
+	for err := range errc {
+		t.Error(err)
+	}
+	assert.Zero(t, b.waits.Len(), "the deadline queue holds ended subscriptions")
+	assert.True(t, b.waits.Closed())
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/replaybus/replaybus/adapters/ws"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
+	"github.com/replaybus/replaybus/eventbus/observe"
 )
 
 func heapAlloc() uint64 {
@@ -42,8 +43,8 @@ func TestStalledSocketEvicted(t *testing.T) {
 	var mu sync.Mutex
 	evictedAt := map[uint64]time.Time{}
 	names := map[string]uint64{} // ?who= → subscriber id
-	s, cl := newCutServer(t, eventbus.Options{ReplayBufferSize: 64, Diagnostics: func(d eventbus.Diagnostic) {
-		if d.Kind == eventbus.DiagEvicted {
+	s, cl := newCutServer(t, eventbus.Options{ReplayBufferSize: 64, Diagnostics: func(d observe.Diagnostic) {
+		if d.Kind == observe.DiagEvicted {
 			mu.Lock()
 			evictedAt[d.Subscriber] = time.Now()
 			mu.Unlock()

@@ -40,7 +40,7 @@ import (
 	"time"
 )
 
-// The kinds of incident (eventbus.DiagnosticKind's values).
+// The kinds of incident (observe.DiagnosticKind's values).
 const (
 	Warning = "slow_client_warning"
 	Evicted = "client_evicted"
@@ -48,7 +48,7 @@ const (
 	Expired = "session_expired"
 )
 
-// Item is one incident: eventbus.Diagnostic's fields.
+// Item is one incident: observe.Diagnostic's fields.
 type Item struct {
 	Kind           string
 	Session        string

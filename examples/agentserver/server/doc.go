@@ -8,7 +8,7 @@
 //	GET    /static/{file}           the page's assets
 //	GET    /healthz                 200 {"status":"ok"}
 //	GET    /info                    epoch, last id, page defaults, event types, bus and SSE counters
-//	GET    /sessions                every live session (eventbus.SessionInfo), sorted by id
+//	GET    /sessions                every live session (observe.SessionInfo), sorted by id
 //	POST   /sessions                {"id"?, "parent"?} → 201 {"id"}; an id is generated when absent;
 //	                                a closed id is reopened (ACP session/resume)
 //	POST   /session/{id}/events     {"type", "data"?, "origin"?} → 202 {"id", "epoch", "cursor"}: the event

@@ -21,6 +21,7 @@ import (
 	"github.com/replaybus/replaybus/adapters/ws"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
+	"github.com/replaybus/replaybus/eventbus/observe"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -322,7 +323,7 @@ func (s *Server) info(w http.ResponseWriter, _ *http.Request) {
 
 func (s *Server) listSessions(w http.ResponseWriter, _ *http.Request) {
 	list := s.bus.Sessions()
-	slices.SortFunc(list, func(a, b eventbus.SessionInfo) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(list, func(a, b observe.SessionInfo) int { return strings.Compare(a.ID, b.ID) })
 	writeJSON(w, http.StatusOK, list)
 }
 

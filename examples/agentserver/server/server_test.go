@@ -17,6 +17,7 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/observe"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -195,9 +196,9 @@ func TestListSessions(t *testing.T) {
 	rec := httptest.NewRecorder()
 	s.ServeHTTP(rec, req)
 	require.Equal(t, http.StatusOK, rec.Code)
-	var list []eventbus.SessionInfo
+	var list []observe.SessionInfo
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &list))
-	assert.Equal(t, []eventbus.SessionInfo{
+	assert.Equal(t, []observe.SessionInfo{
 		{ID: "a", Parent: "b", Buffered: 1, LastEventID: 1},
 		{ID: "b"},
 	}, list)

@@ -1,0 +1,382 @@
+// Package queue is one subscriber's two-sided queue: publishers append
+// records to its [Queue] side under the lock of the subscriber that owns
+// it, applying the live limits (frames and bytes), the warning at 75 %,
+// the droppable cut and the overflow policy; the consumer takes everything
+// queued in one step ([Queue.Drain]) into its [Reader] side and hands it
+// out without the lock, publishing what it took from the limits with one
+// atomic add per event. It knows records and frames, nothing of sessions,
+// scopes or the bus.
+//
+// The rules come from qwen-code's EventBus (warning at 75 % with
+// hysteresis, eviction with client_evicted, forced frames that never
+// count), AgentPool's overflow policy names and OpenClaw's dropIfSlow;
+// docs/protocol.md has the frames.
+package queue
+
+import (
+	"sync/atomic"
+
+	"github.com/replaybus/replaybus/eventbus/frame"
+)
+
+// Policy is the overflow policy: what Deliver does when the live queue is
+// full (eventbus.OverflowPolicy's values, as a byte to keep the queue
+// small).
+type Policy uint8
+
+// The overflow policies.
+const (
+	DropSubscriber Policy = iota // evict: client_evicted, then the owner ends
+	DropOldest                   // drop the oldest queued live events, announced
+	DropNewest                   // drop the new event, announced
+)
+
+// Limits are a queue's live limits, fixed when the subscriber is made.
+type Limits struct {
+	Bytes  int64 // live data bytes, 1 B–1 GiB; one larger event fits an empty queue
+	Frames int32 // live frames, 1–1,000,000
+	Policy Policy
+	Warn   bool // send slow_client_warning at 75 %
+}
+
+// Outcome says what Deliver did with a record.
+type Outcome uint8
+
+const (
+	Queued     Outcome = iota + 1
+	Warned             // queued, and a slow_client_warning after it
+	Dropped            // the new record was dropped (announced)
+	DroppedOld         // older records were dropped (announced), the new one queued
+	Evicted            // client_evicted queued last: the owner must end the subscriber
+)
+
+// The live limits count frames and bytes; both counters the publisher and
+// the consumer keep (what was queued, what was taken) pack the two into one
+// uint64 — frames in the top liveFrameBits bits, bytes below — so that the
+// consumer publishes what it took with one atomic add per event. Both sides
+// only ever add to (or, dropping, subtract from) their own counter, modulo
+// 2⁶⁴, and the publisher only ever takes the difference: queued − taken is
+// exactly frames<<liveByteBits + bytes as long as the live frames stay below
+// 2²⁴ (Frames ≤ 1,000,000) and the live bytes below 2⁴⁰ (Bytes ≤ 1 GiB,
+// plus the one event that may exceed it on an empty queue).
+const (
+	liveByteBits  = 40
+	liveByteMask  = 1<<liveByteBits - 1
+	liveFrameUnit = 1 << liveByteBits
+)
+
+// packLive is one live frame of cost bytes in the packed form.
+func packLive(cost int64) uint64 { return liveFrameUnit + uint64(cost) }
+
+// unpackLive splits a difference of packed counters.
+func unpackLive(d uint64) (frames, bytes int64) {
+	return int64(d >> liveByteBits), int64(d & liveByteMask)
+}
+
+// Queue is the publishers' side of a subscriber's queue. Every method
+// runs with the owner's lock held (the lock that serialises publishers and
+// the consumer's Drain); none blocks. The zero value with Lim set is ready.
+type Queue struct {
+	Lim Limits
+	// q[qh:] are the entries queued and not yet drained.
+	q      []Entry
+	qh     int32
+	warned bool // a warning episode is on (re-armed at ≤ 37.5 %)
+	// enq packs the live frames ever queued (minus those dropped while
+	// queued) and their bytes; seen is the publisher's copy of the
+	// reader's consumed as of its last refresh (liveBound).
+	enq, seen uint64
+}
+
+// Reader is the consumer's side: the batch it took with Drain, read
+// without the owner's lock by one goroutine at a time. consumed is written
+// on every event the consumer takes and read by publishers only near a
+// limit; it lives apart from Queue so the two sides need not share a
+// cache line.
+type Reader struct {
+	consumed atomic.Uint64
+	local    []Entry
+	li, pi   int32     // the next of local, of pre
+	pre      []*Record // the replay snapshot, read before local; pre[pi:] not yet read
+}
+
+// Live returns the live frames and bytes queued and not yet taken by the
+// consumer, exactly: it refreshes the publisher's copy of the reader's
+// counter.
+func (q *Queue) Live(rd *Reader) (frames, bytes int64) {
+	q.seen = rd.consumed.Load()
+	return unpackLive(q.enq - q.seen)
+}
+
+// liveBound is Live from the publisher's copy of the reader's counter,
+// without reading it: an upper bound (the consumer only ever takes), exact
+// as of the last refresh. Deliver uses it away from every threshold, so
+// that a delivery does not pull the cache line the consumer writes on each
+// event; near a threshold it refreshes, so every decision and every figure
+// is the one the exact values give.
+func (q *Queue) liveBound() (frames, bytes int64) {
+	return unpackLive(q.enq - q.seen)
+}
+
+// Figures describes the live queue now.
+func (q *Queue) Figures(rd *Reader) frame.QueueFigures {
+	f, b := q.Live(rd)
+	return frame.QueueFigures{QueueSize: int(f), MaxQueued: int(q.Lim.Frames), QueuedBytes: b, MaxQueuedBytes: q.Lim.Bytes}
+}
+
+// Deliver offers the live record r to the queue of a subscriber of
+// session and says what happened. droppable marks a type dropped at the
+// warning level (OpenClaw's dropIfSlow). On Evicted the client_evicted
+// frame is queued last and the owner must end the subscriber.
+func (q *Queue) Deliver(rd *Reader, session string, r *Record, droppable bool) Outcome {
+	max, maxB := int64(q.Lim.Frames), q.Lim.Bytes
+	cost := int64(len(r.Data))
+	frames, bytes := q.liveBound()
+	// Every threshold below (warning at 75 % counting this event, the
+	// droppable cut at 75 %, overflow, the warning's re-arm) implies this
+	// condition; the bound is at least the exact value, so when the bound
+	// does not meet it, the exact values decide nothing either.
+	if q.warned || (frames+1)*4 >= max*3 || (bytes+cost)*4 >= maxB*3 {
+		frames, bytes = q.Live(rd)
+	}
+	if q.warned && frames*8 <= max*3 && bytes*8 <= maxB*3 {
+		q.warned = false // hysteresis: re-armed at ≤ 37.5 % on both axes
+	}
+	if droppable && (frames*4 >= max*3 || bytes*4 >= maxB*3) {
+		q.dropNewest(session, r) // OpenClaw's dropIfSlow
+		return Dropped
+	}
+	overFrames := frames >= max
+	overBytes := frames > 0 && bytes+cost > maxB
+	if overFrames || overBytes {
+		switch q.Lim.Policy {
+		case DropNewest:
+			q.dropNewest(session, r)
+			return Dropped
+		case DropOldest:
+			if !q.dropOldest(rd, session, cost) {
+				q.dropNewest(session, r)
+				return Dropped
+			}
+			q.pushLive(r, cost)
+			return DroppedOld
+		default:
+			reason := frame.ReasonQueueOverflow
+			if !overFrames {
+				reason = frame.ReasonQueueBytesOverflow
+			}
+			q.q = append(q.q, Synth(session, frame.TypeClientEvicted, frame.ClientEvictedData{
+				QueueFigures: q.Figures(rd), Reason: reason, DroppedAfter: r.ID,
+			}, r.Nanos))
+			return Evicted
+		}
+	}
+	q.pushLive(r, cost)
+	if q.Lim.Warn && !q.warned {
+		frames, bytes = frames+1, bytes+cost
+		f, b := frames*4 >= max*3, bytes*4 >= maxB*3
+		if f || b {
+			q.warned = true
+			th := "frames"
+			switch {
+			case f && b:
+				th = "frames_and_bytes"
+			case b:
+				th = "bytes"
+			}
+			q.q = append(q.q, Synth(session, frame.TypeSlowClientWarning, frame.SlowClientWarningData{
+				QueueFigures: q.Figures(rd), LastEventID: r.ID, Threshold: th,
+			}, r.Nanos))
+			return Warned
+		}
+	}
+	return Queued
+}
+
+func (q *Queue) pushLive(r *Record, cost int64) {
+	q.q = append(q.q, Entry{Rec: r})
+	q.enq += packLive(cost)
+}
+
+// Push queues an entry that never counts against the limits (replay,
+// synthetic frames, a forced event such as session_closed).
+func (q *Queue) Push(e Entry) { q.q = append(q.q, e) }
+
+// PushTargeted queues r as a targeted frame, counted against the live
+// limits, when it fits them (one oversized frame fits an empty queue); it
+// reports whether it did. drop_oldest never drops it.
+func (q *Queue) PushTargeted(rd *Reader, r *Record) bool {
+	frames, bytes := q.Live(rd)
+	cost := int64(len(r.Data))
+	if frames >= int64(q.Lim.Frames) || (frames > 0 && bytes+cost > q.Lim.Bytes) {
+		return false
+	}
+	q.q = append(q.q, Entry{Rec: r, Kind: KindTargeted})
+	q.enq += packLive(cost)
+	return true
+}
+
+// PushGap announces that events up to upTo were lost before this node
+// received them: a feed_gap frame for session, or, when the queue already
+// ends with one, that frame extended. It reports whether a frame was added.
+func (q *Queue) PushGap(session string, upTo uint64, nanos int64) bool {
+	if n := len(q.q); n > int(q.qh) && q.q[n-1].Kind == KindGap {
+		d := q.q[n-1].Drop
+		d.Earliest = max(d.Earliest, upTo+1)
+		return false
+	}
+	q.q = append(q.q, Entry{
+		Rec:  &Record{Session: session, Type: frame.TypeStateResyncRequired, Nanos: nanos},
+		Kind: KindGap,
+		Drop: &Drop{Earliest: upTo + 1},
+	})
+	return true
+}
+
+// Prepend puts head before everything queued (the frames that follow a
+// replay go ahead of live events queued meanwhile).
+func (q *Queue) Prepend(head []Entry) {
+	q.q = append(head, q.q[q.qh:]...)
+	q.qh = 0
+}
+
+// Pending reports whether entries are queued and not yet drained.
+func (q *Queue) Pending() bool { return int(q.qh) < len(q.q) }
+
+// Clear drops everything queued (a discarding end).
+func (q *Queue) Clear() {
+	clear(q.q)
+	q.q, q.qh = nil, 0
+}
+
+// dropNewest drops r for this subscriber and announces it: the run is
+// merged into an events_dropped frame at the tail of the queue, or a new
+// one is appended, so the frame stands exactly where the gap is.
+func (q *Queue) dropNewest(session string, r *Record) {
+	if n := len(q.q); n > int(q.qh) && q.q[n-1].Kind == KindDropped {
+		d := q.q[n-1].Drop
+		d.Last = r.ID
+		d.Count++
+		return
+	}
+	q.q = append(q.q, Entry{
+		Rec:  &Record{Session: session, Type: frame.TypeStateResyncRequired, Nanos: r.Nanos},
+		Kind: KindDropped,
+		Drop: &Drop{First: r.ID, Last: r.ID, Count: 1},
+	})
+}
+
+// dropOldest drops the oldest queued live events until cost more bytes and
+// one more frame fit, replacing them by one events_dropped frame placed
+// where they stood. It returns false when no queued live event is left to
+// drop (the consumer already holds them all).
+func (q *Queue) dropOldest(rd *Reader, session string, cost int64) bool {
+	for {
+		frames, bytes := q.Live(rd)
+		if frames < int64(q.Lim.Frames) && (frames == 0 || bytes+cost <= q.Lim.Bytes) {
+			return true
+		}
+		qh := int(q.qh)
+		i := qh
+		for i < len(q.q) && q.q[i].Kind != KindLive { // targeted frames are not the policy's to drop
+			i++
+		}
+		if i == len(q.q) {
+			return false
+		}
+		victim := q.q[i].Rec
+		q.enq -= packLive(int64(len(victim.Data)))
+		// Extend the run before the victim when nothing with an id stands
+		// between them (a slow_client_warning may): one gap, one frame.
+		j := i - 1
+		for j >= qh && q.q[j].Kind == KindFrame {
+			j--
+		}
+		if j >= qh && q.q[j].Kind == KindDropped {
+			d := q.q[j].Drop
+			d.Last = victim.ID
+			d.Count++
+			copy(q.q[qh+1:i+1], q.q[qh:i])
+			q.q[qh] = Entry{}
+			q.qh++
+			continue
+		}
+		q.q[i] = Entry{
+			Rec:  &Record{Session: session, Type: frame.TypeStateResyncRequired, Nanos: victim.Nanos},
+			Kind: KindDropped,
+			Drop: &Drop{First: victim.ID, Last: victim.ID, Count: 1},
+		}
+	}
+}
+
+// Drain is the consumer's step: it takes every entry queued since the last
+// drain into rd's batch in one step, giving the publishers rd's spent
+// buffer back (zero allocation in steady state). The owner's lock is held.
+//
+// Taking the whole queue under the lock means a publish lands either in
+// this batch or in the next one — never lost, never read twice.
+func (q *Queue) Drain(rd *Reader) {
+	spent := rd.local[:0]
+	rd.local, rd.li = q.q[q.qh:], 0
+	if cap(spent) > 4*cap(rd.local)+64 {
+		spent = nil // do not keep a burst-sized buffer forever
+	}
+	q.q, q.qh = spent, 0
+}
+
+// MergeDrops folds the events_dropped runs that publishers queued after
+// the consumer took its batch, and that come right after d (nothing with
+// an id between), into d: consecutive drops make one frame, not one per
+// batch the consumer happened to take. The owner's lock is held.
+func (q *Queue) MergeDrops(d *Drop) {
+	for int(q.qh) < len(q.q) && q.q[q.qh].Kind == KindDropped {
+		next := q.q[q.qh].Drop
+		d.Last = next.Last
+		d.Count += next.Count
+		q.q[q.qh] = Entry{}
+		q.qh++
+	}
+}
+
+// Take returns the next entry of the consumer's batch, or nil when the
+// batch is spent (Drain again, or wait). It takes a counted entry out of
+// the live limits. last reports whether the entry was the batch's last.
+// The caller clears the entry (*e = Entry{}) once it has read it.
+func (rd *Reader) Take() (e *Entry, last bool) {
+	if int(rd.li) >= len(rd.local) {
+		return nil, false
+	}
+	e = &rd.local[rd.li]
+	rd.li++
+	if e.Counts() {
+		rd.consumed.Add(packLive(e.Cost()))
+	}
+	return e, int(rd.li) == len(rd.local)
+}
+
+// SetReplay hands the consumer the replay snapshot, read (NextReplay)
+// before anything drained. Only before the consumer starts reading.
+func (rd *Reader) SetReplay(pre []*Record) { rd.pre, rd.pi = pre, 0 }
+
+// NextReplay returns the next record of the replay snapshot, nil when it
+// is spent. By index, not by reslicing: the snapshot is read without a
+// pointer write per event (only the slot's, to let the data go).
+func (rd *Reader) NextReplay() *Record {
+	if int(rd.pi) >= len(rd.pre) {
+		return nil
+	}
+	r := rd.pre[rd.pi]
+	rd.pre[rd.pi] = nil // let the data go once read
+	rd.pi++
+	if int(rd.pi) == len(rd.pre) {
+		rd.pre, rd.pi = nil, 0
+	}
+	return r
+}
+
+// Reset drops the consumer's batch and what is left of the replay (a
+// discarding end).
+func (rd *Reader) Reset() {
+	clear(rd.local)
+	rd.local, rd.li, rd.pre, rd.pi = nil, 0, nil, 0
+}

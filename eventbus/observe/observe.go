@@ -1,0 +1,64 @@
+// Package observe holds what an eventbus.Bus reports about itself: the
+// [Stats] counters, the [SessionInfo] of a listing and the [Diagnostic]
+// incidents (slow clients, evictions, drops, expiries) its
+// Options.Diagnostics hook receives. They are plain values, safe to copy
+// and share; the metrics module exports them to Prometheus.
+package observe
+
+import "github.com/replaybus/replaybus/eventbus/frame"
+
+// Stats is a snapshot of a bus's counters (eventbus.Bus.Stats). Counters
+// are totals since the bus was made;
+// Sessions and Subscribers are current.
+type Stats struct {
+	Sessions    int    `json:"sessions"`    // live sessions
+	Subscribers int    `json:"subscribers"` // live subscribers
+	Published   uint64 `json:"published"`   // events accepted, session_closed included
+	Delivered   uint64 `json:"delivered"`   // live events queued for subscribers
+	Replayed    uint64 `json:"replayed"`    // events handed out from replay buffers
+	Dropped     uint64 `json:"dropped"`     // events dropped for a subscriber (drop_oldest, drop_newest, droppable)
+	Evicted     uint64 `json:"evicted"`     // subscribers evicted (client_evicted)
+	Warnings    uint64 `json:"warnings"`    // slow_client_warning frames
+	Resyncs     uint64 `json:"resyncs"`     // state_resync_required frames before or after a replay
+	Expired     uint64 `json:"expired"`     // sessions expired for idleness
+	Guarded     uint64 `json:"guarded"`     // events the reinsert guard skipped; always 0 unless there is a bug
+	// Retained is the number of closed sessions whose replay buffers are
+	// kept now for the scopes of their open ancestors (at most
+	// eventbus.Options.MaxRetained); RetainedDropped counts those dropped before
+	// being reopened: at eventbus.Options.ClosedRetention, at the cap, or when
+	// their tree's root closed.
+	Retained        int    `json:"retained"`
+	RetainedDropped uint64 `json:"retainedDropped"`
+}
+
+// SessionInfo describes one session for listings (eventbus.Bus.Sessions).
+type SessionInfo struct {
+	ID          string `json:"id"`               // the session id
+	Parent      string `json:"parent,omitempty"` // its parent's id, "" for a root
+	Subscribers int    `json:"subscribers"`      // subscribers made on it (any scope)
+	Buffered    int    `json:"buffered"`         // events in its replay buffer
+	LastEventID uint64 `json:"lastEventId"`      // newest id published to it, 0 if none
+}
+
+// DiagnosticKind says what a [Diagnostic] reports.
+type DiagnosticKind string
+
+// Diagnostic kinds.
+const (
+	DiagSlowClientWarning DiagnosticKind = "slow_client_warning"
+	DiagEvicted           DiagnosticKind = "client_evicted"
+	DiagDropped           DiagnosticKind = "events_dropped"
+	DiagSessionExpired    DiagnosticKind = "session_expired"
+)
+
+// Diagnostic reports one backpressure incident to the hook of
+// eventbus.Options.Diagnostics.
+type Diagnostic struct {
+	Kind       DiagnosticKind     // what happened
+	Session    string             // the subscription's session (or the expired session)
+	Subscriber uint64             // the subscriber's id, 0 for session_expired
+	Name       string             // the subscriber's Name
+	EventID    uint64             // the event that triggered it
+	EventType  string             // that event's type
+	Queue      frame.QueueFigures // the subscriber's live queue right after it (zero for session_expired)
+}
