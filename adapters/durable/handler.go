@@ -346,7 +346,7 @@ func (h *Handler) busError(err error) *httpError {
 func (h *Handler) lookup(name string) (*stream, error) {
 	s, ok := h.streams.Load(name)
 	if ok && s.expired(time.Now()) {
-		h.remove(s, true)
+		h.remove(s)
 		ok = false
 	}
 	if !ok {
@@ -382,16 +382,18 @@ func (h *Handler) newStream(name, ct string) *stream {
 	return s
 }
 
-// remove deletes s: a soft delete while forks read it (soft true keeps
-// it), else the record goes, its session is closed (the bus frees it) and
-// its source's reference drops, cascading to a soft-deleted source.
-func (h *Handler) remove(s *stream, expired bool) {
+// remove deletes s (DELETE, expiry, the sweep): a soft delete while forks
+// read it (its content is kept, frozen), else the record goes, its session
+// is closed (the bus frees it) and its source's reference drops, cascading
+// to a soft-deleted source.
+func (h *Handler) remove(s *stream) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.removeLocked(s, expired)
+	h.removeLocked(s)
 }
 
-func (h *Handler) removeLocked(s *stream, _ bool) {
+// removeLocked is remove with h.mu held.
+func (h *Handler) removeLocked(s *stream) {
 	if cur, ok := h.streams.Load(s.id); !ok || cur != s {
 		return
 	}
@@ -412,7 +414,7 @@ func (h *Handler) removeLocked(s *stream, _ bool) {
 		src.refs--
 		if src.deleted && src.refs == 0 {
 			src.deleted = false
-			h.removeLocked(src, false)
+			h.removeLocked(src)
 		}
 	}
 }
@@ -445,7 +447,7 @@ func (h *Handler) sweep(now time.Time) {
 		default:
 			return true
 		}
-		h.remove(s, true)
+		h.remove(s)
 		return true
 	})
 }
@@ -531,7 +533,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, name string) er
 	defer h.mu.Unlock()
 	if s, ok := h.streams.Load(name); ok {
 		if s.expired(time.Now()) {
-			h.removeLocked(s, true)
+			h.removeLocked(s)
 		} else {
 			if s.deleted {
 				return errorf(http.StatusConflict, "stream_deleted", "stream %q was deleted and is kept for its forks", name)
@@ -648,7 +650,7 @@ func (h *Handler) fork(ctx context.Context, name string, c createReq) (*stream, 
 	}
 	src, ok := h.streams.Load(srcName)
 	if ok && src.expired(time.Now()) {
-		h.removeLocked(src, true)
+		h.removeLocked(src)
 		ok = false
 	}
 	if !ok {
@@ -816,7 +818,7 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request, name string) er
 	if err != nil {
 		return err
 	}
-	h.remove(s, false)
+	h.remove(s)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
