@@ -607,16 +607,15 @@ func (h *Handler) dropNew(s *stream) { _ = h.bus.CloseSession(s.id) }
 // confirm answers a PUT on an existing stream: 200 when its configuration
 // matches, else 409.
 func (h *Handler) confirm(w http.ResponseWriter, s *stream, c createReq) error {
-	same := (c.ctype == "" && c.forkFrom != "" || c.ctype == "" && mediaType(s.ctype) == "application/octet-stream" ||
-		mediaType(c.ctype) == mediaType(s.ctype)) &&
-		c.ttl == s.ttl && c.expiresAt.Equal(s.expiresAt) && c.closed == s.closed.Load()
-	if s.src != nil && c.ttl == 0 && c.expiresAt.IsZero() {
-		same = same || c.closed == s.closed.Load() && (c.ctype == "" || mediaType(c.ctype) == mediaType(s.ctype))
-	}
-	if c.forkFrom != "" || s.src != nil {
-		same = same && c.forkFrom == s.forkFrom && c.forkSub == s.forkSub && h.sameForkOffset(s, c.forkOff)
-	}
-	if !same {
+	// No Content-Type means the default (octet-stream), or the source's for a fork.
+	typeOK := mediaType(c.ctype) == mediaType(s.ctype) ||
+		c.ctype == "" && (s.src != nil || mediaType(s.ctype) == "application/octet-stream")
+	// A fork created without expiry took its source's (PROTOCOL.md §4.2).
+	expiryOK := c.ttl == s.ttl && c.expiresAt.Equal(s.expiresAt) ||
+		s.src != nil && c.ttl == 0 && c.expiresAt.IsZero()
+	forkOK := c.forkFrom == "" && s.src == nil ||
+		c.forkFrom == s.forkFrom && c.forkSub == s.forkSub && h.sameForkOffset(s, c.forkOff)
+	if !typeOK || !expiryOK || !forkOK || c.closed != s.closed.Load() {
 		return errorf(http.StatusConflict, "stream_exists", "stream %q exists with another configuration", s.id)
 	}
 	h.meta(w, s, s.tail.Load())
