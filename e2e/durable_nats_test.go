@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"context"
-	"net"
-	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -14,7 +12,6 @@ import (
 	"github.com/replaybus/replaybus/adapters/durable"
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
 	"github.com/replaybus/replaybus/eventbus"
-	"github.com/replaybus/replaybus/examples/agentserver/server"
 )
 
 // TestDurableClientResumesAcrossRestartOverNATS: the agent server runs
@@ -36,24 +33,7 @@ func TestDurableClientResumesAcrossRestartOverNATS(t *testing.T) {
 	start := func(addr string) (*eventbus.Bus, *httptest.Server, chan string) {
 		bus, err := rbnats.Connect(ctx, ns.ClientURL(), eventbus.Options{ReplayBufferSize: 1000})
 		require.NoError(t, err)
-		srv, err := server.New(bus, server.Options{Durable: durable.HandlerOptions{LongPollTimeout: 30 * time.Second}})
-		require.NoError(t, err)
-		offsets := make(chan string, 100)
-		ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Query().Get("live") != "" {
-				select {
-				case offsets <- r.URL.Query().Get("offset"):
-				default:
-				}
-			}
-			srv.ServeHTTP(w, r)
-		}))
-		if addr != "" {
-			l, err := net.Listen("tcp", addr)
-			require.NoError(t, err)
-			ts.Listener = l
-		}
-		ts.Start()
+		ts, offsets := startDurableServer(t, bus, addr)
 		return bus, ts, offsets
 	}
 	bus1, ts1, live1 := start("")

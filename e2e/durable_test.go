@@ -292,25 +292,7 @@ func TestDurableClientToldAfterRestart(t *testing.T) {
 	start := func(addr string) (*eventbus.Bus, *httptest.Server, chan string) {
 		bus, err := eventbus.New(eventbus.Options{})
 		require.NoError(t, err)
-		srv, err := server.New(bus, server.Options{Durable: durable.HandlerOptions{LongPollTimeout: 30 * time.Second}})
-		require.NoError(t, err)
-		offsets := make(chan string, 100)
-		wrapped := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Query().Get("live") != "" {
-				select {
-				case offsets <- r.URL.Query().Get("offset"):
-				default:
-				}
-			}
-			srv.ServeHTTP(w, r)
-		})
-		ts := httptest.NewUnstartedServer(wrapped)
-		if addr != "" {
-			l, err := net.Listen("tcp", addr)
-			require.NoError(t, err)
-			ts.Listener = l
-		}
-		ts.Start()
+		ts, offsets := startDurableServer(t, bus, addr)
 		return bus, ts, offsets
 	}
 	bus1, ts1, live1 := start("")
@@ -349,4 +331,31 @@ func TestDurableClientToldAfterRestart(t *testing.T) {
 	require.NotNil(t, res.Error, "the client was told; reason %s, stderr: %s", res.Reason, stderr)
 	require.NotNil(t, res.Error.Status, "%+v", res.Error)
 	assert.Equal(t, http.StatusGone, *res.Error.Status, "%+v", res.Error)
+}
+
+// startDurableServer serves the example server over bus on addr ("" for a
+// free loopback port) with a 30 s long-poll, and reports the offset of
+// every live read on the channel (dropped when nobody takes them), so a
+// test knows when a client tails a stream.
+func startDurableServer(t *testing.T, bus *eventbus.Bus, addr string) (*httptest.Server, chan string) {
+	t.Helper()
+	srv, err := server.New(bus, server.Options{Durable: durable.HandlerOptions{LongPollTimeout: 30 * time.Second}})
+	require.NoError(t, err)
+	offsets := make(chan string, 100)
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("live") != "" {
+			select {
+			case offsets <- r.URL.Query().Get("offset"):
+			default:
+			}
+		}
+		srv.ServeHTTP(w, r)
+	}))
+	if addr != "" {
+		l, err := net.Listen("tcp", addr)
+		require.NoError(t, err)
+		ts.Listener = l
+	}
+	ts.Start()
+	return ts, offsets
 }
