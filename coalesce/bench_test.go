@@ -5,6 +5,8 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -38,16 +40,8 @@ var modes = []struct {
 func BenchmarkCoalesceReadEvery100ms(b *testing.B) {
 	for _, m := range modes {
 		b.Run(m.name, func(b *testing.B) {
-			bus, err := eventbus.New(eventbus.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer bus.Close()
-			sub, err := bus.Subscribe(context.Background(), "s1", eventbus.SubscribeOptions{Coalesce: m.c, NoReplay: true})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer sub.Close()
+			bus := newBus(b, eventbus.Options{})
+			sub := subscribe(b, bus, "s1", eventbus.SubscribeOptions{Coalesce: m.c, NoReplay: true})
 			var frames, bytes int
 			buf := make([]byte, 0, 64<<10)
 			b.ResetTimer()
@@ -84,16 +78,8 @@ func BenchmarkCoalesceConsumerPerEvent(b *testing.B) {
 		c    eventbus.Coalescer
 	}{"agentpool", coalesce.AgentPool}) {
 		b.Run(m.name, func(b *testing.B) {
-			bus, err := eventbus.New(eventbus.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer bus.Close()
-			sub, err := bus.Subscribe(context.Background(), "s1", eventbus.SubscribeOptions{Coalesce: m.c, NoReplay: true})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer sub.Close()
+			bus := newBus(b, eventbus.Options{})
+			sub := subscribe(b, bus, "s1", eventbus.SubscribeOptions{Coalesce: m.c, NoReplay: true})
 			typ, data := "agent_message_chunk", any(nil)
 			if m.name == "agentpool" {
 				typ = "part_delta"
@@ -188,6 +174,8 @@ func BenchmarkCoalesceSSE(b *testing.B) {
 				b.Fatalf("status %d", resp.StatusCode)
 			}
 			var frames, bytes atomic.Int64
+			var lastID atomic.Uint64          // the last id the client read
+			arrived := make(chan struct{}, 1) // an id line was read
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
@@ -201,6 +189,15 @@ func BenchmarkCoalesceSSE(b *testing.B) {
 					if len(line) == 1 { // the blank line that ends a frame
 						frames.Add(1)
 					}
+					if v, ok := strings.CutPrefix(string(line), "id: "); ok {
+						if id, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64); err == nil {
+							lastID.Store(id)
+							select {
+							case arrived <- struct{}{}:
+							default:
+							}
+						}
+					}
 				}
 			}()
 			published := 0
@@ -209,6 +206,8 @@ func BenchmarkCoalesceSSE(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				tick := time.Now()
 				for j := range 100 {
+					// The workload is a stream of one delta per ms of real
+					// time: the pause is what is measured, not a wait.
 					if d := time.Until(tick.Add(time.Duration(j) * time.Millisecond)); d > 0 {
 						time.Sleep(d)
 					}
@@ -219,7 +218,17 @@ func BenchmarkCoalesceSSE(b *testing.B) {
 				}
 			}
 			secs := time.Since(start).Seconds()
-			time.Sleep(300 * time.Millisecond) // what is still held or in flight
+			// What is still held in a throttle window or in flight: wait
+			// until the client has read the last id published.
+			for want := bus.LastEventID(); lastID.Load() < want; {
+				select {
+				case <-arrived:
+				case <-done:
+					b.Fatalf("the stream ended at id %d of %d", lastID.Load(), want)
+				case <-time.After(10 * time.Second):
+					b.Fatalf("the stream stopped at id %d of %d", lastID.Load(), want)
+				}
+			}
 			cancel()
 			<-done
 			b.ReportMetric(float64(frames.Load()-1)/secs, "frames/s") // minus the retry: line

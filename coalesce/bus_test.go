@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -26,15 +27,6 @@ func acpText(t testing.TB, ev eventbus.Event) string {
 	t.Helper()
 	s, _ := field(t, ev, "update", "content", "text").(string)
 	return s
-}
-
-func next(t testing.TB, s *eventbus.Subscription) eventbus.Event {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
-	defer cancel()
-	ev, err := s.Next(ctx)
-	require.NoError(t, err)
-	return ev
 }
 
 // A resume that replays 1,000 token deltas arrives as one frame, then
@@ -329,33 +321,36 @@ func TestThrottle(t *testing.T) {
 
 // Holding deltas costs no goroutine: 200 throttled subscribers, each
 // holding a merged delta in its window, leave the goroutine count as it
-// was; each hands its delta out on the first read after the window.
+// was; each hands its delta out on the first read after the window. Runs on
+// synctest's clock, so "after the window" is exact.
 func TestThrottleStartsNoGoroutine(t *testing.T) {
-	const window = 500 * time.Millisecond
-	b := newBus(t, eventbus.Options{MaxSubscribers: 256})
-	before := runtime.NumGoroutine()
-	subs := make([]*eventbus.Subscription, 200)
-	for i := range subs {
-		subs[i] = subscribe(t, b, "s1", eventbus.SubscribeOptions{Coalesce: coalesce.ACP, Throttle: window, NoReplay: true})
-	}
-	pub(t, b, "s1", "agent_message_chunk", mustData(acpChunk("s1", "a")))
-	for _, s := range subs {
-		ev, ok := s.TryNext()
-		require.True(t, ok, "the first delta after a quiet window goes at once")
-		require.Equal(t, "a", acpText(t, ev))
-	}
-	pub(t, b, "s1", "agent_message_chunk", mustData(acpChunk("s1", "b")))
-	pub(t, b, "s1", "agent_message_chunk", mustData(acpChunk("s1", "c")))
-	for _, s := range subs {
-		_, ok := s.TryNext()
-		require.False(t, ok, "held in the window")
-	}
-	assert.LessOrEqual(t, runtime.NumGoroutine(), before, "no goroutine per subscriber")
-	time.Sleep(window)
-	for _, s := range subs {
-		ev, ok := s.TryNext()
-		require.True(t, ok)
-		assert.Equal(t, "bc", acpText(t, ev))
-		assert.Equal(t, 2, ev.Count)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		const window = 500 * time.Millisecond
+		b := newBus(t, eventbus.Options{MaxSubscribers: 256})
+		before := runtime.NumGoroutine()
+		subs := make([]*eventbus.Subscription, 200)
+		for i := range subs {
+			subs[i] = subscribe(t, b, "s1", eventbus.SubscribeOptions{Coalesce: coalesce.ACP, Throttle: window, NoReplay: true})
+		}
+		pub(t, b, "s1", "agent_message_chunk", mustData(acpChunk("s1", "a")))
+		for _, s := range subs {
+			ev, ok := s.TryNext()
+			require.True(t, ok, "the first delta after a quiet window goes at once")
+			require.Equal(t, "a", acpText(t, ev))
+		}
+		pub(t, b, "s1", "agent_message_chunk", mustData(acpChunk("s1", "b")))
+		pub(t, b, "s1", "agent_message_chunk", mustData(acpChunk("s1", "c")))
+		for _, s := range subs {
+			_, ok := s.TryNext()
+			require.False(t, ok, "held in the window")
+		}
+		assert.LessOrEqual(t, runtime.NumGoroutine(), before, "no goroutine per subscriber")
+		time.Sleep(window)
+		for _, s := range subs {
+			ev, ok := s.TryNext()
+			require.True(t, ok)
+			assert.Equal(t, "bc", acpText(t, ev))
+			assert.Equal(t, 2, ev.Count)
+		}
+	})
 }

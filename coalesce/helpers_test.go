@@ -4,16 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
+	"github.com/replaybus/replaybus/internal/testkit"
 )
 
-const waitFor = 10 * time.Second
+const waitFor = testkit.WaitFor
 
 // AgentPool shapes, as its events serialise (event_kind is the type).
 
@@ -100,21 +101,13 @@ func delta(t testing.TB, ev eventbus.Event) string {
 	return s
 }
 
-func newBus(t testing.TB, cfg eventbus.Options) *eventbus.Bus {
-	t.Helper()
-	b, err := eventbus.New(cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = b.Close() })
-	return b
-}
-
-func subscribe(t testing.TB, b *eventbus.Bus, session string, o eventbus.SubscribeOptions) *eventbus.Subscription {
-	t.Helper()
-	s, err := b.Subscribe(context.Background(), session, o)
-	require.NoError(t, err)
-	t.Cleanup(s.Close)
-	return s
-}
+// newBus, subscribe and next are the eventbus tests' helpers: a bus and a
+// subscription closed at the end of the test, one read bounded by waitFor.
+var (
+	newBus    = testkit.NewBus
+	subscribe = testkit.Subscribe
+	next      = testkit.Next
+)
 
 func pub(t testing.TB, b *eventbus.Bus, session string, typ string, data any) eventbus.Event {
 	t.Helper()
@@ -149,4 +142,24 @@ func withoutClosed(t testing.TB, evs []eventbus.Event) []eventbus.Event {
 	require.NotEmpty(t, evs)
 	require.Equal(t, frame.TypeSessionClosed, evs[len(evs)-1].Type)
 	return evs[:len(evs)-1]
+}
+
+// resumeText subscribes from cursor and returns the text of the part deltas
+// replayed after it.
+func resumeText(t *testing.T, b *eventbus.Bus, session string, cursor uint64) string {
+	t.Helper()
+	sub := subscribe(t, b, session, eventbus.SubscribeOptions{Cursor: eventbus.At(cursor)})
+	var s strings.Builder
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+		ev, err := sub.Next(ctx)
+		cancel()
+		require.NoError(t, err)
+		if ev.Type == frame.TypeReplayComplete {
+			return s.String()
+		}
+		if ev.Type == "part_delta" {
+			s.WriteString(delta(t, ev))
+		}
+	}
 }

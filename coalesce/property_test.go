@@ -3,6 +3,7 @@ package coalesce_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -62,26 +63,47 @@ func (c *client) read(n int) bool {
 			}
 			return false
 		}
-		if ev.ID == 0 {
-			if ev.Type == frame.TypeStateResyncRequired || ev.Type == frame.TypeClientEvicted {
-				c.resume() // a gap: fetch it from the replay buffer
-			}
-			continue
-		}
-		if ev.ID <= c.last {
-			c.t.Fatalf("id %d after %d: not strictly increasing", ev.ID, c.last)
-		}
-		c.last = ev.ID
-		k, s := frameText(c.t, ev)
-		c.ids, c.texts, c.chunks = append(c.ids, ev.ID), append(c.texts, k), append(c.chunks, s)
-		if k.typ != "" {
-			if c.text[k] == nil {
-				c.text[k] = &strings.Builder{}
-			}
-			c.text[k].WriteString(s)
-		}
+		c.take(ev)
 	}
 	return true
+}
+
+// readUntil takes every frame that comes before deadline, waiting for
+// them (a delta held in its throttle window comes when the window ends).
+func (c *client) readUntil(deadline time.Time) {
+	for {
+		ev, err := c.sub.NextBefore(deadline)
+		switch {
+		case errors.Is(err, eventbus.ErrTimeout):
+			return
+		case err != nil: // evicted: resume
+			c.resume()
+		default:
+			c.take(ev)
+		}
+	}
+}
+
+// take is the client's handling of one frame.
+func (c *client) take(ev eventbus.Event) {
+	if ev.ID == 0 {
+		if ev.Type == frame.TypeStateResyncRequired || ev.Type == frame.TypeClientEvicted {
+			c.resume() // a gap: fetch it from the replay buffer
+		}
+		return
+	}
+	if ev.ID <= c.last {
+		c.t.Fatalf("id %d after %d: not strictly increasing", ev.ID, c.last)
+	}
+	c.last = ev.ID
+	k, s := frameText(c.t, ev)
+	c.ids, c.texts, c.chunks = append(c.ids, ev.ID), append(c.texts, k), append(c.chunks, s)
+	if k.typ != "" {
+		if c.text[k] == nil {
+			c.text[k] = &strings.Builder{}
+		}
+		c.text[k].WriteString(s)
+	}
 }
 
 func frameText(t *rapid.T, ev eventbus.Event) (textKey, string) {
@@ -165,10 +187,8 @@ func TestPropertyCoalescedTextEqualsPublished(t *testing.T) {
 		}
 		for c.read(64) {
 		}
-		if o.Throttle > 0 { // what is still held in its window
-			time.Sleep(2 * o.Throttle)
-			for c.read(64) {
-			}
+		if o.Throttle > 0 { // what is still held in its window comes when the window ends
+			c.readUntil(time.Now().Add(2 * o.Throttle))
 		}
 		for k, want := range published {
 			got := ""

@@ -14,6 +14,7 @@ import (
 	"github.com/caarlos0/env/v11"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/internal/textutil"
 )
 
 // Prefix is the prefix of every environment variable this package reads.
@@ -231,7 +232,7 @@ func suggest(k string) string {
 	k = strings.ToUpper(k)
 	best, dist := "", math.MaxInt
 	for _, f := range fields {
-		if d := editDistance(k, f.key); d < dist {
+		if d := textutil.Distance(k, f.key, false); d < dist {
 			best, dist = f.key, d
 		}
 	}
@@ -248,27 +249,6 @@ func suggest(k string) string {
 		}
 	}
 	return best
-}
-
-// editDistance is the Levenshtein distance between a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // parsers replace env's built-in parsers by type, so that every syntax error

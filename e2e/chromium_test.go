@@ -112,7 +112,7 @@ func chromiumPage(t *testing.T, transport string) {
 		DefaultSession: demo.DefaultParent,
 		DefaultScope:   scope.Descendants,
 		Types:          demo.Types,
-		SSE:            sse.HandlerOptions{EpochIDs: true, Retry: 500 * time.Millisecond},
+		SSE:            sse.HandlerOptions{Retry: 500 * time.Millisecond},
 		Hello:          true,
 	})
 	require.NoError(t, ts.bus.CreateSession(demo.DefaultParent, ""))
@@ -275,7 +275,7 @@ func chromiumServerRestart(t *testing.T, transport string) {
 		require.NoError(t, bus.CreateSession(demo.DefaultParent, ""))
 		srv, err := server.New(bus, server.Options{
 			DefaultSession: demo.DefaultParent, Types: demo.Types,
-			SSE: sse.HandlerOptions{EpochIDs: true, Retry: 200 * time.Millisecond},
+			SSE: sse.HandlerOptions{Retry: 200 * time.Millisecond},
 		})
 		require.NoError(t, err)
 		var ln net.Listener

@@ -36,7 +36,7 @@ func TestChromiumCoalesceSameText(t *testing.T) {
 		DefaultSession: demo.DefaultParent,
 		DefaultScope:   scope.Descendants,
 		Types:          demo.Types,
-		SSE:            sse.HandlerOptions{EpochIDs: true, Retry: 500 * time.Millisecond},
+		SSE:            sse.HandlerOptions{Retry: 500 * time.Millisecond},
 	})
 	require.NoError(t, ts.bus.CreateSession(demo.DefaultParent, ""))
 

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
@@ -122,12 +123,12 @@ func TestCurl(t *testing.T) {
 	// A malformed cursor is refused before any stream starts.
 	status, body = curlJSON(t, curl, "-H", "Last-Event-ID: abc", base+"/session/demo/events")
 	assert.Equal(t, 400, status)
-	assert.Equal(t, sse.CodeInvalidLastEventID, body["code"])
+	assert.Equal(t, resume.CodeInvalidLastEventID, body["code"])
 
 	// DELETE ends the session.
 	status, _ = curlJSON(t, curl, "-X", "DELETE", base+"/session/demo")
 	assert.Equal(t, 204, status)
 	status, body = curlJSON(t, curl, base+"/session/demo/events")
 	assert.Equal(t, 410, status)
-	assert.Equal(t, sse.CodeSessionClosed, body["code"])
+	assert.Equal(t, resume.CodeSessionClosed, body["code"])
 }

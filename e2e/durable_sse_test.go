@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/adapters/durable"
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/adapters/ws"
 	"github.com/replaybus/replaybus/eventbus"
@@ -68,7 +69,7 @@ func idRange(from, to uint64) []uint64 {
 // same id.
 func TestDurableAndSSEReadOneSession(t *testing.T) {
 	ts := startServer(t, eventbus.Options{ReplayBufferSize: 1000}, server.Options{
-		SSE:     sse.HandlerOptions{EpochIDs: true},
+		SSE:     sse.HandlerOptions{},
 		Durable: durable.HandlerOptions{ChunkBytes: 200, LongPollTimeout: 30 * time.Second},
 	})
 	bus, base := ts.bus, ts.ts.URL
@@ -94,7 +95,7 @@ func TestDurableAndSSEReadOneSession(t *testing.T) {
 		}
 	}
 	require.Equal(t, idRange(1, 10), sseIDs)
-	cur, err := sse.ParseCursor(sse.FormatID(10, epoch))
+	cur, err := resume.ParseCursor(resume.FormatID(10, epoch))
 	require.NoError(t, err)
 	var got []uint64
 	off := durable.FormatOffset(*cur)
@@ -119,7 +120,7 @@ func TestDurableAndSSEReadOneSession(t *testing.T) {
 	p, err := durable.ParseOffset(next)
 	require.NoError(t, err)
 	st2 := (&sse.Client{}).Subscribe(ctx, base+"/session/run/events",
-		sse.StreamOptions{LastEventID: sse.FormatID(p.ID, p.Epoch)})
+		sse.StreamOptions{LastEventID: resume.FormatID(p.ID, p.Epoch)})
 	defer st2.Close()
 	var resumed []uint64
 	for {
@@ -137,7 +138,7 @@ func TestDurableAndSSEReadOneSession(t *testing.T) {
 	// Durable Streams → WebSocket: the same offset is the WebSocket
 	// route's lastEventId as well.
 	wst := ws.Subscribe(ctx, "ws"+strings.TrimPrefix(base, "http")+"/session/run/ws",
-		ws.StreamOptions{LastEventID: sse.FormatID(p.ID, p.Epoch)})
+		ws.StreamOptions{LastEventID: resume.FormatID(p.ID, p.Epoch)})
 	defer wst.Close()
 	var wsIDs []uint64
 	for {
@@ -195,7 +196,7 @@ func TestDurableAndSSEReadOneSession(t *testing.T) {
 		require.NoError(t, err)
 		if sev.ID > 0 {
 			assert.Equal(t, ev.ID, sev.ID)
-			assert.Equal(t, sse.FormatID(ev.ID, epoch), sse.FormatID(sev.ID, epoch))
+			assert.Equal(t, resume.FormatID(ev.ID, epoch), resume.FormatID(sev.ID, epoch))
 			break
 		}
 	}

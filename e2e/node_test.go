@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/examples/agentserver/server"
@@ -73,7 +74,7 @@ func TestNodeEventSourceResumes(t *testing.T) {
 		ev, err := ts.bus.Publish("run", "tick", map[string]int{"n": i})
 		require.NoError(t, err)
 		require.Equal(t, uint64(i), ev.ID)
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // the pace above: the workload, not a wait for something
 	}
 	publishMS := time.Since(start).Milliseconds()
 
@@ -106,7 +107,7 @@ func TestNodeEventSourceResumes(t *testing.T) {
 	require.GreaterOrEqual(t, len(lastIDs), total/every, "one request per connection")
 	assert.Empty(t, lastIDs[0], "the first request has no Last-Event-ID")
 	for i := 1; i < total/every; i++ {
-		c, err := sse.ParseCursor(lastIDs[i])
+		c, err := resume.ParseCursor(lastIDs[i])
 		require.NoError(t, err, "request %d Last-Event-ID %q", i, lastIDs[i])
 		require.NotNil(t, c)
 		assert.Equal(t, uint64(i*every), c.ID, "request %d resumes after the last id of the cut connection", i)
@@ -115,4 +116,65 @@ func TestNodeEventSourceResumes(t *testing.T) {
 	assert.Zero(t, st.Guarded, "the bus's reinsert guard must never fire")
 	t.Logf("node eventsource: %d ids, %d connections (Last-Event-ID %q), %d cuts, opens=%d errors=%d, %d replayed by the bus, client %d ms, publish %d ms",
 		len(res.IDs), len(lastIDs), lastIDs, cuts, res.Opens, res.Errors, st.Replayed, res.MS, publishMS)
+}
+
+// TestNodeEventSourceLiveOnlyResumesFromStart (issue 18 item 3): a real
+// EventSource (the npm eventsource package) on a live-only URL (?replay=0)
+// whose first connection is cut right after the stream's start line —
+// before its first event — reconnects with that line's id as Last-Event-ID
+// and receives the events published during the cut: the id-only line set
+// lastEventId without dispatching an event.
+func TestNodeEventSourceLiveOnlyResumesFromStart(t *testing.T) {
+	node := needTool(t, "node", "nodejs")
+	dir, err := filepath.Abs("node")
+	require.NoError(t, err)
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "eventsource")); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("e2e/node/node_modules/eventsource missing under CI: .ci/run must run npm ci in e2e/node")
+		}
+		t.Skip("e2e/node/node_modules missing: run npm ci in e2e/node")
+	}
+
+	const total = 10
+	c := newCutAfterStart()
+	ts := startServer(t, eventbus.Options{ReplayBufferSize: 1000}, server.Options{
+		SSE:        sse.HandlerOptions{Retry: 100 * time.Millisecond},
+		WrapEvents: c.wrap,
+	})
+	require.NoError(t, ts.bus.CreateSession("run", ""))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, node, "client.mjs", ts.ts.URL+"/session/run/events?replay=0", strconv.Itoa(total), "30000", "tick")
+	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, &stdout, &stderr
+	require.NoError(t, cmd.Start())
+	waitErr := make(chan error, 1)
+	go func() { waitErr <- cmd.Wait() }()
+
+	require.Eventually(t, func() bool { _, cuts := c.first.requests(); return cuts == 1 }, 20*time.Second, 5*time.Millisecond,
+		"the first connection was never cut after its start line; stderr: %s", &stderr)
+	for i := 1; i <= total; i++ {
+		_, err := ts.bus.Publish("run", "tick", map[string]int{"n": i})
+		require.NoError(t, err)
+	}
+	close(c.published)
+
+	select {
+	case err := <-waitErr:
+		require.NoError(t, err, "node client failed; stderr: %s; stdout: %s", &stderr, &stdout)
+	case <-ctx.Done():
+		t.Fatalf("node client did not finish; stderr: %s", &stderr)
+	}
+	var res nodeResult
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &res), "stdout: %s", &stdout)
+	want := make([]uint64, total)
+	for i := range want {
+		want[i] = uint64(i + 1)
+	}
+	assert.Equal(t, want, res.IDs, "every event published during the cut, once, in order")
+	lastIDs, _ := c.first.requests()
+	require.GreaterOrEqual(t, len(lastIDs), 2)
+	assert.Empty(t, lastIDs[0], "the first request has no Last-Event-ID")
+	assert.Equal(t, ts.bus.Epoch()+"-0", lastIDs[1], "the reconnect resumes from the start line's id")
 }

@@ -39,7 +39,7 @@ func TestChromiumPageReconnectsAfterProxyRefusal(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var n atomic.Int32
 			ts := startServer(t, eventbus.Options{}, server.Options{
-				DefaultSession: "p", SSE: sse.HandlerOptions{EpochIDs: true, Retry: 200 * time.Millisecond},
+				DefaultSession: "p", SSE: sse.HandlerOptions{Retry: 200 * time.Millisecond},
 				WrapEvents: func(h http.Handler) http.Handler {
 					return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 						switch n.Add(1) {

@@ -40,7 +40,7 @@ func TestChromiumPageControls(t *testing.T) {
 	var held writeHold
 	ts := startServer(t, eventbus.Options{ReplayBufferSize: 10_000}, server.Options{
 		DefaultSession: "p", DefaultScope: scope.Descendants,
-		SSE:        sse.HandlerOptions{EpochIDs: true, Retry: 200 * time.Millisecond},
+		SSE:        sse.HandlerOptions{Retry: 200 * time.Millisecond},
 		WrapEvents: held.wrap,
 	})
 	require.NoError(t, ts.bus.CreateSession("p", ""))
@@ -169,7 +169,7 @@ func publishN(t *testing.T, ts *testServer, session string, n int) {
 func TestChromiumPageRetriesTooManyRequests(t *testing.T) {
 	chromium := needTool(t, "chromium", "/usr/bin/chromium", "chromium-browser")
 	ts := startServer(t, eventbus.Options{MaxSubscribers: 1}, server.Options{
-		DefaultSession: "p", SSE: sse.HandlerOptions{EpochIDs: true, Retry: 200 * time.Millisecond},
+		DefaultSession: "p", SSE: sse.HandlerOptions{Retry: 200 * time.Millisecond},
 	})
 	require.NoError(t, ts.bus.CreateSession("p", ""))
 	hog, err := ts.bus.Subscribe(context.Background(), "p", eventbus.SubscribeOptions{})

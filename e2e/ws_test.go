@@ -137,6 +137,9 @@ func TestNodeWebSocketResumes(t *testing.T) {
 			require.Eventually(t, func() bool { return ts.srv.WS().Stats().Active == 0 }, 5*time.Second, time.Millisecond)
 			connected()
 		}
+		// A live stream at about one event a millisecond, read by the
+		// client while it is published: the pace is the workload, not a
+		// wait for something.
 		time.Sleep(time.Millisecond)
 	}
 	select {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -364,4 +366,119 @@ func TestEventsErrSetWhenChannelCloses(t *testing.T) {
 		}
 		require.ErrorIs(t, s.Err(), context.Canceled)
 	}
+}
+
+// TestDoneAndEventsRaceTheEnd: Done and Events are made on demand;
+// asked for at the same moment as the subscription ends — by Close, by its
+// context, by CloseSession or by eviction — Done must still be closed, the
+// Events channel must still close after yielding what was queued (nothing
+// after an end that discards), and no pump goroutine may be left (goleak in
+// TestMain). Every one of the 4 × 200 rounds checks it; no timing decides.
+func TestDoneAndEventsRaceTheEnd(t *testing.T) {
+	bus := newBus(t, eventbus.Options{})
+	for round := range 800 {
+		how := round % 4
+		ctx, cancel := context.WithCancel(context.Background())
+		o := eventbus.SubscribeOptions{NoReplay: true}
+		if how == 3 {
+			o.MaxQueued, o.Policy = 1, eventbus.DropSubscriber
+		}
+		sess := "s"
+		if how == 2 {
+			sess = "closing"
+		}
+		sub, err := bus.Subscribe(ctx, sess, o)
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		var done <-chan struct{}
+		var events <-chan eventbus.Event
+		wg.Add(2)
+		go func() { defer wg.Done(); done = sub.Done() }()
+		go func() { defer wg.Done(); events = sub.Events() }()
+		switch how {
+		case 0:
+			sub.Close()
+		case 1:
+			cancel()
+		case 2:
+			require.NoError(t, bus.CloseSession("closing"))
+		case 3:
+			for range 3 { // the second one overflows: client_evicted
+				_, err := bus.Publish(sess, "t", nil)
+				require.NoError(t, err)
+			}
+		}
+		wg.Wait()
+		n := 0
+		for range events {
+			n++
+		}
+		<-done // must be closed: the subscription has ended
+		err = sub.Err()
+		switch how {
+		case 0:
+			assert.ErrorIs(t, err, eventbus.ErrUnsubscribed)
+		case 1:
+			assert.ErrorIs(t, err, context.Canceled)
+		case 2:
+			assert.ErrorIs(t, err, eventbus.ErrSessionClosed)
+			assert.LessOrEqual(t, n, 1, "at most session_closed")
+		case 3:
+			assert.True(t, errors.Is(err, eventbus.ErrEvicted), "round %d: %v", round, err)
+		}
+		cancel()
+		if how == 2 {
+			require.NoError(t, bus.CreateSession("closing", ""))
+		}
+	}
+}
+
+// 10,000 subscriptions whose Events channel is opened and never read keep
+// no goroutine after Bus.Close.
+func TestEventsPumpsEndWithBusClose(t *testing.T) {
+	if testing.Short() {
+		t.Skip("10,000 subscriptions")
+	}
+	before := goleak.IgnoreCurrent()
+	const n = 10_000
+	b, err := eventbus.New(eventbus.Options{MaxSubscribers: n})
+	require.NoError(t, err)
+	base := runtime.NumGoroutine()
+	for i := 0; i < n; i++ {
+		s, err := b.Subscribe(context.Background(), "s", eventbus.SubscribeOptions{})
+		require.NoError(t, err)
+		_ = s.Events() // opened, never read
+	}
+	publish(t, b, "s", 2) // every pump now blocks handing over a frame
+	require.Eventually(t, func() bool { return runtime.NumGoroutine() >= base+n }, waitFor, time.Millisecond)
+	running := runtime.NumGoroutine()
+	start := time.Now()
+	require.NoError(t, b.Close())
+	require.Eventually(t, func() bool { return runtime.NumGoroutine() <= base }, waitFor, 10*time.Millisecond,
+		"pumps still running after Close: %d goroutines, %d before", runtime.NumGoroutine(), base)
+	t.Logf("%d goroutines with %d unread Events channels; back to %d within %v of Bus.Close",
+		running, n, runtime.NumGoroutine(), time.Since(start).Round(10*time.Millisecond))
+	goleak.VerifyNone(t, before)
+}
+
+// A reader that keeps reading after Bus.Close still gets everything queued.
+// Runs on synctest's clock: the reader takes 1 ms per event, 50 ms in all,
+// well inside the second a pump waits for a reader after Bus.Close.
+func TestEventsDrainAfterBusClose(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		b, err := eventbus.New(eventbus.Options{})
+		require.NoError(t, err)
+		s, err := b.Subscribe(context.Background(), "s", eventbus.SubscribeOptions{})
+		require.NoError(t, err)
+		want := publish(t, b, "s", 50)
+		require.NoError(t, b.Close())
+		var got []uint64
+		for ev := range s.Events() {
+			got = append(got, ev.ID)
+			time.Sleep(time.Millisecond) // a slow but live reader
+		}
+		assert.Equal(t, want, got)
+		assert.True(t, errors.Is(s.Err(), eventbus.ErrClosed))
+	})
 }

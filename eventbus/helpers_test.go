@@ -12,29 +12,22 @@ import (
 
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
+	"github.com/replaybus/replaybus/internal/testkit"
 )
 
 // waitFor bounds every blocking read of a test; nothing in the bus should
 // take more than a few milliseconds.
-const waitFor = 10 * time.Second
+const waitFor = testkit.WaitFor
 
-// newBus returns a bus closed at the end of the test.
-func newBus(t testing.TB, cfg eventbus.Options) *eventbus.Bus {
-	t.Helper()
-	b, err := eventbus.New(cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = b.Close() })
-	return b
-}
-
-// subscribe subscribes and closes the subscription at the end of the test.
-func subscribe(t testing.TB, b *eventbus.Bus, session string, o eventbus.SubscribeOptions) *eventbus.Subscription {
-	t.Helper()
-	s, err := b.Subscribe(context.Background(), session, o)
-	require.NoError(t, err)
-	t.Cleanup(s.Close)
-	return s
-}
+// newBus returns a bus closed at the end of the test; subscribe subscribes
+// and closes the subscription at the end of the test; next reads one frame,
+// failing the test when none comes in time. The coalesce tests use the
+// same ones.
+var (
+	newBus    = testkit.NewBus
+	subscribe = testkit.Subscribe
+	next      = testkit.Next
+)
 
 // publish publishes n events of type "msg" with data {"n":i} to session and
 // returns their ids.
@@ -47,16 +40,6 @@ func publish(t testing.TB, b *eventbus.Bus, session string, n int) []uint64 {
 		ids = append(ids, ev.ID)
 	}
 	return ids
-}
-
-// next reads one frame, failing the test when none comes in time.
-func next(t testing.TB, s *eventbus.Subscription) eventbus.Event {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
-	defer cancel()
-	ev, err := s.Next(ctx)
-	require.NoError(t, err)
-	return ev
 }
 
 // readN reads n frames.

@@ -3,6 +3,8 @@ package eventbus_test
 import (
 	"fmt"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -11,6 +13,16 @@ import (
 	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
+
+// Resume — a subscriber coming back with a cursor — is tested here for the
+// bus: replay from a cursor, every state_resync_required a resume can get
+// (ring_evicted, epoch_reset, replay_budget_exceeded) and where its gap ends,
+// descendants and all scopes, closed, reopened, retained and expired
+// sessions (the replay byte budget, which cuts any replay, resumed or not,
+// is TestReplayBudget in flow_test.go). The same resume table runs against every backend in
+// eventbustest (ResumeTable); the AgentPool porting inputs that end in a
+// resume (TestInput1, TestInput3) stay with the parity scenarios in
+// agentpool_parity_test.go.
 
 // A ring of 5 holding ids 8…12 of one session.
 func TestResume(t *testing.T) {
@@ -242,4 +254,162 @@ func TestRingEvictedAcrossRings(t *testing.T) {
 	require.Equal(t, []string{"state_resync_required:ring_evicted", "1r", "2r", "8r", "9r", "10r", "replay_complete"}, describe(got))
 	assert.Equal(t, frame.ResyncData{Reason: frame.ReasonRingEvicted, LastDeliveredID: 0, CompleteFromID: 8},
 		decode[frame.ResyncData](t, got[0]))
+}
+
+// The root closing drops what its tree kept; MaxRetained drops the oldest.
+func TestRetainedBounds(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, eventbus.Options{MaxRetained: 1})
+	require.NoError(t, b.CreateSession("root", ""))
+	require.NoError(t, b.CreateSession("a", "root"))
+	require.NoError(t, b.CreateSession("b", "root"))
+	a := publish(t, b, "a", 1)
+	publish(t, b, "b", 1)
+	require.NoError(t, b.CloseSession("a"))
+	require.NoError(t, b.CloseSession("b"))
+	st := b.Stats()
+	assert.Equal(t, 1, st.Retained, "the cap")
+	assert.Equal(t, uint64(1), st.RetainedDropped, "a's buffer, the oldest, went")
+	r := subscribe(t, b, "root", eventbus.SubscribeOptions{Scope: scope.Descendants, Cursor: eventbus.At(a[0] - 1)})
+	assert.Equal(t, "state_resync_required:ring_evicted", describe(drain(r))[0], "and a resume that needed it is told")
+
+	all := subscribe(t, b, "x", eventbus.SubscribeOptions{Scope: scope.All, NoReplay: true})
+	require.NoError(t, b.CloseSession("root"))
+	st = b.Stats()
+	assert.Zero(t, st.Retained, "the root closed: nothing left to resume into")
+	assert.Equal(t, uint64(2), st.RetainedDropped)
+	again := subscribe(t, b, "x", eventbus.SubscribeOptions{Scope: scope.All, Cursor: eventbus.At(a[0])})
+	assert.Equal(t, "state_resync_required:ring_evicted", describe(drain(again))[0])
+	all.Close()
+}
+
+// A reopened session takes its kept buffer back: its own resume from
+// before the close loses nothing.
+func TestReopenAdoptsKeptHistory(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, eventbus.Options{})
+	require.NoError(t, b.CreateSession("root", ""))
+	require.NoError(t, b.CreateSession("sub", "root"))
+	ids3 := publish(t, b, "sub", 3)
+	require.NoError(t, b.CloseSession("sub"))
+	closed := b.LastEventID()
+	require.NoError(t, b.CreateSession("sub", "root"), "session/load")
+	assert.Zero(t, b.Stats().Retained)
+	next := publish(t, b, "sub", 1)
+	s := subscribe(t, b, "sub", eventbus.SubscribeOptions{Cursor: eventbus.At(ids3[0])})
+	evs := drain(s)
+	assert.Equal(t, []uint64{ids3[1], ids3[2], closed, next[0]}, ids(evs))
+	assert.Zero(t, count(evs, frame.TypeStateResyncRequired))
+	d := subscribe(t, b, "root", eventbus.SubscribeOptions{Scope: scope.Descendants, Cursor: eventbus.At(0)})
+	assert.Zero(t, count(drain(d), frame.TypeStateResyncRequired), "still under root: root's scope loses nothing")
+}
+
+// A descendants subscriber that disconnects resumes the merged stream of
+// the subtree with one cursor: no gap, no duplicate.
+func TestDescendantsResume(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, eventbus.Options{ReplayBufferSize: 100})
+	require.NoError(t, b.CreateSession("X", ""))
+	require.NoError(t, b.CreateSession("C", "X"))
+	require.NoError(t, b.CreateSession("G", "C"))
+	var want []uint64
+	pub := func(rounds int) {
+		for i := 0; i < rounds; i++ {
+			for _, sess := range []string{"X", "U", "G", "C", "G"} {
+				ev, err := b.Publish(sess, "msg", i)
+				require.NoError(t, err)
+				if sess != "U" {
+					want = append(want, ev.ID)
+				}
+			}
+		}
+	}
+	pub(3)
+	var got []uint64
+	var cursor *eventbus.Position
+	for round := 0; round < 5; round++ {
+		s := subscribe(t, b, "X", eventbus.SubscribeOptions{Scope: scope.Descendants, Cursor: cursor})
+		pub(2)
+		evs := drain(s)
+		assert.Equal(t, 0, count(evs, frame.TypeStateResyncRequired), "round %d: %v", round, describe(evs))
+		// Read only part of it, then disconnect.
+		part := ids(evs)
+		part = part[:len(part)-round]
+		got = append(got, part...)
+		cursor = eventbus.At(part[len(part)-1])
+		s.Close()
+		pub(1)
+	}
+	s := subscribe(t, b, "X", eventbus.SubscribeOptions{Scope: scope.Descendants, Cursor: cursor})
+	got = append(got, ids(drain(s))...)
+	assert.Equal(t, want, got)
+}
+
+// A client that read part of a session, stayed away longer than the TTL and
+// comes back with its cursor must be told that what it missed is gone; a
+// silently empty replay hides a gap.
+func TestResumeAfterExpiryIsAnnounced(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []scope.Kind{scope.Session, scope.Descendants, scope.All} {
+		t.Run(kind.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := newBus(t, eventbus.Options{SessionTTL: time.Second})
+				publish(t, b, "s", 5)
+				s := subscribe(t, b, "s", eventbus.SubscribeOptions{Scope: kind})
+				got := readN(t, s, 3)
+				s.Close()
+				time.Sleep(2 * time.Second)
+				synctest.Wait()
+				require.False(t, b.SessionExists("s"))
+
+				r := subscribe(t, b, "s", eventbus.SubscribeOptions{Scope: kind, Cursor: eventbus.At(got[2].ID)})
+				evs := drain(r)
+				require.NotEmpty(t, evs)
+				assert.Equal(t, "state_resync_required:ring_evicted", describe(evs)[0],
+					"events 4 and 5 were lost with the expired session: %v", describe(evs))
+			})
+		})
+	}
+}
+
+// Issue 12.12: earliestAvailableId invited wrong client logic — a client
+// that dropped every event below it lost the quiet sub-session's genuine
+// events 1 and 2, which the merged replay delivers after the frame. The
+// field is completeFromId: where the gap ends, not where the replay starts;
+// and for replay_budget_exceeded it is the first live id, not the first id
+// left out (which had the opposite meaning under the same name).
+func TestResyncSaysWhereTheGapEnds(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, eventbus.Options{ReplayBufferSize: 3})
+	require.NoError(t, b.CreateSession("r", ""))
+	require.NoError(t, b.CreateSession("c", "r"))
+	publish(t, b, "c", 2) // 1, 2
+	publish(t, b, "r", 8) // 3…10: r keeps 8, 9, 10
+	s := subscribe(t, b, "r", eventbus.SubscribeOptions{Scope: scope.Descendants, Cursor: eventbus.At(0)})
+	got := drain(s)
+	require.NotEmpty(t, got)
+	assert.JSONEq(t, `{"reason":"ring_evicted","lastDeliveredId":0,"completeFromId":8}`, string(got[0].Data))
+	assert.NotContains(t, string(got[0].Data), "earliestAvailableId")
+	var below []uint64
+	for _, ev := range got[1:] {
+		if ev.ID != 0 && ev.ID < 8 {
+			below = append(below, ev.ID)
+		}
+	}
+	assert.Equal(t, []uint64{1, 2}, below, "genuine events below completeFromId arrive after the frame")
+
+	// The budget: the first live id, so ids ≥ it all arrive on this stream.
+	bb := newBus(t, eventbus.Options{ReplayBudgetBytes: 1})
+	publish(t, bb, "s", 5)
+	s2 := subscribe(t, bb, "s", eventbus.SubscribeOptions{})
+	got = drain(s2)
+	require.Len(t, got, 3, "event 1, the cut, replay_complete")
+	rd := decode[frame.ResyncData](t, got[1])
+	assert.Equal(t, frame.ReasonReplayBudgetExceeded, rd.Reason)
+	assert.EqualValues(t, 6, rd.CompleteFromID, "the first live id")
+	assert.EqualValues(t, 1, rd.LastDeliveredID)
+	ev, err := bb.Publish("s", "msg", nil)
+	require.NoError(t, err)
+	assert.Equal(t, rd.CompleteFromID, ev.ID)
+	assert.Equal(t, ev.ID, drain(s2)[0].ID, "and it arrives")
 }

@@ -220,6 +220,10 @@ func TestNextBeforeConcurrent(t *testing.T) {
 	b := newBus(t, eventbus.Options{MaxSubscribers: 100})
 	const readers, events = 8, 400
 	var wg sync.WaitGroup
+	// A reader that reaches its deadline says so here; the publisher
+	// pauses until one has (instead of for a guessed while), so timeouts
+	// and frames interleave.
+	timedOut := make(chan struct{}, 1)
 	for i := range readers {
 		s := subscribe(t, b, "s1", eventbus.SubscribeOptions{NoReplay: true, MaxQueued: events + 10})
 		wg.Go(func() {
@@ -235,6 +239,10 @@ func TestNextBeforeConcurrent(t *testing.T) {
 						return
 					}
 					timeouts++
+					select {
+					case timedOut <- struct{}{}:
+					default:
+					}
 					continue
 				}
 				if err != nil {
@@ -262,15 +270,25 @@ func TestNextBeforeConcurrent(t *testing.T) {
 				return
 			}
 			done := make(chan struct{})
+			parked := make(chan struct{}) // closed once it has waited out a deadline
 			go func() {
 				defer close(done)
+				var once sync.Once
 				for {
-					if _, err := s.NextBefore(time.Now().Add(time.Duration(j%7+1) * 100 * time.Microsecond)); err != nil && !errors.Is(err, eventbus.ErrTimeout) {
+					_, err := s.NextBefore(time.Now().Add(time.Duration(j%7+1) * 100 * time.Microsecond))
+					if err != nil && !errors.Is(err, eventbus.ErrTimeout) {
 						return
+					}
+					if err != nil {
+						once.Do(func() { close(parked) })
 					}
 				}
 			}()
-			time.Sleep(200 * time.Microsecond)
+			select {
+			case <-parked:
+			case <-time.After(waitFor):
+				t.Errorf("churn %d: NextBefore never reached its deadline", j)
+			}
 			if j%2 == 0 {
 				s.Close()
 			} else {
@@ -280,13 +298,72 @@ func TestNextBeforeConcurrent(t *testing.T) {
 			cancel()
 		}
 	})
-	for range events {
+	for i := range events {
 		if _, err := b.Publish("s1", "msg", 1); err != nil {
 			t.Fatal(err)
 		}
-		if rand.IntN(4) == 0 {
-			time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond)
+		if i < events-1 && rand.IntN(4) == 0 { // (after the last, the readers are done)
+			select { // forget a timeout from before this event
+			case <-timedOut:
+			default:
+			}
+			select {
+			case <-timedOut:
+			case <-time.After(waitFor):
+				t.Fatal("no reader reached its deadline while the publisher paused")
+			}
 		}
 	}
 	wg.Wait()
+}
+
+// TestNextBeforeDeadlineOutsideInt64: a deadline that Unix
+// nanoseconds in an int64 cannot hold (after 2262 or before 1678) must mean
+// what it says, as it does for context.WithDeadline: one centuries away
+// waits (time.Time.UnixNano wrapped it to a past instant, and NextBefore
+// returned ErrTimeout at once — a heartbeat loop given "no deadline" as the
+// year 3000 spun), one centuries ago is past (it wrapped to a future
+// instant, and NextBefore blocked instead of returning ErrTimeout). In a
+// synctest bubble, so "returns at once" and "is still waiting" are facts,
+// not timings.
+func TestNextBeforeDeadlineOutsideInt64(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bus := newBus(t, eventbus.Options{})
+		sub := subscribe(t, bus, "s", eventbus.SubscribeOptions{NoReplay: true})
+
+		for _, past := range []time.Time{time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC)} {
+			done := make(chan error, 1)
+			go func() { _, err := sub.NextBefore(past); done <- err }()
+			synctest.Wait()
+			select {
+			case err := <-done:
+				assert.ErrorIs(t, err, eventbus.ErrTimeout, "deadline %v", past)
+			default:
+				publish(t, bus, "s", 1) // let it go, then fail
+				<-done
+				t.Errorf("NextBefore(%v) with nothing queued waits instead of returning ErrTimeout", past)
+			}
+		}
+
+		for _, future := range []time.Time{time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC), time.Unix(1<<62, 0)} {
+			type result struct {
+				ev  eventbus.Event
+				err error
+			}
+			done := make(chan result, 1)
+			go func() { ev, err := sub.NextBefore(future); done <- result{ev, err} }()
+			synctest.Wait()
+			select {
+			case r := <-done:
+				t.Errorf("NextBefore(%v) with nothing queued returned at once: %v", future, r.err)
+				continue
+			default:
+			}
+			id := publish(t, bus, "s", 1)[0]
+			r := <-done
+			require.NoError(t, r.err)
+			assert.Equal(t, id, r.ev.ID)
+		}
+		sub.Close()
+	})
 }

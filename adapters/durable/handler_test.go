@@ -15,7 +15,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/replaybus/replaybus/adapters/durable"
-	"github.com/replaybus/replaybus/adapters/sse"
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -59,7 +59,7 @@ func (r *rig) do(t *testing.T, method, name, body string, hdr ...string) (*http.
 func TestOffsetRoundTrip(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		p := eventbus.Position{
-			ID:    rapid.Uint64Range(0, sse.MaxID).Draw(t, "id"),
+			ID:    rapid.Uint64Range(0, resume.MaxID).Draw(t, "id"),
 			Epoch: rapid.StringMatching(`[^\x00-\x1f]{1,20}`).Draw(t, "epoch"),
 		}
 		s := durable.FormatOffset(p)
@@ -70,7 +70,7 @@ func TestOffsetRoundTrip(t *testing.T) {
 		got, err := durable.ParseOffset(s)
 		require.NoError(t, err, s)
 		assert.Equal(t, p, got)
-		q := eventbus.Position{ID: rapid.Uint64Range(0, sse.MaxID).Draw(t, "id2"), Epoch: p.Epoch}
+		q := eventbus.Position{ID: rapid.Uint64Range(0, resume.MaxID).Draw(t, "id2"), Epoch: p.Epoch}
 		assert.Equal(t, p.ID < q.ID, s < durable.FormatOffset(q), "offsets of one epoch sort as their ids")
 	})
 }
@@ -88,13 +88,13 @@ func TestParseOffsetRefuses(t *testing.T) {
 // The offset and the SSE route's epoch-qualified id name the same event.
 func TestOffsetTranslatesToSSEID(t *testing.T) {
 	p := eventbus.Position{ID: 42, Epoch: "9f3c"}
-	id := sse.FormatID(p.ID, p.Epoch)
-	cur, err := sse.ParseCursor(id)
+	id := resume.FormatID(p.ID, p.Epoch)
+	cur, err := resume.ParseCursor(id)
 	require.NoError(t, err)
 	assert.Equal(t, "9f3c_0000000000000042", durable.FormatOffset(*cur))
 	back, err := durable.ParseOffset(durable.FormatOffset(*cur))
 	require.NoError(t, err)
-	assert.Equal(t, id, sse.FormatID(back.ID, back.Epoch))
+	assert.Equal(t, id, resume.FormatID(back.ID, back.Epoch))
 }
 
 // An offset whose events the replay buffer evicted is 410 ring_evicted,

@@ -10,7 +10,7 @@ import (
 )
 
 // idDigits is the width of an offset's id part: every id up to 2^53−1
-// (adapters/sse's MaxID, the largest a browser keeps exact) fits in 16
+// (adapters/resume's MaxID, the largest a browser keeps exact) fits in 16
 // decimal digits, so zero-padded ids sort as strings as they do as
 // numbers. It is also the width of the reference server's offset halves,
 // whose zero offset the conformance suite writes by hand.
@@ -43,7 +43,7 @@ func (e *OffsetError) Error() string {
 // hex digits are) is written as is; any other epoch is written as "~" and
 // its unpadded base64url form, so an offset never holds , & = ? / or a
 // space. The same position is the SSE adapter's epoch-qualified id
-// "<epoch>-<id>" (adapters/sse's FormatID): the two translate one to one,
+// "<epoch>-<id>" (adapters/resume's FormatID, which the SSE and WebSocket routes write): the two translate one to one,
 // so a client can switch between the routes and resume. It never
 // returns "-1" or "now", the protocol's sentinels. Pure; safe for
 // concurrent use.

@@ -17,6 +17,7 @@ import (
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/backend"
+	"github.com/replaybus/replaybus/internal/testkit"
 )
 
 // shared is the embedded server most tests use; each test gets its own
@@ -112,15 +113,8 @@ func syncNode(t testing.TB, b *eventbus.Bus) {
 	require.NoError(t, n.be.Sync(ctx))
 }
 
-// next reads one frame within 10 s.
-func next(t testing.TB, s *eventbus.Subscription) eventbus.Event {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ev, err := s.Next(ctx)
-	require.NoError(t, err)
-	return ev
-}
+// next reads one frame within 10 s (the eventbus tests' helper).
+var next = testkit.Next
 
 // readIDs reads frames until n real events arrived and returns their ids
 // and the synthetic frames' types in order of arrival.

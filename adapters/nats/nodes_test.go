@@ -243,8 +243,9 @@ func TestPublishErrors(t *testing.T) {
 	_, err = n.bus.Publish("s", "big", strings.Repeat("x", 2<<20))
 	assert.Error(t, err, "over the payload limit")
 	srv.Stop()
-	// While the server is down every publish fails within its deadline,
-	// also once the node is reconnecting and its stream unconfirmed.
+	// While the server is down every publish fails within its deadline:
+	// at once, and once the node is reconnecting and its stream
+	// unconfirmed.
 	for i := 0; i < 5; i++ {
 		ch := make(chan error, 1)
 		go func() { _, err := n.bus.Publish("s", "msg", i); ch <- err }()
@@ -254,7 +255,10 @@ func TestPublishErrors(t *testing.T) {
 		case <-time.After(3 * time.Second):
 			t.Fatalf("publish %d while the server is down still blocked after 3 s (publish timeout 300 ms)", i)
 		}
-		time.Sleep(100 * time.Millisecond)
+		if i == 0 {
+			require.Eventually(t, n.nc.IsReconnecting, 10*time.Second, time.Millisecond,
+				"the node's connection notices the server is gone")
+		}
 	}
 	assert.NoError(t, n.bus.Close())
 }

@@ -23,20 +23,27 @@ import (
 // NATS side recovers; it returns the id.
 func publishRetry(t testing.TB, b *eventbus.Bus, session string, data any) uint64 {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	var (
+		mu   sync.Mutex // the condition runs on assert.Eventually's goroutine
+		id   uint64
+		last error
+	)
+	// Callers run it on goroutines of their own too: assert (report and
+	// return 0, no event has id 0), not require (t.FailNow).
+	ok := assert.Eventually(t, func() bool {
 		ev, err := b.Publish(session, "msg", data)
-		if err == nil {
-			return ev.ID
-		}
-		if time.Now().After(deadline) {
-			// Callers run it on goroutines of their own too: report and
-			// return 0 (no event has id 0) instead of t.FailNow.
-			t.Errorf("publish still failing after 20s: %v", err)
-			return 0
-		}
-		time.Sleep(50 * time.Millisecond)
+		mu.Lock()
+		defer mu.Unlock()
+		id, last = ev.ID, err
+		return err == nil
+	}, 20*time.Second, 50*time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if !ok {
+		t.Errorf("publish still failing after 20s: %v", last)
+		return 0
 	}
+	return id
 }
 
 // resumes counts the resubscribes of resumeUntil.

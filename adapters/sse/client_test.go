@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
@@ -41,7 +42,7 @@ func (c *canned) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
-	w.Header().Set(sse.HeaderEpoch, "EP")
+	w.Header().Set(resume.HeaderEpoch, "EP")
 	_, _ = io.WriteString(w, c.bodies[i])
 }
 
@@ -87,10 +88,10 @@ func TestClientParsesLineEnds(t *testing.T) {
 			defer s.Close()
 			evs, err := readAll(t, s)
 
-			var se *sse.StatusError
+			var se *resume.StatusError
 			require.ErrorAs(t, err, &se)
 			assert.Equal(t, http.StatusGone, se.Status)
-			assert.Equal(t, sse.CodeSessionClosed, se.Code)
+			assert.Equal(t, resume.CodeSessionClosed, se.Code)
 			assert.ErrorIs(t, err, eventbus.ErrSessionClosed)
 
 			require.Len(t, evs, 4)
@@ -105,7 +106,7 @@ func TestClientParsesLineEnds(t *testing.T) {
 			assert.Empty(t, srv.header(0).Get("Last-Event-ID"))
 			assert.Equal(t, "text/event-stream", srv.header(0).Get("Accept"))
 			assert.Equal(t, "2", srv.header(1).Get("Last-Event-ID"), "the synthetic frame after id 2 does not move the cursor")
-			assert.Equal(t, "EP", srv.header(1).Get(sse.HeaderEpoch), "the epoch the server announced is sent back")
+			assert.Equal(t, "EP", srv.header(1).Get(resume.HeaderEpoch), "the epoch the server announced is sent back")
 			assert.Equal(t, "2", s.LastEventID())
 			assert.Equal(t, "EP", s.Epoch())
 		})
@@ -122,7 +123,7 @@ func TestClientInitialCursorAndHeaders(t *testing.T) {
 	_, err := s.Next()
 	require.Error(t, err)
 	assert.Equal(t, "E-5", srv.header(0).Get("Last-Event-ID"))
-	assert.Equal(t, "E", srv.header(0).Get(sse.HeaderEpoch))
+	assert.Equal(t, "E", srv.header(0).Get(resume.HeaderEpoch))
 	assert.Equal(t, "Bearer x", srv.header(0).Get("Authorization"))
 }
 
@@ -147,7 +148,7 @@ func TestClientRetriesServerErrors(t *testing.T) {
 	require.NoError(t, err)
 	assert.EqualValues(t, 7, ev.ID)
 	_, err = s.Next()
-	var se *sse.StatusError
+	var se *resume.StatusError
 	require.ErrorAs(t, err, &se, "a 200 that is not text/event-stream stops the stream")
 	assert.Equal(t, "invalid_content_type", se.Code)
 	assert.EqualValues(t, 4, calls.Load())
@@ -160,12 +161,12 @@ func TestClientStopsOn4xx(t *testing.T) {
 	h := newHandler(t, b, sse.HandlerOptions{})
 	srv := serve(t, h, nil)
 	for _, tt := range []struct{ path, code string }{
-		{"/session/nope/events", sse.CodeSessionNotFound},
-		{"/session/s1/events?scope=x", sse.CodeInvalidScope},
+		{"/session/nope/events", resume.CodeSessionNotFound},
+		{"/session/s1/events?scope=x", resume.CodeInvalidScope},
 	} {
 		s := sse.Subscribe(t.Context(), srv.URL+tt.path, sse.StreamOptions{})
 		_, err := s.Next()
-		var se *sse.StatusError
+		var se *resume.StatusError
 		require.ErrorAs(t, err, &se)
 		assert.Equal(t, tt.code, se.Code)
 		_, err2 := s.Next()
@@ -222,7 +223,7 @@ func TestClientContextAndClose(t *testing.T) {
 	require.NoError(t, err)
 	time.AfterFunc(20*time.Millisecond, func() { _ = s.Close() })
 	_, err = s.Next()
-	assert.ErrorIs(t, err, sse.ErrStreamClosed)
+	assert.ErrorIs(t, err, resume.ErrStreamClosed)
 	require.NoError(t, s.Close())
 	waitIdle(t, h, b)
 }
@@ -267,40 +268,6 @@ func (d *dropWriter) Write(p []byte) (int, error) {
 
 func (d *dropWriter) Unwrap() http.ResponseWriter { return d.ResponseWriter }
 
-func TestClientReconnectsExactlyOnce(t *testing.T) {
-	t.Parallel()
-	b := newBus(t, eventbus.Options{ReplayBufferSize: 1000})
-	require.NoError(t, b.CreateSession("s1", ""))
-	h := newHandler(t, b, sse.HandlerOptions{Retry: 5 * time.Millisecond})
-	srv := serve(t, h, dropEvery(50))
-
-	const total = 200
-	go func() {
-		for i := range total {
-			if _, err := b.Publish("s1", "tick", i); err != nil {
-				return
-			}
-			if i%20 == 0 {
-				time.Sleep(time.Millisecond)
-			}
-		}
-	}()
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	s := (&sse.Client{MaxBackoff: 20 * time.Millisecond}).Subscribe(ctx, srv.URL+"/session/s1/events", sse.StreamOptions{})
-	defer s.Close()
-	var got []uint64
-	for len(got) < total {
-		ev, err := s.Next()
-		require.NoError(t, err, "after %d ids", len(got))
-		if ev.ID != 0 {
-			got = append(got, ev.ID)
-		}
-	}
-	assert.Equal(t, seq(1, total), got, "every id exactly once, in order")
-	assert.GreaterOrEqual(t, s.Connects(), total/50)
-}
-
 // gateFirst blocks every write of the first connection after its first
 // (the retry line) until gate is closed.
 func gateFirst(gate chan struct{}) func(http.Handler) http.Handler {
@@ -330,108 +297,10 @@ func (g *gatedWriter) Write(p []byte) (int, error) {
 
 func (g *gatedWriter) Unwrap() http.ResponseWriter { return g.ResponseWriter }
 
-func TestClientResumesAfterEviction(t *testing.T) {
-	t.Parallel()
-	b := newBus(t, eventbus.Options{ReplayBufferSize: 1000})
-	require.NoError(t, b.CreateSession("s1", ""))
-	h := newHandler(t, b, sse.HandlerOptions{Retry: 5 * time.Millisecond})
-	gate := make(chan struct{})
-	srv := serve(t, h, gateFirst(gate))
-
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	s := sse.Subscribe(ctx, srv.URL+"/session/s1/events?maxQueued=16", sse.StreamOptions{LastEventID: "0"})
-	defer s.Close()
-	type result struct {
-		ev  eventbus.Event
-		err error
-	}
-	results := make(chan result, 1000)
-	go func() {
-		for {
-			ev, err := s.Next()
-			results <- result{ev, err}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	require.Eventually(t, func() bool { return b.Stats().Subscribers == 1 }, 5*time.Second, time.Millisecond)
-	const total = 100
-	for range total {
-		publish(t, b, "s1", "tick", nil)
-	}
-	require.Eventually(t, func() bool { return b.Stats().Evicted == 1 }, 5*time.Second, time.Millisecond)
-	close(gate)
-
-	var got []uint64
-	evicted := false
-	for len(got) < total {
-		r := <-results
-		require.NoError(t, r.err)
-		if r.ev.Type == frame.TypeClientEvicted {
-			evicted = true
-			assert.EqualValues(t, len(got)+1, jsonField(t, r.ev.Data, "droppedAfter"))
-		}
-		if r.ev.ID != 0 {
-			got = append(got, r.ev.ID)
-		}
-	}
-	assert.True(t, evicted, "the client saw client_evicted")
-	assert.Equal(t, seq(1, total), got, "every id exactly once across the eviction")
-	assert.Equal(t, 2, s.Connects())
-	_ = s.Close()
-	for r := range results {
-		if r.err != nil {
-			break
-		}
-	}
-}
-
 func jsonField(t *testing.T, data []byte, name string) float64 {
 	t.Helper()
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(data, &m))
 	f, _ := m[name].(float64)
 	return f
-}
-
-// The epoch sent on a resume is the one of the connection that delivered the
-// cursor: a new server's epoch announced on a connection that dropped before
-// any id must not be paired with the old server's cursor (the new server
-// would then take the cursor as its own and skip its first events without an
-// epoch_reset).
-func TestClientEpochFollowsCursor(t *testing.T) {
-	t.Parallel()
-	var mu sync.Mutex
-	var seen []http.Header
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		i := len(seen)
-		seen = append(seen, r.Header.Clone())
-		mu.Unlock()
-		switch i {
-		case 0: // the old server delivers id 5
-			w.Header().Set("Content-Type", "text/event-stream")
-			w.Header().Set(sse.HeaderEpoch, "OLD")
-			_, _ = io.WriteString(w, "id: 5\nevent: t\ndata: {\"v\":1,\"id\":5,\"type\":\"t\",\"session\":\"s1\"}\n\n")
-		case 1: // the restarted server answers, then the connection drops
-			w.Header().Set("Content-Type", "text/event-stream")
-			w.Header().Set(sse.HeaderEpoch, "NEW")
-		default:
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusGone)
-			_, _ = io.WriteString(w, `{"code":"session_closed","message":"closed"}`)
-		}
-	}))
-	defer ts.Close()
-	c := &sse.Client{Retry: time.Millisecond, MaxBackoff: time.Millisecond}
-	got, err := readAll(t, c.Subscribe(t.Context(), ts.URL+"/session/s1/events", sse.StreamOptions{}))
-	require.Error(t, err)
-	require.Len(t, got, 1)
-	mu.Lock()
-	defer mu.Unlock()
-	require.Len(t, seen, 3)
-	assert.Equal(t, "5", seen[2].Get("Last-Event-ID"))
-	assert.Equal(t, "OLD", seen[2].Get(sse.HeaderEpoch), "the epoch of the cursor, not of the empty connection")
 }

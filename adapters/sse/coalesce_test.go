@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
@@ -28,15 +29,15 @@ func TestHandlerCoalesceQueryValidated(t *testing.T) {
 	for _, c := range []struct {
 		query, code, inMsg string
 	}{
-		{"coalesce=bogus", sse.CodeInvalidCoalesce, `"bogus"`},
-		{"coalesce=ACP", sse.CodeInvalidCoalesce, `"ACP"`},
-		{"coalesce=acp&throttle=abc", sse.CodeInvalidThrottle, `"abc"`},
-		{"coalesce=acp&throttle=150", sse.CodeInvalidThrottle, `"150"`},
-		{"coalesce=acp&throttle=6s", sse.CodeInvalidThrottle, `"6s"`},
-		{"coalesce=acp&throttle=-1ms", sse.CodeInvalidThrottle, `"-1ms"`},
-		{"throttle=150ms", sse.CodeInvalidThrottle, `"150ms"`},
-		{"coalesce=off&throttle=150ms", sse.CodeInvalidThrottle, `"150ms"`},
-		{"coalesce=acp&coalesce=off", sse.CodeInvalidQuery, "coalesce"},
+		{"coalesce=bogus", resume.CodeInvalidCoalesce, `"bogus"`},
+		{"coalesce=ACP", resume.CodeInvalidCoalesce, `"ACP"`},
+		{"coalesce=acp&throttle=abc", resume.CodeInvalidThrottle, `"abc"`},
+		{"coalesce=acp&throttle=150", resume.CodeInvalidThrottle, `"150"`},
+		{"coalesce=acp&throttle=6s", resume.CodeInvalidThrottle, `"6s"`},
+		{"coalesce=acp&throttle=-1ms", resume.CodeInvalidThrottle, `"-1ms"`},
+		{"throttle=150ms", resume.CodeInvalidThrottle, `"150ms"`},
+		{"coalesce=off&throttle=150ms", resume.CodeInvalidThrottle, `"150ms"`},
+		{"coalesce=acp&coalesce=off", resume.CodeInvalidQuery, "coalesce"},
 	} {
 		t.Run(c.query, func(t *testing.T) {
 			resp, err := http.Get(srv.URL + "/session/s1/events?" + c.query)
@@ -68,13 +69,13 @@ func TestHandlerCoalesceFrames(t *testing.T) {
 			first = last
 		}
 	}
-	srv := serve(t, newHandler(t, b, sse.HandlerOptions{}), nil)
+	srv := serve(t, newHandler(t, b, sse.HandlerOptions{PlainIDs: true}), nil)
 	u := srv.URL + "/session/s1/events?coalesce=acp&throttle=150ms"
 
 	s := openRaw(t, u+"&lastEventId=0", nil)
 	ev := s.next(t)
 	assert.Equal(t, last.ID, ev.ID)
-	assert.Equal(t, sse.FormatID(last.ID, ""), s.dec.LastEventID(), "the SSE id is the last merged id")
+	assert.Equal(t, resume.FormatID(last.ID, ""), s.dec.LastEventID(), "the SSE id is the last merged id")
 	assert.Equal(t, 500, ev.Count)
 	assert.Equal(t, first.ID, ev.FirstID)
 	var d struct {
@@ -89,7 +90,7 @@ func TestHandlerCoalesceFrames(t *testing.T) {
 	r := openRaw(t, u, http.Header{"Last-Event-ID": {s.dec.LastEventID()}})
 	ev = r.next(t)
 	assert.Equal(t, frame.TypeReplayComplete, ev.Type)
-	assert.JSONEq(t, `{"lastReplayedEventId":`+sse.FormatID(last.ID, "")+`,"replayedCount":0}`, string(ev.Data))
+	assert.JSONEq(t, `{"lastReplayedEventId":`+resume.FormatID(last.ID, "")+`,"replayedCount":0}`, string(ev.Data))
 	next := publish(t, b, "s1", "agent_message_chunk", chunk("s1", "z"))
 	ev = r.next(t)
 	assert.Equal(t, next.ID, ev.ID)
@@ -97,7 +98,7 @@ func TestHandlerCoalesceFrames(t *testing.T) {
 	r.close()
 
 	// Without coalesce every event is a frame of its own.
-	resp, err := http.Get(srv.URL + "/session/s1/events?coalesce=off&lastEventId=" + url.QueryEscape(sse.FormatID(last.ID-2, "")))
+	resp, err := http.Get(srv.URL + "/session/s1/events?coalesce=off&lastEventId=" + url.QueryEscape(resume.FormatID(last.ID-2, "")))
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	dec := sse.NewDecoder(resp.Body)

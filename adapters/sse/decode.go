@@ -4,16 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"time"
 
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/internal/textutil"
 )
-
-// DefaultMaxFrameBytes is the default bound on one line and on one frame's
-// data that a [Decoder] accepts: 16 MiB.
-const DefaultMaxFrameBytes = 16 << 20
 
 // ErrFrameTooLarge is returned by [Decoder.Next] when a line or a frame's
 // data exceeds the decoder's limit; the stream cannot be read further.
@@ -68,27 +65,27 @@ type Decoder struct {
 }
 
 // NewDecoder returns a Decoder reading from r with the
-// [DefaultMaxFrameBytes] limit.
+// resume.DefaultMaxFrameBytes (16 MiB) limit.
 func NewDecoder(r io.Reader) *Decoder {
-	return &Decoder{r: r, max: DefaultMaxFrameBytes, buf: make([]byte, 4096)}
+	return &Decoder{r: r, max: resume.DefaultMaxFrameBytes, buf: make([]byte, 4096)}
 }
 
 // SetMaxFrameBytes bounds the length of one line and of one frame's data;
-// n ≤ 0 restores [DefaultMaxFrameBytes].
+// n ≤ 0 restores resume.DefaultMaxFrameBytes (16 MiB).
 func (d *Decoder) SetMaxFrameBytes(n int) {
 	if n <= 0 {
-		n = DefaultMaxFrameBytes
+		n = resume.DefaultMaxFrameBytes
 	}
 	d.max = n
 }
 
-// SetLastEventID sets the last event ID, as a reconnecting EventSource
+// setLastEventID sets the last event ID, as a reconnecting EventSource
 // keeps it across connections.
-func (d *Decoder) SetLastEventID(id string) { d.lastID, d.committed = id, id }
+func (d *Decoder) setLastEventID(id string) { d.lastID, d.committed = id, id }
 
 // LastEventID returns the last event ID as an EventSource would send it on
 // reconnect: the most recent id: field of a frame that was completed by a
-// blank line (dispatched or not), or the value given to SetLastEventID.
+// blank line (dispatched or not), or the value given to setLastEventID.
 func (d *Decoder) LastEventID() string { return d.committed }
 
 // Retry returns the last valid retry: value received and whether one was.
@@ -262,29 +259,16 @@ var bom = []byte{0xEF, 0xBB, 0xBF}
 // data as a JSON string; the error is then a non-nil [*EnvelopeError] that
 // callers may ignore.
 func DecodeEvent(f Frame) (eventbus.Event, error) {
-	var env envelope
-	err := json.Unmarshal(f.Data, &env)
-	if err == nil && env.V == EnvelopeVersion {
-		return eventbus.Event{
-			ID:      env.ID,
-			Session: env.Session,
-			Type:    env.Type,
-			Data:    env.Data,
-			Origin:  env.Origin,
-			Replay:  env.Replay,
-			Count:   env.Count,
-			FirstID: env.FirstID,
-		}, nil
-	}
+	ev, _, err := resume.DecodeEnvelope(f.Data)
 	if err == nil {
-		err = fmt.Errorf("want an object with \"v\":%d", EnvelopeVersion)
+		return ev, nil
 	}
-	ev := eventbus.Event{Type: f.Event}
+	ev = eventbus.Event{Type: f.Event}
 	if ev.Type == "" {
 		ev.Type = "message"
 	}
 	if f.HasID {
-		if c, perr := ParseCursor(f.ID); perr == nil && c != nil {
+		if c, perr := resume.ParseCursor(f.ID); perr == nil && c != nil {
 			ev.ID = c.ID
 		}
 	}
@@ -304,7 +288,7 @@ type EnvelopeError struct {
 
 // Error quotes the data (cut to 64 bytes) and the decoding problem.
 func (e *EnvelopeError) Error() string {
-	return "sse: frame data is not an envelope " + quoteCut(e.Data) + ": " + e.Err.Error()
+	return "sse: frame data is not an envelope " + textutil.Quote(e.Data, 64) + ": " + e.Err.Error()
 }
 
 // Unwrap returns the underlying JSON or shape error.

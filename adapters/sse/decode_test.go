@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
 )
@@ -167,11 +168,11 @@ func FuzzEncodeDecode(f *testing.F) {
 		require.ErrorIs(t, err, io.EOF, "one frame only: %q", wire)
 		assert.Equal(t, id != 0, fr.HasID)
 		if id != 0 {
-			c, err := sse.ParseCursor(fr.ID)
+			c, err := resume.ParseCursor(fr.ID)
 			if err == nil { // an epoch with bytes outside [A-Za-z0-9_] is not a cursor, by design
 				assert.Equal(t, id, c.ID)
 			}
-			assert.True(t, strings.HasSuffix(fr.ID, "-"+sse.FormatID(id, "")) || fr.ID == sse.FormatID(id, ""))
+			assert.True(t, strings.HasSuffix(fr.ID, "-"+resume.FormatID(id, "")) || fr.ID == resume.FormatID(id, ""))
 		}
 		assert.NotContains(t, fr.Event, "\r")
 		assert.NotContains(t, fr.Event, "\n")

@@ -3,7 +3,10 @@
 // GET /session/{id}/events (after qwen-code's SSE route), the
 // encoder ([AppendEvent], [WriteEvent], [Encoder]) writes the frames, and
 // [Client] / [Stream] is a resuming client (the seed SDK's parseSseStream
-// plus its reconnect loop) built on [Decoder], a WHATWG-conformant parser.
+// plus its reconnect loop: the resume package's client loop over an SSE
+// transport built on [Decoder], a WHATWG-conformant parser). The request
+// parsing, the cursor grammar, the error answers and the envelope are the
+// resume package's, shared with adapters/ws.
 // docs/protocol.md is the wire reference for client authors.
 //
 // Mounting:
@@ -16,12 +19,13 @@
 //
 // # Wire format
 //
-// A stream starts with "retry: 3000" and a blank line, then one frame per
-// event. Frames that are ready together are written as one batch (at most 64
+// A stream starts with "retry: 3000" and a blank line; a live-only one
+// (?replay=0 without a cursor) then sends a resume.TypeStreamStart frame whose
+// id: line says where it starts; then comes one frame per event. Frames that are ready together are written as one batch (at most 64
 // frames or 64 KiB) and flushed once; each real event is encoded once and the
 // bytes shared by every stream of the handler:
 //
-//	id: 42                         real events only (synthetic frames have none)
+//	id: 9f3c-42                    real events only (synthetic frames have none)
 //	event: tool_call
 //	data: {"v":1,"id":42,"type":"tool_call","session":"s1","data":{…},"replay":true,"origin":"tab-7"}
 //
@@ -32,7 +36,7 @@
 // coalescing stream "count" and "firstId". Should a payload hold raw
 // line breaks, the envelope is split over several data: lines, which every
 // SSE parser joins back. The event: line never carries CR, LF or NUL, and the
-// id: line is digits (or "<epoch>-<digits>" with [HandlerOptions.EpochIDs]).
+// id: line is "<epoch>-<digits>" (digits alone with [HandlerOptions.PlainIDs]).
 // During silence a ": heartbeat" comment is written every 15 s.
 //
 // Synthetic frames (no id; they never move a client's Last-Event-ID) are
@@ -45,11 +49,13 @@
 // The cursor is the id of the last event the client received, from the
 // Last-Event-ID header (what EventSource sends on reconnect) or the
 // last_event_id / lastEventId query parameter; the header wins. It is
-// strict: decimal digits up to [MaxID], or "<epoch>-<digits>" ([ParseCursor]);
+// strict: decimal digits up to 2^53−1, or "<epoch>-<digits>"
+// (resume.ParseCursor);
 // empty means no cursor. With a cursor the stream replays every event in
-// scope with a greater id, then sends replay_complete; without one it
-// replays the whole buffer (unless ?replay=0) and sends replay_complete only
-// when the replay byte budget cut the replay short.
+// scope with a greater id, then sends replay_complete, even under ?replay=0
+// (a resume always replays); without one it replays the whole buffer
+// (unless ?replay=0) and sends replay_complete only when the replay byte
+// budget cut the replay short.
 // A cursor from another bus incarnation — its epoch, from an epoch-qualified
 // id or the X-Event-Epoch request header, differs from the bus's — or past
 // the newest id gets state_resync_required{reason:"epoch_reset"} and the
@@ -58,9 +64,9 @@
 // on: a resync is a frame, not an error.
 //
 // The response ends after client_evicted (the client resumes from its last
-// id and gets the rest from the buffer), after session_closed of the
-// subscribed session (descendant sessions' session_closed events pass
-// through), when the bus or the handler is closed, and when a write fails
+// id and gets the rest from the buffer), after the live session_closed of
+// the subscribed session (descendant sessions' session_closed events pass
+// through, and so does a replayed one of a session since reopened), when the bus or the handler is closed, and when a write fails
 // or exceeds the write timeout (10 s).
 //
 // # Coalescing
@@ -118,6 +124,6 @@
 // subscription's: a client that disconnects is unsubscribed at once and
 // frees its slot under the subscriber cap. [Handler.Close] ends every stream;
 // [Handler.Shutdown] also waits for them. [Encoder], [Decoder] and [Stream]
-// are for one goroutine each; [AppendEvent], [WriteEvent], [ParseCursor],
+// are for one goroutine each; [AppendEvent], [WriteEvent],
 // [Handler] and [Client] are safe for concurrent use.
 package sse

@@ -2,19 +2,14 @@ package sse
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
 	"strconv"
 	"sync"
 	"time"
-	"unicode/utf8"
 
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
 )
-
-// EnvelopeVersion is the value of the "v" field of every envelope this
-// package writes (qwen-code's EVENT_SCHEMA_VERSION).
-const EnvelopeVersion = 1
 
 // EncodeOptions configure how [AppendEvent], [WriteEvent] and [Encoder]
 // write a frame. The zero value writes plain decimal ids.
@@ -35,7 +30,8 @@ type EncodeOptions struct {
 }
 
 // AppendEvent appends ev as one SSE frame to dst and returns the extended
-// slice. It allocates only when dst has to grow.
+// slice. It allocates only when dst has to grow (and when ev.Data holds raw
+// line breaks).
 //
 // The frame is, in this order:
 //
@@ -44,7 +40,8 @@ type EncodeOptions struct {
 //	data: <envelope>     one JSON object, see below
 //	<blank line>
 //
-// The envelope is {"v":1,"id":…,"type":…,"session":…,"data":…,"replay":true,"origin":…}
+// The envelope (resume.AppendEnvelope, without epoch) is
+// {"v":1,"id":…,"type":…,"session":…,"data":…,"replay":true,"origin":…}
 // with "id" left out for a synthetic frame, "data" left out when ev.Data is
 // empty, "replay" only when true and "origin" only when set; a merged event
 // of a coalescing subscription (ev.Count ≥ 2) adds "count" and "firstId"
@@ -61,7 +58,7 @@ type EncodeOptions struct {
 func AppendEvent(dst []byte, ev eventbus.Event, opts EncodeOptions) []byte {
 	if ev.ID != 0 {
 		dst = append(dst, "id: "...)
-		dst = appendID(dst, ev.ID, opts.Epoch)
+		dst = resume.AppendID(dst, ev.ID, opts.Epoch)
 		dst = append(dst, '\n')
 	}
 	if ev.Type != "" && !opts.NoEventField {
@@ -69,59 +66,36 @@ func AppendEvent(dst []byte, ev eventbus.Event, opts EncodeOptions) []byte {
 		dst = appendFieldValue(dst, ev.Type)
 		dst = append(dst, '\n')
 	}
-	dst = append(dst, `data: {"v":1`...)
-	if ev.ID != 0 {
-		dst = append(dst, `,"id":`...)
-		dst = strconv.AppendUint(dst, ev.ID, 10)
+	dst = append(dst, "data: "...)
+	mark := len(dst)
+	dst = resume.AppendEnvelope(dst, ev, "")
+	if indexLineBreak(ev.Data) >= 0 {
+		// Raw line breaks can only come from ev.Data (the envelope's
+		// strings are escaped): start a data: line at each. Rare, so the
+		// copy is fine.
+		env := append([]byte(nil), dst[mark:]...)
+		dst = appendDataLines(dst[:mark], env)
 	}
-	dst = append(dst, `,"type":`...)
-	dst = appendJSONString(dst, ev.Type)
-	dst = append(dst, `,"session":`...)
-	dst = appendJSONString(dst, ev.Session)
-	if len(ev.Data) > 0 {
-		dst = append(dst, `,"data":`...)
-		dst = appendDataLines(dst, ev.Data)
-	}
-	if ev.Replay {
-		dst = append(dst, `,"replay":true`...)
-	}
-	if ev.Origin != "" {
-		dst = append(dst, `,"origin":`...)
-		dst = appendJSONString(dst, ev.Origin)
-	}
-	if ev.Count > 1 {
-		dst = append(dst, `,"count":`...)
-		dst = strconv.AppendInt(dst, int64(ev.Count), 10)
-		dst = append(dst, `,"firstId":`...)
-		dst = strconv.AppendUint(dst, ev.FirstID, 10)
-	}
-	return append(dst, "}\n\n"...)
+	return append(dst, "\n\n"...)
 }
 
-// AppendComment appends an SSE comment line (": text") and a blank line to
+// appendComment appends an SSE comment line (": text") and a blank line to
 // dst. CR, LF and NUL in text are replaced by '_'. Parsers ignore comments;
 // they keep proxies and load balancers from closing an idle stream.
-func AppendComment(dst []byte, text string) []byte {
+func appendComment(dst []byte, text string) []byte {
 	dst = append(dst, ": "...)
 	dst = appendFieldValue(dst, text)
 	return append(dst, "\n\n"...)
 }
 
-// AppendRetry appends a "retry: <milliseconds>" line and a blank line to
+// appendRetry appends a "retry: <milliseconds>" line and a blank line to
 // dst: it sets the reconnection delay of an EventSource (and of [Client]).
 // Negative durations are written as 0.
-func AppendRetry(dst []byte, d time.Duration) []byte {
+func appendRetry(dst []byte, d time.Duration) []byte {
 	ms := max(d.Milliseconds(), 0)
 	dst = append(dst, "retry: "...)
 	dst = strconv.AppendInt(dst, ms, 10)
 	return append(dst, "\n\n"...)
-}
-
-// FormatID returns the SSE id of a real event: the decimal seq, or
-// "<epoch>-<seq>" when epoch is non-empty (CR, LF and NUL are left out of
-// the epoch). [ParseCursor] reads both forms back.
-func FormatID(seq uint64, epoch string) string {
-	return string(appendID(nil, seq, epoch))
 }
 
 // WriteEvent writes ev as one SSE frame (see [AppendEvent]) to w with a
@@ -165,11 +139,11 @@ func (e *Encoder) Encode(ev eventbus.Event) error {
 	return e.flush(AppendEvent(e.buf[:0], ev, e.opts))
 }
 
-// Comment writes ": text" and a blank line; see [AppendComment].
-func (e *Encoder) Comment(text string) error { return e.flush(AppendComment(e.buf[:0], text)) }
+// comment writes ": text" and a blank line; see appendComment.
+func (e *Encoder) comment(text string) error { return e.flush(appendComment(e.buf[:0], text)) }
 
-// Retry writes "retry: <ms>" and a blank line; see [AppendRetry].
-func (e *Encoder) Retry(d time.Duration) error { return e.flush(AppendRetry(e.buf[:0], d)) }
+// retry writes "retry: <ms>" and a blank line; see appendRetry.
+func (e *Encoder) retry(d time.Duration) error { return e.flush(appendRetry(e.buf[:0], d)) }
 
 func (e *Encoder) flush(b []byte) error {
 	if cap(b) <= maxPooledBuf {
@@ -177,23 +151,6 @@ func (e *Encoder) flush(b []byte) error {
 	}
 	_, err := e.w.Write(b)
 	return err
-}
-
-// appendID writes the id line value: [epoch "-"] seq.
-func appendID(dst []byte, seq uint64, epoch string) []byte {
-	if epoch != "" {
-		if !hasLineBreakOrNUL(epoch) {
-			dst = append(dst, epoch...)
-		} else {
-			for i := 0; i < len(epoch); i++ {
-				if c := epoch[i]; c != '\r' && c != '\n' && c != 0 {
-					dst = append(dst, c)
-				}
-			}
-		}
-		dst = append(dst, '-')
-	}
-	return strconv.AppendUint(dst, seq, 10)
 }
 
 // appendFieldValue writes s as the value of an SSE field or comment: a
@@ -250,73 +207,4 @@ func indexLineBreak(b []byte) int {
 		return j
 	}
 	return i
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString writes s as a JSON string the way encoding/json does with
-// SetEscapeHTML(false): control characters escaped, invalid UTF-8 as
-// U+FFFD, U+2028 and U+2029 escaped for JavaScript.
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
-
-// envelope is the JSON shape of a frame's data, for decoding.
-type envelope struct {
-	V       int             `json:"v"`
-	ID      uint64          `json:"id"`
-	Type    string          `json:"type"`
-	Session string          `json:"session"`
-	Data    json.RawMessage `json:"data"`
-	Replay  bool            `json:"replay"`
-	Origin  string          `json:"origin"`
-	Count   int             `json:"count"`
-	FirstID uint64          `json:"firstId"`
 }

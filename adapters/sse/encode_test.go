@@ -102,16 +102,6 @@ func TestAppendJSONStringMatchesEncodingJSON(t *testing.T) {
 	}
 }
 
-func TestCommentAndRetry(t *testing.T) {
-	t.Parallel()
-	assert.Equal(t, ": heartbeat\n\n", string(sse.AppendComment(nil, "heartbeat")))
-	assert.Equal(t, ": a_b_c\n\n", string(sse.AppendComment(nil, "a\rb\nc")))
-	assert.Equal(t, "retry: 3000\n\n", string(sse.AppendRetry(nil, sse.DefaultRetry)))
-	assert.Equal(t, "retry: 0\n\n", string(sse.AppendRetry(nil, -1)))
-	assert.Equal(t, "7", sse.FormatID(7, ""))
-	assert.Equal(t, "e-7", sse.FormatID(7, "e"))
-}
-
 type failWriter struct{}
 
 func (failWriter) Write([]byte) (int, error) { return 0, errors.New("boom") }
@@ -120,7 +110,6 @@ func TestEncoderReturnsWriteError(t *testing.T) {
 	t.Parallel()
 	enc := sse.NewEncoder(failWriter{}, sse.EncodeOptions{})
 	assert.EqualError(t, enc.Encode(eventbus.Event{Type: "t"}), "boom")
-	assert.EqualError(t, enc.Comment("x"), "boom")
 	assert.EqualError(t, sse.WriteEvent(failWriter{}, eventbus.Event{Type: "t"}, sse.EncodeOptions{}), "boom")
 }
 

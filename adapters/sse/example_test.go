@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
@@ -19,7 +20,7 @@ import (
 // a payload with raw line breaks, and a heartbeat.
 func ExampleWriteEvent() {
 	w := os.Stdout
-	_, _ = w.Write(sse.AppendRetry(nil, sse.DefaultRetry))
+	_, _ = io.WriteString(w, "retry: 3000\n\n") // what the handler writes first
 	for _, ev := range []eventbus.Event{
 		{ID: 41, Session: "s1", Type: "agent_message_chunk", Data: json.RawMessage(`{"text":"Hel"}`), Replay: true},
 		{Session: "s1", Type: frame.TypeReplayComplete, Data: json.RawMessage(`{"lastReplayedEventId":41,"replayedCount":1}`)},
@@ -28,8 +29,8 @@ func ExampleWriteEvent() {
 	} {
 		_ = sse.WriteEvent(w, ev, sse.EncodeOptions{})
 	}
-	_, _ = w.Write(sse.AppendComment(nil, "heartbeat"))
-	// With epoch-qualified ids (HandlerOptions.EpochIDs):
+	_, _ = io.WriteString(w, ": heartbeat\n\n") // what it writes after 15 s of silence
+	// With epoch-qualified ids (the handler's default; HandlerOptions.PlainIDs turns them off):
 	_ = sse.WriteEvent(w, eventbus.Event{ID: 44, Session: "s1", Type: "plan"}, sse.EncodeOptions{Epoch: "9f3c"})
 	// Output:
 	// retry: 3000
@@ -64,7 +65,7 @@ func ExampleWriteEvent() {
 func ExampleHandler() {
 	bus, _ := eventbus.New(eventbus.Options{Epoch: "E1"})
 	defer bus.Close()
-	h, _ := sse.NewHandler(bus, sse.HandlerOptions{EpochIDs: true})
+	h, _ := sse.NewHandler(bus, sse.HandlerOptions{})
 	defer h.Close()
 	mux := http.NewServeMux()
 	mux.Handle(sse.Pattern, h)
@@ -81,7 +82,7 @@ func ExampleHandler() {
 		panic(err)
 	}
 	defer resp.Body.Close()
-	fmt.Println(resp.Status, resp.Header.Get("Content-Type"), resp.Header.Get(sse.HeaderEpoch))
+	fmt.Println(resp.Status, resp.Header.Get("Content-Type"), resp.Header.Get(resume.HeaderEpoch))
 	_ = bus.CloseSession("s1")
 	body, _ := io.ReadAll(resp.Body)
 	fmt.Print(string(body))

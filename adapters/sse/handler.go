@@ -3,16 +3,17 @@ package sse
 import (
 	"context"
 	"errors"
-	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/replaybus/replaybus/adapters/internal/serve"
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -22,10 +23,6 @@ const (
 	// Pattern is the Go 1.22+ http.ServeMux pattern the handler is made for:
 	// mux.Handle(sse.Pattern, h). The {id} wildcard is read with PathValue.
 	Pattern = "GET /session/{id}/events"
-	// HeaderEpoch carries the bus epoch: the handler sends it on every
-	// answer, and a client sends it back so that a cursor from another bus
-	// incarnation is detected (an epoch_reset frame, not an error).
-	HeaderEpoch = "X-Event-Epoch"
 	// DefaultRetry is the reconnection delay the handler announces with
 	// retry: as its first write.
 	DefaultRetry = 3 * time.Second
@@ -34,14 +31,11 @@ const (
 	DefaultHeartbeat = 15 * time.Second
 	// DefaultWriteTimeout bounds each write+flush to the client.
 	DefaultWriteTimeout = 10 * time.Second
-	// MinMaxQueued and MaxMaxQueued bound the ?maxQueued= query parameter,
-	// qwen-code's range.
-	MinMaxQueued, MaxMaxQueued = 16, 2048
 )
 
 // HandlerOptions configure a [Handler]. The zero value is valid: PathValue
 // session ids, no authorization, retry 3 s, heartbeat 15 s, write timeout
-// 10 s, plain decimal ids.
+// 10 s, epoch-qualified ids.
 type HandlerOptions struct {
 	// SessionID extracts the session id from a request. Nil means
 	// r.PathValue("id"), which works when the handler is mounted on a
@@ -51,7 +45,7 @@ type HandlerOptions struct {
 	// Authorize, when set, is called after the request has been validated
 	// and before anything is subscribed; a non-nil error answers 403
 	// forbidden with the error's text as message, or, when the error is (or
-	// wraps) a [*StatusError], that status, code and message. It runs on the
+	// wraps) a [*resume.StatusError], that status, code and message. It runs on the
 	// request's goroutine and may block (it holds no lock).
 	Authorize func(r *http.Request, sessionID string, sc scope.Kind) error
 	// Configure, when set, may adjust the subscribe options derived from the
@@ -82,16 +76,28 @@ type HandlerOptions struct {
 	// negative sets none. It overrides http.Server.WriteTimeout for the
 	// stream.
 	WriteTimeout time.Duration
+	// OverflowPolicy is the overflow policy of each stream's subscription
+	// (Configure may still change it). Empty means the bus's
+	// Options.OverflowPolicy when that is set, else drop_subscriber: a
+	// stream's client resumes by itself with its cursor and loses nothing,
+	// where a drop would leave it a gap to repair. docs/operations.md
+	// states the rule.
+	OverflowPolicy eventbus.OverflowPolicy
 	// Query says what to do with query parameters the endpoint does not
 	// read. The zero value ignores them unless one looks like a misspelling
 	// of a known name (?lastEventID=), which is a 400
 	// unknown_query_parameter; Query.Strict refuses every unknown one but
-	// those in Query.Allow. See [QueryRules].
-	Query QueryRules
-	// EpochIDs writes ids as "<epoch>-<seq>" so that a browser, which cannot
-	// send X-Event-Epoch, hands the epoch back in Last-Event-ID and a server
-	// restart is detected exactly. Both forms are accepted either way.
-	EpochIDs bool
+	// those in Query.Allow. See [resume.QueryRules].
+	Query resume.QueryRules
+	// PlainIDs writes ids as plain decimal sequence numbers ("id: 42"), the
+	// wire form of AgentPool and qwen-code, for clients that parse ids as
+	// numbers. False (the default) writes them epoch-qualified,
+	// "<epoch>-<seq>", so that a browser, which cannot send X-Event-Epoch,
+	// hands the epoch back in Last-Event-ID and a server restart is an
+	// epoch_reset; with plain ids a browser's Last-Event-ID after a restart
+	// silently resumes in the new history. Both forms are accepted as a
+	// cursor either way.
+	PlainIDs bool
 	// Logger receives a debug record per stream end and per failed write
 	// (a client that went away), and a warning per write that hit
 	// WriteTimeout. Nil: no logging.
@@ -110,18 +116,15 @@ type HandlerOptions struct {
 type Handler struct {
 	bus     *eventbus.Bus
 	o       HandlerOptions
+	hooks   serve.Hooks
 	retry   time.Duration
 	hb      time.Duration
 	wt      time.Duration
 	encOpts EncodeOptions
 
-	mu      sync.Mutex
-	closed  bool
-	nextID  uint64
-	streams map[uint64]*streamState
-	idle    chan struct{} // closed when closed and no stream is left
-	cache   frameCache    // one encoding of each event, shared by every stream
-	active  atomic.Int32  // open streams; with one, nothing is shared and the cache is skipped
+	streams *serve.Registry[*streamState]
+	cache   frameCache   // one encoding of each event, shared by every stream
+	active  atomic.Int32 // open streams; with one, nothing is shared and the cache is skipped
 
 	started, rejected, writeErrors atomic.Uint64
 	// frames and heartbeats of streams that have ended; a live stream
@@ -142,24 +145,16 @@ func NewHandler(bus *eventbus.Bus, o HandlerOptions) (*Handler, error) {
 	if bus == nil {
 		return nil, errors.New("sse: NewHandler: nil bus")
 	}
-	h := &Handler{bus: bus, o: o, streams: make(map[uint64]*streamState), idle: make(chan struct{})}
-	h.retry = durationOr(o.Retry, DefaultRetry)
-	h.hb = durationOr(o.Heartbeat, DefaultHeartbeat)
-	h.wt = durationOr(o.WriteTimeout, DefaultWriteTimeout)
-	if o.EpochIDs {
+	h := &Handler{bus: bus, o: o, streams: serve.NewRegistry(func(s *streamState) { s.cancel() })}
+	h.hooks = serve.Hooks{SessionID: o.SessionID, Authorize: o.Authorize, Configure: o.Configure, Query: o.Query,
+		OverflowPolicy: o.OverflowPolicy}
+	h.retry = serve.DurationOr(o.Retry, DefaultRetry)
+	h.hb = serve.DurationOr(o.Heartbeat, DefaultHeartbeat)
+	h.wt = serve.DurationOr(o.WriteTimeout, DefaultWriteTimeout)
+	if !o.PlainIDs {
 		h.encOpts.Epoch = bus.Epoch()
 	}
 	return h, nil
-}
-
-func durationOr(d, def time.Duration) time.Duration {
-	switch {
-	case d == 0:
-		return def
-	case d < 0:
-		return 0
-	}
-	return d
 }
 
 // Stats are a Handler's counters; see [Handler.Stats].
@@ -167,20 +162,20 @@ type Stats struct {
 	Active      int    // streams open now
 	Started     uint64 // streams that got a 200 answer
 	Rejected    uint64 // requests answered with an error status
-	Frames      uint64 // frames written (events and synthetic frames)
+	Frames      uint64 // frames written (events and synthetic frames; not the retry line, stream_start or heartbeats)
 	Heartbeats  uint64 // heartbeat comments written
 	WriteErrors uint64 // streams ended by a failed or timed-out write
 }
 
 // Stats returns the handler's counters. Safe for concurrent use.
 func (h *Handler) Stats() Stats {
-	h.mu.Lock()
-	st := Stats{Active: len(h.streams), Frames: h.frames.Load(), Heartbeats: h.heartbeats.Load()}
-	for _, s := range h.streams {
+	var st Stats
+	st.Active = h.streams.Each(func(s *streamState) {
 		st.Frames += s.frames.Load()
 		st.Heartbeats += s.heartbeats.Load()
-	}
-	h.mu.Unlock()
+	})
+	st.Frames += h.frames.Load()
+	st.Heartbeats += h.heartbeats.Load()
 	st.Started, st.Rejected, st.WriteErrors = h.started.Load(), h.rejected.Load(), h.writeErrors.Load()
 	return st
 }
@@ -192,18 +187,7 @@ func (h *Handler) Stats() Stats {
 // delay. It does not wait; see [Handler.Shutdown]. Idempotent; always nil.
 // Suitable for http.Server.RegisterOnShutdown.
 func (h *Handler) Close() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return nil
-	}
-	h.closed = true
-	for _, s := range h.streams {
-		s.cancel()
-	}
-	if len(h.streams) == 0 {
-		close(h.idle)
-	}
+	h.streams.Close()
 	return nil
 }
 
@@ -212,50 +196,30 @@ func (h *Handler) Close() error {
 // Each stream ends within the write timeout of the Close.
 func (h *Handler) Shutdown(ctx context.Context) error {
 	_ = h.Close()
-	select {
-	case <-h.idle:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return h.streams.Wait(ctx)
 }
 
 // register adds a stream; false when the handler is closed.
 func (h *Handler) register(st *streamState) (uint64, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return 0, false
-	}
-	h.nextID++
-	h.streams[h.nextID] = st
 	h.active.Add(1)
-	return h.nextID, true
+	id, ok := h.streams.Add(st)
+	if !ok {
+		h.active.Add(-1)
+	}
+	return id, ok
 }
 
 func (h *Handler) unregister(id uint64) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if st := h.streams[id]; st != nil {
+	h.streams.Remove(id, func(st *streamState) {
 		h.frames.Add(st.frames.Load())
 		h.heartbeats.Add(st.heartbeats.Load())
-	}
-	if _, ok := h.streams[id]; ok {
 		h.active.Add(-1)
-	}
-	delete(h.streams, id)
-	if h.closed && len(h.streams) == 0 {
-		select {
-		case <-h.idle:
-		default:
-			close(h.idle)
-		}
-	}
+	})
 }
 
-func (h *Handler) reject(w http.ResponseWriter, e *StatusError) {
+func (h *Handler) reject(w http.ResponseWriter, e *resume.StatusError) {
 	h.rejected.Add(1)
-	e.write(w)
+	e.Answer(w)
 }
 
 // ServeHTTP validates the request, subscribes and streams until the client
@@ -263,35 +227,14 @@ func (h *Handler) reject(w http.ResponseWriter, e *StatusError) {
 // a write fails or times out, or the handler is closed. Every error answer
 // is given before the stream starts and without a subscriber registered.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set(HeaderEpoch, h.bus.Epoch())
-	if r.Method != http.MethodGet {
-		h.reject(w, &StatusError{Status: http.StatusMethodNotAllowed, Code: CodeMethodNotAllowed,
-			Message: fmt.Sprintf("method %s not allowed (want GET)", r.Method)})
-		return
-	}
-	sessionID, opts, serr := h.parseRequest(r)
+	adm, serr := serve.Admit(w, r, h.bus, h.hooks, nil)
 	if serr != nil {
 		h.reject(w, serr)
 		return
 	}
+	sessionID, opts := adm.Session, adm.Options
 	enc := h.encOpts
-	if enc.NoEventField, serr = ParseEvents(r.URL.Query().Get("events")); serr != nil {
-		h.reject(w, serr)
-		return
-	}
-	if h.o.Authorize != nil {
-		if err := h.o.Authorize(r, sessionID, opts.Scope); err != nil {
-			var se *StatusError
-			if !errors.As(err, &se) {
-				se = &StatusError{Status: http.StatusForbidden, Code: CodeForbidden, Message: err.Error()}
-			}
-			h.reject(w, se)
-			return
-		}
-	}
-	if h.o.Configure != nil {
-		h.o.Configure(r, &opts)
-	}
+	enc.NoEventField = adm.Message
 
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -303,6 +246,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer h.unregister(id)
 
+	// A live-only stream starts at the newest id before it subscribes:
+	// every event after it is either delivered live or, should the client
+	// be cut before its first one, replayed by the resume from it.
+	start, live := uint64(0), opts.NoReplay && opts.Cursor == nil
+	if live {
+		start = h.bus.LastEventID()
+	}
 	sub, err := h.bus.Subscribe(ctx, sessionID, opts)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -312,7 +262,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.goAway(w)
 			return
 		}
-		h.reject(w, statusFor(err, sessionID))
+		h.reject(w, resume.StatusFor(err, sessionID))
 		return
 	}
 	defer sub.Close()
@@ -320,7 +270,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.o.OnSubscribe != nil {
 		h.o.OnSubscribe(r, sub)
 	}
-	reason := h.stream(ctx, w, sub, enc, st)
+	reason := h.stream(ctx, w, sub, enc, st, live, start)
 	if h.o.Logger != nil {
 		h.o.Logger.LogAttrs(ctx, slog.LevelDebug, "sse: stream ended",
 			slog.String("session", sessionID), slog.String("remote", r.RemoteAddr), slog.Any("reason", reason))
@@ -349,14 +299,15 @@ func (h *Handler) goAway(w http.ResponseWriter) {
 	hd.Del("Content-Length")
 	w.WriteHeader(http.StatusOK)
 	enc := NewEncoder(w, EncodeOptions{})
-	_ = enc.Retry(d)
-	_ = enc.Comment("unavailable: the server is shutting down; reconnect")
+	_ = enc.retry(d)
+	_ = enc.comment("unavailable: the server is shutting down; reconnect")
 	_ = http.NewResponseController(w).Flush()
 }
 
-// stream writes the answer headers, the retry line and then every frame of
-// sub, with heartbeats in the gaps, until something ends it; it returns why.
-func (h *Handler) stream(ctx context.Context, w http.ResponseWriter, sub *eventbus.Subscription, enc EncodeOptions, st *streamState) error {
+// stream writes the answer headers, the retry line, the stream_start frame
+// of a live-only stream (see [resume.TypeStreamStart]) and then every frame of sub,
+// with heartbeats in the gaps, until something ends it; it returns why.
+func (h *Handler) stream(ctx context.Context, w http.ResponseWriter, sub *eventbus.Subscription, enc EncodeOptions, st *streamState, live bool, start uint64) error {
 	hd := w.Header()
 	hd.Set("Content-Type", "text/event-stream")
 	hd.Set("Cache-Control", "no-cache, no-transform")
@@ -366,12 +317,15 @@ func (h *Handler) stream(ctx context.Context, w http.ResponseWriter, sub *eventb
 
 	sw := &streamWriter{h: h, ctx: ctx, rc: http.NewResponseController(w), enc: NewEncoder(w, enc)}
 	defer sw.rc.SetWriteDeadline(time.Time{}) //nolint:errcheck // best effort: leave no deadline on a kept-alive conn
+	var head []byte
 	if h.retry > 0 {
-		sw.begin()
-		if err := sw.end(sw.enc.Retry(h.retry)); err != nil {
-			return err
-		}
-	} else if err := sw.end(nil); err != nil { // send the headers now
+		head = appendRetry(head, h.retry)
+	}
+	if live {
+		head = appendStart(head, sub.Session(), start, h.bus.Epoch(), enc.Epoch)
+	}
+	sw.begin()
+	if err := sw.end(writeAll(w, head)); err != nil { // also sends the headers
 		return err
 	}
 
@@ -390,7 +344,7 @@ func (h *Handler) stream(ctx context.Context, w http.ResponseWriter, sub *eventb
 		if err != nil {
 			if errors.Is(err, eventbus.ErrTimeout) {
 				sw.begin()
-				if err := sw.end(sw.enc.Comment("heartbeat")); err != nil {
+				if err := sw.end(sw.enc.comment("heartbeat")); err != nil {
 					return err
 				}
 				st.heartbeats.Add(1)
@@ -415,6 +369,25 @@ func (h *Handler) stream(ctx context.Context, w http.ResponseWriter, sub *eventb
 		}
 		lastWrite = time.Now()
 	}
+}
+
+// appendStart appends the resume.TypeStreamStart frame for a stream of session
+// that starts after seq, with the id in the form idEpoch selects.
+func appendStart(dst []byte, session string, seq uint64, busEpoch, idEpoch string) []byte {
+	cursor := resume.FormatID(seq, idEpoch)
+	dst = append(dst, "id: "...)
+	dst = append(dst, cursor...)
+	dst = append(dst, '\n')
+	return AppendEvent(dst, resume.StartEvent(session, cursor, busEpoch), EncodeOptions{})
+}
+
+// writeAll writes b to w unless it is empty.
+func writeAll(w io.Writer, b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	_, err := w.Write(b)
+	return err
 }
 
 // Bounds of one batch: frames and bytes written before the flush.
@@ -501,23 +474,4 @@ func (sw *streamWriter) end(err error) error {
 		}
 	}
 	return err
-}
-
-// parseRequest validates everything the request carries; the answer is a
-// 400 naming the bad value.
-func (h *Handler) parseRequest(r *http.Request) (string, eventbus.SubscribeOptions, *StatusError) {
-	var sessionID string
-	if h.o.SessionID != nil {
-		sessionID = h.o.SessionID(r)
-	} else {
-		sessionID = r.PathValue("id")
-	}
-	o, serr := ParseRequestWith(r, sessionID, h.bus.Epoch(), h.o.Query)
-	if serr == nil && h.bus.Options().OverflowPolicy == "" {
-		// The default rule of eventbus.Options.OverflowPolicy: a stream's
-		// client resumes by itself, so evict rather than drop (Configure
-		// may still choose another policy).
-		o.Policy = eventbus.DropSubscriber
-	}
-	return sessionID, o, serr
 }

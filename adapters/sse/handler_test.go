@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
@@ -39,7 +40,7 @@ func TestHandlerRejectsBeforeStreaming(t *testing.T) {
 			case "secret":
 				return errors.New("not yours")
 			case "login":
-				return fmt.Errorf("wrapped: %w", &sse.StatusError{Status: http.StatusUnauthorized, Code: "unauthenticated", Message: "log in"})
+				return fmt.Errorf("wrapped: %w", &resume.StatusError{Status: http.StatusUnauthorized, Code: "unauthenticated", Message: "log in"})
 			}
 			return nil
 		},
@@ -59,35 +60,35 @@ func TestHandlerRejectsBeforeStreaming(t *testing.T) {
 	var tests []tc
 	for _, v := range []string{"abc", "-1", "1.5", "0x3", " 7", "+7", "7 ", "9007199254740992", "18446744073709551616", "1\x00", "1\r\n", "\n", "e\x01f-1"} {
 		tests = append(tests,
-			tc{name: "header " + v, header: map[string]string{"Last-Event-ID": v}, status: 400, code: sse.CodeInvalidLastEventID},
-			tc{name: "last_event_id " + v, query: "last_event_id=" + url.QueryEscape(v), status: 400, code: sse.CodeInvalidLastEventID},
-			tc{name: "lastEventId " + v, query: "lastEventId=" + url.QueryEscape(v), status: 400, code: sse.CodeInvalidLastEventID},
+			tc{name: "header " + v, header: map[string]string{"Last-Event-ID": v}, status: 400, code: resume.CodeInvalidLastEventID},
+			tc{name: "last_event_id " + v, query: "last_event_id=" + url.QueryEscape(v), status: 400, code: resume.CodeInvalidLastEventID},
+			tc{name: "lastEventId " + v, query: "lastEventId=" + url.QueryEscape(v), status: 400, code: resume.CodeInvalidLastEventID},
 		)
 	}
 	tests = append(tests,
-		tc{name: "good header, bad query", query: "lastEventId=abc", header: map[string]string{"Last-Event-ID": "3"}, status: 400, code: sse.CodeInvalidLastEventID, inMsg: `"abc"`},
-		tc{name: "maxQueued 15", query: "maxQueued=15", status: 400, code: sse.CodeInvalidMaxQueued, inMsg: `"15"`},
-		tc{name: "maxQueued 2049", query: "maxQueued=2049", status: 400, code: sse.CodeInvalidMaxQueued, inMsg: `"2049"`},
-		tc{name: "maxQueued abc", query: "maxQueued=abc", status: 400, code: sse.CodeInvalidMaxQueued, inMsg: `"abc"`},
-		tc{name: "maxQueued +16", query: "maxQueued=%2B16", status: 400, code: sse.CodeInvalidMaxQueued, inMsg: `"+16"`},
-		tc{name: "maxQueued 16.0", query: "maxQueued=16.0", status: 400, code: sse.CodeInvalidMaxQueued, inMsg: `"16.0"`},
-		tc{name: "maxQueued huge", query: "maxQueued=99999999999999999999999", status: 400, code: sse.CodeInvalidMaxQueued},
-		tc{name: "scope bogus", query: "scope=bogus", status: 400, code: sse.CodeInvalidScope, inMsg: `"bogus"`},
-		tc{name: "scope case", query: "scope=Session", status: 400, code: sse.CodeInvalidScope, inMsg: `"Session"`},
-		tc{name: "replay 2", query: "replay=2", status: 400, code: sse.CodeInvalidReplay, inMsg: `"2"`},
-		tc{name: "replay true", query: "replay=true", status: 400, code: sse.CodeInvalidReplay, inMsg: `"true"`},
-		tc{name: "events bogus", query: "events=all", status: 400, code: sse.CodeInvalidEvents, inMsg: `"all"`},
-		tc{name: "epoch control character", header: map[string]string{sse.HeaderEpoch: "a\x7fb"}, status: 400, code: sse.CodeInvalidEpoch, inMsg: `"a\x7fb"`},
-		tc{name: "epoch long", header: map[string]string{sse.HeaderEpoch: strings.Repeat("e", 65)}, status: 400, code: sse.CodeInvalidEpoch},
-		tc{name: "unknown session", session: "nope", status: 404, code: sse.CodeSessionNotFound, inMsg: "nope"},
-		tc{name: "closed session", session: "gone", status: 410, code: sse.CodeSessionClosed, inMsg: "gone"},
-		tc{name: "subscriber cap", session: "full", status: 429, code: sse.CodeSubscriberLimit, inMsg: "full"},
-		tc{name: "authorize", session: "secret", status: 403, code: sse.CodeForbidden, inMsg: "not yours"},
+		tc{name: "good header, bad query", query: "lastEventId=abc", header: map[string]string{"Last-Event-ID": "3"}, status: 400, code: resume.CodeInvalidLastEventID, inMsg: `"abc"`},
+		tc{name: "maxQueued 15", query: "maxQueued=15", status: 400, code: resume.CodeInvalidMaxQueued, inMsg: `"15"`},
+		tc{name: "maxQueued 2049", query: "maxQueued=2049", status: 400, code: resume.CodeInvalidMaxQueued, inMsg: `"2049"`},
+		tc{name: "maxQueued abc", query: "maxQueued=abc", status: 400, code: resume.CodeInvalidMaxQueued, inMsg: `"abc"`},
+		tc{name: "maxQueued +16", query: "maxQueued=%2B16", status: 400, code: resume.CodeInvalidMaxQueued, inMsg: `"+16"`},
+		tc{name: "maxQueued 16.0", query: "maxQueued=16.0", status: 400, code: resume.CodeInvalidMaxQueued, inMsg: `"16.0"`},
+		tc{name: "maxQueued huge", query: "maxQueued=99999999999999999999999", status: 400, code: resume.CodeInvalidMaxQueued},
+		tc{name: "scope bogus", query: "scope=bogus", status: 400, code: resume.CodeInvalidScope, inMsg: `"bogus"`},
+		tc{name: "scope case", query: "scope=Session", status: 400, code: resume.CodeInvalidScope, inMsg: `"Session"`},
+		tc{name: "replay 2", query: "replay=2", status: 400, code: resume.CodeInvalidReplay, inMsg: `"2"`},
+		tc{name: "replay true", query: "replay=true", status: 400, code: resume.CodeInvalidReplay, inMsg: `"true"`},
+		tc{name: "events bogus", query: "events=all", status: 400, code: resume.CodeInvalidEvents, inMsg: `"all"`},
+		tc{name: "epoch control character", header: map[string]string{resume.HeaderEpoch: "a\x7fb"}, status: 400, code: resume.CodeInvalidEpoch, inMsg: `"a\x7fb"`},
+		tc{name: "epoch long", header: map[string]string{resume.HeaderEpoch: strings.Repeat("e", 65)}, status: 400, code: resume.CodeInvalidEpoch},
+		tc{name: "unknown session", session: "nope", status: 404, code: resume.CodeSessionNotFound, inMsg: "nope"},
+		tc{name: "closed session", session: "gone", status: 410, code: resume.CodeSessionClosed, inMsg: "gone"},
+		tc{name: "subscriber cap", session: "full", status: 429, code: resume.CodeSubscriberLimit, inMsg: "full"},
+		tc{name: "authorize", session: "secret", status: 403, code: resume.CodeForbidden, inMsg: "not yours"},
 		tc{name: "authorize status", session: "login", status: 401, code: "unauthenticated", inMsg: "log in"},
-		tc{name: "POST", method: http.MethodPost, status: 405, code: sse.CodeMethodNotAllowed},
-		tc{name: "empty session id", session: "-", status: 400, code: sse.CodeInvalidSessionID},
-		tc{name: "control character in session id", session: "a\x01b", status: 400, code: sse.CodeInvalidSessionID},
-		tc{name: "over-long session id", session: strings.Repeat("x", eventbus.MaxNameLen+1), status: 400, code: sse.CodeInvalidSessionID},
+		tc{name: "POST", method: http.MethodPost, status: 405, code: resume.CodeMethodNotAllowed},
+		tc{name: "empty session id", session: "-", status: 400, code: resume.CodeInvalidSessionID},
+		tc{name: "control character in session id", session: "a\x01b", status: 400, code: resume.CodeInvalidSessionID},
+		tc{name: "over-long session id", session: strings.Repeat("x", eventbus.MaxNameLen+1), status: 400, code: resume.CodeInvalidSessionID},
 	)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -113,7 +114,7 @@ func TestHandlerRejectsBeforeStreaming(t *testing.T) {
 
 			assert.Equal(t, tt.status, w.Code)
 			assert.Equal(t, "application/json; charset=utf-8", w.Header().Get("Content-Type"))
-			assert.Equal(t, b.Epoch(), w.Header().Get(sse.HeaderEpoch))
+			assert.Equal(t, b.Epoch(), w.Header().Get(resume.HeaderEpoch))
 			var body struct{ Code, Message string }
 			require.NoError(t, json.Unmarshal(w.Body.Bytes(), &body), w.Body.String())
 			assert.Equal(t, tt.code, body.Code)
@@ -136,7 +137,7 @@ func TestHandlerHeadersAndRetryFirst(t *testing.T) {
 	t.Parallel()
 	b := newBus(t, eventbus.Options{})
 	publish(t, b, "s1", "hello", map[string]int{"n": 1})
-	h := newHandler(t, b, sse.HandlerOptions{})
+	h := newHandler(t, b, sse.HandlerOptions{PlainIDs: true})
 	srv := serve(t, h, nil)
 
 	s := openRaw(t, srv.URL+"/session/s1/events", nil)
@@ -145,7 +146,7 @@ func TestHandlerHeadersAndRetryFirst(t *testing.T) {
 	assert.Equal(t, "text/event-stream", hd.Get("Content-Type"))
 	assert.Equal(t, "no-cache, no-transform", hd.Get("Cache-Control"))
 	assert.Equal(t, "no", hd.Get("X-Accel-Buffering"))
-	assert.Equal(t, b.Epoch(), hd.Get(sse.HeaderEpoch))
+	assert.Equal(t, b.Epoch(), hd.Get(resume.HeaderEpoch))
 	assert.Empty(t, hd.Values("Content-Length"))
 	assert.EqualValues(t, -1, s.resp.ContentLength)
 
@@ -221,13 +222,13 @@ func TestHandlerOptionsFromQuery(t *testing.T) {
 		{"last_event_id=5", http.Header{"Last-Event-Id": {"0"}}, func(t *testing.T, o eventbus.SubscribeOptions) {
 			assert.Equal(t, &eventbus.Position{ID: 0}, o.Cursor, "the header wins over the query")
 		}},
-		{"", http.Header{"Last-Event-Id": {"ep-9"}, sse.HeaderEpoch: {"other"}}, func(t *testing.T, o eventbus.SubscribeOptions) {
+		{"", http.Header{"Last-Event-Id": {"ep-9"}, resume.HeaderEpoch: {"other"}}, func(t *testing.T, o eventbus.SubscribeOptions) {
 			assert.Equal(t, &eventbus.Position{ID: 9, Epoch: "ep"}, o.Cursor, "an epoch-qualified id names its epoch")
 		}},
-		{"", http.Header{sse.HeaderEpoch: {"abc_1"}}, func(t *testing.T, o eventbus.SubscribeOptions) {
+		{"", http.Header{resume.HeaderEpoch: {"abc_1"}}, func(t *testing.T, o eventbus.SubscribeOptions) {
 			assert.Nil(t, o.Cursor, "an epoch alone is no cursor")
 		}},
-		{"lastEventId=4", http.Header{sse.HeaderEpoch: {"abc_1"}}, func(t *testing.T, o eventbus.SubscribeOptions) {
+		{"lastEventId=4", http.Header{resume.HeaderEpoch: {"abc_1"}}, func(t *testing.T, o eventbus.SubscribeOptions) {
 			assert.Equal(t, &eventbus.Position{ID: 4, Epoch: "abc_1"}, o.Cursor, "a plain id takes the header's epoch")
 		}},
 	}
@@ -241,55 +242,6 @@ func TestHandlerOptionsFromQuery(t *testing.T) {
 	}
 }
 
-func TestHandlerCursorReplay(t *testing.T) {
-	t.Parallel()
-	b := newBus(t, eventbus.Options{Epoch: "E1"})
-	for range 3 {
-		publish(t, b, "s1", "tick", nil)
-	}
-	h := newHandler(t, b, sse.HandlerOptions{EpochIDs: true})
-	srv := serve(t, h, nil)
-	u := srv.URL + "/session/s1/events"
-
-	t.Run("no cursor: ring without replay_complete", func(t *testing.T) {
-		s := openRaw(t, u, nil)
-		for want := uint64(1); want <= 3; want++ {
-			ev := s.next(t)
-			assert.Equal(t, want, ev.ID)
-			assert.True(t, ev.Replay)
-			assert.Equal(t, fmt.Sprintf("E1-%d", want), s.dec.LastEventID())
-		}
-		ev := publish(t, b, "s1", "live", nil)
-		got := s.next(t)
-		assert.Equal(t, ev.ID, got.ID, "no replay_complete without a cursor")
-		assert.False(t, got.Replay)
-	})
-	t.Run("epoch-qualified cursor", func(t *testing.T) {
-		s := openRaw(t, u, http.Header{"Last-Event-ID": {"E1-2"}})
-		assert.EqualValues(t, 3, s.next(t).ID)
-		assert.EqualValues(t, 4, s.next(t).ID)
-		assert.Equal(t, frame.TypeReplayComplete, s.next(t).Type)
-	})
-	t.Run("plain cursor", func(t *testing.T) {
-		s := openRaw(t, u+"?lastEventId=4", nil)
-		ev := s.next(t)
-		assert.Equal(t, frame.TypeReplayComplete, ev.Type, "nothing after 4 to replay")
-		assert.JSONEq(t, `{"lastReplayedEventId":4,"replayedCount":0}`, string(ev.Data))
-	})
-	t.Run("other epoch: epoch_reset frame, not an error", func(t *testing.T) {
-		for _, hd := range []http.Header{{"Last-Event-ID": {"OLD-2"}}, {"Last-Event-ID": {"2"}, sse.HeaderEpoch: {"OLD"}}} {
-			s := openRaw(t, u, hd)
-			require.Equal(t, http.StatusOK, s.resp.StatusCode)
-			ev := s.next(t)
-			assert.Equal(t, frame.TypeStateResyncRequired, ev.Type)
-			assert.Zero(t, ev.ID)
-			assert.Contains(t, string(ev.Data), `"reason":"epoch_reset"`)
-			assert.EqualValues(t, 1, s.next(t).ID, "the whole buffer is replayed")
-			s.close()
-		}
-	})
-}
-
 func TestHandlerSessionClosedEndsResponse(t *testing.T) {
 	t.Parallel()
 	b := newBus(t, eventbus.Options{})
@@ -301,6 +253,7 @@ func TestHandlerSessionClosedEndsResponse(t *testing.T) {
 	s := openRaw(t, srv.URL+"/session/parent/events?scope=descendants&replay=0", nil)
 	require.Equal(t, http.StatusOK, s.resp.StatusCode)
 	require.Eventually(t, func() bool { return b.Stats().Subscribers == 1 }, 5*time.Second, time.Millisecond)
+	assert.Equal(t, resume.TypeStreamStart, s.next(t).Type, "a live-only stream opens with where it starts")
 	require.NoError(t, b.CloseSession("child"))
 	ev := s.next(t)
 	assert.Equal(t, frame.TypeSessionClosed, ev.Type)
@@ -463,15 +416,6 @@ func TestNewHandlerNilBus(t *testing.T) {
 	require.Error(t, err)
 }
 
-func TestStatusErrorIs(t *testing.T) {
-	t.Parallel()
-	assert.ErrorIs(t, &sse.StatusError{Status: 410, Code: sse.CodeSessionClosed}, eventbus.ErrSessionClosed)
-	assert.ErrorIs(t, &sse.StatusError{Status: 404, Code: sse.CodeSessionNotFound}, eventbus.ErrSessionNotFound)
-	assert.ErrorIs(t, &sse.StatusError{Status: 429, Code: sse.CodeSubscriberLimit}, eventbus.ErrSubscriberLimit)
-	assert.NotErrorIs(t, &sse.StatusError{Status: 400, Code: sse.CodeInvalidScope}, eventbus.ErrSessionClosed)
-	assert.Equal(t, "sse: 400 invalid_scope: bad", (&sse.StatusError{Status: 400, Code: sse.CodeInvalidScope, Message: "bad"}).Error())
-}
-
 // A peer that stops reading cannot pin the stream: once the socket buffers
 // are full, the write deadline ends the stream.
 func TestHandlerWriteTimeout(t *testing.T) {
@@ -488,14 +432,14 @@ func TestHandlerWriteTimeout(t *testing.T) {
 	require.Eventually(t, func() bool { return b.Stats().Subscribers == 1 }, 5*time.Second, time.Millisecond)
 
 	payload := strings.Repeat("x", 64<<10)
-	deadline := time.Now().Add(20 * time.Second)
-	for h.Stats().WriteErrors == 0 {
-		require.True(t, time.Now().Before(deadline), "the stream never hit its write deadline")
+	// Publish until the stream hits its write deadline (checked every 5 ms).
+	require.Eventually(t, func() bool {
 		for range 16 {
-			publish(t, b, "s1", "big", payload)
+			_, err := b.Publish("s1", "big", payload)
+			assert.NoError(t, err)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return h.Stats().WriteErrors > 0
+	}, 20*time.Second, 5*time.Millisecond, "the stream never hit its write deadline")
 	waitIdle(t, h, b)
 	assert.EqualValues(t, 1, h.Stats().WriteErrors)
 	assert.Zero(t, b.Stats().Evicted, "ended by the deadline, not by eviction")
@@ -507,7 +451,7 @@ func TestHandlerEventsMessage(t *testing.T) {
 	t.Parallel()
 	b := newBus(t, eventbus.Options{})
 	publish(t, b, "s1", "hello", map[string]int{"n": 1})
-	h := newHandler(t, b, sse.HandlerOptions{Retry: -1})
+	h := newHandler(t, b, sse.HandlerOptions{Retry: -1, PlainIDs: true})
 	srv := serve(t, h, nil)
 
 	s := openRaw(t, srv.URL+"/session/s1/events?events=message", nil)
@@ -548,4 +492,122 @@ func TestHandlerOverflowDefault(t *testing.T) {
 			s.close()
 		})
 	}
+}
+
+// TestHandlerRefusesMisspelledQueryParameter: ?lastEventID=5 (Mercure's
+// spelling) used to resume nothing and say nothing. A parameter that is a
+// case or separator variant, or a near miss, of one the endpoint reads is a
+// 400 unknown_query_parameter naming it and the name it resembles; nothing
+// is subscribed.
+func TestHandlerRefusesMisspelledQueryParameter(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, eventbus.Options{})
+	publish(t, b, "s1", "t", 1)
+	h := newHandler(t, b, sse.HandlerOptions{Retry: -1})
+	for _, tc := range []struct{ query, like string }{
+		{"lastEventID=5", "lastEventId"},
+		{"LastEventId=5", "lastEventId"},
+		{"lasteventid=5", "lastEventId"},
+		{"Last-Event-ID=5", "last_event_id"},
+		{"last-event-id=5", "last_event_id"},
+		{"last_event_ID=5", "last_event_id"},
+		{"LAST_EVENT_ID=5", "last_event_id"},
+		{"last.event.id=5", "last_event_id"},
+		{"lastEvntId=5", "lastEventId"},
+		{"lastEventIds=5", "lastEventId"},
+		{"maxqueued=64", "maxQueued"},
+		{"max_queued=64", "maxQueued"},
+		{"maxQueue=64", "maxQueued"},
+		{"MaxQueued=64", "maxQueued"},
+		{"Scope=all", "scope"},
+		{"scopes=all", "scope"},
+		{"scoep=all", "scope"},
+		{"Replay=0", "replay"},
+		{"event=message", "events"},
+		{"Events=message", "events"},
+		{"coalese=acp", "coalesce"},
+		{"Coalesce=acp", "coalesce"},
+		{"coalesce=acp&throtle=150ms", "throttle"},
+		{"token=x&lastEventID=5", "lastEventId"}, // an unrelated parameter beside it changes nothing
+	} {
+		t.Run(tc.query, func(t *testing.T) {
+			w := serveDirect(t, h, tc.query, nil)
+			require.Equal(t, http.StatusBadRequest, w.Code, w.Body.String())
+			code, msg := errorBody(t, w)
+			assert.Equal(t, resume.CodeUnknownParameter, code)
+			bad, _, _ := cutParam(tc.query)
+			assert.Contains(t, msg, `"`+bad+`"`, "names the bad parameter")
+			assert.Contains(t, msg, "did you mean "+tc.like+"?", "names the parameter it resembles")
+		})
+	}
+	assert.Zero(t, b.Stats().Subscribers, "a refused request registers no subscriber")
+	assert.Zero(t, h.Stats().Started)
+}
+
+// TestHandlerIgnoresUnrelatedQueryParameters: parameters an embedder puts on
+// the URL (a token its Authorize hook reads, jQuery's ?_= cache-buster, a
+// version) are not refused by default, and the known ones beside them still
+// work.
+func TestHandlerIgnoresUnrelatedQueryParameters(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, eventbus.Options{})
+	for i := range 3 {
+		publish(t, b, "s1", "t", i)
+	}
+	tokens := make(chan string, 16)
+	h := newHandler(t, b, sse.HandlerOptions{Retry: -1, Authorize: func(r *http.Request, _ string, _ scope.Kind) error {
+		tokens <- r.URL.Query().Get("token")
+		return nil
+	}})
+	srv := serve(t, h, nil)
+	for _, q := range []string{
+		"token=abc&lastEventId=1",
+		"_=1712345678901&lastEventId=1",
+		"v=2&t=9&cb=x&lastEventId=1",
+		"access_token=abc&session=s1&id=7&format=json&lang=de&lastEventId=1",
+		"utm_source=mail&nocache=1&lastEventId=1",
+	} {
+		s := openRaw(t, srv.URL+"/session/s1/events?"+q, nil)
+		assert.Equal(t, uint64(2), s.next(t).ID, "%s: resumes after 1", q)
+		s.close()
+	}
+	assert.Equal(t, "abc", <-tokens, "the Authorize hook still sees the embedder's parameter")
+	waitIdle(t, h, b)
+}
+
+// TestHandlerStrictQuery: with HandlerOptions.Query.Strict every parameter
+// the endpoint does not read is refused, naming it and the accepted names,
+// except those listed in Query.Allow — which are also exempt from the
+// look-alike rule in the default mode.
+func TestHandlerStrictQuery(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, eventbus.Options{})
+	publish(t, b, "s1", "t", 1)
+
+	strict := newHandler(t, b, sse.HandlerOptions{Retry: -1, Query: resume.QueryRules{Strict: true, Allow: []string{"token"}}})
+	w := serveDirect(t, strict, "scope=session&cb=1", nil)
+	require.Equal(t, http.StatusBadRequest, w.Code)
+	code, msg := errorBody(t, w)
+	assert.Equal(t, resume.CodeUnknownParameter, code)
+	assert.Contains(t, msg, `unknown query parameter "cb"`)
+	assert.Contains(t, msg, "lastEventId")
+	// A look-alike gets the suggestion in strict mode too.
+	w = serveDirect(t, strict, "lastEventID=1", nil)
+	require.Equal(t, http.StatusBadRequest, w.Code)
+	_, msg = errorBody(t, w)
+	assert.Contains(t, msg, "did you mean lastEventId?")
+
+	srv := serve(t, strict, nil)
+	s := openRaw(t, srv.URL+"/session/s1/events?token=abc&scope=session", nil)
+	assert.Equal(t, uint64(1), s.next(t).ID, "an allowed parameter passes in strict mode")
+	s.close()
+
+	// Default mode: Allow exempts an application's own look-alike.
+	lax := newHandler(t, b, sse.HandlerOptions{Retry: -1, Query: resume.QueryRules{Allow: []string{"event"}}})
+	srv = serve(t, lax, nil)
+	s = openRaw(t, srv.URL+"/session/s1/events?event=mine", nil)
+	assert.Equal(t, uint64(1), s.next(t).ID)
+	s.close()
+	waitIdle(t, strict, b)
+	waitIdle(t, lax, b)
 }

@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
-	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // serveDirect calls h.ServeHTTP for session s1 with the raw query and
@@ -41,55 +41,6 @@ func errorBody(t *testing.T, w *httptest.ResponseRecorder) (code, message string
 	return body.Code, body.Message
 }
 
-// Issue 12.3: an X-Event-Epoch this server never issued but that is
-// well-formed elsewhere (a UUID with hyphens) was answered 400. It is another
-// incarnation's epoch: epoch_reset, then the whole buffer. Only a malformed
-// value (control characters, over-long, invalid UTF-8) is a 400.
-func TestHandlerForeignEpochIsEpochReset(t *testing.T) {
-	t.Parallel()
-	b := newBus(t, eventbus.Options{})
-	for i := range 3 {
-		publish(t, b, "s1", "t", i)
-	}
-	h := newHandler(t, b, sse.HandlerOptions{Retry: -1})
-	const uuid = "550e8400-e29b-41d4-a716-446655440000"
-	for name, hdr := range map[string]http.Header{
-		"header":       {"X-Event-Epoch": {uuid}, "Last-Event-Id": {"2"}},
-		"qualified id": {"Last-Event-Id": {uuid + "-2"}},
-		"spaces":       {"X-Event-Epoch": {"old epoch"}, "Last-Event-Id": {"2"}},
-		// docs/protocol.md's examples (once documented as refused):
-		"punctuation in a qualified id": {"Last-Event-Id": {"foo!-2"}},
-		"space in a qualified id":       {"Last-Event-Id": {"a b-2"}},
-		"punctuation in the header":     {"X-Event-Epoch": {"garbage!!"}, "Last-Event-Id": {"2"}},
-	} {
-		t.Run(name, func(t *testing.T) {
-			r := httptest.NewRequest(http.MethodGet, "/session/s1/events", nil)
-			r.SetPathValue("id", "s1")
-			for k, v := range hdr {
-				r.Header[k] = v
-			}
-			w := serveUntilID(t, h, r, 3)
-			require.Equal(t, http.StatusOK, w.code(), w.body())
-			evs := frames(t, w.body())
-			require.NotEmpty(t, evs)
-			assert.Equal(t, frame.TypeStateResyncRequired, evs[0].Type)
-			var rd frame.ResyncData
-			require.NoError(t, json.Unmarshal(evs[0].Data, &rd))
-			assert.Equal(t, frame.ReasonEpochReset, rd.Reason)
-			assert.Equal(t, b.Epoch(), rd.Epoch)
-			assert.Equal(t, seq(1, 3), ids(evs), "the whole buffer after the reset")
-		})
-	}
-	for name, v := range map[string]string{
-		"control": "a\x01b", "newline": "a\nb", "DEL": "ab\x7f", "over-long": strings.Repeat("e", 65), "not UTF-8": "\xffab",
-	} {
-		w := serveDirect(t, h, "", http.Header{"X-Event-Epoch": {v}})
-		assert.Equal(t, http.StatusBadRequest, w.Code, name)
-		code, _ := errorBody(t, w)
-		assert.Equal(t, sse.CodeInvalidEpoch, code, name)
-	}
-}
-
 // Issue 12.7 (handler): queries that do not parse or repeat a parameter,
 // and repeated cursor headers, no longer fall back silently to defaults;
 // error messages quote non-ASCII input as itself and carry no Go package
@@ -104,15 +55,15 @@ func TestHandlerRefusesAmbiguousRequests(t *testing.T) {
 		header      http.Header
 		code, inMsg string
 	}{
-		{name: "bad escape", query: "scope=%zz", code: sse.CodeInvalidQuery, inMsg: "%zz"},
-		{name: "semicolon", query: "a=1;scope=bogus", code: sse.CodeInvalidQuery, inMsg: "semicolon"},
-		{name: "scope twice", query: "scope=all&scope=session", code: sse.CodeInvalidQuery, inMsg: "scope"},
-		{name: "cursor twice in query", query: "lastEventId=1&lastEventId=2", code: sse.CodeInvalidQuery, inMsg: "lastEventId"},
-		{name: "two Last-Event-ID headers", header: http.Header{"Last-Event-Id": {"1", "2"}}, code: sse.CodeInvalidLastEventID, inMsg: "Last-Event-ID"},
-		{name: "two epoch headers", header: http.Header{"X-Event-Epoch": {"a", "b"}}, code: sse.CodeInvalidEpoch, inMsg: "X-Event-Epoch"},
-		{name: "arabic digit", header: http.Header{"Last-Event-Id": {"٣"}}, code: sse.CodeInvalidLastEventID, inMsg: `'٣' at byte 0`},
-		{name: "invalid UTF-8", header: http.Header{"Last-Event-Id": {"1\xd9"}}, code: sse.CodeInvalidLastEventID, inMsg: `'\xd9' at byte 1`},
-		{name: "scope non-ASCII", query: "scope=%D9%A3", code: sse.CodeInvalidScope, inMsg: `"٣"`},
+		{name: "bad escape", query: "scope=%zz", code: resume.CodeInvalidQuery, inMsg: "%zz"},
+		{name: "semicolon", query: "a=1;scope=bogus", code: resume.CodeInvalidQuery, inMsg: "semicolon"},
+		{name: "scope twice", query: "scope=all&scope=session", code: resume.CodeInvalidQuery, inMsg: "scope"},
+		{name: "cursor twice in query", query: "lastEventId=1&lastEventId=2", code: resume.CodeInvalidQuery, inMsg: "lastEventId"},
+		{name: "two Last-Event-ID headers", header: http.Header{"Last-Event-Id": {"1", "2"}}, code: resume.CodeInvalidLastEventID, inMsg: "Last-Event-ID"},
+		{name: "two epoch headers", header: http.Header{"X-Event-Epoch": {"a", "b"}}, code: resume.CodeInvalidEpoch, inMsg: "X-Event-Epoch"},
+		{name: "arabic digit", header: http.Header{"Last-Event-Id": {"٣"}}, code: resume.CodeInvalidLastEventID, inMsg: `'٣' at byte 0`},
+		{name: "invalid UTF-8", header: http.Header{"Last-Event-Id": {"1\xd9"}}, code: resume.CodeInvalidLastEventID, inMsg: `'\xd9' at byte 1`},
+		{name: "scope non-ASCII", query: "scope=%D9%A3", code: resume.CodeInvalidScope, inMsg: `"٣"`},
 	} {
 		w := serveDirect(t, h, tt.query, tt.header)
 		assert.Equal(t, http.StatusBadRequest, w.Code, tt.name)
@@ -178,60 +129,6 @@ type switchable struct{ h atomic.Pointer[http.Handler] }
 
 func (s *switchable) set(h http.Handler)                               { s.h.Store(&h) }
 func (s *switchable) ServeHTTP(w http.ResponseWriter, r *http.Request) { (*s.h.Load()).ServeHTTP(w, r) }
-
-// Issue 12.6: a 404 right after an in-memory restart (the agent has not
-// recreated its session yet) ended the Go client for good. A 404 whose
-// X-Event-Epoch is not the one the stream knew is retried for
-// Client.RestartGrace; the stream then gets epoch_reset and goes on.
-func TestClientRetriesNotFoundAfterRestart(t *testing.T) {
-	t.Parallel()
-	b1 := newBus(t, eventbus.Options{})
-	require.NoError(t, b1.CreateSession("s1", ""))
-	h1 := newHandler(t, b1, sse.HandlerOptions{Retry: time.Millisecond})
-	var sw switchable
-	mux1 := http.NewServeMux()
-	mux1.Handle(sse.Pattern, h1)
-	sw.set(mux1)
-	srv := httptest.NewServer(&sw)
-	t.Cleanup(srv.Close)
-
-	s := (&sse.Client{Retry: time.Millisecond, MaxBackoff: 20 * time.Millisecond}).Subscribe(t.Context(),
-		srv.URL+"/session/s1/events", sse.StreamOptions{})
-	defer s.Close()
-	publish(t, b1, "s1", "before", 1)
-	ev, err := s.Next()
-	require.NoError(t, err)
-	require.EqualValues(t, 1, ev.ID)
-
-	// Restart: a new bus without the session. The agent recreates it only
-	// after the server has answered the client's reconnect with a 404, so
-	// the client meets the 404 however late it reconnects (a timer here
-	// made the test depend on the client reconnecting within it).
-	b2 := newBus(t, eventbus.Options{})
-	h2 := newHandler(t, b2, sse.HandlerOptions{Retry: time.Millisecond})
-	mux2 := http.NewServeMux()
-	var notFound atomic.Int32
-	mux2.Handle(sse.Pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		missing := !b2.SessionExists("s1")
-		h2.ServeHTTP(w, r) // a 404 returns at once; a stream runs until the test ends
-		if missing && notFound.Add(1) == 1 {
-			assert.NoError(t, b2.CreateSession("s1", ""))
-			_, err := b2.Publish("s1", "after", 2)
-			assert.NoError(t, err)
-		}
-	}))
-	sw.set(mux2)
-	require.NoError(t, h1.Close()) // ends the live stream: the client reconnects
-
-	ev, err = s.Next()
-	require.NoError(t, err, "a 404 from a restarted server is transient")
-	assert.Equal(t, frame.TypeStateResyncRequired, ev.Type)
-	assert.Contains(t, string(ev.Data), frame.ReasonEpochReset)
-	ev, err = s.Next()
-	require.NoError(t, err)
-	assert.Equal(t, "after", ev.Type)
-	assert.Positive(t, notFound.Load(), "the restarted server answered 404 at least once")
-}
 
 // Issue 12.6: a transient 429 (the subscriber cap, met while 64 streams
 // reset at once reconnect) ended the Go client for good. It is retried

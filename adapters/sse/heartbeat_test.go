@@ -19,9 +19,9 @@ import (
 func TestHandlerHeartbeat(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		b := newBus(t, eventbus.Options{})
+		b := newBus(t, eventbus.Options{Epoch: "E1"})
 		publish(t, b, "s1", "a", nil)
-		h := newHandler(t, b, sse.HandlerOptions{}) // 15 s default
+		h := newHandler(t, b, sse.HandlerOptions{PlainIDs: true}) // 15 s default
 		w := newRecorder()
 		ctx, cancel := context.WithCancel(t.Context())
 		r := httptest.NewRequestWithContext(ctx, http.MethodGet, "/session/s1/events?replay=0", nil)
@@ -31,7 +31,7 @@ func TestHandlerHeartbeat(t *testing.T) {
 
 		count := func() int { return strings.Count(w.body(), ": heartbeat\n\n") }
 		synctest.Wait()
-		assert.Equal(t, "retry: 3000\n\n", w.body())
+		assert.Equal(t, "retry: 3000\n\nid: 1\nevent: stream_start\ndata: {\"v\":1,\"type\":\"stream_start\",\"session\":\"s1\",\"data\":{\"lastEventId\":\"1\",\"epoch\":\"E1\"}}\n\n", w.body(), "the retry line, then the stream_start frame of a live-only stream")
 
 		time.Sleep(15*time.Second - time.Nanosecond)
 		synctest.Wait()
@@ -58,16 +58,16 @@ func TestHandlerHeartbeat(t *testing.T) {
 
 		cancel()
 		<-done
-		assert.True(t, strings.HasPrefix(w.body(), "retry: 3000\n\n: heartbeat\n\nid: 2\n"), w.body())
+		assert.True(t, strings.HasPrefix(w.body(), "retry: 3000\n\nid: 1\nevent: stream_start\ndata: {\"v\":1,\"type\":\"stream_start\",\"session\":\"s1\",\"data\":{\"lastEventId\":\"1\",\"epoch\":\"E1\"}}\n\n: heartbeat\n\nid: 2\n"), w.body())
 	})
 }
 
 func TestHandlerHeartbeatOptions(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		b := newBus(t, eventbus.Options{})
+		b := newBus(t, eventbus.Options{Epoch: "E1"})
 		publish(t, b, "s1", "a", nil)
-		h := newHandler(t, b, sse.HandlerOptions{Heartbeat: time.Second, Retry: -1})
+		h := newHandler(t, b, sse.HandlerOptions{Heartbeat: time.Second, Retry: -1, PlainIDs: true})
 		w := newRecorder()
 		ctx, cancel := context.WithCancel(t.Context())
 		r := httptest.NewRequestWithContext(ctx, http.MethodGet, "/session/s1/events?replay=0", nil)
@@ -76,7 +76,7 @@ func TestHandlerHeartbeatOptions(t *testing.T) {
 		go func() { defer close(done); h.ServeHTTP(w, r) }()
 		time.Sleep(3500 * time.Millisecond)
 		synctest.Wait()
-		assert.Equal(t, ": heartbeat\n\n: heartbeat\n\n: heartbeat\n\n", w.body(), "no retry line, 1 s heartbeats")
+		assert.Equal(t, "id: 1\nevent: stream_start\ndata: {\"v\":1,\"type\":\"stream_start\",\"session\":\"s1\",\"data\":{\"lastEventId\":\"1\",\"epoch\":\"E1\"}}\n\n: heartbeat\n\n: heartbeat\n\n: heartbeat\n\n", w.body(), "no retry line, the stream_start frame, 1 s heartbeats")
 		require.Equal(t, http.StatusOK, w.code())
 		cancel()
 		<-done

@@ -188,3 +188,19 @@ func seq(from, to uint64) []uint64 {
 	}
 	return out
 }
+
+// cutParam returns the name of the last parameter of a raw query.
+func cutParam(q string) (name, value string, ok bool) {
+	for i := len(q) - 1; i >= 0; i-- {
+		if q[i] == '&' {
+			q = q[i+1:]
+			break
+		}
+	}
+	for i := 0; i < len(q); i++ {
+		if q[i] == '=' {
+			return q[:i], q[i+1:], true
+		}
+	}
+	return q, "", false
+}

@@ -69,14 +69,14 @@ func pinnedByStuckClient(t *testing.T, connContext func(context.Context, net.Con
 	require.Eventually(t, func() bool { return b.Stats().Subscribers == 1 }, 5*time.Second, time.Millisecond)
 
 	payload := strings.Repeat("x", 32<<10)
-	deadline := time.Now().Add(20 * time.Second)
-	for h.Stats().WriteErrors == 0 {
-		require.True(t, time.Now().Before(deadline), "the stream never hit its write deadline")
+	// Publish until the stream hits its write deadline (checked every 2 ms).
+	require.Eventually(t, func() bool {
 		for range 8 {
-			publish(t, b, "s1", "big", payload)
+			_, err := b.Publish("s1", "big", payload)
+			assert.NoError(t, err)
 		}
-		time.Sleep(2 * time.Millisecond)
-	}
+		return h.Stats().WriteErrors > 0
+	}, 20*time.Second, 2*time.Millisecond, "the stream never hit its write deadline")
 	waitIdle(t, h, b)
 	return written.Load()
 }

@@ -2,7 +2,10 @@
 // Go, on github.com/coder/websocket: [Handler] is the endpoint
 // GET /session/{id}/ws, mounted beside the SSE handler with the same query
 // parameters, validation, Authorize hook and JSON error answers; [Client] /
-// [Stream] is a resuming client with the SSE client's behaviour. The
+// [Stream] is a resuming client with the SSE client's behaviour. Both sides
+// stand on the resume package (adapters/resume): request parsing, the
+// cursor grammar, the error answers, the envelope and the client loop are
+// the same code as the SSE adapter's. The
 // protocol follows OpenClaw's gateway (server-broadcast.ts): a slow socket
 // is closed with 1008 "slow consumer" after a bounded grace, and targeted
 // frames ([eventbus.Bus.SendTo]) reach one connection only.
@@ -17,7 +20,8 @@
 // # Before the upgrade
 //
 // The query parameters are the SSE endpoint's, validated by the same code
-// (sse.ParseRequestWith, with HandlerOptions.Query): scope, replay (0/1),
+// (resume.ParseRequest, with HandlerOptions.Query): scope, replay (0/1; a
+// cursor wins over 0),
 // maxQueued (16–2048), lastEventId / last_event_id ("<seq>" or
 // "<epoch>-<seq>"), events (typed/message, accepted for parity), and the
 // Last-Event-ID and X-Event-Epoch headers for clients that can send them; a
@@ -42,12 +46,14 @@
 //	{"v":1,"id":42,"epoch":"9f2c…","type":"tool_call","session":"s1","data":{…},"replay":true,"origin":"tab-7"}
 //
 // "id" and "epoch" only on real events (synthetic and targeted frames have
-// neither and never move a cursor), "data" when there is a payload,
+// neither and never move a cursor; HandlerOptions.PlainIDs leaves "epoch"
+// out), "data" when there is a payload,
 // "replay" only when true, "origin" only when set. The synthetic frames are
 // the SSE ones (state_resync_required, replay_complete,
 // slow_client_warning, client_evicted) plus "pong", the answer to a ping
-// message. A frame without id whose type is none of these is a targeted
-// frame.
+// message, and "stream_start" (resume.TypeStreamStart), the first frame of
+// a live-only stream, naming where it starts. A frame without id whose type
+// is none of these is a targeted frame.
 //
 // # Resume
 //
@@ -71,7 +77,7 @@
 //
 // # Close codes
 //
-//	1000  the session was closed, after its session_closed event
+//	1000  the session was closed, after its live session_closed event
 //	1001  the handler (Close/Shutdown) or the bus is shutting down
 //	1003  a binary client message
 //	1008  "slow consumer" after client_evicted; or an invalid client message (reason names it)

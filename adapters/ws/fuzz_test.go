@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/adapters/sse"
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/ws"
 	"github.com/replaybus/replaybus/eventbus"
 )
@@ -46,7 +46,7 @@ func FuzzParseClientMessage(f *testing.F) {
 			if m.Resume.Cursor == nil {
 				return
 			}
-			require.LessOrEqual(t, m.Resume.Cursor.ID, uint64(sse.MaxID))
+			require.LessOrEqual(t, m.Resume.Cursor.ID, uint64(resume.MaxID))
 			if m.Resume.Cursor.Epoch != "" {
 				require.Equal(t, m.Resume.Cursor.Epoch, m.Resume.Epoch)
 			}
@@ -64,7 +64,7 @@ func FuzzParseClientMessage(f *testing.F) {
 // FuzzUpgradeParams drives the handler's validation with arbitrary query
 // values and headers: a bad value is a 400 whose JSON names a code and
 // stays short; a good one gets as far as the handshake check (426, nothing
-// subscribed) exactly when sse.ParseRequest accepts it too.
+// subscribed) exactly when resume.ParseRequest accepts it too.
 func FuzzUpgradeParams(f *testing.F) {
 	for _, s := range [][5]string{
 		{"descendants", "1", "16", "42", ""}, {"galaxy", "", "", "", ""}, {"", "2", "", "", ""},
@@ -90,12 +90,12 @@ func FuzzUpgradeParams(f *testing.F) {
 		}
 		r := httptest.NewRequest(http.MethodGet, "/session/s1/ws?"+q.Encode(), nil)
 		if epoch != "" && !strings.ContainsAny(epoch, "\r\n\x00") {
-			r.Header.Set(sse.HeaderEpoch, epoch)
+			r.Header.Set(resume.HeaderEpoch, epoch)
 		}
 		r.SetPathValue("id", "s1")
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
-		_, perr := sse.ParseRequest(r, "s1", bus.Epoch())
+		_, perr := resume.ParseRequest(r, "s1", bus.Epoch(), resume.QueryRules{})
 		if perr == nil {
 			assert.Equal(t, http.StatusUpgradeRequired, w.Code, "valid parameters reach the handshake check: %s", w.Body)
 			return

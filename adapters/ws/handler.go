@@ -3,7 +3,6 @@ package ws
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -14,7 +13,8 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/replaybus/replaybus/adapters/sse"
+	"github.com/replaybus/replaybus/adapters/internal/serve"
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
@@ -60,10 +60,6 @@ const ReasonSlowConsumer = "slow consumer"
 // message; its data is the ping's value.
 const TypePong = "pong"
 
-// StatusError is the JSON error answer given before upgrading; the same type
-// (and codes) as the SSE handler's.
-type StatusError = sse.StatusError
-
 // HandlerOptions configure a [Handler]. The zero value is valid: PathValue
 // session ids, no authorization, same-origin upgrades only, resume wait 1 s,
 // ping every 15 s, write timeout 10 s, close grace 1 s, client messages up
@@ -73,7 +69,7 @@ type HandlerOptions struct {
 	// sse.HandlerOptions.
 	SessionID func(r *http.Request) string
 	// Authorize is called after validation and before anything is
-	// subscribed; an error answers 403 forbidden (or the *StatusError it
+	// subscribed; an error answers 403 forbidden (or the *resume.StatusError it
 	// is or wraps) before the upgrade. As on sse.HandlerOptions.
 	Authorize func(r *http.Request, sessionID string, sc scope.Kind) error
 	// Configure may adjust the subscribe options derived from the request
@@ -86,11 +82,16 @@ type HandlerOptions struct {
 	// replay_complete). The subscription ends with the connection; watch
 	// sub.Done() rather than keep it.
 	OnSubscribe func(r *http.Request, sub *eventbus.Subscription)
+	// OverflowPolicy is the overflow policy of each connection's
+	// subscription (Configure may still change it). Empty means the bus's
+	// Options.OverflowPolicy when that is set, else drop_subscriber (the
+	// client resumes by itself), as on sse.HandlerOptions.
+	OverflowPolicy eventbus.OverflowPolicy
 	// Query says what to do with query parameters the endpoint does not
 	// read, as on sse.HandlerOptions: by default only look-alikes of known
 	// names (?lastEventID=) are refused; Query.Strict refuses every unknown
-	// one but those in Query.Allow. See [sse.QueryRules].
-	Query sse.QueryRules
+	// one but those in Query.Allow. See [resume.QueryRules].
+	Query resume.QueryRules
 	// Accept are the coder/websocket accept options: OriginPatterns to allow
 	// cross-origin pages (by default only the request's own host may
 	// connect), compression, subprotocols. Nil: the defaults.
@@ -116,6 +117,12 @@ type HandlerOptions struct {
 	// ReadLimit is the largest client message accepted, in bytes; a larger
 	// one closes with 1009. Zero means MaxClientMessageBytes (4 KiB).
 	ReadLimit int64
+	// PlainIDs leaves the "epoch" field out of the frames and writes the
+	// [resume.TypeStreamStart] cursor as a plain "<seq>": AgentPool's wire form,
+	// where an id is only a number. False (the default) sends the epoch with
+	// every id, so that a client resumes with both and a server restart is
+	// an epoch_reset, never a silent resume in the new history.
+	PlainIDs bool
 	// Logger receives a debug record per connection end (with its close
 	// code) and a warning per eviction. Nil: no logging.
 	Logger *slog.Logger
@@ -139,11 +146,8 @@ type Handler struct {
 	resumeWait, ping, wt, grace time.Duration
 	readLimit                   int64
 
-	mu      sync.Mutex
-	closed  bool
-	nextID  uint64
-	streams map[uint64]context.CancelFunc
-	idle    chan struct{}
+	hooks   serve.Hooks
+	streams *serve.Registry[context.CancelFunc]
 
 	started, rejected, frames, evicted, protocolErrors, writeErrors, pongs atomic.Uint64
 }
@@ -158,10 +162,12 @@ func NewHandler(bus *eventbus.Bus, o HandlerOptions) (*Handler, error) {
 	if err := checkOriginPatterns(o.Accept); err != nil {
 		return nil, err
 	}
-	h := &Handler{bus: bus, o: o, streams: make(map[uint64]context.CancelFunc), idle: make(chan struct{})}
-	h.resumeWait = durationOr(o.ResumeWait, DefaultResumeWait)
-	h.ping = durationOr(o.PingInterval, DefaultPingInterval)
-	h.wt = durationOr(o.WriteTimeout, DefaultWriteTimeout)
+	h := &Handler{bus: bus, o: o, streams: serve.NewRegistry(func(cancel context.CancelFunc) { cancel() })}
+	h.hooks = serve.Hooks{SessionID: o.SessionID, Authorize: o.Authorize, Configure: o.Configure, Query: o.Query,
+		OverflowPolicy: o.OverflowPolicy}
+	h.resumeWait = serve.DurationOr(o.ResumeWait, DefaultResumeWait)
+	h.ping = serve.DurationOr(o.PingInterval, DefaultPingInterval)
+	h.wt = serve.DurationOr(o.WriteTimeout, DefaultWriteTimeout)
 	h.grace = o.CloseGrace
 	if h.grace <= 0 {
 		h.grace = DefaultCloseGrace
@@ -171,16 +177,6 @@ func NewHandler(bus *eventbus.Bus, o HandlerOptions) (*Handler, error) {
 		h.readLimit = MaxClientMessageBytes
 	}
 	return h, nil
-}
-
-func durationOr(d, def time.Duration) time.Duration {
-	switch {
-	case d == 0:
-		return def
-	case d < 0:
-		return 0
-	}
-	return d
 }
 
 // Stats are a Handler's counters; see [Handler.Stats].
@@ -197,10 +193,7 @@ type Stats struct {
 
 // Stats returns the handler's counters. Safe for concurrent use.
 func (h *Handler) Stats() Stats {
-	h.mu.Lock()
-	active := len(h.streams)
-	h.mu.Unlock()
-	return Stats{Active: active, Started: h.started.Load(), Rejected: h.rejected.Load(), Frames: h.frames.Load(),
+	return Stats{Active: h.streams.Each(nil), Started: h.started.Load(), Rejected: h.rejected.Load(), Frames: h.frames.Load(),
 		Evicted: h.evicted.Load(), ProtocolErrors: h.protocolErrors.Load(), WriteErrors: h.writeErrors.Load(),
 		Pongs: h.pongs.Load()}
 }
@@ -211,18 +204,7 @@ func (h *Handler) Stats() Stats {
 // Connections are hijacked, so http.Server.Shutdown does not see them:
 // register Close with http.Server.RegisterOnShutdown. Idempotent; nil.
 func (h *Handler) Close() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return nil
-	}
-	h.closed = true
-	for _, cancel := range h.streams {
-		cancel()
-	}
-	if len(h.streams) == 0 {
-		close(h.idle)
-	}
+	h.streams.Close()
 	return nil
 }
 
@@ -230,47 +212,12 @@ func (h *Handler) Close() error {
 // ended, or until ctx ends (then it returns ctx's error).
 func (h *Handler) Shutdown(ctx context.Context) error {
 	_ = h.Close()
-	select {
-	case <-h.idle:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return h.streams.Wait(ctx)
 }
 
-func (h *Handler) isClosed() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.closed
-}
-
-func (h *Handler) register(cancel context.CancelFunc) (uint64, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return 0, false
-	}
-	h.nextID++
-	h.streams[h.nextID] = cancel
-	return h.nextID, true
-}
-
-func (h *Handler) unregister(id uint64) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	delete(h.streams, id)
-	if h.closed && len(h.streams) == 0 {
-		select {
-		case <-h.idle:
-		default:
-			close(h.idle)
-		}
-	}
-}
-
-func (h *Handler) reject(w http.ResponseWriter, e *StatusError) {
+func (h *Handler) reject(w http.ResponseWriter, e *resume.StatusError) {
 	h.rejected.Add(1)
-	sse.WriteError(w, e)
+	e.Answer(w)
 }
 
 // ServeHTTP validates the request as the SSE handler does, then the
@@ -279,61 +226,27 @@ func (h *Handler) reject(w http.ResponseWriter, e *StatusError) {
 // upgrades, settles the resume, and writes frames until the connection
 // ends; see the package documentation for the close codes.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set(sse.HeaderEpoch, h.bus.Epoch())
-	if r.Method != http.MethodGet {
-		h.reject(w, &StatusError{Status: http.StatusMethodNotAllowed, Code: sse.CodeMethodNotAllowed,
-			Message: fmt.Sprintf("method %s not allowed (want GET)", r.Method)})
-		return
-	}
-	var sessionID string
-	if h.o.SessionID != nil {
-		sessionID = h.o.SessionID(r)
-	} else {
-		sessionID = r.PathValue("id")
-	}
-	opts, serr := sse.ParseRequestWith(r, sessionID, h.bus.Epoch(), h.o.Query)
-	if serr == nil {
-		_, serr = sse.ParseEvents(r.URL.Query().Get("events")) // accepted for parity; every frame is one message
-	}
+	// The handshake (upgrade headers, version, key, origin) is checked
+	// after the query, by coder/websocket's rules, so that its refusals
+	// are JSON like every other and a foreign page reaches neither
+	// Authorize nor the bus. ?events= is accepted for parity: every frame
+	// is one message either way.
+	adm, serr := serve.Admit(w, r, h.bus, h.hooks, func() *resume.StatusError { return checkHandshake(w, r, h.o.Accept) })
 	if serr != nil {
 		h.reject(w, serr)
 		return
 	}
-	// The handshake (upgrade headers, version, key, origin) is checked
-	// here, by coder/websocket's rules, so that its refusals are JSON like
-	// every other and a foreign page reaches neither Authorize nor the bus.
-	if serr := checkHandshake(w, r, h.o.Accept); serr != nil {
-		h.reject(w, serr)
-		return
-	}
-	if h.bus.Options().OverflowPolicy == "" {
-		// The default rule of eventbus.Options.OverflowPolicy, as for SSE:
-		// the client resumes by itself, so evict rather than drop.
-		opts.Policy = eventbus.DropSubscriber
-	}
-	if h.o.Authorize != nil {
-		if err := h.o.Authorize(r, sessionID, opts.Scope); err != nil {
-			var se *StatusError
-			if !errors.As(err, &se) {
-				se = &StatusError{Status: http.StatusForbidden, Code: sse.CodeForbidden, Message: err.Error()}
-			}
-			h.reject(w, se)
-			return
-		}
-	}
-	if h.o.Configure != nil {
-		h.o.Configure(r, &opts)
-	}
+	sessionID, opts := adm.Session, adm.Options
 
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	id, ok := h.register(cancel)
+	id, ok := h.streams.Add(cancel)
 	if !ok {
-		h.reject(w, &StatusError{Status: http.StatusServiceUnavailable, Code: sse.CodeUnavailable,
+		h.reject(w, &resume.StatusError{Status: http.StatusServiceUnavailable, Code: resume.CodeUnavailable,
 			Message: "ws: handler closed", RetryAfter: 5 * time.Second})
 		return
 	}
-	defer h.unregister(id)
+	defer h.streams.Remove(id, nil)
 
 	// Subscribe before upgrading, so that 404/410/429 are HTTP answers and
 	// the slot is held. When a resume message may still come, this is a
@@ -344,12 +257,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if await {
 		first.NoReplay = true
 	}
+	// Where a live-only stream starts: the newest id before the
+	// subscription (see resume.TypeStreamStart).
+	start := h.bus.LastEventID()
 	sub, err := h.bus.Subscribe(ctx, sessionID, first)
 	if err != nil {
 		if ctx.Err() != nil {
 			return
 		}
-		h.reject(w, sse.StatusFor(err, sessionID))
+		h.reject(w, resume.StatusFor(err, sessionID))
 		return
 	}
 	defer func() { sub.Close() }()
@@ -371,11 +287,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer cn.finish()
 	go cn.readLoop()
 
+	live := opts.NoReplay && opts.Cursor == nil
 	if await {
-		var ok bool
-		if sub, ok = cn.awaitResume(sub, opts); !ok {
+		var ok, replaced bool
+		if sub, replaced, ok = cn.awaitResume(sub, opts); !ok {
 			return
 		}
+		live = !replaced && opts.NoReplay
+	}
+	if live && !cn.writeStart(start) {
+		cn.h.writeErrors.Add(1)
+		return
 	}
 	if h.o.OnSubscribe != nil {
 		h.o.OnSubscribe(r, sub)
@@ -484,10 +406,32 @@ func (cn *conn) finish() {
 	}
 }
 
+// writeStart writes the resume.TypeStreamStart frame of a live-only stream;
+// false when the write failed.
+func (cn *conn) writeStart(start uint64) bool {
+	epoch, idEpoch := cn.h.bus.Epoch(), cn.h.bus.Epoch()
+	if cn.h.o.PlainIDs {
+		idEpoch = ""
+	}
+	b := resume.AppendEnvelope(nil, resume.StartEvent(cn.sessionID, resume.FormatID(start, idEpoch), epoch), "")
+	ctx, cancel := context.Background(), context.CancelFunc(func() {})
+	if cn.h.wt > 0 {
+		ctx, cancel = context.WithTimeout(ctx, cn.h.wt)
+	}
+	defer cancel()
+	if err := cn.c.Write(ctx, websocket.MessageText, b); err != nil {
+		cn.abort()
+		return false
+	}
+	cn.h.frames.Add(1)
+	return true
+}
+
 // awaitResume waits for the first client message (or ResumeWait) and
-// returns the subscription to stream: sub, or a new one made from the
-// resume message's cursor. ok is false when the connection has ended.
-func (cn *conn) awaitResume(sub *eventbus.Subscription, opts eventbus.SubscribeOptions) (*eventbus.Subscription, bool) {
+// returns the subscription to stream: sub, or (replaced) a new one made
+// from the resume message's cursor or the URL's replay. ok is false when
+// the connection has ended.
+func (cn *conn) awaitResume(sub *eventbus.Subscription, opts eventbus.SubscribeOptions) (_ *eventbus.Subscription, replaced, ok bool) {
 	t := time.NewTimer(cn.h.resumeWait)
 	defer t.Stop()
 	var m ClientMessage
@@ -503,16 +447,16 @@ func (cn *conn) awaitResume(sub *eventbus.Subscription, opts eventbus.SubscribeO
 		}
 	case <-cn.ctx.Done():
 		cn.closeEnded(nil)
-		return sub, false
+		return sub, false, false
 	}
 	switch {
 	case m.Resume != nil && m.Resume.Cursor != nil:
 		opts.Cursor, opts.NoReplay = &eventbus.Position{ID: m.Resume.Cursor.ID}, false
 		if m.Resume.Epoch != "" {
-			opts.Cursor.Epoch = sse.BusEpoch(m.Resume.Epoch, cn.h.bus.Epoch())
+			opts.Cursor.Epoch = resume.BusEpoch(m.Resume.Epoch, cn.h.bus.Epoch())
 		}
 	case opts.NoReplay:
-		return sub, true // the placeholder is what the URL asked for
+		return sub, false, true // the placeholder is what the URL asked for
 	}
 	// Replaced: what the placeholder queued meanwhile is in the replay
 	// buffer, and the new subscription replays it.
@@ -521,20 +465,20 @@ func (cn *conn) awaitResume(sub *eventbus.Subscription, opts eventbus.SubscribeO
 	if err != nil {
 		code, reason := closeFor(err)
 		cn.closeWith(code, reason)
-		return sub, false
+		return sub, false, false
 	}
-	return ns, true
+	return ns, true, true
 }
 
 // closeFor maps a Subscribe error after the upgrade to a close code.
 func closeFor(err error) (websocket.StatusCode, string) {
 	switch {
 	case errors.Is(err, eventbus.ErrSubscriberLimit):
-		return CloseTryAgainLater, sse.CodeSubscriberLimit
+		return CloseTryAgainLater, resume.CodeSubscriberLimit
 	case errors.Is(err, eventbus.ErrSessionClosed):
-		return CloseNormal, sse.CodeSessionClosed
+		return CloseNormal, resume.CodeSessionClosed
 	case errors.Is(err, eventbus.ErrSessionNotFound):
-		return ClosePolicyViolation, sse.CodeSessionNotFound
+		return ClosePolicyViolation, resume.CodeSessionNotFound
 	case errors.Is(err, eventbus.ErrClosed):
 		return CloseGoingAway, "server shutting down"
 	case errors.Is(err, eventbus.ErrInvalid):
@@ -550,7 +494,10 @@ const maxBatch = 64
 // connection ends, then closes with the code the end calls for. Frames that
 // are ready together go out with one flush (corkConn), up to maxBatch.
 func (cn *conn) writeLoop(sub *eventbus.Subscription) {
-	w := frameWriter{cn: cn, sub: sub, epoch: cn.h.bus.Epoch(), done: sub.Done(), buf: make([]byte, 0, 1024)}
+	w := frameWriter{cn: cn, sub: sub, done: sub.Done(), buf: make([]byte, 0, 1024)}
+	if !cn.h.o.PlainIDs {
+		w.epoch = cn.h.bus.Epoch()
+	}
 	for {
 		ev, err := sub.Next(cn.ctx)
 		if err != nil {
@@ -567,7 +514,7 @@ func (cn *conn) writeLoop(sub *eventbus.Subscription) {
 			ok = w.write(ev)
 		}
 		if err := cn.cork.uncork(); err != nil || !ok {
-			if cn.ctx.Err() == nil || cn.h.isClosed() {
+			if cn.ctx.Err() == nil || cn.h.streams.Closed() {
 				cn.h.writeErrors.Add(1)
 			}
 			cn.abort()
@@ -602,7 +549,7 @@ func (w *frameWriter) write(ev eventbus.Event) bool {
 		}
 	default:
 	}
-	w.buf = sse.AppendEnvelope(w.buf[:0], ev, w.epoch)
+	w.buf = resume.AppendEnvelope(w.buf[:0], ev, w.epoch)
 	// No context deadline: the bytes go to the cork, and every socket
 	// write has its deadline there (a context would cost a timer per frame).
 	if err := w.cn.c.Write(context.Background(), websocket.MessageText, w.buf); err != nil {
@@ -623,7 +570,7 @@ func (cn *conn) closeEnded(err error) {
 		cn.closeWith(ClosePolicyViolation, ReasonSlowConsumer)
 	case errors.Is(err, eventbus.ErrSessionClosed):
 		cn.closeWith(CloseNormal, "session closed")
-	case errors.Is(err, eventbus.ErrClosed) || cn.h.isClosed():
+	case errors.Is(err, eventbus.ErrClosed) || cn.h.streams.Closed():
 		cn.closeWith(CloseGoingAway, "server shutting down")
 	default:
 		// The reader ended (the peer closed, or a protocol error was
@@ -697,7 +644,7 @@ func (cn *conn) readLoop() {
 
 // pong answers a ping message with a pong frame.
 func (cn *conn) pong(v []byte) error {
-	b := sse.AppendEnvelope(nil, eventbus.Event{Type: TypePong, Session: cn.sessionID, Data: v}, "")
+	b := resume.AppendEnvelope(nil, eventbus.Event{Type: TypePong, Session: cn.sessionID, Data: v}, "")
 	ctx, cancel := context.Background(), context.CancelFunc(func() {})
 	if cn.h.wt > 0 {
 		ctx, cancel = context.WithTimeout(ctx, cn.h.wt)

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/adapters/sse"
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/ws"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
@@ -63,14 +63,14 @@ func TestErrorsBeforeUpgrade(t *testing.T) {
 		status  int
 		code    string
 	}{
-		{"s1", "scope=galaxy", 400, sse.CodeInvalidScope},
-		{"s1", "maxQueued=9", 400, sse.CodeInvalidMaxQueued},
-		{"s1", "replay=2", 400, sse.CodeInvalidReplay},
-		{"s1", "lastEventId=-1", 400, sse.CodeInvalidLastEventID},
-		{"s1", "events=none", 400, sse.CodeInvalidEvents},
-		{"secret", "", 403, sse.CodeForbidden},
-		{"nope", "", 404, sse.CodeSessionNotFound},
-		{"gone", "", 410, sse.CodeSessionClosed},
+		{"s1", "scope=galaxy", 400, resume.CodeInvalidScope},
+		{"s1", "maxQueued=9", 400, resume.CodeInvalidMaxQueued},
+		{"s1", "replay=2", 400, resume.CodeInvalidReplay},
+		{"s1", "lastEventId=-1", 400, resume.CodeInvalidLastEventID},
+		{"s1", "events=none", 400, resume.CodeInvalidEvents},
+		{"secret", "", 403, resume.CodeForbidden},
+		{"nope", "", 404, resume.CodeSessionNotFound},
+		{"gone", "", 410, resume.CodeSessionClosed},
 	}
 	for _, tc := range cases {
 		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
@@ -99,57 +99,6 @@ func TestErrorsBeforeUpgrade(t *testing.T) {
 	assert.Equal(t, http.StatusUpgradeRequired, r.StatusCode)
 	assert.Equal(t, 1, s.bus.SubscriberCounts()["s1"])
 	assert.EqualValues(t, 10, s.h.Stats().Rejected)
-}
-
-// TestResumeMessage: the first message carries the cursor; the targeted
-// hello from OnSubscribe arrives after replay_complete, without id.
-func TestResumeMessage(t *testing.T) {
-	var s *server
-	s = newServer(t, eventbus.Options{}, ws.HandlerOptions{
-		OnSubscribe: func(r *http.Request, sub *eventbus.Subscription) {
-			assert.NoError(t, s.bus.SendTo("hello", map[string]uint64{"subscriber": sub.ID()}, sub))
-		},
-	})
-	publish(t, s.bus, "s1", 5)
-	c := dial(t, s.url("s1", ""))
-	send(t, c, `{"resume":{"lastEventId":"3","epoch":"`+s.bus.Epoch()+`"}}`)
-	var shape []string
-	for range 4 {
-		ev := read(t, c)
-		shape = append(shape, ev.Type+":"+sse.FormatID(ev.ID, ""))
-	}
-	assert.Equal(t, []string{"msg:4", "msg:5", "replay_complete:0", "hello:0"}, shape)
-
-	// A restarted server's client: another epoch → epoch_reset, whole buffer.
-	c2 := dial(t, s.url("s1", ""))
-	send(t, c2, `{"resume":{"lastEventId":"old_epoch-3"}}`)
-	ev := read(t, c2)
-	assert.Equal(t, frame.TypeStateResyncRequired, ev.Type)
-	assert.Contains(t, string(ev.Data), frame.ReasonEpochReset)
-	assert.EqualValues(t, 1, read(t, c2).ID)
-
-	// A foreign epoch (a UUID) is another incarnation's: epoch_reset.
-	c4 := dial(t, s.url("s1", ""))
-	send(t, c4, `{"resume":{"lastEventId":3,"epoch":"123e4567-e89b-12d3-a456-426614174000"}}`)
-	ev = read(t, c4)
-	assert.Equal(t, frame.TypeStateResyncRequired, ev.Type)
-	assert.Contains(t, string(ev.Data), frame.ReasonEpochReset)
-
-	// No message at all: after ResumeWait the stream starts as the URL
-	// says — the whole buffer, and what was published during the wait.
-	c5 := dial(t, s.url("s1", ""))
-	publish(t, s.bus, "s1", 1)
-	for want := uint64(1); want <= 6; want++ {
-		assert.Equal(t, want, read(t, c5).ID)
-	}
-
-	// {"resume":{}}: start now, as the URL says (whole buffer).
-	c3 := dial(t, s.url("s1", ""))
-	start := time.Now()
-	send(t, c3, `{"resume":{}}`)
-	ev = read(t, c3)
-	assert.EqualValues(t, 1, ev.ID)
-	assert.Less(t, time.Since(start), ws.DefaultResumeWait/2, "no wait after an empty resume")
 }
 
 // TestPingMessage: {"ping": v} → pong frame with v.

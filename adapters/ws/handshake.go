@@ -6,16 +6,17 @@ import (
 	"net/http"
 	"net/url"
 	"path"
-	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/coder/websocket"
+
+	"github.com/replaybus/replaybus/adapters/resume"
+	"github.com/replaybus/replaybus/internal/textutil"
 )
 
 // Error codes of the JSON refusals the handler gives to a request that is
 // not an acceptable WebSocket handshake, before anything is subscribed
-// (the other codes are the SSE endpoint's, see sse.CodeInvalidScope and
+// (the other codes are the SSE endpoint's, see resume.CodeInvalidScope and
 // its siblings).
 const (
 	// CodeUpgradeRequired answers 426 (with Upgrade: websocket over
@@ -40,9 +41,9 @@ const (
 // project's JSON answer, given before anything is subscribed, and Accept,
 // called later on the same request, finds nothing to refuse. It returns
 // the refusal, with any headers it needs set on w, or nil.
-func checkHandshake(w http.ResponseWriter, r *http.Request, ao *websocket.AcceptOptions) *StatusError {
-	bad := func(status int, code, format string, args ...any) *StatusError {
-		return &StatusError{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+func checkHandshake(w http.ResponseWriter, r *http.Request, ao *websocket.AcceptOptions) *resume.StatusError {
+	bad := func(status int, code, format string, args ...any) *resume.StatusError {
+		return &resume.StatusError{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
 	}
 	switch {
 	case r.ProtoMajor >= 2:
@@ -128,14 +129,4 @@ func checkOriginPatterns(ao *websocket.AcceptOptions) error {
 }
 
 // quote quotes s for an answer, cut to 64 bytes at a rune boundary.
-func quote(s string) string {
-	const limit = 64
-	if len(s) <= limit {
-		return strconv.Quote(s)
-	}
-	cut := limit
-	for cut > limit-utf8.UTFMax && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%s…(%d bytes)", strconv.Quote(s[:cut]), len(s))
-}
+func quote(s string) string { return textutil.Quote(s, 64) }

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replaybus/replaybus/adapters/sse"
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/ws"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/scope"
@@ -140,7 +140,7 @@ func TestMisspelledQueryParameterOverWebSocket(t *testing.T) {
 	publish(t, s.bus, "s1", 3)
 	status, _, code, msg := handshake(t, s, "lastEventID=1", nil)
 	assert.Equal(t, http.StatusBadRequest, status)
-	assert.Equal(t, sse.CodeUnknownParameter, code)
+	assert.Equal(t, resume.CodeUnknownParameter, code)
 	assert.Contains(t, msg, "did you mean lastEventId?")
 
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
@@ -150,11 +150,11 @@ func TestMisspelledQueryParameterOverWebSocket(t *testing.T) {
 	assert.Equal(t, uint64(2), read(t, c).ID)
 	_ = c.CloseNow()
 
-	strict := newServer(t, eventbus.Options{}, ws.HandlerOptions{Query: sse.QueryRules{Strict: true}})
+	strict := newServer(t, eventbus.Options{}, ws.HandlerOptions{Query: resume.QueryRules{Strict: true}})
 	require.NoError(t, strict.bus.CreateSession("s1", ""))
 	status, _, code, msg = handshake(t, strict, "token=abc", nil)
 	assert.Equal(t, http.StatusBadRequest, status)
-	assert.Equal(t, sse.CodeUnknownParameter, code)
+	assert.Equal(t, resume.CodeUnknownParameter, code)
 	assert.Contains(t, msg, `"token"`)
 	assert.Zero(t, strict.bus.Stats().Subscribers)
 }

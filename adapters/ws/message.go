@@ -7,8 +7,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/replaybus/replaybus/adapters/sse"
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/internal/textutil"
 )
 
 // MaxClientMessageBytes is the default bound on one client message
@@ -58,8 +59,8 @@ func msgErr(format string, args ...any) error {
 // ParseClientMessage parses one client text message strictly: a JSON object
 // with exactly one member, "resume" or "ping". A resume's value is null or
 // an object with only "lastEventId" (string, integer or null; the cursor
-// rules of [sse.ParseCursor]: decimal digits up to 2^53−1, or
-// "<epoch>-<seq>") and "epoch" (string or null, [sse.ParseEpoch]); an
+// rules of [resume.ParseCursor]: decimal digits up to 2^53−1, or
+// "<epoch>-<seq>") and "epoch" (string or null, [resume.ParseEpoch]); an
 // epoch-qualified lastEventId and an "epoch" that disagree are an error.
 // Anything else — not JSON, not an object, trailing data, another or a
 // second member, an unknown field, a fraction, a sign — is a
@@ -163,9 +164,9 @@ func parseResume(v json.RawMessage) (Resume, error) {
 			if err != nil {
 				return r, err
 			}
-			c, err := sse.ParseCursor(s)
+			c, err := resume.ParseCursor(s)
 			if err != nil {
-				return r, msgErr("resume: lastEventId %s: %s", quoteCut(s), err.(*sse.CursorError).Reason)
+				return r, msgErr("resume: lastEventId %s: %s", quoteCut(s), err.(*resume.CursorError).Reason)
 			}
 			r.Cursor = c
 		case "epoch":
@@ -176,9 +177,9 @@ func parseResume(v json.RawMessage) (Resume, error) {
 			if err := json.Unmarshal(f.value, &s); err != nil {
 				return r, msgErr("resume: epoch must be a string, got %s", quoteCut(string(f.value)))
 			}
-			e, err := sse.ParseEpoch(s)
+			e, err := resume.ParseEpoch(s)
 			if err != nil {
-				return r, msgErr("resume: epoch %s: %s", quoteCut(s), err.(*sse.EpochError).Reason)
+				return r, msgErr("resume: epoch %s: %s", quoteCut(s), err.(*resume.EpochError).Reason)
 			}
 			r.Epoch = e
 		default:
@@ -212,15 +213,9 @@ func cursorText(v json.RawMessage) (string, error) {
 	return "", msgErr("resume: lastEventId must be a string or a non-negative integer, got %s", quoteCut(string(v)))
 }
 
-// quoteCut quotes s with %q, cut to 48 bytes, so that a reason names the
-// bad value and still fits a close frame.
-func quoteCut(s string) string {
-	const limit = 48
-	if len(s) <= limit {
-		return fmt.Sprintf("%q", s)
-	}
-	return fmt.Sprintf("%q…", s[:limit])
-}
+// quoteCut quotes s, cut to 48 bytes at a rune boundary (textutil.Quote),
+// so that a reason names the bad value and still fits a close frame.
+func quoteCut(s string) string { return textutil.Quote(s, 48) }
 
 // closeReason cuts s to the 123 bytes a close frame's reason may hold,
 // at a UTF-8 boundary.

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/ws"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
@@ -96,10 +97,11 @@ func TestStalledSocketEvicted(t *testing.T) {
 	payload := map[string]string{"text": strings.Repeat("x", 1024)}
 	pub := func(n int) {
 		for i := range n {
-			_, err := s.bus.Publish("s1", "chunk", payload)
+			ev, err := s.bus.Publish("s1", "chunk", payload)
 			require.NoError(t, err)
-			if i%32 == 31 {
-				time.Sleep(time.Millisecond) // the healthy reader keeps up
+			if i%32 == 31 { // the healthy reader keeps up: it has read everything so far
+				require.Eventually(t, func() bool { return got.Load() >= ev.ID }, waitFor, 100*time.Microsecond,
+					"the healthy client fell behind: %v", healthyErr)
 			}
 		}
 	}
@@ -132,7 +134,8 @@ func TestStalledSocketEvicted(t *testing.T) {
 	require.NotEmpty(t, evs)
 	assert.Equal(t, frame.TypeClientEvicted, evs[len(evs)-1].Type)
 	var want uint64
-	for _, e := range evs[:len(evs)-1] {
+	require.Equal(t, resume.TypeStreamStart, evs[0].Type, "a live-only stream opens with where it starts")
+	for _, e := range evs[1 : len(evs)-1] {
 		if e.ID == 0 {
 			assert.Equal(t, frame.TypeSlowClientWarning, e.Type)
 			continue
@@ -162,7 +165,7 @@ func TestStalledSocketEvicted(t *testing.T) {
 		"the healthy client keeps receiving (got %d of %d)", got.Load(), last)
 	healthy.Close()
 	<-readerDone
-	assert.ErrorIs(t, healthyErr, ws.ErrStreamClosed)
+	assert.ErrorIs(t, healthyErr, resume.ErrStreamClosed)
 
 	// Memory: 20,000 more 1 KiB events (20 MB); the evicted sockets hold
 	// nothing, the ring holds 64.

@@ -2,10 +2,10 @@ package main
 
 import (
 	"context"
+	"io"
 	"net"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -32,22 +32,9 @@ func TestFlagsOutputOnce(t *testing.T) {
 }
 
 func TestStartupLogPrintsURL(t *testing.T) {
-	var logs syncBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	addrc := make(chan net.Addr, 1)
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"-addr", "127.0.0.1:0"}, &logs, func(a net.Addr) { addrc <- a }) }()
-	var a net.Addr
-	select {
-	case a = <-addrc:
-	case err := <-done:
-		t.Fatalf("run ended early: %v\n%s", err, logs.String())
-	case <-time.After(10 * time.Second):
-		t.Fatal("not listening")
-	}
-	cancel()
-	require.NoError(t, <-done)
-	assert.Contains(t, logs.String(), "url=http://"+a.String()+"/")
+	base, logs, stop := startRun(t)
+	stop()
+	assert.Contains(t, logs.String(), "url="+base+"/")
 
 	for in, want := range map[string]string{
 		":8080": "http://localhost:8080/", "0.0.0.0:80": "http://localhost:80/", "[::]:9": "http://localhost:9/",
@@ -56,5 +43,45 @@ func TestStartupLogPrintsURL(t *testing.T) {
 		addr, err := net.ResolveTCPAddr("tcp", in)
 		require.NoError(t, err)
 		assert.Equal(t, want, pageURL(addr), in)
+	}
+}
+
+// An attacker on the same network: the default -addr was ":8080", so
+// `go run ./examples/agentserver -demo` on a laptop let any host on the LAN
+// publish to, create and close sessions (the server has no
+// authentication). The default is now loopback only; -addr :8080 and PORT
+// (container platforms) still listen on every interface.
+func TestDefaultAddrIsLoopback(t *testing.T) {
+	t.Setenv("PORT", "")
+	f, err := parseFlags(nil, io.Discard)
+	require.NoError(t, err)
+	host, port, err := net.SplitHostPort(f.addr)
+	require.NoError(t, err)
+	assert.True(t, net.ParseIP(host).IsLoopback(), "default host %q", host)
+	assert.Equal(t, "8080", port)
+
+	f, err = parseFlags([]string{"-addr", ":8080"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, ":8080", f.addr, "every interface on request")
+	t.Setenv("PORT", "9999")
+	f, err = parseFlags(nil, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, ":9999", f.addr, "PORT keeps every interface")
+}
+
+// -demo-rate NaN or +Inf made every demo delay zero (each run was
+// published at once), and a zero or negative rate silently meant the
+// default. Each is now a usage error naming the value, before anything
+// listens.
+func TestDemoRateRefusesNonPositiveAndNonFinite(t *testing.T) {
+	t.Setenv("PORT", "")
+	for _, v := range []string{"NaN", "+Inf", "-Inf", "0", "-5", "100001"} {
+		var out syncBuffer
+		err := run(context.Background(), []string{"-addr", "127.0.0.1:0", "-demo", "-demo-rate", v}, &out, nil)
+		if assert.Error(t, err, v) {
+			assert.Equal(t, 2, report(err, &out), v)
+			assert.Contains(t, out.String(), "invalid -demo-rate", v)
+			assert.Contains(t, out.String(), "-demo-rate "+v+" ", "the message names the value")
+		}
 	}
 }

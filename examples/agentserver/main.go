@@ -151,7 +151,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 	defer stopNATS() // after bus.Close
 	defer bus.Close()
 
-	opts := server.Options{Logger: log, SSE: sse.HandlerOptions{EpochIDs: f.epochIDs}, Hello: true}
+	opts := server.Options{Logger: log, SSE: sse.HandlerOptions{PlainIDs: !f.epochIDs}, Hello: true}
 	if f.demo {
 		opts.DefaultSession, opts.DefaultScope, opts.Types = demo.DefaultParent, scope.Descendants, demo.Types
 		// Before listening, so that a browser resuming after a restart

@@ -173,3 +173,36 @@ func TestParseFlags(t *testing.T) {
 		}
 	})
 }
+
+// startRun runs the program with args on a loopback port and returns its
+// base URL once it listens (10 s at most), its logs and a stop function that
+// cancels it and waits (15 s at most) for it to return nil.
+func startRun(t *testing.T, args ...string) (string, *syncBuffer, func()) {
+	t.Helper()
+	logs := &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	addrc := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, append([]string{"-addr", "127.0.0.1:0"}, args...), logs, func(a net.Addr) { addrc <- a.String() })
+	}()
+	select {
+	case a := <-addrc:
+		return "http://" + a, logs, func() {
+			cancel()
+			select {
+			case err := <-done:
+				assert.NoError(t, err)
+			case <-time.After(15 * time.Second):
+				t.Errorf("run did not return\n%s", logs.String())
+			}
+		}
+	case err := <-done:
+		cancel()
+		t.Fatalf("run ended early: %v\n%s", err, logs.String())
+	case <-time.After(10 * time.Second):
+		cancel()
+		t.Fatalf("not listening\n%s", logs.String())
+	}
+	return "", nil, nil
+}

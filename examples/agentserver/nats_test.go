@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"net"
 	"net/http"
 	"regexp"
 	"strings"
@@ -13,35 +12,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// startRun runs the program with args and returns its base URL, its logs
-// and a stop function that cancels it and waits.
-func startRun(t *testing.T, args ...string) (string, *syncBuffer, func()) {
-	t.Helper()
-	logs := &syncBuffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	addrc := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, append([]string{"-addr", "127.0.0.1:0"}, args...), logs, func(a net.Addr) { addrc <- a.String() })
-	}()
-	select {
-	case a := <-addrc:
-		return "http://" + a, logs, func() {
-			cancel()
-			select {
-			case err := <-done:
-				assert.NoError(t, err)
-			case <-time.After(15 * time.Second):
-				t.Errorf("run did not return\n%s", logs.String())
-			}
-		}
-	case err := <-done:
-		cancel()
-		t.Fatalf("run ended early: %v\n%s", err, logs.String())
-	}
-	return "", nil, nil
-}
 
 // TestRunNATS: two agentservers share one bus over NATS: the first with
 // -nats embedded, the second connected to it; an event posted to the first

@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/internal/textutil"
 )
 
 // DefaultBodyTimeout bounds how long a POST may take to deliver its body
@@ -301,32 +302,8 @@ func jsonTypeName(goType string) string {
 
 // quote quotes s for an error message: non-ASCII as itself (٣, not Ù),
 // invalid UTF-8 as \x escapes, cut to 64 bytes at a rune boundary.
-func quote(s string) string {
-	const limit = 64
-	if len(s) <= limit {
-		return strconv.Quote(s)
-	}
-	cut := limit
-	for cut > limit-utf8.UTFMax && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%s…(%d bytes)", strconv.Quote(s[:cut]), len(s))
-}
+func quote(s string) string { return textutil.Quote(s, 64) }
 
 // publicMessage is err's text for an HTTP answer: without the Go package
 // prefixes ("eventbus: ", "json: ", …) that mean nothing to a client.
-func publicMessage(err error) string {
-	msg := err.Error()
-	for {
-		i := strings.Index(msg, ": ")
-		if i < 0 {
-			return msg
-		}
-		switch msg[:i] {
-		case "eventbus", "sse", "scope", "replay", "nats", "json", "http", "server":
-			msg = msg[i+2:]
-		default:
-			return msg
-		}
-	}
-}
+func publicMessage(err error) string { return textutil.PublicMessage(err) }

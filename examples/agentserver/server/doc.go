@@ -39,7 +39,7 @@
 // The POST routes take no query parameters and DELETE only cascade; any
 // other is 400 invalid_argument naming it (?cascde=1 must not quietly close
 // only the session). The stream routes ignore parameters they do not read,
-// unless one looks like a misspelling of theirs (see sse.QueryRules).
+// unless one looks like a misspelling of theirs (see resume.QueryRules).
 //
 // Every error is JSON {"code": …, "message": …} with a 4xx or 5xx status;
 // the SSE endpoint's codes are the sse package's, the others are listed with

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/sse"
 )
 
@@ -128,6 +129,9 @@ func TestSlowBodiesDoNotPinConnections(t *testing.T) {
 	dec := sse.NewDecoder(resp.Body)
 	f, err := dec.Next()
 	require.NoError(t, err, "the SSE stream was cut")
+	require.Equal(t, resume.TypeStreamStart, f.Event, "a live-only stream opens with where it starts")
+	f, err = dec.Next()
+	require.NoError(t, err, "the SSE stream was cut")
 	got, err := sse.DecodeEvent(f)
 	require.NoError(t, err)
 	assert.Equal(t, ev.ID, got.ID)
@@ -211,7 +215,7 @@ func TestAdmission(t *testing.T) {
 func TestPublishAnswersEpochAndCursor(t *testing.T) {
 	t.Parallel()
 	for _, epochIDs := range []bool{true, false} {
-		s := newServer(t, Options{SSE: sse.HandlerOptions{EpochIDs: epochIDs}})
+		s := newServer(t, Options{SSE: sse.HandlerOptions{PlainIDs: !epochIDs}})
 		require.NoError(t, s.Bus().CreateSession("s1", ""))
 		status, _, out := do(t, s, http.MethodPost, "/session/s1/events", `{"type":"note"}`)
 		require.Equal(t, http.StatusAccepted, status)

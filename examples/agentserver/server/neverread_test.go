@@ -126,7 +126,10 @@ func TestStreamsOutliveTheWriteTimeout(t *testing.T) {
 
 			// Both streams stay quiet for several write timeouts (the
 			// deadline of the short answer and of the upgrade pass), then
-			// an event must still reach both.
+			// an event must still reach both. The quiet time is the
+			// behaviour under test: a socket's write deadline is wall-clock
+			// (no synctest bubble holds a real connection), and nothing
+			// happens when it passes that the test could wait for instead.
 			time.Sleep(3 * wt)
 			_, err = s.Bus().Publish("s1", "note", map[string]int{"n": 1})
 			require.NoError(t, err)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/replaybus/replaybus/adapters/durable"
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/adapters/ws"
 	"github.com/replaybus/replaybus/eventbus"
@@ -403,13 +404,13 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request) {
 	}
 	s.addType(req.Type)
 	// The answer carries the epoch, and the id in the form the SSE stream
-	// writes it (epoch-qualified with HandlerOptions.EpochIDs), so that a
+	// writes it (epoch-qualified unless HandlerOptions.PlainIDs), so that a
 	// publisher that resumes from its own event uses a cursor that detects
 	// a restart instead of silently pointing into the next incarnation.
 	epoch := s.bus.Epoch()
-	cursor := sse.FormatID(ev.ID, "")
-	if s.o.SSE.EpochIDs {
-		cursor = sse.FormatID(ev.ID, epoch)
+	cursor := resume.FormatID(ev.ID, "")
+	if !s.o.SSE.PlainIDs {
+		cursor = resume.FormatID(ev.ID, epoch)
 	}
 	writeJSON(w, http.StatusAccepted, publishAnswer{ID: ev.ID, Epoch: epoch, Cursor: cursor})
 }

@@ -1,0 +1,197 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/replaybus/replaybus/adapters/resume"
+	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/scope"
+)
+
+// DurationOr is d, or def when d is zero, or 0 (none) when d is negative.
+func DurationOr(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	}
+	return d
+}
+
+// Registry is the set of a handler's open streams, each an S that cancel
+// ends. After Close it admits none and cancels those it has; [Registry.Wait]
+// returns once the last is removed. Safe for concurrent use.
+type Registry[S any] struct {
+	cancel func(S)
+
+	mu     sync.Mutex
+	closed bool
+	next   uint64
+	live   map[uint64]S
+	idle   chan struct{} // closed when closed and no stream is left
+}
+
+// NewRegistry returns an empty Registry whose Close ends a stream with
+// cancel.
+func NewRegistry[S any](cancel func(S)) *Registry[S] {
+	return &Registry[S]{cancel: cancel, live: make(map[uint64]S), idle: make(chan struct{})}
+}
+
+// Add registers s and returns its id; false (and no id) once closed.
+func (r *Registry[S]) Add(s S) (uint64, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return 0, false
+	}
+	r.next++
+	r.live[r.next] = s
+	return r.next, true
+}
+
+// Remove unregisters the stream id, calling last (when non-nil) with it
+// under the registry's lock, so that it can fold the stream's counters
+// into the handler's while [Registry.Each] cannot see the stream twice or
+// not at all.
+func (r *Registry[S]) Remove(id uint64, last func(S)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s, ok := r.live[id]; ok && last != nil {
+		last(s)
+	}
+	delete(r.live, id)
+	if r.closed && len(r.live) == 0 {
+		select {
+		case <-r.idle:
+		default:
+			close(r.idle)
+		}
+	}
+}
+
+// Each calls fn with every open stream under the registry's lock and
+// returns how many there are; fn must not call the registry.
+func (r *Registry[S]) Each(fn func(S)) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if fn != nil {
+		for _, s := range r.live {
+			fn(s)
+		}
+	}
+	return len(r.live)
+}
+
+// Closed reports whether Close was called.
+func (r *Registry[S]) Closed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
+}
+
+// Close refuses new streams and cancels the open ones. Idempotent.
+func (r *Registry[S]) Close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return
+	}
+	r.closed = true
+	for _, s := range r.live {
+		r.cancel(s)
+	}
+	if len(r.live) == 0 {
+		close(r.idle)
+	}
+}
+
+// Wait returns nil once Close was called and every stream removed, or
+// ctx's error when it ends first.
+func (r *Registry[S]) Wait(ctx context.Context) error {
+	select {
+	case <-r.idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Hooks are the options both handlers take for admitting a request (see
+// sse.HandlerOptions and ws.HandlerOptions for their meaning).
+type Hooks struct {
+	SessionID      func(r *http.Request) string
+	Authorize      func(r *http.Request, sessionID string, sc scope.Kind) error
+	Configure      func(r *http.Request, o *eventbus.SubscribeOptions)
+	Query          resume.QueryRules
+	OverflowPolicy eventbus.OverflowPolicy
+}
+
+// Admission is an admitted subscribe request.
+type Admission struct {
+	Session string
+	Options eventbus.SubscribeOptions
+	// Message is ?events=message: every frame as a plain message.
+	Message bool
+}
+
+// Admit runs every check a subscribe request passes before anything is
+// subscribed, in this order: the method (405 unless GET), the session id
+// (from h.SessionID, else the {id} path wildcard), resume.ParseRequest and
+// resume.ParseEvents (400 naming the bad value), check (a transport's own,
+// such as the WebSocket handshake; nil for none), then the overflow policy
+// — h.OverflowPolicy, else the bus's Options.OverflowPolicy, else
+// drop_subscriber: a stream's client resumes by itself, so evict rather
+// than drop —, h.Authorize (403 forbidden with the error's text, or the
+// *resume.StatusError it is or wraps) and h.Configure. It sets the bus
+// epoch header on w first, so that every answer carries it; a refusal is
+// returned, not written.
+func Admit(w http.ResponseWriter, r *http.Request, bus *eventbus.Bus, h Hooks, check func() *resume.StatusError) (Admission, *resume.StatusError) {
+	w.Header().Set(resume.HeaderEpoch, bus.Epoch())
+	var a Admission
+	if r.Method != http.MethodGet {
+		return a, &resume.StatusError{Status: http.StatusMethodNotAllowed, Code: resume.CodeMethodNotAllowed,
+			Message: fmt.Sprintf("method %s not allowed (want GET)", r.Method)}
+	}
+	if h.SessionID != nil {
+		a.Session = h.SessionID(r)
+	} else {
+		a.Session = r.PathValue("id")
+	}
+	var serr *resume.StatusError
+	if a.Options, serr = resume.ParseRequest(r, a.Session, bus.Epoch(), h.Query); serr != nil {
+		return a, serr
+	}
+	if a.Message, serr = resume.ParseEvents(r.URL.Query().Get("events")); serr != nil {
+		return a, serr
+	}
+	if check != nil {
+		if serr := check(); serr != nil {
+			return a, serr
+		}
+	}
+	switch {
+	case h.OverflowPolicy != "":
+		a.Options.Policy = h.OverflowPolicy
+	case bus.Options().OverflowPolicy == "":
+		a.Options.Policy = eventbus.DropSubscriber
+	}
+	if h.Authorize != nil {
+		if err := h.Authorize(r, a.Session, a.Options.Scope); err != nil {
+			var se *resume.StatusError
+			if !errors.As(err, &se) {
+				se = &resume.StatusError{Status: http.StatusForbidden, Code: resume.CodeForbidden, Message: err.Error()}
+			}
+			return a, se
+		}
+	}
+	if h.Configure != nil {
+		h.Configure(r, &a.Options)
+	}
+	return a, nil
+}

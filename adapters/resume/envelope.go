@@ -1,0 +1,173 @@
+package resume
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/replaybus/replaybus/eventbus"
+)
+
+// EnvelopeVersion is the value of the "v" field of every envelope
+// (qwen-code's EVENT_SCHEMA_VERSION).
+const EnvelopeVersion = 1
+
+// TypeStreamStart is the type of the frame that opens a live-only stream
+// (replay=0 without a cursor) on both transports: its data
+// {"lastEventId":"<epoch>-<seq>","epoch":"…"} is where the stream starts —
+// the newest id before it subscribed ("<seq>" alone when the handler writes
+// plain ids) — so that a client cut before its first event resumes from
+// there and loses nothing. Its envelope has no "id": it is no event. Over
+// SSE it also carries the cursor on its id: line, so an EventSource's
+// lastEventId takes it; [Stream] takes it as its cursor and does not
+// return it.
+const TypeStreamStart = "stream_start"
+
+// AppendEnvelope appends ev's JSON envelope — the object an SSE frame
+// carries on its data: line and a WebSocket frame is — to dst and returns
+// the extended slice:
+//
+//	{"v":1,"id":42,"epoch":"…","type":"…","session":"…","data":…,"replay":true,"origin":"…"}
+//
+// "id" is left out for a synthetic frame (ev.ID 0), "epoch" is written only
+// when epoch is non-empty and ev.ID is not 0, "data" only when ev.Data is
+// not empty (copied as is: the JSON the bus encoded at publish, line breaks
+// included), "replay" only when true, "origin" only when set, "count" and
+// "firstId" only for a merged event of a coalescing subscription
+// (ev.Count ≥ 2; its id is the last merged one's). Strings are escaped
+// as encoding/json escapes them without HTML escaping (U+2028, U+2029 and
+// invalid UTF-8 as encoding/json does), so the envelope never holds a raw
+// CR or LF outside ev.Data. ev.Time is not written. Pure and safe for
+// concurrent use; it allocates only when dst has to grow.
+func AppendEnvelope(dst []byte, ev eventbus.Event, epoch string) []byte {
+	dst = append(dst, `{"v":1`...)
+	if ev.ID != 0 {
+		dst = append(dst, `,"id":`...)
+		dst = strconv.AppendUint(dst, ev.ID, 10)
+		if epoch != "" {
+			dst = append(dst, `,"epoch":`...)
+			dst = appendJSONString(dst, epoch)
+		}
+	}
+	dst = append(dst, `,"type":`...)
+	dst = appendJSONString(dst, ev.Type)
+	dst = append(dst, `,"session":`...)
+	dst = appendJSONString(dst, ev.Session)
+	if len(ev.Data) > 0 {
+		dst = append(dst, `,"data":`...)
+		dst = append(dst, ev.Data...)
+	}
+	if ev.Replay {
+		dst = append(dst, `,"replay":true`...)
+	}
+	if ev.Origin != "" {
+		dst = append(dst, `,"origin":`...)
+		dst = appendJSONString(dst, ev.Origin)
+	}
+	if ev.Count > 1 { // a merged event of a coalescing subscription
+		dst = append(dst, `,"count":`...)
+		dst = strconv.AppendInt(dst, int64(ev.Count), 10)
+		dst = append(dst, `,"firstId":`...)
+		dst = strconv.AppendUint(dst, ev.FirstID, 10)
+	}
+	return append(dst, '}')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString writes s as a JSON string the way encoding/json does with
+// SetEscapeHTML(false): control characters escaped, invalid UTF-8 as
+// U+FFFD, U+2028 and U+2029 escaped for JavaScript.
+func appendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// StartEvent returns the [TypeStreamStart] frame of a live-only stream of
+// session that starts at cursor (in the server's form) of epoch; a handler
+// writes it before any other frame.
+func StartEvent(session, cursor, epoch string) eventbus.Event {
+	data, _ := json.Marshal(struct {
+		LastEventID string `json:"lastEventId"`
+		Epoch       string `json:"epoch"`
+	}{cursor, epoch})
+	return eventbus.Event{Type: TypeStreamStart, Session: session, Data: data}
+}
+
+// envelope is the JSON shape of an envelope, for decoding.
+type envelope struct {
+	V       int             `json:"v"`
+	ID      uint64          `json:"id"`
+	Epoch   string          `json:"epoch"`
+	Type    string          `json:"type"`
+	Session string          `json:"session"`
+	Data    json.RawMessage `json:"data"`
+	Replay  bool            `json:"replay"`
+	Origin  string          `json:"origin"`
+	Count   int             `json:"count"`
+	FirstID uint64          `json:"firstId"`
+}
+
+// DecodeEnvelope turns an envelope back into the event it carries — ID,
+// Type, Session, Data, Replay, Origin, Count and FirstID (ev.Time is left
+// zero) — and the epoch that came with its id ("" when none). JSON that is
+// not an object with "v":[EnvelopeVersion] is an error (it wraps the JSON
+// error, if any). Safe for concurrent use.
+func DecodeEnvelope(b []byte) (ev eventbus.Event, epoch string, err error) {
+	var env envelope
+	if err := json.Unmarshal(b, &env); err != nil {
+		return ev, "", err
+	}
+	if env.V != EnvelopeVersion {
+		return ev, "", fmt.Errorf("want an object with \"v\":%d", EnvelopeVersion)
+	}
+	return eventbus.Event{ID: env.ID, Session: env.Session, Type: env.Type, Data: env.Data, Origin: env.Origin,
+		Replay: env.Replay, Count: env.Count, FirstID: env.FirstID}, env.Epoch, nil
+}

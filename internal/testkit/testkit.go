@@ -1,0 +1,87 @@
+package testkit
+
+import (
+	"context"
+	"flag"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/replaybus/replaybus/eventbus"
+)
+
+// WaitFor bounds every blocking read of a test (10 s); nothing in the bus
+// should take more than a few milliseconds, so reaching it means a frame
+// that never came, not a slow machine.
+const WaitFor = 10 * time.Second
+
+// NewBus returns a bus made with o, closed when the test ends; it fails the
+// test at once if eventbus.New refuses o.
+func NewBus(t testing.TB, o eventbus.Options) *eventbus.Bus {
+	t.Helper()
+	b, err := eventbus.New(o)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+// Subscribe subscribes to session with o (a background context) and closes
+// the subscription when the test ends; it fails the test at once if
+// Subscribe refuses.
+func Subscribe(t testing.TB, b *eventbus.Bus, session string, o eventbus.SubscribeOptions) *eventbus.Subscription {
+	t.Helper()
+	s, err := b.Subscribe(context.Background(), session, o)
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Next reads one frame of s, failing the test at once when none comes
+// within [WaitFor] or the subscription ends.
+func Next(t testing.TB, s *eventbus.Subscription) eventbus.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), WaitFor)
+	defer cancel()
+	ev, err := s.Next(ctx)
+	require.NoError(t, err)
+	return ev
+}
+
+// Rapid is what a package's property tests run by default: Checks cases
+// (-rapid.checks) of about Steps actions (-rapid.steps); zero keeps rapid's
+// own default (100 cases, 30 steps).
+type Rapid struct {
+	Checks, Steps int
+}
+
+// Main runs a package's tests for its TestMain. It parses the flags, sets
+// -rapid.checks and -rapid.steps to r's unless the command line or
+// RAPID_CHECKS / RAPID_STEPS give them (or the tests do not use rapid), and
+// -rapid.nofailfile unless asked otherwise (a failure prints its -rapid.seed; no testdata/rapid files
+// litter the tree), then runs the tests under goleak.VerifyTestMain: a
+// package whose tests leave a goroutine behind fails. It does not return.
+func Main(m *testing.M, r Rapid) {
+	flag.Parse()
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	def := func(name, env, value string) {
+		if _, ok := os.LookupEnv(env); set[name] || ok || flag.Lookup(name) == nil {
+			return // given, or the package's tests do not link rapid
+		}
+		if err := flag.Set(name, value); err != nil {
+			panic(err)
+		}
+	}
+	if r.Checks > 0 {
+		def("rapid.checks", "RAPID_CHECKS", strconv.Itoa(r.Checks))
+	}
+	if r.Steps > 0 {
+		def("rapid.steps", "RAPID_STEPS", strconv.Itoa(r.Steps))
+	}
+	def("rapid.nofailfile", "RAPID_NOFAILFILE", "true")
+	goleak.VerifyTestMain(m)
+}

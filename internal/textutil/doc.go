@@ -1,0 +1,7 @@
+// Package textutil holds the small text helpers that every answer of the
+// project words the same way: [Quote] cuts and quotes a bad value for an
+// error message, [PublicMessage] drops Go package prefixes from an error's
+// text, and [Distance] tells a misspelt name from an unknown one (the SSE
+// and WebSocket query rules, the config loader, the example server). Pure
+// functions, safe for concurrent use.
+package textutil

@@ -1,0 +1,42 @@
+package textutil
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestQuote(t *testing.T) {
+	assert.Equal(t, `"abc"`, Quote("abc", 64))
+	assert.Equal(t, `"\xd9"`, Quote("\xd9", 64))
+	assert.Equal(t, `"٣"`, Quote("٣", 64))
+	long := strings.Repeat("é", 40) // 80 bytes: cut at 64, a rune boundary
+	assert.Equal(t, `"`+strings.Repeat("é", 32)+`"…(80 bytes)`, Quote(long, 64))
+	assert.Equal(t, `"`+strings.Repeat("é", 31)+`"…(80 bytes)`, Quote(long, 63), "never half a rune")
+}
+
+func TestPublicMessage(t *testing.T) {
+	assert.Equal(t, `session "x" not found`, PublicMessage(errors.New(`eventbus: session "x" not found`)))
+	assert.Equal(t, "a: b", PublicMessage(errors.New("sse: json: a: b")))
+	assert.Equal(t, "plain", PublicMessage(errors.New("plain")))
+}
+
+func TestDistance(t *testing.T) {
+	for _, tc := range []struct {
+		a, b      string
+		transpose bool
+		want      int
+	}{
+		{"", "", false, 0},
+		{"scope", "scopes", false, 1},
+		{"lasteventid", "lastevntid", true, 1},
+		{"ab", "ba", false, 2},
+		{"ab", "ba", true, 1},
+		{"maxqueue", "maxqueued", true, 1},
+		{strings.Repeat("a", 70), strings.Repeat("a", 69) + "b", false, 1},
+	} {
+		assert.Equal(t, tc.want, Distance(tc.a, tc.b, tc.transpose), "%q %q", tc.a, tc.b)
+	}
+}
