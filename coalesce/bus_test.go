@@ -354,3 +354,58 @@ func TestThrottleStartsNoGoroutine(t *testing.T) {
 		}
 	})
 }
+
+// Issue 18.9: AgentPool drops a part_delta only when its delta is None. A
+// part_delta of any other unexpected shape — no delta field, a delta that is
+// a string, a payload that is not an object, no payload — passes through
+// unmerged; only the explicit null is dropped. Checked on a subscription's
+// replay and live stream, and on eventbus.Coalesce of one batch.
+func TestPartDeltaOfUnexpectedShapePassesThrough(t *testing.T) {
+	shapes := []struct {
+		name string
+		data any
+	}{
+		{"no delta field", map[string]any{"index": 0}},
+		{"delta is a string", map[string]any{"index": 0, "delta": "hello"}},
+		{"payload is an array", []any{1, 2}},
+		{"no payload", nil},
+		{"delta without a kind", map[string]any{"index": 0, "delta": map[string]any{"content_delta": "x"}}},
+	}
+	b := newBus(t, eventbus.Options{})
+	var want []uint64
+	publish := func() {
+		pub(t, b, "s1", "part_delta", mustData(nullDelta())) // the one AgentPool drops
+		for _, s := range shapes {
+			want = append(want, pub(t, b, "s1", "part_delta", s.data).ID)
+		}
+	}
+	publish()
+	sub := subscribe(t, b, "s1", eventbus.SubscribeOptions{Cursor: eventbus.At(0), Coalesce: coalesce.AgentPool})
+	publish()
+	var got []uint64
+	for len(got) < len(want) {
+		ev := next(t, sub)
+		if ev.Type == frame.TypeReplayComplete {
+			continue
+		}
+		require.Equal(t, "part_delta", ev.Type)
+		assert.Zero(t, ev.Count, "event %d was merged", ev.ID)
+		got = append(got, ev.ID)
+	}
+	assert.Equal(t, want, got, "every part_delta but the null delta arrives, in order")
+	ev, ok := sub.TryNext()
+	assert.False(t, ok, "nothing else queued, got %+v", ev)
+
+	for _, s := range shapes {
+		t.Run(s.name, func(t *testing.T) {
+			batch := events(t, in("s1", payload{"part_delta", s.data}))
+			key, drop := coalesce.AgentPool.Key(batch[0])
+			assert.False(t, drop)
+			assert.Empty(t, key)
+			assert.Len(t, eventbus.Coalesce(coalesce.AgentPool, batch), 1)
+		})
+	}
+	dropped := events(t, in("s1", nullDelta()))
+	_, drop := coalesce.AgentPool.Key(dropped[0])
+	assert.True(t, drop, "an explicit null delta is still dropped, as AgentPool's delta=None")
+}

@@ -87,8 +87,11 @@ type Rule struct {
 	Merge Merge
 }
 
-// Drop drops the events of Type whose payload at Path is null or absent
-// (AgentPool drops a PartDeltaEvent whose delta is None).
+// Drop drops the events of Type whose payload holds JSON null at Path
+// (AgentPool drops a PartDeltaEvent whose delta is None). Only an explicit
+// null drops: a payload without the field, or one that is not an object on
+// the way to it, is an unexpected shape and passes through unmerged, so
+// that nothing vanishes from a coalesced stream.
 type Drop struct {
 	Type string // event type
 	Path string // dot-separated object path
@@ -236,15 +239,16 @@ func (s *Set) Name() string { return s.name }
 func (s *Set) Immediate(typ string) bool { return s.immediate[typ] }
 
 // Key implements [eventbus.Coalescer]: ev's merge key, "" for passthrough,
-// drop for an event a Drop matches. A payload that is not the JSON shape a
-// rule expects passes through. The key is "<rule>\x1f<group>\x1f<type>"
+// drop for an event a Drop matches (an explicit null at its path). A payload
+// that is not the JSON shape a rule or Drop expects (a missing field, a
+// string where an object was expected, no payload at all) passes through. The key is "<rule>\x1f<group>\x1f<type>"
 // followed by the key values, so different types never share a key.
 func (s *Set) Key(ev eventbus.Event) (key string, drop bool) {
 	if s.immediate[ev.Type] {
 		return "", false
 	}
 	for _, p := range s.drops[ev.Type] {
-		if v, ok := lookup(ev.Data, p); !ok || isNull(v) {
+		if v, ok := lookup(ev.Data, p); ok && isNull(v) {
 			return "", true
 		}
 	}

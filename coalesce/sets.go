@@ -56,7 +56,8 @@ var AgentPoolImmediate = []string{
 //   - tool_call_progress per tool_call_id and status ("progress"): items
 //     concatenated (duplicates kept), every other field from the last;
 //   - plan_update: the last one wins;
-//   - a part_delta whose delta is null is dropped;
+//   - a part_delta whose delta is null is dropped; one without a delta,
+//     or of any other unexpected shape, passes through;
 //   - AgentPoolImmediate and everything else pass through.
 //
 // One difference on purpose: a tool-call delta whose args_delta is an

@@ -11,6 +11,7 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/durable"
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
+	"github.com/replaybus/replaybus/adapters/nats/embedded"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -24,7 +25,7 @@ import (
 // 1…20, each once, in order.
 func TestDurableClientResumesAcrossRestartOverNATS(t *testing.T) {
 	node, dir := needDurableDeps(t)
-	ns, err := rbnats.RunServer(rbnats.ServerConfig{})
+	ns, err := embedded.RunServer(embedded.ServerConfig{})
 	require.NoError(t, err)
 	defer ns.Shutdown()
 

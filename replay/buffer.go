@@ -98,8 +98,10 @@ func (b *Buffer[T]) At(i int) T {
 }
 
 // Replay returns a new slice with the newest limit entries, oldest first, as
-// AgentPool's ReplayBuffer.replay(limit). A limit ≤ 0, or larger than
-// [Buffer.Len], returns every entry. An empty buffer returns an empty slice.
+// AgentPool's ReplayBuffer.replay(limit) for limit ≥ 0. A limit ≤ 0, or
+// larger than [Buffer.Len], returns every entry: a negative limit does not
+// drop the oldest entries (Replay(Len()-k) does; docs/python-parity.md). An
+// empty buffer returns an empty slice.
 func (b *Buffer[T]) Replay(limit int) []T {
 	k := b.n
 	if limit > 0 && limit < k {

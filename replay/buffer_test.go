@@ -148,6 +148,37 @@ func TestReplayLimit(t *testing.T) {
 	}
 }
 
+// adr:1_buffer_bounds — docs/adr/eventbus-replay.md of AgentPool ("append
+// 150 events to a buffer of size 100, verify only the last 100 are
+// replayed"), through its ReplayBuffer.replay(limit), which returns
+// events[-limit:]. The rows give each limit Python's answer; the one
+// deviation is a negative limit: Python's slice drops the first -limit
+// entries (replay(limit=-2) is events[2:]), Replay treats every limit ≤ 0 as
+// "no limit" (docs/python-parity.md). The Go twin of replay(limit=-k) is
+// Replay(Len()-k).
+func TestADRBufferBoundsReplayLimit(t *testing.T) {
+	t.Parallel()
+	b := filled(t, 100, 150) // holds ev50 … ev149
+	for _, tt := range []struct {
+		python string
+		got    []ev
+		want   []string
+	}{
+		{"replay()", b.Replay(0), span(50, 150)},
+		{"replay(limit=100)", b.Replay(100), span(50, 150)},
+		{"replay(limit=150)", b.Replay(150), span(50, 150)},
+		{"replay(limit=3)", b.Replay(3), span(147, 150)},
+		{"replay(limit=0)", b.Replay(0), span(50, 150)}, // events[-0:] is events[0:]
+		// Deviation: Python gives events[2:] (ev52 … ev149).
+		{"replay(limit=-2) deviation", b.Replay(-2), span(50, 150)},
+		{"replay(limit=-2) twin", b.Replay(b.Len() - 2), span(52, 150)},
+	} {
+		t.Run(tt.python, func(t *testing.T) {
+			assert.Equal(t, tt.want, names(tt.got))
+		})
+	}
+}
+
 func TestReplayEdgeCases(t *testing.T) {
 	t.Parallel()
 	t.Run("empty buffer returns an empty non-nil slice", func(t *testing.T) {

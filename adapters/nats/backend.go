@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,6 +67,7 @@ type Backend struct {
 	adv      *nats.Subscription
 	advSig   chan struct{} // the stream-deleted advisory arrived
 	verify   atomic.Bool   // the connection came back: check the stream before ingesting
+	kick     chan struct{} // the connection came back: re-create the consumer now
 	wg       sync.WaitGroup
 
 	// Caches of the consumer goroutine (touched by it only): the tree
@@ -336,6 +338,27 @@ func (be *Backend) LastID(ctx context.Context) (uint64, error) {
 // events. Safe for concurrent use.
 func (be *Backend) Ingested() uint64 { return be.processed.Load() }
 
+// Ready reports whether the node can serve publishes and subscribes: nil
+// while its NATS connection is up and its stream is the one it started on;
+// else an error wrapping [ErrDisconnected] (the connection is down: nats.go
+// reconnects by itself, and after it the node re-creates its consumer),
+// [ErrStreamLost] (start a new node) or [eventbus.ErrClosed] after Close. It
+// asks nothing of the server, so it is cheap enough for every request (a
+// readiness probe, or a 503 before a publish that would otherwise wait out
+// the publish timeout), and safe for concurrent use.
+func (be *Backend) Ready() error {
+	if p := be.lost.Load(); p != nil {
+		return *p
+	}
+	if be.ctx.Err() != nil {
+		return fmt.Errorf("nats: node closed: %w", eventbus.ErrClosed)
+	}
+	if st := be.nc.Status(); st != nats.CONNECTED {
+		return fmt.Errorf("%w (now %s; the node reconnects by itself)", ErrDisconnected, strings.ToLower(st.String()))
+	}
+	return nil
+}
+
 // Sync waits until this node has ingested every event the stream held when
 // Sync was called (from any node), or ctx is done. Tests and tools use it
 // to wait for a node that runs behind the others.
@@ -435,6 +458,13 @@ func (be *Backend) watch(ch chan nats.Status) {
 				be.outage = false
 				be.feedMu.Unlock()
 				be.confirmStream(be.ctx)
+				// The server may have restarted and lost the node's
+				// consumer (memory storage): re-create it now rather
+				// than after two missed heartbeats.
+				select {
+				case be.kick <- struct{}{}:
+				default:
+				}
 			case nats.CLOSED:
 				be.fail(fmt.Errorf("%w: %w", ErrDisconnected, nats.ErrConnectionClosed))
 				return

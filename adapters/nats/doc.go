@@ -57,14 +57,17 @@
 // an event over the server's payload limit) come back from Publish as
 // errors; nothing panics. A lost connection ends the node's subscriptions
 // with [ErrDisconnected] wrapped in [eventbus.ErrBackend]; clients resume,
-// and after the reconnect the consumer goes on from the last event the node
-// ingested. A deleted or re-created stream ends them with [ErrStreamLost]
+// and after the reconnect the consumer is re-created at once and goes on
+// from the last event the node ingested. [Backend.Ready] says, without a
+// request to the server, whether the node can serve meanwhile (for a
+// readiness probe, or a 503 before a publish). A deleted or re-created stream ends them with [ErrStreamLost]
 // and makes the node's publishes fail: start a new node.
 //
 // # Embedded server
 //
-// [RunServer] starts an in-process nats-server with JetStream in a data
-// folder (default under os.TempDir()), for a single process that wants the
-// same code path or for tests; [RunCluster] starts a cluster of them on
-// loopback ports.
+// Package [github.com/replaybus/replaybus/adapters/nats/embedded] starts an
+// in-process nats-server with JetStream (one, or a cluster on loopback
+// ports), for a single process that wants the same code path or for tests.
+// It is a package of its own so that importing this one links the nats.go
+// client only, never a NATS server.
 package nats

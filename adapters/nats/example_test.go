@@ -7,13 +7,14 @@ import (
 	natsgo "github.com/nats-io/nats.go"
 
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
+	"github.com/replaybus/replaybus/adapters/nats/embedded"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
 // Two bus nodes on one embedded JetStream server: an event published on
 // one reaches a subscriber of the other, with the same id.
 func Example() {
-	srv, err := rbnats.RunServer(rbnats.ServerConfig{}) // data under os.TempDir(), removed by Shutdown
+	srv, err := embedded.RunServer(embedded.ServerConfig{}) // data under os.TempDir(), removed by Shutdown
 	if err != nil {
 		panic(err)
 	}

@@ -69,6 +69,7 @@ func (be *Backend) Start(ctx context.Context, feed backend.Feed) error {
 	// A deleted stream is noticed at once through its advisory; errors
 	// (no permission for $JS.EVENT) only leave it to the consumer checks.
 	be.advSig = make(chan struct{}, 1)
+	be.kick = make(chan struct{}, 1)
 	be.adv, _ = be.nc.Subscribe("$JS.EVENT.ADVISORY.STREAM.DELETED."+be.o.stream, func(*nats.Msg) {
 		select {
 		case be.advSig <- struct{}{}:
@@ -132,7 +133,8 @@ func (be *Backend) checkStream(ctx context.Context) bool {
 // into the feed. It reads through a plain ephemeral consumer of its own
 // (the ordered-consumer recipe: no acks, memory storage, one replica) and
 // re-creates it from the last sequence it handled whenever it breaks — a
-// missed delivery, missed heartbeats, a lost server — so that Close can
+// missed delivery, missed heartbeats, a lost server, a reconnect (the
+// server may have restarted without the consumer) — so that Close can
 // always stop it at once.
 func (be *Backend) consume(plan *catchUp) {
 	defer be.wg.Done()
@@ -192,6 +194,21 @@ func (be *Backend) consumeOnce(plan **catchUp) error {
 		return fmt.Errorf("consuming: %w", err)
 	}
 	defer it.Stop()
+	// A reconnect stops the iterator, so that the loop re-creates the
+	// consumer at once (see watch).
+	stopped := make(chan struct{})
+	defer close(stopped)
+	select {
+	case <-be.kick: // a reconnect before this consumer existed
+	default:
+	}
+	go func() {
+		select {
+		case <-be.kick:
+			it.Stop()
+		case <-stopped:
+		}
+	}()
 	var delivered uint64
 	nextOpt := jetstream.NextContext(be.ctx)
 	for {

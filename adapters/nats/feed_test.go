@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/replaybus/replaybus/adapters/nats/embedded"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -57,7 +58,7 @@ func (m fakeMsg) Data() []byte    { return m.data }
 // MaxMsgsPerSubject 5 where session "full" got 12 events (1…7 deleted,
 // 8…12 kept) and session "small" got 2 (13, 14).
 func lagBackend(t *testing.T) (*Backend, *recorder) {
-	srv, err := RunServer(ServerConfig{})
+	srv, err := embedded.RunServer(embedded.ServerConfig{})
 	require.NoError(t, err)
 	t.Cleanup(srv.Shutdown)
 	nc, err := natsgo.Connect(srv.ClientURL())

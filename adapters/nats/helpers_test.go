@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
+	"github.com/replaybus/replaybus/adapters/nats/embedded"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/backend"
 	"github.com/replaybus/replaybus/internal/testkit"
@@ -22,10 +23,10 @@ import (
 
 // shared is the embedded server most tests use; each test gets its own
 // stream and subject prefix on it.
-var shared *rbnats.Server
+var shared *embedded.Server
 
 func TestMain(m *testing.M) {
-	s, err := rbnats.RunServer(rbnats.ServerConfig{})
+	s, err := embedded.RunServer(embedded.ServerConfig{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
+	"github.com/replaybus/replaybus/adapters/nats/embedded"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
@@ -236,7 +237,7 @@ func TestSubjects(t *testing.T) {
 // TestPublishErrors: publishing with the server gone is an error, never a
 // panic, and so is an event over the payload limit.
 func TestPublishErrors(t *testing.T) {
-	srv, err := rbnats.RunServer(rbnats.ServerConfig{Dir: t.TempDir()})
+	srv, err := embedded.RunServer(embedded.ServerConfig{Dir: t.TempDir()})
 	require.NoError(t, err)
 	defer srv.Shutdown()
 	n := newNode(t, srv.ClientURL(), eventbus.Options{}, uniqueStream(rbnats.WithPublishTimeout(300*time.Millisecond))...)

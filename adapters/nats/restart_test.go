@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
+	"github.com/replaybus/replaybus/adapters/nats/embedded"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
 )
@@ -91,7 +92,7 @@ func resumeUntil(t testing.TB, n *node, session string, sub *eventbus.Subscripti
 // epoch_reset on a new node, and the old node reports ErrStreamLost.
 func TestServerRestart(t *testing.T) {
 	dir := t.TempDir()
-	srv, err := rbnats.RunServer(rbnats.ServerConfig{Dir: dir})
+	srv, err := embedded.RunServer(embedded.ServerConfig{Dir: dir})
 	require.NoError(t, err)
 	defer srv.Shutdown()
 	cfg := eventbus.Options{ReplayBufferSize: 1000}
@@ -178,7 +179,7 @@ func TestCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	cl, err := rbnats.RunCluster(3, t.TempDir())
+	cl, err := embedded.RunCluster(3, t.TempDir())
 	require.NoError(t, err)
 	defer cl.Shutdown()
 	cfg := eventbus.Options{ReplayBufferSize: 1000}
@@ -227,4 +228,59 @@ func TestCluster(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		publishRetry(t, b.bus, "s", i)
 	}
+}
+
+// TestConsumerResumesAtOnceAfterServerRestart (issue 18.6): the NATS
+// server restarts on the same address with its data; the node reconnects
+// and re-creates its consumer as soon as the connection is back, not after
+// two missed consumer heartbeats. With a 30 s heartbeat the old way took a
+// minute before an event published after the restart reached a subscriber
+// of the node; it must arrive well within one heartbeat.
+func TestConsumerResumesAtOnceAfterServerRestart(t *testing.T) {
+	srv, err := embedded.RunServer(embedded.ServerConfig{Dir: t.TempDir()})
+	require.NoError(t, err)
+	defer srv.Shutdown()
+	const heartbeat = 30 * time.Second
+	n := newNode(t, srv.ClientURL(), eventbus.Options{},
+		uniqueStream(rbnats.WithStorage(jetstream.FileStorage), rbnats.WithHeartbeat(heartbeat))...)
+	before := publishRetry(t, n.bus, "s", 1)
+	require.NoError(t, n.be.Sync(context.Background()))
+
+	require.NoError(t, srv.Restart())
+	require.Eventually(t, n.nc.IsConnected, 20*time.Second, 10*time.Millisecond, "the node reconnects by itself")
+	sub, err := n.bus.Subscribe(context.Background(), "s", eventbus.SubscribeOptions{Cursor: &eventbus.Position{ID: before, Epoch: n.bus.Epoch()}})
+	require.NoError(t, err)
+	defer sub.Close()
+	after := publishRetry(t, n.bus, "s", 2)
+	ctx, cancel := context.WithTimeout(context.Background(), heartbeat/2)
+	defer cancel()
+	for {
+		ev, err := sub.Next(ctx)
+		require.NoError(t, err, "the event published after the restart did not arrive within half a heartbeat")
+		if ev.ID == after {
+			break
+		}
+		require.True(t, ev.Synthetic(), "unexpected event %d", ev.ID)
+	}
+}
+
+// TestReadyFollowsTheConnection (issue 18.6): Backend.Ready is nil while the
+// node's connection is up, ErrDisconnected while its server is away, nil
+// again once the node reconnected by itself, and ErrClosed after Close.
+func TestReadyFollowsTheConnection(t *testing.T) {
+	srv, err := embedded.RunServer(embedded.ServerConfig{Dir: t.TempDir()})
+	require.NoError(t, err)
+	defer srv.Shutdown()
+	n := newNode(t, srv.ClientURL(), eventbus.Options{}, uniqueStream(rbnats.WithStorage(jetstream.FileStorage))...)
+	require.NoError(t, n.be.Ready())
+
+	srv.Stop()
+	require.Eventually(t, func() bool { return errors.Is(n.be.Ready(), rbnats.ErrDisconnected) }, 10*time.Second, 5*time.Millisecond)
+	assert.Contains(t, n.be.Ready().Error(), "reconnecting")
+	require.NoError(t, srv.Restart())
+	require.Eventually(t, func() bool { return n.be.Ready() == nil }, 20*time.Second, 5*time.Millisecond, "ready again after the reconnect")
+	publishRetry(t, n.bus, "s", 1)
+
+	require.NoError(t, n.bus.Close())
+	assert.ErrorIs(t, n.be.Ready(), eventbus.ErrClosed)
 }

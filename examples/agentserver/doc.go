@@ -30,6 +30,13 @@
 //	             in-memory bus (see docs/distributed.md)
 //	-nats-dir    JetStream data folder for -nats embedded
 //	             (default $TMPDIR/replaybus-nats)
+//	-nats-listen client address of the -nats embedded server (default
+//	             127.0.0.1:4222: loopback, so a second node joins with
+//	             -nats nats://127.0.0.1:4222; port 0 picks a free one)
+//
+// Over NATS the node reconnects by itself for as long as it runs; while it
+// is cut off, /healthz and the routes that use the bus answer 503 with
+// Retry-After (docs/distributed.md, "A node that heals").
 //
 // The bus is configured by the AGENTPOOL_EVENTBUS_* environment variables
 // (see package config); a bad or unknown variable stops the program at
@@ -44,7 +51,7 @@
 //	GET    /session/{id}/ws        WebSocket: the same parameters; {"resume":{"lastEventId","epoch"}} as first message; a targeted "hello" frame per connection
 //	GET    /sessions               [{"id","parent","subscribers","buffered","lastEventId"}]
 //	GET    /info                   epoch, last id, event types, counters
-//	GET    /healthz                {"status":"ok"}
+//	GET    /healthz                {"status":"ok"}; 503 {"status":"unavailable","message"} while the NATS connection is down
 //	PUT, POST, GET, HEAD, DELETE /v1/stream/{name}
 //	                               the session {name} as a Durable Stream (adapters/durable; the
 //	                               server's root is a Durable Streams base URL): docs/durable-streams.md
@@ -60,7 +67,22 @@
 // # Shutdown
 //
 // SIGINT or SIGTERM stops the demo, closes the SSE handler (every open stream
-// ends after its last complete frame, so clients resume cleanly elsewhere),
-// waits up to 10 s for other requests with http.Server.Shutdown, then closes
-// the bus.
+// ends after its last complete frame, so clients resume cleanly elsewhere)
+// and the WebSocket handler (every socket gets 1001 "going away"), waits up
+// to 10 s for other requests with http.Server.Shutdown and for the
+// WebSockets' close handshakes, then closes the bus. Stop a server started
+// in the background by its own pid: `go run … &` then `kill $!` signals only
+// the go command, and the server it started keeps running.
+//
+// # The page
+//
+// The stats over the event log count events (a merged row of ?coalesce=acp
+// counts every event it holds, so "replayed events" agrees with
+// replay_complete's replayedCount), and "control frames" the frames without
+// an id (hello, replay_complete, state_resync_required, slow_client_warning,
+// client_evicted); each says so on hover. The Agents panel rebuilds each
+// agent from the stream; closed agents are folded under one "N closed
+// agents" line below the live ones (the newest 20). The page closes its
+// stream on pagehide (navigation, reload, a closed tab), so the server frees
+// the subscription at once.
 package main

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // loopbackHosts wraps h for a server that listens on a loopback address
@@ -17,9 +18,21 @@ import (
 // WebSocket origin check passes too), and could otherwise read the
 // sessions' streams, publish and close sessions. A server started with
 // -addr :port (every interface) serves any Host.
-func loopbackHosts(h http.Handler) http.Handler {
+//
+// A refused request's body is never read: the answer carries Connection:
+// close (net/http would otherwise wait for the body before answering), and
+// what net/http reads of the body after the answer, to close cleanly, is
+// bounded by bodyTimeout, so a POST whose body never arrives cannot hold the
+// connection (server.Options.BodyTimeout bounds the requests let through).
+func loopbackHosts(h http.Handler, bodyTimeout time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !isLoopbackHost(r.Host) {
+			if r.ContentLength != 0 && r.Body != http.NoBody {
+				_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyTimeout))
+				if r.ProtoMajor < 2 {
+					w.Header().Set("Connection", "close")
+				}
+			}
 			w.Header().Set("Content-Type", "application/json; charset=utf-8")
 			w.Header().Set("Cache-Control", "no-store")
 			w.WriteHeader(http.StatusMisdirectedRequest)

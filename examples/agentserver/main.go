@@ -18,6 +18,7 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/config"
+	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/examples/agentserver/demo"
 	"github.com/replaybus/replaybus/examples/agentserver/server"
 	"github.com/replaybus/replaybus/scope"
@@ -102,6 +103,9 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 		}
 		return f, usageError{msg: err.Error(), printed: true} // flag wrote it and the usage
 	}
+	if err := f.nats.check(fs); err != nil {
+		return f, err
+	}
 	if fs.NArg() > 0 {
 		return f, usageError{msg: fmt.Sprintf("agentserver: unexpected arguments %q", fs.Args())}
 	}
@@ -144,14 +148,15 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 	if err != nil {
 		return configError(err)
 	}
-	bus, stopNATS, err := f.nats.open(ctx, cfg, log)
+	nb, err := f.nats.open(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	defer stopNATS() // after bus.Close
+	bus := nb.bus
+	defer nb.stop() // after bus.Close
 	defer bus.Close()
 
-	opts := server.Options{Logger: log, SSE: sse.HandlerOptions{PlainIDs: !f.epochIDs}, Hello: true}
+	opts := server.Options{Logger: log, SSE: sse.HandlerOptions{PlainIDs: !f.epochIDs}, Hello: true, Ready: nb.ready}
 	if f.demo {
 		opts.DefaultSession, opts.DefaultScope, opts.Types = demo.DefaultParent, scope.Descendants, demo.Types
 		// Before listening, so that a browser resuming after a restart
@@ -173,7 +178,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 	defer cancelBase()
 	var handler http.Handler = srv
 	if listensOnLoopbackOnly(ln.Addr()) {
-		handler = loopbackHosts(srv) // DNS rebinding: see loopbackHosts
+		handler = loopbackHosts(srv, server.DefaultBodyTimeout) // DNS rebinding: see loopbackHosts
 	}
 	hs := &http.Server{
 		Handler:           handler,
@@ -192,7 +197,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
 	log.Info("agentserver listening", "url", pageURL(ln.Addr()), "addr", ln.Addr().String(), "epoch", bus.Epoch(), "demo", f.demo,
-		"replay_buffer_size", cfg.ReplayBufferSize, "max_queue_size", cfg.MaxQueueSize, "overflow_policy", cfg.OverflowPolicy)
+		"replay_buffer_size", cfg.ReplayBufferSize, "max_queue_size", cfg.MaxQueueSize, "overflow_policy", overflowPolicy(cfg.OverflowPolicy))
 	if ready != nil {
 		ready(ln.Addr())
 	}
@@ -229,9 +234,24 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 		_ = hs.Close()
 	}
 	<-serveErr // http.ErrServerClosed
+	// WebSockets are hijacked: Shutdown does not wait for them. Wait until
+	// each has sent its 1001 close frame (and had the answer, or the close
+	// grace passed); a process that exited before saw browsers report 1006.
+	if err := srv.WS().Shutdown(sctx); err != nil {
+		log.Warn("WebSockets not all closed in time", "error", err)
+	}
 	_ = bus.Close()
 	log.Info("stopped", "published", bus.Stats().Published)
 	return nil
+}
+
+// overflowPolicy is the start-up log's overflow_policy: the policy set, or
+// what an unset one means (it printed overflow_policy="").
+func overflowPolicy(p eventbus.OverflowPolicy) string {
+	if p == "" {
+		return "unset (drop_oldest in process, drop_subscriber for the SSE and WebSocket streams)"
+	}
+	return string(p)
 }
 
 // pageURL is the address to open in a browser for a server listening on

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
+	"github.com/replaybus/replaybus/adapters/nats/embedded"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
@@ -49,7 +50,7 @@ func TestRunShapes(t *testing.T) {
 	t.Run("memory", func(t *testing.T) { t.Parallel(); checkRunShapes(t, newBus(t)) })
 	t.Run("nats", func(t *testing.T) {
 		t.Parallel()
-		srv, err := rbnats.RunServer(rbnats.ServerConfig{Dir: t.TempDir()})
+		srv, err := embedded.RunServer(embedded.ServerConfig{Dir: t.TempDir()})
 		require.NoError(t, err)
 		t.Cleanup(srv.Shutdown)
 		bus, err := rbnats.Connect(context.Background(), srv.ClientURL(), eventbus.Options{ReplayBufferSize: 10_000},

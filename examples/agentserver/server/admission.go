@@ -135,7 +135,7 @@ func cleanPath(p string) bool {
 //	                            member, trailing data; the message says at
 //	                            which byte
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) bool {
-	hasBody := r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody
+	hasBody := hasBody(r)
 	if enc := contentEncoding(r.Header); enc != "" {
 		// Refused, not decoded: a compressed body would need a second
 		// bound (on what it inflates to) for no gain on bodies of at most
@@ -162,11 +162,9 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, v any, emptyOK
 	}
 	var body []byte
 	if hasBody {
-		// A body that never finishes would pin the connection (and its
-		// goroutine) forever: bound the read, on this route only, so that
-		// long-lived SSE streams on the same server are not cut.
-		rc := http.NewResponseController(w)
-		_ = rc.SetReadDeadline(time.Now().Add(s.bodyTimeout)) // ErrNotSupported: nothing to bound
+		// The read is bounded by the deadline boundBody set (BodyTimeout
+		// from when the request arrived), so a body that never finishes
+		// does not pin the connection and its goroutine.
 		var err error
 		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 		if err != nil {
@@ -188,7 +186,10 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, v any, emptyOK
 			}
 			return false
 		}
-		_ = rc.SetReadDeadline(time.Time{})
+		// The whole body is in: the connection may be kept alive, with
+		// no deadline left on it for the next request.
+		_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+		w.Header().Del("Connection")
 	}
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {

@@ -6,7 +6,8 @@
 //
 //	GET    /                        the page (HTML, JS and CSS embedded, no build step)
 //	GET    /static/{file}           the page's assets
-//	GET    /healthz                 200 {"status":"ok"}
+//	GET    /healthz                 200 {"status":"ok"}; 503 {"status":"unavailable","message"} while
+//	                                the bus's backend is down (Options.Ready: a node over NATS cut off)
 //	GET    /info                    epoch, last id, page defaults, event types, bus and SSE counters
 //	GET    /sessions                every live session (observe.SessionInfo), sorted by id
 //	POST   /sessions                {"id"?, "parent"?} → 201 {"id"}; an id is generated when absent;
@@ -25,8 +26,11 @@
 // unsupported_content_encoding naming it, with Accept-Encoding: identity;
 // decoding gzip would need a second bound on what it inflates to, for no
 // gain on bodies this small), at most MaxBodyBytes, and arrive within Options.BodyTimeout
-// (else 408 and the connection is closed); streams are not affected by that
-// bound. Every answer must be taken by the client within
+// of the request's headers (else 408 and the connection is closed). A
+// request refused before its body is read (415, 400, 404, 405, …) is
+// answered at once with Connection: close, and its connection is closed
+// within BodyTimeout whether or not the body ever arrives; streams (requests
+// without a body) are not affected by that bound. Every answer must be taken by the client within
 // Options.WriteTimeout (10 s), or the connection is closed: a client that
 // pipelines requests and never reads cannot pin a connection and its
 // goroutine (the streams bound each of their writes themselves). A body is one JSON object whose member names are exact and unique:

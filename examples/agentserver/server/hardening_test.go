@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -306,4 +307,170 @@ func (r *cancelRecorder) body() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.rec.Body.String()
+}
+
+// headersOnly sends req (request line and headers, announcing a body) on a
+// new TCP connection and never sends the body. It returns the status line,
+// how long the answer took and how long until the server closed the
+// connection (bounded at 30 s).
+func headersOnly(t *testing.T, addr, req string) (status string, answered, closed time.Duration) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer c.Close()
+	start := time.Now()
+	_, err = io.WriteString(c, req)
+	require.NoError(t, err)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(30*time.Second)))
+	br := bufio.NewReader(c)
+	status, err = br.ReadString('\n')
+	require.NoError(t, err, "no answer while the body is missing")
+	answered = time.Since(start)
+	_, err = io.Copy(io.Discard, br)
+	if !errors.Is(err, syscall.ECONNRESET) {
+		require.NoError(t, err, "the connection was not closed")
+	}
+	return strings.TrimSpace(status), answered, time.Since(start)
+}
+
+// Issue 18.5: a POST whose body never arrives, refused or not. The body
+// deadline covered only the JSON path (and there, with BodyTimeout equal to
+// WriteTimeout as in production, the 408 was cut by the write deadline: the
+// connection closed without an answer); a refusal written before the body
+// was read (415 without Content-Type, a bad id, a query parameter, an
+// unknown route) waited for net/http to discard a body that never came, and
+// held the connection as long as the client liked. Now every one answers its
+// status within the body timeout (the refusals at once) and closes.
+func TestBodiesThatNeverArriveAreAnsweredAndClosed(t *testing.T) {
+	t.Parallel()
+	const bodyTimeout = 2 * time.Second
+	s := newServer(t, Options{BodyTimeout: bodyTimeout, WriteTimeout: bodyTimeout})
+	require.NoError(t, s.Bus().CreateSession("s1", ""))
+	ts := httptest.NewServer(s)
+	t.Cleanup(ts.Close)
+	addr := ts.Listener.Addr().String()
+
+	const js = "Content-Type: application/json\r\n"
+	const cl = "Content-Length: 100\r\n"
+	const chunked = "Transfer-Encoding: chunked\r\n"
+	// net/http waits up to 500 ms (its RST-avoidance delay) before it
+	// closes a connection whose body it did not read to the end.
+	const closeSlack = 500*time.Millisecond + time.Second
+	for _, tc := range []struct {
+		name, target, headers string
+		status                string
+		refused               bool // answered before the body deadline
+	}{
+		{"publish, JSON: 408", "/session/s1/events", js + cl, "408", false},
+		{"publish, chunked JSON: 408", "/session/s1/events", js + chunked, "408", false},
+		{"create, JSON: 408", "/sessions", js + cl, "408", false},
+		{"publish, no Content-Type: 415", "/session/s1/events", cl, "415", true},
+		{"create, no Content-Type: 415", "/sessions", cl, "415", true},
+		{"publish, chunked without Content-Type: 415", "/session/s1/events", chunked, "415", true},
+		{"publish, text/plain: 415", "/session/s1/events", "Content-Type: text/plain\r\n" + cl, "415", true},
+		{"publish, gzip: 415", "/session/s1/events", js + "Content-Encoding: gzip\r\n" + cl, "415", true},
+		{"publish, query parameter: 400", "/session/s1/events?x=1", js + cl, "400", true},
+		{"publish, bad id: 400", "/session/a%2Fb/events", js + cl, "400", true},
+		{"unknown route: 404", "/nope", js + cl, "404", true},
+		{"wrong method: 405", "/healthz", js + cl, "405", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			status, answered, closed := headersOnly(t, addr,
+				"POST "+tc.target+" HTTP/1.1\r\nHost: localhost\r\n"+tc.headers+"\r\n")
+			assert.Contains(t, status, " "+tc.status+" ")
+			if tc.refused {
+				assert.Less(t, answered, bodyTimeout, "a refusal does not wait for the body")
+			} else {
+				assert.GreaterOrEqual(t, answered, bodyTimeout, "the 408 comes when the body deadline passed")
+			}
+			assert.Less(t, answered, bodyTimeout+closeSlack, "answered within the body timeout")
+			assert.Less(t, closed, bodyTimeout+closeSlack, "closed within the body timeout")
+		})
+	}
+}
+
+// Issue 18.6 (the server's half): while Options.Ready reports the backend
+// down, /healthz is 503 and every route that uses the bus answers 503
+// unavailable with Retry-After before touching it — a publish would wait
+// for the backend and fail as a 500, a stream would open empty — while the
+// routes that only read local state still answer. Ready back: all is 200.
+func TestReadyGatesTheBusRoutes(t *testing.T) {
+	t.Parallel()
+	var down atomic.Bool
+	s := newServer(t, Options{Ready: func() error {
+		if down.Load() {
+			return errors.New("nats: the NATS connection is reconnecting")
+		}
+		return nil
+	}})
+	require.NoError(t, s.Bus().CreateSession("s1", ""))
+	ts := httptest.NewServer(s)
+	t.Cleanup(ts.Close)
+	t.Cleanup(func() { _ = s.Close() })
+	send := func(method, path, body string, hdr ...string) (int, http.Header, map[string]string) {
+		t.Helper()
+		var r io.Reader
+		if body != "" {
+			r = strings.NewReader(body)
+		}
+		req, err := http.NewRequest(method, ts.URL+path, r)
+		require.NoError(t, err)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel() // a stream that opens is left at once
+		resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var out map[string]string
+		if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+			_ = json.NewDecoder(resp.Body).Decode(&out)
+		}
+		return resp.StatusCode, resp.Header, out
+	}
+	wsHeaders := []string{"Connection", "Upgrade", "Upgrade", "websocket", "Sec-WebSocket-Version", "13", "Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="}
+	routes := []struct {
+		name, method, path, body string
+		hdr                      []string
+		up                       int
+	}{
+		{"publish", "POST", "/session/s1/events", `{"type":"note"}`, nil, http.StatusAccepted},
+		{"create", "POST", "/sessions", `{"id":"s2"}`, nil, http.StatusCreated},
+		{"SSE", "GET", "/session/s1/events", "", nil, http.StatusOK},
+		{"WebSocket", "GET", "/session/s1/ws", "", wsHeaders, http.StatusSwitchingProtocols},
+		{"close", "DELETE", "/session/s2", "", nil, http.StatusNoContent},
+	}
+
+	down.Store(true)
+	status, hdr, body := send("GET", "/healthz", "")
+	assert.Equal(t, http.StatusServiceUnavailable, status)
+	assert.Equal(t, "unavailable", body["status"])
+	assert.Equal(t, "the NATS connection is reconnecting", body["message"])
+	assert.Equal(t, "1", hdr.Get("Retry-After"))
+	for _, r := range routes {
+		status, hdr, body := send(r.method, r.path, r.body, r.hdr...)
+		assert.Equal(t, http.StatusServiceUnavailable, status, r.name)
+		assert.Equal(t, "unavailable", body["code"], r.name)
+		assert.Contains(t, body["message"], "reconnecting", r.name)
+		assert.Equal(t, "1", hdr.Get("Retry-After"), r.name)
+	}
+	assert.Zero(t, s.Bus().LastEventID(), "nothing reached the bus")
+	for _, path := range []string{"/sessions", "/info", "/"} {
+		status, _, _ := send("GET", path, "")
+		assert.Equal(t, http.StatusOK, status, path)
+	}
+
+	down.Store(false)
+	status, _, body = send("GET", "/healthz", "")
+	assert.Equal(t, http.StatusOK, status)
+	assert.Equal(t, "ok", body["status"])
+	for _, r := range routes {
+		status, _, _ := send(r.method, r.path, r.body, r.hdr...)
+		assert.Equal(t, r.up, status, r.name)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -52,11 +53,14 @@ type Options struct {
 	// DefaultScope is the scope the page starts with; zero means
 	// scope.Session.
 	DefaultScope scope.Kind
-	// BodyTimeout bounds how long a POST may take to deliver its body,
-	// counted from when the handler starts reading it; a slower body is
-	// answered 408 request_timeout and its connection closed. It applies
-	// to the POST routes only, so SSE streams are not cut. Zero means
-	// DefaultBodyTimeout (10 s).
+	// BodyTimeout bounds how long a request with a body (every POST) may
+	// take to deliver it, counted from when its headers were read; a
+	// slower body is answered 408 request_timeout and its connection
+	// closed. A request refused before its body is read (415, 404, 400, …)
+	// is answered at once and its connection closed, at the latest when
+	// BodyTimeout has passed, whether or not the body ever arrives.
+	// Requests without a body (the SSE and WebSocket streams) are not
+	// bounded by it. Zero means DefaultBodyTimeout (10 s).
 	BodyTimeout time.Duration
 	// WriteTimeout bounds writing each answer, counted from when the
 	// request arrives: a client that sends requests and never reads the
@@ -78,6 +82,18 @@ type Options struct {
 	// Hello sends each new connection, SSE or WebSocket, a targeted
 	// "hello" frame ([TypeHello]) once its replay is queued.
 	Hello bool
+	// Ready, when set, reports whether the bus's backend can serve (the
+	// NATS connection of a node over NATS is up): a non-nil error makes
+	// GET /healthz answer 503 {"status":"unavailable","message":…}, and the
+	// routes that use the bus — POST /sessions, POST /session/{id}/events,
+	// DELETE /session/{id} and the SSE and WebSocket streams — answer 503
+	// unavailable with Retry-After instead of waiting for the backend (a
+	// publish would time out as a 500, a stream would open empty). A
+	// publish or create that fails while Ready reports an error is also
+	// 503. It is called once per request on those routes and must be cheap
+	// and safe for concurrent use. Nil means always ready (the in-memory
+	// bus).
+	Ready func() error
 	// Types are event types the page listens for from the start, besides
 	// the bus's own. Types published through POST /session/{id}/events are
 	// added as they come (an EventSource only hears event types it has a
@@ -150,7 +166,7 @@ func New(bus *eventbus.Bus, o Options) (*Server, error) {
 		return nil, err
 	}
 	var events http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if validPathID(w, r) {
+		if validPathID(w, r) && s.ready(w) {
 			h.ServeHTTP(w, r)
 		}
 	})
@@ -166,16 +182,16 @@ func New(bus *eventbus.Bus, o Options) (*Server, error) {
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /info", s.info)
 	s.mux.HandleFunc("GET /sessions", s.listSessions)
-	s.mux.HandleFunc("POST /sessions", s.createSession)
-	s.mux.HandleFunc("POST /session/{id}/events", s.publish)
-	s.mux.HandleFunc("DELETE /session/{id}", s.closeSession)
+	s.mux.HandleFunc("POST /sessions", s.whenReady(s.createSession))
+	s.mux.HandleFunc("POST /session/{id}/events", s.whenReady(s.publish))
+	s.mux.HandleFunc("DELETE /session/{id}", s.whenReady(s.closeSession))
 	if o.Durable.Logger == nil {
 		o.Durable.Logger = o.Logger
 	}
 	if s.durable, err = durable.NewHandler(bus, o.Durable); err != nil {
 		return nil, err
 	}
-	s.mux.Handle(durable.Pattern, s.durable)
+	s.mux.Handle(durable.Pattern, s.whenReady(s.durable.ServeHTTP))
 	return s, nil
 }
 
@@ -222,10 +238,11 @@ func (s *Server) Durable() *durable.Handler { return s.durable }
 //	410 session_closed      the session (or the parent) was closed; POST /sessions
 //	                        with the closed id reopens it (201)
 //	413 body_too_large      a body over MaxBodyBytes
-//	503 unavailable         the bus is closed
+//	503 unavailable         the bus is closed, or its backend is down (Options.Ready; with Retry-After)
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.log.LogAttrs(r.Context(), slog.LevelDebug, "request",
 		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("remote", r.RemoteAddr))
+	s.boundBody(w, r)
 	s.boundWrites(w, r)
 	if !cleanPath(r.URL.EscapedPath()) {
 		writeError(w, http.StatusNotFound, "not_found",
@@ -262,8 +279,35 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
+// boundBody bounds the arrival of r's body, when it has one, to
+// BodyTimeout from now, for every route: the answer (a refusal or the 408
+// of readBody) never waits for a body that does not come. Until readBody
+// has the whole body, the HTTP/1 answer carries Connection: close:
+// net/http would otherwise read (discard) the unread body before it writes
+// an answer, and a body that never arrives would hold that answer until the
+// deadline. After the answer net/http still reads what is left of the body
+// (up to 256 KiB) to close cleanly, within the same deadline. Over HTTP/2 an
+// unread body costs only its stream, and Connection: close would end the
+// whole connection, so only the deadline is set.
+func (s *Server) boundBody(w http.ResponseWriter, r *http.Request) {
+	if !hasBody(r) {
+		return
+	}
+	if r.ProtoMajor < 2 {
+		w.Header().Set("Connection", "close")
+	}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.bodyTimeout)) // ErrNotSupported: nothing to bound
+}
+
+// hasBody reports whether r comes with a body (a Content-Length above 0 or
+// a chunked one).
+func hasBody(r *http.Request) bool {
+	return r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody
+}
+
 // boundWrites sets the write deadline for r's answer to now +
-// WriteTimeout. The stream handlers take over from their first write: they
+// WriteTimeout (+ BodyTimeout for a request with a body, whose answer may
+// come only when the body deadline has passed: the 408). The stream handlers take over from their first write: they
 // set their own deadline before each write and clear it after (SSE), or
 // after each write to the hijacked socket (WebSocket), so the deadline set
 // here bounds only their refusals and the upgrade. A stream whose handler
@@ -281,7 +325,11 @@ func (s *Server) boundWrites(w http.ResponseWriter, r *http.Request) {
 		_ = rc.SetWriteDeadline(time.Time{}) // ErrNotSupported: nothing was set
 		return
 	}
-	_ = rc.SetWriteDeadline(time.Now().Add(s.writeTimeout)) // ErrNotSupported: nothing to bound
+	d := s.writeTimeout
+	if hasBody(r) {
+		d += s.bodyTimeout
+	}
+	_ = rc.SetWriteDeadline(time.Now().Add(d)) // ErrNotSupported: nothing to bound
 }
 
 // recorder captures what the mux's fallback handlers answer.
@@ -301,8 +349,51 @@ func (r *recorder) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// healthz is GET /healthz: 200 {"status":"ok"}, or 503
+// {"status":"unavailable","message":…} with Retry-After while
+// Options.Ready reports the backend down.
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	if s.o.Ready != nil {
+		if err := s.o.Ready(); err != nil {
+			w.Header().Set("Retry-After", strconv.Itoa(RetryAfterUnavailable))
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "message": publicMessage(err)})
+			return
+		}
+	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// RetryAfterUnavailable is the Retry-After, in seconds, of a 503 answered
+// while Options.Ready reports the backend down.
+const RetryAfterUnavailable = 1
+
+// ready answers 503 unavailable with Retry-After when Options.Ready reports
+// the backend down, and reports whether to go on.
+func (s *Server) ready(w http.ResponseWriter) bool {
+	if s.o.Ready == nil {
+		return true
+	}
+	err := s.o.Ready()
+	if err == nil {
+		return true
+	}
+	writeUnavailable(w, err)
+	return false
+}
+
+// writeUnavailable answers 503 unavailable with Retry-After, saying why.
+func writeUnavailable(w http.ResponseWriter, err error) {
+	w.Header().Set("Retry-After", strconv.Itoa(RetryAfterUnavailable))
+	writeError(w, http.StatusServiceUnavailable, "unavailable", "the event bus's backend is unavailable, retry: "+publicMessage(err))
+}
+
+// whenReady runs h only while the backend is ready (see Options.Ready).
+func (s *Server) whenReady(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.ready(w) {
+			h(w, r)
+		}
+	}
 }
 
 // info is GET /info: what the page needs to start, and the counters.
@@ -357,7 +448,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.bus.CreateSession(req.ID, req.Parent); err != nil {
-		writeBusError(w, err)
+		s.writeBusError(w, err)
 		return
 	}
 	s.log.Debug("session created", "session", req.ID, "parent", req.Parent) // Debug: churn must not flood the log
@@ -399,7 +490,7 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request) {
 	}
 	ev, err := s.bus.Publish(r.PathValue("id"), req.Type, data, opts...)
 	if err != nil {
-		writeBusError(w, err)
+		s.writeBusError(w, err)
 		return
 	}
 	s.addType(req.Type)
@@ -449,7 +540,7 @@ func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		writeBusError(w, err)
+		s.writeBusError(w, err)
 		return
 	}
 	s.log.Debug("session closed", "session", id)
@@ -467,26 +558,44 @@ func (s *Server) addType(t string) {
 	s.types = slices.Insert(s.types, i, t)
 }
 
-// writeBusError maps a bus error to its status and code.
-func writeBusError(w http.ResponseWriter, err error) {
-	status, code := http.StatusInternalServerError, "internal_error"
-	switch {
-	case errors.Is(err, scope.ErrUnknownParent):
-		status, code = http.StatusNotFound, "parent_not_found"
-	case errors.Is(err, scope.ErrCycle):
-		status, code = http.StatusConflict, "cycle"
-	case errors.Is(err, scope.ErrExists):
-		status, code = http.StatusConflict, "session_exists"
-	case errors.Is(err, eventbus.ErrSessionNotFound):
-		status, code = http.StatusNotFound, "session_not_found"
-	case errors.Is(err, eventbus.ErrSessionClosed):
-		status, code = http.StatusGone, "session_closed"
-	case errors.Is(err, eventbus.ErrClosed):
-		status, code = http.StatusServiceUnavailable, "unavailable"
-	case errors.Is(err, eventbus.ErrInvalid):
-		status, code = http.StatusBadRequest, "invalid_argument"
+// writeBusError answers a bus error with its status and code (busStatus).
+// A failure the client did not cause (500) while the backend is down
+// (Options.Ready), or a backend failure (eventbus.ErrBackend), is 503 with
+// Retry-After instead: the client should retry, not give up.
+func (s *Server) writeBusError(w http.ResponseWriter, err error) {
+	status, code := busStatus(err)
+	if errors.Is(err, eventbus.ErrBackend) {
+		writeUnavailable(w, err)
+		return
+	}
+	if status == http.StatusInternalServerError && s.o.Ready != nil {
+		if rerr := s.o.Ready(); rerr != nil {
+			writeUnavailable(w, rerr)
+			return
+		}
 	}
 	writeError(w, status, code, publicMessage(err))
+}
+
+// busStatus maps a bus error to its status and code.
+func busStatus(err error) (int, string) {
+	switch {
+	case errors.Is(err, scope.ErrUnknownParent):
+		return http.StatusNotFound, "parent_not_found"
+	case errors.Is(err, scope.ErrCycle):
+		return http.StatusConflict, "cycle"
+	case errors.Is(err, scope.ErrExists):
+		return http.StatusConflict, "session_exists"
+	case errors.Is(err, eventbus.ErrSessionNotFound):
+		return http.StatusNotFound, "session_not_found"
+	case errors.Is(err, eventbus.ErrSessionClosed):
+		return http.StatusGone, "session_closed"
+	case errors.Is(err, eventbus.ErrClosed):
+		return http.StatusServiceUnavailable, "unavailable"
+	case errors.Is(err, eventbus.ErrInvalid):
+		return http.StatusBadRequest, "invalid_argument"
+	}
+	return http.StatusInternalServerError, "internal_error"
 }
 
 func writeError(w http.ResponseWriter, status int, code, message string) {

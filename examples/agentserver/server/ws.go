@@ -53,7 +53,7 @@ func (s *Server) newWS() error {
 	}
 	s.ws = h
 	s.mux.Handle(ws.Pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if validPathID(w, r) {
+		if validPathID(w, r) && s.ready(w) {
 			h.ServeHTTP(w, r)
 		}
 	}))

@@ -13,7 +13,7 @@
   const $ = (id) => document.getElementById(id);
   const MAX_ROWS = 400;   // rows kept in the event log
   const MAX_FLOW = 60;    // items kept per agent card
-  const MAX_CARDS = 6;    // agent cards kept (closed sessions go first)
+  const MAX_CLOSED = 20;  // closed agents' cards kept, folded under "closed agents" (oldest go first)
   const POLL_MS = 2000;
   const FRAME_TYPES = new Set(['state_resync_required', 'replay_complete', 'slow_client_warning', 'client_evicted']);
 
@@ -202,8 +202,11 @@
       if (env.id <= st.lastSeq) { st.dups++; dup = true; } else { st.lastSeq = env.id; }
       window.receivedIds.push(env.id);
       st.cursor = e.lastEventId || String(env.id);
-      st.received++;
-      if (env.replay) st.replayed++;
+      // A merged (coalesced) frame holds env.count events: the counters
+      // count events, as the server's replay_complete does.
+      const n = env.count > 1 ? env.count : 1;
+      st.received += n;
+      if (env.replay) st.replayed += n;
       if (type === 'agent_message_chunk') {
         const u = (env.data && env.data.update) || {};
         window.agentText[env.session] = (window.agentText[env.session] || '') + ((u.content && u.content.text) || '');
@@ -411,7 +414,20 @@
   const agents = {
     cards: new Map(),
     dirty: new Set(),
-    clear() { this.cards.clear(); this.dirty.clear(); $('cards').replaceChildren(); },
+    clear() {
+      this.cards.clear();
+      this.dirty.clear();
+      $('live-cards').replaceChildren();
+      $('closed-cards').replaceChildren();
+      this.closedChanged();
+    },
+    // closedChanged shows how many closed agents are folded below the live
+    // ones, and hides the fold when there are none.
+    closedChanged() {
+      const n = $('closed-cards').childElementCount;
+      $('closed-count').textContent = n;
+      $('closed-agents').hidden = n === 0;
+    },
     card(session) {
       let c = this.cards.get(session);
       if (c) return c;
@@ -421,12 +437,7 @@
       el.querySelector('code').textContent = session;
       c = { el, status: el.querySelector('.status'), plan: el.querySelector('.plan'), flow: el.querySelector('.flow'), last: null, tools: new Map(), closed: false };
       this.cards.set(session, c);
-      $('cards').append(el);
-      // Keep the panel bounded: forget the oldest closed sessions.
-      for (const [id, old] of this.cards) {
-        if (this.cards.size <= MAX_CARDS) break;
-        if (old.closed) { old.el.remove(); this.cards.delete(id); }
-      }
+      $('live-cards').append(el);
       return c;
     },
     push(c, node) {
@@ -442,7 +453,13 @@
         case 'turn_start':
           c.status.textContent = `${d.agent || 'agent'} · running`;
           c.status.className = 'status running';
-          c.el.classList.remove('closed');
+          if (c.closed) {
+            // Reopened: back among the live agents.
+            c.closed = false;
+            c.el.classList.remove('closed');
+            $('live-cards').append(c.el);
+            this.closedChanged();
+          }
           c.last = null;
           break;
         case 'turn_end':
@@ -450,14 +467,24 @@
           c.status.className = 'status';
           c.last = null;
           break;
-        case 'session_closed':
+        case 'session_closed': {
           c.status.textContent = 'closed';
           c.status.className = 'status';
           c.el.classList.add('closed');
           c.closed = true;
-          // Closed agents go below the live ones, folded to their header.
-          $('cards').append(c.el);
+          // Closed agents go below the live ones, folded to their header
+          // and together under "closed agents" (newest first), so that a
+          // replay of many finished sub-agents does not bury the live ones.
+          const list = $('closed-cards');
+          list.prepend(c.el);
+          while (list.childElementCount > MAX_CLOSED) {
+            const old = list.lastElementChild;
+            old.remove();
+            for (const [id, x] of this.cards) if (x.el === old) this.cards.delete(id);
+          }
+          this.closedChanged();
           break;
+        }
         case 'agent_message_chunk':
         case 'agent_thought_chunk': {
           const kind = type === 'agent_message_chunk' ? 'msg' : 'thought';
@@ -566,8 +593,16 @@
       }
     };
     walk('', 0);
+    if (!items.length) {
+      const li = document.createElement('li');
+      li.className = 'empty muted small';
+      li.textContent = 'no sessions yet: POST /sessions creates one (see the README)';
+      items.push(li);
+    }
     ul.replaceChildren(...items);
-    $('sessions-updated').textContent = `updated ${new Date().toLocaleTimeString()}`;
+    // The time says when the list was last fetched; an empty list has
+    // nothing to date.
+    $('sessions-updated').textContent = st.sessions.length ? `updated ${new Date().toLocaleTimeString()}` : '';
   }
 
   async function pollSessions() {
@@ -622,8 +657,28 @@
   $('scope').onchange = (e) => select(st.session, e.target.value);
   $('coalesce').onchange = (e) => { st.coalesce = e.target.checked; select(st.session, st.scope); };
   $('transport').onchange = (e) => { st.transport = e.target.value; select(st.session, st.scope); };
-  $('max-queued').onchange = (e) => { st.maxQueued = e.target.value; select(st.session, st.scope); };
+  $('max-queued').onchange = (e) => {
+    st.maxQueued = e.target.value;
+    select(st.session, st.scope);
+    if (st.maxQueued) {
+      showNotice(`live queue limited to ${st.maxQueued} frames: slow_client_warning at 75 %, client_evicted beyond it. `
+        + 'This page keeps up with the demo, so expect neither until the stream stalls (a slow network, a frozen tab, a higher -demo-rate).', 'info', 10000);
+    }
+  };
   document.querySelector('details.ids').addEventListener('toggle', renderIds);
+  // Leaving the page (navigation, reload, a closed tab, the back-forward
+  // cache): close the stream now, so the server frees the subscription at
+  // once instead of when it notices the dead connection. A page restored
+  // from the back-forward cache resumes where it was.
+  window.addEventListener('pagehide', () => {
+    const es = st.es;
+    st.es = null;
+    if (es) es.close();
+    setState('closed');
+  });
+  window.addEventListener('pageshow', (e) => {
+    if (e.persisted && st.session && !st.es) connect(st.cursor);
+  });
 
   (async () => {
     const info = await pollInfo();

@@ -1,4 +1,4 @@
-package nats
+package embedded
 
 import (
 	"errors"
@@ -53,7 +53,7 @@ func RunServer(cfg ServerConfig) (*Server, error) {
 	if s.cfg.Dir == "" {
 		dir, err := os.MkdirTemp("", "replaybus-nats-*")
 		if err != nil {
-			return nil, fmt.Errorf("nats: data folder: %w", err)
+			return nil, fmt.Errorf("embedded: data folder: %w", err)
 		}
 		s.cfg.Dir, s.ownDir = dir, true
 	}
@@ -97,20 +97,20 @@ func (s *Server) start() error {
 		for _, r := range s.cfg.Routes {
 			u, err := url.Parse(r)
 			if err != nil {
-				return fmt.Errorf("nats: route %q: %w", r, err)
+				return fmt.Errorf("embedded: route %q: %w", r, err)
 			}
 			opts.Routes = append(opts.Routes, u)
 		}
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
-		return fmt.Errorf("nats: embedded server: %w", err)
+		return fmt.Errorf("embedded: nats-server: %w", err)
 	}
 	go srv.Start()
 	if !srv.ReadyForConnections(s.cfg.ReadyTimeout) {
 		srv.Shutdown()
 		srv.WaitForShutdown()
-		return fmt.Errorf("nats: embedded server on %s:%d not ready after %v", s.cfg.Host, s.cfg.Port, s.cfg.ReadyTimeout)
+		return fmt.Errorf("embedded: nats-server on %s:%d not ready after %v", s.cfg.Host, s.cfg.Port, s.cfg.ReadyTimeout)
 	}
 	s.srv = srv
 	return nil
@@ -162,7 +162,7 @@ type Cluster struct {
 // n servers as current peers (up to 20 s).
 func RunCluster(n int, dir string) (*Cluster, error) {
 	if n < 1 {
-		return nil, fmt.Errorf("nats: cluster of %d servers", n)
+		return nil, fmt.Errorf("embedded: cluster of %d servers", n)
 	}
 	own := dir == ""
 	if own {
@@ -214,7 +214,7 @@ func RunCluster(n int, dir string) (*Cluster, error) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	c.Shutdown()
-	return nil, errors.New("nats: cluster has no JetStream meta leader with every peer current after 20s")
+	return nil, errors.New("embedded: cluster has no JetStream meta leader with every peer current after 20s")
 }
 
 // ClientURLs returns the servers' URLs, comma-separated, as
@@ -241,7 +241,7 @@ func (c *Cluster) Shutdown() {
 func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, fmt.Errorf("nats: finding a free port: %w", err)
+		return 0, fmt.Errorf("embedded: finding a free port: %w", err)
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil

@@ -1,0 +1,195 @@
+// Command testsummary runs go test and prints what a plain go test prints —
+// each package's ok or FAIL line, the output of failing tests, build errors —
+// followed by the tests that were skipped and why, which a plain go test
+// hides. `make test` runs it:
+//
+//	go run ./internal/testsummary [-go go] [go test flags] packages…
+//
+// It runs `go test -json` with the given arguments, passes go test's stderr
+// through, and exits with go test's exit status (1 when go test could not be
+// run, or reported a failure yet exited 0).
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+)
+
+func main() {
+	goTool, args := "go", os.Args[1:]
+	if len(args) >= 2 && args[0] == "-go" {
+		goTool, args = args[1], args[2:]
+	}
+	os.Exit(run(goTool, args, os.Stdout, os.Stderr))
+}
+
+// event is one line of go test -json (cmd/test2json's TestEvent).
+type event struct {
+	Action     string
+	Package    string
+	ImportPath string // build-output and build-fail events
+	Test       string
+	Output     string
+}
+
+// skip is one skipped test and its reason.
+type skip struct {
+	pkg, test, reason string
+}
+
+func run(goTool string, args []string, stdout, stderr io.Writer) int {
+	cmd := exec.Command(goTool, append([]string{"test", "-json"}, args...)...)
+	cmd.Stderr = stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		fmt.Fprintln(stderr, "testsummary:", err)
+		return 1
+	}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(stderr, "testsummary:", err)
+		return 1
+	}
+	s := newSummary(stdout)
+	s.read(out)
+	err = cmd.Wait()
+	s.printSkips()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		return exit.ExitCode()
+	case err != nil:
+		fmt.Fprintln(stderr, "testsummary:", err)
+		return 1
+	case s.failed:
+		return 1
+	}
+	return 0
+}
+
+// summary turns go test -json back into go test's plain output and collects
+// the skipped tests.
+type summary struct {
+	w      io.Writer
+	buf    map[string][]string // package + "\x00" + test → its output lines so far
+	skips  []skip
+	failed bool
+}
+
+func newSummary(w io.Writer) *summary {
+	return &summary{w: w, buf: make(map[string][]string)}
+}
+
+func (s *summary) read(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		var ev event
+		if json.Unmarshal(line, &ev) != nil || ev.Action == "" {
+			fmt.Fprintf(s.w, "%s\n", line) // not JSON: pass it on
+			continue
+		}
+		s.handle(ev)
+	}
+}
+
+func (s *summary) handle(ev event) {
+	key := ev.Package + "\x00" + ev.Test
+	switch ev.Action {
+	case "build-output":
+		fmt.Fprint(s.w, ev.Output)
+	case "build-fail":
+		s.failed = true
+	case "output":
+		if ev.Test == "" {
+			// Package lines: ok, FAIL, panics, coverage. A plain go test
+			// prints no PASS line and no test framing.
+			if ev.Output != "PASS\n" && !framing(ev.Output) {
+				fmt.Fprint(s.w, ev.Output)
+			}
+			return
+		}
+		s.buf[key] = append(s.buf[key], ev.Output)
+	case "fail":
+		if ev.Test == "" {
+			s.failed = true
+			return
+		}
+		for _, l := range s.buf[key] {
+			if !framing(l) {
+				fmt.Fprint(s.w, l)
+			}
+		}
+		delete(s.buf, key)
+	case "skip":
+		if ev.Test != "" {
+			s.skips = append(s.skips, skip{pkg: ev.Package, test: ev.Test, reason: reason(s.buf[key])})
+		}
+		delete(s.buf, key)
+	case "pass":
+		delete(s.buf, key)
+	}
+}
+
+// framing reports whether l is one of go test -v's framing lines, which a
+// plain go test does not print.
+func framing(l string) bool {
+	for _, p := range []string{"=== RUN", "=== PAUSE", "=== CONT", "=== NAME", "--- PASS", "--- SKIP"} {
+		if strings.HasPrefix(strings.TrimLeft(l, " "), p) {
+			return true
+		}
+	}
+	return false
+}
+
+// reason is a skipped test's message: its output without the framing, on
+// one line, without the file:line prefix.
+func reason(lines []string) string {
+	var parts []string
+	for _, l := range lines {
+		if framing(l) {
+			continue
+		}
+		l = strings.TrimSpace(l)
+		if i := strings.Index(l, ": "); i > 0 && strings.Contains(l[:i], ".go:") {
+			l = l[i+2:]
+		}
+		if l != "" {
+			parts = append(parts, l)
+		}
+	}
+	if len(parts) == 0 {
+		return "(no reason given)"
+	}
+	return strings.Join(parts, " ")
+}
+
+// printSkips lists the skipped tests, grouped by reason.
+func (s *summary) printSkips() {
+	if len(s.skips) == 0 {
+		fmt.Fprintln(s.w, "skipped: no test")
+		return
+	}
+	byReason := map[string][]string{}
+	for _, k := range s.skips {
+		byReason[k.reason] = append(byReason[k.reason], strings.TrimPrefix(k.pkg, "github.com/replaybus/replaybus/")+"."+k.test)
+	}
+	reasons := make([]string, 0, len(byReason))
+	for r := range byReason {
+		reasons = append(reasons, r)
+	}
+	sort.Strings(reasons)
+	fmt.Fprintf(s.w, "skipped: %d tests (a plain go test does not show them)\n", len(s.skips))
+	for _, r := range reasons {
+		tests := byReason[r]
+		sort.Strings(tests)
+		fmt.Fprintf(s.w, "  %s\n    %s\n", r, strings.Join(tests, "\n    "))
+	}
+}

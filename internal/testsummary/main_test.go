@@ -1,0 +1,48 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// Issue 18.12: make test hid the skipped real-client tests. The summary
+// prints what a plain go test prints (ok and FAIL lines, a failing test's
+// output) and then every skipped test with its reason.
+func TestSummaryKeepsPlainOutputAndListsSkips(t *testing.T) {
+	in := strings.Join([]string{
+		`{"Action":"start","Package":"m/a"}`,
+		`{"Action":"run","Package":"m/a","Test":"TestOK"}`,
+		`{"Action":"output","Package":"m/a","Test":"TestOK","Output":"=== RUN   TestOK\n"}`,
+		`{"Action":"output","Package":"m/a","Test":"TestOK","Output":"    a_test.go:9: chatty log of a passing test\n"}`,
+		`{"Action":"output","Package":"m/a","Test":"TestOK","Output":"--- PASS: TestOK (0.00s)\n"}`,
+		`{"Action":"pass","Package":"m/a","Test":"TestOK"}`,
+		`{"Action":"run","Package":"m/a","Test":"TestNode"}`,
+		`{"Action":"output","Package":"m/a","Test":"TestNode","Output":"=== RUN   TestNode\n"}`,
+		`{"Action":"output","Package":"m/a","Test":"TestNode","Output":"    node_test.go:12: node not installed (run make e2e-deps)\n"}`,
+		`{"Action":"output","Package":"m/a","Test":"TestNode","Output":"--- SKIP: TestNode (0.00s)\n"}`,
+		`{"Action":"skip","Package":"m/a","Test":"TestNode"}`,
+		`{"Action":"output","Package":"m/a","Output":"PASS\n"}`,
+		`{"Action":"output","Package":"m/a","Output":"ok  \tm/a\t0.01s\n"}`,
+		`{"Action":"pass","Package":"m/a"}`,
+		`{"Action":"run","Package":"m/b","Test":"TestBad"}`,
+		`{"Action":"output","Package":"m/b","Test":"TestBad","Output":"=== RUN   TestBad\n"}`,
+		`{"Action":"output","Package":"m/b","Test":"TestBad","Output":"    b_test.go:5: want 1, got 2\n"}`,
+		`{"Action":"output","Package":"m/b","Test":"TestBad","Output":"--- FAIL: TestBad (0.00s)\n"}`,
+		`{"Action":"fail","Package":"m/b","Test":"TestBad"}`,
+		`{"Action":"output","Package":"m/b","Output":"FAIL\n"}`,
+		`{"Action":"output","Package":"m/b","Output":"FAIL\tm/b\t0.02s\n"}`,
+		`{"Action":"fail","Package":"m/b"}`,
+	}, "\n")
+	var out bytes.Buffer
+	s := newSummary(&out)
+	s.read(strings.NewReader(in))
+	s.printSkips()
+	assert.True(t, s.failed)
+	assert.Equal(t, "ok  \tm/a\t0.01s\n"+
+		"    b_test.go:5: want 1, got 2\n--- FAIL: TestBad (0.00s)\nFAIL\nFAIL\tm/b\t0.02s\n"+
+		"skipped: 1 tests (a plain go test does not show them)\n"+
+		"  node not installed (run make e2e-deps)\n    m/a.TestNode\n", out.String())
+}
