@@ -1,6 +1,9 @@
 package e2e
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -149,4 +152,316 @@ func TestReadmeCurlLinesSurviveShellGlobbing(t *testing.T) {
 		}
 	}
 	assert.GreaterOrEqual(t, checked, 3, "the README shows curl commands")
+}
+
+// Eight packages (eventbus/frame, eventbus/observe, the five under
+// eventbus/internal, internal/testsummary) kept their package comment in
+// their one source file, so a reader looking for a package's doc.go found
+// none. Every directory of the repository that holds a Go package has a
+// doc.go carrying the package comment, and no other file of the package
+// carries one (go doc would run them together).
+func TestEveryPackageHasDocGo(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.Abs("..")
+	require.NoError(t, err)
+	packages := map[string][]string{} // directory → its non-test Go files
+	for name := range repoFiles(t) {
+		if filepath.Ext(name) == ".go" && !strings.HasSuffix(name, "_test.go") && !strings.Contains(name, "testdata") {
+			dir := filepath.Dir(name)
+			packages[dir] = append(packages[dir], name)
+		}
+	}
+	require.GreaterOrEqual(t, len(packages), 20, "the walk found the packages")
+	for dir, files := range packages {
+		docGo := filepath.Join(dir, "doc.go")
+		if !assert.Contains(t, files, docGo, "package %s has no doc.go", dir) {
+			continue
+		}
+		for _, name := range files {
+			f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(root, name), nil, parser.PackageClauseOnly|parser.ParseComments)
+			require.NoError(t, err)
+			if name == docGo {
+				assert.True(t, f.Doc != nil, "%s has no package comment", name)
+			} else {
+				assert.True(t, f.Doc == nil, "%s carries a package comment; it belongs in %s", name, docGo)
+			}
+		}
+	}
+}
+
+// exportedNames returns the names a doc link may point to in the package in
+// dir (relative to the repository): its top-level identifiers, T.Method and
+// T.Field, and its parsed files by path. Test files are skipped.
+func exportedNames(t *testing.T, dir string) (pkg string, names map[string]bool, files map[string]*ast.File) {
+	t.Helper()
+	fset := token.NewFileSet()
+	paths, err := filepath.Glob(filepath.Join("..", dir, "*.go"))
+	require.NoError(t, err)
+	files = map[string]*ast.File{}
+	for _, path := range paths {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments)
+		require.NoError(t, err)
+		files[path] = f
+		if pkg == "" {
+			pkg = f.Name.Name
+		}
+		require.Equal(t, pkg, f.Name.Name, "%s: one package per directory", path)
+	}
+	require.NotEmpty(t, files, dir)
+	names = map[string]bool{}
+	for _, f := range files {
+		for _, d := range f.Decls {
+			switch d := d.(type) {
+			case *ast.FuncDecl:
+				if d.Recv == nil {
+					names[d.Name.Name] = true
+					continue
+				}
+				typ := d.Recv.List[0].Type
+				if star, ok := typ.(*ast.StarExpr); ok {
+					typ = star.X
+				}
+				if ix, ok := typ.(*ast.IndexExpr); ok {
+					typ = ix.X
+				}
+				if id, ok := typ.(*ast.Ident); ok {
+					names[id.Name+"."+d.Name.Name] = true
+				}
+			case *ast.GenDecl:
+				for _, spec := range d.Specs {
+					switch spec := spec.(type) {
+					case *ast.TypeSpec:
+						names[spec.Name.Name] = true
+						var fields []*ast.Field
+						switch typ := spec.Type.(type) {
+						case *ast.StructType:
+							fields = typ.Fields.List
+						case *ast.InterfaceType:
+							fields = typ.Methods.List
+						}
+						for _, field := range fields {
+							for _, n := range field.Names {
+								names[spec.Name.Name+"."+n.Name] = true
+							}
+							if len(field.Names) == 0 { // embedded: its name
+								typ := field.Type
+								if star, ok := typ.(*ast.StarExpr); ok {
+									typ = star.X
+								}
+								switch typ := typ.(type) {
+								case *ast.Ident:
+									names[spec.Name.Name+"."+typ.Name] = true
+								case *ast.SelectorExpr:
+									names[spec.Name.Name+"."+typ.Sel.Name] = true
+								}
+							}
+						}
+					case *ast.ValueSpec:
+						for _, n := range spec.Names {
+							names[n.Name] = true
+						}
+					}
+				}
+			}
+		}
+	}
+	return pkg, names, files
+}
+
+// The doc comments linked [OverflowPolicy.Validate], a method that had become
+// unexported, and [Diagnostic], a type that had moved to package observe:
+// go doc printed them as plain brackets, and a reader looked for names that
+// do not exist. Every doc link of the public packages, [Name], [T.Method] or
+// [pkg.Name] for a package of this repository, names something that exists.
+func TestDocLinksResolve(t *testing.T) {
+	t.Parallel()
+	const module = "github.com/replaybus/replaybus/"
+	public := []string{"eventbus", "eventbus/backend", "eventbus/frame", "eventbus/observe",
+		"adapters/resume", "adapters/sse", "adapters/ws", "adapters/nats", "adapters/nats/embedded",
+		"config", "scope", "replay", "coalesce", "metrics"}
+	link := regexp.MustCompile(`\[(\*?)([A-Za-z_]\w*(?:\.[A-Za-z_]\w*){0,2})\]`)
+	cache := map[string]map[string]bool{}
+	namesOf := func(dir string) map[string]bool {
+		if cache[dir] == nil {
+			_, cache[dir], _ = exportedNames(t, dir)
+		}
+		return cache[dir]
+	}
+	// go doc resolves [pkg.Name] only for a package that the package imports
+	// (or one of the standard library's): a link to a package of this
+	// repository that is not imported prints as plain brackets.
+	byName := map[string]string{}
+	for _, dir := range public {
+		byName[dir[strings.LastIndex(dir, "/")+1:]] = dir
+	}
+	checked := 0
+	for _, dir := range public {
+		pkg, names, files := exportedNames(t, dir)
+		imports := map[string]string{} // import name → repository dir, "" outside it
+		for _, f := range files {
+			for _, im := range f.Imports {
+				path := strings.Trim(im.Path.Value, `"`)
+				name := path[strings.LastIndex(path, "/")+1:]
+				if im.Name != nil {
+					name = im.Name.Name
+				}
+				imports[name] = strings.TrimPrefix(path, module)
+				if !strings.HasPrefix(path, module) {
+					imports[name] = ""
+				}
+			}
+		}
+		for fname, f := range files {
+			rel, _ := filepath.Rel("..", fname)
+			for _, cg := range f.Comments {
+				for _, m := range link.FindAllStringSubmatch(cg.Text(), -1) {
+					parts := strings.Split(m[2], ".")
+					where := rel + ": [" + m[1] + m[2] + "]"
+					first, rest := parts[0], strings.Join(parts[1:], ".")
+					target, imported := imports[first]
+					if !imported {
+						target = byName[first]
+					}
+					switch {
+					case names[m[2]]:
+						checked++
+					case first == pkg && len(parts) > 1:
+						checked++
+						assert.True(t, names[rest], "%s names nothing in package %s", where, pkg)
+					case len(parts) > 1 && target != "" && !imported:
+						assert.Fail(t, "unresolved doc link", "%s: the package does not import %s, so go doc prints the link as plain text (name it without brackets)", where, target)
+					case len(parts) > 1 && target != "":
+						checked++
+						assert.True(t, namesOf(target)[rest], "%s names nothing in %s", where, target)
+					case first[0] >= 'A' && first[0] <= 'Z':
+						assert.Fail(t, "unresolved doc link", "%s names nothing in package %s", where, pkg)
+					}
+				}
+			}
+		}
+	}
+	assert.Greater(t, checked, 100, "the doc links were found")
+}
+
+// docs/protocol.md showed a frame with `id: 42`, the PlainIDs form, as what
+// a stream writes, when the handlers write `<epoch>-<seq>` by default: a
+// reader comparing it with curl's output took one for a bug. Every SSE id
+// line in a fenced block of the README and docs is epoch-qualified; the
+// plain form appears only in prose that names PlainIDs.
+func TestDocsShowDefaultEpochIDs(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob(filepath.Join("..", "docs", "*.md"))
+	require.NoError(t, err)
+	files = append(files, filepath.Join("..", "README.md"))
+	idLine := regexp.MustCompile(`^id: ?(.*)$`)
+	epochID := regexp.MustCompile(`^[A-Za-z0-9_]{1,64}-[0-9]+$`)
+	seen := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		fenced := false
+		for n, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "```") {
+				fenced = !fenced
+				continue
+			}
+			if m := idLine.FindStringSubmatch(line); fenced && m != nil {
+				seen++
+				assert.Regexp(t, epochID, m[1], "%s:%d: a stream writes <epoch>-<seq> ids by default", f, n+1)
+			}
+		}
+	}
+	assert.GreaterOrEqual(t, seen, 2, "the protocol page shows id lines")
+}
+
+// The README started the example server in the background with
+// `go build … && /tmp/agentserver -demo &` and stopped it with `kill $!`.
+// The `&` puts the whole && list in a subshell, so `$!` is that shell's pid:
+// kill $! ended the shell and left the server running on its port (seen on
+// bash 5.2). A command line of the README and docs that ends in `&` runs
+// one command, so that `$!` is that command's pid.
+func TestDocsBackgroundCommandsAreKillable(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob(filepath.Join("..", "docs", "*.md"))
+	require.NoError(t, err)
+	files = append(files, filepath.Join("..", "README.md"))
+	seen := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for n, line := range strings.Split(string(b), "\n") {
+			cmd := strings.TrimSpace(line)
+			if i := strings.Index(cmd, " #"); i >= 0 {
+				cmd = strings.TrimSpace(cmd[:i])
+			}
+			if !strings.HasSuffix(cmd, "&") || strings.HasSuffix(cmd, "&&") {
+				continue
+			}
+			seen++
+			list := strings.TrimSuffix(cmd, "&")
+			for _, op := range []string{"&&", "||", ";", "|"} {
+				assert.NotContainsf(t, list, op, "%s:%d: %q backgrounds a whole list (%s): $! is its subshell, not the server", f, n+1, cmd, op)
+			}
+		}
+	}
+	assert.GreaterOrEqual(t, seen, 1, "the README starts the server in the background")
+}
+
+// The README's porting table mapped AgentPool's `unsubscribe` to
+// `sub.Close()`, which discards what was queued, while docs/python-parity.md
+// rates only `sub.Unsubscribe()` the same as AgentPool's unsubscribe (its
+// queue.shutdown() lets the consumer drain what was queued): a porter
+// following the README lost the frames AgentPool would have handed out.
+// Where a parity row names the one Go method that behaves the same
+// (status "same (`X`)"), the README's row for that Python method names X
+// first.
+func TestReadmePortingTableAgreesWithParity(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	require.NoError(t, err)
+	parity, err := os.ReadFile(filepath.Join("..", "docs", "python-parity.md"))
+	require.NoError(t, err)
+	pyCall := regexp.MustCompile("`(?:await )?(?:bus\\.)?([a-z_]+)[`(]")
+	goCall := regexp.MustCompile(`\.([A-Z][A-Za-z]*)\(`)
+	same := regexp.MustCompile("^same \\(`([A-Za-z]+)`\\)$")
+	section := func(text, heading string) []string {
+		i := strings.Index(text, heading)
+		require.GreaterOrEqual(t, i, 0, heading)
+		return strings.Split(text[i:], "\n")[1:]
+	}
+	readmeFirst := map[string]string{} // Python method → the Go method its README row names first
+	for _, line := range section(string(readme), "## Porting from AgentPool") {
+		if strings.HasPrefix(line, "## ") {
+			break
+		}
+		if cells := strings.Split(line, "|"); len(cells) >= 4 {
+			if m := goCall.FindStringSubmatch(cells[2]); m != nil {
+				for _, py := range pyCall.FindAllStringSubmatch(cells[1], -1) {
+					readmeFirst[py[1]] = m[1]
+				}
+			}
+		}
+	}
+	checked := 0
+	for _, line := range section(string(parity), "## The table") {
+		if strings.HasPrefix(line, "## ") {
+			break
+		}
+		cells := strings.Split(line, "|")
+		if len(cells) < 5 {
+			continue
+		}
+		m := same.FindStringSubmatch(strings.TrimSpace(cells[3]))
+		if m == nil {
+			continue
+		}
+		for _, py := range pyCall.FindAllStringSubmatch(cells[1], 1) {
+			checked++
+			assert.Equal(t, m[1], readmeFirst[py[1]], "the README ports %s first as %q; docs/python-parity.md rates only %s the same", py[1], readmeFirst[py[1]], m[1])
+		}
+	}
+	assert.GreaterOrEqual(t, checked, 1, "the parity table names a method that behaves the same")
 }

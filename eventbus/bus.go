@@ -100,7 +100,7 @@ type expiry struct {
 	stop, done chan struct{}
 }
 
-// counters are the rarer figures of [Stats] that publishing, subscribing
+// counters are the rarer figures of [observe.Stats] that publishing, subscribing
 // and reading write, kept off every lock in atomics (the per-event ones sit
 // beside Bus.seq).
 type counters struct {

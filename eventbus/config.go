@@ -8,7 +8,7 @@ import (
 )
 
 // OverflowPolicy says what the bus does when a subscriber's live queue is
-// full. The names are AgentPool's; [OverflowPolicy.Validate] accepts the three
+// full. The names are AgentPool's; [Options.Validate] accepts the three
 // constants below and nothing else. The zero value "" inside an [Options]
 // means "not set": the default rule of Options.OverflowPolicy applies.
 type OverflowPolicy string
@@ -191,7 +191,7 @@ type Options struct {
 	Logger *slog.Logger `env:"-"`
 
 	// Diagnostics, if set, is called for every slow-client warning,
-	// eviction, drop and session expiry (see [Diagnostic]), unaggregated,
+	// eviction, drop and session expiry (see [observe.Diagnostic]), unaggregated,
 	// on the goroutine of the call that caused it (Publish, ExpireIdle, a
 	// backend's feed) after the bus lock is released, before that call
 	// returns; it may call back into the bus, but a slow one slows that

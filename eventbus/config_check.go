@@ -161,7 +161,7 @@ func (p OverflowPolicy) validate() error {
 	return nil
 }
 
-// check is Validate without the value in the message.
+// check is validate without the value in the message.
 func (p OverflowPolicy) check() error {
 	switch p {
 	case DropSubscriber, DropOldest, DropNewest:

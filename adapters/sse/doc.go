@@ -41,8 +41,8 @@
 //
 // Synthetic frames (no id; they never move a client's Last-Event-ID) are
 // state_resync_required, replay_complete, slow_client_warning and
-// client_evicted; session_closed is a real event. See the eventbus package
-// for their payloads.
+// client_evicted; session_closed is a real event. Package eventbus/frame
+// has their payloads (frame.ResyncData, …).
 //
 // # Resume
 //

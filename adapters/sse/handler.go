@@ -157,14 +157,17 @@ func NewHandler(bus *eventbus.Bus, o HandlerOptions) (*Handler, error) {
 	return h, nil
 }
 
-// Stats are a Handler's counters; see [Handler.Stats].
+// Stats are a Handler's counters; see [Handler.Stats]. Active is current,
+// the others are totals since the handler was made. The JSON names are
+// lowerCamel, as those of observe.Stats (the example server's GET /info
+// carries both).
 type Stats struct {
-	Active      int    // streams open now
-	Started     uint64 // streams that got a 200 answer
-	Rejected    uint64 // requests answered with an error status
-	Frames      uint64 // frames written (events and synthetic frames; not the retry line, stream_start or heartbeats)
-	Heartbeats  uint64 // heartbeat comments written
-	WriteErrors uint64 // streams ended by a failed or timed-out write
+	Active      int    `json:"active"`      // streams open now
+	Started     uint64 `json:"started"`     // streams that got a 200 answer
+	Rejected    uint64 `json:"rejected"`    // requests answered with an error status
+	Frames      uint64 `json:"frames"`      // frames written (events and synthetic frames; not the retry line, stream_start or heartbeats)
+	Heartbeats  uint64 `json:"heartbeats"`  // heartbeat comments written
+	WriteErrors uint64 `json:"writeErrors"` // streams ended by a failed or timed-out write
 }
 
 // Stats returns the handler's counters. Safe for concurrent use.

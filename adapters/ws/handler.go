@@ -179,16 +179,19 @@ func NewHandler(bus *eventbus.Bus, o HandlerOptions) (*Handler, error) {
 	return h, nil
 }
 
-// Stats are a Handler's counters; see [Handler.Stats].
+// Stats are a Handler's counters; see [Handler.Stats]. Active is current,
+// the others are totals since the handler was made. The JSON names are
+// lowerCamel, as those of observe.Stats (the example server's GET /info
+// carries both).
 type Stats struct {
-	Active         int    // connections open now
-	Started        uint64 // connections upgraded
-	Rejected       uint64 // requests answered with an error status before upgrading
-	Frames         uint64 // frames written (events, synthetic and targeted frames)
-	Evicted        uint64 // connections evicted as slow consumers: closed 1008 "slow consumer", or cut at the end of the close grace when the peer read nothing
-	ProtocolErrors uint64 // connections closed for an invalid, binary or too big client message
-	WriteErrors    uint64 // connections ended by a failed or timed-out write or an unanswered ping
-	Pongs          uint64 // pong frames answering ping messages
+	Active         int    `json:"active"`         // connections open now
+	Started        uint64 `json:"started"`        // connections upgraded
+	Rejected       uint64 `json:"rejected"`       // requests answered with an error status before upgrading
+	Frames         uint64 `json:"frames"`         // frames written (events, synthetic and targeted frames)
+	Evicted        uint64 `json:"evicted"`        // connections evicted as slow consumers: closed 1008 "slow consumer", or cut at the end of the close grace when the peer read nothing
+	ProtocolErrors uint64 `json:"protocolErrors"` // connections closed for an invalid, binary or too big client message
+	WriteErrors    uint64 `json:"writeErrors"`    // connections ended by a failed or timed-out write or an unanswered ping
+	Pongs          uint64 `json:"pongs"`          // pong frames answering ping messages
 }
 
 // Stats returns the handler's counters. Safe for concurrent use.

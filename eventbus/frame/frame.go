@@ -1,13 +1,3 @@
-// Package frame defines the frames of the delivery protocol of package
-// eventbus as they travel: the types of the bus's own frames, the reasons
-// they carry and their JSON payloads. A client (in process, or behind
-// adapters/sse or adapters/ws) decodes a frame's eventbus.Event.Data into
-// the payload its Type names: state_resync_required into [ResyncData],
-// replay_complete into [ReplayCompleteData], slow_client_warning into
-// [SlowClientWarningData], client_evicted into [ClientEvictedData],
-// session_closed into [SessionClosedData]. docs/protocol.md has the wire.
-//
-// The package holds definitions only; it imports nothing of the project.
 package frame
 
 import "strings"

@@ -218,8 +218,9 @@ func (s *Server) Close() error {
 func (s *Server) Durable() *durable.Handler { return s.durable }
 
 // ServeHTTP routes r. The Durable Streams route (durable.Pattern,
-// /v1/stream/{name}) answers as docs/durable-streams.md says. Besides
-// that and the SSE endpoint's answers, errors are:
+// /v1/stream/{name}) answers as docs/durable-streams.md says. Besides that
+// and the answers of the SSE and WebSocket endpoints (docs/protocol.md),
+// errors are:
 //
 //	400 invalid_json        the body is not the JSON object the route takes (the message says at which byte)
 //	400 invalid_session_id  an id (path, "id" or "parent") the bus refuses or that is not one URL path segment
@@ -239,6 +240,10 @@ func (s *Server) Durable() *durable.Handler { return s.durable }
 //	                        with the closed id reopens it (201)
 //	413 body_too_large      a body over MaxBodyBytes
 //	503 unavailable         the bus is closed, or its backend is down (Options.Ready; with Retry-After)
+//	500 internal_error      any other failure of the bus
+//
+// The agentserver command adds one in front of it: 421 misdirected_request
+// for a Host that is not a loopback name while it listens on loopback.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.log.LogAttrs(r.Context(), slog.LevelDebug, "request",
 		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("remote", r.RemoteAddr))
@@ -490,7 +495,7 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request) {
 	}
 	ev, err := s.bus.Publish(r.PathValue("id"), req.Type, data, opts...)
 	if err != nil {
-		s.writeBusError(w, err)
+		s.writeSessionError(w, err, r.PathValue("id"))
 		return
 	}
 	s.addType(req.Type)
@@ -521,7 +526,7 @@ func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
 	if !s.bus.SessionExists(id) && !s.bus.SessionClosed(id) {
 		// The bus treats closing an unknown id as a no-op (AgentPool's
 		// close_session); over HTTP a typo is worth a 404.
-		writeError(w, http.StatusNotFound, "session_not_found", fmt.Sprintf("no session %q", id))
+		writeError(w, http.StatusNotFound, resume.CodeSessionNotFound, resume.StatusFor(eventbus.ErrSessionNotFound, id).Message)
 		return
 	}
 	q, err := url.ParseQuery(r.URL.RawQuery)
@@ -575,6 +580,19 @@ func (s *Server) writeBusError(w http.ResponseWriter, err error) {
 		}
 	}
 	writeError(w, status, code, publicMessage(err))
+}
+
+// writeSessionError is writeBusError for an operation on session id: an
+// unknown or closed session is answered in the words of the stream routes
+// (resume.StatusFor: `session "x" not found`, `session "x" closed`), so that
+// every route says the same of the same session.
+func (s *Server) writeSessionError(w http.ResponseWriter, err error, id string) {
+	if errors.Is(err, eventbus.ErrSessionNotFound) || errors.Is(err, eventbus.ErrSessionClosed) {
+		se := resume.StatusFor(err, id)
+		writeError(w, se.Status, se.Code, se.Message)
+		return
+	}
+	s.writeBusError(w, err)
 }
 
 // busStatus maps a bus error to its status and code.

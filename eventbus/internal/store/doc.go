@@ -1,0 +1,17 @@
+// Package store is the seam below the delivery protocol of package eventbus
+// for where a session's history lives: a [Log] takes records in (Append),
+// hands them out by cursor (AppendAfter, CountAfter) and reports what it
+// no longer holds (HighestEvicted), so that a resume from before an
+// evicted record is told (state_resync_required{ring_evicted}) instead of
+// silently missing it. The bus reads and writes a session's Log under the
+// lock of the session's tree; a Log has no lock of its own.
+//
+// [NewRing] is the in-memory implementation: a bounded ring of the newest
+// records (package replay), which a bus over a backend also keeps per
+// session, filled by the backend's feed. Retention policies beyond a count
+// (bytes, age), compaction and filtered reads are what a Log may grow;
+// whatever it drops it must report through HighestEvicted.
+//
+// A Log knows records only through their ids (the id function given to
+// its constructor): ids rise strictly in the order records are appended.
+package store
