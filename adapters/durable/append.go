@@ -2,7 +2,6 @@ package durable
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -53,49 +52,34 @@ func parseProducer(r *http.Request) (*producerReq, error) {
 	return p, nil
 }
 
-// producerVerdict is what the producer check decided for one append.
-type producerVerdict int
-
-const (
-	producerAccept    producerVerdict = iota // new data: append it
-	producerDuplicate                        // a retry of an accepted append: 204, nothing appended
-)
-
-// checkProducer applies PROTOCOL.md §5.2.1's validation to p on s (s.mu
-// held): a stale epoch is 403 naming the current one, a new epoch must
-// start at seq 0 (400), a sequence at or below the last accepted is a
-// duplicate, one above the next is a gap (409 naming the expected one).
-// It changes no state; commitProducer records an accepted append.
-func checkProducer(s *stream, p *producerReq) (producerVerdict, error) {
-	st := s.producers[p.id]
-	if st == nil {
-		if p.seq != 0 {
-			return 0, errorf(http.StatusConflict, "producer_seq_gap", "producer %q: sequence %d, expected 0", p.id, p.seq).
-				with(HeaderExpectedSeq, "0").with(HeaderReceivedSeq, strconv.FormatUint(p.seq, 10))
-		}
-		return producerAccept, nil
-	}
-	switch {
-	case p.epoch < st.epoch:
-		return 0, errorf(http.StatusForbidden, "stale_producer_epoch", "producer %q: epoch %d is older than the current %d", p.id, p.epoch, st.epoch).
-			with(HeaderProducerEp, strconv.FormatUint(st.epoch, 10))
-	case p.epoch > st.epoch:
-		if p.seq != 0 {
-			return 0, errorf(http.StatusBadRequest, "invalid_producer", "producer %q: a new epoch %d must start at sequence 0, not %d", p.id, p.epoch, p.seq)
-		}
-		return producerAccept, nil
-	case p.seq <= st.lastSeq:
-		return producerDuplicate, nil
-	case p.seq == st.lastSeq+1:
-		return producerAccept, nil
-	}
-	return 0, errorf(http.StatusConflict, "producer_seq_gap", "producer %q: sequence %d, expected %d", p.id, p.seq, st.lastSeq+1).
-		with(HeaderExpectedSeq, strconv.FormatUint(st.lastSeq+1, 10)).with(HeaderReceivedSeq, strconv.FormatUint(p.seq, 10))
+// bus is p as the bus's producer tuple.
+func (p *producerReq) bus() eventbus.Producer {
+	return eventbus.Producer{ID: p.id, Epoch: p.epoch, Seq: p.seq}
 }
 
-// commitProducer records p's accepted append on s (s.mu held).
-func commitProducer(s *stream, p *producerReq) {
-	s.producers[p.id] = &producer{epoch: p.epoch, lastSeq: p.seq}
+// producerAnswer maps the bus's verdict on p (eventbus.WithProducer,
+// Bus.CheckProducer) onto PROTOCOL.md §5.2.1's answers: accepted (nil),
+// a duplicate (dup, with the highest accepted sequence: 204), a stale
+// epoch (403 naming the epoch in force), a sequence gap (409 naming the
+// expected and received sequences), a new epoch not at 0 (400). Other
+// errors come back as they are.
+func producerAnswer(err error, p *producerReq) (dup bool, lastSeq uint64, ans error) {
+	var pe *eventbus.ProducerError
+	switch {
+	case err == nil:
+		return false, p.seq, nil
+	case errors.As(err, &pe) && errors.Is(err, eventbus.ErrDuplicate):
+		return true, pe.LastSeq, nil
+	case errors.As(err, &pe) && errors.Is(err, eventbus.ErrStaleEpoch):
+		return false, 0, errorf(http.StatusForbidden, "stale_producer_epoch", "%v", err).
+			with(HeaderProducerEp, strconv.FormatUint(pe.Epoch, 10))
+	case errors.As(err, &pe) && errors.Is(err, eventbus.ErrSequenceGap):
+		return false, 0, errorf(http.StatusConflict, "producer_seq_gap", "%v", err).
+			with(HeaderExpectedSeq, strconv.FormatUint(pe.Expected, 10)).with(HeaderReceivedSeq, strconv.FormatUint(p.seq, 10))
+	case errors.Is(err, eventbus.ErrInvalid):
+		return false, 0, errorf(http.StatusBadRequest, "invalid_producer", "%v", err)
+	}
+	return false, 0, err
 }
 
 // append serves POST: append, close, or both, with the Stream-Seq and
@@ -133,16 +117,30 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) er
 	hd := w.Header()
 	if p != nil && s.closed.Load() && s.closedBy.hadProducer && s.closedBy.id == p.id &&
 		s.closedBy.epoch == p.epoch && s.closedBy.seq == p.seq {
-		h.producerHeaders(w, s, p)
+		producerHeaders(w, p, p.seq)
 		hd.Set(HeaderNextOffset, h.offset(s.tail.Load()))
 		hd.Set(HeaderClosed, "true")
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
-	var verdict producerVerdict
-	if p != nil {
-		if verdict, err = checkProducer(s, p); err != nil {
-			return err
+	if p != nil && !s.closed.Load() {
+		// The bus's record decides (it is checked again, atomically, when
+		// the first item is published): a duplicate is answered before the
+		// Stream-Seq check, which a retry would fail.
+		err := h.bus.CheckProducer(s.id, p.bus())
+		if errors.Is(err, eventbus.ErrSessionClosed) || errors.Is(err, eventbus.ErrSessionNotFound) {
+			h.closedElsewhereLocked(s)
+		} else {
+			dup, last, err := producerAnswer(err, p)
+			if err != nil {
+				return err
+			}
+			if dup {
+				producerHeaders(w, p, last)
+				hd.Set(HeaderNextOffset, h.offset(s.tail.Load()))
+				w.WriteHeader(http.StatusNoContent)
+				return nil
+			}
 		}
 	}
 	if s.closed.Load() {
@@ -154,12 +152,6 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) er
 		}
 		return errorf(http.StatusConflict, "stream_closed", "stream %q is closed", s.id).
 			with(HeaderClosed, "true").with(HeaderNextOffset, h.offset(s.tail.Load()))
-	}
-	if verdict == producerDuplicate {
-		h.producerHeaders(w, s, p)
-		hd.Set(HeaderNextOffset, h.offset(s.tail.Load()))
-		w.WriteHeader(http.StatusNoContent)
-		return nil
 	}
 	var msgs [][]byte
 	if len(body) > 0 {
@@ -176,8 +168,26 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) er
 		}
 		s.lastSeq = seq
 	}
-	for _, m := range msgs {
-		if _, err := h.publish(s, m); err != nil {
+	for i, m := range msgs {
+		var opts []eventbus.PublishOption
+		if p != nil && i == 0 {
+			// The batch's first event carries the tuple: the bus checks
+			// and records it in the same step as it stores the event.
+			opts = append(opts, eventbus.WithProducer(p.bus()))
+		}
+		if _, err := h.publish(s, m, opts...); err != nil {
+			if p != nil && i == 0 {
+				dup, last, ans := producerAnswer(err, p)
+				if dup { // a retry that raced this one through another route
+					producerHeaders(w, p, last)
+					hd.Set(HeaderNextOffset, h.offset(s.tail.Load()))
+					w.WriteHeader(http.StatusNoContent)
+					return nil
+				}
+				if ans != err {
+					return ans
+				}
+			}
 			if errors.Is(err, eventbus.ErrSessionClosed) || errors.Is(err, eventbus.ErrSessionNotFound) {
 				// Closed (or expired) by the bus or another route: the
 				// stream's EOF at the tail it had.
@@ -190,15 +200,14 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) er
 		appended = true
 	}
 	if p != nil {
-		commitProducer(s, p)
-		h.producerHeaders(w, s, p)
+		producerHeaders(w, p, p.seq)
 	}
 	if closing {
 		if err := h.freeze(r.Context(), s); err != nil {
 			return err
 		}
 		s.closed.Store(true)
-		s.closedBy = closeTuple{hadProducer: p != nil, closedOffset: s.tail.Load()}
+		s.closedBy = closeTuple{hadProducer: p != nil}
 		if p != nil {
 			s.closedBy.id, s.closedBy.epoch, s.closedBy.seq = p.id, p.epoch, p.seq
 		}
@@ -213,13 +222,10 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) er
 	return nil
 }
 
-// producerHeaders echoes the producer's epoch and highest accepted seq.
-func (h *Handler) producerHeaders(w http.ResponseWriter, s *stream, p *producerReq) {
+// producerHeaders echoes the producer's epoch and the highest sequence
+// accepted in it.
+func producerHeaders(w http.ResponseWriter, p *producerReq, seq uint64) {
 	hd := w.Header()
 	hd.Set(HeaderProducerEp, strconv.FormatUint(p.epoch, 10))
-	seq := p.seq
-	if st := s.producers[p.id]; st != nil && st.epoch == p.epoch {
-		seq = st.lastSeq
-	}
-	hd.Set(HeaderProducerSeq, fmt.Sprint(seq))
+	hd.Set(HeaderProducerSeq, strconv.FormatUint(seq, 10))
 }

@@ -113,9 +113,13 @@ type HandlerOptions struct {
 // each part of the protocol onto the bus. Create one with NewHandler.
 //
 // It keeps per stream what the bus does not: the content type, TTL or
-// expiry, closure, the Stream-Seq and producer state, the fork link, and a
-// closed stream's final content (closing a stream closes its session,
-// whose buffer the bus frees). All methods are safe for concurrent use;
+// expiry, closure (and the producer request that closed it), the
+// Stream-Seq, the fork link, and a closed stream's final content (closing a
+// stream closes its session, whose buffer the bus frees). Idempotent
+// producers are the bus's: Producer-Id/-Epoch/-Seq become
+// eventbus.WithProducer on the append's first event, checked and recorded
+// with it (eventbus.Bus.CheckProducer first, so that a duplicate is known
+// before the Stream-Seq check). All methods are safe for concurrent use;
 // appends to one stream are serialised, reads never take its lock.
 type Handler struct {
 	bus   *eventbus.Bus
@@ -326,6 +330,8 @@ func (h *Handler) busError(err error) *httpError {
 		return errorf(http.StatusTooManyRequests, "subscriber_limit_exceeded", "%v", err).with("Retry-After", "1")
 	case errors.Is(err, eventbus.ErrInvalid):
 		return errorf(http.StatusBadRequest, "invalid_argument", "%v", err)
+	case errors.Is(err, errors.ErrUnsupported):
+		return errorf(http.StatusNotImplemented, "not_implemented", "%v", err)
 	case errors.Is(err, eventbus.ErrClosed):
 		return errorf(http.StatusServiceUnavailable, "unavailable", "the bus is closed")
 	case errors.Is(err, eventbus.ErrSessionNotFound):
@@ -374,8 +380,7 @@ func (h *Handler) lookup(name string) (*stream, error) {
 // newStream makes a record for session name of content type ct.
 func (h *Handler) newStream(name, ct string) *stream {
 	mt := mediaType(ct)
-	s := &stream{id: name, gen: h.gen.Add(1), ctype: ct, json: mt == "application/json",
-		producers: map[string]*producer{}}
+	s := &stream{id: name, gen: h.gen.Add(1), ctype: ct, json: mt == "application/json"}
 	s.text = s.json || strings.HasPrefix(mt, "text/")
 	s.touch()
 	s.seen.Store(s.access.Load())

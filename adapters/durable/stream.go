@@ -30,17 +30,9 @@ type frozen struct {
 
 // closeTuple is the idempotent producer request that closed a stream.
 type closeTuple struct {
-	id           string
-	epoch, seq   uint64
-	hadProducer  bool
-	closedOffset uint64
-}
-
-// producer is one idempotent producer's state on one stream (PROTOCOL.md
-// §5.2.1): its epoch and the highest sequence accepted in it.
-type producer struct {
-	epoch   uint64
-	lastSeq uint64
+	id          string
+	epoch, seq  uint64
+	hadProducer bool
 }
 
 // stream is the handler's record of one Durable Stream: its configuration
@@ -68,12 +60,11 @@ type stream struct {
 	forkOffset uint64  // Stream-Fork-Offset resolved (before the sub-offset)
 	forkSub    int64   // Stream-Fork-Sub-Offset
 
-	mu        sync.Mutex // serialises appends, close and the producer checks
-	closed    atomic.Bool
-	closedBy  closeTuple
-	lastSeq   string
-	producers map[string]*producer
-	frozen    atomic.Pointer[frozen]
+	mu       sync.Mutex // serialises appends, close and the producer checks
+	closed   atomic.Bool
+	closedBy closeTuple
+	lastSeq  string
+	frozen   atomic.Pointer[frozen]
 
 	// Under Handler.mu.
 	refs    int  // forks whose source this is
@@ -386,14 +377,16 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// publish appends one item's bytes to s's session and returns its id.
-func (h *Handler) publish(s *stream, data []byte) (uint64, error) {
+// publish appends one item's bytes to s's session and returns its id;
+// opts go to the bus (eventbus.WithProducer).
+func (h *Handler) publish(s *stream, data []byte, opts ...eventbus.PublishOption) (uint64, error) {
+	opts = append(opts, eventbus.Existing())
 	var ev eventbus.Event
 	var err error
 	if s.json {
-		ev, err = h.bus.PublishJSON(s.id, h.opts.EventType, data, eventbus.Existing())
+		ev, err = h.bus.PublishJSON(s.id, h.opts.EventType, data, opts...)
 	} else {
-		ev, err = h.bus.Publish(s.id, h.opts.EventType, data, eventbus.Existing())
+		ev, err = h.bus.Publish(s.id, h.opts.EventType, data, opts...)
 	}
 	if err != nil {
 		return 0, err
