@@ -49,7 +49,7 @@ type Bus struct {
 	// memory store (mem: the tree's shape and every session's place in it,
 	// the registry, tombstones, lost-id marks, kept buffers, stats) and
 	// the remote side's highWater and feedWaiters. The lock order is in
-	// lockorder.go.
+	// publish.go, beside the code that takes the locks.
 	mu     *xsync.RBMutex
 	closed bool
 	mem    memStore    // where ids' history lives in this process (store.go)

@@ -162,3 +162,28 @@ func TestPipelineInMemory(t *testing.T) {
 	assert.Equal(t, []uint64{1, 2, 3, 4, 5}, ids)
 	assert.Equal(t, []string{"1", "2", "3", "4", "5"}, describe(readN(t, s, 5)))
 }
+
+// A pipeline publish takes the options Bus.Publish takes, over a backend as
+// in memory: with Existing an unknown session is ErrSessionNotFound and is
+// not created (the example server's POST relies on it to refuse a typo),
+// and WithOrigin reaches the stored event.
+func TestPipelineKeepsPublishOptions(t *testing.T) {
+	t.Parallel()
+	fb := &asyncBackend{release: make(chan struct{})}
+	close(fb.release)
+	remote, err := backend.New(context.Background(), eventbus.Options{}, fb)
+	require.NoError(t, err)
+	t.Cleanup(func() { remote.Close() })
+	for name, b := range map[string]*eventbus.Bus{"backend": remote, "memory": newBus(t, eventbus.Options{})} {
+		var stored []eventbus.Event
+		p, err := backend.NewPipeline(b, backend.PipelineOptions{OnStored: func(ev eventbus.Event) { stored = append(stored, ev) }})
+		require.NoError(t, err)
+		err = p.Publish("typo", "msg", 1, eventbus.Existing())
+		assert.ErrorIs(t, err, eventbus.ErrSessionNotFound, name)
+		assert.False(t, b.SessionExists("typo"), "%s: Existing creates nothing", name)
+		require.NoError(t, p.Publish("s", "msg", 2, nil, eventbus.WithOrigin("me")), name)
+		require.NoError(t, p.Flush(context.Background()), name)
+		require.Len(t, stored, 1, name)
+		assert.Equal(t, "me", stored[0].Origin, name)
+	}
+}

@@ -20,8 +20,9 @@ import (
 
 // TestPropertyDelivery drives random sequences of CreateSession, Publish,
 // Subscribe (every scope, with and without a cursor or replay, small queue
-// limits under every policy), reads, cancellations, ClearReplayBuffer and
-// CloseSession over a tree of up to six sessions, and checks every frame
+// limits under every policy), reads, cancellations, Unsubscribe (the
+// draining end: what was queued is still read, then ErrUnsubscribed),
+// ClearReplayBuffer and CloseSession over a tree of up to six sessions, and checks every frame
 // every subscriber reads against a model written from the delivery contract alone: a
 // plain list of events, the tree, and per-session rings of size N.
 //
@@ -52,6 +53,7 @@ func TestPropertyDelivery(t *testing.T) {
 			"read":         h.read,
 			"read2":        h.read,
 			"cancel":       h.cancel,
+			"unsubscribe":  h.unsubscribe,
 			"closeSession": h.closeSession,
 			"clear":        h.clear,
 			"":             h.checkState,
@@ -65,7 +67,7 @@ func TestPropertyDelivery(t *testing.T) {
 // that its cases reach the interesting paths.
 type propTally struct {
 	Cases, Events, Subscribers, Frames, Replayed, Resumes, RingEvicted, EpochResets, Budget int
-	Warnings, Drops, Evictions, SessionsClosed, Cancels, SessionClosedEnds                  int
+	Warnings, Drops, Evictions, SessionsClosed, Cancels, SessionClosedEnds, Unsubscribes    int
 	Reopened, AttachedLate, MovedUp, Kept, KeptDropped, Adopted                             int
 }
 
@@ -550,6 +552,27 @@ func (h *harness) cancel(t *rapid.T) {
 	h.tally.Cancels++
 }
 
+// unsubscribe ends a live subscriber with Unsubscribe: the model delivers
+// it nothing more, and it must still read everything queued before the
+// call (finish reads it to its end), then end with ErrUnsubscribed. One
+// that has already ended (evicted) keeps its reason.
+func (h *harness) unsubscribe(t *rapid.T) {
+	m := h.pickSub(t, func(m *mSub) bool { return m.registered && !m.unsubscribed })
+	if m == nil {
+		return
+	}
+	if ended(m.s) {
+		m.s.Unsubscribe() // a no-op: the eviction stays the reason
+		return
+	}
+	m.s.Unsubscribe()
+	if err := m.s.Err(); !errors.Is(err, eventbus.ErrUnsubscribed) {
+		h.fatalf("subscriber %s: Err after Unsubscribe %v", m.opts.Name, err)
+	}
+	m.registered, m.unsubscribed = false, true
+	h.tally.Unsubscribes++
+}
+
 func (h *harness) clear(t *rapid.T) {
 	id := rapid.SampledFrom(sessionNames).Draw(t, "session")
 	err := h.bus.ClearReplayBuffer(id)
@@ -787,6 +810,7 @@ type mSub struct {
 	registered    bool // the model still delivers live events to it
 	cancelled     bool
 	sessionClosed bool
+	unsubscribed  bool // ended with Unsubscribe while live
 
 	head    []want
 	live    []uint64
@@ -898,6 +922,8 @@ func (m *mSub) end(err error) {
 		wantErr = eventbus.ErrEvicted
 	case m.sessionClosed:
 		wantErr = eventbus.ErrSessionClosed
+	case m.unsubscribed:
+		wantErr = eventbus.ErrUnsubscribed
 	default:
 		wantErr = eventbus.ErrClosed
 	}

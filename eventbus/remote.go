@@ -293,37 +293,27 @@ func (b *Bus) noteAcked(id uint64) {
 
 // preparePublish is the first half of a pipelined publish over a backend
 // (hook.Prepare): the checks and
-// the encoding of [Bus.Publish], then, under the lock, the session (created
-// as a root if new, marked published) and its tree path.
+// the encoding of [Bus.Publish] and its options (Existing, WithOrigin),
+// then, under the lock, the session (created if new, as Publish creates
+// it, unless Existing; marked published) and its tree path.
 func (b *Bus) preparePublish(sessionID, typ string, data any, opts []PublishOption) (Event, []string, error) {
-	var origin string
-	if len(opts) > 0 {
-		opts = slices.DeleteFunc(slices.Clone(opts), func(o PublishOption) bool { return o == nil })
-		var po publishOptions
-		for _, o := range opts {
-			o(&po)
-		}
-		origin = po.origin
-	}
-	if err := checkName("session id", sessionID); err != nil {
+	if err := checkEvent(sessionID, typ); err != nil {
 		return Event{}, nil, err
-	}
-	if err := checkName("event type", typ); err != nil {
-		return Event{}, nil, err
-	}
-	if frame.Reserved(typ) {
-		return Event{}, nil, invalidf("event type %q is reserved for the bus's own frames", typ)
 	}
 	raw, err := encode(data)
 	if err != nil {
 		return Event{}, nil, err
+	}
+	origin, create, p := publishOpts(opts) // Existing and WithOrigin, as Publish
+	if p != nil {
+		return Event{}, nil, ErrProducerUnsupported // a backend's pipeline: not checked, so refused
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return Event{}, nil, ErrClosed
 	}
-	x, err := b.sessionLocked(sessionID, true)
+	x, err := b.sessionLocked(sessionID, create)
 	if err != nil {
 		return Event{}, nil, err
 	}

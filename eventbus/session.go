@@ -232,9 +232,10 @@ func (b *Bus) CreateSession(id, parent string) error {
 		if err != nil {
 			return err
 		}
-		// A reopened id is a new incarnation: its replay buffer starts
-		// empty and is marked evicted up to what the closed one held
-		// (addLocked), so an old cursor gets ring_evicted.
+		// A reopened id is a new incarnation: it takes back its buffer
+		// while that is still kept (addLocked, adoptLocked); otherwise
+		// its buffer starts empty, marked evicted up to what the closed
+		// one held, so an old cursor gets ring_evicted.
 		delete(b.mem.tombs, id)
 		return b.w.created(b, x, true, reopened)
 	}

@@ -92,11 +92,13 @@ func (e *PermanentError) Unwrap() error { return e.Err }
 // StreamOptions configure one stream of a client.
 type StreamOptions struct {
 	// LastEventID is the cursor to resume from on the first connect: a
-	// decimal id or "<epoch>-<seq>". Empty: none (the server then replays
-	// its buffer, or not, per ?replay=).
+	// decimal id or "<epoch>-<seq>" ([ParseCursor]'s grammar). Empty: none
+	// (the server then replays its buffer, or not, per ?replay=). A
+	// malformed one stops the stream: Next returns an error naming it.
 	LastEventID string
-	// Epoch is the bus epoch the cursor came from. Afterwards the stream
-	// sends the epoch of the last id it received.
+	// Epoch is the bus epoch the cursor came from ([ParseEpoch]'s
+	// grammar; a malformed one stops the stream as LastEventID does).
+	// Afterwards the stream sends the epoch of the last id it received.
 	Epoch string
 	// Session is the session the URL subscribes to: a live session_closed
 	// event of this session ends the stream (a replayed one, from before
@@ -212,7 +214,10 @@ func (s *Stream) Next() (eventbus.Event, error) {
 		if f.Retry > 0 {
 			s.retry = f.Retry
 		}
-		if f.Cursor != "" && f.Cursor != s.lastID {
+		if f.Cursor != "" {
+			// The epoch is taken with every cursor, even one whose text
+			// the stream already had: after a restart the new history's
+			// ids start again at 1, and its "3" is not the old one's.
 			s.lastID = f.Cursor
 			if f.Epoch != "" {
 				s.epoch = f.Epoch

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/replaybus/replaybus/adapters/resume"
+	"github.com/replaybus/replaybus/internal/textutil"
 )
 
 // Client opens resumable SSE streams to a replaybus [Handler] (or any SSE
@@ -23,7 +24,8 @@ type Client struct {
 	HTTPClient *http.Client
 	// Header holds extra request headers (authorization, say) sent on every
 	// connect. Accept, Cache-Control, Last-Event-ID and X-Event-Epoch are
-	// set by the stream.
+	// set by the stream. One no HTTP client can send (a CR or LF in a
+	// value, a space in a name) stops the stream, naming it.
 	Header http.Header
 	// Retry is the reconnection delay until the server sends retry:;
 	// zero means resume.DefaultClientRetry (3 s).
@@ -58,7 +60,9 @@ type StreamOptions = resume.StreamOptions
 
 // Subscribe returns a Stream for url (for example
 // "http://host/session/s1/events?scope=descendants"). It does not connect:
-// the first [resume.Stream.Next] does. The stream ends when ctx ends.
+// the first [resume.Stream.Next] does. The stream ends when ctx ends. A url
+// that is not http:// or https:// with a host stops the stream at its
+// first Next, with an error naming it.
 func (c *Client) Subscribe(ctx context.Context, url string, opts StreamOptions) *Stream {
 	b := resume.Backoff{Retry: c.Retry, MaxBackoff: c.MaxBackoff, RestartGrace: c.RestartGrace}
 	return resume.NewStream(ctx, &transport{c: c, url: url}, url, opts, b)
@@ -76,11 +80,25 @@ type transport struct {
 }
 
 // Connect makes one request with the cursor as Last-Event-ID and its epoch
-// as X-Event-Epoch.
+// as X-Event-Epoch. A request no HTTP client can send — a URL that is not
+// http:// or https:// with a host, a header (Client.Header, or a cursor
+// or epoch from StreamOptions) with a CR, LF or other control character —
+// is a *resume.PermanentError naming it: net/http refuses it before any
+// network, and no retry would mend it. The cursor's grammar is the
+// server's to check (a replaybus server answers 400 naming it).
 func (t *transport) Connect(ctx context.Context, cursor, epoch string) (resume.Conn, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.url, nil)
 	if err != nil {
 		return nil, "", &resume.PermanentError{Err: fmt.Errorf("sse: %w", err)}
+	}
+	if u := req.URL; u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return nil, "", &resume.PermanentError{Err: fmt.Errorf("sse: URL %q: want http:// or https:// and a host", t.url)}
+	}
+	if err := textutil.CheckHeader(t.c.Header); err != nil {
+		return nil, "", &resume.PermanentError{Err: fmt.Errorf("sse: Client.Header: %w", err)}
+	}
+	if err := textutil.CheckHeader(http.Header{"Last-Event-ID": {cursor}, resume.HeaderEpoch: {epoch}}); err != nil {
+		return nil, "", &resume.PermanentError{Err: fmt.Errorf("sse: StreamOptions: %w", err)}
 	}
 	for k, v := range t.c.Header {
 		req.Header[k] = v
@@ -136,7 +154,13 @@ func (c *conn) Read(context.Context) (resume.Frame, error) {
 	if r, ok := c.dec.Retry(); ok && r > 0 {
 		out.Retry = r
 	}
-	out.Cursor = c.dec.LastEventID()
+	if f.HasID {
+		// Only a frame with an id: line moves the cursor (and so takes
+		// this connection's epoch with it); the decoder's last id
+		// carries over to frames without one, and before this
+		// connection's first id it is still the old server's cursor.
+		out.Cursor = c.dec.LastEventID()
+	}
 	out.Event, _ = DecodeEvent(f)
 	out.Start = out.Event.ID == 0 && out.Event.Type == resume.TypeStreamStart && f.HasID
 	return out, nil

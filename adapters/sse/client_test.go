@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -125,6 +126,73 @@ func TestClientInitialCursorAndHeaders(t *testing.T) {
 	assert.Equal(t, "E-5", srv.header(0).Get("Last-Event-ID"))
 	assert.Equal(t, "E", srv.header(0).Get(resume.HeaderEpoch))
 	assert.Equal(t, "Bearer x", srv.header(0).Get("Authorization"))
+}
+
+// TestClientRefusesMalformedStartCursor: a StreamOptions.LastEventID or
+// Epoch that no HTTP client can send as a header (a CR or LF from a file
+// read) stops the stream at once with an error naming the value — it used
+// to make a request net/http refuses, and the stream retried that error
+// forever. (A cursor that can be sent but is malformed, "-5", is the
+// server's to refuse: 400 naming it.)
+func TestClientRefusesMalformedStartCursor(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	ts := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { calls.Add(1) }))
+	defer ts.Close()
+	for _, o := range []sse.StreamOptions{{LastEventID: "5\n"}, {LastEventID: "E-5\r\n"}, {LastEventID: "5", Epoch: "E\r"}} {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		s := (&sse.Client{Retry: time.Millisecond, MaxBackoff: time.Millisecond}).Subscribe(ctx, ts.URL+"/session/s/events", o)
+		_, err := s.Next()
+		cancel()
+		require.Error(t, err, "%+v", o)
+		assert.NotErrorIs(t, err, context.DeadlineExceeded, "%+v: stopped at once, not retried", o)
+		bad := o.LastEventID
+		if o.Epoch != "" {
+			bad = o.Epoch
+		}
+		assert.Contains(t, err.Error(), strconv.Quote(bad), "%+v", o)
+	}
+	assert.Zero(t, calls.Load(), "nothing sent")
+}
+
+// TestClientRefusesURLWithoutHTTPScheme: a URL no HTTP client can request
+// (no scheme: "localhost:8080/…", or another one) stops the stream at once
+// with an error naming it, as the WebSocket client does; it was retried
+// forever as a network error.
+func TestClientRefusesURLWithoutHTTPScheme(t *testing.T) {
+	t.Parallel()
+	for _, u := range []string{"localhost:8080/session/s/events", "ftp://127.0.0.1/session/s/events", "http:///session/s/events"} {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		s := (&sse.Client{Retry: time.Millisecond, MaxBackoff: time.Millisecond}).Subscribe(ctx, u, sse.StreamOptions{})
+		_, err := s.Next()
+		cancel()
+		require.Error(t, err, u)
+		assert.NotErrorIs(t, err, context.DeadlineExceeded, "%s: stopped at once, not retried", u)
+		assert.Contains(t, err.Error(), strconv.Quote(u), u)
+	}
+}
+
+// TestClientRefusesHeaderItCannotSend: a Client.Header no HTTP client can
+// send (a CR or LF in a value read from a file, a space in a name) stops
+// the stream at its first Next with an error naming it; it was retried
+// forever as a network error.
+func TestClientRefusesHeaderItCannotSend(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	ts := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { calls.Add(1) }))
+	defer ts.Close()
+	for _, hd := range []http.Header{{"Authorization": {"Bearer x\n"}}, {"Bad Name": {"v"}}} {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		s := (&sse.Client{Header: hd, Retry: time.Millisecond, MaxBackoff: time.Millisecond}).Subscribe(ctx, ts.URL+"/session/s/events", sse.StreamOptions{})
+		_, err := s.Next()
+		cancel()
+		require.Error(t, err, "%v", hd)
+		assert.NotErrorIs(t, err, context.DeadlineExceeded, "%v: stopped at once, not retried", hd)
+		for k := range hd {
+			assert.Contains(t, err.Error(), k, "%v", hd)
+		}
+	}
+	assert.Zero(t, calls.Load(), "nothing sent")
 }
 
 func TestClientRetriesServerErrors(t *testing.T) {

@@ -139,8 +139,10 @@ type streamState struct {
 	frames, heartbeats atomic.Uint64
 }
 
-// NewHandler returns a Handler serving bus. It fails when bus is nil.
-// Options are read once; see [HandlerOptions] for the defaults.
+// NewHandler returns a Handler serving bus. It fails when bus is nil, and
+// when o.OverflowPolicy is neither empty nor one of the bus's policies (an
+// error naming the value that matches eventbus.ErrInvalid). Options are
+// read once; see [HandlerOptions] for the defaults.
 func NewHandler(bus *eventbus.Bus, o HandlerOptions) (*Handler, error) {
 	if bus == nil {
 		return nil, errors.New("sse: NewHandler: nil bus")
@@ -148,6 +150,9 @@ func NewHandler(bus *eventbus.Bus, o HandlerOptions) (*Handler, error) {
 	h := &Handler{bus: bus, o: o, streams: serve.NewRegistry(func(s *streamState) { s.cancel() })}
 	h.hooks = serve.Hooks{SessionID: o.SessionID, Authorize: o.Authorize, Configure: o.Configure, Query: o.Query,
 		OverflowPolicy: o.OverflowPolicy}
+	if err := h.hooks.Check("sse: NewHandler"); err != nil {
+		return nil, err
+	}
 	h.retry = serve.DurationOr(o.Retry, DefaultRetry)
 	h.hb = serve.DurationOr(o.Heartbeat, DefaultHeartbeat)
 	h.wt = serve.DurationOr(o.WriteTimeout, DefaultWriteTimeout)

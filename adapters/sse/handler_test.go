@@ -416,6 +416,26 @@ func TestNewHandlerNilBus(t *testing.T) {
 	require.Error(t, err)
 }
 
+// TestNewHandlerRefusesBadOverflowPolicy: a misspelt or refused
+// HandlerOptions.OverflowPolicy is the server's mistake, named by
+// NewHandler (errors.Is eventbus.ErrInvalid) — not a 400 invalid_request
+// blamed on every client that subscribes.
+func TestNewHandlerRefusesBadOverflowPolicy(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, eventbus.Options{})
+	for _, p := range []eventbus.OverflowPolicy{"drop-oldest", "block", "DropOldest"} {
+		_, err := sse.NewHandler(b, sse.HandlerOptions{OverflowPolicy: p})
+		require.ErrorIs(t, err, eventbus.ErrInvalid, p)
+		assert.Contains(t, err.Error(), "OverflowPolicy", p)
+		assert.Contains(t, err.Error(), string(p))
+	}
+	for _, p := range []eventbus.OverflowPolicy{"", eventbus.DropSubscriber, eventbus.DropOldest, eventbus.DropNewest} {
+		h, err := sse.NewHandler(b, sse.HandlerOptions{OverflowPolicy: p})
+		require.NoError(t, err, p)
+		_ = h.Close()
+	}
+}
+
 // A peer that stops reading cannot pin the stream: once the socket buffers
 // are full, the write deadline ends the stream.
 func TestHandlerWriteTimeout(t *testing.T) {

@@ -530,6 +530,54 @@ func TestClientEpochFollowsCursor(t *testing.T) {
 	assert.Equal(t, "OLD", seen[2].Get(resume.HeaderEpoch), "the epoch of the cursor, not of the empty connection")
 }
 
+// TestClientEpochStaysWithCursorOverSyntheticFrames: frames without an
+// id: line (the restarted server's state_resync_required, a
+// replay_complete) do not move the cursor, and so do not pair the old
+// server's cursor with the new server's epoch either — with plain ids
+// that pair would resume at the old id in the new history and skip its
+// first events without an epoch_reset. The epoch follows the next real id.
+func TestClientEpochStaysWithCursorOverSyntheticFrames(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var seen []http.Header
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		i := len(seen)
+		seen = append(seen, r.Header.Clone())
+		mu.Unlock()
+		switch i {
+		case 0: // the old server delivers id 5
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Header().Set(resume.HeaderEpoch, "OLD")
+			_, _ = io.WriteString(w, "id: 5\nevent: t\ndata: {\"v\":1,\"id\":5,\"type\":\"t\",\"session\":\"s1\"}\n\n")
+		case 1: // the restarted server says epoch_reset, then the connection drops
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Header().Set(resume.HeaderEpoch, "NEW")
+			_, _ = io.WriteString(w, "event: state_resync_required\ndata: {\"v\":1,\"id\":0,\"type\":\"state_resync_required\",\"session\":\"s1\",\"data\":{\"reason\":\"epoch_reset\",\"lastDeliveredId\":5,\"epoch\":\"NEW\"}}\n\n")
+		case 2: // it delivers its id 5 (the same text as the old cursor)
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Header().Set(resume.HeaderEpoch, "NEW")
+			_, _ = io.WriteString(w, "id: 5\nevent: t\ndata: {\"v\":1,\"id\":5,\"type\":\"t\",\"session\":\"s1\"}\n\n")
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusGone)
+			_, _ = io.WriteString(w, `{"code":"session_closed","message":"closed"}`)
+		}
+	}))
+	defer ts.Close()
+	c := &sse.Client{Retry: time.Millisecond, MaxBackoff: time.Millisecond}
+	got, err := readAll(t, c.Subscribe(t.Context(), ts.URL+"/session/s1/events", sse.StreamOptions{}))
+	require.Error(t, err)
+	require.Len(t, got, 3)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, seen, 4)
+	assert.Equal(t, "5", seen[2].Get("Last-Event-ID"))
+	assert.Equal(t, "OLD", seen[2].Get(resume.HeaderEpoch), "a frame without an id leaves cursor and epoch together")
+	assert.Equal(t, "5", seen[3].Get("Last-Event-ID"))
+	assert.Equal(t, "NEW", seen[3].Get(resume.HeaderEpoch), "the new server's id 5 comes with its epoch")
+}
+
 // TestProtocolDocEpochExamples: docs/protocol.md's epoch examples — any
 // well-formed foreign epoch is an epoch_reset (rows of
 // TestHandlerForeignEpochIsEpochReset), and an empty epoch before the last

@@ -13,6 +13,7 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/internal/textutil"
 )
 
 // CloseError is why the server closed a connection for good: a close code
@@ -44,7 +45,9 @@ type StreamOptions = resume.StreamOptions
 type Client struct {
 	// HTTPClient makes the handshakes; nil means http.DefaultClient.
 	HTTPClient *http.Client
-	// Header holds extra handshake headers (authorization, say).
+	// Header holds extra handshake headers (authorization, say). One no
+	// HTTP client can send (a CR or LF in a value, a space in a name)
+	// stops the stream, naming it.
 	Header http.Header
 	// Retry is the base reconnection delay; zero means
 	// resume.DefaultClientRetry (3 s).
@@ -66,9 +69,10 @@ type Client struct {
 // Subscribe returns a [Stream] for url (for example
 // "ws://host/session/s1/ws?scope=descendants"; http and https URLs are
 // accepted too). It does not connect: the first Next does. On every connect
-// the stream sends {"resume": {"lastEventId", "epoch"}} as its first
-// message, with the last id it received and the epoch that came with it;
-// a lastEventId / last_event_id in the URL is taken out of it and used as
+// the stream sends the last id it received, and the epoch that came with
+// it, in the handshake's Last-Event-ID and X-Event-Epoch headers (read by
+// every handler, whatever its ResumeWait), then {"resume": {}} as its first
+// message; a lastEventId / last_event_id in the URL is taken out of it and used as
 // the starting cursor when opts.LastEventID is empty (the URL would repeat
 // a stale one). A close with 1003, 1008 other than "slow consumer", 1009 or
 // 1011 stops the stream with a [*CloseError]; 1000, 1001, 1008 "slow
@@ -102,32 +106,42 @@ type transport struct {
 	url string
 }
 
-// Connect dials and sends the resume message with cursor (plain seq) and
-// its epoch.
+// Connect dials with the cursor (plain seq) in the handshake's
+// Last-Event-ID header and its epoch in X-Event-Epoch — which every server
+// reads, whether or not it waits for a resume message (HandlerOptions.
+// ResumeWait) — and sends {"resume": {}}, which starts a waiting server's
+// stream at once. A malformed cursor or epoch is a *resume.PermanentError
+// naming it, found before dialling.
 func (t *transport) Connect(ctx context.Context, cursor, epoch string) (resume.Conn, string, error) {
-	type resumeBody struct {
-		LastEventID string `json:"lastEventId,omitempty"`
-		Epoch       string `json:"epoch,omitempty"`
+	if _, err := resume.ParseEpoch(epoch); err != nil {
+		return nil, "", &resume.PermanentError{Err: fmt.Errorf("ws: StreamOptions.Epoch: %w", err)}
 	}
-	var rb resumeBody
+	if err := textutil.CheckHeader(t.c.Header); err != nil {
+		return nil, "", &resume.PermanentError{Err: fmt.Errorf("ws: Client.Header: %w", err)}
+	}
+	hdr := t.c.Header.Clone()
 	if cursor != "" {
 		cur, err := resume.ParseCursor(cursor)
 		if err != nil {
 			return nil, "", &resume.PermanentError{Err: fmt.Errorf("ws: StreamOptions.LastEventID: %w", err)}
 		}
-		rb.LastEventID, rb.Epoch = resume.FormatID(cur.ID, ""), epoch
 		if cur.Epoch != "" {
-			rb.Epoch = cur.Epoch
+			epoch = cur.Epoch
+		}
+		if hdr == nil {
+			hdr = http.Header{}
+		}
+		hdr.Set("Last-Event-ID", resume.FormatID(cur.ID, ""))
+		if epoch != "" {
+			hdr.Set(resume.HeaderEpoch, epoch)
 		}
 	}
-	msg, _ := json.Marshal(struct {
-		Resume resumeBody `json:"resume"`
-	}{rb})
+	msg := []byte(`{"resume":{}}`)
 	u, err := wsURL(t.url)
 	if err != nil {
 		return nil, "", &resume.PermanentError{Err: err}
 	}
-	c, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: t.c.HTTPClient, HTTPHeader: t.c.Header})
+	c, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: t.c.HTTPClient, HTTPHeader: hdr})
 	if err != nil {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
 			return nil, "", resume.ReadStatusError(resp) // the library keeps the first 1 KiB of the body

@@ -3,6 +3,8 @@ package ws_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -51,4 +53,54 @@ func TestClientRetries429(t *testing.T) {
 	case <-time.After(waitFor):
 		t.Fatal("the stream did not connect after the slot was freed")
 	}
+}
+
+// TestClientRefusesMalformedStartCursor: a StreamOptions.LastEventID or
+// Epoch that is not a cursor or epoch stops the stream before any
+// connection, with an error naming the value, as the SSE client does.
+func TestClientRefusesMalformedStartCursor(t *testing.T) {
+	s := newServer(t, eventbus.Options{}, ws.HandlerOptions{})
+	require.NoError(t, s.bus.CreateSession("s1", ""))
+	for _, o := range []ws.StreamOptions{{LastEventID: "-5"}, {LastEventID: "5", Epoch: "E\r"}} {
+		st := (&ws.Client{Retry: time.Millisecond}).Subscribe(context.Background(), s.url("s1", ""), o)
+		_, err := st.Next()
+		st.Close()
+		var pe *resume.PermanentError
+		assert.False(t, errors.As(err, &pe), "%+v: the error itself, not its wrapper", o)
+		bad := o.LastEventID
+		if o.Epoch != "" {
+			bad = o.Epoch
+		}
+		require.Error(t, err, "%+v", o)
+		assert.Contains(t, err.Error(), strconv.Quote(bad), "%+v", o)
+		assert.Zero(t, st.Connects(), "%+v", o)
+	}
+	assert.Zero(t, s.h.Stats().Started, "nothing connected")
+}
+
+// TestClientRefusesHeaderItCannotSend: a Client.Header no HTTP client can
+// send stops the stream before any connection with an error naming it; it
+// was retried forever as a network error. A URL without a scheme is named
+// too.
+func TestClientRefusesHeaderItCannotSend(t *testing.T) {
+	s := newServer(t, eventbus.Options{}, ws.HandlerOptions{})
+	require.NoError(t, s.bus.CreateSession("s1", ""))
+	for _, hd := range []http.Header{{"Authorization": {"Bearer x\n"}}, {"Bad Name": {"v"}}} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		st := (&ws.Client{Header: hd, Retry: time.Millisecond}).Subscribe(ctx, s.url("s1", ""), ws.StreamOptions{})
+		_, err := st.Next()
+		cancel()
+		require.Error(t, err, "%v", hd)
+		assert.NotErrorIs(t, err, context.DeadlineExceeded, "%v: stopped at once, not retried", hd)
+		for k := range hd {
+			assert.Contains(t, err.Error(), k, "%v", hd)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st := (&ws.Client{Retry: time.Millisecond}).Subscribe(ctx, "localhost:8080/session/s1/ws", ws.StreamOptions{})
+	_, err := st.Next()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `"localhost"`)
+	assert.Zero(t, s.h.Stats().Started, "nothing connected")
 }

@@ -152,9 +152,11 @@ type Handler struct {
 	started, rejected, frames, evicted, protocolErrors, writeErrors, pongs atomic.Uint64
 }
 
-// NewHandler returns a Handler serving bus; it fails when bus is nil or an
-// entry of o.Accept.OriginPatterns is not a valid path.Match pattern
-// (path.ErrBadPattern, naming the entry).
+// NewHandler returns a Handler serving bus; it fails when bus is nil, when
+// an entry of o.Accept.OriginPatterns is not a valid path.Match pattern
+// (path.ErrBadPattern, naming the entry), and when o.OverflowPolicy is
+// neither empty nor one of the bus's policies (an error naming the value
+// that matches eventbus.ErrInvalid).
 func NewHandler(bus *eventbus.Bus, o HandlerOptions) (*Handler, error) {
 	if bus == nil {
 		return nil, errors.New("ws: NewHandler: nil bus")
@@ -165,6 +167,9 @@ func NewHandler(bus *eventbus.Bus, o HandlerOptions) (*Handler, error) {
 	h := &Handler{bus: bus, o: o, streams: serve.NewRegistry(func(cancel context.CancelFunc) { cancel() })}
 	h.hooks = serve.Hooks{SessionID: o.SessionID, Authorize: o.Authorize, Configure: o.Configure, Query: o.Query,
 		OverflowPolicy: o.OverflowPolicy}
+	if err := h.hooks.Check("ws: NewHandler"); err != nil {
+		return nil, err
+	}
 	h.resumeWait = serve.DurationOr(o.ResumeWait, DefaultResumeWait)
 	h.ping = serve.DurationOr(o.PingInterval, DefaultPingInterval)
 	h.wt = serve.DurationOr(o.WriteTimeout, DefaultWriteTimeout)

@@ -170,3 +170,24 @@ func TestNewHandlerRefusesBadOriginPattern(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `"[bad"`)
 }
+
+// TestNewHandlerRefusesBadOverflowPolicy: a misspelt or refused
+// HandlerOptions.OverflowPolicy is the server's mistake, named by
+// NewHandler (errors.Is eventbus.ErrInvalid) — not a 400 invalid_request
+// blamed on every client that connects.
+func TestNewHandlerRefusesBadOverflowPolicy(t *testing.T) {
+	b, err := eventbus.New(eventbus.Options{})
+	require.NoError(t, err)
+	defer b.Close()
+	for _, p := range []eventbus.OverflowPolicy{"drop-oldest", "block", "DropOldest"} {
+		_, err := ws.NewHandler(b, ws.HandlerOptions{OverflowPolicy: p})
+		require.ErrorIs(t, err, eventbus.ErrInvalid, p)
+		assert.Contains(t, err.Error(), "OverflowPolicy", p)
+		assert.Contains(t, err.Error(), string(p))
+	}
+	for _, p := range []eventbus.OverflowPolicy{"", eventbus.DropSubscriber, eventbus.DropOldest, eventbus.DropNewest} {
+		h, err := ws.NewHandler(b, ws.HandlerOptions{OverflowPolicy: p})
+		require.NoError(t, err, p)
+		_ = h.Close()
+	}
+}

@@ -1,6 +1,8 @@
 package ws_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -64,8 +66,10 @@ func TestResumeCursorWinsOverReplay0(t *testing.T) {
 	}
 }
 
-// resumeLog records the first client message (the resume) of every
-// connection a ws.Client dials, unmasked from the bytes it writes.
+// resumeLog records where every connection a ws.Client dials resumes
+// from, read from the bytes it writes: the Go client sends its cursor in
+// the handshake's Last-Event-ID and X-Event-Epoch headers and then a
+// resume message without a cursor.
 type resumeLog struct {
 	mu    sync.Mutex
 	conns []*recordConn
@@ -99,7 +103,10 @@ func (l *resumeLog) client() *http.Client {
 	}}}
 }
 
-// resumes returns the resume message of each connection, in dial order.
+// resumes returns the cursor of each connection, in dial order, as
+// {"lastEventId": …, "epoch": …} (the handshake's Last-Event-ID and
+// X-Event-Epoch; absent ones left out), checking that the first message
+// is a resume without a cursor of its own.
 func (l *resumeLog) resumes(t *testing.T) []map[string]string {
 	t.Helper()
 	l.mu.Lock()
@@ -113,7 +120,17 @@ func (l *resumeLog) resumes(t *testing.T) []map[string]string {
 		if i < 0 {
 			continue
 		}
-		out = append(out, firstMessage(t, b[i+4:]))
+		req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(b[:i+4])))
+		require.NoError(t, err)
+		assert.Empty(t, firstMessage(t, b[i+4:]), "the cursor goes in the headers, not the resume message")
+		m := map[string]string{}
+		if v := req.Header.Get("Last-Event-ID"); v != "" {
+			m["lastEventId"] = v
+		}
+		if v := req.Header.Get(resume.HeaderEpoch); v != "" {
+			m["epoch"] = v
+		}
+		out = append(out, m)
 	}
 	return out
 }
@@ -139,8 +156,8 @@ func firstMessage(t *testing.T, b []byte) map[string]string {
 
 // TestClientResumesLiveOnlyAcrossCuts (issue 18 item 1): a Go client on a
 // live-only URL, its connection cut 6 times while 120 events are published,
-// receives all 120 exactly once, in order, and each reconnect's resume
-// message carries the newest id it had, with its epoch.
+// receives all 120 exactly once, in order, and each reconnect carries the
+// newest id it had, with its epoch.
 func TestClientResumesLiveOnlyAcrossCuts(t *testing.T) {
 	s, cut := newCutServer(t, eventbus.Options{ReplayBufferSize: 1000, Epoch: "E1"}, ws.HandlerOptions{})
 	require.NoError(t, s.bus.CreateSession("s1", ""))
@@ -434,32 +451,60 @@ func TestClientResumesAcrossCuts(t *testing.T) {
 // epoch, ids from 1 again) and the old handler closes with 1001; the client
 // resumes with the old cursor and its epoch, gets
 // state_resync_required{epoch_reset}, then exactly the new server's events.
+// incarnation is one server process of the restart tests: its bus (with
+// session s1) and its handler.
+type incarnation struct {
+	bus *eventbus.Bus
+	h   *ws.Handler
+}
+
+// startIncarnation starts a new server incarnation: a fresh bus (a new
+// epoch, ids from 1) with session s1, and its handler.
+func startIncarnation(t *testing.T) *incarnation {
+	t.Helper()
+	bus, err := eventbus.New(eventbus.Options{})
+	require.NoError(t, err)
+	require.NoError(t, bus.CreateSession("s1", ""))
+	return handlerOver(t, bus)
+}
+
+// handlerOver is a new handler over bus: a proxy cut, when it replaces the
+// handler of the same bus.
+func handlerOver(t *testing.T, bus *eventbus.Bus) *incarnation {
+	t.Helper()
+	h, err := ws.NewHandler(bus, ws.HandlerOptions{})
+	require.NoError(t, err)
+	return &incarnation{bus, h}
+}
+
+// shutHandler closes x's handler (every socket gets 1001) and waits for it.
+func shutHandler(t *testing.T, x *incarnation) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	assert.NoError(t, x.h.Shutdown(ctx))
+}
+
+// restartServer serves whichever incarnation cur holds at ws.Pattern.
+func restartServer(t *testing.T, cur *atomic.Pointer[incarnation]) *httptest.Server {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc(ws.Pattern, func(w http.ResponseWriter, r *http.Request) { cur.Load().h.ServeHTTP(w, r) })
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
 func TestClientAcrossRestart(t *testing.T) {
-	type incarnation struct {
-		bus *eventbus.Bus
-		h   *ws.Handler
-	}
-	start := func() *incarnation {
-		bus, err := eventbus.New(eventbus.Options{})
-		require.NoError(t, err)
-		require.NoError(t, bus.CreateSession("s1", ""))
-		h, err := ws.NewHandler(bus, ws.HandlerOptions{})
-		require.NoError(t, err)
-		return &incarnation{bus, h}
-	}
+	start := func() *incarnation { return startIncarnation(t) }
 	stop := func(x *incarnation) {
-		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
-		defer cancel()
-		assert.NoError(t, x.h.Shutdown(ctx))
+		shutHandler(t, x)
 		_ = x.bus.Close()
 	}
 	var cur atomic.Pointer[incarnation]
 	a := start()
 	cur.Store(a)
-	mux := http.NewServeMux()
-	mux.HandleFunc(ws.Pattern, func(w http.ResponseWriter, r *http.Request) { cur.Load().h.ServeHTTP(w, r) })
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
+	srv := restartServer(t, &cur)
 
 	publish(t, a.bus, "s1", 3)
 	st := (&ws.Client{Retry: 10 * time.Millisecond}).Subscribe(context.Background(),
@@ -492,4 +537,94 @@ func TestClientAcrossRestart(t *testing.T) {
 	}
 	assert.Equal(t, b.bus.Epoch(), st.Epoch())
 	assert.Equal(t, 2, st.Connects())
+}
+
+// TestClientEpochFollowsARepeatedCursor: after a restart the new server's
+// ids start again at 1 (bus-wide), so the first id a session replays after
+// the epoch_reset may be the very cursor the client had ("3" in both
+// histories). The WebSocket cursor is a plain id, so the stream must take
+// the new epoch even when the id text is unchanged: otherwise its next
+// resume pairs the new history's "3" with the old server's epoch, and a
+// mere proxy cut replays the whole new history again behind a spurious
+// epoch_reset.
+func TestClientEpochFollowsARepeatedCursor(t *testing.T) {
+	var cur atomic.Pointer[incarnation]
+	a := startIncarnation(t)
+	cur.Store(a)
+	srv := restartServer(t, &cur)
+
+	publish(t, a.bus, "s1", 3)
+	st := (&ws.Client{Retry: 10 * time.Millisecond}).Subscribe(context.Background(),
+		"ws"+strings.TrimPrefix(srv.URL, "http")+"/session/s1/ws", ws.StreamOptions{})
+	defer st.Close()
+	for want := uint64(1); want <= 3; want++ {
+		ev, err := st.Next()
+		require.NoError(t, err)
+		require.Equal(t, want, ev.ID)
+	}
+
+	// The restart: the new server's ids 1 and 2 go to another session,
+	// and s1's first event is id 3 again.
+	b := startIncarnation(t)
+	defer func() { _ = b.bus.Close() }()
+	publish(t, b.bus, "other", 2)
+	publish(t, b.bus, "s1", 1)
+	cur.Store(b)
+	shutHandler(t, a)
+	_ = a.bus.Close()
+	ev, err := st.Next()
+	require.NoError(t, err)
+	require.Equal(t, frame.TypeStateResyncRequired, ev.Type, "the restart is an epoch_reset")
+	ev, err = st.Next()
+	require.NoError(t, err)
+	require.EqualValues(t, 3, ev.ID, "the new server's s1 event")
+	ev, err = st.Next()
+	require.NoError(t, err)
+	require.Equal(t, frame.TypeReplayComplete, ev.Type)
+	require.Equal(t, "3", st.LastEventID())
+	assert.Equal(t, b.bus.Epoch(), st.Epoch(), "the epoch of the new server's id 3")
+
+	// A proxy cut, same server: the resume goes on after id 3, no reset.
+	c := handlerOver(t, b.bus)
+	cur.Store(c)
+	shutHandler(t, b)
+	defer shutHandler(t, c)
+	publish(t, b.bus, "s1", 1)
+	ev, err = st.Next()
+	require.NoError(t, err)
+	assert.Equal(t, "msg", ev.Type, "after a cut on the same server: %s %s", ev.Type, ev.Data)
+	assert.EqualValues(t, 4, ev.ID)
+	assert.Equal(t, 3, st.Connects())
+}
+
+// TestClientResumesWithoutResumeWait: a server whose ResumeWait is negative
+// takes the cursor only from the URL or the headers. The Go client sent it
+// only in its resume message, so after a cut it got the whole history
+// again and then stopped for good with 1008 "resume too late"; it sends the
+// cursor in the handshake's Last-Event-ID and X-Event-Epoch headers, which
+// every server reads, waiting or not.
+func TestClientResumesWithoutResumeWait(t *testing.T) {
+	for _, wait := range []time.Duration{-1, 0} {
+		s, cl := newCutServer(t, eventbus.Options{}, ws.HandlerOptions{ResumeWait: wait})
+		require.NoError(t, s.bus.CreateSession("s1", ""))
+		publish(t, s.bus, "s1", 2)
+		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+		st := (&ws.Client{Retry: 10 * time.Millisecond}).Subscribe(ctx, s.url("s1", ""), ws.StreamOptions{})
+		for want := uint64(1); want <= 2; want++ {
+			ev, err := st.Next()
+			require.NoError(t, err, "ResumeWait %v", wait)
+			require.Equal(t, want, ev.ID, "ResumeWait %v", wait)
+		}
+		cl.Cut()
+		publish(t, s.bus, "s1", 1)
+		ev, err := st.Next()
+		require.NoError(t, err, "ResumeWait %v: the stream goes on", wait)
+		assert.EqualValues(t, 3, ev.ID, "ResumeWait %v: resumed after id 2, not from the start", wait)
+		ev, err = st.Next()
+		require.NoError(t, err, "ResumeWait %v", wait)
+		assert.Equal(t, frame.TypeReplayComplete, ev.Type, "ResumeWait %v", wait)
+		assert.Equal(t, 2, st.Connects(), "ResumeWait %v", wait)
+		st.Close()
+		cancel()
+	}
 }

@@ -126,10 +126,10 @@ func NewPipeline(b *eventbus.Bus, opts PipelineOptions) (*Pipeline, error) {
 	return p, nil
 }
 
-// Publish publishes one event as [eventbus.Bus.Publish] does (the same checks, the
-// same errors for bad input, a closed session or a closed bus; a refused
-// event consumes no id), but over an [AsyncBackend] returns once the event
-// is sent. When Window events are in flight it first waits for the oldest
+// Publish publishes one event as [eventbus.Bus.Publish] does (the same checks
+// and options, the same errors for bad input, a closed session, an unknown
+// one with [eventbus.Existing] or a closed bus; a refused event consumes no
+// id), but over an [AsyncBackend] returns once the event is sent. When Window events are in flight it first waits for the oldest
 // one's ack (at most the backend's publish timeout).
 //
 // When it finds that an earlier event failed, it waits for every event in

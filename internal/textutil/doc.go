@@ -2,6 +2,7 @@
 // project words the same way: [Quote] cuts and quotes a bad value for an
 // error message, [PublicMessage] drops Go package prefixes from an error's
 // text, and [Distance] tells a misspelt name from an unknown one (the SSE
-// and WebSocket query rules, the config loader, the example server). Pure
-// functions, safe for concurrent use.
+// and WebSocket query rules, the config loader, the example server);
+// [CheckHeader] names a configured header no HTTP client can send (the SSE
+// and WebSocket clients). Pure functions, safe for concurrent use.
 package textutil

@@ -78,3 +78,39 @@ func Distance(a, b string, transpose bool) int {
 	}
 	return prev[len(b)]
 }
+
+// CheckHeader returns an error naming the first header of h (an
+// http.Header) that no HTTP client can send: a name that is not an RFC 9110
+// token, or a value with a control character other than a tab (a CR or LF
+// read from a file, a NUL). nil when every header can be sent. The clients
+// check their configured headers with it, since net/http refuses such a
+// request before any network and a retry would never mend it.
+func CheckHeader(h map[string][]string) error {
+	for name, values := range h {
+		if name == "" {
+			return fmt.Errorf("empty header name")
+		}
+		for i := 0; i < len(name); i++ {
+			if !isTokenChar(name[i]) {
+				return fmt.Errorf("header name %s: character %q is not allowed in a name", Quote(name, 64), name[i])
+			}
+		}
+		for _, v := range values {
+			for i := 0; i < len(v); i++ {
+				if c := v[i]; c < 0x20 && c != '\t' || c == 0x7f {
+					return fmt.Errorf("header %s: value %s contains control character %q", name, Quote(v, 64), c)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// isTokenChar reports whether c may appear in an RFC 9110 token (tchar).
+func isTokenChar(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}

@@ -40,3 +40,21 @@ func TestDistance(t *testing.T) {
 		assert.Equal(t, tc.want, Distance(tc.a, tc.b, tc.transpose), "%q %q", tc.a, tc.b)
 	}
 }
+
+func TestCheckHeader(t *testing.T) {
+	t.Parallel()
+	assert.NoError(t, CheckHeader(nil))
+	assert.NoError(t, CheckHeader(map[string][]string{"Authorization": {"Bearer a\tb"}, "X-A_b.c~": {""}}))
+	for h, want := range map[string]map[string][]string{
+		`header Authorization: value "Bearer x\n" contains control character '\n'`: {"Authorization": {"ok", "Bearer x\n"}},
+		`header X: value "a\x00" contains control character '\x00'`:                {"X": {"a\x00"}},
+		`header X: value "\x7f" contains control character '\x7f'`:                 {"X": {"\x7f"}},
+		`header name "Bad Name": character ' ' is not allowed in a name`:           {"Bad Name": {"v"}},
+		`empty header name`: {"": {"v"}},
+	} {
+		err := CheckHeader(want)
+		if assert.Error(t, err, h) {
+			assert.Equal(t, h, err.Error())
+		}
+	}
+}

@@ -132,6 +132,22 @@ type Hooks struct {
 	OverflowPolicy eventbus.OverflowPolicy
 }
 
+// Check returns the error a handler's constructor gives for hooks it cannot
+// serve with: an OverflowPolicy that is not "" or one of the bus's
+// policies (eventbus.Options.Validate's *eventbus.OptionError naming the
+// value, errors.Is eventbus.ErrInvalid), prefixed with who (such as
+// "sse: NewHandler"). Found here, it is the server's mistake, not a 400
+// for every client that subscribes.
+func (h Hooks) Check(who string) error {
+	if h.OverflowPolicy == "" {
+		return nil
+	}
+	if err := (eventbus.Options{OverflowPolicy: h.OverflowPolicy}).Validate(); err != nil {
+		return fmt.Errorf("%s: HandlerOptions: %w", who, err)
+	}
+	return nil
+}
+
 // Admission is an admitted subscribe request.
 type Admission struct {
 	Session string
