@@ -11,13 +11,13 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"runtime"
 	"sync"
 	"time"
 
 	"github.com/centrifugal/centrifuge"
 	sse "github.com/tmaxmax/go-sse"
 
+	"github.com/replaybus/replaybus/adapters/resume"
 	rbsse "github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
@@ -30,8 +30,11 @@ import (
 // by all systems. A delivery is counted when the client has parsed the
 // frame. The events are published in-process, flat out, as in W1.
 //
-//   - replaybus: adapters/sse.NewHandler on the bus (?replay=0); lossless
-//     via HandlerOptions.Configure (MaxQueued 1,000,000, 1 GiB).
+//   - replaybus: adapters/sse.NewHandler on the bus (?replay=0) with its
+//     default wire form: ids "<epoch>-<seq>" (the epoch is checked against
+//     the answer's X-Event-Epoch) and a stream_start frame first, which is
+//     not an event; lossless via HandlerOptions.Configure (MaxQueued
+//     1,000,000, 1 GiB).
 //   - go-sse: sse.Server{Provider: the session's Joe}.
 //   - centrifuge: centrifuge.NewSSEHandler with a server-side subscription
 //     (cf_connect in the URL, the channel from ConnectReply.Subscriptions).
@@ -102,8 +105,12 @@ var httpSystems = map[string]func(lossless bool) (*httpRig, error){
 	},
 }
 
-// sseClient reads one stream until the connection ends, feeding k.
+// sseClient reads one stream until the connection ends or a frame cannot
+// be parsed, feeding k; it returns why. It closes conn when it returns: a
+// response body's Close would read an endless stream to its end, and the
+// error would never come back.
 func sseClient(conn net.Conn, path string, rig *httpRig, k *Sink) error {
+	defer conn.Close()
 	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: bench\r\nAccept: text/event-stream\r\n\r\n", path); err != nil {
 		return err
 	}
@@ -112,22 +119,25 @@ func sseClient(conn net.Conn, path string, rig *httpRig, k *Sink) error {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return fmt.Errorf("status %d: %s", resp.StatusCode, b)
 	}
 	body := bufio.NewReaderSize(resp.Body, 64<<10)
+	// An epoch-qualified id ("<epoch>-<seq>", replaybus's default) must
+	// carry the epoch the answer announced.
+	epoch := []byte(resp.Header.Get("X-Event-Epoch"))
 	var (
-		id             uint64
-		hasID, resync  bool
-		sessOK         = true
-		wantSess       = []byte(`"session":"` + k.sess + `"`)
-		wantChan       = []byte(`"channel":"` + k.sess + `"`)
-		resyncType     = []byte(frame.TypeStateResyncRequired)
-		offsetField    = []byte(`"offset":`)
-		sessionPresent = []byte(`"session":"`)
-		channelPresent = []byte(`"channel":"`)
+		id                   uint64
+		hasID, resync, synth bool
+		sessOK               = true
+		wantSess             = []byte(`"session":"` + k.sess + `"`)
+		wantChan             = []byte(`"channel":"` + k.sess + `"`)
+		resyncType           = []byte(frame.TypeStateResyncRequired)
+		startType            = []byte(resume.TypeStreamStart)
+		offsetField          = []byte(`"offset":`)
+		sessionPresent       = []byte(`"session":"`)
+		channelPresent       = []byte(`"channel":"`)
 	)
 	for {
 		line, err := body.ReadSlice('\n')
@@ -143,19 +153,28 @@ func sseClient(conn net.Conn, path string, rig *httpRig, k *Sink) error {
 			if resync {
 				k.Gap()
 			}
-			if hasID {
+			if hasID && !synth {
 				if sessOK {
 					k.Event(id + rig.idOffset)
 				} else {
 					k.foreign++
 				}
 			}
-			id, hasID, resync, sessOK = 0, false, false, true
+			id, hasID, resync, synth, sessOK = 0, false, false, false, true
 		case bytes.HasPrefix(line, []byte("id:")):
 			if rig.offsetIn {
 				continue
 			}
 			v := bytes.TrimLeft(line[3:], " ")
+			if i := bytes.LastIndexByte(v, '-'); i >= 0 {
+				if !bytes.Equal(v[:i], epoch) {
+					return fmt.Errorf("id %q is not of the epoch %q the answer announced", v, epoch)
+				}
+				v = v[i+1:]
+			}
+			if len(v) == 0 {
+				return fmt.Errorf("id line %q has no number", line)
+			}
 			var n uint64
 			for _, c := range v {
 				if c < '0' || c > '9' {
@@ -165,7 +184,9 @@ func sseClient(conn net.Conn, path string, rig *httpRig, k *Sink) error {
 			}
 			id, hasID = n, true
 		case bytes.HasPrefix(line, []byte("event:")):
-			resync = bytes.Equal(bytes.TrimLeft(line[6:], " "), resyncType)
+			typ := bytes.TrimLeft(line[6:], " ")
+			resync = bytes.Equal(typ, resyncType)
+			synth = bytes.Equal(typ, startType)
 		case bytes.HasPrefix(line, []byte("data:")):
 			if rig.named && k.sess != "" {
 				switch {
@@ -285,22 +306,10 @@ func runW8(name string, S, N int, lossless bool) (w1Result, error) {
 	for _, k := range sinks {
 		k.arm(base)
 	}
-	runtime.GC()
-	var m0, m1 runtime.MemStats
-	runtime.ReadMemStats(&m0)
-	pubDone := make(chan struct{})
-	c0 := cpuNanos()
-	t0 := now()
-	for i := 0; i < N; i++ {
-		if _, err := pub(payload256); err != nil {
-			close(pubDone)
-			return res, err
-		}
+	w, err := publishMeasured([]func([]byte) (uint64, error){pub}, N, sinks, 3*quiet) // over TCP a starved client may pause longer
+	if err != nil {
+		return res, err
 	}
-	close(pubDone)
-	tEnd := waitSinks(sinks, pubDone, 3*quiet) // over TCP a starved client may pause longer
-	c1 := cpuNanos()
-	runtime.ReadMemStats(&m1)
 	t := sumSinks(sinks)
 	if t.ended > 0 {
 		for _, k := range sinks {
@@ -310,16 +319,5 @@ func runW8(name string, S, N int, lossless bool) (w1Result, error) {
 			}
 		}
 	}
-	if t.n == 0 {
-		return res, fmt.Errorf("%s: nothing delivered", name)
-	}
-	return w1Result{
-		nsPerDelivery:     float64(tEnd-t0) / float64(t.n),
-		allocsPerDelivery: float64(m1.Mallocs-m0.Mallocs) / float64(int64(N)*int64(S)),
-		cpuPerDelivery:    float64(c1-c0) / float64(t.n),
-		deliveries:        t.n,
-		lost:              int64(N)*int64(S) - t.n,
-		reordered:         t.reordered, skipped: t.skipped, foreign: t.foreign,
-		evicted: t.ended, gaps: t.gaps,
-	}, nil
+	return fanoutResult(name, w, t, int64(N)*int64(S))
 }

@@ -12,6 +12,9 @@
 //   - the answers: [StatusError] and its codes (Code…), [StatusFor] for the
 //     bus's errors, [StatusError.Answer] and [ReadStatusError] on either
 //     side of the wire;
+//   - the handlers' hooks, the types of their HandlerOptions' SessionID,
+//     Authorize, Configure and OnSubscribe: [SessionIDFunc],
+//     [AuthorizeFunc], [ConfigureFunc], [OnSubscribeFunc];
 //   - the frames: the JSON envelope ([AppendEnvelope], [DecodeEnvelope])
 //     and the [TypeStreamStart] frame of a live-only stream;
 //   - the resuming client: [Stream] runs the connect/backoff loop — cursor,

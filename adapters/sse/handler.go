@@ -15,7 +15,6 @@ import (
 	"github.com/replaybus/replaybus/adapters/internal/serve"
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
-	"github.com/replaybus/replaybus/scope"
 )
 
 // Handler defaults and bounds.
@@ -37,30 +36,22 @@ const (
 // session ids, no authorization, retry 3 s, heartbeat 15 s, write timeout
 // 10 s, epoch-qualified ids.
 type HandlerOptions struct {
-	// SessionID extracts the session id from a request. Nil means
-	// r.PathValue("id"), which works when the handler is mounted on a
-	// ServeMux pattern with an {id} wildcard such as [Pattern]; set it to
-	// mount under any other router (chi.URLParam, a path prefix, …).
-	SessionID func(r *http.Request) string
-	// Authorize, when set, is called after the request has been validated
-	// and before anything is subscribed; a non-nil error answers 403
-	// forbidden with the error's text as message, or, when the error is (or
-	// wraps) a [*resume.StatusError], that status, code and message. It runs on the
-	// request's goroutine and may block (it holds no lock).
-	Authorize func(r *http.Request, sessionID string, sc scope.Kind) error
-	// Configure, when set, may adjust the subscribe options derived from the
-	// request (overflow policy, byte limit, slow-client warnings, Name)
-	// just before [eventbus.Bus.Subscribe]. The bus validates the result: an
-	// eventbus.ErrInvalid answers 400 invalid_request.
-	Configure func(r *http.Request, o *eventbus.SubscribeOptions)
-	// OnSubscribe, when set, is called with each stream's subscription right
-	// after it was made and before its first frame is written, on the
-	// request's goroutine: the application learns the connection's
-	// subscription, for [eventbus.Bus.SendTo] (a targeted frame sent here
-	// arrives after the replay and replay_complete). The subscription ends
-	// when the stream does; the hook must not keep it past that (watch
-	// sub.Done()). It may block the stream's start, not the bus.
-	OnSubscribe func(r *http.Request, sub *eventbus.Subscription)
+	// SessionID extracts the session id from a request; nil means
+	// r.PathValue("id"), for a ServeMux pattern such as [Pattern]. See
+	// [resume.SessionIDFunc].
+	SessionID resume.SessionIDFunc
+	// Authorize, when set, admits or refuses a validated request before
+	// anything is subscribed: 403, or the [*resume.StatusError] its error
+	// is or wraps. See [resume.AuthorizeFunc].
+	Authorize resume.AuthorizeFunc
+	// Configure, when set, may adjust the subscribe options derived from
+	// the request just before [eventbus.Bus.Subscribe]. See
+	// [resume.ConfigureFunc].
+	Configure resume.ConfigureFunc
+	// OnSubscribe, when set, is called with each stream's subscription
+	// before its first frame is written, for [eventbus.Bus.SendTo]. See
+	// [resume.OnSubscribeFunc].
+	OnSubscribe resume.OnSubscribeFunc
 	// Retry is the reconnection delay sent as "retry: <ms>" first on every
 	// stream. Zero means DefaultRetry (3 s); negative sends no retry: line.
 	Retry time.Duration
@@ -144,15 +135,12 @@ type streamState struct {
 // error naming the value that matches eventbus.ErrInvalid). Options are
 // read once; see [HandlerOptions] for the defaults.
 func NewHandler(bus *eventbus.Bus, o HandlerOptions) (*Handler, error) {
-	if bus == nil {
-		return nil, errors.New("sse: NewHandler: nil bus")
-	}
-	h := &Handler{bus: bus, o: o, streams: serve.NewRegistry(func(s *streamState) { s.cancel() })}
-	h.hooks = serve.Hooks{SessionID: o.SessionID, Authorize: o.Authorize, Configure: o.Configure, Query: o.Query,
+	hooks := serve.Hooks{SessionID: o.SessionID, Authorize: o.Authorize, Configure: o.Configure, Query: o.Query,
 		OverflowPolicy: o.OverflowPolicy}
-	if err := h.hooks.Check("sse: NewHandler"); err != nil {
+	if err := hooks.Check("sse: NewHandler", bus); err != nil {
 		return nil, err
 	}
+	h := &Handler{bus: bus, o: o, hooks: hooks, streams: serve.NewRegistry(func(s *streamState) { s.cancel() })}
 	h.retry = serve.DurationOr(o.Retry, DefaultRetry)
 	h.hb = serve.DurationOr(o.Heartbeat, DefaultHeartbeat)
 	h.wt = serve.DurationOr(o.WriteTimeout, DefaultWriteTimeout)
@@ -203,8 +191,7 @@ func (h *Handler) Close() error {
 // returned from ServeHTTP, or until ctx ends (then it returns ctx's error).
 // Each stream ends within the write timeout of the Close.
 func (h *Handler) Shutdown(ctx context.Context) error {
-	_ = h.Close()
-	return h.streams.Wait(ctx)
+	return h.streams.Shutdown(ctx)
 }
 
 // register adds a stream; false when the handler is closed.

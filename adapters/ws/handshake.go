@@ -130,3 +130,14 @@ func checkOriginPatterns(ao *websocket.AcceptOptions) error {
 
 // quote quotes s for an answer, cut to 64 bytes at a rune boundary.
 func quote(s string) string { return textutil.Quote(s, 64) }
+
+func headerHasToken(h http.Header, key, token string) bool {
+	for _, v := range h.Values(key) {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -10,15 +10,10 @@
 //
 // usage: node client.mjs URL WANT [TIMEOUT_MS] [TYPE,TYPE,...]
 import { EventSource } from 'eventsource';
+import { start } from './run.mjs';
 
-const [url, wantArg, timeoutArg = '30000', typesArg = 'tick'] = process.argv.slice(2);
-if (!url || !wantArg) {
-  console.error('usage: node client.mjs URL WANT [TIMEOUT_MS] [TYPES]');
-  process.exit(2);
-}
-const want = Number(wantArg);
-const started = Date.now();
-const out = { ids: [], frames: [], requests: [], opens: 0, errors: 0, ms: 0 };
+const { url, rest, out, record } = start('client.mjs', ' [TYPES]', { requests: [] }, () => es.close());
+const [typesArg = 'tick'] = rest;
 
 const es = new EventSource(url, {
   fetch: (input, init) => {
@@ -28,30 +23,11 @@ const es = new EventSource(url, {
   },
 });
 
-function finish(code) {
-  es.close();
-  clearTimeout(timer);
-  out.ms = Date.now() - started;
-  process.stdout.write(JSON.stringify(out) + '\n');
-  process.exitCode = code;
-}
-
-const timer = setTimeout(() => {
-  console.error(`timeout: ${out.ids.length} ids after ${timeoutArg} ms`);
-  finish(1);
-}, Number(timeoutArg));
-
 es.addEventListener('open', () => { out.opens++; });
 es.addEventListener('error', () => { out.errors++; });
 
 function onEvent(e) {
-  const env = JSON.parse(e.data);
-  if (env.id) {
-    out.ids.push(env.id);
-    if (env.id >= want) finish(0);
-  } else {
-    out.frames.push(env.type);
-  }
+  record(JSON.parse(e.data));
 }
 const frameTypes = ['state_resync_required', 'replay_complete', 'slow_client_warning', 'client_evicted', 'session_closed'];
 for (const t of [...typesArg.split(','), ...frameTypes]) es.addEventListener(t, onEvent);

@@ -12,33 +12,16 @@
 //
 // usage: node ws_client.mjs URL WANT [TIMEOUT_MS]
 import WebSocket from 'ws';
+import { start } from './run.mjs';
 
-const [url, wantArg, timeoutArg = '30000'] = process.argv.slice(2);
-if (!url || !wantArg) {
-  console.error('usage: node ws_client.mjs URL WANT [TIMEOUT_MS]');
-  process.exit(2);
-}
-const want = Number(wantArg);
-const started = Date.now();
-const out = { ids: [], frames: [], resumes: [], closes: [], opens: 0, errors: 0, ms: 0 };
 let lastId = 0;
 let epoch = '';
 let done = false;
 let ws = null;
-
-function finish(code) {
+const { url, out, record } = start('ws_client.mjs', '', { resumes: [], closes: [] }, () => {
   done = true;
-  clearTimeout(timer);
   if (ws) ws.terminate();
-  out.ms = Date.now() - started;
-  process.stdout.write(JSON.stringify(out) + '\n');
-  process.exitCode = code;
-}
-
-const timer = setTimeout(() => {
-  console.error(`timeout: ${out.ids.length} ids after ${timeoutArg} ms`);
-  finish(1);
-}, Number(timeoutArg));
+});
 
 function connect() {
   const sock = new WebSocket(url);
@@ -52,13 +35,8 @@ function connect() {
   sock.on('message', (data, isBinary) => {
     if (isBinary || done) return;
     const env = JSON.parse(data.toString());
-    if (env.id) {
-      out.ids.push(env.id);
-      if (env.id > lastId) { lastId = env.id; epoch = env.epoch || epoch; }
-      if (env.id >= want) finish(0);
-    } else {
-      out.frames.push(env.type);
-    }
+    if (env.id > lastId) { lastId = env.id; epoch = env.epoch || epoch; }
+    record(env);
   });
   sock.on('error', () => { out.errors++; });
   sock.on('close', (code, reason) => {

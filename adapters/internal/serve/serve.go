@@ -10,7 +10,6 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
-	"github.com/replaybus/replaybus/scope"
 )
 
 // DurationOr is d, or def when d is zero, or 0 (none) when d is negative.
@@ -122,23 +121,32 @@ func (r *Registry[S]) Wait(ctx context.Context) error {
 	}
 }
 
+// Shutdown is Close followed by Wait: what a handler's Shutdown does.
+func (r *Registry[S]) Shutdown(ctx context.Context) error {
+	r.Close()
+	return r.Wait(ctx)
+}
+
 // Hooks are the options both handlers take for admitting a request (see
 // sse.HandlerOptions and ws.HandlerOptions for their meaning).
 type Hooks struct {
-	SessionID      func(r *http.Request) string
-	Authorize      func(r *http.Request, sessionID string, sc scope.Kind) error
-	Configure      func(r *http.Request, o *eventbus.SubscribeOptions)
+	SessionID      resume.SessionIDFunc
+	Authorize      resume.AuthorizeFunc
+	Configure      resume.ConfigureFunc
 	Query          resume.QueryRules
 	OverflowPolicy eventbus.OverflowPolicy
 }
 
-// Check returns the error a handler's constructor gives for hooks it cannot
-// serve with: an OverflowPolicy that is not "" or one of the bus's
-// policies (eventbus.Options.Validate's *eventbus.OptionError naming the
-// value, errors.Is eventbus.ErrInvalid), prefixed with who (such as
-// "sse: NewHandler"). Found here, it is the server's mistake, not a 400
-// for every client that subscribes.
-func (h Hooks) Check(who string) error {
+// Check returns the error a handler's constructor gives for a bus and
+// hooks it cannot serve with, prefixed with who (such as "sse:
+// NewHandler"): a nil bus, or an OverflowPolicy that is not "" or one of
+// the bus's policies (eventbus.Options.Validate's *eventbus.OptionError
+// naming the value, errors.Is eventbus.ErrInvalid). Found here, it is the
+// server's mistake, not a 400 for every client that subscribes.
+func (h Hooks) Check(who string, bus *eventbus.Bus) error {
+	if bus == nil {
+		return errors.New(who + ": nil bus")
+	}
 	if h.OverflowPolicy == "" {
 		return nil
 	}

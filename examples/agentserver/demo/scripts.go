@@ -1,5 +1,7 @@
 package demo
 
+import "fmt"
+
 // task is what one run is about: the parent's prompt and words, and one
 // script per sub-agent.
 type task struct {
@@ -29,6 +31,30 @@ type toolStep struct {
 	result      string
 }
 
+// search, read, edit and execute make the scripts' tool calls (ACP kinds);
+// a call's title and input follow from its target.
+
+// search is a search for pattern under path.
+func search(pattern, path string, work float64, result string) toolStep {
+	return toolStep{kind: "search", title: fmt.Sprintf("Search for %q in %s", pattern, path),
+		input: map[string]any{"pattern": pattern, "path": path}, work: work, result: result}
+}
+
+// read is a read of the file at path.
+func read(path string, work float64, result string) toolStep {
+	return toolStep{kind: "read", title: "Read " + path, input: map[string]any{"path": path}, work: work, result: result}
+}
+
+// edit is an edit, titled title, of the file at path.
+func edit(title, path string, work float64, result string) toolStep {
+	return toolStep{kind: "edit", title: title, input: map[string]any{"path": path}, work: work, result: result}
+}
+
+// execute is a run of command, titled title.
+func execute(title, command string, work float64, result string) toolStep {
+	return toolStep{kind: "execute", title: title, input: map[string]any{"command": command}, work: work, result: result}
+}
+
 var tasks = []task{
 	{
 		prompt:  "Add a retry with exponential backoff to the webhook sender, and make sure we do not retry 4xx answers.",
@@ -38,13 +64,13 @@ var tasks = []task{
 			goal:    "Map the webhook sender and the existing retry helpers",
 			thought: "Start with a search for the sender, then read it and look for a backoff helper that is already in the tree.",
 			steps: []step{
-				{tool: toolStep{kind: "search", title: "Search for \"func Send\" in internal/webhook", input: map[string]any{"pattern": "func Send", "path": "internal/webhook"}, work: 12,
-					result: "internal/webhook/sender.go:41: func (s *Sender) Send(ctx context.Context, ev Event) error"}},
-				{tool: toolStep{kind: "read", title: "Read internal/webhook/sender.go", input: map[string]any{"path": "internal/webhook/sender.go"}, work: 8,
-					result: "Send posts once with a 10 s client timeout and returns the first error; no retry, status codes are not inspected."}},
+				{tool: search("func Send", "internal/webhook", 12,
+					"internal/webhook/sender.go:41: func (s *Sender) Send(ctx context.Context, ev Event) error")},
+				{tool: read("internal/webhook/sender.go", 8,
+					"Send posts once with a 10 s client timeout and returns the first error; no retry, status codes are not inspected.")},
 				{say: "The sender posts exactly once. There is a backoff helper in internal/retry that the queue consumer already uses, so we should reuse it rather than write another. ",
-					tool: toolStep{kind: "read", title: "Read internal/retry/backoff.go", input: map[string]any{"path": "internal/retry/backoff.go"}, work: 8,
-						result: "retry.Do(ctx, policy, fn) with policy{Initial: 200ms, Max: 10s, Multiplier: 2, Jitter: 0.2}; fn returns retry.Permanent(err) to stop."}},
+					tool: read("internal/retry/backoff.go", 8,
+						"retry.Do(ctx, policy, fn) with policy{Initial: 200ms, Max: 10s, Multiplier: 2, Jitter: 0.2}; fn returns retry.Permanent(err) to stop.")},
 			},
 			summary: "Sender posts once (sender.go:41). Reuse retry.Do from internal/retry; wrap 4xx answers in retry.Permanent so they stop at once.",
 		},
@@ -52,13 +78,13 @@ var tasks = []task{
 			goal:    "Wrap Send in retry.Do and stop on 4xx",
 			thought: "Wrap the HTTP call in retry.Do; classify the answer: 2xx ok, 4xx permanent, 5xx and network errors retried. Add a table test with a fake server.",
 			steps: []step{
-				{tool: toolStep{kind: "read", title: "Read internal/webhook/sender_test.go", input: map[string]any{"path": "internal/webhook/sender_test.go"}, work: 6,
-					result: "One test: TestSendPostsJSON with httptest.NewServer."}},
+				{tool: read("internal/webhook/sender_test.go", 6,
+					"One test: TestSendPostsJSON with httptest.NewServer.")},
 				{say: "I'll wrap the post in retry.Do and mark client errors as permanent. ",
 					tool: toolStep{kind: "edit", title: "Edit internal/webhook/sender.go", input: map[string]any{"path": "internal/webhook/sender.go", "summary": "retry.Do around post; 4xx → retry.Permanent"}, work: 18,
 						result: "@@ func (s *Sender) Send\n-\treturn s.post(ctx, ev)\n+\treturn retry.Do(ctx, s.policy, func(ctx context.Context) error {\n+\t\treturn classify(s.post(ctx, ev))\n+\t})"}},
-				{tool: toolStep{kind: "edit", title: "Add TestSendRetries to sender_test.go", input: map[string]any{"path": "internal/webhook/sender_test.go"}, work: 14,
-					result: "Added a table test: 503,503,200 → 3 posts; 400 → 1 post, error; network error → retried until ctx ends."}},
+				{tool: edit("Add TestSendRetries to sender_test.go", "internal/webhook/sender_test.go", 14,
+					"Added a table test: 503,503,200 → 3 posts; 400 → 1 post, error; network error → retried until ctx ends.")},
 			},
 			summary: "Send now retries 5xx and network errors with the shared backoff policy and stops at once on 4xx; three new test cases cover it.",
 		},
@@ -73,11 +99,11 @@ var tasks = []task{
 			goal:    "Find where the export can end with an empty file",
 			thought: "Look at the last failing run's log first, then the code path that writes the file.",
 			steps: []step{
-				{tool: toolStep{kind: "execute", title: "grep export logs for errors", input: map[string]any{"command": "grep -n 'export' /var/log/app/nightly.log | tail -20"}, work: 10,
-					result: "02:00:03 export: started (rows=18231)\n02:00:41 export: context canceled\n02:00:41 export: wrote /data/export.csv (0 bytes)"}},
+				{tool: execute("grep export logs for errors", "grep -n 'export' /var/log/app/nightly.log | tail -20", 10,
+					"02:00:03 export: started (rows=18231)\n02:00:41 export: context canceled\n02:00:41 export: wrote /data/export.csv (0 bytes)")},
 				{say: "The run was cancelled mid-way and still reported success. ",
-					tool: toolStep{kind: "read", title: "Read cmd/export/main.go", input: map[string]any{"path": "cmd/export/main.go"}, work: 10,
-						result: "w := bufio.NewWriter(f); defer f.Close(); ... for rows.Next() { … }; return nil  // rows.Err() never checked, w never flushed on error"}},
+					tool: read("cmd/export/main.go", 10,
+						"w := bufio.NewWriter(f); defer f.Close(); ... for rows.Next() { … }; return nil  // rows.Err() never checked, w never flushed on error")},
 			},
 			summary: "rows.Err() is never checked and the bufio.Writer is not flushed on the error path, so a cancelled query leaves a 0-byte file that looks like success.",
 		},
@@ -85,13 +111,13 @@ var tasks = []task{
 			goal:    "Reproduce and fix the empty export",
 			thought: "Write to a temp file and rename only after flush and rows.Err() succeed; a cancelled context must return an error.",
 			steps: []step{
-				{tool: toolStep{kind: "edit", title: "Add TestExportCancelled", input: map[string]any{"path": "cmd/export/export_test.go"}, work: 12,
-					result: "Test cancels the context after 100 rows and expects an error and no file at the destination."}},
-				{tool: toolStep{kind: "execute", title: "go test ./cmd/export -run Cancelled", input: map[string]any{"command": "go test ./cmd/export -run Cancelled"}, work: 16,
-					result: "--- FAIL: TestExportCancelled\n    export_test.go:48: err = <nil>, want context.Canceled; /tmp/out.csv has 0 bytes"}},
+				{tool: edit("Add TestExportCancelled", "cmd/export/export_test.go", 12,
+					"Test cancels the context after 100 rows and expects an error and no file at the destination.")},
+				{tool: execute("go test ./cmd/export -run Cancelled", "go test ./cmd/export -run Cancelled", 16,
+					"--- FAIL: TestExportCancelled\n    export_test.go:48: err = <nil>, want context.Canceled; /tmp/out.csv has 0 bytes")},
 				{say: "Reproduced. Now the fix: write to a temp file, check rows.Err(), flush, and rename atomically. ",
-					tool: toolStep{kind: "edit", title: "Edit cmd/export/main.go", input: map[string]any{"path": "cmd/export/main.go"}, work: 18,
-						result: "@@ func export\n+\tif err := rows.Err(); err != nil { return err }\n+\tif err := w.Flush(); err != nil { return err }\n+\treturn os.Rename(tmp.Name(), dst)"}},
+					tool: edit("Edit cmd/export/main.go", "cmd/export/main.go", 18,
+						"@@ func export\n+\tif err := rows.Err(); err != nil { return err }\n+\tif err := w.Flush(); err != nil { return err }\n+\treturn os.Rename(tmp.Name(), dst)")},
 			},
 			summary: "Reproduced with TestExportCancelled; the export now writes to a temp file and renames it only after rows.Err() and Flush succeed.",
 		},

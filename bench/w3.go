@@ -1,0 +1,76 @@
+package main
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"time"
+)
+
+// ---- W3 replay ----
+
+// runW3 resumes K times and returns the median ns per replayed event.
+func runW3(sys System, R, K int) (nsPerEvent float64, err error) {
+	inst, err := sys.Open(Opts{Ring: R, Lossless: true})
+	if err != nil {
+		return 0, err
+	}
+	defer inst.Close()
+	const sess = "w3"
+	pub, err := inst.Publisher(sess)
+	if err != nil {
+		return 0, err
+	}
+	for i := 0; i < 3*R; i++ {
+		if _, err := pub(payload256); err != nil {
+			return 0, err
+		}
+	}
+	last := inst.LastID(sess)
+	cursor := last - uint64(R)
+	per := make([]float64, 0, K)
+	for j := 0; j < K; j++ {
+		k := newSink(int64(R))
+		k.sess, k.contig = sess, true
+		k.arm(cursor)
+		runtime.GC()
+		t0 := now()
+		if err := inst.Subscribe(sess, SubOpts{Replay: true, Cursor: cursor}, k); err != nil {
+			return 0, err
+		}
+		select {
+		case <-k.done:
+		case <-time.After(30 * time.Second):
+			return 0, fmt.Errorf("%s: replay of %d did not complete (%d arrived)", sys.Name, R, k.progress.Load())
+		}
+		if k.ended.Load() {
+			return 0, fmt.Errorf("%s: replay subscriber ended: %v", sys.Name, k.reason.Load())
+		}
+		if k.reordered+k.skipped+k.foreign > 0 {
+			return 0, fmt.Errorf("%s: replay out of order (%d reordered, %d skipped, %d of another session)",
+				sys.Name, k.reordered, k.skipped, k.foreign)
+		}
+		per = append(per, float64(k.lastAt.Load()-t0)/float64(R))
+	}
+	m, _ := medianSpread(per)
+	return m, nil
+}
+
+// floorCopy is the cost per event of copying R 256-byte payloads, held in
+// separate allocations as a ring holds them, into one buffer.
+func floorCopy(R int) float64 {
+	src := make([][]byte, R)
+	for i := range src {
+		src[i] = slices.Clone(payload256)
+	}
+	dst := make([]byte, 256*R)
+	reps := max(1, 2_000_000/R)
+	t0 := now()
+	for r := 0; r < reps; r++ {
+		off := 0
+		for _, s := range src {
+			off += copy(dst[off:], s)
+		}
+	}
+	return float64(now()-t0) / float64(reps*R)
+}
