@@ -96,14 +96,25 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
-// skipString returns the index just after the string literal at b[i].
+// skipString returns the index just after the string literal at b[i]. It
+// jumps from quote to quote (bytes.IndexByte) and looks for an escape only
+// in the run before the quote it found.
 func skipString(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
+	for i++; i < len(b); {
+		j := bytes.IndexByte(b[i:], '"')
+		if j < 0 {
+			return len(b)
+		}
+		if bytes.IndexByte(b[i:i+j], '\\') < 0 {
+			return i + j + 1
+		}
+		for ; i < len(b); i++ { // an escape before the quote: step through it
+			switch b[i] {
+			case '\\':
+				i++
+			case '"':
+				return i + 1
+			}
 		}
 	}
 	return len(b)

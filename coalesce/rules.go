@@ -129,12 +129,18 @@ type rule struct {
 	group    string
 	when     []cond
 	keyPaths [][]string
-	path     []string          // Merge.Path
+	path     []string // Merge.Path
+	// base is the common prefix of the paths applies reads (When's, and
+	// Merge.Path for Concat and Append), looked up once per event; the
+	// conditions' rest and pathRest continue from it.
+	base     []string
+	pathRest []string
 	prefix   map[string]string // event type → "<rule>\x1f<group>\x1f<type>"
 }
 
 type cond struct {
 	path []string
+	rest []string // path after the rule's base
 	want string
 }
 
@@ -209,6 +215,7 @@ func Compile(rs RuleSet) (*Set, error) {
 		default:
 			return bad("rule %d (%s): unknown Op %d", i, c.group, r.Merge.Op)
 		}
+		c.splitBase()
 		c.prefix = make(map[string]string, len(r.Types))
 		for _, t := range r.Types {
 			c.prefix[t] = strconv.Itoa(len(s.rules)) + "\x1f" + c.group + "\x1f" + t
@@ -284,22 +291,58 @@ func (s *Set) Key(ev eventbus.Event) (key string, drop bool) {
 	return "", false
 }
 
+// splitBase finds the common prefix of the paths applies reads, so that
+// the payload is scanned down to it once per event, not once per path.
+func (r *rule) splitBase() {
+	var paths [][]string
+	for _, c := range r.when {
+		paths = append(paths, c.path)
+	}
+	if r.Merge.Op == Concat || r.Merge.Op == Append {
+		paths = append(paths, r.path)
+	}
+	if len(paths) == 0 {
+		return
+	}
+	n := len(paths[0])
+	for _, p := range paths[1:] {
+		n = min(n, len(p))
+		for i := range n {
+			if p[i] != paths[0][i] {
+				n = i
+				break
+			}
+		}
+	}
+	r.base = paths[0][:n]
+	for i := range r.when {
+		r.when[i].rest = r.when[i].path[n:]
+	}
+	if r.path != nil {
+		r.pathRest = r.path[n:]
+	}
+}
+
 // applies reports whether the rule's conditions hold for data and the
 // field it merges has the shape its Op needs.
 func (r *rule) applies(data json.RawMessage) bool {
+	obj, found := lookup(data, r.base) // a missing base: every path is missing
 	for _, c := range r.when {
-		v, ok := lookup(data, c.path)
+		if !found {
+			return false
+		}
+		v, ok := lookup(obj, c.rest)
 		if !ok || !equals(v, c.want) {
 			return false
 		}
 	}
 	switch r.Merge.Op {
 	case Concat:
-		v, ok := lookup(data, r.path)
-		return !ok || isNull(v) || firstByte(v) == '"'
+		v, ok := lookup(obj, r.pathRest)
+		return !found || !ok || isNull(v) || firstByte(v) == '"'
 	case Append:
-		v, ok := lookup(data, r.path)
-		return !ok || isNull(v) || firstByte(v) == '['
+		v, ok := lookup(obj, r.pathRest)
+		return !found || !ok || isNull(v) || firstByte(v) == '['
 	}
 	return true
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/replaybus/replaybus/coalesce"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -67,6 +68,8 @@ func TestLoadDefaults(t *testing.T) {
 		{"NATS_MAX_AGE", cfg.NATSMaxAge, time.Duration(0)},
 		{"CLOSED_RETENTION", cfg.ClosedRetention, 10 * time.Minute},
 		{"MAX_RETAINED", cfg.MaxRetained, 1000},
+		{"REPLAY_MAX_BYTES", cfg.ReplayMaxBytes, int64(0)},
+		{"REPLAY_MAX_AGE", cfg.ReplayMaxAge, time.Duration(0)},
 	}
 	require.Len(t, tests, len(fields), "one row per variable")
 	for _, tt := range tests {
@@ -120,6 +123,9 @@ func TestLoadValid(t *testing.T) {
 		{"DROPPABLE_TYPES", " , ,", func(c eventbus.Options) any { return c.DroppableTypes }, []string(nil)},
 		{"REPLAY_BUDGET_BYTES", "64KiB", func(c eventbus.Options) any { return c.ReplayBudgetBytes }, int64(64 << 10)},
 		{"DISABLE_SLOW_CLIENT_WARNING", "true", func(c eventbus.Options) any { return c.DisableSlowClientWarning }, true},
+		{"REPLAY_MAX_BYTES", "256KiB", func(c eventbus.Options) any { return c.ReplayMaxBytes }, int64(256 << 10)},
+		{"REPLAY_MAX_BYTES", "0", func(c eventbus.Options) any { return c.ReplayMaxBytes }, int64(0)},
+		{"REPLAY_MAX_AGE", "10m", func(c eventbus.Options) any { return c.ReplayMaxAge }, 10 * time.Minute},
 		{"DISABLE_SLOW_CLIENT_WARNING", "1", func(c eventbus.Options) any { return c.DisableSlowClientWarning }, true},
 		{"DISABLE_SLOW_CLIENT_WARNING", "false", func(c eventbus.Options) any { return c.DisableSlowClientWarning }, false},
 	}
@@ -165,6 +171,11 @@ func TestLoadBadValue(t *testing.T) {
 		{"NATS_RETENTION", "1001", `=1001: out of range [1, 1000]`, eventbus.ErrOutOfRange},
 		{"NATS_RETENTION", "x", `="x"` + notInt, eventbus.ErrInvalid},
 		{"NATS_MAX_AGE", "500ms", `=500ms: out of range 0 or [1s, 8760h]`, eventbus.ErrOutOfRange},
+		{"REPLAY_MAX_AGE", "500ms", `=500ms: out of range 0 or [1s, 8760h]`, eventbus.ErrOutOfRange},
+		{"REPLAY_MAX_AGE", "soon", `="soon"` + notDur, eventbus.ErrInvalid},
+		{"REPLAY_MAX_BYTES", "-1", `=-1: out of range 0 or [1B, 1GiB]`, eventbus.ErrOutOfRange},
+		{"REPLAY_MAX_BYTES", "2GiB", `=2GiB: out of range 0 or [1B, 1GiB]`, eventbus.ErrOutOfRange},
+		{"REPLAY_MAX_BYTES", "lots", `="lots"` + notSize, eventbus.ErrInvalid},
 		{"NATS_MAX_AGE", "-1s", `=-1s: out of range 0 or [1s, 8760h]`, eventbus.ErrOutOfRange},
 		{"NATS_MAX_AGE", "10000h", `=10000h: out of range 0 or [1s, 8760h]`, eventbus.ErrOutOfRange},
 		{"MAX_QUEUE_SIZE", "abc", `="abc"` + notInt, eventbus.ErrInvalid},
@@ -491,4 +502,30 @@ func TestLoadReplayBufferSizeZeroIsRefused(t *testing.T) {
 		assert.ErrorIs(t, err, eventbus.ErrOutOfRange)
 		assert.EqualError(t, err, "AGENTPOOL_EVENTBUS_REPLAY_BUFFER_SIZE=0: out of range [1, 1000000]")
 	}
+}
+
+// AGENTPOOL_EVENTBUS_REPLAY_COMPACT names a rule set; a bad name is an
+// error naming the variable and the value; a rule set in code wins.
+func TestLoadReplayCompact(t *testing.T) {
+	for _, tt := range []struct {
+		value string
+		want  eventbus.Coalescer
+	}{{"", nil}, {"off", nil}, {"acp", coalesce.ACP}, {"agentpool", coalesce.AgentPool}} {
+		t.Run(tt.value, func(t *testing.T) {
+			clearEnv(t)
+			t.Setenv(CompactVar, tt.value)
+			cfg, err := Load()
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, cfg.ReplayCompact)
+		})
+	}
+	clearEnv(t)
+	t.Setenv(CompactVar, "ACP")
+	_, err := Load()
+	require.ErrorIs(t, err, eventbus.ErrInvalid)
+	assert.Equal(t, `AGENTPOOL_EVENTBUS_REPLAY_COMPACT="ACP": unknown rule set (want off, acp or agentpool)`, err.Error())
+	t.Setenv(CompactVar, "acp")
+	cfg, err := LoadWith(eventbus.Options{ReplayCompact: coalesce.AgentPool})
+	require.NoError(t, err)
+	assert.Equal(t, coalesce.AgentPool, cfg.ReplayCompact, "code wins over the environment")
 }

@@ -25,6 +25,9 @@
 //	AGENTPOOL_EVENTBUS_NATS_MAX_AGE                 0 (none)         0 or 1s–8760h (Go duration, NATS only)
 //	AGENTPOOL_EVENTBUS_CLOSED_RETENTION             10m              1s–8760h a closed sub-agent's buffer stays readable
 //	AGENTPOOL_EVENTBUS_MAX_RETAINED                 1000             1–1,000,000 closed sessions' buffers kept
+//	AGENTPOOL_EVENTBUS_REPLAY_MAX_BYTES             0 (none)         0 or 1B–1GiB of event data per session's replay buffer
+//	AGENTPOOL_EVENTBUS_REPLAY_MAX_AGE               0 (none)         0 or 1s–8760h an event stays in the replay buffer (Go duration)
+//	AGENTPOOL_EVENTBUS_REPLAY_COMPACT               off              off | acp | agentpool (rule set folding a session's stored deltas)
 //
 // Byte sizes are an integer number of bytes or an integer with a unit:
 // B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024), with

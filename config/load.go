@@ -13,6 +13,7 @@ import (
 
 	"github.com/caarlos0/env/v11"
 
+	"github.com/replaybus/replaybus/coalesce"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/internal/textutil"
 )
@@ -116,6 +117,16 @@ func load(environ []string, base eventbus.Options) (eventbus.Options, error) {
 		}
 	}
 
+	if v := vars[CompactVar]; v != "" {
+		set, err := compactRules(v)
+		switch {
+		case err != nil:
+			errs = append(errs, &VarError{Var: CompactVar, Value: v, Err: err})
+		case merged.ReplayCompact == nil:
+			merged.ReplayCompact = set
+		}
+	}
+
 	errs = append(errs, unknownVars(vars)...)
 	if len(errs) > 0 {
 		return eventbus.Options{}, errors.Join(errs...)
@@ -209,7 +220,7 @@ func varErrors(err error, vars map[string]string) ([]error, map[string]bool) {
 func unknownVars(vars map[string]string) []error {
 	var names []string
 	for k := range vars {
-		if strings.HasPrefix(strings.ToUpper(k), Prefix) && !slices.ContainsFunc(fields, func(f field) bool { return f.key == k }) {
+		if strings.HasPrefix(strings.ToUpper(k), Prefix) && k != CompactVar && !slices.ContainsFunc(fields, func(f field) bool { return f.key == k }) {
 			names = append(names, k)
 		}
 	}
@@ -375,4 +386,23 @@ func problems(o eventbus.Options) []*eventbus.OptionError {
 		}
 	}
 	return out
+}
+
+// CompactVar names the variable that turns replay-buffer compaction on
+// (Options.ReplayCompact): off (the default), acp (coalesce.ACP) or
+// agentpool (coalesce.AgentPool). It is read apart from the struct tags
+// because its value is a rule set, which package eventbus does not know;
+// a rule set given in code (LoadWith's base) wins over it, as for every
+// other field.
+const CompactVar = Prefix + "REPLAY_COMPACT"
+
+// compactRules returns the rule set v names: nil for off.
+func compactRules(v string) (eventbus.Coalescer, error) {
+	if v == "off" {
+		return nil, nil
+	}
+	if set, ok := coalesce.Lookup(v); ok {
+		return set, nil
+	}
+	return nil, invalid("unknown rule set (want off, %s)", strings.Join(coalesce.Names(), " or "))
 }

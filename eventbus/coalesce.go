@@ -213,7 +213,17 @@ func (co *coalescing) flush() Event {
 			co.out = append(co.out, g[1:]...)
 		} else {
 			ev = g[n-1]
-			ev.Data, ev.Count, ev.FirstID = data, n, g[0].ID
+			// A replayed record a compacting log folded already holds
+			// Count events from FirstID on.
+			count := 0
+			for i := range g {
+				count += max(g[i].Count, 1)
+			}
+			first := g[0].ID
+			if g[0].FirstID != 0 {
+				first = g[0].FirstID
+			}
+			ev.Data, ev.Count, ev.FirstID = data, count, first
 		}
 	}
 	if co.window > 0 && !g[0].Replay {

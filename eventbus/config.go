@@ -179,6 +179,59 @@ type Options struct {
 	// Env: AGENTPOOL_EVENTBUS_MAX_RETAINED.
 	MaxRetained int `env:"MAX_RETAINED"`
 
+	// ReplayMaxBytes, when above 0, bounds the bytes of event data each
+	// session's replay buffer holds: the oldest events (or folded records,
+	// see ReplayCompact) go until the rest fit, the newest one always
+	// stays. Together with ReplayBufferSize and ReplayMaxAge, whichever
+	// binds first evicts the oldest; a resume that needed an evicted event
+	// gets state_resync_required{ring_evicted} as always. Range 0 or
+	// 1 B–1 GiB; zero (the default, AgentPool's count-only ring) bounds
+	// nothing. Env: AGENTPOOL_EVENTBUS_REPLAY_MAX_BYTES, a byte size as
+	// for MaxQueuedBytes.
+	ReplayMaxBytes int64 `env:"REPLAY_MAX_BYTES"`
+
+	// ReplayMaxAge, when above 0, bounds how long an event stays in its
+	// session's replay buffer (a folded record: counted from its newest
+	// event); older ones go at the session's next publish or subscribe,
+	// announced as ReplayMaxBytes says. Idle sessions still expire after
+	// SessionTTL. Range 0 or 1s–8760h; zero (the default) bounds nothing.
+	// Over NATS the stream's MaxAge follows it unless NATSMaxAge is set.
+	// Env: AGENTPOOL_EVENTBUS_REPLAY_MAX_AGE (a Go duration such as "10m").
+	ReplayMaxAge time.Duration `env:"REPLAY_MAX_AGE"`
+
+	// ReplayCompact, when set, compacts each session's replay buffer with
+	// this rule set (the coalesce package's coalesce.ACP, coalesce.AgentPool
+	// or one compiled from a coalesce.RuleSet): an event that merges with
+	// the session's newest stored event (same type, origin and merge key,
+	// nothing of that session in between) folds into it, so the buffer
+	// counts a streamed reply of many deltas as one record. Live delivery
+	// is unchanged. A replay hands a folded record out as one event with
+	// the newest id, Count and FirstID (as a coalescing subscription
+	// reports a merged event) — or, for a cursor inside it, the merge of
+	// exactly its events after the cursor. The rule set's Merge must be a
+	// fold (merging a merged payload with more events gives what merging
+	// them all gives: true of every coalesce operation but Custom, which
+	// must ensure it). A folded record holds at most 4096 events or 1 MiB
+	// of payload. Nil (the default, AgentPool's behaviour) stores every
+	// event. Env: AGENTPOOL_EVENTBUS_REPLAY_COMPACT = off, acp or
+	// agentpool (read by the config package, which knows the rule sets).
+	ReplayCompact Coalescer `env:"-"`
+
+	// Snapshots, if set, is the application's snapshot provider: a
+	// subscriber whose position is lost (its resume would get
+	// state_resync_required with ring_evicted or epoch_reset) or that asks
+	// at join (SubscribeOptions.Snapshot, ?snapshot=1) receives one
+	// snapshot frame — the state the provider returns and the id it
+	// reflects — and then exactly the events after that id: no gap, no
+	// duplicate at the seam (the replay after the id is taken under the
+	// same lock as the subscriber's registration). Should events after
+	// that id be gone by the time the subscriber registers (a publisher
+	// ran a whole buffer ahead meanwhile), the provider is asked again, at
+	// most three times per subscribe; then ring_evicted follows the
+	// snapshot as usual. It is called with no bus lock held.
+	// Nil (the default): no snapshot frame, today's resync frames.
+	Snapshots SnapshotProvider `env:"-"`
+
 	// Logger receives log records about slow clients, evictions, drops and
 	// session expiry, aggregated and rate-limited: one WARN line per
 	// eviction and per drop episode of a subscriber (then at most one per

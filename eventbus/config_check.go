@@ -32,6 +32,7 @@ var (
 	errTTLRange   = outOfRange("[1s, 8760h]")
 	errRetRange   = outOfRange("[1, 1000]")
 	errAgeRange   = outOfRange("0 or [1s, 8760h]")
+	errBytes0     = outOfRange("0 or [1B, 1GiB]")
 	errBlock      = invalid("refused: block would stall every publisher behind one slow subscriber (want drop_subscriber, drop_oldest or drop_newest)")
 	errPolicy     = invalid("unknown overflow policy (want drop_subscriber, drop_oldest or drop_newest)")
 )
@@ -146,6 +147,12 @@ func (c Options) problems() []problem {
 		add("ClosedRetention", c.ClosedRetention, errTTLRange)
 	}
 	count("MaxRetained", c.MaxRetained)
+	if c.ReplayMaxBytes != 0 && (c.ReplayMaxBytes < 1 || c.ReplayMaxBytes > maxBytes) {
+		add("ReplayMaxBytes", c.ReplayMaxBytes, errBytes0)
+	}
+	if c.ReplayMaxAge != 0 && (c.ReplayMaxAge < time.Second || c.ReplayMaxAge > maxSessionTTL) {
+		add("ReplayMaxAge", c.ReplayMaxAge, errAgeRange)
+	}
 	return ps
 }
 

@@ -180,6 +180,7 @@ func (b *Bus) offerLocked(l *subList, skip *session, r *record, droppable, force
 			continue
 		}
 		if forced {
+			// session_closed reaches every subscriber, whatever its types.
 			s.mu.Lock()
 			wake := false
 			if !s.ended {
@@ -191,6 +192,9 @@ func (b *Bus) offerLocked(l *subList, skip *session, r *record, droppable, force
 			if wake {
 				f.wake(s)
 			}
+			continue
+		}
+		if s.filter != nil && !s.filter.has(r.Type) {
 			continue
 		}
 		o, wake := s.deliver(r, droppable)

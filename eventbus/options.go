@@ -57,6 +57,27 @@ type SubscribeOptions struct {
 	// ACP and AgentPool rule sets). Nil (the default) delivers every event
 	// as published.
 	Coalesce Coalescer
+	// Types, when not empty, selects the event types the subscriber
+	// receives, in the replay and live (AgentPool's design doc, open
+	// question 1): events of other types are neither replayed nor queued
+	// (nor count against its limits). session_closed and the bus's own
+	// frames always arrive. The cursor stays the last id delivered: a
+	// resume with the same Types neither repeats nor skips an event of
+	// those types, and ring_evicted is announced only when events of those
+	// types were lost after the cursor (or history of unknown type: a
+	// backend's gap, a closed session's). At most 64 entries, each
+	// non-empty and free of white space and control characters. Nil (the
+	// default) receives every type. Over SSE and WebSocket: ?types=a,b.
+	Types []string
+
+	// Snapshot asks for a snapshot frame at join: with the bus's
+	// [Options.Snapshots] provider set, the subscriber first receives the
+	// application's state as of an id, then exactly the events after it
+	// (the cursor is replaced by that id). Without a provider it does
+	// nothing. A subscriber whose position is lost gets a snapshot without
+	// asking. Over SSE and WebSocket: ?snapshot=1.
+	Snapshot bool
+
 	// Throttle, with Coalesce set, holds a mergeable live event for up to
 	// this long after the previous one was handed out, merging what follows
 	// (OpenClaw's 150 ms chat-delta throttle); any other event hands out

@@ -187,7 +187,7 @@ func (b *Bus) publish(sessionID, typ string, raw []byte, origin string, create b
 // publishLocal is publish on the in-memory bus (memWriter): the id is
 // taken here, under the tree lock, as the event is appended and fanned out.
 func (b *Bus) publishLocal(sessionID, typ string, raw []byte, origin string, create bool, p *Producer) (Event, error) {
-	r := &record{Type: typ, Data: raw, Origin: originRef(origin), Nanos: b.nowNanos()}
+	r := &record{Type: typ, Data: raw, Ext: originRef(origin), Nanos: b.nowNanos()}
 	f := fan{wakes: wakeLists.Get().(*[]*Subscription)}
 	defer f.release() // the wake-ups, once no lock is held
 	tok := b.mu.RLock()

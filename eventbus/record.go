@@ -24,8 +24,10 @@ func fillEvent(ev *Event, r *record, replay bool) {
 		Type:    r.Type,
 		Data:    json.RawMessage(r.Data),
 		Time:    time.Unix(0, r.Nanos),
-		Origin:  originOf(r.Origin),
 		Replay:  replay,
+	}
+	if x := r.Ext; x != nil {
+		ev.Origin, ev.Count, ev.FirstID = x.Origin, x.Count, x.FirstID
 	}
 }
 
@@ -52,19 +54,11 @@ var (
 	synth    = queue.Synth
 )
 
-// originRef returns a pointer to origin, or nil when it is empty.
-func originRef(origin string) *string {
+// originRef returns the record extension carrying origin, or nil when it
+// is empty.
+func originRef(origin string) *queue.Ext {
 	if origin == "" {
 		return nil
 	}
-	p := new(string) // not &origin: that would move origin to the heap on every call
-	*p = origin
-	return p
-}
-
-func originOf(p *string) string {
-	if p == nil {
-		return ""
-	}
-	return *p
+	return &queue.Ext{Origin: origin}
 }

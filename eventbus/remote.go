@@ -187,7 +187,7 @@ func (b *Bus) ingest(path []string, ev Event) {
 		b.hot.seq.Store(ev.ID)
 		return
 	}
-	r := &record{Session: x.id, Type: ev.Type, Data: ev.Data, Origin: originRef(ev.Origin), Nanos: ev.Time.UnixNano()}
+	r := &record{Session: x.id, Type: ev.Type, Data: ev.Data, Ext: originRef(ev.Origin), Nanos: ev.Time.UnixNano()}
 	if ev.Type == frame.TypeSessionClosed {
 		b.appendLocked(x, r, true, &fan{})
 		b.mem.tombs[x.id] = r.Nanos

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 
 	"github.com/replaybus/replaybus/eventbus/frame"
-	"github.com/replaybus/replaybus/eventbus/internal/queue"
 	"github.com/replaybus/replaybus/eventbus/internal/store"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -155,7 +154,7 @@ func (b *Bus) askParent(id string) (parent string, err error) {
 }
 
 func (b *Bus) addLocked(id, parent string) (*session, error) {
-	ring, err := store.NewRing[*record](b.cfg.ReplayBufferSize, queue.RecordID)
+	ring, err := b.newLog()
 	if err != nil {
 		return nil, err
 	}

@@ -89,6 +89,9 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 	if err := s.setCoalescing(o); err != nil {
 		return nil, err
 	}
+	if err := s.setFilter(o.Types); err != nil {
+		return nil, err
+	}
 	cursor := o.Cursor
 	if o.NoReplay {
 		cursor = nil // AgentPool's replay=False wins over last_event_id
@@ -106,6 +109,14 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 	}
 
 	replay := !o.NoReplay
+	var sr *snapReq
+	if replay && b.cfg.Snapshots != nil {
+		sr = &snapReq{}
+		if o.Snapshot {
+			sr.reason = frame.ReasonRequested
+			cursor = b.takeSnapshot(ctx, sessionID, sr, cursor)
+		}
+	}
 	var buf []*record // the snapshot's storage, allocated outside the lock when large
 	if replay && o.Scope == scope.Session && b.cfg.ReplayBufferSize > snapshotAllocUnderLock {
 		// One ring in scope: its size bounds the snapshot, so the storage
@@ -117,7 +128,7 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 			// The common case, a tree-scoped subscribe on a session that
 			// exists: the structure lock's read side and the session's tree
 			// lock, as its publishers take — other trees go on publishing.
-			done, retry, err := b.subscribeInTree(ctx, s, sessionID, cursor, replay, &buf)
+			done, retry, err := b.subscribeInTree(ctx, s, sessionID, cursor, replay, &buf, sr)
 			if err != nil {
 				return nil, err
 			}
@@ -125,6 +136,10 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 				return s, nil
 			}
 			if retry {
+				if sr != nil && sr.want {
+					sr.want = false
+					cursor = b.takeSnapshot(ctx, sessionID, sr, cursor)
+				}
 				continue
 			}
 		}
@@ -146,7 +161,15 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 		}
 		var job snapshotJob
 		if replay {
-			job = b.snapshotPlanLocked(x, s.kind, cursor)
+			job = b.snapshotPlanLocked(x, s.kind, cursor, s.filter.list(), sr)
+			if job.lost {
+				// The position is lost and a snapshot replaces it: ask
+				// the provider without the lock, then start over.
+				b.mu.Unlock()
+				sr.want = false
+				cursor = b.takeSnapshot(ctx, sessionID, sr, cursor)
+				continue
+			}
 			if job.total > snapshotAllocUnderLock && cap(buf) < job.total {
 				// A large resume: allocate its storage without the lock
 				// (an allocation of that size may assist the GC), then
@@ -177,10 +200,11 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 // every replay buffer it copies lies in that one tree, and every publish
 // that could reach s holds the same tree lock. It reports done when s is
 // subscribed (err nil) or refused (err set); retry after it allocated a
-// large snapshot's storage into *buf without any lock (start over); neither
+// large snapshot's storage into *buf without any lock, or found the
+// position lost with a snapshot provider to ask (start over); neither
 // when the session is not there (the caller takes the exclusive path to
 // create or refuse it).
-func (b *Bus) subscribeInTree(ctx context.Context, s *Subscription, sessionID string, cursor *Position, replay bool, buf *[]*record) (done, retry bool, err error) {
+func (b *Bus) subscribeInTree(ctx context.Context, s *Subscription, sessionID string, cursor *Position, replay bool, buf *[]*record, sr *snapReq) (done, retry bool, err error) {
 	tok := b.mu.RLock()
 	if b.closed {
 		b.mu.RUnlock(tok)
@@ -200,7 +224,12 @@ func (b *Bus) subscribeInTree(ctx context.Context, s *Subscription, sessionID st
 	}
 	var job snapshotJob
 	if replay {
-		job = b.snapshotPlanLocked(x, s.kind, cursor)
+		job = b.snapshotPlanLocked(x, s.kind, cursor, s.filter.list(), sr)
+		if job.lost {
+			tl.Unlock()
+			b.mu.RUnlock(tok)
+			return false, true, nil // the caller takes the snapshot and starts over
+		}
 		if job.total > snapshotAllocUnderLock && cap(*buf) < job.total {
 			tl.Unlock()
 			b.mu.RUnlock(tok)
@@ -265,20 +294,27 @@ type snapshotJob struct {
 	evicted   uint64 // highest id lost or evicted in scope (ring_evicted when > cursor)
 	earliest  uint64 // the next id: completeFromId of ring_evicted when nothing newer is held, and of a budget cut
 	now       int64
-	lead      []entry   // frames before the replay (epoch_reset)
+	lead      []entry   // frames before the replay (snapshot, epoch_reset)
 	snap      []*record // the copied entries, oldest first per ring
+	lost      bool      // the position is lost and a snapshot is to replace it: nothing was planned
 }
 
 // snapshotPlanLocked decides what a subscribe of x with scope k and cursor
 // pos (nil: everything held) replays. The caller holds x's tree lock under
 // b.mu's read side (the scope's replay buffers all lie in x's tree), or b.mu
 // exclusively (required for the all scope).
-func (b *Bus) snapshotPlanLocked(x *session, k scope.Kind, pos *Position) snapshotJob {
+func (b *Bus) snapshotPlanLocked(x *session, k scope.Kind, pos *Position, types []string, sr *snapReq) snapshotJob {
 	j := snapshotJob{now: b.nowNanos(), earliest: max(b.hot.seq.Load()+1, b.remote.highWater+1), hasCursor: pos != nil}
+	if sr != nil && sr.frame != nil {
+		j.lead = append(j.lead, *sr.frame)
+	}
 	if pos != nil {
 		j.cursor = pos.ID
 		if (pos.Epoch != "" && pos.Epoch != b.epoch) || j.cursor >= j.earliest {
 			j.reset = true
+			if b.wantsSnapshot(sr, &j) {
+				return snapshotJob{lost: true}
+			}
 			j.lead = append(j.lead, synth(x.id, frame.TypeStateResyncRequired, frame.ResyncData{
 				Reason: frame.ReasonEpochReset, LastDeliveredID: pos.ID, Epoch: b.epoch,
 			}, j.now))
@@ -290,10 +326,14 @@ func (b *Bus) snapshotPlanLocked(x *session, k scope.Kind, pos *Position) snapsh
 	j.rings, lost = b.scopeRingsLocked(x, k)
 	j.evicted = lost
 	for _, r := range j.rings {
+		r.Expire(j.now) // an age bound evicts here too, not only at a publish
 		j.total += r.CountAfter(j.cursor)
-		j.evicted = max(j.evicted, r.HighestEvicted())
+		j.evicted = max(j.evicted, r.HighestEvictedOf(types))
 	}
 	if j.hasCursor && !j.reset && j.evicted > j.cursor {
+		if b.wantsSnapshot(sr, &j) {
+			return snapshotJob{lost: true}
+		}
 		b.cnt.resyncs.Add(1) // the ring_evicted frame finishSnapshot writes
 	}
 	return j
@@ -326,6 +366,11 @@ func (b *Bus) snapshotLocked(j *snapshotJob, buf []*record) {
 func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 	sid := s.sess.id
 	snap, cursor, hasCursor := j.snap, j.cursor, j.hasCursor
+	if s.filter != nil {
+		// The copy is s's own: filter it in place.
+		snap = slices.DeleteFunc(snap, func(r *record) bool { return !s.filter.has(r.Type) })
+	}
+	snap = mergeFolds(snap) // a compacting log's records, merged here, not under the lock
 	// The replay byte budget: at least one event, then stop before the
 	// event that would exceed it. One pass finds the cut and checks the
 	// order (a single ring is in id order; several are merged by sorting,

@@ -34,6 +34,7 @@ type Subscription struct {
 	stopCtx func() bool
 	ctx     context.Context // the subscribe context
 	co      *coalescing     // consumer-side merging; nil when off (coalesce.go)
+	filter  *typeFilter     // the types it receives; nil for all (filter.go)
 
 	// Written by publishers on every delivery; guarded by mu. q is the
 	// publishers' side of the subscriber's queue, with its live limits

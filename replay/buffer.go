@@ -190,3 +190,23 @@ func (b *Buffer[T]) Clear() {
 	}
 	b.items, b.head, b.n = nil, 0, 0
 }
+
+// DropOldest drops the oldest entry, which then counts towards
+// [Buffer.HighestEvicted] as if Append had pushed it out (a retention
+// bound other than the capacity: bytes, age). It does nothing on an empty
+// buffer.
+func (b *Buffer[T]) DropOldest() {
+	if b.n == 0 {
+		return
+	}
+	slot := &b.items[b.head]
+	if b.id != nil {
+		if id := b.id(slot); id > b.evicted {
+			b.evicted = id
+		}
+	}
+	var zero T
+	*slot = zero
+	b.head = (b.head + 1) % len(b.items)
+	b.n--
+}

@@ -520,3 +520,18 @@ func BenchmarkReplay(b *testing.B) {
 		})
 	}
 }
+
+func TestDropOldest(t *testing.T) {
+	b := filled(t, 3, 5) // holds ev2 ev3 ev4, ids 3–5
+	b.DropOldest()
+	assert.Equal(t, span(3, 5), names(b.Replay(0)))
+	assert.Equal(t, uint64(3), b.HighestEvicted())
+	b.Append(mk(5))
+	assert.Equal(t, span(3, 6), names(b.Replay(0)))
+	b.DropOldest()
+	b.DropOldest()
+	b.DropOldest()
+	b.DropOldest() // empty: nothing happens
+	assert.Zero(t, b.Len())
+	assert.Equal(t, uint64(6), b.HighestEvicted())
+}

@@ -89,8 +89,12 @@ var _ backend.AsyncBackend = (*Backend)(nil)
 // stream's identity, starts the node's consumer and returns the
 // [eventbus.Bus] it feeds (see the package documentation). cfg is the bus
 // configuration; ReplayBufferSize × NATSRetention is the stream's
-// MaxMsgsPerSubject and NATSMaxAge its MaxAge (unless [WithRetention] or
-// [WithMaxAge] say otherwise), so every node of one bus must use the same
+// MaxMsgsPerSubject and NATSMaxAge (else NATSRetention × ReplayMaxAge)
+// its MaxAge (unless [WithRetention] or [WithMaxAge] say otherwise); the
+// stream keeps raw events whatever ReplayCompact is, and has no per-session
+// byte bound (JetStream's MaxBytes is stream-wide: it would evict one
+// session's events for another's), so ReplayMaxBytes binds each node's
+// replay buffers only. Every node of one bus must use the same
 // ones: the last node to start updates the stream to its values.
 //
 // The caller keeps nc: [eventbus.Bus.Close] stops the node but does not
@@ -171,6 +175,11 @@ func NewBackend(ctx context.Context, nc *nats.Conn, cfg eventbus.Options, opts .
 	}
 	if !be.o.maxAgeSet {
 		be.o.maxAge = cfg.NATSMaxAge
+		if be.o.maxAge == 0 && cfg.ReplayMaxAge > 0 {
+			// The stream follows the replay window's age bound as its
+			// count follows the buffer size: NATSRetention windows.
+			be.o.maxAge = cfg.ReplayMaxAge * time.Duration(be.o.retention)
+		}
 	}
 	be.perSubj = int64(be.limit) * int64(be.o.retention)
 	js, err := jetstream.New(nc)

@@ -87,7 +87,10 @@ func (o *options) validate() error {
 // sessions are never purged (it otherwise keeps up to MaxMsgsPerSubject
 // events of every session ever used). Zero keeps events until the
 // per-subject limit drops them. Without this option the Config's
-// NATSMaxAge applies (AGENTPOOL_EVENTBUS_NATS_MAX_AGE, default 0). A node
+// NATSMaxAge applies (AGENTPOOL_EVENTBUS_NATS_MAX_AGE, default 0), and
+// when that is 0 too, NATSRetention × ReplayMaxAge (the replay window's age
+// bound, as the per-subject count is NATSRetention × ReplayBufferSize;
+// 0 when the window has none). A node
 // that starts after events aged out announces the loss to resuming clients
 // (ring_evicted) as for any event the stream no longer holds; a running
 // node keeps its own replay buffers. A good value is a few times the

@@ -26,7 +26,9 @@ const (
 // handlers do before they answer: the session id (given by the caller,
 // from the path), the query parameters scope, maxQueued (16–2048), replay
 // (0 or 1; a cursor wins over 0: a resume always replays), coalesce (acp,
-// agentpool, off) and throttle (a duration 0–5s, with coalesce), lastEventId
+// agentpool, off), throttle (a duration 0–5s, with coalesce), types
+// (comma-separated event types the client receives) and snapshot (0 or 1:
+// the application's state first, where the bus has a provider), lastEventId
 // / last_event_id, and the Last-Event-ID and [HeaderEpoch] headers (the
 // header cursor wins over the query, last_event_id over lastEventId; an
 // epoch-qualified cursor names its epoch; a well-formed epoch the bus
@@ -40,7 +42,7 @@ const (
 //
 // A bad value is a 400 [*StatusError] whose code says which parameter
 // (invalid_session_id, invalid_query, invalid_scope, invalid_max_queued,
-// invalid_replay, invalid_coalesce, invalid_throttle, invalid_epoch,
+// invalid_replay, invalid_coalesce, invalid_throttle, invalid_types, invalid_snapshot, invalid_epoch,
 // invalid_last_event_id, unknown_query_parameter) and whose message quotes
 // the value (cut to 64 bytes). It reads only r's URL and headers, never its
 // body; safe for concurrent use.
@@ -106,6 +108,12 @@ func ParseRequest(r *http.Request, sessionID, ownEpoch string, rules QueryRules)
 		return bad(CodeInvalidReplay, "invalid replay %s (want 0 or 1)", quote(s))
 	}
 	if serr := parseCoalescing(q, &o); serr != nil {
+		return eventbus.SubscribeOptions{}, serr
+	}
+	if serr := parseTypes(q, &o); serr != nil {
+		return eventbus.SubscribeOptions{}, serr
+	}
+	if serr := parseSnapshot(q, &o); serr != nil {
 		return eventbus.SubscribeOptions{}, serr
 	}
 

@@ -92,6 +92,8 @@
 //	    invalid_replay (not 0/1), invalid_events (not typed/message),
 //	    invalid_coalesce (not acp/agentpool/off),
 //	    invalid_throttle (not a duration 0–5s, or without coalesce),
+//	    invalid_types (an entry with white space or a control character),
+//	    invalid_snapshot (not 0/1),
 //	    invalid_epoch (malformed, or twice; a well-formed foreign
 //	    epoch is an epoch_reset frame, not an error),
 //	    invalid_session_id, invalid_request

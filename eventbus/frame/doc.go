@@ -5,7 +5,8 @@
 // the payload its Type names: state_resync_required into [ResyncData],
 // replay_complete into [ReplayCompleteData], slow_client_warning into
 // [SlowClientWarningData], client_evicted into [ClientEvictedData],
-// session_closed into [SessionClosedData]. docs/protocol.md has the wire.
+// session_closed into [SessionClosedData], snapshot into [SnapshotData].
+// docs/protocol.md has the wire.
 //
 // The package holds definitions only; it imports nothing of the project.
 package frame

@@ -1,6 +1,9 @@
 package frame
 
-import "strings"
+import (
+	"encoding/json"
+	"strings"
+)
 
 // Event types the bus itself produces. All but TypeSessionClosed are
 // synthetic frames without an id.
@@ -24,7 +27,33 @@ const (
 	// TypeSessionClosed is a real event (it has an id) published by
 	// eventbus.Bus.CloseSession; data is [SessionClosedData].
 	TypeSessionClosed = "session_closed"
+	// TypeSnapshot carries the application's state of the session as of
+	// an id, from the bus's snapshot provider (eventbus.Options.Snapshots):
+	// sent first when the subscriber asked for it at join or when its
+	// position was lost; the events after that id follow. Data is
+	// [SnapshotData].
+	TypeSnapshot = "snapshot"
 )
+
+// Reasons carried in [SnapshotData.Reason] besides ReasonRingEvicted and
+// ReasonEpochReset (the position the snapshot replaces was lost).
+const (
+	// ReasonRequested: the subscriber asked for a snapshot at join
+	// (eventbus.SubscribeOptions.Snapshot, ?snapshot=1).
+	ReasonRequested = "requested"
+)
+
+// SnapshotData is the payload of a snapshot frame.
+type SnapshotData struct {
+	// Reason is ReasonRequested, ReasonRingEvicted or ReasonEpochReset.
+	Reason string `json:"reason"`
+	// LastEventID is the id the state reflects: every event in scope up to
+	// it is in State, and the events after it follow the frame. It is the
+	// client's cursor from here on (the frame itself has no id).
+	LastEventID uint64 `json:"lastEventId"`
+	// State is the application's state (JSON), as the provider returned it.
+	State json.RawMessage `json:"state"`
+}
 
 // Reasons carried in [ResyncData.Reason] and [ClientEvictedData.Reason].
 const (
@@ -136,12 +165,12 @@ type SessionClosedData struct {
 
 // Reserved reports whether typ is one of the bus's own frame types —
 // state_resync_required, replay_complete, slow_client_warning,
-// client_evicted, session_closed — or starts with "_replaybus.". Publish
+// client_evicted, session_closed, snapshot — or starts with "_replaybus.". Publish
 // refuses them, so a publisher cannot forge a protocol frame (a real event
 // with an id that a client would take for the end of its session, say).
 func Reserved(typ string) bool {
 	switch typ {
-	case TypeStateResyncRequired, TypeReplayComplete, TypeSlowClientWarning, TypeClientEvicted, TypeSessionClosed:
+	case TypeStateResyncRequired, TypeReplayComplete, TypeSlowClientWarning, TypeClientEvicted, TypeSessionClosed, TypeSnapshot:
 		return true
 	}
 	return strings.HasPrefix(typ, "_replaybus.")

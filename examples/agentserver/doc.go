@@ -13,6 +13,14 @@
 // rate, tool_call and tool_call_update, plan, turn_start and turn_end — and
 // the page opens session "demo" with scope descendants.
 //
+// With -demo the server also keeps the demo tree's transcript (the text of
+// every session's agent_message_chunk events) and gives it to the bus as
+// its snapshot provider: a page whose position was lost gets a snapshot
+// frame with the transcript so far and then exactly the events after it,
+// and http://localhost:8080/?snapshot=1 starts from the transcript. With
+// AGENTPOOL_EVENTBUS_REPLAY_COMPACT=acp a page that opens late receives
+// each reply as one record.
+//
 // Flags:
 //
 //	-addr        listen address; default 127.0.0.1:8080 (loopback only: the

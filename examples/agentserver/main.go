@@ -148,6 +148,13 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 	if err != nil {
 		return configError(err)
 	}
+	var transcript *server.Transcript
+	if f.demo {
+		// The demo's transcript is the bus's snapshot provider: a page
+		// whose position is lost gets the text so far, then the rest.
+		transcript = server.NewTranscript()
+		cfg.Snapshots = transcript.Snapshot
+	}
 	nb, err := f.nats.open(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -205,6 +212,17 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 	var wg sync.WaitGroup
 	demoCtx, stopDemo := context.WithCancel(ctx)
 	defer stopDemo()
+	if transcript != nil {
+		read, err := transcript.Follow(demoCtx, bus, demo.DefaultParent)
+		if err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = read() // ends with the demo's context or the bus
+		}()
+	}
 	if f.demo {
 		wg.Add(1)
 		go func() {

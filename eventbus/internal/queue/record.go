@@ -13,8 +13,37 @@ type Record struct {
 	Session string
 	Type    string
 	Data    []byte
-	Origin  *string // nil for none: keeps the record at 80 bytes, a size class
-	Nanos   int64   // Unix nanoseconds
+	Ext     *Ext  // nil for none (no origin, not compacted): keeps the record at 80 bytes, a size class
+	Nanos   int64 // Unix nanoseconds
+}
+
+// Ext is what few records carry: the origin, and for a record a
+// compacting log replays in place of several (package store), how many it
+// holds and the first one's id.
+type Ext struct {
+	Origin  string
+	Count   int    // ≥ 2 for a compacted record, else 0
+	FirstID uint64 // the first id a compacted record holds, else 0
+	// Fold, on a record a snapshot copied from a compacting log, merges
+	// its parts on demand, outside the session's lock: the record's Data
+	// is nil until the records Fold.Merge returns replace it.
+	Fold Folded
+}
+
+// Folded is a compacted record whose payload is merged when it is read
+// (package store): Merge returns the records it replays as — one merged
+// record, or its parts one by one when they do not merge. Safe to call
+// without the lock of the session, once.
+type Folded interface {
+	Merge() []*Record
+}
+
+// Origin returns the record's origin, "" for none.
+func (r *Record) Origin() string {
+	if r.Ext == nil {
+		return ""
+	}
+	return r.Ext.Origin
 }
 
 // RecordID is a record's id, for the logs (store.NewRing).

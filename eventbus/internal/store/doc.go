@@ -8,10 +8,14 @@
 //
 // [NewRing] is the in-memory implementation: a bounded ring of the newest
 // records (package replay), which a bus over a backend also keeps per
-// session, filled by the backend's feed. Retention policies beyond a count
-// (bytes, age), compaction and filtered reads are what a Log may grow;
-// whatever it drops it must report through HighestEvicted.
+// session, filled by the backend's feed. [New] makes a session's Log of
+// records: the ring, remembering the types of what it drops (so that a
+// resume filtered by type is told only of its own losses:
+// HighestEvictedOf), or a log that also bounds bytes and age and compacts
+// (a [Merger] folds consecutive records of one key into one, which counts
+// once, and a cursor inside one gets exactly the parts after it);
+// whatever a Log drops it must report through HighestEvicted.
 //
-// A Log knows records only through their ids (the id function given to
-// its constructor): ids rise strictly in the order records are appended.
+// NewRing's Log knows records only through their ids (the id function
+// given to it): ids rise strictly in the order records are appended.
 package store

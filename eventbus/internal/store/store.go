@@ -19,12 +19,19 @@ type Log[R any] interface {
 	// HighestEvicted returns the highest id the log dropped or was told
 	// is lost (MarkEvicted); 0 when none.
 	HighestEvicted() uint64
+	// HighestEvictedOf is HighestEvicted counting only records whose type
+	// is in types (and what MarkEvicted marked, of any type); nil types
+	// count every record.
+	HighestEvictedOf(types []string) uint64
 	// MarkEvicted records that ids up to upTo are lost to this log
 	// (history a backend dropped, an earlier incarnation of the session),
 	// as if evicted.
 	MarkEvicted(upTo uint64)
 	// Clear drops every record held; they count as evicted.
 	Clear()
+	// Expire drops the records an age bound no longer keeps at now (Unix
+	// ns), as evicted; a log without an age bound does nothing.
+	Expire(now int64)
 }
 
 // NewRing returns an in-memory Log that holds the newest size records (1 to
@@ -43,3 +50,9 @@ type ring[R any] struct{ *replay.Buffer[R] }
 func (r ring[R]) Append(v R) { r.Buffer.Append(v) }
 
 func (r ring[R]) CountAfter(cursor uint64) int { return r.Buffer.Len() - r.Buffer.Search(cursor) }
+
+func (r ring[R]) Expire(int64) {}
+
+// HighestEvictedOf is HighestEvicted: a ring of records it knows only by
+// id cannot tell their types (conservative: every loss counts).
+func (r ring[R]) HighestEvictedOf([]string) uint64 { return r.HighestEvicted() }

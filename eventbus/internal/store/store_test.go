@@ -1,6 +1,9 @@
 package store
 
 import (
+	"strconv"
+
+	"github.com/replaybus/replaybus/eventbus/internal/queue"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -38,4 +41,116 @@ func TestRingLog(t *testing.T) {
 	assert.Zero(t, l.Len())
 	assert.Empty(t, l.AppendAfter(nil, 0))
 	assert.Equal(t, uint64(10), l.HighestEvicted())
+}
+
+// concat folds records of type "d" by concatenating their payloads.
+type concat struct{}
+
+func (concat) Key(r *queue.Record) string {
+	if r.Type == "d" {
+		return "d"
+	}
+	return ""
+}
+
+func (concat) Merge(_ string, _ *queue.Record, parts []Part) ([]byte, error) {
+	var out []byte
+	for _, p := range parts {
+		out = append(out, p.Data...)
+	}
+	return out, nil
+}
+
+// The compacting Log: consecutive records with one key fold into one,
+// which counts once; a cursor inside it gets exactly the parts after it.
+func TestCompactLog(t *testing.T) {
+	l, err := New(Options{Records: 2, Merger: concat{}})
+	require.NoError(t, err)
+	add := func(id uint64, typ, data string) { l.Append(&queue.Record{ID: id, Type: typ, Data: []byte(data)}) }
+	add(1, "x", "-")
+	add(2, "d", "a")
+	add(3, "d", "b")
+	add(4, "d", "c")
+	assert.Equal(t, 2, l.Len(), "x, then abc")
+	assert.Zero(t, l.HighestEvicted())
+	view := func(cursor uint64) (out []string) {
+		var rs []*queue.Record
+		for _, r := range l.AppendAfter(nil, cursor) {
+			if r.Ext != nil && r.Ext.Fold != nil {
+				assert.Nil(t, r.Data, "merged by the reader, not under the lock")
+				rs = append(rs, r.Ext.Fold.Merge()...)
+				continue
+			}
+			rs = append(rs, r)
+		}
+		for _, r := range rs {
+			s := string(r.Data) + "@" + strconv.FormatUint(r.ID, 10)
+			if r.Ext != nil {
+				s += "#" + strconv.Itoa(r.Ext.Count) + "from" + strconv.FormatUint(r.Ext.FirstID, 10)
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	assert.Equal(t, []string{"-@1", "abc@4#3from2"}, view(0))
+	assert.Equal(t, []string{"abc@4#3from2"}, view(1))
+	assert.Equal(t, []string{"bc@4#2from3"}, view(2))
+	assert.Equal(t, []string{"c@4"}, view(3), "one part left: the record as published")
+	assert.Empty(t, view(4))
+	assert.Equal(t, 1, l.CountAfter(2))
+	add(5, "x", "+")
+	assert.Equal(t, uint64(1), l.HighestEvicted(), "x was evicted, not a part")
+	add(6, "x", "=")
+	assert.Equal(t, uint64(4), l.HighestEvicted(), "the folded record goes as a whole")
+	assert.Equal(t, []string{"+@5", "=@6"}, view(0))
+}
+
+// Byte and age bounds evict the oldest records and report them; the
+// newest record stays even when it alone exceeds the byte bound.
+func TestLogBounds(t *testing.T) {
+	l, err := New(Options{Records: 100, Bytes: 4, MaxAge: 10})
+	require.NoError(t, err)
+	add := func(id uint64, data string, nanos int64) {
+		l.Append(&queue.Record{ID: id, Type: "x", Data: []byte(data), Nanos: nanos})
+	}
+	add(1, "ab", 0)
+	add(2, "cd", 1)
+	assert.Equal(t, 2, l.Len())
+	add(3, "e", 2)
+	assert.Equal(t, 2, l.Len(), "5 bytes > 4: the oldest went")
+	assert.Equal(t, uint64(1), l.HighestEvicted())
+	add(4, "fghij", 3)
+	assert.Equal(t, 1, l.Len(), "the newest stays alone")
+	assert.Equal(t, uint64(3), l.HighestEvicted())
+	l.Expire(13)
+	assert.Equal(t, 1, l.Len(), "10 ns old: still held")
+	l.Expire(14)
+	assert.Zero(t, l.Len())
+	assert.Equal(t, uint64(4), l.HighestEvicted())
+	add(5, "k", 20)
+	add(6, "l", 31)
+	assert.Equal(t, 1, l.Len(), "an append evicts by age too")
+	assert.Equal(t, uint64(5), l.HighestEvicted())
+}
+
+// failing never merges.
+type failing struct{ concat }
+
+func (failing) Merge(string, *queue.Record, []Part) ([]byte, error) { return nil, assert.AnError }
+
+// Parts that do not merge replay one by one, each with its own id.
+func TestCompactLogMergeFails(t *testing.T) {
+	l, err := New(Options{Records: 2, Merger: failing{}})
+	require.NoError(t, err)
+	for id := uint64(1); id <= 3; id++ {
+		l.Append(&queue.Record{ID: id, Type: "d", Data: []byte{byte('a' + id - 1)}})
+	}
+	got := l.AppendAfter(nil, 0)
+	require.Len(t, got, 1)
+	require.NotNil(t, got[0].Ext.Fold)
+	var out []string
+	for _, r := range got[0].Ext.Fold.Merge() {
+		out = append(out, string(r.Data)+strconv.FormatUint(r.ID, 10))
+	}
+	assert.Equal(t, []string{"a1", "b2", "c3"}, out)
 }

@@ -5,7 +5,8 @@
 //   window.receivedIds  every event id received on the current subscription, in arrival order
 //   window.frames       synthetic frames received ({type, data})
 //   window.connState    "connecting" | "open" | "reconnecting" | "closed"
-//   window.agentText    per session, the agent_message_chunk text received (merged rows included)
+//   window.agentText    per session, the agent_message_chunk text received (merged rows included;
+//                       a snapshot frame replaces it with the server's transcript)
 //   window.closeCodes   every WebSocket close seen ({code, reason}), oldest first
 //   <pre id="ids">      the same ids, space-separated (refreshed at most once a second)
 'use strict';
@@ -15,7 +16,7 @@
   const MAX_FLOW = 60;    // items kept per agent card
   const MAX_CLOSED = 20;  // closed agents' cards kept, folded under "closed agents" (oldest go first)
   const POLL_MS = 2000;
-  const FRAME_TYPES = new Set(['state_resync_required', 'replay_complete', 'slow_client_warning', 'client_evicted']);
+  const FRAME_TYPES = new Set(['state_resync_required', 'replay_complete', 'slow_client_warning', 'client_evicted', 'snapshot']);
 
   const st = {
     session: '', scope: 'session', es: null,
@@ -25,6 +26,7 @@
     slowMs: 0,        // tests: busy-wait this long per frame (a slow page)
     coalesce: false, // ?coalesce=acp&throttle=150ms: the server merges chunks; rows say how many events they hold
     maxQueued: '',   // ?maxQueued= (16–2048): a small queue shows slow-client warnings and evictions
+    snapshot: false, // ?snapshot=1: start from the server's transcript (a snapshot frame), then the events after it
     resyncing: false, // an epoch_reset notice is up until the replay completes
     cursor: '',      // raw id of the last event (maybe "<epoch>-<seq>"): what a manual reconnect sends
     lastSeq: 0,      // highest numeric id received
@@ -65,6 +67,7 @@
     const q = new URLSearchParams({ scope: st.scope, events: 'message' });
     if (st.coalesce) { q.set('coalesce', 'acp'); q.set('throttle', '150ms'); }
     if (st.maxQueued) q.set('maxQueued', st.maxQueued);
+    if (st.snapshot && !cursor) q.set('snapshot', '1');
     if (cursor) q.set('lastEventId', cursor); // a new EventSource cannot set Last-Event-ID itself
     return `/session/${encodeURIComponent(st.session)}/events?${q}`;
   }
@@ -132,6 +135,7 @@
   function connectWS(cursor) {
     const q = new URLSearchParams({ scope: st.scope });
     if (st.coalesce) { q.set('coalesce', 'acp'); q.set('throttle', '150ms'); }
+    if (st.snapshot && !cursor) q.set('snapshot', '1');
     const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
     const ws = new WebSocket(`${proto}//${location.host}/session/${encodeURIComponent(st.session)}/ws?${q}`);
     st.es = ws;
@@ -242,6 +246,23 @@
             + (d.droppedCount ? `, ${d.droppedCount} dropped` : ''));
         }
         break;
+      case 'snapshot': {
+        // The server's transcript as of an id replaces what the page had
+        // (asked for with ?snapshot=1, or sent because our position was
+        // lost); exactly the events after that id follow.
+        const text = (d.state && d.state.text) || {};
+        window.agentText = {};
+        agents.clear();
+        for (const [s, t] of Object.entries(text)) {
+          window.agentText[s] = t;
+          agents.apply({ session: s, data: { update: { content: { type: 'text', text: t } } } }, 'agent_message_chunk');
+        }
+        st.lastSeq = d.lastEventId;
+        st.cursor = String(d.lastEventId);
+        st.resyncing = false;
+        showNotice(`snapshot as of id ${d.lastEventId} (${d.reason}): the transcript so far, then the events after it`, 'info', 5000);
+        break;
+      }
       case 'replay_complete':
         if (st.resyncing) {
           // The restart is handled: say so, then get out of the way.
@@ -644,6 +665,7 @@
     if (st.coalesce) q.set('coalesce', 'acp');
     if (st.transport === 'ws') q.set('transport', 'ws');
     if (st.maxQueued) q.set('maxQueued', st.maxQueued);
+    if (st.snapshot) q.set('snapshot', '1');
     history.replaceState(null, '', `/?${q}`);
     reset();
     renderSessions();
@@ -684,6 +706,7 @@
     const info = await pollInfo();
     const q = new URLSearchParams(location.search);
     st.coalesce = q.get('coalesce') === 'acp';
+    st.snapshot = q.get('snapshot') === '1';
     st.transport = q.get('transport') === 'ws' ? 'ws' : 'sse';
     $('transport').value = st.transport;
     $('coalesce').checked = st.coalesce;
