@@ -1,6 +1,7 @@
 package durable
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -153,21 +154,11 @@ func NewHandler(bus *eventbus.Bus, o HandlerOptions) (*Handler, error) {
 		return nil, fmt.Errorf("durable: negative ChunkBytes %d, MaxBodyBytes %d or SSEDuration %v",
 			o.ChunkBytes, o.MaxBodyBytes, o.SSEDuration)
 	}
-	if o.ChunkBytes == 0 {
-		o.ChunkBytes = DefaultChunkBytes
-	}
-	if o.MaxBodyBytes == 0 {
-		o.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if o.SSEDuration == 0 {
-		o.SSEDuration = DefaultSSEDuration
-	}
-	if o.WriteTimeout == 0 {
-		o.WriteTimeout = DefaultWriteTimeout
-	}
-	if o.EventType == "" {
-		o.EventType = DefaultEventType
-	}
+	o.ChunkBytes = cmp.Or(o.ChunkBytes, DefaultChunkBytes)
+	o.MaxBodyBytes = cmp.Or(o.MaxBodyBytes, DefaultMaxBodyBytes)
+	o.SSEDuration = cmp.Or(o.SSEDuration, DefaultSSEDuration)
+	o.WriteTimeout = cmp.Or(o.WriteTimeout, DefaultWriteTimeout)
+	o.EventType = cmp.Or(o.EventType, DefaultEventType)
 	if frame.Reserved(o.EventType) || strings.ContainsAny(o.EventType, "\r\n") {
 		return nil, fmt.Errorf("durable: EventType %q is reserved or has a line break", o.EventType)
 	}

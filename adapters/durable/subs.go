@@ -52,6 +52,16 @@ type subLink struct {
 	acked          uint64 // last processed offset id, inclusive
 }
 
+// linkType is the link's link_type (PROTOCOL.md §6.3): "explicit" for a
+// stream the subscription names, else "glob" (also for nil, a link dropped
+// since the wake began).
+func (l *subLink) linkType() string {
+	if l != nil && l.explicit {
+		return "explicit"
+	}
+	return "glob"
+}
+
 // subscription is one subscription's state.
 type subscription struct {
 	id      string

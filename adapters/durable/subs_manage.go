@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -147,19 +148,10 @@ func (h *Handler) tailID(ctx context.Context, name string) uint64 {
 
 // subView is a subscription's JSON (PROTOCOL.md §6.3). s.mu held.
 func (h *Handler) subView(s *subscription) map[string]any {
-	paths := make([]string, 0, len(s.links))
-	for p := range s.links {
-		paths = append(paths, p)
-	}
-	slices.Sort(paths)
-	streams := make([]map[string]any, 0, len(paths))
-	for _, p := range paths {
+	streams := make([]map[string]any, 0, len(s.links))
+	for _, p := range slices.Sorted(maps.Keys(s.links)) {
 		l := s.links[p]
-		lt := "glob"
-		if l.explicit {
-			lt = "explicit"
-		}
-		streams = append(streams, map[string]any{"path": p, "link_type": lt, "acked_offset": h.offset(l.acked)})
+		streams = append(streams, map[string]any{"path": p, "link_type": l.linkType(), "acked_offset": h.offset(l.acked)})
 	}
 	v := map[string]any{"id": s.id, "subscription_id": s.id, "type": s.cfg.Type, "streams": streams,
 		"lease_ttl_ms": s.cfg.LeaseTTLMS, "created_at": s.created.Format(time.RFC3339Nano),

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -106,22 +107,14 @@ func (s *subscription) stopTimerLocked() {
 
 // streamsJSON is the wake's stream list. s.mu held.
 func (h *Handler) streamsJSON(s *subscription) []map[string]any {
-	paths := make([]string, 0, len(s.snapshot))
-	for p := range s.snapshot {
-		paths = append(paths, p)
-	}
-	slices.Sort(paths)
-	out := make([]map[string]any, 0, len(paths))
-	for _, p := range paths {
+	out := make([]map[string]any, 0, len(s.snapshot))
+	for _, p := range slices.Sorted(maps.Keys(s.snapshot)) {
 		l := s.links[p]
-		lt, acked := "glob", uint64(0)
+		acked := uint64(0)
 		if l != nil {
 			acked = l.acked
-			if l.explicit {
-				lt = "explicit"
-			}
 		}
-		out = append(out, map[string]any{"path": p, "link_type": lt, "acked_offset": h.offset(acked),
+		out = append(out, map[string]any{"path": p, "link_type": l.linkType(), "acked_offset": h.offset(acked),
 			"tail_offset": h.offset(s.snapshot[p]), "has_pending": s.snapshot[p] > acked})
 	}
 	return out
