@@ -34,9 +34,10 @@ property:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
-## e2e-deps: install the pinned npm eventsource and ws packages for the Node.js tests
+## e2e-deps: install the pinned npm packages for the Node.js tests (eventsource and ws; the Durable Streams conformance suite and client)
 e2e-deps:
 	cd e2e/node && npm ci --no-audit --no-fund
+	cd e2e/durable && npm ci --no-audit --no-fund
 
 ## e2e: the real-client tests only (Node.js eventsource and ws, Chromium, curl); missing clients fail
 e2e: e2e-deps

@@ -92,6 +92,7 @@ type PublishOption func(*publishOptions)
 type publishOptions struct {
 	origin   string
 	existing bool
+	producer *Producer // WithProducer (producer.go)
 }
 
 // Existing makes Publish refuse, with ErrSessionNotFound, a session the bus

@@ -100,7 +100,10 @@ func (b *Bus) Publish(sessionID, typ string, data any, opts ...PublishOption) (E
 	if err != nil {
 		return Event{}, err
 	}
-	origin, create := publishOpts(opts)
+	origin, create, p := publishOpts(opts)
+	if p != nil {
+		return b.publishProducer(sessionID, typ, raw, origin, create, p)
+	}
 	return b.publish(sessionID, typ, raw, origin, create)
 }
 
@@ -120,7 +123,10 @@ func (b *Bus) PublishJSON(sessionID, typ string, data []byte, opts ...PublishOpt
 		}
 		raw = append([]byte(nil), data...)
 	}
-	origin, create := publishOpts(opts)
+	origin, create, p := publishOpts(opts)
+	if p != nil {
+		return b.publishProducer(sessionID, typ, raw, origin, create, p)
+	}
 	return b.publish(sessionID, typ, raw, origin, create)
 }
 
@@ -140,9 +146,9 @@ func checkEvent(sessionID, typ string) error {
 
 // publishOpts applies opts (nil ones ignored) and returns the origin and
 // whether a missing session is created.
-func publishOpts(opts []PublishOption) (origin string, create bool) {
+func publishOpts(opts []PublishOption) (origin string, create bool, p *Producer) {
 	if len(opts) == 0 {
-		return "", true
+		return "", true, nil
 	}
 	// Declared here so that it moves to the heap (o(&po) makes it escape)
 	// only for a publish that has options.
@@ -152,7 +158,7 @@ func publishOpts(opts []PublishOption) (origin string, create bool) {
 			o(&po)
 		}
 	}
-	return po.origin, !po.existing
+	return po.origin, !po.existing, po.producer
 }
 
 // testHookTreeLocked, when set by a test, runs in appendLocked right after
@@ -180,7 +186,7 @@ func (b *Bus) publish(sessionID, typ string, raw []byte, origin string, create b
 
 // publishLocal is publish on the in-memory bus (memWriter): the id is
 // taken here, under the tree lock, as the event is appended and fanned out.
-func (b *Bus) publishLocal(sessionID, typ string, raw []byte, origin string, create bool) (Event, error) {
+func (b *Bus) publishLocal(sessionID, typ string, raw []byte, origin string, create bool, p *Producer) (Event, error) {
 	r := &record{Type: typ, Data: raw, Ext: originRef(origin), Nanos: b.nowNanos()}
 	f := fan{wakes: wakeLists.Get().(*[]*Subscription)}
 	defer f.release() // the wake-ups, once no lock is held
@@ -192,8 +198,14 @@ func (b *Bus) publishLocal(sessionID, typ string, raw []byte, origin string, cre
 	if x, ok := b.mem.sessions.Load(sessionID); ok {
 		tl := x.treeLock()
 		tl.Lock()
+		if err := x.checkProducer(p); err != nil {
+			tl.Unlock()
+			b.mu.RUnlock(tok)
+			return Event{}, err
+		}
 		r.Session = x.id
 		b.appendLocked(x, r, false, &f)
+		x.commitProducer(p, r.ID)
 		tl.Unlock()
 		b.mu.RUnlock(tok)
 		// r is immutable from here on: subscribers read it concurrently.
@@ -207,12 +219,16 @@ func (b *Bus) publishLocal(sessionID, typ string, raw []byte, origin string, cre
 		return Event{}, ErrClosed
 	}
 	x, err := b.sessionLocked(sessionID, create)
+	if err == nil {
+		err = x.checkProducer(p)
+	}
 	if err != nil {
 		b.mu.Unlock()
 		return Event{}, err
 	}
 	r.Session = x.id
 	b.appendLocked(x, r, false, &f)
+	x.commitProducer(p, r.ID)
 	b.mu.Unlock()
 	return eventOf(r, false), nil
 }

@@ -300,7 +300,10 @@ func (b *Bus) preparePublish(sessionID, typ string, data any, opts []PublishOpti
 	if err != nil {
 		return Event{}, nil, err
 	}
-	origin, create := publishOpts(opts) // Existing and WithOrigin, as Publish
+	origin, create, p := publishOpts(opts) // Existing and WithOrigin, as Publish
+	if p != nil {
+		return Event{}, nil, ErrProducerUnsupported // a backend's pipeline: not checked, so refused
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {

@@ -49,6 +49,10 @@ type session struct {
 	// kept are closed sessions' replay buffers held for this session's
 	// descendants and all scopes (and its ancestors'), see retain.go.
 	kept []*retained
+
+	// producers is the record of the idempotent producers that published
+	// here (producer.go); under the tree lock.
+	producers map[string]producerState
 }
 
 func (x *session) parent() *session {

@@ -64,7 +64,7 @@ type writer interface {
 type memWriter struct{}
 
 func (memWriter) publish(b *Bus, sessionID, typ string, raw []byte, origin string, create bool) (Event, error) {
-	return b.publishLocal(sessionID, typ, raw, origin, create)
+	return b.publishLocal(sessionID, typ, raw, origin, create, nil)
 }
 
 func (memWriter) created(*Bus, *session, bool, bool) error { return nil }

@@ -2,10 +2,10 @@ package resume
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/replaybus/replaybus/internal/textutil"
@@ -55,12 +55,7 @@ func (qr QueryRules) checkQuery(q url.Values) *StatusError {
 	if len(q) == 0 {
 		return nil
 	}
-	names := make([]string, 0, len(q))
-	for k := range q {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
+	for _, k := range slices.Sorted(maps.Keys(q)) {
 		if slices.Contains(knownParams[:], k) || slices.Contains(qr.Allow, k) {
 			continue
 		}

@@ -60,6 +60,9 @@
 //	GET    /sessions               [{"id","parent","subscribers","buffered","lastEventId"}]
 //	GET    /info                   epoch, last id, event types, counters
 //	GET    /healthz                {"status":"ok"}; 503 {"status":"unavailable","message"} while the NATS connection is down
+//	PUT, POST, GET, HEAD, DELETE /v1/stream/{name}
+//	                               the session {name} as a Durable Stream (adapters/durable; the
+//	                               server's root is a Durable Streams base URL): docs/durable-streams.md
 //
 // Errors are JSON {"code", "message"}; see package server for the list.
 //

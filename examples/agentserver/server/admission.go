@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"net/url"
@@ -90,12 +91,7 @@ func checkQuery(w http.ResponseWriter, r *http.Request, allowed ...string) bool 
 		writeError(w, http.StatusBadRequest, "invalid_argument", fmt.Sprintf("invalid query %s (%s)", quote(r.URL.RawQuery), want))
 		return false
 	}
-	names := make([]string, 0, len(q))
-	for k := range q {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	for _, k := range names {
+	for _, k := range slices.Sorted(maps.Keys(q)) {
 		if !slices.Contains(allowed, k) {
 			writeError(w, http.StatusBadRequest, "invalid_argument",
 				fmt.Sprintf("unknown query parameter %s on %s %s (%s)", quote(k), r.Method, r.URL.Path, want))

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/replaybus/replaybus/adapters/durable"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/adapters/ws"
 	"github.com/replaybus/replaybus/eventbus"
@@ -64,6 +65,11 @@ type Options struct {
 	// WS configures the WebSocket handler (GET /session/{id}/ws); a nil
 	// WS.Logger is set to Logger.
 	WS ws.HandlerOptions
+	// Durable configures the Durable Streams handler mounted on
+	// durable.Pattern (/v1/stream/{name}: every session as a Durable
+	// Stream, so the server's root is a Durable Streams base URL; see
+	// docs/durable-streams.md); a nil Durable.Logger is set to Logger.
+	Durable durable.HandlerOptions
 	// Hello sends each new connection, SSE or WebSocket, a targeted
 	// "hello" frame ([TypeHello]) once its replay is queued.
 	Hello bool
@@ -95,6 +101,8 @@ type Server struct {
 	mux *http.ServeMux
 	log *slog.Logger
 	o   Options
+
+	durable *durable.Handler // mounted on durable.Pattern
 
 	bodyTimeout  time.Duration
 	writeTimeout time.Duration
@@ -168,6 +176,13 @@ func New(bus *eventbus.Bus, o Options) (*Server, error) {
 	s.mux.HandleFunc("POST /sessions", s.whenReady(s.createSession))
 	s.mux.HandleFunc("POST /session/{id}/events", s.whenReady(s.publish))
 	s.mux.HandleFunc("DELETE /session/{id}", s.whenReady(s.closeSession))
+	if o.Durable.Logger == nil {
+		o.Durable.Logger = o.Logger
+	}
+	if s.durable, err = durable.NewHandler(bus, o.Durable); err != nil {
+		return nil, err
+	}
+	s.mux.Handle(durable.Pattern, s.whenReady(s.durable.ServeHTTP))
 	return s, nil
 }
 
@@ -179,16 +194,24 @@ func (s *Server) SSE() *sse.Handler { return s.sse }
 
 // Close ends every open SSE stream and makes the SSE endpoint send clients
 // away with a retry: line from then on (see [sse.Handler.Close]), and
-// closes every WebSocket with 1001 (see [ws.Handler.Close]); the other routes keep working. Register
+// closes every WebSocket with 1001 (see [ws.Handler.Close]), and stops the
+// Durable Streams subscriptions' wake-ups (see [durable.Handler.Close]);
+// the other routes keep working. Register
 // it with http.Server.RegisterOnShutdown so that Shutdown does not wait for
 // streams that never end. Idempotent; always nil.
 func (s *Server) Close() error {
 	_ = s.ws.Close() // every WebSocket gets 1001
+	_ = s.durable.Close()
 	return s.sse.Close()
 }
 
-// ServeHTTP routes r. Besides the answers of the SSE and WebSocket endpoints
-// (docs/protocol.md), errors are:
+// Durable returns the Durable Streams handler (mounted on durable.Pattern).
+func (s *Server) Durable() *durable.Handler { return s.durable }
+
+// ServeHTTP routes r. The Durable Streams route (durable.Pattern,
+// /v1/stream/{name}) answers as docs/durable-streams.md says. Besides that
+// and the answers of the SSE and WebSocket endpoints (docs/protocol.md),
+// errors are:
 //
 //	400 invalid_json        the body is not the JSON object the route takes (the message says at which byte)
 //	400 invalid_session_id  an id (path, "id" or "parent") the bus refuses or that is not one URL path segment

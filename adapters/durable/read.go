@@ -1,0 +1,328 @@
+package durable
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// readReq is a parsed GET query.
+type readReq struct {
+	offset   string // as given ("" none)
+	after    uint64 // resolved position
+	now      bool
+	live     string // "", "long-poll", "sse"
+	cursor   string
+	hasParam bool
+}
+
+// parseRead reads a GET's query and resolves its offset on s: "-1" (or
+// none) is the stream's start, "now" its tail, else a FormatOffset value
+// of this epoch (another epoch's is 410, like an offset before the
+// stream's start).
+func (h *Handler) parseRead(r *http.Request, s *stream) (readReq, error) {
+	var q readReq
+	vals, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return q, errorf(http.StatusBadRequest, "invalid_query", "the query does not parse: %v", err)
+	}
+	if offs, ok := vals["offset"]; ok {
+		if len(offs) != 1 {
+			return q, errorf(http.StatusBadRequest, "invalid_offset", "offset is given %d times", len(offs))
+		}
+		if offs[0] == "" {
+			return q, errorf(http.StatusBadRequest, "invalid_offset", "offset is empty")
+		}
+		q.offset, q.hasParam = offs[0], true
+	}
+	q.live = vals.Get("live")
+	switch q.live {
+	case "", "long-poll", "sse":
+	default:
+		return q, errorf(http.StatusBadRequest, "invalid_live", "live %q is not long-poll or sse", q.live)
+	}
+	if q.live != "" && !q.hasParam {
+		return q, errorf(http.StatusBadRequest, "missing_offset", "live=%s needs an offset", q.live)
+	}
+	q.cursor = vals.Get("cursor")
+	switch q.offset {
+	case "", "-1":
+		q.after = s.start()
+	case "now":
+		q.now = true
+	default:
+		p, err := ParseOffset(q.offset)
+		if err != nil {
+			return q, errorf(http.StatusBadRequest, "invalid_offset", "%v", err)
+		}
+		switch {
+		case p.ID == 0:
+			q.after = s.start() // names no event: the beginning, in any epoch
+		case p.Epoch != h.epoch || p.ID < s.start():
+			return q, errGone
+		default:
+			q.after = p.ID
+		}
+	}
+	return q, nil
+}
+
+// get serves GET: a catch-up read, a long-poll or an SSE stream.
+func (h *Handler) get(w http.ResponseWriter, r *http.Request, name string) error {
+	s, err := h.lookup(name)
+	if err != nil {
+		return err
+	}
+	q, err := h.parseRead(r, s)
+	if err != nil {
+		return err
+	}
+	s.touch()
+	if q.now {
+		if q.after, err = h.tailOf(r.Context(), s); err != nil {
+			return err
+		}
+	}
+	switch q.live {
+	case "sse":
+		return h.sse(w, r, s, q)
+	case "long-poll":
+		return h.longPoll(w, r, s, q)
+	}
+	if q.now {
+		h.meta(w, s, q.after)
+		hd := w.Header()
+		hd.Set(HeaderUpToDate, "true")
+		hd.Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusOK)
+		if s.json {
+			_, _ = w.Write([]byte("[]"))
+		}
+		return nil
+	}
+	b, err := h.read(r.Context(), s, q.after, 0)
+	if err != nil {
+		return err
+	}
+	h.writeBatch(w, r, s, q, b, false)
+	return nil
+}
+
+// longPoll serves live=long-poll: data at once when there is some after
+// the offset, else the first data within LongPollTimeout (200), else 204.
+func (h *Handler) longPoll(w http.ResponseWriter, r *http.Request, s *stream, q readReq) error {
+	wait := h.opts.LongPollTimeout
+	b, err := h.read(r.Context(), s, q.after, wait)
+	if err != nil {
+		return err
+	}
+	h.deadline(w)
+	h.writeBatch(w, r, s, q, b, true)
+	return nil
+}
+
+// writeBatch writes a catch-up or long-poll answer.
+func (h *Handler) writeBatch(w http.ResponseWriter, r *http.Request, s *stream, q readReq, b batch, live bool) {
+	hd := w.Header()
+	closed := b.closed && !b.more
+	h.meta(w, s, b.next)
+	hd.Del(HeaderClosed)
+	if closed {
+		hd.Set(HeaderClosed, "true")
+	}
+	if !b.more {
+		hd.Set(HeaderUpToDate, "true")
+	}
+	if !closed || live {
+		if !closed {
+			hd.Set(HeaderCursor, cursor(q.cursor))
+		}
+	}
+	if live && len(b.items) == 0 {
+		hd.Del("Content-Type")
+		hd.Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	start := q.offset
+	if start == "" || q.now {
+		start = h.offset(q.after)
+	}
+	tag := etag(s, start, h.offset(b.next), closed)
+	hd.Set("ETag", tag)
+	hd.Set("Cache-Control", "public, max-age=60, stale-while-revalidate=300")
+	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatch(inm, tag) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	body := h.render(s, b.items)
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+}
+
+// etagMatch reports whether an If-None-Match value lists tag.
+func etagMatch(inm, tag string) bool {
+	for _, t := range strings.Split(inm, ",") {
+		t = strings.TrimPrefix(strings.TrimSpace(t), "W/")
+		if t == tag || t == "*" {
+			return true
+		}
+	}
+	return false
+}
+
+// render is items as a response body: a JSON array for a JSON stream, the
+// bytes one after another otherwise.
+func (h *Handler) render(s *stream, items []item) []byte {
+	n := 2
+	for _, it := range items {
+		n += len(it.data) + 1
+	}
+	buf := make([]byte, 0, n)
+	if s.json {
+		buf = append(buf, '[')
+	}
+	for i, it := range items {
+		if s.json && i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, it.data...)
+	}
+	if s.json {
+		buf = append(buf, ']')
+	}
+	return buf
+}
+
+// control is an SSE control event's payload (PROTOCOL.md §5.8).
+type control struct {
+	NextOffset string `json:"streamNextOffset"`
+	Cursor     string `json:"streamCursor,omitempty"`
+	UpToDate   bool   `json:"upToDate,omitempty"`
+	Closed     bool   `json:"streamClosed,omitempty"`
+}
+
+// sse serves live=sse: a data event and a control event per batch, from
+// the offset on, until the stream closes (a final control event with
+// streamClosed), the client goes, or SSEDuration passes.
+func (h *Handler) sse(w http.ResponseWriter, r *http.Request, s *stream, q readReq) error {
+	// The first read happens before the answer starts, so an offset the
+	// stream no longer holds is a 410, not a broken stream.
+	b, err := h.read(r.Context(), s, q.after, 0)
+	if err != nil {
+		return err
+	}
+	hd := w.Header()
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("Cache-Control", "no-cache")
+	if !s.text {
+		hd.Set(HeaderSSEEncoding, "base64")
+	}
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	end := time.Now().Add(h.opts.SSEDuration)
+	cur := q.cursor
+	var buf bytes.Buffer
+	for {
+		buf.Reset()
+		if len(b.items) > 0 {
+			buf.WriteString("event: data\n")
+			writeData(&buf, h.sseData(s, b.items))
+			buf.WriteByte('\n')
+		}
+		closed := b.closed && !b.more
+		c := control{NextOffset: h.offset(b.next), UpToDate: !b.more, Closed: closed}
+		if !closed {
+			cur = cursor(cur)
+			c.Cursor = cur
+		}
+		if len(b.items) > 0 || closed || !b.more {
+			cj, _ := json.Marshal(c)
+			buf.WriteString("event: control\ndata:")
+			buf.Write(cj)
+			buf.WriteString("\n\n")
+		}
+		h.deadline(w)
+		if _, err := w.Write(buf.Bytes()); err != nil {
+			return nil
+		}
+		if err := rc.Flush(); err != nil {
+			return nil
+		}
+		if closed {
+			return nil
+		}
+		left := time.Until(end)
+		if left <= 0 || r.Context().Err() != nil {
+			return nil
+		}
+		after, idle := b.next, 0
+		for {
+			wait := time.Duration(0)
+			if !b.more {
+				wait = min(left, 15*time.Second)
+			}
+			b, err = h.read(r.Context(), s, after, wait)
+			if err != nil {
+				return nil // the client resumes from the last control event's offset
+			}
+			if len(b.items) > 0 || b.closed {
+				break
+			}
+			if b.more { // cut short with nothing to send (an eviction of the reader)
+				if idle++; idle > 3 {
+					return nil // the client resumes from the last control event's offset
+				}
+				continue
+			}
+			if left = time.Until(end); left <= 0 || r.Context().Err() != nil {
+				return nil
+			}
+			// A quiet period: a comment keeps proxies from timing out.
+			h.deadline(w)
+			if _, err := w.Write([]byte(":\n\n")); err != nil || rc.Flush() != nil {
+				return nil
+			}
+		}
+	}
+}
+
+// sseData is one data event's text: the JSON array of a JSON stream's
+// messages, a text stream's bytes, or any other stream's bytes in base64.
+func (h *Handler) sseData(s *stream, items []item) []byte {
+	raw := h.render(s, items)
+	if s.text {
+		return raw
+	}
+	out := make([]byte, base64.StdEncoding.EncodedLen(len(raw)))
+	base64.StdEncoding.Encode(out, raw)
+	return out
+}
+
+// writeData writes text as data: lines, one per line of text (CR LF, CR
+// and LF all end a line), so nothing in the payload can end the event or
+// start another.
+func writeData(buf *bytes.Buffer, text []byte) {
+	for {
+		i := bytes.IndexAny(text, "\r\n")
+		buf.WriteString("data:")
+		if len(text) > 0 && text[0] == ' ' {
+			buf.WriteByte(' ') // the client strips one leading space
+		}
+		if i < 0 {
+			buf.Write(text)
+			buf.WriteByte('\n')
+			return
+		}
+		buf.Write(text[:i])
+		buf.WriteByte('\n')
+		if text[i] == '\r' && i+1 < len(text) && text[i+1] == '\n' {
+			i++
+		}
+		text = text[i+1:]
+	}
+}
