@@ -261,12 +261,11 @@ func (s *Subscription) nextMergedBefore(ctx context.Context, abandon <-chan stru
 			}
 			return Event{}, err
 		}
-		if dl != 0 && s.bus.waits.Now() >= dl {
-			s.mu.Unlock()
+		parked := s.parkLocked(dl)
+		s.mu.Unlock()
+		if !parked {
 			return Event{}, ErrTimeout
 		}
-		s.parkLocked(dl)
-		s.mu.Unlock()
 		var timer <-chan time.Time
 		if len(co.group) > 0 {
 			// Only a consumer that holds a group waits on a timer; an idle
@@ -307,12 +306,6 @@ func (co *coalescing) stopTimer(c <-chan time.Time) {
 	if c != nil {
 		co.timer.Stop()
 	}
-}
-
-func (s *Subscription) stopWaiting() {
-	s.mu.Lock()
-	s.waiting = false
-	s.mu.Unlock()
 }
 
 // tryNextMerged is TryNext for a coalescing subscription: a group still in

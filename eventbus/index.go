@@ -201,18 +201,14 @@ func (b *Bus) offerLocked(l *subList, skip *session, r *record, droppable, force
 		if wake {
 			f.wake(s)
 		}
+		if o.Delivered() {
+			f.delivered++
+		}
 		switch o {
-		case queue.Queued:
-			f.delivered++
 		case queue.Warned:
-			f.delivered++
 			b.cnt.warnings.Add(1)
 			b.diagnose(observe.DiagSlowClientWarning, s, r)
-		case queue.Dropped:
-			b.cnt.dropped.Add(1)
-			b.diagnose(observe.DiagDropped, s, r)
-		case queue.DroppedOld:
-			f.delivered++
+		case queue.Dropped, queue.DroppedOld:
 			b.cnt.dropped.Add(1)
 			b.diagnose(observe.DiagDropped, s, r)
 		case queue.Evicted:

@@ -2,20 +2,18 @@ package eventbus
 
 import (
 	"context"
-	"slices"
 
 	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/eventbus/internal/queue"
-	"github.com/replaybus/replaybus/eventbus/internal/store"
 	"github.com/replaybus/replaybus/scope"
 )
 
 // Subscribe registers a subscriber on session sessionID and returns its
 // [Subscription]. It follows AgentPool's subscribe protocol — register,
 // snapshot, drain, reinsert — made race-free for real threads; the four
-// steps are the named functions of this file, in that order: register;
+// steps are named functions, in that order: register (this file);
 // snapshotLocked (planned by snapshotPlanLocked, finished outside the lock
-// by finishSnapshot); drain; reinsert:
+// by finishSnapshot; snapshot.go); drain; reinsert (this file):
 //
 //  1. register the subscriber under the lock that Publish holds;
 //  2. snapshot: copy, under that same lock, the replay-buffer entries in
@@ -272,169 +270,6 @@ func (b *Bus) register(ctx context.Context, s *Subscription, x *session) {
 	s.stopCtx = context.AfterFunc(ctx, s.ctxEnded)
 	b.registerLocked(s)
 	x.touch(b.nowNanos())
-}
-
-// testHookSnapshot, when set by a test, runs between the copy under the
-// lock and finishSnapshot.
-var testHookSnapshot func(*Subscription)
-
-// snapshotAllocUnderLock is the largest snapshot whose storage is allocated
-// with a bus lock held; a larger one is allocated before registering.
-const snapshotAllocUnderLock = 4096
-
-// snapshotJob is one subscribe's replay (step 2): planned and copied under
-// the locks of register (snapshotPlanLocked, snapshotLocked), finished outside them
-// (finishSnapshot).
-type snapshotJob struct {
-	rings     []store.Log[*record]
-	total     int    // entries to copy (exact while the lock is held)
-	cursor    uint64 // replay ids above this (0 after an epoch_reset)
-	reset     bool   // epoch_reset: the cursor was from another epoch or ahead
-	hasCursor bool   // the subscribe carried a cursor
-	evicted   uint64 // highest id lost or evicted in scope (ring_evicted when > cursor)
-	earliest  uint64 // the next id: completeFromId of ring_evicted when nothing newer is held, and of a budget cut
-	now       int64
-	lead      []entry   // frames before the replay (snapshot, epoch_reset)
-	snap      []*record // the copied entries, oldest first per ring
-	lost      bool      // the position is lost and a snapshot is to replace it: nothing was planned
-}
-
-// snapshotPlanLocked decides what a subscribe of x with scope k and cursor
-// pos (nil: everything held) replays. The caller holds x's tree lock under
-// b.mu's read side (the scope's replay buffers all lie in x's tree), or b.mu
-// exclusively (required for the all scope).
-func (b *Bus) snapshotPlanLocked(x *session, k scope.Kind, pos *Position, types []string, sr *snapReq) snapshotJob {
-	j := snapshotJob{now: b.nowNanos(), earliest: max(b.hot.seq.Load()+1, b.remote.highWater+1), hasCursor: pos != nil}
-	if sr != nil && sr.frame != nil {
-		j.lead = append(j.lead, *sr.frame)
-	}
-	if pos != nil {
-		j.cursor = pos.ID
-		if (pos.Epoch != "" && pos.Epoch != b.epoch) || j.cursor >= j.earliest {
-			j.reset = true
-			if b.wantsSnapshot(sr, &j) {
-				return snapshotJob{lost: true}
-			}
-			j.lead = append(j.lead, synth(x.id, frame.TypeStateResyncRequired, frame.ResyncData{
-				Reason: frame.ReasonEpochReset, LastDeliveredID: pos.ID, Epoch: b.epoch,
-			}, j.now))
-			b.cnt.resyncs.Add(1)
-			j.cursor = 0
-		}
-	}
-	var lost uint64
-	j.rings, lost = b.scopeRingsLocked(x, k)
-	j.evicted = lost
-	for _, r := range j.rings {
-		r.Expire(j.now) // an age bound evicts here too, not only at a publish
-		j.total += r.CountAfter(j.cursor)
-		j.evicted = max(j.evicted, r.HighestEvictedOf(types))
-	}
-	if j.hasCursor && !j.reset && j.evicted > j.cursor {
-		if b.wantsSnapshot(sr, &j) {
-			return snapshotJob{lost: true}
-		}
-		b.cnt.resyncs.Add(1) // the ring_evicted frame finishSnapshot writes
-	}
-	return j
-}
-
-// snapshotLocked is step 2 under the lock: it copies the ring entries in
-// scope with id > cursor (pointers to the shared records) into buf, in
-// the same critical section as register (see register for the locks).
-//
-// The race it closes: taken under the same lock as register, the snapshot
-// holds exactly the events published before s was registered, and the live
-// queue exactly those after — so nothing falls between history and live
-// and nothing is in both (AgentPool's Python subscribe takes its snapshot
-// after releasing the lock).
-func (b *Bus) snapshotLocked(j *snapshotJob, buf []*record) {
-	j.snap = buf[:0]
-	for _, r := range j.rings {
-		j.snap = r.AppendAfter(j.snap, j.cursor)
-	}
-	j.rings = nil
-}
-
-// finishSnapshot is the rest of step 2, without any bus lock: it turns the
-// copied snapshot into what s reads first — the leading resync frames, the
-// replay (merged by id across rings, so a descendants or all resume is one
-// ordered stream, and cut at the replay byte budget) and replay_complete
-// (with a cursor, or after a cut replay). It runs before s is returned to
-// its reader; publishers may already have queued live events for s, and the
-// frames go ahead of them.
-func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
-	sid := s.sess.id
-	snap, cursor, hasCursor := j.snap, j.cursor, j.hasCursor
-	if s.filter != nil {
-		// The copy is s's own: filter it in place.
-		snap = slices.DeleteFunc(snap, func(r *record) bool { return !s.filter.has(r.Type) })
-	}
-	snap = mergeFolds(snap) // a compacting log's records, merged here, not under the lock
-	// The replay byte budget: at least one event, then stop before the
-	// event that would exceed it. One pass finds the cut and checks the
-	// order (a single ring is in id order; several are merged by sorting,
-	// and then the cut is found again), so a large resume reads each
-	// record once here, not twice.
-	n, sorted := budgetCut(snap, b.cfg.ReplayBudgetBytes)
-	if !sorted {
-		slices.SortFunc(snap, func(a, b *record) int { return cmpID(a.ID, b.ID) })
-		n, _ = budgetCut(snap, b.cfg.ReplayBudgetBytes)
-	}
-	lead := j.lead
-	if hasCursor && !j.reset && j.evicted > cursor {
-		// The first id after which nothing is missing: with several rings
-		// in scope a quiet ring may still hold ids older than what a busy
-		// one already evicted, so it is not simply snap[0].
-		earliest := j.earliest
-		if i, ok := slices.BinarySearchFunc(snap, j.evicted+1, func(r *record, id uint64) int {
-			return cmpID(r.ID, id)
-		}); i < len(snap) || ok {
-			earliest = snap[i].ID
-		}
-		lead = append(lead, synth(sid, frame.TypeStateResyncRequired, frame.ResyncData{
-			Reason: frame.ReasonRingEvicted, LastDeliveredID: cursor, CompleteFromID: earliest,
-		}, j.now))
-	}
-	last := cursor
-	if n > 0 {
-		last = snap[n-1].ID
-	}
-	var tail []entry
-	truncated := n < len(snap)
-	if truncated {
-		tail = append(tail, synth(sid, frame.TypeStateResyncRequired, frame.ResyncData{
-			Reason: frame.ReasonReplayBudgetExceeded, LastDeliveredID: last,
-			CompleteFromID: j.earliest, SkippedCount: len(snap) - n,
-		}, j.now))
-		b.cnt.resyncs.Add(1)
-	}
-	if hasCursor || truncated {
-		tail = append(tail, synth(sid, frame.TypeReplayComplete, frame.ReplayCompleteData{
-			LastReplayedEventID: last, ReplayedCount: n,
-		}, j.now))
-	}
-	if cap(snap) > 4*n+snapshotAllocUnderLock {
-		// Storage sized for the whole ring, a short replay: do not keep it.
-		snap = slices.Clone(snap[:n])
-	}
-	// The consumer's side: the leading frames (epoch_reset, ring_evicted),
-	// then the replay handed over as the snapshot slice, read in place
-	// before anything in the queue (no per-event queue entry). s is not yet
-	// visible to its reader.
-	s.lead = lead
-	s.rd.SetReplay(snap[:n:n])
-	// The reinsert guard: nothing at or below what the subscriber already
-	// has is handed out. That is the cursor (0 after an epoch_reset), not
-	// the last replayed id: the replayed events themselves still have to
-	// pass the guard.
-	s.lastSeen = cursor
-	if len(tail) > 0 {
-		s.mu.Lock()
-		s.q.Prepend(tail)
-		s.mu.Unlock()
-	}
-	b.cnt.replayed.Add(int64(n))
 }
 
 // drain is step 3, on the consumer's side: it takes every live event (and

@@ -172,12 +172,11 @@ func (s *Subscription) nextBefore(ctx context.Context, abandon <-chan struct{}, 
 			s.mu.Unlock()
 			return Event{}, err
 		}
-		if dl != 0 && s.bus.waits.Now() >= dl {
-			s.mu.Unlock()
+		parked := s.parkLocked(dl)
+		s.mu.Unlock()
+		if !parked {
 			return Event{}, ErrTimeout
 		}
-		s.parkLocked(dl)
-		s.mu.Unlock()
 		if abandon == nil {
 			if done := ctx.Done(); done == nil || done == s.ctx.Done() {
 				// The subscription's own context (or none): its end wakes
@@ -196,9 +195,7 @@ func (s *Subscription) nextBefore(ctx context.Context, abandon <-chan struct{}, 
 			s.mu.Unlock()
 			return Event{}, err
 		case <-ctx.Done():
-			s.mu.Lock()
-			s.waiting = false
-			s.mu.Unlock()
+			s.stopWaiting()
 			return Event{}, ctx.Err()
 		}
 	}

@@ -67,18 +67,30 @@ func (s *Subscription) NextBefore(deadline time.Time) (ev Event, err error) {
 var lastDeadline = time.Unix(0, math.MaxInt64)
 
 // parkLocked marks the reader parked until deadline dl (on the deadline
-// queue's clock, 0 none)
-// and enters s into the deadline queue with dl when it has no entry there,
-// or one later than dl. s.mu must be held: the entry is made in the same
-// critical section that checked s has not ended, so that the end (which
-// removes the entry under s.mu) cannot fall between them and leave an
-// ended subscription queued until its deadline.
-func (s *Subscription) parkLocked(dl int64) {
+// queue's clock, 0 none) and enters s into the deadline queue with dl when
+// it has no entry there, or one later than dl; it returns false, parking nothing, when dl has
+// already passed (the reader then returns ErrTimeout). s.mu must be held:
+// the entry is made in the same critical section that checked s has not
+// ended, so that the end (which removes the entry under s.mu) cannot fall
+// between them and leave an ended subscription queued until its deadline.
+func (s *Subscription) parkLocked(dl int64) bool {
+	if dl != 0 && s.bus.waits.Now() >= dl {
+		return false
+	}
 	s.waiting, s.waitUntil = true, dl
 	if dl != 0 && (s.dlAt == 0 || dl < s.dlAt) {
 		s.dlAt = dl
 		s.bus.waits.Add(dl, &s.dl, s)
 	}
+	return true
+}
+
+// stopWaiting marks the reader no longer parked, as it leaves its wait
+// without a wake (its context, the pump's exit, a coalescing timer).
+func (s *Subscription) stopWaiting() {
+	s.mu.Lock()
+	s.waiting = false
+	s.mu.Unlock()
 }
 
 // ctxEnded is the subscribe context's watch (context.AfterFunc): it ends

@@ -1,7 +1,9 @@
 // Command testsummary runs go test and prints what a plain go test prints —
 // each package's ok or FAIL line, the output of failing tests, build errors —
 // followed by the tests that were skipped and why, which a plain go test
-// hides. `make test` runs it:
+// hides, and one closing line that counts the test results (subtests and
+// examples included): "tests: N passed, N failed, N skipped". `make test`
+// runs it:
 //
 //	go run ./internal/testsummary [-go go] [go test flags] packages…
 //

@@ -70,6 +70,9 @@ type summary struct {
 	buf    map[string][]string // package + "\x00" + test → its output lines so far
 	skips  []skip
 	failed bool
+	// passed and failedTests count test results (subtests and examples
+	// included, as go test -json reports them) for the closing line.
+	passed, failedTests int
 }
 
 func newSummary(w io.Writer) *summary {
@@ -112,6 +115,7 @@ func (s *summary) handle(ev event) {
 			s.failed = true
 			return
 		}
+		s.failedTests++
 		for _, l := range s.buf[key] {
 			if !framing(l) {
 				fmt.Fprint(s.w, l)
@@ -124,6 +128,9 @@ func (s *summary) handle(ev event) {
 		}
 		delete(s.buf, key)
 	case "pass":
+		if ev.Test != "" {
+			s.passed++
+		}
 		delete(s.buf, key)
 	}
 }
@@ -161,10 +168,13 @@ func reason(lines []string) string {
 	return strings.Join(parts, " ")
 }
 
-// printSkips lists the skipped tests, grouped by reason.
+// printSkips lists the skipped tests, grouped by reason, then closes with
+// one count line, "tests: N passed, N failed, N skipped".
 func (s *summary) printSkips() {
+	defer func() {
+		fmt.Fprintf(s.w, "tests: %d passed, %d failed, %d skipped\n", s.passed, s.failedTests, len(s.skips))
+	}()
 	if len(s.skips) == 0 {
-		fmt.Fprintln(s.w, "skipped: no test")
 		return
 	}
 	byReason := map[string][]string{}

@@ -10,7 +10,8 @@ import (
 
 // Issue 18.12: make test hid the skipped real-client tests. The summary
 // prints what a plain go test prints (ok and FAIL lines, a failing test's
-// output) and then every skipped test with its reason.
+// output), then every skipped test with its reason, and closes with the
+// counts.
 func TestSummaryKeepsPlainOutputAndListsSkips(t *testing.T) {
 	in := strings.Join([]string{
 		`{"Action":"start","Package":"m/a"}`,
@@ -44,5 +45,6 @@ func TestSummaryKeepsPlainOutputAndListsSkips(t *testing.T) {
 	assert.Equal(t, "ok  \tm/a\t0.01s\n"+
 		"    b_test.go:5: want 1, got 2\n--- FAIL: TestBad (0.00s)\nFAIL\nFAIL\tm/b\t0.02s\n"+
 		"skipped: 1 tests (a plain go test does not show them)\n"+
-		"  node not installed (run make e2e-deps)\n    m/a.TestNode\n", out.String())
+		"  node not installed (run make e2e-deps)\n    m/a.TestNode\n"+
+		"tests: 1 passed, 1 failed, 1 skipped\n", out.String())
 }

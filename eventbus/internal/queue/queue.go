@@ -37,6 +37,10 @@ const (
 	Evicted            // client_evicted queued last: the owner must end the subscriber
 )
 
+// Delivered reports whether the new record was queued: Queued, Warned and
+// DroppedOld.
+func (o Outcome) Delivered() bool { return o == Queued || o == Warned || o == DroppedOld }
+
 // The live limits count frames and bytes; both counters the publisher and
 // the consumer keep (what was queued, what was taken) pack the two into one
 // uint64 — frames in the top liveFrameBits bits, bytes below — so that the

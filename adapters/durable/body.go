@@ -1,0 +1,64 @@
+package durable
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+)
+
+// body reads r's body, up to MaxBodyBytes (413 beyond).
+func (h *Handler) body(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if r.ContentLength > h.opts.MaxBodyBytes {
+		return nil, errorf(http.StatusRequestEntityTooLarge, "body_too_large", "body of %d bytes is over the %d-byte limit", r.ContentLength, h.opts.MaxBodyBytes)
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
+	var mb *http.MaxBytesError
+	if errors.As(err, &mb) {
+		return nil, errorf(http.StatusRequestEntityTooLarge, "body_too_large", "body over the %d-byte limit", h.opts.MaxBodyBytes)
+	}
+	if err != nil {
+		return nil, errorf(http.StatusBadRequest, "invalid_body", "reading the body: %v", err)
+	}
+	return b, nil
+}
+
+// split turns an append's body into items: for a JSON stream each element
+// of a top-level array (one level flattened, PROTOCOL.md §9.1.2; an empty
+// array is refused on POST, allowed on PUT) or the single value; else the
+// bytes as one item.
+func (h *Handler) split(s *stream, body []byte, create bool) ([][]byte, error) {
+	if !s.json {
+		return [][]byte{body}, nil
+	}
+	if !json.Valid(body) {
+		return nil, errorf(http.StatusBadRequest, "invalid_json", "the body is not valid JSON")
+	}
+	trim := strings.TrimLeft(string(body), " \t\r\n")
+	if !strings.HasPrefix(trim, "[") {
+		return [][]byte{body}, nil
+	}
+	var arr []json.RawMessage
+	if err := json.Unmarshal(body, &arr); err != nil {
+		return nil, errorf(http.StatusBadRequest, "invalid_json", "the body is not valid JSON: %v", err)
+	}
+	if len(arr) == 0 && !create {
+		return nil, errorf(http.StatusBadRequest, "empty_array", "an empty JSON array appends nothing")
+	}
+	out := make([][]byte, len(arr))
+	for i, m := range arr {
+		out[i] = m
+	}
+	return out, nil
+}
+
+// mediaType is ct's media type, lower case, without parameters.
+func mediaType(ct string) string {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		mt, _, _ = strings.Cut(strings.ToLower(strings.TrimSpace(ct)), ";")
+	}
+	return strings.TrimSpace(mt)
+}

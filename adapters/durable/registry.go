@@ -1,0 +1,120 @@
+package durable
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// lookup returns the live stream named name: 404 when there is none (an
+// expired one is removed first), 410 when it is soft-deleted. A bus
+// session that exists without a record (created by another route) is
+// served as an application/json stream.
+func (h *Handler) lookup(name string) (*stream, error) {
+	s, ok := h.streams.Load(name)
+	if ok && s.expired(time.Now()) {
+		h.remove(s)
+		ok = false
+	}
+	if !ok {
+		if !h.bus.SessionExists(name) {
+			return nil, errorf(http.StatusNotFound, "not_found", "no stream %q", name)
+		}
+		h.mu.Lock()
+		if s, ok = h.streams.Load(name); !ok {
+			s = h.newStream(name, "application/json")
+			s.implicit = true
+			h.streams.Store(name, s)
+		}
+		h.mu.Unlock()
+	}
+	s.seen.Store(time.Now().UnixNano())
+	h.mu.Lock()
+	deleted := s.deleted
+	h.mu.Unlock()
+	if deleted {
+		return nil, errorf(http.StatusGone, "stream_deleted", "stream %q was deleted (its forks still read it)", name)
+	}
+	return s, nil
+}
+
+// newStream makes a record for session name of content type ct.
+func (h *Handler) newStream(name, ct string) *stream {
+	mt := mediaType(ct)
+	s := &stream{id: name, gen: h.gen.Add(1), ctype: ct, json: mt == "application/json"}
+	s.text = s.json || strings.HasPrefix(mt, "text/")
+	s.touch()
+	s.seen.Store(s.access.Load())
+	return s
+}
+
+// remove deletes s (DELETE, expiry, the sweep): a soft delete while forks
+// read it (its content is kept, frozen), else the record goes, its session
+// is closed (the bus frees it) and its source's reference drops, cascading
+// to a soft-deleted source.
+func (h *Handler) remove(s *stream) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.removeLocked(s)
+}
+
+// removeLocked is remove with h.mu held.
+func (h *Handler) removeLocked(s *stream) {
+	if cur, ok := h.streams.Load(s.id); !ok || cur != s {
+		return
+	}
+	if s.refs > 0 {
+		if !s.deleted {
+			s.deleted = true
+			s.mu.Lock()
+			_ = h.freeze(context.Background(), s)
+			s.mu.Unlock()
+		}
+		return
+	}
+	h.streams.Delete(s.id)
+	if s.frozen.Load() == nil {
+		_ = h.bus.CloseSession(s.id)
+	}
+	if src := s.src; src != nil {
+		src.refs--
+		if src.deleted && src.refs == 0 {
+			src.deleted = false
+			h.removeLocked(src)
+		}
+	}
+}
+
+// sweepEvery is the least time between two sweeps of the records.
+const sweepEvery = time.Second
+
+// maybeSweep runs sweep when sweepEvery has passed since the last one.
+func (h *Handler) maybeSweep() {
+	now := time.Now().UnixNano()
+	last := h.swept.Load()
+	if now-last >= int64(sweepEvery) && h.swept.CompareAndSwap(last, now) {
+		h.sweep(time.Unix(0, now))
+	}
+}
+
+// sweep drops the records nobody can read any more, so the handler's
+// memory follows the bus's: a stream past its TTL or expiry time (as a
+// request for it would); a record made for another route's session once
+// the bus no longer has that session (expired, closed and forgotten); and
+// a closed stream, whose content the handler holds, unseen for the bus's
+// SessionTTL (the time the bus remembers a closed session's id).
+func (h *Handler) sweep(now time.Time) {
+	idle := int64(h.bus.Options().SessionTTL)
+	h.streams.Range(func(_ string, s *stream) bool {
+		switch {
+		case s.expired(now):
+		case s.implicit && s.frozen.Load() == nil && !h.bus.SessionExists(s.id):
+		case s.frozen.Load() != nil && idle > 0 && now.UnixNano()-s.seen.Load() >= idle:
+		default:
+			return true
+		}
+		h.remove(s)
+		return true
+	})
+}
