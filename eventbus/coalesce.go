@@ -238,7 +238,7 @@ func (co *coalescing) flush() Event {
 }
 
 // nextMergedBefore is nextBefore for a coalescing subscription: it returns
-// ErrTimeout once the deadline dl (Unix ns, 0 none) has passed with nothing
+// ErrTimeout once the deadline dl (deadline queue clock, 0 none) has passed with nothing
 // due (NextBefore); a held group stays held.
 func (s *Subscription) nextMergedBefore(ctx context.Context, abandon <-chan struct{}, dl int64) (Event, error) {
 	co := s.co

@@ -51,7 +51,7 @@ type Subscription struct {
 	reason    error
 	ended     bool
 	dl        deadline.Slot // s's place in the bus's deadline queue (wait.go)
-	waitUntil int64         // the parked reader's deadline (Unix ns), 0 none
+	waitUntil int64         // the parked reader's deadline (waits.Now clock), 0 none
 	dlAt      int64         // the deadline of s's entry in the deadline queue, 0 none
 	done      chan struct{} // made on the first Done call
 	pump      *pumpState    // the Events pump, nil until Events is called
@@ -152,8 +152,9 @@ func (s *Subscription) next(ctx context.Context, abandon <-chan struct{}) (Event
 }
 
 // nextBefore is the one blocking read behind Next, NextBefore and the
-// Events pump: it also returns ErrTimeout once the deadline dl (Unix ns,
-// 0 none) has passed with nothing to hand out.
+// Events pump: it also returns ErrTimeout once the deadline dl (on the
+// bus's deadline queue clock, Bus.waits.Now; 0 none) has passed with
+// nothing to hand out.
 func (s *Subscription) nextBefore(ctx context.Context, abandon <-chan struct{}, dl int64) (ev Event, err error) {
 	if s.co != nil {
 		return s.nextMergedBefore(ctx, abandon, dl)

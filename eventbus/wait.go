@@ -33,23 +33,28 @@ var ErrTimeout = errors.New("eventbus: no frame before the deadline")
 // already queued for it — so a busy stream whose deadline moves on with
 // every write touches the queue about once per deadline interval, and an
 // idle one costs a queue slot (16 bytes), not a timer. A deadline may be
-// noticed up to the runtime timer's latency late, never early.
+// noticed up to the runtime timer's latency late, never early. Early and
+// late are as time.Time measures them: by the deadline's monotonic clock
+// reading when it has one (time.Now().Add(d) does), otherwise by the wall
+// clock at the call (as context.WithDeadline); a wall clock step after the
+// call moves no deadline.
 //
 // A coalescing subscription ([SubscribeOptions.Coalesce]) merges as Next
 // does; a group held in its Throttle window stays held across an
 // ErrTimeout. NextBefore must not be called concurrently with itself, Next,
 // TryNext, Events or All.
 func (s *Subscription) NextBefore(deadline time.Time) (ev Event, err error) {
-	var dl int64
+	var dl int64 // on the deadline queue's clock (monotonic), 0 none
 	switch {
 	case deadline.IsZero():
 	case deadline.After(lastDeadline):
-		// Beyond what Unix ns in an int64 hold (2262): as good as none.
-		// UnixNano would wrap it into the past.
-	case deadline.Before(firstDeadline):
-		dl = 1 // before 1970, possibly before 1678 (which UnixNano wraps into the future): past
+		// Beyond 2262: as good as none, as documented.
 	default:
-		dl = deadline.UnixNano()
+		// By its monotonic reading, not its wall reading: time.Now reads
+		// the two clocks one after the other, so a thread preempted in
+		// between (milliseconds on a loaded machine) leaves the wall
+		// reading earlier, and a wall clock step moves it.
+		dl = s.bus.waits.At(deadline)
 	}
 	// No caller context: the plain-receive path of nextBefore, woken by
 	// publishers, the deadline queue and the end of the subscription (its
@@ -57,22 +62,19 @@ func (s *Subscription) NextBefore(deadline time.Time) (ev Event, err error) {
 	return s.nextBefore(context.Background(), nil, dl)
 }
 
-// The deadlines NextBefore can keep as Unix ns: from 1 ns after 1970 (0
-// means none) to the largest int64.
-var (
-	firstDeadline = time.Unix(0, 1)
-	lastDeadline  = time.Unix(0, math.MaxInt64)
-)
+// lastDeadline is the last instant Unix nanoseconds in an int64 hold; a
+// later deadline is none (NextBefore).
+var lastDeadline = time.Unix(0, math.MaxInt64)
 
-// parkLocked marks the reader parked until deadline dl (Unix ns, 0 none)
-// and enters s into the deadline queue with dl when it has no entry there,
-// or one later than dl; it returns false, parking nothing, when dl has
+// parkLocked marks the reader parked until deadline dl (on the deadline
+// queue's clock, 0 none) and enters s into the deadline queue with dl when
+// it has no entry there, or one later than dl; it returns false, parking nothing, when dl has
 // already passed (the reader then returns ErrTimeout). s.mu must be held:
 // the entry is made in the same critical section that checked s has not
 // ended, so that the end (which removes the entry under s.mu) cannot fall
 // between them and leave an ended subscription queued until its deadline.
 func (s *Subscription) parkLocked(dl int64) bool {
-	if dl != 0 && time.Now().UnixNano() >= dl {
+	if dl != 0 && s.bus.waits.Now() >= dl {
 		return false
 	}
 	s.waiting, s.waitUntil = true, dl

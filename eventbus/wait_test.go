@@ -9,6 +9,7 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -200,6 +201,54 @@ func TestNextBeforeCoalescing(t *testing.T) {
 		assert.Equal(t, 2, r.ev.Count)
 		assert.Equal(t, start.Add(10*time.Second), r.at, "handed out when its window ends")
 	})
+}
+
+// wallShifted returns t with its wall clock reading moved by d and its
+// monotonic reading kept: what time.Now returns when its thread is
+// preempted between its two clock reads (the wall one first), or when the
+// wall clock is stepped. No API makes one, so it writes time.Time's
+// monotonic field (unsafe), and checks that it did what it says.
+func wallShifted(t *testing.T, at time.Time, d time.Duration) time.Time {
+	t.Helper()
+	require.Contains(t, at.String(), " m=", "needs a monotonic reading")
+	type timeLayout struct { // time.Time's fields
+		wall uint64
+		ext  int64 // the monotonic reading, when wall's top bit is set
+		loc  *time.Location
+	}
+	u := at.Add(d)
+	(*timeLayout)(unsafe.Pointer(&u)).ext = (*timeLayout)(unsafe.Pointer(&at)).ext
+	require.Zero(t, u.Sub(at), "same monotonic reading")
+	require.Equal(t, int64(d), u.UnixNano()-at.UnixNano(), "wall reading moved")
+	return u
+}
+
+// A deadline means what time.Time says it means: its monotonic reading.
+// time.Now reads the wall clock, then the monotonic one; under load the
+// thread can be preempted between the two, and the deadline then carries a
+// wall reading earlier than its monotonic one. NextBefore compared the
+// wall reading (UnixNano) with the wall clock, so it returned ErrTimeout
+// that much before the deadline (TestNextBeforeConcurrent failed with
+// "ErrTimeout 85µs before its deadline" about once in a hundred loaded
+// runs); a wall clock step moved deadlines too. Here the readings are
+// pulled apart by an hour, so the wall reading alone says long past (or an
+// hour away). On the real clock: a synctest bubble's times have no
+// monotonic reading (there NextBefore measures by the wall clock, as
+// TestNextBeforeTimesOutAtTheDeadlineNotBefore checks).
+func TestNextBeforeMeasuresTheDeadlineByItsMonotonicReading(t *testing.T) {
+	b := newBus(t, eventbus.Options{})
+	s := subscribe(t, b, "s1", eventbus.SubscribeOptions{NoReplay: true})
+	for _, skew := range []time.Duration{-time.Hour, time.Hour} {
+		deadline := wallShifted(t, time.Now().Add(100*time.Millisecond), skew)
+		var r waitResult
+		select {
+		case r = <-nextBefore(s, deadline):
+		case <-time.After(waitFor):
+			t.Fatalf("wall reading moved by %v: no return within %v of a 100 ms deadline", skew, waitFor)
+		}
+		require.ErrorIs(t, r.err, eventbus.ErrTimeout, "wall reading moved by %v", skew)
+		assert.False(t, r.at.Before(deadline), "wall reading moved by %v: returned %v before the deadline", skew, deadline.Sub(r.at))
+	}
 }
 
 // latestWins merges every "msg" event into the last one.

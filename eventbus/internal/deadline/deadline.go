@@ -1,6 +1,7 @@
 package deadline
 
 import (
+	"math"
 	"sync"
 	"time"
 )
@@ -14,19 +15,22 @@ type Slot struct{ idx int32 } // position+1 in the heap, 0 none
 // must make sure no Add, Remove or firing runs at the same time (tests).
 func (s *Slot) Queued() bool { return s.idx != 0 }
 
-// Queue holds at most one entry per [Slot], each with a deadline in Unix
-// nanoseconds. The zero value is not usable: make one with [New]. All
+// Queue holds at most one entry per [Slot], each with a deadline on the
+// queue's own clock ([Queue.Now]: nanoseconds on the monotonic clock since
+// New; [Queue.At] converts a time.Time). The zero value is not usable:
+// make one with [New]. All
 // methods are safe for concurrent use; wake is never called with the
 // queue's lock held, so it may Add (re-enter a waiter whose deadline moved
 // on) and Remove.
 type Queue[T any] struct {
 	wake func(v T, at, now int64)
+	base time.Time // the clock's origin (Now), with its monotonic reading
 
 	mu     sync.Mutex
 	closed bool      // Close: no timer is set any more
 	h      []item[T] // min-heap by at; h[i].slot.idx == i+1
 	timer  *time.Timer
-	at     int64 // when the timer is set to fire (Unix ns), 0 not set
+	at     int64 // when the timer is set to fire (queue clock), 0 not set
 }
 
 type item[T any] struct {
@@ -36,9 +40,35 @@ type item[T any] struct {
 }
 
 // New returns an empty queue that calls wake(v, at, now) for each entry
-// (v, at) once at ≤ now, after taking the entry out of the queue.
+// (v, at) once at ≤ now (both on the queue's clock), after taking the entry
+// out of the queue.
 func New[T any](wake func(v T, at, now int64)) *Queue[T] {
-	return &Queue[T]{wake: wake}
+	return &Queue[T]{wake: wake, base: time.Now()}
+}
+
+// Now returns the queue's clock: nanoseconds since New on the monotonic
+// clock, plus one (so it is never 0, which callers may use for "none").
+// It is the clock the timer runs on: a wall clock step moves nothing, and
+// an entry is never taken out before Now has reached its deadline. In a
+// testing/synctest bubble (a queue made there) it is the bubble's clock.
+func (q *Queue[T]) Now() int64 { return int64(time.Since(q.base)) + 1 }
+
+// At returns instant t on the queue's clock, as time.Time's own methods
+// measure it: by t's monotonic clock reading when it has one (time.Now and
+// what Add derives from it), otherwise by the wall clock at the call (as
+// time.Until, context.WithDeadline). It saturates at the int64 range and
+// is at least 1: an instant before New is already past.
+func (q *Queue[T]) At(t time.Time) int64 {
+	now := time.Now()
+	elapsed := now.Sub(q.base) + 1 // monotonic: both are time.Now readings
+	d := t.Sub(now)                // saturates at ±292 years
+	switch {
+	case d > 0 && d > math.MaxInt64-elapsed:
+		return math.MaxInt64
+	case d < 1-elapsed:
+		return 1
+	}
+	return int64(elapsed + d)
 }
 
 // Add queues v at deadline at in slot s, or moves s's entry earlier to at
@@ -101,7 +131,7 @@ func (q *Queue[T]) fire() {
 	var buf [16]item[T]
 	due := buf[:0]
 	q.mu.Lock()
-	now := time.Now().UnixNano()
+	now := q.Now()
 	for len(q.h) > 0 && q.h[0].at <= now {
 		due = append(due, q.h[0])
 		q.removeAt(0)
@@ -121,7 +151,7 @@ func (q *Queue[T]) fire() {
 
 // armLocked sets the timer to fire at at. q.mu must be held.
 func (q *Queue[T]) armLocked(at int64) {
-	wait := time.Duration(at - time.Now().UnixNano())
+	wait := time.Duration(at - q.Now())
 	if q.timer == nil {
 		q.timer = time.AfterFunc(wait, q.fire)
 	} else {

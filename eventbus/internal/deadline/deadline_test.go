@@ -1,6 +1,7 @@
 package deadline
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -42,7 +43,7 @@ func TestQueueFiresDueEntriesInOrder(t *testing.T) {
 			mu.Unlock()
 			assert.LessOrEqual(t, at, now, "never early")
 		})
-		start := time.Now().UnixNano()
+		start := q.Now()
 		ws := make([]*waiter, 50)
 		for i := range ws {
 			ws[i] = &waiter{name: i}
@@ -90,12 +91,12 @@ func TestQueueReenterAndClose(t *testing.T) {
 				q.Add(at+int64(time.Second), &w.slot, w)
 			}
 		})
-		start := time.Now().UnixNano()
+		start := q.Now()
 		q.Add(start+int64(time.Second), &w.slot, w)
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
 		assert.Equal(t, []int64{start + 1e9, start + 2e9, start + 3e9}, fired)
-		q.Add(time.Now().UnixNano()+int64(time.Second), &w.slot, w)
+		q.Add(q.Now()+int64(time.Second), &w.slot, w)
 		q.Close()
 		assert.True(t, q.Closed())
 		time.Sleep(10 * time.Second)
@@ -113,7 +114,7 @@ func TestQueueHeapInvariant(t *testing.T) {
 	for i := range ws {
 		ws[i] = &waiter{name: i}
 	}
-	far := time.Now().Add(time.Hour).UnixNano()
+	far := q.Now() + int64(time.Hour)
 	r := rand.New(rand.NewPCG(1, 2))
 	for range 5000 {
 		w := ws[r.IntN(len(ws))]
@@ -138,4 +139,22 @@ func TestQueueHeapInvariant(t *testing.T) {
 	}
 	q.mu.Unlock()
 	assert.Equal(t, slices.Min(ats), ats[0])
+}
+
+// At puts an instant on the queue's clock (Now): exactly, within a bubble;
+// an instant before New is 1 (past, never the 0 callers use for none), one
+// beyond the int64 range the largest.
+func TestQueueAt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := New(func(*waiter, int64, int64) {})
+		defer q.Close()
+		time.Sleep(time.Minute)
+		now := q.Now()
+		assert.Equal(t, int64(time.Minute)+1, now, "ns since New, plus one")
+		assert.Equal(t, now+int64(time.Second), q.At(time.Now().Add(time.Second)))
+		assert.Equal(t, now-int64(time.Second), q.At(time.Now().Add(-time.Second)))
+		assert.Equal(t, int64(1), q.At(time.Now().Add(-time.Hour)))
+		assert.Equal(t, int64(1), q.At(time.Time{}))
+		assert.Equal(t, int64(math.MaxInt64), q.At(time.Unix(1<<62, 0)))
+	})
 }
