@@ -3,6 +3,7 @@ package eventbus
 import (
 	"time"
 
+	"github.com/replaybus/replaybus/eventbus/producer"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -92,7 +93,7 @@ type PublishOption func(*publishOptions)
 type publishOptions struct {
 	origin   string
 	existing bool
-	producer *Producer // WithProducer (producer.go)
+	producer *producer.Stamp // WithProducer (producer.go)
 }
 
 // Existing makes Publish refuse, with ErrSessionNotFound, a session the bus

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/producer"
 )
 
 // replayIDs returns the ids session's replay buffer holds.
@@ -35,13 +36,13 @@ func replayIDs(t *testing.T, b *eventbus.Bus, session string) []uint64 {
 // acknowledged with ErrDuplicate naming the stored event, and stored once.
 func TestProducerRetryAfterLostAckIsStoredOnce(t *testing.T) {
 	b := newBus(t, eventbus.Options{})
-	p := eventbus.Producer{ID: "writer-1", Epoch: 0, Seq: 0}
+	p := producer.Stamp{ID: "writer-1", Epoch: 0, Seq: 0}
 	ev, err := b.PublishJSON("s", "msg", []byte(`{"n":1}`), eventbus.WithProducer(p))
 	require.NoError(t, err)
 	// The ack was lost: the producer sends the same publish again.
 	again, err := b.PublishJSON("s", "msg", []byte(`{"n":1}`), eventbus.WithProducer(p))
-	require.ErrorIs(t, err, eventbus.ErrDuplicate)
-	var pe *eventbus.ProducerError
+	require.ErrorIs(t, err, producer.ErrDuplicate)
+	var pe *producer.Error
 	require.ErrorAs(t, err, &pe)
 	assert.Equal(t, ev.ID, pe.LastID, "the duplicate names the event that was stored")
 	assert.Equal(t, uint64(0), pe.LastSeq)
@@ -51,7 +52,7 @@ func TestProducerRetryAfterLostAckIsStoredOnce(t *testing.T) {
 	require.NoError(t, err)
 	p.Seq = 0 // an older retry still within the epoch
 	_, err = b.PublishJSON("s", "msg", []byte(`{"n":1}`), eventbus.WithProducer(p))
-	require.ErrorIs(t, err, eventbus.ErrDuplicate)
+	require.ErrorIs(t, err, producer.ErrDuplicate)
 	assert.Equal(t, []uint64{ev.ID, ev.ID + 1}, replayIDs(t, b, "s"))
 }
 
@@ -60,22 +61,22 @@ func TestProducerRetryAfterLostAckIsStoredOnce(t *testing.T) {
 // epoch in force, and stores nothing.
 func TestProducerStaleEpochIsFenced(t *testing.T) {
 	b := newBus(t, eventbus.Options{})
-	old := eventbus.Producer{ID: "writer", Epoch: 1, Seq: 0}
+	old := producer.Stamp{ID: "writer", Epoch: 1, Seq: 0}
 	_, err := b.PublishJSON("s", "msg", []byte(`1`), eventbus.WithProducer(old))
 	require.NoError(t, err)
-	fresh := eventbus.Producer{ID: "writer", Epoch: 2, Seq: 0}
+	fresh := producer.Stamp{ID: "writer", Epoch: 2, Seq: 0}
 	_, err = b.PublishJSON("s", "msg", []byte(`2`), eventbus.WithProducer(fresh))
 	require.NoError(t, err)
 	old.Seq = 1
 	_, err = b.PublishJSON("s", "msg", []byte(`3`), eventbus.WithProducer(old))
-	require.ErrorIs(t, err, eventbus.ErrStaleEpoch)
-	var pe *eventbus.ProducerError
+	require.ErrorIs(t, err, producer.ErrStaleEpoch)
+	var pe *producer.Error
 	require.ErrorAs(t, err, &pe)
 	assert.Equal(t, uint64(2), pe.Epoch)
 	assert.Contains(t, err.Error(), `"writer"`)
 	assert.Len(t, replayIDs(t, b, "s"), 2)
 	// A new epoch must start at sequence 0.
-	_, err = b.PublishJSON("s", "msg", []byte(`4`), eventbus.WithProducer(eventbus.Producer{ID: "writer", Epoch: 3, Seq: 5}))
+	_, err = b.PublishJSON("s", "msg", []byte(`4`), eventbus.WithProducer(producer.Stamp{ID: "writer", Epoch: 3, Seq: 5}))
 	require.ErrorIs(t, err, eventbus.ErrInvalid)
 }
 
@@ -83,13 +84,13 @@ func TestProducerStaleEpochIsFenced(t *testing.T) {
 // sequence; the expected one is then accepted.
 func TestProducerSequenceGapNamesExpected(t *testing.T) {
 	b := newBus(t, eventbus.Options{})
-	p := eventbus.Producer{ID: "w", Epoch: 0, Seq: 0}
+	p := producer.Stamp{ID: "w", Epoch: 0, Seq: 0}
 	_, err := b.PublishJSON("s", "msg", []byte(`0`), eventbus.WithProducer(p))
 	require.NoError(t, err)
 	p.Seq = 3
 	_, err = b.PublishJSON("s", "msg", []byte(`3`), eventbus.WithProducer(p))
-	require.ErrorIs(t, err, eventbus.ErrSequenceGap)
-	var pe *eventbus.ProducerError
+	require.ErrorIs(t, err, producer.ErrSequenceGap)
+	var pe *producer.Error
 	require.ErrorAs(t, err, &pe)
 	assert.Equal(t, uint64(1), pe.Expected)
 	assert.Contains(t, err.Error(), "expected 1")
@@ -98,8 +99,8 @@ func TestProducerSequenceGapNamesExpected(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, replayIDs(t, b, "s"), 2)
 	// A producer unknown to the session starts at 0.
-	_, err = b.PublishJSON("s", "msg", []byte(`"x"`), eventbus.WithProducer(eventbus.Producer{ID: "new", Seq: 2}))
-	require.ErrorIs(t, err, eventbus.ErrSequenceGap)
+	_, err = b.PublishJSON("s", "msg", []byte(`"x"`), eventbus.WithProducer(producer.Stamp{ID: "new", Seq: 2}))
+	require.ErrorIs(t, err, producer.ErrSequenceGap)
 }
 
 // Producers are per session, independent of each other, and concurrent
@@ -113,13 +114,13 @@ func TestProducerConcurrentRetriesStoreOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := b.PublishJSON("s", "msg", []byte(`0`), eventbus.WithProducer(eventbus.Producer{ID: "w"}))
+			_, err := b.PublishJSON("s", "msg", []byte(`0`), eventbus.WithProducer(producer.Stamp{ID: "w"}))
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
 			case err == nil:
 				stored++
-			case errors.Is(err, eventbus.ErrDuplicate):
+			case errors.Is(err, producer.ErrDuplicate):
 				dups++
 			}
 		}()
@@ -127,20 +128,20 @@ func TestProducerConcurrentRetriesStoreOnce(t *testing.T) {
 	wg.Wait()
 	assert.Equal(t, 1, stored)
 	assert.Equal(t, 7, dups)
-	_, err := b.PublishJSON("t", "msg", []byte(`0`), eventbus.WithProducer(eventbus.Producer{ID: "w"}))
+	_, err := b.PublishJSON("t", "msg", []byte(`0`), eventbus.WithProducer(producer.Stamp{ID: "w"}))
 	require.NoError(t, err, "another session has its own record")
 }
 
 // CheckProducer answers as a publish would, and records nothing.
 func TestCheckProducer(t *testing.T) {
 	b := newBus(t, eventbus.Options{})
-	p := eventbus.Producer{ID: "w"}
+	p := producer.Stamp{ID: "w"}
 	require.NoError(t, b.CreateSession("s", ""))
 	require.NoError(t, b.CheckProducer("s", p))
 	require.NoError(t, b.CheckProducer("s", p), "nothing recorded")
 	_, err := b.PublishJSON("s", "msg", []byte(`0`), eventbus.WithProducer(p))
 	require.NoError(t, err)
-	require.ErrorIs(t, b.CheckProducer("s", p), eventbus.ErrDuplicate)
+	require.ErrorIs(t, b.CheckProducer("s", p), producer.ErrDuplicate)
 	require.ErrorIs(t, b.CheckProducer("nope", p), eventbus.ErrSessionNotFound)
 }
 
@@ -152,10 +153,10 @@ func ExampleWithProducer() {
 	b, _ := eventbus.New(eventbus.Options{})
 	defer b.Close()
 	pub := func(epoch, seq uint64, text string) {
-		ev, err := b.Publish("chat", "msg", text, eventbus.WithProducer(eventbus.Producer{ID: "writer", Epoch: epoch, Seq: seq}))
-		var pe *eventbus.ProducerError
+		ev, err := b.Publish("chat", "msg", text, eventbus.WithProducer(producer.Stamp{ID: "writer", Epoch: epoch, Seq: seq}))
+		var pe *producer.Error
 		switch {
-		case errors.As(err, &pe) && errors.Is(err, eventbus.ErrDuplicate):
+		case errors.As(err, &pe) && errors.Is(err, producer.ErrDuplicate):
 			fmt.Printf("%s: duplicate of event %d\n", text, pe.LastID)
 		case err != nil:
 			fmt.Printf("%s: %v\n", text, err)

@@ -41,6 +41,7 @@ import (
 	"encoding/json"
 
 	"github.com/replaybus/replaybus/eventbus/frame"
+	"github.com/replaybus/replaybus/eventbus/producer"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -146,7 +147,7 @@ func checkEvent(sessionID, typ string) error {
 
 // publishOpts applies opts (nil ones ignored) and returns the origin and
 // whether a missing session is created.
-func publishOpts(opts []PublishOption) (origin string, create bool, p *Producer) {
+func publishOpts(opts []PublishOption) (origin string, create bool, p *producer.Stamp) {
 	if len(opts) == 0 {
 		return "", true, nil
 	}
@@ -186,7 +187,7 @@ func (b *Bus) publish(sessionID, typ string, raw []byte, origin string, create b
 
 // publishLocal is publish on the in-memory bus (memWriter): the id is
 // taken here, under the tree lock, as the event is appended and fanned out.
-func (b *Bus) publishLocal(sessionID, typ string, raw []byte, origin string, create bool, p *Producer) (Event, error) {
+func (b *Bus) publishLocal(sessionID, typ string, raw []byte, origin string, create bool, p *producer.Stamp) (Event, error) {
 	r := &record{Type: typ, Data: raw, Ext: originRef(origin), Nanos: b.nowNanos()}
 	f := fan{wakes: wakeLists.Get().(*[]*Subscription)}
 	defer f.release() // the wake-ups, once no lock is held

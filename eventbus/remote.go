@@ -8,6 +8,7 @@ import (
 
 	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/eventbus/internal/hook"
+	"github.com/replaybus/replaybus/eventbus/producer"
 )
 
 // remote is what the bus needs of the backend a bus of package
@@ -302,7 +303,7 @@ func (b *Bus) preparePublish(sessionID, typ string, data any, opts []PublishOpti
 	}
 	origin, create, p := publishOpts(opts) // Existing and WithOrigin, as Publish
 	if p != nil {
-		return Event{}, nil, ErrProducerUnsupported // a backend's pipeline: not checked, so refused
+		return Event{}, nil, producer.ErrUnsupported // a backend's pipeline: not checked, so refused
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -75,12 +75,6 @@ type pumpState struct {
 // ID returns the subscriber's id, unique within the bus.
 func (s *Subscription) ID() uint64 { return s.id }
 
-// Session returns the id of the session subscribed to.
-func (s *Subscription) Session() string { return s.sess.id }
-
-// Scope returns the subscription's scope.
-func (s *Subscription) Scope() scope.Kind { return s.kind }
-
 // Err returns nil while the subscription is live, and afterwards why it
 // ended: ErrSessionClosed, ErrEvicted, ErrClosed, ErrUnsubscribed or the
 // context's error — or, on a bus over a backend, backend.ErrBackend

@@ -96,7 +96,7 @@ func (b *Bus) SendTo(typ string, data any, subs ...*Subscription) error {
 			continue
 		}
 		if s.bus != b {
-			errs = append(errs, &sendError{subscriber: s.id, session: s.Session(),
+			errs = append(errs, &sendError{subscriber: s.id, session: s.sess.id,
 				err: fmt.Errorf("%w: subscription of another bus", ErrInvalid)})
 			continue
 		}

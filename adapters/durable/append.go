@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/producer"
 )
 
 // maxProducerInt is the largest Producer-Epoch and Producer-Seq accepted:
@@ -53,8 +54,8 @@ func parseProducer(r *http.Request) (*producerReq, error) {
 }
 
 // bus is p as the bus's producer tuple.
-func (p *producerReq) bus() eventbus.Producer {
-	return eventbus.Producer{ID: p.id, Epoch: p.epoch, Seq: p.seq}
+func (p *producerReq) bus() producer.Stamp {
+	return producer.Stamp{ID: p.id, Epoch: p.epoch, Seq: p.seq}
 }
 
 // producerAnswer maps the bus's verdict on p (eventbus.WithProducer,
@@ -64,16 +65,16 @@ func (p *producerReq) bus() eventbus.Producer {
 // expected and received sequences), a new epoch not at 0 (400). Other
 // errors come back as they are.
 func producerAnswer(err error, p *producerReq) (dup bool, lastSeq uint64, ans error) {
-	var pe *eventbus.ProducerError
+	var pe *producer.Error
 	switch {
 	case err == nil:
 		return false, p.seq, nil
-	case errors.As(err, &pe) && errors.Is(err, eventbus.ErrDuplicate):
+	case errors.As(err, &pe) && errors.Is(err, producer.ErrDuplicate):
 		return true, pe.LastSeq, nil
-	case errors.As(err, &pe) && errors.Is(err, eventbus.ErrStaleEpoch):
+	case errors.As(err, &pe) && errors.Is(err, producer.ErrStaleEpoch):
 		return false, 0, errorf(http.StatusForbidden, "stale_producer_epoch", "%v", err).
 			with(HeaderProducerEp, strconv.FormatUint(pe.Epoch, 10))
-	case errors.As(err, &pe) && errors.Is(err, eventbus.ErrSequenceGap):
+	case errors.As(err, &pe) && errors.Is(err, producer.ErrSequenceGap):
 		return false, 0, errorf(http.StatusConflict, "producer_seq_gap", "%v", err).
 			with(HeaderExpectedSeq, strconv.FormatUint(pe.Expected, 10)).with(HeaderReceivedSeq, strconv.FormatUint(p.seq, 10))
 	case errors.Is(err, eventbus.ErrInvalid):

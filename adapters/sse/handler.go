@@ -265,7 +265,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.o.OnSubscribe != nil {
 		h.o.OnSubscribe(r, sub)
 	}
-	reason := h.stream(ctx, w, sub, enc, st, live, start)
+	reason := h.stream(ctx, w, sub, sessionID, enc, st, live, start)
 	if h.o.Logger != nil {
 		h.o.Logger.LogAttrs(ctx, slog.LevelDebug, "sse: stream ended",
 			slog.String("session", sessionID), slog.String("remote", r.RemoteAddr), slog.Any("reason", reason))
@@ -302,7 +302,7 @@ func (h *Handler) goAway(w http.ResponseWriter) {
 // stream writes the answer headers, the retry line, the stream_start frame
 // of a live-only stream (see [resume.TypeStreamStart]) and then every frame of sub,
 // with heartbeats in the gaps, until something ends it; it returns why.
-func (h *Handler) stream(ctx context.Context, w http.ResponseWriter, sub *eventbus.Subscription, enc EncodeOptions, st *streamState, live bool, start uint64) error {
+func (h *Handler) stream(ctx context.Context, w http.ResponseWriter, sub *eventbus.Subscription, sessionID string, enc EncodeOptions, st *streamState, live bool, start uint64) error {
 	hd := w.Header()
 	hd.Set("Content-Type", "text/event-stream")
 	hd.Set("Cache-Control", "no-cache, no-transform")
@@ -317,7 +317,7 @@ func (h *Handler) stream(ctx context.Context, w http.ResponseWriter, sub *eventb
 		head = appendRetry(head, h.retry)
 	}
 	if live {
-		head = appendStart(head, sub.Session(), start, h.bus.Epoch(), enc.Epoch)
+		head = appendStart(head, sessionID, start, h.bus.Epoch(), enc.Epoch)
 	}
 	sw.begin()
 	if err := sw.end(writeAll(w, head)); err != nil { // also sends the headers

@@ -89,7 +89,7 @@ func (s *suite) next(t *testing.T, sub *eventbus.Subscription) eventbus.Event {
 	ctx, cancel := context.WithTimeout(context.Background(), s.wait)
 	defer cancel()
 	ev, err := sub.Next(ctx)
-	require.NoError(t, err, "waiting for a frame on %s", sub.Session())
+	require.NoError(t, err, "waiting for a frame")
 	return ev
 }
 
