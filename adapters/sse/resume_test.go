@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -497,34 +498,14 @@ func TestClientResumesAfterEviction(t *testing.T) {
 // epoch_reset).
 func TestClientEpochFollowsCursor(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	var seen []http.Header
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		i := len(seen)
-		seen = append(seen, r.Header.Clone())
-		mu.Unlock()
-		switch i {
-		case 0: // the old server delivers id 5
-			w.Header().Set("Content-Type", "text/event-stream")
-			w.Header().Set(resume.HeaderEpoch, "OLD")
-			_, _ = io.WriteString(w, "id: 5\nevent: t\ndata: {\"v\":1,\"id\":5,\"type\":\"t\",\"session\":\"s1\"}\n\n")
-		case 1: // the restarted server answers, then the connection drops
+	got, seen, err := scriptedResumes(t,
+		oldServerID5,
+		func(w http.ResponseWriter) { // the restarted server answers, then the connection drops
 			w.Header().Set("Content-Type", "text/event-stream")
 			w.Header().Set(resume.HeaderEpoch, "NEW")
-		default:
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusGone)
-			_, _ = io.WriteString(w, `{"code":"session_closed","message":"closed"}`)
-		}
-	}))
-	defer ts.Close()
-	c := &sse.Client{Retry: time.Millisecond, MaxBackoff: time.Millisecond}
-	got, err := readAll(t, c.Subscribe(t.Context(), ts.URL+"/session/s1/events", sse.StreamOptions{}))
+		})
 	require.Error(t, err)
 	require.Len(t, got, 1)
-	mu.Lock()
-	defer mu.Unlock()
 	require.Len(t, seen, 3)
 	assert.Equal(t, "5", seen[2].Get("Last-Event-ID"))
 	assert.Equal(t, "OLD", seen[2].Get(resume.HeaderEpoch), "the epoch of the cursor, not of the empty connection")
@@ -538,39 +519,20 @@ func TestClientEpochFollowsCursor(t *testing.T) {
 // first events without an epoch_reset. The epoch follows the next real id.
 func TestClientEpochStaysWithCursorOverSyntheticFrames(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	var seen []http.Header
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		i := len(seen)
-		seen = append(seen, r.Header.Clone())
-		mu.Unlock()
-		switch i {
-		case 0: // the old server delivers id 5
-			w.Header().Set("Content-Type", "text/event-stream")
-			w.Header().Set(resume.HeaderEpoch, "OLD")
-			_, _ = io.WriteString(w, "id: 5\nevent: t\ndata: {\"v\":1,\"id\":5,\"type\":\"t\",\"session\":\"s1\"}\n\n")
-		case 1: // the restarted server says epoch_reset, then the connection drops
+	got, seen, err := scriptedResumes(t,
+		oldServerID5,
+		func(w http.ResponseWriter) { // the restarted server says epoch_reset, then the connection drops
 			w.Header().Set("Content-Type", "text/event-stream")
 			w.Header().Set(resume.HeaderEpoch, "NEW")
 			_, _ = io.WriteString(w, "event: state_resync_required\ndata: {\"v\":1,\"id\":0,\"type\":\"state_resync_required\",\"session\":\"s1\",\"data\":{\"reason\":\"epoch_reset\",\"lastDeliveredId\":5,\"epoch\":\"NEW\"}}\n\n")
-		case 2: // it delivers its id 5 (the same text as the old cursor)
+		},
+		func(w http.ResponseWriter) { // it delivers its id 5 (the same text as the old cursor)
 			w.Header().Set("Content-Type", "text/event-stream")
 			w.Header().Set(resume.HeaderEpoch, "NEW")
 			_, _ = io.WriteString(w, "id: 5\nevent: t\ndata: {\"v\":1,\"id\":5,\"type\":\"t\",\"session\":\"s1\"}\n\n")
-		default:
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusGone)
-			_, _ = io.WriteString(w, `{"code":"session_closed","message":"closed"}`)
-		}
-	}))
-	defer ts.Close()
-	c := &sse.Client{Retry: time.Millisecond, MaxBackoff: time.Millisecond}
-	got, err := readAll(t, c.Subscribe(t.Context(), ts.URL+"/session/s1/events", sse.StreamOptions{}))
+		})
 	require.Error(t, err)
 	require.Len(t, got, 3)
-	mu.Lock()
-	defer mu.Unlock()
 	require.Len(t, seen, 4)
 	assert.Equal(t, "5", seen[2].Get("Last-Event-ID"))
 	assert.Equal(t, "OLD", seen[2].Get(resume.HeaderEpoch), "a frame without an id leaves cursor and epoch together")
@@ -647,4 +609,41 @@ func TestClientRetriesNotFoundAfterRestart(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "after", ev.Type)
 	assert.Positive(t, notFound.Load(), "the restarted server answered 404 at least once")
+}
+
+// oldServerID5 is the first answer of a scripted restart: the old server
+// (epoch OLD) delivers id 5.
+func oldServerID5(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set(resume.HeaderEpoch, "OLD")
+	_, _ = io.WriteString(w, "id: 5\nevent: t\ndata: {\"v\":1,\"id\":5,\"type\":\"t\",\"session\":\"s1\"}\n\n")
+}
+
+// scriptedResumes runs an sse.Client against a server whose n-th
+// connection gets answers[n] and every later one a 410 session_closed (which
+// ends the client), and returns what the client read, the request headers
+// of every connection in order, and how the client ended.
+func scriptedResumes(t *testing.T, answers ...func(http.ResponseWriter)) ([]eventbus.Event, []http.Header, error) {
+	t.Helper()
+	var mu sync.Mutex
+	var seen []http.Header
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		i := len(seen)
+		seen = append(seen, r.Header.Clone())
+		mu.Unlock()
+		if i < len(answers) {
+			answers[i](w)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusGone)
+		_, _ = io.WriteString(w, `{"code":"session_closed","message":"closed"}`)
+	}))
+	defer ts.Close()
+	c := &sse.Client{Retry: time.Millisecond, MaxBackoff: time.Millisecond}
+	got, err := readAll(t, c.Subscribe(t.Context(), ts.URL+"/session/s1/events", sse.StreamOptions{}))
+	mu.Lock()
+	defer mu.Unlock()
+	return got, slices.Clone(seen), err
 }
