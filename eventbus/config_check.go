@@ -1,6 +1,7 @@
 package eventbus
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -37,38 +38,22 @@ var (
 // WithDefaults returns c with every zero field replaced by its default:
 // ReplayBufferSize 100, MaxQueueSize 1000, MaxQueuedBytes 2 MiB,
 // MaxSubscribers 64, SessionTTL 1h, ReplayBudgetBytes 8 MiB,
-// ClosedRetention 10m, MaxRetained 1000. OverflowPolicy stays zero: "" is not a policy but "apply the default
-// rule" (drop_oldest in process, drop_subscriber for streams; see
-// Options.OverflowPolicy), which only the subscriber's side can apply.
-// DroppableTypes (default none) and DisableSlowClientWarning (default
-// false) have no zero to replace. Negative
-// values are kept, for [Options.Validate] to refuse. c is not modified; the
+// ClosedRetention 10m, MaxRetained 1000. OverflowPolicy stays zero: "" is
+// not a policy but "apply the default rule" (drop_oldest in process,
+// drop_subscriber for streams; see Options.OverflowPolicy), which only the
+// subscriber's side can apply. DroppableTypes (default none) and
+// DisableSlowClientWarning (default false) have no zero to replace.
+// Negative values are kept, for [Options.Validate] to refuse. c is not modified; the
 // returned Options shares c's DroppableTypes slice.
 func (c Options) WithDefaults() Options {
-	if c.ReplayBufferSize == 0 {
-		c.ReplayBufferSize = defaultReplayBufferSize
-	}
-	if c.MaxQueueSize == 0 {
-		c.MaxQueueSize = defaultMaxQueueSize
-	}
-	if c.MaxQueuedBytes == 0 {
-		c.MaxQueuedBytes = defaultMaxQueuedBytes
-	}
-	if c.MaxSubscribers == 0 {
-		c.MaxSubscribers = defaultMaxSubscribers
-	}
-	if c.SessionTTL == 0 {
-		c.SessionTTL = defaultSessionTTL
-	}
-	if c.ReplayBudgetBytes == 0 {
-		c.ReplayBudgetBytes = defaultReplayBudgetBytes
-	}
-	if c.ClosedRetention == 0 {
-		c.ClosedRetention = defaultClosedRetention
-	}
-	if c.MaxRetained == 0 {
-		c.MaxRetained = defaultMaxRetained
-	}
+	c.ReplayBufferSize = cmp.Or(c.ReplayBufferSize, defaultReplayBufferSize)
+	c.MaxQueueSize = cmp.Or(c.MaxQueueSize, defaultMaxQueueSize)
+	c.MaxQueuedBytes = cmp.Or(c.MaxQueuedBytes, defaultMaxQueuedBytes)
+	c.MaxSubscribers = cmp.Or(c.MaxSubscribers, defaultMaxSubscribers)
+	c.SessionTTL = cmp.Or(c.SessionTTL, defaultSessionTTL)
+	c.ReplayBudgetBytes = cmp.Or(c.ReplayBudgetBytes, defaultReplayBudgetBytes)
+	c.ClosedRetention = cmp.Or(c.ClosedRetention, defaultClosedRetention)
+	c.MaxRetained = cmp.Or(c.MaxRetained, defaultMaxRetained)
 	return c
 }
 
