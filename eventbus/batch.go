@@ -121,17 +121,20 @@ func (s *Subscription) replayInto(buf []Event) int {
 	}
 	n := 0
 	for n < len(buf) {
-		r := s.rd.NextReplay()
-		if r == nil {
+		recs := s.rd.NextReplays(len(buf) - n)
+		if recs == nil {
 			break
 		}
-		if r.ID <= s.lastSeen {
-			s.bus.cnt.guarded.Add(1)
-			continue
+		for _, r := range recs {
+			if r.ID <= s.lastSeen {
+				s.bus.cnt.guarded.Add(1)
+				continue
+			}
+			s.lastSeen = r.ID
+			fillEvent(&buf[n], r, true)
+			n++
 		}
-		s.lastSeen = r.ID
-		fillEvent(&buf[n], r, true)
-		n++
+		clear(recs) // let the data go once read
 	}
 	return n
 }

@@ -365,6 +365,24 @@ func (rd *Reader) NextReplay() *Record {
 	return r
 }
 
+// NextReplays returns the next records of the replay snapshot, at most
+// max, and moves past them; nil when it is spent. The caller reads them in
+// place and then clears the returned slice (clear), which lets their data
+// go: one bulk clear per batch instead of a pointer write per record.
+func (rd *Reader) NextReplays(max int) []*Record {
+	i := int(rd.pi)
+	if i >= len(rd.pre) {
+		return nil
+	}
+	j := min(len(rd.pre), i+max)
+	out := rd.pre[i:j:j]
+	rd.pi = int32(j)
+	if j == len(rd.pre) {
+		rd.pre, rd.pi = nil, 0
+	}
+	return out
+}
+
 // Reset drops the consumer's batch and what is left of the replay (a
 // discarding end).
 func (rd *Reader) Reset() {
