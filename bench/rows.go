@@ -157,7 +157,7 @@ func (b *bench) w2Run(prefix string, r int, sys System, N int, pace time.Duratio
 func (b *bench) w3() {
 	for _, rk := range b.p.w3 {
 		R, K := rk[0], rk[1]
-		key := fmt.Sprintf("W3 replay ring=%d (median of %d resumes)", R, K)
+		key := w3Key(R, K)
 		b.eachRun(key, func(r int, sys System) error {
 			ns, allocs, err := runW3(sys, R, K)
 			if err != nil {

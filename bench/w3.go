@@ -9,6 +9,9 @@ import (
 
 // ---- W3 replay ----
 
+// w3Key is the table's row for a ring of R events resumed K times per run.
+func w3Key(R, K int) string { return fmt.Sprintf("W3 replay ring=%d (median of %d resumes)", R, K) }
+
 // runW3 resumes K times and returns the median ns per replayed event and
 // the median allocations per replayed event (the whole process's, from
 // Subscribe to the last replayed event).
