@@ -90,9 +90,10 @@ func (r *rbInstance) Subscribe(session string, so SubOpts, k *Sink) error {
 		defer subCancel()
 		// As the handler (adapters/sse's stream loop): NextBefore with a
 		// deadline one heartbeat after the last write, then what else is
-		// ready with one NextBatch into a pooled buffer (a batch of at
-		// most 64 frames, written with one flush), then the time of that
-		// write. An idle reader holds no batch buffer.
+		// ready with NextBatch into a pooled buffer (a batch of at most
+		// 64 frames, written with one flush), then the time of that
+		// write; a full batch is followed at once by the next NextBatch.
+		// An idle reader holds no batch buffer.
 		last := time.Now()
 		for {
 			ev, err := sub.NextBefore(last.Add(rbHeartbeat))
@@ -108,13 +109,19 @@ func (r *rbInstance) Subscribe(session string, so SubOpts, k *Sink) error {
 			}
 			bp := rbBatches.Get().(*[rbBatch]eventbus.Event)
 			bp[0] = ev
-			n, _ := sub.NextBatch(rbReady, bp[1:]) // ErrTimeout or the end: nothing more ready
-			for i := range bp[:n+1] {
-				rbDeliver(k, &bp[i])
+			for n := 1; ; n = 0 {
+				m, _ := sub.NextBatch(rbReady, bp[n:]) // ErrTimeout or the end: nothing more ready
+				n += m
+				for i := range bp[:n] {
+					rbDeliver(k, &bp[i])
+				}
+				last = time.Now()
+				if n < rbBatch {
+					break
+				}
 			}
-			clear(bp[:n+1]) // the pool must not pin the frames' data
+			clear(bp[:]) // the pool must not pin the frames' data
 			rbBatches.Put(bp)
-			last = time.Now()
 		}
 	}()
 	return nil

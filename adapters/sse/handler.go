@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -385,60 +384,6 @@ func writeAll(w io.Writer, b []byte) error {
 	_, err := w.Write(b)
 	return err
 }
-
-// Bounds of one batch: frames and bytes written before the flush.
-const (
-	maxBatchFrames = 64
-	maxBatchBytes  = 64 << 10
-)
-
-// batch writes ev and then every frame sub has ready, up to maxBatchFrames,
-// taken with one NextBatch into a pooled buffer (an idle stream holds
-// none), without the final flush; should the frames pass maxBatchBytes,
-// what is written is flushed and the rest follows under a new deadline. It
-// returns how many frames it wrote.
-func (sw *streamWriter) batch(w http.ResponseWriter, sub *eventbus.Subscription, ev eventbus.Event, enc EncodeOptions) (int, error) {
-	bp := batchBufs.Get().(*[maxBatchFrames]eventbus.Event)
-	bp[0] = ev
-	k, _ := sub.NextBatch(readyNow, bp[1:]) // ErrTimeout or the end: nothing more is ready
-	k++
-	defer func() {
-		clear(bp[:k]) // the pool must not pin the frames' data
-		batchBufs.Put(bp)
-	}()
-	n, bytes := 0, 0
-	for i := range bp[:k] {
-		var b []byte
-		if sw.h.active.Load() > 1 {
-			b, sw.scratch = sw.h.cache.frame(bp[i], enc, sw.scratch)
-		} else {
-			b = AppendEvent(sw.scratch[:0], bp[i], enc)
-			sw.scratch = b
-		}
-		if _, err := w.Write(b); err != nil {
-			return n, err
-		}
-		if cap(sw.scratch) > maxPooledBuf {
-			sw.scratch = nil // do not pin one huge frame
-		}
-		n++
-		bytes += len(b)
-		if bytes >= maxBatchBytes && n < k {
-			if err := sw.end(nil); err != nil {
-				return n, err
-			}
-			sw.begin()
-			bytes = 0
-		}
-	}
-	return n, nil
-}
-
-// batchBufs holds the streams' batch buffers between batches.
-var batchBufs = sync.Pool{New: func() any { return new([maxBatchFrames]eventbus.Event) }}
-
-// readyNow is a deadline already past: NextBatch returns what is ready.
-var readyNow = time.Unix(1, 0)
 
 // streamWriter brackets each write of a stream with its deadline and flush.
 type streamWriter struct {
