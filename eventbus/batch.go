@@ -23,7 +23,8 @@ import (
 // read straight from the snapshot of shared records, one tight loop per
 // batch (see docs/benchmarks.md, "W3 replay (issue 22.2)"); a reader that
 // keeps buf between calls (64 frames is the SSE handler's batch) reads a
-// 10,000-event replay in about 160 calls.
+// 10,000-event replay in about 160 calls. A deadline before the bus was
+// made (time.Unix(1, 0)) asks for what is ready without reading the clock.
 //
 // It may be mixed with Next, NextBefore and TryNext on one goroutine, and
 // must not be called concurrently with any of them, Events or All.
@@ -65,6 +66,12 @@ func (s *Subscription) NextBatch(deadline time.Time, buf []Event) (int, error) {
 			err := s.reason
 			s.mu.Unlock()
 			return 0, err
+		}
+		if dl == 1 {
+			// A deadline before the bus's clock began (time.Unix(1, 0), a
+			// reader asking for what is ready): past without a clock read.
+			s.mu.Unlock()
+			return 0, ErrTimeout
 		}
 		parked := s.parkLocked(dl)
 		s.mu.Unlock()

@@ -216,6 +216,15 @@ func TestNextBatchEmptyBufferAndTimeout(t *testing.T) {
 	n, err = s.NextBatch(time.Time{}, buf)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"1", "2"}, describe(buf[:n]))
+
+	// A deadline before the bus was made asks for what is ready.
+	n, err = s.NextBatch(time.Unix(1, 0), buf)
+	require.ErrorIs(t, err, eventbus.ErrTimeout)
+	assert.Zero(t, n)
+	publish(t, b, "s", 1)
+	n, err = s.NextBatch(time.Unix(1, 0), buf)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"3"}, describe(buf[:n]))
 }
 
 // A reader parked in NextBatch is woken by a publish and by the end of its
