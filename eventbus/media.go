@@ -169,7 +169,8 @@ func (e Event) WithContentType(contentType string) (Event, error) {
 // parameters), longer than 255 bytes, or new when the process already
 // knows 4,096 distinct media types (an interned type is never forgotten),
 // and for data that is not valid JSON under application/json. A refused
-// event consumes no id.
+// event consumes no id. backend.Pipeline publishes JSON only: over a
+// backend, byte payloads go through PublishBytes.
 func (b *Bus) PublishBytes(sessionID, typ, contentType string, data []byte, opts ...PublishOption) (Event, error) {
 	media, err := internMedia(contentType)
 	if err != nil {

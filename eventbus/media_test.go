@@ -1,8 +1,10 @@
 package eventbus_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
@@ -183,4 +185,39 @@ func TestEventWithContentType(t *testing.T) {
 	_, err = ev.WithContentType("nope")
 	require.ErrorIs(t, err, eventbus.ErrInvalid)
 	require.ErrorContains(t, err, `malformed media type "nope"`)
+}
+
+// BenchmarkPublishBytes is BenchmarkPublish's W1 with a byte payload
+// (PublishBytes, application/octet-stream) beside the same payload as
+// JSON (PublishJSON): what the media type costs a publish and a delivery
+// (the record's extension, one allocation).
+func BenchmarkPublishBytes(b *testing.B) {
+	for _, S := range []int{0, 1} {
+		for _, kind := range []string{"json", "bytes"} {
+			b.Run(kind+"/subs="+strconv.Itoa(S), func(b *testing.B) {
+				bus := benchNewBus(b, eventbus.Options{})
+				defer bus.Close()
+				subs := benchSubscribe(b, bus, "s", S, benchLossless)
+				d := benchDrain(subs, b.N)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					var err error
+					if kind == "json" {
+						_, err = bus.PublishJSON("s", benchType, benchPayload)
+					} else {
+						_, err = bus.PublishBytes("s", benchType, "application/octet-stream", benchPayload)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				d.wait(b, time.Minute)
+				b.StopTimer()
+				for _, s := range subs {
+					s.Close()
+				}
+			})
+		}
+	}
 }
