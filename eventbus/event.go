@@ -33,7 +33,9 @@ type Event struct {
 	// Data is the payload as JSON, encoded once at publish — or, for an
 	// event published with [Bus.PublishBytes] under a media type other
 	// than application/json ([Event.IsJSON] false), the bytes as published,
-	// of media type [Event.ContentType].
+	// of media type [Event.ContentType]. encoding/json cannot marshal such
+	// an Event as is (its Data is not JSON); the adapters' envelope
+	// (adapters/resume.AppendEnvelope) carries the bytes in base64.
 	Data json.RawMessage `json:"data,omitempty"`
 	// Time is when the bus accepted the event (synthetic frames: when the
 	// frame was made).
