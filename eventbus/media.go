@@ -41,8 +41,9 @@ const (
 
 // mediaTab is the process's interned media types: ids maps a canonical
 // media type to its index (1 … maxMediaTypes), and up to maxMediaTypes
-// other spellings (JSON ones to 0); names[i] is index i's type. An index is handed out only after its name is stored, so a reader
-// that holds an index finds the name.
+// other spellings (JSON ones to 0); names[i] is index i's type. An index
+// is handed out only after its name is stored, so a reader that holds an
+// index finds the name.
 var mediaTab struct {
 	mu      sync.Mutex // serialises additions
 	n       uint32     // indices handed out; under mu
@@ -161,8 +162,10 @@ func (e Event) WithContentType(contentType string) (Event, error) {
 //
 // contentType application/json (with any parameters) claims JSON: data is
 // then validated once and the event published exactly as [Bus.PublishJSON]
-// publishes it (a JSON event). Empty data means no payload. data is
-// copied, not retained. The options are Publish's.
+// publishes it (a JSON event). Empty data is a payload of no bytes (under
+// application/json: no payload). data is copied, not retained. The options
+// are Publish's; so are the blocking, the concurrency (safe for concurrent
+// use) and the behaviour after [Bus.Close] (ErrClosed).
 //
 // Errors: Publish's, and ErrInvalid naming the value for a media type
 // that is empty, malformed (not type/subtype; a wildcard; bad
