@@ -27,7 +27,7 @@ func fillEvent(ev *Event, r *record, replay bool) {
 		Replay:  replay,
 	}
 	if x := r.Ext; x != nil {
-		ev.Origin, ev.Count, ev.FirstID, ev.media = x.Origin, x.Count, x.FirstID, x.Media
+		ev.Origin, ev.Count, ev.FirstID, ev.media = x.Origin, int(x.Count), x.FirstID, x.Media
 	}
 }
 

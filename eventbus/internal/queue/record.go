@@ -24,9 +24,10 @@ type Ext struct {
 	Origin string
 	// Media is the payload's media type as package eventbus interns it
 	// (its Event.ContentType); 0 for JSON. A record with Media ≠ 0 is
-	// never compacted.
+	// never compacted. It shares a word with Count, so Ext stays 48
+	// bytes (a size class).
 	Media   uint32
-	Count   int    // ≥ 2 for a compacted record, else 0
+	Count   int32  // ≥ 2 for a compacted record (at most 4,096 parts), else 0
 	FirstID uint64 // the first id a compacted record holds, else 0
 	// Fold, on a record a snapshot copied from a compacting log, merges
 	// its parts on demand, outside the session's lock: the record's Data
