@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 
@@ -20,6 +21,7 @@ func TestFillEventSetsEveryField(t *testing.T) {
 		{ID: 7, Session: "s", Type: "msg", Data: []byte(`{"a":1}`), Nanos: 1_700_000_000_123_456_789},
 		{ID: 9, Session: "t", Type: "chunk", Data: []byte(`2`), Nanos: 5,
 			Ext: &queue.Ext{Origin: "o", Count: 3, FirstID: 7}},
+		{ID: 11, Session: "t", Type: "img", Data: []byte{1, 2}, Nanos: 6, Ext: &queue.Ext{Media: 1}},
 	}
 	for _, r := range recs {
 		for _, replay := range []bool{false, true} {
@@ -40,7 +42,9 @@ func dirtyEvent(t *testing.T) Event {
 	var ev Event
 	v := reflect.ValueOf(&ev).Elem()
 	for i := 0; i < v.NumField(); i++ {
-		f := v.Field(i)
+		// Unexported fields too (Event.media): through an addressable
+		// copy of the field that reflection may set.
+		f := reflect.NewAt(v.Field(i).Type(), unsafe.Pointer(v.Field(i).UnsafeAddr())).Elem()
 		switch f.Kind() {
 		case reflect.String:
 			f.SetString("dirty")
