@@ -109,9 +109,11 @@ func (r *rbInstance) Subscribe(session string, so SubOpts, k *Sink) error {
 			}
 			bp := rbBatches.Get().(*[rbBatch]eventbus.Event)
 			bp[0] = ev
+			used := 1 // bp[:used] may hold frames
 			for n := 1; ; n = 0 {
 				m, _ := sub.NextBatch(rbReady, bp[n:]) // ErrTimeout or the end: nothing more ready
 				n += m
+				used = max(used, n)
 				for i := range bp[:n] {
 					rbDeliver(k, &bp[i])
 				}
@@ -120,7 +122,7 @@ func (r *rbInstance) Subscribe(session string, so SubOpts, k *Sink) error {
 					break
 				}
 			}
-			clear(bp[:]) // the pool must not pin the frames' data
+			clear(bp[:used]) // the pool must not pin the frames' data
 			rbBatches.Put(bp)
 		}
 	}()

@@ -21,8 +21,9 @@ const (
 // returns how many frames it wrote.
 func (sw *streamWriter) batch(w http.ResponseWriter, sub *eventbus.Subscription, ev eventbus.Event, enc EncodeOptions) (int, error) {
 	bp := batchBufs.Get().(*[maxBatchFrames]eventbus.Event)
+	used := 1 // bp[:used] may hold frames
 	defer func() {
-		clear(bp[:]) // the pool must not pin the frames' data
+		clear(bp[:used]) // the pool must not pin the frames' data
 		batchBufs.Put(bp)
 	}()
 	bp[0] = ev
@@ -30,6 +31,7 @@ func (sw *streamWriter) batch(w http.ResponseWriter, sub *eventbus.Subscription,
 	for k := 1; ; k = 0 {
 		m, _ := sub.NextBatch(readyNow, bp[k:]) // ErrTimeout or the end: nothing more is ready
 		k += m
+		used = max(used, k)
 		bytes := 0
 		for i := range bp[:k] {
 			var b []byte
