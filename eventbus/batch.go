@@ -91,9 +91,11 @@ func (s *Subscription) NextBatch(deadline time.Time, buf []Event) (int, error) {
 func (s *Subscription) fill(buf []Event) int {
 	n := 0
 	for n < len(buf) {
-		n += s.replayInto(buf[n:])
-		if n == len(buf) {
-			break
+		if s.rd.Replaying() {
+			n += s.replayInto(buf[n:])
+			if n == len(buf) {
+				break
+			}
 		}
 		if s.reinsert(&buf[n]) {
 			n++

@@ -347,7 +347,12 @@ func (rd *Reader) Take() (e *Entry, last bool) {
 
 // SetReplay hands the consumer the replay snapshot, read (NextReplay)
 // before anything drained. Only before the consumer starts reading.
-func (rd *Reader) SetReplay(pre []*Record) { rd.pre, rd.pi = pre, 0 }
+func (rd *Reader) SetReplay(pre []*Record) {
+	if len(pre) == 0 {
+		pre = nil // nothing to replay: Replaying is false
+	}
+	rd.pre, rd.pi = pre, 0
+}
 
 // NextReplay returns the next record of the replay snapshot, nil when it
 // is spent. By index, not by reslicing: the snapshot is read without a
@@ -364,6 +369,9 @@ func (rd *Reader) NextReplay() *Record {
 	}
 	return r
 }
+
+// Replaying reports whether records of the replay snapshot are left.
+func (rd *Reader) Replaying() bool { return rd.pre != nil }
 
 // NextReplays returns the next records of the replay snapshot, at most
 // max, and moves past them; nil when it is spent. The caller reads them in

@@ -140,4 +140,9 @@ func TestReaderReplays(t *testing.T) {
 	assert.Nil(t, rd.NextReplays(3), "spent")
 	assert.Nil(t, rd.NextReplay(), "spent")
 	assert.Nil(t, rd.pre, "the snapshot is released once spent")
+	assert.False(t, rd.Replaying())
+	rd.SetReplay(recs[:0])
+	assert.False(t, rd.Replaying(), "an empty snapshot is nothing to replay")
+	rd.SetReplay(recs[:1])
+	assert.True(t, rd.Replaying())
 }
