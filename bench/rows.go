@@ -296,3 +296,32 @@ func (b *bench) w8() {
 		progress("%s: %d events × %d clients", key, N, S)
 	}
 }
+
+// w8ws is W8 over WebSocket: each system's own WebSocket handler, S
+// coder/websocket clients, lossless (see w8ws.go).
+func (b *bench) w8ws() {
+	for _, S := range b.p.w8S {
+		N := min(b.p.w8Events, b.p.w8Deliveries/S)
+		key := fmt.Sprintf("W8 S=%d WS", S)
+		b.eachRun(key, func(r int, sys System) error {
+			if wsSystems[sys.Name] == nil {
+				b.t.Note(key, "ns/delivery", aggMedian, sys.Name, "no WebSocket handler")
+				return nil
+			}
+			res, err := runW8WS(sys.Name, S, N)
+			if err != nil {
+				b.t.Note(key, "ns/delivery", aggMedian, sys.Name, "error")
+				return err
+			}
+			progress("%s run %d %-10s %8.1f ns/delivery cpu %.1f ns/delivery %.3f allocs lost %d reordered %d skipped %d foreign %d",
+				key, r+1, sys.Name, res.nsPerDelivery, res.cpuPerDelivery, res.allocsPerDelivery, res.lost, res.reordered, res.skipped, res.foreign)
+			b.t.Add(key, "ns/delivery", aggMedian, sys.Name, res.nsPerDelivery)
+			b.t.Add(key+" CPU", "CPU ns/delivery", aggMedian, sys.Name, res.cpuPerDelivery)
+			b.t.Add(key+" allocs", "allocs/delivery", aggMedian, sys.Name, res.allocsPerDelivery)
+			b.t.Add(key+" lost+reordered", "events, worst run", aggMax, sys.Name, float64(res.lost+res.reordered+res.foreign))
+			b.lossless(sys.Name, res)
+			return nil
+		}, nil)
+		progress("%s: %d events × %d clients", key, N, S)
+	}
+}
