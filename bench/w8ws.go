@@ -12,7 +12,6 @@ import (
 	"github.com/centrifugal/centrifuge"
 	"github.com/coder/websocket"
 
-	"github.com/replaybus/replaybus/adapters/resume"
 	rbws "github.com/replaybus/replaybus/adapters/ws"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
@@ -132,9 +131,9 @@ func wsClient(ctx context.Context, c *websocket.Conn, epoch string, rig *wsRig, 
 		return err
 	}
 	p := wsParser{k: k,
-		wantSess:  []byte(`"session":"` + k.sess + `"`),
-		wantChan:  []byte(`"channel":"` + k.sess + `"`),
-		wantEpoch: []byte(`"epoch":"` + epoch + `"`),
+		wantSess:  []byte(`","session":"` + k.sess + `"`),
+		wantChan:  []byte(`{"push":{"channel":"` + k.sess + `"`),
+		wantEpoch: []byte(`,"epoch":"` + epoch + `"`),
 	}
 	buf := make([]byte, 0, 64<<10)
 	for {
@@ -201,50 +200,62 @@ type wsParser struct {
 }
 
 var (
+	wsEventPrefix = []byte(`{"v":1,"id":`)
 	wsIDField     = []byte(`"id":`)
+	wsTypeField   = []byte(`,"type":"`)
 	wsDataField   = []byte(`"data":`)
 	wsResyncType  = []byte(`"type":"` + frame.TypeStateResyncRequired + `"`)
-	wsStartType   = []byte(`"type":"` + resume.TypeStreamStart + `"`)
 	cfPushPrefix  = []byte(`{"push":`)
 	cfReplyPrefix = []byte(`{"id":`)
 	cfErrorField  = []byte(`"error":`)
 )
 
 // envelope parses one replaybus frame: its id (only real events have one),
-// its epoch, session and type, all before "data".
+// its epoch, session and type, all before "data". The envelope's members
+// come in the documented order ({"v":1,"id":…,"epoch":…,"type":…,
+// "session":…, …}), so a real event is read in one forward pass; anything
+// else (a synthetic frame) is searched member by member.
 func (p *wsParser) envelope(b []byte) error {
+	if rest, ok := bytes.CutPrefix(b, wsEventPrefix); ok {
+		var n uint64
+		i := 0
+		for ; i < len(rest) && rest[i] >= '0' && rest[i] <= '9'; i++ {
+			n = n*10 + uint64(rest[i]-'0')
+		}
+		if i == 0 {
+			return fmt.Errorf("id without a number: %.80q", b)
+		}
+		rest = rest[i:]
+		if rest, ok = bytes.CutPrefix(rest, p.wantEpoch); !ok {
+			return fmt.Errorf("frame not of the epoch the handshake announced (%s): %.80q", p.wantEpoch, b)
+		}
+		// ,"type":"<type>" then ,"session":"<session>"
+		rest, ok = bytes.CutPrefix(rest, wsTypeField)
+		j := bytes.IndexByte(rest, '"')
+		if !ok || j < 0 {
+			return fmt.Errorf("no type: %.80q", b)
+		}
+		if !bytes.HasPrefix(rest[j:], p.wantSess) {
+			p.k.foreign++
+			return nil
+		}
+		p.k.Event(n)
+		return nil
+	}
 	head := b
 	if i := bytes.Index(b, wsDataField); i >= 0 {
 		head = b[:i]
 	}
+	if bytes.Contains(head, wsIDField) {
+		return fmt.Errorf("an event whose members are not in the documented order: %.80q", b)
+	}
+	if !bytes.Contains(head, []byte(`"type":"`)) {
+		return fmt.Errorf("not an envelope: %.80q", b)
+	}
 	if bytes.Contains(head, wsResyncType) {
 		p.k.Gap()
 	}
-	i := bytes.Index(head, wsIDField)
-	if i < 0 {
-		if bytes.Contains(head, wsStartType) || bytes.Contains(head, []byte(`"type":"`)) {
-			return nil // a synthetic frame
-		}
-		return fmt.Errorf("not an envelope: %.80q", b)
-	}
-	var n uint64
-	digits := 0
-	for i += len(wsIDField); i < len(head) && head[i] >= '0' && head[i] <= '9'; i++ {
-		n = n*10 + uint64(head[i]-'0')
-		digits++
-	}
-	if digits == 0 {
-		return fmt.Errorf("id without a number: %.80q", b)
-	}
-	if !bytes.Contains(head, p.wantEpoch) {
-		return fmt.Errorf("frame not of the epoch the handshake announced (%s): %.80q", p.wantEpoch, b)
-	}
-	if !bytes.Contains(head, p.wantSess) {
-		p.k.foreign++
-		return nil
-	}
-	p.k.Event(n)
-	return nil
+	return nil // a synthetic frame: stream_start, replay_complete, …
 }
 
 // push parses one centrifuge reply or push; pong says the line was a ping
@@ -263,11 +274,13 @@ func (p *wsParser) push(line []byte) (pong bool, err error) {
 	case !bytes.HasPrefix(line, cfPushPrefix):
 		return false, fmt.Errorf("not a centrifuge push: %.80q", line)
 	}
-	i := bytes.Index(line, cfOffsetKey)
+	// {"push":{"channel":"w8","pub":{"data":{…},"offset":N}}}: the
+	// offset is the pub's last member, so it is searched from the end.
+	i := bytes.LastIndex(line, cfOffsetKey)
 	if i < 0 {
 		return false, nil // a push without a publication (join, leave…)
 	}
-	if !bytes.Contains(line, p.wantChan) {
+	if !bytes.HasPrefix(line, p.wantChan) {
 		p.k.foreign++
 		return false, nil
 	}
