@@ -34,7 +34,8 @@ import (
 //     (X-Event-Epoch) and the session the one subscribed to.
 //   - centrifuge: centrifuge.NewWebsocketHandler with its defaults (JSON
 //     protocol; the client writer's default batching of up to 16 pushes
-//     per message, newline-separated) and a server-side subscription
+//     per message, newline-separated) but the write timeout, 10 s as
+//     replaybus's instead of 1 s, and a server-side subscription
 //     (OnConnecting's ConnectReply.Subscriptions, as the SSE rig), lossless
 //     through Config.ClientQueueMaxSize. The client's first message is the
 //     connect command {"id":1,"connect":{}}; it answers the server's
@@ -78,7 +79,10 @@ var wsSystems = map[string]func() (*wsRig, error){
 			return nil, err
 		}
 		c := inst.(*cfInstance)
-		h := centrifuge.NewWebsocketHandler(c.node, centrifuge.WebsocketConfig{})
+		// WriteTimeout as replaybus's default (ws.DefaultWriteTimeout,
+		// 10 s): centrifuge's own 1 s cut a client off, losing its events,
+		// when a busy machine left it unscheduled that long.
+		h := centrifuge.NewWebsocketHandler(c.node, centrifuge.WebsocketConfig{WriteTimeout: rbws.DefaultWriteTimeout})
 		wrapped := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			ctx := context.WithValue(r.Context(), cfChannelKey{}, r.URL.Query().Get("s"))
 			h.ServeHTTP(w, r.WithContext(ctx))
