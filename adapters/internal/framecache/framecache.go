@@ -22,8 +22,9 @@ const (
 // (pointer and length — a coalesced event keeps the last merged id but has
 // its own Data), Count, FirstID and the variant (the handler's number for
 // the encode options and Replay flag it used). A miss just encodes (and
-// replaces the slot): correctness never depends on a hit. The zero value is
-// an empty cache; safe for concurrent use.
+// replaces the slot, unless it holds a newer event): correctness never
+// depends on a hit. The zero value is an empty cache; safe for concurrent
+// use.
 type Cache struct {
 	slots  [Slots]atomic.Pointer[cachedFrame]
 	claims [Slots]atomic.Uint64 // (id<<8 | variant) + 1 of the last stream that filled the slot
@@ -56,12 +57,16 @@ func (c *Cache) Frame(ev eventbus.Event, variant uint8, scratch []byte, encode f
 	// by up to Slots events still share); variants are spread.
 	i := (ev.ID + uint64(variant)*0x9E3779B9) & (Slots - 1)
 	slot := &c.slots[i]
-	if f := slot.Load(); f != nil && f.id == ev.ID && f.variant == variant && f.data == data && f.n == len(ev.Data) &&
+	f := slot.Load()
+	if f != nil && f.id == ev.ID && f.variant == variant && f.data == data && f.n == len(ev.Data) &&
 		f.count == ev.Count && f.first == ev.FirstID {
 		return f.b, scratch
 	}
 	b := encode(scratch[:0], ev)
-	if len(b) > Max {
+	if len(b) > Max || f != nil && f.id > ev.ID {
+		// A stream more than Slots events behind another never evicts
+		// the newer frame: it would only be evicted back, an allocation
+		// each way, while the streams stay that far apart.
 		return b, b
 	}
 	// The streams of one event are woken together and miss together: the
@@ -71,7 +76,7 @@ func (c *Cache) Frame(ev eventbus.Event, variant uint8, scratch []byte, encode f
 	if c.claims[i].Swap(key) == key {
 		return b, b
 	}
-	f := &cachedFrame{id: ev.ID, data: data, n: len(ev.Data), count: ev.Count, first: ev.FirstID, variant: variant,
+	f = &cachedFrame{id: ev.ID, data: data, n: len(ev.Data), count: ev.Count, first: ev.FirstID, variant: variant,
 		b: append(make([]byte, 0, len(b)), b...)}
 	slot.Store(f)
 	return b, b

@@ -46,6 +46,16 @@ func TestCacheSharesOnlyWhatMatches(t *testing.T) {
 		require.Equal(t, string(encode(tc.variant)(nil, tc.ev)), string(got), name)
 	}
 
+	// A stream Slots events behind the others gets its frame but leaves
+	// the newer one in the slot they share.
+	newer := eventbus.Event{ID: 5 + framecache.Slots, Data: data}
+	_, _ = c.Frame(newer, 0, nil, encode(0)) // stores it
+	n1, _ := c.Frame(newer, 0, nil, encode(0))
+	old, _ := c.Frame(ev, 0, nil, encode(0))
+	require.Equal(t, string(encode(0)(nil, ev)), string(old))
+	n2, _ := c.Frame(newer, 0, nil, encode(0))
+	require.Same(t, &n1[0], &n2[0], "the older event did not evict the newer frame")
+
 	syn := eventbus.Event{Data: data}
 	f, scratch := c.Frame(syn, 0, make([]byte, 0, 64), encode(0))
 	require.Same(t, &f[0], &scratch[0], "a synthetic frame is built in scratch")
