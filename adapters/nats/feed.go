@@ -277,7 +277,7 @@ func (be *Backend) handle(msg jetstream.Msg, seq uint64, plan *catchUp) *catchUp
 		} else {
 			be.log.Warn("replaybus/nats: skipping undecodable message", slog.Uint64("seq", seq), slog.String("subject", subject))
 		}
-	} else {
+	} else if !be.isProducerSubject(subject) { // a producer's record is no event (producer.go)
 		be.log.Warn("replaybus/nats: skipping message", slog.Uint64("seq", seq), slog.Any("err", perr))
 	}
 	be.processed.Store(seq)
