@@ -3,10 +3,12 @@ package nats_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -313,6 +315,32 @@ func TestAppendProducerRefusesMovedRecord(t *testing.T) {
 	assert.Equal(t, producer.State{Epoch: 1, LastSeq: 0, LastID: id}, st)
 	assert.Equal(t, rev2, now, "AppendProducer returns the record's new revision")
 	assert.Len(t, storedIDs(t, n, "s"), 2)
+}
+
+// A stream made by an earlier version (no allow_atomic) is updated by a
+// node of this one, whose stamped publishes then work; the stream's
+// config says so.
+func TestProducerStreamUpgraded(t *testing.T) {
+	n := streamSeq.Add(1)
+	name, prefix := fmt.Sprintf("U%d", n), fmt.Sprintf("u%d", n)
+	opts := uniqueStream(rbnats.WithStream(name), rbnats.WithSubjectPrefix(prefix))
+	nc, err := natsgo.Connect(shared.ClientURL())
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	old, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: name, Subjects: []string{prefix + ".>"}, Storage: jetstream.MemoryStorage})
+	require.NoError(t, err)
+	require.False(t, old.CachedInfo().Config.AllowAtomicPublish)
+	node := newNode(t, shared.ClientURL(), eventbus.Options{}, opts...)
+	require.Equal(t, name, node.be.Stream())
+	st, err := js.Stream(context.Background(), name)
+	require.NoError(t, err)
+	assert.True(t, st.CachedInfo().Config.AllowAtomicPublish)
+	_, err = stamped(node.bus, "s", producer.Stamp{ID: "w"}, `0`)
+	require.NoError(t, err)
+	_, err = stamped(node.bus, "s", producer.Stamp{ID: "w"}, `0`)
+	require.ErrorIs(t, err, producer.ErrDuplicate)
 }
 
 // A pipeline sends without waiting, so it cannot check a stamp: over NATS
