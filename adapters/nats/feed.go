@@ -311,7 +311,7 @@ func (be *Backend) markLag(last, upTo uint64) {
 		if err == nil {
 			var full []string
 			for subj, n := range info.State.Subjects {
-				if be.mayHaveLost(n) {
+				if be.mayHaveLost(n) && !be.isProducerSubject(subj) { // a record is no session's
 					full = append(full, subj)
 				}
 			}
