@@ -412,3 +412,45 @@ func TestProducerInCluster(t *testing.T) {
 	assert.Equal(t, uint64(1), pe.Expected)
 	assert.Len(t, storedIDs(t, a, "s"), 2)
 }
+
+// An idempotent producer over NATS: two nodes share one record of the
+// producer, kept in the stream. A retry through the other node (its ack
+// was lost) is acknowledged with the stored event's id; the producer's
+// older epoch is fenced on both nodes once a newer one published.
+func Example_idempotentProducer() {
+	srv, err := embedded.RunServer(embedded.ServerConfig{})
+	if err != nil {
+		panic(err)
+	}
+	defer srv.Shutdown()
+	ctx := context.Background()
+	opts := []rbnats.Option{rbnats.WithStream("PRODUCERS"), rbnats.WithSubjectPrefix("producers")}
+	a, err := rbnats.Connect(ctx, srv.ClientURL(), eventbus.Options{}, opts...)
+	if err != nil {
+		panic(err)
+	}
+	defer a.Close()
+	b, err := rbnats.Connect(ctx, srv.ClientURL(), eventbus.Options{}, opts...)
+	if err != nil {
+		panic(err)
+	}
+	defer b.Close()
+
+	p := producer.Stamp{ID: "agent-7", Epoch: 1, Seq: 0}
+	ev, err := a.Publish("run", "chunk", "hello", eventbus.WithProducer(p))
+	fmt.Println("stored:", ev.ID, err)
+	_, err = b.Publish("run", "chunk", "hello", eventbus.WithProducer(p))
+	var pe *producer.Error
+	if errors.As(err, &pe) && errors.Is(err, producer.ErrDuplicate) {
+		fmt.Println("retry via b: duplicate of", pe.LastID)
+	}
+	_, err = b.Publish("run", "chunk", "restarted", eventbus.WithProducer(producer.Stamp{ID: "agent-7", Epoch: 2}))
+	fmt.Println("epoch 2 via b:", err)
+	_, err = a.Publish("run", "chunk", "zombie", eventbus.WithProducer(producer.Stamp{ID: "agent-7", Epoch: 1, Seq: 1}))
+	fmt.Println("epoch 1 via a fenced:", errors.Is(err, producer.ErrStaleEpoch))
+	// Output:
+	// stored: 1 <nil>
+	// retry via b: duplicate of 1
+	// epoch 2 via b: <nil>
+	// epoch 1 via a fenced: true
+}
