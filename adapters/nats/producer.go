@@ -173,7 +173,10 @@ func (be *Backend) AppendProducer(ctx context.Context, path []string, ev eventbu
 	case err != nil:
 		return 0, 0, fmt.Errorf("nats: publishing to %q: %w", subject, err)
 	}
-	seq, err := be.result(be.parseBatchAck(resp.Data, ev.Session, p))
+	seq, err := be.parseBatchAck(resp.Data, ev.Session, p)
+	if errors.Is(err, ErrStreamLost) {
+		be.loseStream(err) // an ack from another stream, as for Append
+	}
 	if err != nil {
 		return 0, 0, err
 	}
