@@ -18,13 +18,14 @@ import (
 // stream), and a subscriber is a Client on an in-process unidirectional JSON
 // transport, connected with Client.Connect and subscribed server-side
 // (ConnectReply.Subscriptions, EnableRecovery) the way centrifuge's own
-// unidirectional SSE/HTTP-stream handlers do. A resume (W3) reads its replay
-// with Node.History first and then connects recovering from the last offset
-// (cfTransport.history), centrifuge's history API at its fastest. Publish goes Node.Publish →
+// unidirectional SSE/HTTP-stream handlers do. Publish goes Node.Publish →
 // MemoryBroker (history) → Hub broadcast (one encoding per protocol shared by
 // every subscriber) → each Client's writer queue → its writer goroutine →
 // Transport.Write, which parses the offset out of the push and records it.
-// That is centrifuge's hub path minus the socket write.
+// That is centrifuge's hub path minus the socket write. A resume (W3) reads
+// its replay with Node.History first, centrifuge's history API at its
+// fastest, and then connects recovering from the last offset
+// (cfTransport.history).
 type cfInstance struct {
 	node *centrifuge.Node
 	ring int
