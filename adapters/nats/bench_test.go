@@ -29,9 +29,13 @@ import (
 //
 //	go test -run '^$' -bench 'NATS' -benchtime 5000x ./adapters/nats/
 //
-// "bare" is what an application would write on nats.go alone: the same
-// 200-byte payload published to one subject per session of a stream with
-// the same limits, received by an ordered consumer (one per subscriber).
+// "bare" is the fastest correct usage of nats.go alone for the same job:
+// the same 200-byte payload published to one subject per session of a
+// stream with the same limits (jetstream.Publish for a sync row,
+// PublishAsync with 256 pending for a pipelined one), received by an
+// ordered consumer (one per subscriber, on another connection) through
+// Consume; a row ends when every consumer has every message, as a bus row
+// ends when every subscriber has every event.
 // Every benchmark op is one event; besides ns/op and allocs/op (every
 // goroutine: publisher, server, consumer) each reports events/s and
 // cpu-µs/event (process CPU time, user + system, per event).
