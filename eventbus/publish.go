@@ -39,6 +39,7 @@ package eventbus
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/eventbus/producer"
@@ -103,9 +104,9 @@ func (b *Bus) Publish(sessionID, typ string, data any, opts ...PublishOption) (E
 	}
 	origin, create, p := publishOpts(opts)
 	if p != nil {
-		return b.publishProducer(sessionID, typ, raw, origin, create, p)
+		return b.publishProducer(sessionID, typ, raw, 0, origin, create, p)
 	}
-	return b.publish(sessionID, typ, raw, origin, create)
+	return b.publish(sessionID, typ, raw, 0, origin, create)
 }
 
 // PublishJSON is [Bus.Publish] for a payload that is already JSON: data is
@@ -126,9 +127,9 @@ func (b *Bus) PublishJSON(sessionID, typ string, data []byte, opts ...PublishOpt
 	}
 	origin, create, p := publishOpts(opts)
 	if p != nil {
-		return b.publishProducer(sessionID, typ, raw, origin, create, p)
+		return b.publishProducer(sessionID, typ, raw, 0, origin, create, p)
 	}
-	return b.publish(sessionID, typ, raw, origin, create)
+	return b.publish(sessionID, typ, raw, 0, origin, create)
 }
 
 // checkEvent validates what every publish names.
@@ -180,15 +181,16 @@ var testHookTreeLocked func(session string)
 // side of the structure lock and its tree's lock: publishers of distinct
 // trees do not wait for each other. A session that must be created first
 // (or a refused one) takes the structure lock exclusively.
-func (b *Bus) publish(sessionID, typ string, raw []byte, origin string, create bool) (Event, error) {
+func (b *Bus) publish(sessionID, typ string, raw []byte, media uint32, origin string, create bool) (Event, error) {
 	defer b.flushDiagnostics() // after every lock is released
-	return b.w.publish(b, sessionID, typ, raw, origin, create)
+	return b.w.publish(b, sessionID, typ, raw, media, origin, create)
 }
 
 // publishLocal is publish on the in-memory bus (memWriter): the id is
 // taken here, under the tree lock, as the event is appended and fanned out.
-func (b *Bus) publishLocal(sessionID, typ string, raw []byte, origin string, create bool, p *producer.Stamp) (Event, error) {
-	r := &record{Type: typ, Data: raw, Ext: originRef(origin), Nanos: b.nowNanos()}
+// media is the interned media type (media.go), 0 for JSON.
+func (b *Bus) publishLocal(sessionID, typ string, raw []byte, media uint32, origin string, create bool, p *producer.Stamp) (Event, error) {
+	r := &record{Type: typ, Data: raw, Ext: extOf(origin, media), Nanos: b.nowNanos()}
 	f := fan{wakes: wakeLists.Get().(*[]*Subscription)}
 	defer f.release() // the wake-ups, once no lock is held
 	tok := b.mu.RLock()
@@ -236,27 +238,31 @@ func (b *Bus) publishLocal(sessionID, typ string, raw []byte, origin string, cre
 
 // publishRemote is publish on a bus over a backend: the backend assigns the
 // id and the feed delivers.
-func (b *Bus) publishRemote(sessionID, typ string, raw []byte, origin string, create bool) (Event, error) {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return Event{}, ErrClosed
-	}
-	// The session is known here from now on, and published: a
-	// CreateSession on this node can no longer give it a parent, as in
-	// memory. A closed session is refused as in memory.
-	x, err := b.sessionLocked(sessionID, create)
-	var path []string
-	if err == nil {
-		x.published = true
-		path = x.pathLocked()
-	}
-	now := b.cfg.now()
-	b.mu.Unlock()
+func (b *Bus) publishRemote(sessionID, typ string, raw []byte, media uint32, origin string, create bool) (Event, error) {
+	path, now, err := b.remoteTarget(sessionID, create)
 	if err != nil {
 		return Event{}, err
 	}
-	return b.appendRemote(path, Event{Session: sessionID, Type: typ, Data: raw, Time: now, Origin: origin})
+	return b.appendRemote(path, Event{Session: sessionID, Type: typ, Data: raw, Time: now, Origin: origin, media: media})
+}
+
+// remoteTarget is the first half of a publish over a backend: under the
+// lock, the session (created if new and create, as Publish creates it;
+// marked published, so that a CreateSession on this node can no longer
+// give it a parent, as in memory) and its tree path, and the event's time.
+// A closed session is refused as in memory.
+func (b *Bus) remoteTarget(sessionID string, create bool) ([]string, time.Time, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, time.Time{}, ErrClosed
+	}
+	x, err := b.sessionLocked(sessionID, create)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	x.published = true
+	return x.pathLocked(), b.cfg.now(), nil
 }
 
 // eachSubLocked calls fn for every registered subscriber.

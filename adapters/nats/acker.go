@@ -122,8 +122,8 @@ func (a *acker) send(subject string, ev *eventbus.Event) (*pendingAck, error) {
 	if bp == nil {
 		bp = new([]byte)
 	}
-	body := slices.Grow((*bp)[:0], envelopeSize(ev.Type, ev.Origin, ev.Data))
-	body = appendEnvelope(body, ev.Type, ev.Time.UnixNano(), ev.Origin, ev.Data)
+	body := slices.Grow((*bp)[:0], envelopeSize(ev.Type, ev.Origin, storedContentType(ev), ev.Data))
+	body = appendEnvelope(body, ev.Type, ev.Time.UnixNano(), ev.Origin, storedContentType(ev), ev.Data)
 	err := a.nc.PublishRequest(subject, reply, body)
 	if cap(body) <= maxPooledBody {
 		*bp = body

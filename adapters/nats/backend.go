@@ -191,6 +191,9 @@ func NewBackend(ctx context.Context, nc *nats.Conn, cfg eventbus.Options, opts .
 		MaxAge:            be.o.maxAge,
 		Storage:           be.o.storage,
 		Replicas:          be.o.replicas,
+		// Idempotent producers' batches (producer.go); a server before
+		// 2.12 ignores it, and the node then refuses stamped publishes.
+		AllowAtomicPublish: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("nats: creating or updating stream %q (subjects %s.>, %d replicas, %v storage, %d events per subject): %w",

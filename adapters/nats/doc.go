@@ -23,7 +23,8 @@
 // [backend.Pipeline] (backend.NewPipeline) keeps a window of acks in flight
 // instead. The event id is the stream sequence, so ids rise strictly across
 // the whole bus, on every node, as the in-memory sequence does. The stored
-// message is a small binary envelope around the payload as published (see
+// message is a small binary envelope around the payload as published (a
+// byte payload of [eventbus.Bus.PublishBytes] with its media type; see
 // docs/distributed.md), with no headers. Every node runs one
 // ordered consumer over the whole stream, from its first retained message,
 // and ingests each event in sequence order into its local [eventbus.Bus]:
@@ -37,6 +38,19 @@
 // node closes the session when it ingests it. The epoch is derived from the
 // stream's name and creation time: the same on every node and across
 // restarts, new when the stream is re-created (an epoch_reset for clients).
+//
+// # Idempotent producers
+//
+// A publish eventbus.WithProducer is checked as in memory (package
+// eventbus/producer has the rules) against a record kept in the stream:
+// the last message on <prefix>.$P.<session>.<producer>, which every
+// node's consumer skips. The event and the new record go in one atomic
+// batch (NATS server 2.12+; the node sets the stream's AllowAtomicPublish),
+// the record under Nats-Expected-Last-Subject-Sequence, so the check and
+// the event are one step whichever node publishes, and the event carries a
+// Nats-Msg-Id that JetStream de-duplicates within the stream's Duplicates
+// window. [Backend] implements backend.ProducerBackend for this; the
+// window and the cost are in docs/durable-streams.md.
 //
 // # Delivery guarantees
 //

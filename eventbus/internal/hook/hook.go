@@ -6,6 +6,10 @@ import "errors"
 // ends subscriptions with it, need not import eventbus/backend.
 var ErrBackend = errors.New("eventbus: backend failure")
 
+// ErrProducerConflict is backend.ErrProducerConflict: a producer record
+// moved between its read and the append that was to replace it.
+var ErrProducerConflict = errors.New("eventbus: producer record changed meanwhile")
+
 var (
 	// NewBus returns a *eventbus.Bus configured by opts (an
 	// eventbus.Options) whose ids and history come from be (a

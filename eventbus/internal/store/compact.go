@@ -186,7 +186,7 @@ func (l *compactLog) view(dst []*queue.Record, s *slot, cursor uint64) []*queue.
 	if k == len(s.parts)-1 {
 		return append(dst, s.last) // only the newest part is missing
 	}
-	if w := s.whole.Load(); k == 0 && w != nil && w.Ext.Count == len(s.parts) {
+	if w := s.whole.Load(); k == 0 && w != nil && int(w.Ext.Count) == len(s.parts) {
 		return append(dst, w)
 	}
 	parts := s.parts[k:len(s.parts):len(s.parts)] // a later fold never writes what this sees
@@ -195,7 +195,7 @@ func (l *compactLog) view(dst []*queue.Record, s *slot, cursor uint64) []*queue.
 		f.whole = &s.whole
 	}
 	return append(dst, &queue.Record{ID: s.last.ID, Session: s.last.Session, Type: s.last.Type, Nanos: s.last.Nanos,
-		Ext: &queue.Ext{Origin: s.last.Origin(), Count: len(parts), FirstID: parts[0].ID, Fold: f}})
+		Ext: &queue.Ext{Origin: s.last.Origin(), Count: int32(len(parts)), FirstID: parts[0].ID, Fold: f}})
 }
 
 // fold is a queue.Folded: parts of one slot, merged when read.
@@ -220,7 +220,7 @@ func (f *fold) Merge() []*queue.Record {
 		return append(out, last)
 	}
 	r := &queue.Record{ID: last.ID, Session: last.Session, Type: last.Type, Data: data, Nanos: last.Nanos,
-		Ext: &queue.Ext{Origin: last.Origin(), Count: len(f.parts), FirstID: f.parts[0].ID}}
+		Ext: &queue.Ext{Origin: last.Origin(), Count: int32(len(f.parts)), FirstID: f.parts[0].ID}}
 	if f.whole != nil {
 		// Kept for the next reader unless a fold made a newer one first.
 		if w := f.whole.Load(); w == nil || w.Ext.Count < r.Ext.Count {

@@ -86,7 +86,7 @@ func TestCompactLog(t *testing.T) {
 		for _, r := range rs {
 			s := string(r.Data) + "@" + strconv.FormatUint(r.ID, 10)
 			if r.Ext != nil {
-				s += "#" + strconv.Itoa(r.Ext.Count) + "from" + strconv.FormatUint(r.Ext.FirstID, 10)
+				s += "#" + strconv.Itoa(int(r.Ext.Count)) + "from" + strconv.FormatUint(r.Ext.FirstID, 10)
 			}
 			out = append(out, s)
 		}
