@@ -111,17 +111,43 @@ func newBare(b *testing.B, st jetstream.StorageType, asyncPending int) *bare {
 // nats.go's callback API (Consume), the cheaper of its two: the iterator
 // (Messages, Next) costs 0.5–1.5 µs and 4 allocations more per message,
 // its Next arming a heartbeat timer per call.
+//
+// A consumer that falls more than the stream's per-subject limit behind
+// loses messages without a word (JetStream deletes them unread), so the
+// consumer also reports, once 30 s have passed without a message, how
+// many it got: the benchmark fails instead of waiting forever.
 func (x *bare) consume(b *testing.B, n int, done chan<- error) {
 	c, err := x.stream.OrderedConsumer(context.Background(), jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverNewPolicy})
 	require.NoError(b, err)
-	got := 0
+	var got atomic.Int64
 	cc, err := c.Consume(func(jetstream.Msg) {
-		if got++; got == n {
+		if got.Add(1) == int64(n) {
 			done <- nil
 		}
 	})
 	require.NoError(b, err)
 	b.Cleanup(cc.Stop)
+	stop := make(chan struct{})
+	b.Cleanup(func() { close(stop) })
+	go func() {
+		last := int64(-1)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(30 * time.Second):
+			}
+			k := got.Load()
+			if k >= int64(n) {
+				return
+			}
+			if k == last {
+				done <- fmt.Errorf("bare consumer got %d of %d messages (lost: it fell behind the stream's per-subject limit)", k, n)
+				return
+			}
+			last = k
+		}
+	}()
 }
 
 // reportStored reports the stream's storage per message it holds
