@@ -156,6 +156,8 @@ func TestPublishValidation(t *testing.T) {
 		{"forged replay_complete", "s", frame.TypeReplayComplete, nil},
 		{"forged state_resync_required", "s", frame.TypeStateResyncRequired, nil},
 		{"forged slow_client_warning", "s", frame.TypeSlowClientWarning, nil},
+		{"forged snapshot", "s", frame.TypeSnapshot, nil},
+		{"forged stream_start", "s", frame.TypeStreamStart, nil},
 		{"internal control type", "s", backend.TypeSessionCreated, nil},
 	}
 	b := newBus(t, eventbus.Options{})

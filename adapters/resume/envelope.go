@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // EnvelopeVersion is the value of the "v" field of every envelope
@@ -22,7 +23,8 @@ const EnvelopeVersion = 1
 // SSE it also carries the cursor on its id: line, so an EventSource's
 // lastEventId takes it; [Stream] takes it as its cursor and does not
 // return it.
-const TypeStreamStart = "stream_start"
+// It is [frame.TypeStreamStart], which the bus refuses to publish.
+const TypeStreamStart = frame.TypeStreamStart
 
 // AppendEnvelope appends ev's JSON envelope — the object an SSE frame
 // carries on its data: line and a WebSocket frame is — to dst and returns

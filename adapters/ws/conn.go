@@ -1,6 +1,7 @@
 package ws
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -25,6 +26,10 @@ type conn struct {
 	sessionID string
 	remote    string
 	urlCursor bool // the request carried a cursor (URL or header)
+	// hdrEpoch is the handshake's X-Event-Epoch (validated): the epoch of a
+	// resume message's plain cursor when the message names none, as the
+	// header qualifies a plain Last-Event-ID on the SSE endpoint.
+	hdrEpoch string
 
 	readCtx  context.Context
 	stopRead context.CancelFunc
@@ -148,8 +153,8 @@ func (cn *conn) awaitResume(sub *eventbus.Subscription, opts eventbus.SubscribeO
 		// A resume (after a snapshot, the frame's lastEventId) asks for no
 		// other snapshot, as over SSE; a lost position still gets one.
 		opts.Cursor, opts.NoReplay, opts.Snapshot = &eventbus.Position{ID: m.Resume.Cursor.ID}, false, false
-		if m.Resume.Epoch != "" {
-			opts.Cursor.Epoch = resume.BusEpoch(m.Resume.Epoch, cn.h.bus.Epoch())
+		if ep := cmp.Or(m.Resume.Epoch, cn.hdrEpoch); ep != "" {
+			opts.Cursor.Epoch = resume.BusEpoch(ep, cn.h.bus.Epoch())
 		}
 	case opts.NoReplay:
 		return sub, false, true // the placeholder is what the URL asked for

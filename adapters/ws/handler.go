@@ -278,6 +278,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cn := &conn{h: h, c: c, raw: hr.conn, cork: hr.cork, ctx: ctx, cancel: cancel, sessionID: sessionID, remote: r.RemoteAddr,
 		first: make(chan ClientMessage, 1), readDone: make(chan struct{}), keeperStop: make(chan struct{}),
 		waiting: await, urlCursor: opts.Cursor != nil}
+	if await {
+		// ParseRequest has refused a malformed header already.
+		cn.hdrEpoch, _ = resume.ParseEpoch(r.Header.Get(resume.HeaderEpoch))
+	}
 	cn.readCtx, cn.stopRead = context.WithCancel(context.WithoutCancel(ctx))
 	defer cn.finish()
 	go cn.readLoop()

@@ -628,3 +628,47 @@ func TestClientResumesWithoutResumeWait(t *testing.T) {
 		cancel()
 	}
 }
+
+// TestResumeMessageTakesTheHandshakeEpoch: a resume message whose cursor
+// is a plain id and that names no epoch is qualified by the handshake's
+// X-Event-Epoch, as a plain Last-Event-ID is on the SSE endpoint: the bus's
+// own epoch resumes after the cursor, another one is an epoch_reset, and
+// an epoch in the message wins over the header.
+func TestResumeMessageTakesTheHandshakeEpoch(t *testing.T) {
+	s := newServer(t, eventbus.Options{}, ws.HandlerOptions{})
+	publish(t, s.bus, "s1", 5)
+	dialEpoch := func(epoch string) *websocket.Conn {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+		defer cancel()
+		h := http.Header{}
+		h.Set(resume.HeaderEpoch, epoch)
+		c, _, err := websocket.Dial(ctx, s.url("s1", ""), &websocket.DialOptions{HTTPHeader: h})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.CloseNow() })
+		return c
+	}
+	tests := []struct {
+		name, header, msg string
+		want              []string // type:id of the first frames
+	}{
+		{"own epoch in the header", s.bus.Epoch(), `{"resume":{"lastEventId":"3"}}`,
+			[]string{"msg:4", "msg:5", "replay_complete:0"}},
+		{"another epoch in the header", "older", `{"resume":{"lastEventId":3}}`,
+			[]string{frame.TypeStateResyncRequired + ":0", "msg:1"}},
+		{"the message's epoch wins", "older", `{"resume":{"lastEventId":"3","epoch":"` + s.bus.Epoch() + `"}}`,
+			[]string{"msg:4", "msg:5", "replay_complete:0"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := dialEpoch(tt.header)
+			send(t, c, tt.msg)
+			var shape []string
+			for range tt.want {
+				ev := read(t, c)
+				shape = append(shape, ev.Type+":"+resume.FormatID(ev.ID, ""))
+			}
+			assert.Equal(t, tt.want, shape)
+		})
+	}
+}

@@ -33,6 +33,12 @@ const (
 	// position was lost; the events after that id follow. Data is
 	// [SnapshotData].
 	TypeSnapshot = "snapshot"
+	// TypeStreamStart is not made by the bus but by the SSE and WebSocket
+	// handlers: the frame that opens a live-only stream and names where
+	// it starts (adapters/resume documents its data). It is reserved here,
+	// with the bus's own types, so that no published or targeted event can
+	// be taken for it by a client.
+	TypeStreamStart = "stream_start"
 )
 
 // Reasons carried in [SnapshotData.Reason] besides ReasonRingEvicted and
@@ -165,12 +171,13 @@ type SessionClosedData struct {
 
 // Reserved reports whether typ is one of the bus's own frame types —
 // state_resync_required, replay_complete, slow_client_warning,
-// client_evicted, session_closed, snapshot — or starts with "_replaybus.". Publish
+// client_evicted, session_closed, snapshot, and the handlers' stream_start —
+// or starts with "_replaybus.". Publish
 // refuses them, so a publisher cannot forge a protocol frame (a real event
 // with an id that a client would take for the end of its session, say).
 func Reserved(typ string) bool {
 	switch typ {
-	case TypeStateResyncRequired, TypeReplayComplete, TypeSlowClientWarning, TypeClientEvicted, TypeSessionClosed, TypeSnapshot:
+	case TypeStateResyncRequired, TypeReplayComplete, TypeSlowClientWarning, TypeClientEvicted, TypeSessionClosed, TypeSnapshot, TypeStreamStart:
 		return true
 	}
 	return strings.HasPrefix(typ, "_replaybus.")
