@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"iter"
 	"math"
-	"slices"
 	"sort"
 
 	"github.com/replaybus/replaybus/eventbus/internal/queue"
@@ -66,7 +65,9 @@ func grow[T any](s []T, n, least int) []T {
 	if len(s)+n <= cap(s) {
 		return s
 	}
-	return slices.Grow(s, max(least, 2*cap(s), len(s)+n)-len(s))
+	out := make([]T, len(s), max(least, 2*cap(s), len(s)+n))
+	copy(out, s)
+	return out
 }
 
 // add appends part r, whose literal is r.Data[start:end] (start < 0:
