@@ -58,9 +58,10 @@ type TextCoalescer interface {
 	// concatenates lies: data[start:end], quotes included; start < 0 when
 	// the event holds no text there (null or absent, merged as ""). ok is
 	// false when key does not merge as text. ok true promises that any
-	// payload of type typ that equals data outside [start, end) and holds
-	// a JSON string literal there has merge key key, and that literal's
-	// text is its part of the merge.
+	// event of type typ whose payload equals data outside [start, end) and
+	// holds a JSON string literal there has merge key key (whatever else
+	// differs: its id, time or origin), and that literal's text is its
+	// part of the merge.
 	TextSpan(key, typ string, data []byte) (start, end int, ok bool)
 	// JoinText returns what Merge returns for events of key whose first
 	// event's payload equals first outside its literal, given the contents
