@@ -161,10 +161,11 @@ func (co *coalescing) pull(s source, force bool) (Event, bool) {
 			}
 			return Event{}, false
 		}
-		// Synthetic frames (resync, gaps, replay_complete, warnings) and
-		// session_closed never merge, so they end any group before them.
+		// Synthetic frames (resync, gaps, replay_complete, warnings),
+		// session_closed and byte payloads (the rule sets merge JSON) never
+		// merge, so they end any group before them.
 		key := ""
-		if ev.ID != 0 && ev.Type != frame.TypeSessionClosed {
+		if ev.ID != 0 && ev.Type != frame.TypeSessionClosed && ev.media == 0 {
 			var drop bool
 			key, drop = co.c.Key(ev)
 			if drop {

@@ -14,11 +14,12 @@ import (
 // subscriber reads.
 type compactor struct{ c Coalescer }
 
-// Key returns r's merge key; session_closed never folds, and an event the
-// rule set would drop is kept as published (live delivery is unchanged,
-// so the log keeps what was delivered).
+// Key returns r's merge key; session_closed and a byte payload (not JSON:
+// the rule sets merge JSON) never fold, and an event the rule set would
+// drop is kept as published (live delivery is unchanged, so the log keeps
+// what was delivered).
 func (m compactor) Key(r *record) string {
-	if r.Type == frame.TypeSessionClosed {
+	if r.Type == frame.TypeSessionClosed || mediaOf(r) != 0 {
 		return ""
 	}
 	var ev Event

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
@@ -153,4 +154,29 @@ func replayFrom(t *rapid.T, b *eventbus.Bus, s string, c uint64) []string {
 			strconv.Itoa(ev.Count), strconv.FormatUint(ev.FirstID, 10)}, " "))
 	}
 	return out
+}
+
+// A byte payload never folds, even one whose bytes are a delta's JSON that
+// a text run would take by comparing bytes: it replays as published,
+// with its media type, between the records around it.
+func TestTextFoldsSkipBytePayloads(t *testing.T) {
+	b, err := eventbus.New(eventbus.Options{Epoch: "e", ReplayCompact: coalesce.ACP})
+	require.NoError(t, err)
+	defer b.Close()
+	text := publishReply(t, b, "s", 0, 2)
+	raw := chunk("s", tok(2))
+	_, err = b.PublishBytes("s", chunkType, "application/octet-stream", raw)
+	require.NoError(t, err)
+	text2 := publishReply(t, b, "s", 3, 5)
+	sub, err := b.Subscribe(t.Context(), "s", eventbus.SubscribeOptions{})
+	require.NoError(t, err)
+	defer sub.Close()
+	evs := drain(sub)
+	require.Len(t, evs, 3, "the run, the byte payload, the next run")
+	assert.Equal(t, text, chunkText(t, evs[0]))
+	assert.Equal(t, 2, evs[0].Count)
+	assert.Equal(t, "application/octet-stream", evs[1].ContentType())
+	assert.Equal(t, []byte(raw), []byte(evs[1].Data))
+	assert.Zero(t, evs[1].Count)
+	assert.Equal(t, text2, chunkText(t, evs[2]))
 }

@@ -13,6 +13,8 @@
 // [Bus.Publish] encodes the payload to JSON once, assigns the next id of one
 // bus-wide sequence (1, 2, 3, …), stores the event in the session's replay
 // buffer and queues it for every subscriber whose scope covers the session.
+// A payload that is not JSON goes through [Bus.PublishBytes] with its media
+// type ([Event.ContentType]); JSON is the default.
 // Ids therefore rise strictly within every session and every scope, and a
 // subscriber of any scope resumes with one Last-Event-ID. Synthetic frames
 // (state_resync_required, replay_complete, slow_client_warning,

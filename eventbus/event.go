@@ -14,6 +14,10 @@ import (
 // consume a sequence number and must never move a client's Last-Event-ID
 // (qwen-code's "no slot" rule).
 //
+// An Event's payload is JSON unless it was published with
+// [Bus.PublishBytes] under another media type ([Event.ContentType],
+// [Event.IsJSON]); the zero value is a JSON event.
+//
 // An Event is a value: the Data bytes are shared by every subscriber and by
 // the replay buffer and must not be modified.
 type Event struct {
@@ -26,7 +30,12 @@ type Event struct {
 	// Type is the event type, e.g. "agent_message_chunk" or one of the
 	// Type* constants. Never empty, never contains CR or LF.
 	Type string `json:"type"`
-	// Data is the payload as JSON, encoded once at publish.
+	// Data is the payload as JSON, encoded once at publish — or, for an
+	// event published with [Bus.PublishBytes] under a media type other
+	// than application/json ([Event.IsJSON] false), the bytes as published,
+	// of media type [Event.ContentType]. encoding/json cannot marshal such
+	// an Event as is (its Data is not JSON); the adapters' envelope
+	// (adapters/resume.AppendEnvelope) carries the bytes in base64.
 	Data json.RawMessage `json:"data,omitempty"`
 	// Time is when the bus accepted the event (synthetic frames: when the
 	// frame was made).
@@ -37,6 +46,9 @@ type Event struct {
 	// Replay is true on the copy a subscriber receives from the replay
 	// buffer rather than live (AgentPool's is_replay).
 	Replay bool `json:"replay,omitempty"`
+	// media is the payload's media type, interned (media.go): 0 for JSON.
+	// It sits in the padding after Replay, so Event stays 128 bytes.
+	media uint32
 	// Count is how many published events a coalescing subscription merged
 	// into this one (see [SubscribeOptions.Coalesce]): 0 for an event
 	// delivered as published, ≥ 2 for a merged one. A merged event carries

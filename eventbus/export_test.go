@@ -5,3 +5,8 @@ package eventbus
 // testHookTreeLocked), for the tests of package eventbus_test. Call it only
 // from a test that does not run in parallel with others.
 func SetTestHookTreeLocked(f func(session string)) { testHookTreeLocked = f }
+
+// SetTestHookWake sets (nil: clears) the hook run on every wake-up of a
+// parked consumer (see testHookWake), for the benchmarks of package
+// eventbus_test. Call it only while no other test publishes.
+func SetTestHookWake(f func()) { testHookWake = f }

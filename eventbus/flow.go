@@ -40,11 +40,20 @@ func (s *Subscription) takeWakeLocked() bool {
 // sendWake hands the parked consumer its wake-up; it never blocks (the
 // channel holds one token, and a token already there wakes it as well).
 func (s *Subscription) sendWake() {
+	if testHookWake != nil {
+		testHookWake()
+	}
 	select {
 	case s.wake <- struct{}{}:
 	default:
 	}
 }
+
+// testHookWake, when set by a test or benchmark, runs on every wake-up
+// sent to a parked consumer (sendWake), on the sender's goroutine: it
+// counts the goroutine hand-offs a workload pays. Set it only while no
+// other test publishes or ends subscriptions.
+var testHookWake func()
 
 // deliver offers a live event to the subscriber (its queue applies the
 // limits and the policy: queue.Queue.Deliver). It reports what happened so

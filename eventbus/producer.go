@@ -27,7 +27,7 @@ type producerState struct {
 // publishProducer is publish for a publish WithProducer(p): in memory the
 // check and the record are made under the lock the publish takes (see
 // publishLocal); over a backend it is refused.
-func (b *Bus) publishProducer(sessionID, typ string, raw []byte, origin string, create bool, p *producer.Stamp) (Event, error) {
+func (b *Bus) publishProducer(sessionID, typ string, raw []byte, media uint32, origin string, create bool, p *producer.Stamp) (Event, error) {
 	if err := checkName("producer id", p.ID); err != nil {
 		return Event{}, err
 	}
@@ -35,7 +35,7 @@ func (b *Bus) publishProducer(sessionID, typ string, raw []byte, origin string, 
 		return Event{}, producer.ErrUnsupported
 	}
 	defer b.flushDiagnostics() // after every lock is released
-	return b.publishLocal(sessionID, typ, raw, origin, create, p)
+	return b.publishLocal(sessionID, typ, raw, media, origin, create, p)
 }
 
 // CheckProducer reports what a publish WithProducer(p) to session

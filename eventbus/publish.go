@@ -103,9 +103,9 @@ func (b *Bus) Publish(sessionID, typ string, data any, opts ...PublishOption) (E
 	}
 	origin, create, p := publishOpts(opts)
 	if p != nil {
-		return b.publishProducer(sessionID, typ, raw, origin, create, p)
+		return b.publishProducer(sessionID, typ, raw, 0, origin, create, p)
 	}
-	return b.publish(sessionID, typ, raw, origin, create)
+	return b.publish(sessionID, typ, raw, 0, origin, create)
 }
 
 // PublishJSON is [Bus.Publish] for a payload that is already JSON: data is
@@ -126,9 +126,9 @@ func (b *Bus) PublishJSON(sessionID, typ string, data []byte, opts ...PublishOpt
 	}
 	origin, create, p := publishOpts(opts)
 	if p != nil {
-		return b.publishProducer(sessionID, typ, raw, origin, create, p)
+		return b.publishProducer(sessionID, typ, raw, 0, origin, create, p)
 	}
-	return b.publish(sessionID, typ, raw, origin, create)
+	return b.publish(sessionID, typ, raw, 0, origin, create)
 }
 
 // checkEvent validates what every publish names.
@@ -180,15 +180,16 @@ var testHookTreeLocked func(session string)
 // side of the structure lock and its tree's lock: publishers of distinct
 // trees do not wait for each other. A session that must be created first
 // (or a refused one) takes the structure lock exclusively.
-func (b *Bus) publish(sessionID, typ string, raw []byte, origin string, create bool) (Event, error) {
+func (b *Bus) publish(sessionID, typ string, raw []byte, media uint32, origin string, create bool) (Event, error) {
 	defer b.flushDiagnostics() // after every lock is released
-	return b.w.publish(b, sessionID, typ, raw, origin, create)
+	return b.w.publish(b, sessionID, typ, raw, media, origin, create)
 }
 
 // publishLocal is publish on the in-memory bus (memWriter): the id is
 // taken here, under the tree lock, as the event is appended and fanned out.
-func (b *Bus) publishLocal(sessionID, typ string, raw []byte, origin string, create bool, p *producer.Stamp) (Event, error) {
-	r := &record{Type: typ, Data: raw, Ext: originRef(origin), Nanos: b.nowNanos()}
+// media is the interned media type (media.go), 0 for JSON.
+func (b *Bus) publishLocal(sessionID, typ string, raw []byte, media uint32, origin string, create bool, p *producer.Stamp) (Event, error) {
+	r := &record{Type: typ, Data: raw, Ext: extOf(origin, media), Nanos: b.nowNanos()}
 	f := fan{wakes: wakeLists.Get().(*[]*Subscription)}
 	defer f.release() // the wake-ups, once no lock is held
 	tok := b.mu.RLock()
@@ -236,7 +237,7 @@ func (b *Bus) publishLocal(sessionID, typ string, raw []byte, origin string, cre
 
 // publishRemote is publish on a bus over a backend: the backend assigns the
 // id and the feed delivers.
-func (b *Bus) publishRemote(sessionID, typ string, raw []byte, origin string, create bool) (Event, error) {
+func (b *Bus) publishRemote(sessionID, typ string, raw []byte, media uint32, origin string, create bool) (Event, error) {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -256,7 +257,7 @@ func (b *Bus) publishRemote(sessionID, typ string, raw []byte, origin string, cr
 	if err != nil {
 		return Event{}, err
 	}
-	return b.appendRemote(path, Event{Session: sessionID, Type: typ, Data: raw, Time: now, Origin: origin})
+	return b.appendRemote(path, Event{Session: sessionID, Type: typ, Data: raw, Time: now, Origin: origin, media: media})
 }
 
 // eachSubLocked calls fn for every registered subscriber.

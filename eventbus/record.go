@@ -27,7 +27,7 @@ func fillEvent(ev *Event, r *record, replay bool) {
 		Replay:  replay,
 	}
 	if x := r.Ext; x != nil {
-		ev.Origin, ev.Count, ev.FirstID = x.Origin, x.Count, x.FirstID
+		ev.Origin, ev.Count, ev.FirstID, ev.media = x.Origin, int(x.Count), x.FirstID, x.Media
 	}
 }
 
@@ -54,11 +54,20 @@ var (
 	synth    = queue.Synth
 )
 
-// originRef returns the record extension carrying origin, or nil when it
-// is empty.
-func originRef(origin string) *queue.Ext {
-	if origin == "" {
+// extOf returns the record extension carrying origin and the interned
+// media type (media.go), or nil when both are empty (a JSON event without
+// an origin: the common case allocates nothing).
+func extOf(origin string, media uint32) *queue.Ext {
+	if origin == "" && media == 0 {
 		return nil
 	}
-	return &queue.Ext{Origin: origin}
+	return &queue.Ext{Origin: origin, Media: media}
+}
+
+// mediaOf is r's interned media type, 0 for JSON.
+func mediaOf(r *record) uint32 {
+	if r.Ext == nil {
+		return 0
+	}
+	return r.Ext.Media
 }

@@ -184,7 +184,7 @@ func (b *Bus) ingest(path []string, ev Event) {
 		b.hot.seq.Store(ev.ID)
 		return
 	}
-	r := &record{Session: x.id, Type: ev.Type, Data: ev.Data, Ext: originRef(ev.Origin), Nanos: ev.Time.UnixNano()}
+	r := &record{Session: x.id, Type: ev.Type, Data: ev.Data, Ext: extOf(ev.Origin, ev.media), Nanos: ev.Time.UnixNano()}
 	if ev.Type == frame.TypeSessionClosed {
 		b.appendLocked(x, r, true, &fan{})
 		b.mem.tombs[x.id] = r.Nanos
@@ -320,8 +320,8 @@ func (b *Bus) preparePublish(sessionID, typ string, data any, opts []PublishOpti
 
 // publish is writer.publish over a backend: the backend assigns the id and
 // the feed delivers (ingest).
-func (rs *remoteStore) publish(b *Bus, sessionID, typ string, raw []byte, origin string, create bool) (Event, error) {
-	return b.publishRemote(sessionID, typ, raw, origin, create)
+func (rs *remoteStore) publish(b *Bus, sessionID, typ string, raw []byte, media uint32, origin string, create bool) (Event, error) {
+	return b.publishRemote(sessionID, typ, raw, media, origin, create)
 }
 
 // created is writer.created over a backend: the creation, reopening

@@ -46,7 +46,8 @@ type memStore struct {
 // way the history lives in memStore.
 type writer interface {
 	// publish stores and fans out one validated, encoded event (Publish).
-	publish(b *Bus, sessionID, typ string, raw []byte, origin string, create bool) (Event, error)
+	// media is the interned media type (media.go), 0 for JSON.
+	publish(b *Bus, sessionID, typ string, raw []byte, media uint32, origin string, create bool) (Event, error)
 	// created is called by CreateSession, with b.mu held exclusively, once
 	// x was created or reopened (fresh) or attached to a parent here.
 	created(b *Bus, x *session, fresh, reopened bool) error
@@ -63,8 +64,8 @@ type writer interface {
 // memWriter is the writer of the in-memory bus.
 type memWriter struct{}
 
-func (memWriter) publish(b *Bus, sessionID, typ string, raw []byte, origin string, create bool) (Event, error) {
-	return b.publishLocal(sessionID, typ, raw, origin, create, nil)
+func (memWriter) publish(b *Bus, sessionID, typ string, raw []byte, media uint32, origin string, create bool) (Event, error) {
+	return b.publishLocal(sessionID, typ, raw, media, origin, create, nil)
 }
 
 func (memWriter) created(*Bus, *session, bool, bool) error { return nil }

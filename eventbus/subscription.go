@@ -22,11 +22,38 @@ import (
 // when the bus is closed; [Subscription.Err] then says why. Ending releases
 // its registration and its slot under the subscriber cap at once.
 type Subscription struct {
-	// Fixed at Subscribe (register sets id, sess, pos and stopCtx under the
-	// bus lock before the subscription is visible).
+	// What a delivery touches, first and together: 96 bytes, so that
+	// offering an event to a subscriber reads and writes two cache lines
+	// of it, not the four it took when these fields were spread over the
+	// struct. mu guards ended, waiting and q: q is the publishers' side
+	// of the subscriber's queue, with its live limits (internal/queue);
+	// rd, below, is the consumer's. filter (the types it receives; nil for
+	// all, filter.go) and sess (the session subscribed to) are fixed at
+	// Subscribe, before the subscription is visible.
+	//
+	// The layout keeps what the consumer touches on every event (discard,
+	// co, lead, rd, lastSeen) off those two lines at either alignment the
+	// size class gives a Subscription (a multiple of 32 bytes: 352), and
+	// off the lines of its neighbours in memory: the 32 bytes after the
+	// delivery fields and the last 32 of the struct hold only fields
+	// written at a park with a deadline or at the end.
+	// TestSubscriptionLayout checks it.
+	mu      sync.Mutex
+	ended   bool
+	waiting bool
+	filter  *typeFilter
+	sess    *session
+	q       queue.Queue
+
+	// Written rarely (at the end, a park with a deadline); guarded by mu.
+	reason    error
+	waitUntil int64 // the parked reader's deadline (waits.Now clock), 0 none
+	dlAt      int64 // the deadline of s's entry in the deadline queue, 0 none
+
+	// Fixed at Subscribe (register sets id, pos and stopCtx under the bus
+	// lock before the subscription is visible).
 	id      uint64
 	bus     *Bus
-	sess    *session // the session subscribed to
 	kind    scope.Kind
 	discard atomic.Bool // set once, when the end drops what is queued
 	name    string
@@ -34,36 +61,22 @@ type Subscription struct {
 	stopCtx func() bool
 	ctx     context.Context // the subscribe context
 	co      *coalescing     // consumer-side merging; nil when off (coalesce.go)
-	filter  *typeFilter     // the types it receives; nil for all (filter.go)
-
-	// Written by publishers on every delivery; guarded by mu. q is the
-	// publishers' side of the subscriber's queue, with its live limits
-	// (internal/queue); rd, below, is the consumer's.
-	mu      sync.Mutex
-	q       queue.Queue
-	waiting bool
-	wake    chan struct{}
-
-	// Written rarely (at the end, a warning, a park with a deadline, the
-	// replay); they also keep the two hot groups apart, so that the
-	// consumer's counter is not on the line publishers write on each
-	// delivery. Guarded by mu unless noted.
-	reason    error
-	ended     bool
-	dl        deadline.Slot // s's place in the bus's deadline queue (wait.go)
-	waitUntil int64         // the parked reader's deadline (waits.Now clock), 0 none
-	dlAt      int64         // the deadline of s's entry in the deadline queue, 0 none
-	done      chan struct{} // made on the first Done call
-	pump      *pumpState    // the Events pump, nil until Events is called
-	lead      []entry       // consumer: frames before the replay (epoch_reset, ring_evicted)
+	wake    chan struct{}   // the parked reader's wake-up (one token)
 
 	// The consumer's side, touched only by the reading goroutine (lead and
 	// rd's replay snapshot are set by Subscribe before the subscription is
-	// visible): rd is the consumer's side of the queue, whose counter of
-	// what it took is written on every event and read by publishers only
-	// near a limit.
+	// visible): lead holds the frames before the replay (epoch_reset,
+	// ring_evicted); rd is the consumer's side of the queue, whose counter
+	// of what it took is written on every event and read by publishers
+	// only near a limit.
+	lead     []entry
 	rd       queue.Reader
 	lastSeen uint64
+
+	// Written rarely; guarded by mu.
+	dl   deadline.Slot // s's place in the bus's deadline queue (wait.go)
+	done chan struct{} // made on the first Done call
+	pump *pumpState    // the Events pump, nil until Events is called
 }
 
 // pumpState is the Events pump of a subscription (see Subscription.Events).

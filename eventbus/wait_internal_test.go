@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -152,4 +153,58 @@ func TestNextBeforeStress(t *testing.T) {
 	}
 	assert.Zero(t, b.waits.Len(), "the deadline queue holds ended subscriptions")
 	assert.True(t, b.waits.Closed())
+}
+
+// A publish wakes a consumer only when it has parked: events queued for a
+// subscriber nobody is reading, or one still taking its batch, cost no
+// goroutine hand-off; a parked reader gets exactly one wake-up for the
+// publish that finds it parked, and one for the end of its subscription.
+func TestWakeOnlyAParkedConsumer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var wakes atomic.Int64
+		testHookWake = func() { wakes.Add(1) }
+		defer func() { testHookWake = nil }()
+		b, err := New(Options{})
+		require.NoError(t, err)
+		s, err := b.Subscribe(context.Background(), "s", SubscribeOptions{NoReplay: true})
+		require.NoError(t, err)
+		for range 10 {
+			_, err := b.PublishJSON("s", "t", []byte(`{}`))
+			require.NoError(t, err)
+		}
+		assert.Zero(t, wakes.Load(), "nobody is parked: no wake-up")
+
+		got := make(chan uint64, 20)
+		done := make(chan error, 1)
+		go func() {
+			for {
+				ev, err := s.Next(context.Background())
+				if err != nil {
+					done <- err
+					return
+				}
+				got <- ev.ID
+			}
+		}()
+		synctest.Wait() // the reader took the ten and parked
+		require.Len(t, got, 10)
+		assert.Zero(t, wakes.Load(), "the reader found its events queued: no wake-up")
+
+		ev, err := b.PublishJSON("s", "t", []byte(`{}`))
+		require.NoError(t, err)
+		synctest.Wait()
+		assert.Equal(t, int64(1), wakes.Load(), "one publish, one parked reader: one wake-up")
+		require.Len(t, got, 11)
+
+		s.Close()
+		synctest.Wait()
+		assert.ErrorIs(t, <-done, ErrUnsubscribed)
+		assert.Equal(t, int64(2), wakes.Load(), "the end wakes the parked reader once")
+		for range 10 {
+			<-got
+		}
+		assert.Equal(t, ev.ID, <-got)
+		require.NoError(t, b.Close())
+		synctest.Wait()
+	})
 }

@@ -21,9 +21,12 @@
 //
 //   - An append is one bus event per item: each JSON message of an
 //     application/json stream (a top-level array is flattened one level),
-//     or the whole body of any other content type. Events of other types,
-//     published into the session by Go or by the SSE route, read as the
-//     JSON envelope {"id","type","data","origin"}.
+//     or the whole body of any other content type, published as bytes of
+//     the stream's media type (eventbus.Bus.PublishBytes) and read back as
+//     the same bytes. Events of other types, published into the session by
+//     Go or by the SSE route, read as the JSON envelope
+//     {"id","type","data","origin"} (a byte payload's data in base64 with
+//     "contentType" and "encoding").
 //
 //   - An offset is the position after an event: [FormatOffset] writes
 //     "<bus epoch>_<event id, 16 digits>", the SSE route's

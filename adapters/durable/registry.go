@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/replaybus/replaybus/eventbus"
 )
 
 // lookup returns the live stream named name: 404 when there is none (an
@@ -39,10 +41,18 @@ func (h *Handler) lookup(name string) (*stream, error) {
 	return s, nil
 }
 
-// newStream makes a record for session name of content type ct.
+// newStream makes a record for session name of content type ct. A byte
+// stream's appends are published as bytes of media type ct, or of
+// application/octet-stream when the bus refuses ct as a media type (the
+// stream still answers with ct: PROTOCOL.md lets a client name any
+// content type).
 func (h *Handler) newStream(name, ct string) *stream {
 	mt := mediaType(ct)
 	s := &stream{id: name, gen: h.gen.Add(1), ctype: ct, json: mt == "application/json"}
+	s.media = "application/octet-stream"
+	if _, err := (eventbus.Event{}).WithContentType(ct); err == nil && !s.json {
+		s.media = ct
+	}
 	s.text = s.json || strings.HasPrefix(mt, "text/")
 	s.touch()
 	s.seen.Store(s.access.Load())

@@ -42,6 +42,7 @@ type stream struct {
 	id    string // the bus session id (the path below the prefix)
 	gen   uint64 // unique per record: names it in ETags
 	ctype string // the content type as created
+	media string // the media type its appends are published with (byte streams; registry.go)
 	json  bool   // application/json: message mode (PROTOCOL.md §9.1)
 	text  bool   // text/* or JSON: SSE sends it as text, else base64
 
@@ -321,60 +322,19 @@ func (h *Handler) subscribe(ctx context.Context, id string, after uint64) (*even
 	})
 }
 
-// itemData is the bytes event ev stands for in stream s.
+// itemData is the bytes event ev stands for in stream s: an event of the
+// handler's type is its payload as is — on a JSON stream when it is JSON,
+// on a byte stream whatever it is (a byte payload's bytes, a JSON
+// payload's text); any other event is its envelope.
 func (h *Handler) itemData(s *stream, ev eventbus.Event) []byte {
-	if ev.Type == h.opts.EventType {
-		if s.json {
-			return ev.Data
-		}
-		var raw []byte
-		if json.Unmarshal(ev.Data, &raw) == nil {
-			return raw
-		}
+	if ev.Type == h.opts.EventType && (!s.json || ev.IsJSON()) {
 		return ev.Data
 	}
-	return appendEnvelope(make([]byte, 0, 48+len(ev.Type)+len(ev.Data)+len(ev.Origin)), ev, !s.json)
-}
-
-// appendEnvelope appends ev's envelope {"id","type","data","origin"} (the
-// JSON of envelope) to b, and a newline when nl is set: by hand, as this
-// runs once per event read.
-func appendEnvelope(b []byte, ev eventbus.Event, nl bool) []byte {
-	b = append(b, `{"id":`...)
-	b = strconv.AppendUint(b, ev.ID, 10)
-	b = append(b, `,"type":`...)
-	b = appendJSONString(b, ev.Type)
-	if len(ev.Data) > 0 {
-		b = append(b, `,"data":`...)
-		b = append(b, ev.Data...)
+	n := 48 + len(ev.Type) + len(ev.Origin) + len(ev.Data)
+	if !ev.IsJSON() {
+		n += len(ev.Data)/3 + 48
 	}
-	if ev.Origin != "" {
-		b = append(b, `,"origin":`...)
-		b = appendJSONString(b, ev.Origin)
-	}
-	b = append(b, '}')
-	if nl {
-		b = append(b, '\n')
-	}
-	return b
-}
-
-// appendJSONString appends s as a JSON string. The bus refuses control
-// characters in types and origins, but any that come are escaped.
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c < 0x20:
-			b = append(b, `\u00`...)
-			b = append(b, "0123456789abcdef"[c>>4], "0123456789abcdef"[c&0xf])
-		default:
-			b = append(b, c)
-		}
-	}
-	return append(b, '"')
+	return appendEnvelope(make([]byte, 0, n), ev, !s.json)
 }
 
 // publish appends one item's bytes to s's session and returns its id;
@@ -386,7 +346,7 @@ func (h *Handler) publish(s *stream, data []byte, opts ...eventbus.PublishOption
 	if s.json {
 		ev, err = h.bus.PublishJSON(s.id, h.opts.EventType, data, opts...)
 	} else {
-		ev, err = h.bus.Publish(s.id, h.opts.EventType, data, opts...)
+		ev, err = h.bus.PublishBytes(s.id, h.opts.EventType, s.media, data, opts...)
 	}
 	if err != nil {
 		return 0, err

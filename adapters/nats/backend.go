@@ -312,8 +312,12 @@ func (be *Backend) send(ctx context.Context, path []string, ev eventbus.Event) (
 		return nil, fmt.Errorf("nats: session path %q gives a subject of %d bytes, over %d: %w",
 			path, len(subject), MaxSubjectLen, eventbus.ErrInvalid)
 	}
-	body := make([]byte, 0, envelopeSize(ev.Type, ev.Origin, ev.Data))
-	body = appendEnvelope(body, ev.Type, ev.Time.UnixNano(), ev.Origin, ev.Data)
+	var ct string // JSON
+	if !ev.IsJSON() {
+		ct = ev.ContentType()
+	}
+	body := make([]byte, 0, envelopeSize(ev.Type, ev.Origin, ct, ev.Data))
+	body = appendEnvelope(body, ev.Type, ev.Time.UnixNano(), ev.Origin, ct, ev.Data)
 	return be.acks.send(subject, body)
 }
 

@@ -23,7 +23,8 @@
 // [backend.Pipeline] (backend.NewPipeline) keeps a window of acks in flight
 // instead. The event id is the stream sequence, so ids rise strictly across
 // the whole bus, on every node, as the in-memory sequence does. The stored
-// message is a small binary envelope around the payload as published (see
+// message is a small binary envelope around the payload as published (a
+// byte payload of [eventbus.Bus.PublishBytes] with its media type; see
 // docs/distributed.md), with no headers. Every node runs one
 // ordered consumer over the whole stream, from its first retained message,
 // and ingests each event in sequence order into its local [eventbus.Bus]:

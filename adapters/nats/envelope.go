@@ -18,25 +18,52 @@ import (
 //	uvarint len, bytes        origin (length 0: none)
 //	rest                      data, the JSON payload as published (empty: none)
 //
-// Messages written by earlier versions are the JSON object
-// {"type","time","origin","data"}; decodeEnvelope still reads them, so a
-// node of this version ingests a stream written by an older one.
-const envelopeV1 = 0x01
+// A byte payload (eventbus.Bus.PublishBytes: not JSON, with a media type)
+// is version 2, the same frame with the media type after the origin:
+//
+//	0x02                      version
+//	…                         type, time, origin as in version 1
+//	uvarint len, bytes        media type (never empty), e.g. image/png
+//	rest                      data, the bytes as published
+//
+// JSON events stay version 1, so a node of an earlier version still reads
+// them; it skips (and logs) a version 2 message: upgrade every node before
+// publishing byte payloads. Messages written before version 1 are the JSON
+// object {"type","time","origin","data"}; decodeEnvelope still reads them,
+// so a node of this version ingests a stream written by an older one.
+const (
+	envelopeV1 = 0x01
+	envelopeV2 = 0x02
+)
 
-// appendEnvelope appends the stored form of an event to dst.
-func appendEnvelope(dst []byte, typ string, nanos int64, origin string, data []byte) []byte {
-	dst = append(dst, envelopeV1)
+// appendEnvelope appends the stored form of an event to dst: version 1
+// for a JSON payload (contentType ""), version 2 for a byte payload of
+// media type contentType.
+func appendEnvelope(dst []byte, typ string, nanos int64, origin, contentType string, data []byte) []byte {
+	v := byte(envelopeV1)
+	if contentType != "" {
+		v = envelopeV2
+	}
+	dst = append(dst, v)
 	dst = binary.AppendUvarint(dst, uint64(len(typ)))
 	dst = append(dst, typ...)
 	dst = binary.BigEndian.AppendUint64(dst, uint64(nanos))
 	dst = binary.AppendUvarint(dst, uint64(len(origin)))
 	dst = append(dst, origin...)
+	if contentType != "" {
+		dst = binary.AppendUvarint(dst, uint64(len(contentType)))
+		dst = append(dst, contentType...)
+	}
 	return append(dst, data...)
 }
 
 // envelopeSize is the length appendEnvelope produces.
-func envelopeSize(typ, origin string, data []byte) int {
-	return 1 + uvarintLen(len(typ)) + len(typ) + 8 + uvarintLen(len(origin)) + len(origin) + len(data)
+func envelopeSize(typ, origin, contentType string, data []byte) int {
+	n := 1 + uvarintLen(len(typ)) + len(typ) + 8 + uvarintLen(len(origin)) + len(origin) + len(data)
+	if contentType != "" {
+		n += uvarintLen(len(contentType)) + len(contentType)
+	}
+	return n
 }
 
 func uvarintLen(n int) int {
@@ -54,13 +81,15 @@ type decoded struct {
 	typ    []byte
 	nanos  int64
 	origin []byte
+	ctype  []byte // a byte payload's media type; nil for JSON
 	data   []byte
 }
 
 var errEnvelope = errors.New("nats: malformed event envelope")
 
 // decodeEnvelope reads what appendEnvelope wrote, or the JSON envelope of
-// earlier versions. An empty type is malformed.
+// earlier versions. An empty type, and a version 2 frame with an empty
+// media type, are malformed.
 func decodeEnvelope(b []byte) (decoded, error) {
 	if len(b) > 0 && b[0] == '{' {
 		var env struct {
@@ -74,9 +103,10 @@ func decodeEnvelope(b []byte) (decoded, error) {
 		}
 		return decoded{typ: []byte(env.Type), nanos: env.Time, origin: []byte(env.Origin), data: env.Data}, nil
 	}
-	if len(b) == 0 || b[0] != envelopeV1 {
+	if len(b) == 0 || (b[0] != envelopeV1 && b[0] != envelopeV2) {
 		return decoded{}, errEnvelope
 	}
+	v2 := b[0] == envelopeV2
 	b = b[1:]
 	typ, b, ok := field(b)
 	if !ok || len(typ) == 0 || len(b) < 8 {
@@ -88,6 +118,11 @@ func decodeEnvelope(b []byte) (decoded, error) {
 		return decoded{}, errEnvelope
 	}
 	d := decoded{typ: typ, nanos: nanos, origin: origin}
+	if v2 {
+		if d.ctype, b, ok = field(b); !ok || len(d.ctype) == 0 {
+			return decoded{}, errEnvelope
+		}
+	}
 	if len(b) > 0 {
 		d.data = b
 	}

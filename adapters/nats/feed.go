@@ -269,11 +269,8 @@ func (be *Backend) handle(msg jetstream.Msg, seq uint64, plan *catchUp) *catchUp
 		be.markLag(lagAfter, lagUpTo)
 	}
 	if perr == nil {
-		if d, err := decodeEnvelope(msg.Data()); err == nil {
-			be.feed.Ingest(path, eventbus.Event{
-				ID: seq, Session: path[len(path)-1], Type: be.intern(d.typ), Data: d.data,
-				Time: time.Unix(0, d.nanos), Origin: string(d.origin),
-			})
+		if ev, err := be.decode(msg.Data(), seq, path); err == nil {
+			be.feed.Ingest(path, ev)
 		} else {
 			be.log.Warn("replaybus/nats: skipping undecodable message", slog.Uint64("seq", seq), slog.String("subject", subject))
 		}
@@ -363,7 +360,26 @@ func (be *Backend) pathOf(subject string) ([]string, error) {
 	return p, nil
 }
 
-// intern returns typ as a string, shared between events of one type.
+// decode turns the message body b at sequence seq of path's subject into
+// the event it stores: a byte payload (version 2) gets its media type
+// back; a malformed envelope or media type is an error.
+func (be *Backend) decode(b []byte, seq uint64, path []string) (eventbus.Event, error) {
+	d, err := decodeEnvelope(b)
+	if err != nil {
+		return eventbus.Event{}, err
+	}
+	ev := eventbus.Event{
+		ID: seq, Session: path[len(path)-1], Type: be.intern(d.typ), Data: d.data,
+		Time: time.Unix(0, d.nanos), Origin: string(d.origin),
+	}
+	if d.ctype != nil {
+		return ev.WithContentType(be.intern(d.ctype))
+	}
+	return ev, nil
+}
+
+// intern returns typ as a string, shared between events of one type (or
+// media type).
 func (be *Backend) intern(typ []byte) string {
 	if s, ok := be.types[string(typ)]; ok {
 		return s

@@ -81,7 +81,7 @@ func lagBackend(t *testing.T) (*Backend, *recorder) {
 }
 
 func msgFor(t *testing.T, path ...string) fakeMsg {
-	return fakeMsg{subject: subjectFor(DefaultSubjectPrefix, path), data: appendEnvelope(nil, "m", 1, "", nil)}
+	return fakeMsg{subject: subjectFor(DefaultSubjectPrefix, path), data: appendEnvelope(nil, "m", 1, "", "", nil)}
 }
 
 // TestLagMarksFullSessions: a node that skipped deleted sequences while

@@ -1,6 +1,7 @@
 package resume
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -37,7 +38,16 @@ const TypeStreamStart = frame.TypeStreamStart
 // not empty (copied as is: the JSON the bus encoded at publish, line breaks
 // included), "replay" only when true, "origin" only when set, "count" and
 // "firstId" only for a merged event of a coalescing subscription
-// (ev.Count ≥ 2; its id is the last merged one's). Strings are escaped
+// (ev.Count ≥ 2; its id is the last merged one's).
+//
+// A byte payload (ev.IsJSON false: published with eventbus.Bus.PublishBytes)
+// is written as "data":"<standard base64 of the bytes, padded>" followed by
+// "contentType":"<its media type>","encoding":"base64" (the two are written
+// for such an event even when it has no data): a JSON payload never has
+// "contentType", so a client tells the two apart by its presence
+// (docs/protocol.md, "Byte payloads").
+//
+// Strings are escaped
 // as encoding/json escapes them without HTML escaping (U+2028, U+2029 and
 // invalid UTF-8 as encoding/json does), so the envelope never holds a raw
 // CR or LF outside ev.Data. ev.Time is not written. Pure and safe for
@@ -56,7 +66,9 @@ func AppendEnvelope(dst []byte, ev eventbus.Event, epoch string) []byte {
 	dst = appendJSONString(dst, ev.Type)
 	dst = append(dst, `,"session":`...)
 	dst = appendJSONString(dst, ev.Session)
-	if len(ev.Data) > 0 {
+	if !ev.IsJSON() {
+		dst = appendBytes(dst, ev)
+	} else if len(ev.Data) > 0 {
 		dst = append(dst, `,"data":`...)
 		dst = append(dst, ev.Data...)
 	}
@@ -75,6 +87,24 @@ func AppendEnvelope(dst []byte, ev eventbus.Event, epoch string) []byte {
 	}
 	return append(dst, '}')
 }
+
+// appendBytes writes a byte payload's "data" (base64), "contentType" and
+// "encoding" fields.
+func appendBytes(dst []byte, ev eventbus.Event) []byte {
+	if len(ev.Data) > 0 {
+		dst = append(dst, `,"data":"`...)
+		dst = base64.StdEncoding.AppendEncode(dst, ev.Data)
+		dst = append(dst, '"')
+	}
+	dst = append(dst, `,"contentType":`...)
+	dst = appendJSONString(dst, ev.ContentType())
+	return append(dst, `,"encoding":"`+EncodingBase64+`"`...)
+}
+
+// EncodingBase64 is the value of an envelope's "encoding" field: its
+// "data" is a byte payload in standard, padded base64 (RFC 4648 §4), of
+// the media type its "contentType" names.
+const EncodingBase64 = "base64"
 
 const hexDigits = "0123456789abcdef"
 
@@ -155,13 +185,20 @@ type envelope struct {
 	Origin  string          `json:"origin"`
 	Count   int             `json:"count"`
 	FirstID uint64          `json:"firstId"`
+	// A byte payload's (see AppendEnvelope).
+	ContentType string `json:"contentType"`
+	Encoding    string `json:"encoding"`
 }
 
 // DecodeEnvelope turns an envelope back into the event it carries — ID,
 // Type, Session, Data, Replay, Origin, Count and FirstID (ev.Time is left
-// zero) — and the epoch that came with its id ("" when none). JSON that is
-// not an object with "v":[EnvelopeVersion] is an error (it wraps the JSON
-// error, if any). Safe for concurrent use.
+// zero), and for a byte payload its bytes (decoded from base64) and media
+// type ([eventbus.Event.ContentType]) — and the epoch that came with its
+// id ("" when none). JSON that is not an object with "v":[EnvelopeVersion]
+// is an error (it wraps the JSON error, if any), and so is a byte payload
+// whose "encoding" is not [EncodingBase64], whose "data" is not a base64
+// string, or whose "contentType" the bus refuses (eventbus.ErrInvalid).
+// Safe for concurrent use.
 func DecodeEnvelope(b []byte) (ev eventbus.Event, epoch string, err error) {
 	var env envelope
 	if err := json.Unmarshal(b, &env); err != nil {
@@ -170,6 +207,26 @@ func DecodeEnvelope(b []byte) (ev eventbus.Event, epoch string, err error) {
 	if env.V != EnvelopeVersion {
 		return ev, "", fmt.Errorf("want an object with \"v\":%d", EnvelopeVersion)
 	}
-	return eventbus.Event{ID: env.ID, Session: env.Session, Type: env.Type, Data: env.Data, Origin: env.Origin,
-		Replay: env.Replay, Count: env.Count, FirstID: env.FirstID}, env.Epoch, nil
+	ev = eventbus.Event{ID: env.ID, Session: env.Session, Type: env.Type, Data: env.Data, Origin: env.Origin,
+		Replay: env.Replay, Count: env.Count, FirstID: env.FirstID}
+	if env.ContentType == "" && env.Encoding == "" {
+		return ev, env.Epoch, nil
+	}
+	if env.Encoding != EncodingBase64 {
+		return eventbus.Event{}, "", fmt.Errorf("byte payload with encoding %s (want %q)", quote(env.Encoding), EncodingBase64)
+	}
+	ev.Data = nil
+	if len(env.Data) > 0 {
+		var s string
+		if err := json.Unmarshal(env.Data, &s); err != nil {
+			return eventbus.Event{}, "", fmt.Errorf("byte payload's data is not a base64 string: %w", err)
+		}
+		if ev.Data, err = base64.StdEncoding.DecodeString(s); err != nil {
+			return eventbus.Event{}, "", fmt.Errorf("byte payload's data is not base64: %w", err)
+		}
+	}
+	if ev, err = ev.WithContentType(env.ContentType); err != nil {
+		return eventbus.Event{}, "", err
+	}
+	return ev, env.Epoch, nil
 }

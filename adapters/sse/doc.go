@@ -33,7 +33,9 @@
 // synthetic frames), "type", "session", "data" (the payload as published;
 // absent when there is none), "replay" (only when true: the event comes from
 // the replay buffer), "origin" (only when set), and on a merged event of a
-// coalescing stream "count" and "firstId". Should a payload hold raw
+// coalescing stream "count" and "firstId". A byte payload (published with
+// eventbus.Bus.PublishBytes) has "data" in base64 with "contentType" and
+// "encoding":"base64" beside it (docs/protocol.md). Should a JSON payload hold raw
 // line breaks, the envelope is split over several data: lines, which every
 // SSE parser joins back. The event: line never carries CR, LF or NUL, and the
 // id: line is "<epoch>-<digits>" (digits alone with [HandlerOptions.PlainIDs]).

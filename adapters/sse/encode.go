@@ -44,13 +44,15 @@ type EncodeOptions struct {
 // The envelope (resume.AppendEnvelope, without epoch) is
 // {"v":1,"id":…,"type":…,"session":…,"data":…,"replay":true,"origin":…}
 // with "id" left out for a synthetic frame, "data" left out when ev.Data is
-// empty, "replay" only when true and "origin" only when set; a merged event
+// empty, "replay" only when true and "origin" only when set; a byte payload
+// (ev.IsJSON false) is "data" in base64 with "contentType" and
+// "encoding":"base64" (resume.AppendEnvelope); a merged event
 // of a coalescing subscription (ev.Count ≥ 2) adds "count" and "firstId"
 // (its id, and the SSE id, is the last merged event's). Strings are
 // escaped as encoding/json escapes them (without HTML escaping; U+2028,
 // U+2029 and invalid UTF-8 as encoding/json does), so the envelope line
 // never contains a raw CR or LF and the type is carried exactly even when
-// the event: line had to be sanitised. ev.Data is trusted to be the JSON the
+// the event: line had to be sanitised. A JSON ev.Data is trusted to be the JSON the
 // bus encoded at publish; should it hold raw line breaks (pretty-printed
 // JSON), the envelope is split over several data: lines at each CR, LF or
 // CRLF, which an SSE parser joins back with LF. ev.Time is not written.
@@ -74,7 +76,7 @@ func AppendEvent(dst []byte, ev eventbus.Event, opts EncodeOptions) []byte {
 	dst = append(dst, "data: "...)
 	mark := len(dst)
 	dst = resume.AppendEnvelope(dst, ev, "")
-	if indexLineBreak(ev.Data) >= 0 {
+	if ev.IsJSON() && indexLineBreak(ev.Data) >= 0 {
 		// Raw line breaks can only come from ev.Data (the envelope's
 		// strings are escaped): start a data: line at each. Rare, so the
 		// copy is fine.

@@ -48,7 +48,9 @@
 // "id" and "epoch" only on real events (synthetic and targeted frames have
 // neither and never move a cursor; HandlerOptions.PlainIDs leaves "epoch"
 // out), "data" when there is a payload,
-// "replay" only when true, "origin" only when set. The synthetic frames are
+// "replay" only when true, "origin" only when set; a byte payload has
+// "data" in base64 with "contentType" and "encoding":"base64" (still a text
+// message: docs/protocol.md). The synthetic frames are
 // the SSE ones (state_resync_required, replay_complete,
 // slow_client_warning, client_evicted) plus "pong", the answer to a ping
 // message, and "stream_start" (resume.TypeStreamStart), the first frame of

@@ -36,7 +36,10 @@ type Backend interface {
 	// events reach every node's [Feed]. It must not wait on any subscriber;
 	// it returns the backend's error (timeouts, no responders, a closed
 	// connection) as is. The bus passes a ctx without deadline: the backend
-	// bounds the append by its own timeout (one timer per append).
+	// bounds the append by its own timeout (one timer per append). A byte
+	// payload (ev.IsJSON false, of [eventbus.Bus.PublishBytes]) is stored with
+	// its media type (ev.ContentType) and handed back to Feed.Ingest with
+	// it ([eventbus.Event.WithContentType]).
 	Append(ctx context.Context, path []string, ev eventbus.Event) (uint64, error)
 	// Start begins feeding every stored event to feed in id order, from the
 	// oldest the backend still holds. Calls to feed never overlap. It

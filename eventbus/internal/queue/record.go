@@ -17,12 +17,17 @@ type Record struct {
 	Nanos   int64 // Unix nanoseconds
 }
 
-// Ext is what few records carry: the origin, and for a record a
-// compacting log replays in place of several (package store), how many it
-// holds and the first one's id.
+// Ext is what few records carry: the origin, the media type of a payload
+// that is not JSON, and for a record a compacting log replays in place of
+// several (package store), how many it holds and the first one's id.
 type Ext struct {
-	Origin  string
-	Count   int    // ≥ 2 for a compacted record, else 0
+	Origin string
+	// Media is the payload's media type as package eventbus interns it
+	// (its Event.ContentType); 0 for JSON. A record with Media ≠ 0 is
+	// never compacted. It shares a word with Count, so Ext stays 48
+	// bytes (a size class).
+	Media   uint32
+	Count   int32  // ≥ 2 for a compacted record (at most 4,096 parts), else 0
 	FirstID uint64 // the first id a compacted record holds, else 0
 	// Fold, on a record a snapshot copied from a compacting log, merges
 	// its parts on demand, outside the session's lock: the record's Data

@@ -154,8 +154,8 @@ func (l *compactLog) Append(r *queue.Record) {
 	var s *slot
 	if l.buf.Len() > 0 {
 		s = l.buf.At(l.buf.Len() - 1)
-		if s.key == "" || s.last.Type != r.Type || s.last.Origin() != r.Origin() {
-			s = nil // r cannot fold into it
+		if s.key == "" || s.last.Type != r.Type || s.last.Origin() != r.Origin() || r.Ext != nil && r.Ext.Media != 0 {
+			s = nil // r cannot fold into it (a byte payload never folds: Key gives it no key)
 		}
 	}
 	if s != nil && l.tm != nil {
@@ -281,7 +281,7 @@ func (l *compactLog) view(dst []*queue.Record, s *slot, cursor uint64) []*queue.
 	if k == n-1 {
 		return append(dst, s.last) // only the newest part is missing
 	}
-	if w := s.whole.Load(); k == 0 && w != nil && w.Ext.Count == n {
+	if w := s.whole.Load(); k == 0 && w != nil && int(w.Ext.Count) == n {
 		return append(dst, w)
 	}
 	f := &fold{m: l.m, tm: l.tm, key: s.key, last: s.last, k: k}
@@ -295,7 +295,7 @@ func (l *compactLog) view(dst []*queue.Record, s *slot, cursor uint64) []*queue.
 		f.whole = &s.whole
 	}
 	return append(dst, &queue.Record{ID: s.last.ID, Session: s.last.Session, Type: s.last.Type, Nanos: s.last.Nanos,
-		Ext: &queue.Ext{Origin: s.last.Origin(), Count: n - k, FirstID: s.partID(k), Fold: f}})
+		Ext: &queue.Ext{Origin: s.last.Origin(), Count: int32(n - k), FirstID: s.partID(k), Fold: f}})
 }
 
 // fold is a queue.Folded: parts of one slot, merged when read.
@@ -334,7 +334,7 @@ func (f *fold) Merge() []*queue.Record {
 		return append(out, last)
 	}
 	r := &queue.Record{ID: last.ID, Session: last.Session, Type: last.Type, Data: data, Nanos: last.Nanos,
-		Ext: &queue.Ext{Origin: last.Origin(), Count: n, FirstID: first}}
+		Ext: &queue.Ext{Origin: last.Origin(), Count: int32(n), FirstID: first}}
 	if f.whole != nil {
 		// Kept for the next reader unless a fold made a newer one first.
 		if w := f.whole.Load(); w == nil || w.Ext.Count < r.Ext.Count {

@@ -90,7 +90,7 @@ func TestCompactLog(t *testing.T) {
 		for _, r := range rs {
 			s := string(r.Data) + "@" + strconv.FormatUint(r.ID, 10)
 			if r.Ext != nil {
-				s += "#" + strconv.Itoa(r.Ext.Count) + "from" + strconv.FormatUint(r.Ext.FirstID, 10)
+				s += "#" + strconv.Itoa(int(r.Ext.Count)) + "from" + strconv.FormatUint(r.Ext.FirstID, 10)
 			}
 			out = append(out, s)
 		}
@@ -220,7 +220,7 @@ func TestCompactLogTextForm(t *testing.T) {
 			}
 			f := got[0].Ext.Fold
 			require.NotNil(t, f)
-			assert.Equal(t, len(payloads)-k, got[0].Ext.Count)
+			assert.EqualValues(t, len(payloads)-k, got[0].Ext.Count)
 			assert.Equal(t, uint64(10+2*k), got[0].Ext.FirstID)
 			out := f.Merge()
 			if !fail {

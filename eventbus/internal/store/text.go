@@ -17,7 +17,8 @@ import (
 // for each run of parts whose payloads differ only in that literal, the
 // first one's payload (the envelope) — instead of every part's payload.
 // It also recognises the next record of such a run by comparing its bytes
-// with the envelope, without calling Key.
+// with the envelope, without calling Key (never a record with a media
+// type, Ext.Media: a byte payload, which no rule set folds).
 type TextMerger interface {
 	Merger
 	// TextSpan returns where, in the payload of r (whose key is key), the
