@@ -45,7 +45,7 @@ type Bus struct {
 	// held exclusively (and may be read under its read side): closed, the
 	// memory store (mem: the tree's shape and every session's place in it,
 	// the registry, tombstones, lost-id marks, kept buffers, stats) and
-	// the remote side's highWater and feedWaiters. The lock order is in
+	// the remote side's feedWaiters. The lock order is in
 	// publish.go, beside the code that takes the locks.
 	mu     *xsync.RBMutex
 	closed bool

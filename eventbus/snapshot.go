@@ -100,7 +100,7 @@ type snapshotJob struct {
 // b.mu's read side (the scope's replay buffers all lie in x's tree), or b.mu
 // exclusively (required for the all scope).
 func (b *Bus) snapshotPlanLocked(x *session, k scope.Kind, pos *Position, types []string, sr *snapReq) snapshotJob {
-	j := snapshotJob{now: b.nowNanos(), earliest: max(b.hot.seq.Load()+1, b.remote.highWater+1), hasCursor: pos != nil}
+	j := snapshotJob{now: b.nowNanos(), earliest: max(b.hot.seq.Load()+1, b.remote.highWater.Load()+1), hasCursor: pos != nil}
 	if sr != nil && sr.frame != nil {
 		j.lead = append(j.lead, *sr.frame)
 	}

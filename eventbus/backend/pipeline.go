@@ -78,7 +78,8 @@ type Pipeline struct {
 	onOK   func(eventbus.Event)
 
 	mu     sync.Mutex
-	flight []inflight // ring of window slots; oldest at head
+	next   eventbus.Event // the event being published, prepared in place
+	flight []inflight     // ring of window slots; oldest at head
 	head   int
 	n      int // events in flight
 }
@@ -143,13 +144,14 @@ func (p *Pipeline) Publish(sessionID, typ string, data any, opts ...eventbus.Pub
 		}
 		return err
 	}
-	e, path, err := hook.Prepare(p.b, sessionID, typ, data, opts)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	path, err := hook.Prepare(p.b, sessionID, typ, data, opts, &p.next)
+	ev := p.next
+	p.next = eventbus.Event{}
 	if err != nil {
 		return err
 	}
-	ev := e.(eventbus.Event)
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.n == p.window {
 		if err := p.settleLocked(context.Background(), 1); err != nil {
 			return err
