@@ -77,7 +77,11 @@ type Client struct {
 // a stale one). A close with 1003, 1008 other than "slow consumer", 1009 or
 // 1011 stops the stream with a [*CloseError]; 1000, 1001, 1008 "slow
 // consumer", 1013 and a cut socket are resumed. The stream ends when ctx
-// ends.
+// ends. Every handshake offers [SubprotocolBatch]: a server that selects it
+// sends batches, which the stream splits ([SplitBatch]) and returns frame
+// by frame; one that does not sends one frame per message, read as such. A
+// malformed batch or frame stops the stream (a *resume.PermanentError
+// naming it; the connection is closed with 1008).
 func (c *Client) Subscribe(ctx context.Context, rawURL string, opts StreamOptions) *Stream {
 	if u, err := url.Parse(rawURL); err == nil {
 		q := u.Query()
@@ -109,8 +113,8 @@ type transport struct {
 // Connect dials with the cursor (plain seq) in the handshake's
 // Last-Event-ID header and its epoch in X-Event-Epoch — which every server
 // reads, whether or not it waits for a resume message (HandlerOptions.
-// ResumeWait) — and sends {"resume": {}}, which starts a waiting server's
-// stream at once. A malformed cursor or epoch is a *resume.PermanentError
+// ResumeWait) — offering SubprotocolBatch, and sends {"resume": {}}, which
+// starts a waiting server's stream at once. A malformed cursor or epoch is a *resume.PermanentError
 // naming it, found before dialling.
 func (t *transport) Connect(ctx context.Context, cursor, epoch string) (resume.Conn, string, error) {
 	if _, err := resume.ParseEpoch(epoch); err != nil {
@@ -141,7 +145,8 @@ func (t *transport) Connect(ctx context.Context, cursor, epoch string) (resume.C
 	if err != nil {
 		return nil, "", &resume.PermanentError{Err: err}
 	}
-	c, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: t.c.HTTPClient, HTTPHeader: hdr})
+	c, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: t.c.HTTPClient, HTTPHeader: hdr,
+		Subprotocols: []string{SubprotocolBatch}})
 	if err != nil {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
 			return nil, "", resume.ReadStatusError(resp) // the library keeps the first 1 KiB of the body
@@ -160,29 +165,60 @@ func (t *transport) Connect(ctx context.Context, cursor, epoch string) (resume.C
 		_ = c.CloseNow()
 		return nil, "", err
 	}
-	return &clientConn{c: c, fresh: true}, resp.Header.Get(resume.HeaderEpoch), nil
+	return &clientConn{c: c, fresh: true, batched: c.Subprotocol() == SubprotocolBatch}, resp.Header.Get(resume.HeaderEpoch), nil
 }
 
 // clientConn is one client connection being read.
 type clientConn struct {
-	c     *websocket.Conn
-	fresh bool // no frame read yet
+	c       *websocket.Conn
+	fresh   bool     // no frame read yet
+	batched bool     // the server selected SubprotocolBatch: every message is an array
+	pending [][]byte // the envelopes of the last batch
+	nextEnv int      // the first of pending not yet returned
 }
 
-// Read reads the next text message as a frame.
-func (c *clientConn) Read(ctx context.Context) (resume.Frame, error) {
-	for {
+// next returns the next envelope: the next of the last batch, or the next
+// text message (split when batched).
+func (c *clientConn) next(ctx context.Context) ([]byte, error) {
+	for c.nextEnv == len(c.pending) {
 		typ, b, err := c.c.Read(ctx)
 		if err != nil {
-			return resume.Frame{}, readErr(err)
+			return nil, readErr(err)
 		}
 		if typ != websocket.MessageText {
 			continue
 		}
+		if !c.batched {
+			return b, nil
+		}
+		clear(c.pending)
+		c.nextEnv = 0
+		if c.pending, err = SplitBatch(b, c.pending[:0]); err != nil {
+			c.pending = c.pending[:0]
+			return nil, c.malformed(err)
+		}
+	}
+	c.nextEnv++
+	return c.pending[c.nextEnv-1], nil
+}
+
+// malformed closes the connection for a message that breaks the protocol:
+// a permanent error.
+func (c *clientConn) malformed(err error) error {
+	_ = c.c.Close(websocket.StatusPolicyViolation, "malformed frame")
+	return &resume.PermanentError{Err: err}
+}
+
+// Read reads the next frame: a text message, or an element of a batch.
+func (c *clientConn) Read(ctx context.Context) (resume.Frame, error) {
+	for {
+		b, err := c.next(ctx)
+		if err != nil {
+			return resume.Frame{}, err
+		}
 		ev, epoch, err := DecodeFrame(b)
 		if err != nil {
-			_ = c.c.Close(websocket.StatusPolicyViolation, "malformed frame")
-			return resume.Frame{}, &resume.PermanentError{Err: err}
+			return resume.Frame{}, c.malformed(err)
 		}
 		f := resume.Frame{Event: ev, Epoch: epoch}
 		first := c.fresh

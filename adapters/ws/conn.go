@@ -26,6 +26,7 @@ type conn struct {
 	sessionID string
 	remote    string
 	urlCursor bool // the request carried a cursor (URL or header)
+	batched   bool // SubprotocolBatch was selected: every message is an array of envelopes
 	// hdrEpoch is the handshake's X-Event-Epoch (validated): the epoch of a
 	// resume message's plain cursor when the message names none, as the
 	// header qualifies a plain Last-Event-ID on the SSE endpoint.

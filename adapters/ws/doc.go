@@ -66,6 +66,19 @@
 // (Conn.Write copies them) and collects the frames of a batch beneath the
 // library, so that the batch is one write.
 //
+// # Batched messages
+//
+// A client that offers the subprotocol [SubprotocolBatch]
+// ("replaybus.batch.v1", Sec-WebSocket-Protocol) and has it selected gets
+// each batch as one message instead: a JSON array of its envelopes,
+// [{…},{…}], in order, joined from the same shared encodings, one
+// Conn.Write per batch; a batch of one is still an array. stream_start and
+// pong are arrays of one, sent alone; targeted frames, client_evicted and
+// the other synthetic frames are elements of the batch they fall in
+// (client_evicted is the last element before the 1008 close). The client
+// messages are unchanged. [SplitBatch] splits such a message; [Client]
+// offers the subprotocol and reads either form.
+//
 // # Resume
 //
 // The cursor comes from the URL or headers as on SSE, or — for browsers,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -48,6 +49,16 @@ const (
 	CloseTryAgainLater   = websocket.StatusTryAgainLater   // 1013: a resume found the session at its subscriber cap
 )
 
+// SubprotocolBatch is the WebSocket subprotocol (Sec-WebSocket-Protocol,
+// RFC 6455 §1.9) a client offers to receive batched messages: when the
+// handler selects it, every server message is a JSON array of envelopes,
+// [{…},{…}] — the frames of one batch (at most 64 frames or 64 KiB; a
+// larger frame alone), in order, with one library Write per batch; a batch
+// of one is still an array. Without it, each frame is a message of its
+// own. docs/protocol.md, "Batched messages", has the rules; [SplitBatch]
+// splits a message. [Client] offers it.
+const SubprotocolBatch = "replaybus.batch.v1"
+
 // ReasonSlowConsumer is the close reason sent with 1008 after
 // client_evicted, OpenClaw's wording.
 const ReasonSlowConsumer = "slow consumer"
@@ -87,7 +98,10 @@ type HandlerOptions struct {
 	Query resume.QueryRules
 	// Accept are the coder/websocket accept options: OriginPatterns to allow
 	// cross-origin pages (by default only the request's own host may
-	// connect), compression, subprotocols. Nil: the defaults.
+	// connect), compression, subprotocols. Nil: the defaults. The handler
+	// adds SubprotocolBatch after the subprotocols listed here (a copy: the
+	// value is not modified), so a client offering one of them and the
+	// batch gets the application's (a handshake selects one subprotocol).
 	Accept *websocket.AcceptOptions
 	// ResumeWait is how long, when the URL carries no cursor, the handler
 	// waits for a first client message before it starts the stream as the
@@ -124,7 +138,8 @@ type HandlerOptions struct {
 // Handler serves one session's events over WebSocket: GET
 // /session/{id}/ws, beside the SSE handler and with its query parameters,
 // validation, Authorize hook and JSON error answers, then one JSON text
-// message per frame. See the package documentation for the protocol and
+// message per frame (per batch of frames, a JSON array, for a client that
+// negotiates [SubprotocolBatch]). See the package documentation for the protocol and
 // the close codes.
 //
 // Each connection has three goroutines: the request's, which writes frames;
@@ -140,6 +155,7 @@ type Handler struct {
 	readLimit                   int64
 
 	hooks   serve.Hooks
+	accept  *websocket.AcceptOptions // o.Accept with SubprotocolBatch added
 	streams *serve.Registry[context.CancelFunc]
 	cache   framecache.Cache // one encoding of each event, shared by every connection
 	active  atomic.Int32     // open connections; with one, nothing is shared and the cache is skipped
@@ -162,6 +178,7 @@ func NewHandler(bus *eventbus.Bus, o HandlerOptions) (*Handler, error) {
 		return nil, err
 	}
 	h := &Handler{bus: bus, o: o, hooks: hooks, streams: serve.NewRegistry(func(cancel context.CancelFunc) { cancel() })}
+	h.accept = withBatch(o.Accept)
 	h.resumeWait = serve.DurationOr(o.ResumeWait, DefaultResumeWait)
 	h.ping = serve.DurationOr(o.PingInterval, DefaultPingInterval)
 	h.wt = serve.DurationOr(o.WriteTimeout, DefaultWriteTimeout)
@@ -214,6 +231,20 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 	return h.streams.Shutdown(ctx)
 }
 
+// withBatch returns a copy of ao (nil: the defaults) whose subprotocols end
+// with SubprotocolBatch: coder/websocket selects the first of the server's
+// subprotocols the client offers, so an application's own come first.
+func withBatch(ao *websocket.AcceptOptions) *websocket.AcceptOptions {
+	var c websocket.AcceptOptions
+	if ao != nil {
+		c = *ao
+	}
+	if !slices.Contains(c.Subprotocols, SubprotocolBatch) {
+		c.Subprotocols = append(slices.Clip(c.Subprotocols), SubprotocolBatch)
+	}
+	return &c
+}
+
 func (h *Handler) reject(w http.ResponseWriter, e *resume.StatusError) {
 	h.rejected.Add(1)
 	e.Answer(w)
@@ -230,7 +261,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// are JSON like every other and a foreign page reaches neither
 	// Authorize nor the bus. ?events= is accepted for parity: every frame
 	// is one message either way.
-	adm, serr := serve.Admit(w, r, h.bus, h.hooks, func() *resume.StatusError { return checkHandshake(w, r, h.o.Accept) })
+	adm, serr := serve.Admit(w, r, h.bus, h.hooks, func() *resume.StatusError { return checkHandshake(w, r, h.accept) })
 	if serr != nil {
 		h.reject(w, serr)
 		return
@@ -270,7 +301,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() { sub.Close() }()
 
 	hr := &hijackRecorder{ResponseWriter: w, wt: h.wt}
-	c, err := websocket.Accept(hr, r, h.o.Accept)
+	c, err := websocket.Accept(hr, r, h.accept)
 	if err != nil {
 		// checkHandshake let the request through, so this is a server
 		// that cannot hijack (Accept answered 501 or 500).
@@ -283,7 +314,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.SetReadLimit(h.readLimit)
 	cn := &conn{h: h, c: c, raw: hr.conn, cork: hr.cork, ctx: ctx, cancel: cancel, sessionID: sessionID, remote: r.RemoteAddr,
 		first: make(chan ClientMessage, 1), readDone: make(chan struct{}), keeperStop: make(chan struct{}),
-		waiting: await, urlCursor: opts.Cursor != nil}
+		waiting: await, urlCursor: opts.Cursor != nil, batched: c.Subprotocol() == SubprotocolBatch}
 	if await {
 		// ParseRequest has refused a malformed header already.
 		cn.hdrEpoch, _ = resume.ParseEpoch(r.Header.Get(resume.HeaderEpoch))

@@ -159,62 +159,66 @@ func firstMessage(t *testing.T, b []byte) map[string]string {
 // receives all 120 exactly once, in order, and each reconnect carries the
 // newest id it had, with its epoch.
 func TestClientResumesLiveOnlyAcrossCuts(t *testing.T) {
-	s, cut := newCutServer(t, eventbus.Options{ReplayBufferSize: 1000, Epoch: "E1"}, ws.HandlerOptions{})
-	require.NoError(t, s.bus.CreateSession("s1", ""))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var log resumeLog
-	cl := &ws.Client{HTTPClient: log.client(), Retry: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
-	st := cl.Subscribe(ctx, s.url("s1", "replay=0"), ws.StreamOptions{})
-	defer st.Close()
+	forEachForm(t, func(t *testing.T, single bool) {
+		s, cut := newCutServer(t, eventbus.Options{ReplayBufferSize: 1000, Epoch: "E1"}, ws.HandlerOptions{})
+		require.NoError(t, s.bus.CreateSession("s1", ""))
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var log resumeLog
+		hc, ft := formClient(log.client(), single)
+		cl := &ws.Client{HTTPClient: hc, Retry: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
+		st := cl.Subscribe(ctx, s.url("s1", "replay=0"), ws.StreamOptions{})
+		defer st.Close()
 
-	const total, cuts = 120, 6
-	waitConnects := func(k int) {
-		assert.Eventually(t, func() bool { return st.Connects() >= k && s.h.Stats().Active == 1 || ctx.Err() != nil },
-			30*time.Second, time.Millisecond, "the client did not connect %d times", k)
-	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		waitConnects(1)
-		// The live-only stream has started once its start frame is out.
-		assert.Eventually(t, func() bool { return s.h.Stats().Frames >= 1 }, 30*time.Second, time.Millisecond)
-		for i := range total {
-			_, err := s.bus.Publish("s1", "msg", i)
-			assert.NoError(t, err)
-			if k := i/(total/cuts) + 1; i%(total/cuts) == 5 {
-				waitConnects(k) // a cut while reconnecting would cut nothing
-				cut.Cut()
+		const total, cuts = 120, 6
+		waitConnects := func(k int) {
+			assert.Eventually(t, func() bool { return st.Connects() >= k && s.h.Stats().Active == 1 || ctx.Err() != nil },
+				30*time.Second, time.Millisecond, "the client did not connect %d times", k)
+		}
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			waitConnects(1)
+			// The live-only stream has started once its start frame is out.
+			assert.Eventually(t, func() bool { return s.h.Stats().Frames >= 1 }, 30*time.Second, time.Millisecond)
+			for i := range total {
+				_, err := s.bus.Publish("s1", "msg", i)
+				assert.NoError(t, err)
+				if k := i/(total/cuts) + 1; i%(total/cuts) == 5 {
+					waitConnects(k) // a cut while reconnecting would cut nothing
+					cut.Cut()
+				}
 			}
+		}()
+		var got []uint64
+		lastOf := map[int]string{}
+		for len(got) < total {
+			ev, err := st.Next()
+			require.NoError(t, err)
+			if ev.ID == 0 {
+				continue
+			}
+			got = append(got, ev.ID)
+			lastOf[st.Connects()] = st.LastEventID()
 		}
-	}()
-	var got []uint64
-	lastOf := map[int]string{}
-	for len(got) < total {
-		ev, err := st.Next()
-		require.NoError(t, err)
-		if ev.ID == 0 {
-			continue
+		wg.Wait()
+		for i, id := range got {
+			require.EqualValues(t, i+1, id, "every id once, in order")
 		}
-		got = append(got, ev.ID)
-		lastOf[st.Connects()] = st.LastEventID()
-	}
-	wg.Wait()
-	for i, id := range got {
-		require.EqualValues(t, i+1, id, "every id once, in order")
-	}
-	resumes := log.resumes(t)
-	require.GreaterOrEqual(t, len(resumes), cuts+1, "six cuts, six resumes")
-	assert.Empty(t, resumes[0]["lastEventId"], "the first connect has no cursor")
-	for k := 2; k <= len(resumes); k++ {
-		want, ok := lastOf[k-1]
-		if !ok {
-			continue // that connection delivered no event: checked by the ids above
+		resumes := log.resumes(t)
+		require.GreaterOrEqual(t, len(resumes), cuts+1, "six cuts, six resumes")
+		assert.Empty(t, resumes[0]["lastEventId"], "the first connect has no cursor")
+		for k := 2; k <= len(resumes); k++ {
+			want, ok := lastOf[k-1]
+			if !ok {
+				continue // that connection delivered no event: checked by the ids above
+			}
+			assert.Equal(t, want, resumes[k-1]["lastEventId"], "reconnect %d", k-1)
+			assert.Equal(t, "E1", resumes[k-1]["epoch"], "reconnect %d sends the epoch of its cursor", k-1)
 		}
-		assert.Equal(t, want, resumes[k-1]["lastEventId"], "reconnect %d", k-1)
-		assert.Equal(t, "E1", resumes[k-1]["epoch"], "reconnect %d sends the epoch of its cursor", k-1)
-	}
+		ft.check(t)
+	})
 }
 
 // TestLiveOnlyStreamStartsWithItsPosition (issue 18 item 3): a live-only
@@ -387,64 +391,68 @@ func TestResumeMessage(t *testing.T) {
 // server-side cuts with its resume message and sees every id exactly once,
 // in order; the session's close ends it with ErrSessionClosed.
 func TestClientResumesAcrossCuts(t *testing.T) {
-	s, cut := newCutServer(t, eventbus.Options{ReplayBufferSize: 10_000}, ws.HandlerOptions{})
-	require.NoError(t, s.bus.CreateSession("s1", ""))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cl := &ws.Client{Retry: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond}
-	st := cl.Subscribe(ctx, s.url("s1", ""), ws.StreamOptions{})
-	defer st.Close()
+	forEachForm(t, func(t *testing.T, single bool) {
+		s, cut := newCutServer(t, eventbus.Options{ReplayBufferSize: 10_000}, ws.HandlerOptions{})
+		require.NoError(t, s.bus.CreateSession("s1", ""))
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		hc, ft := formClient(nil, single)
+		cl := &ws.Client{HTTPClient: hc, Retry: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond}
+		st := cl.Subscribe(ctx, s.url("s1", ""), ws.StreamOptions{})
+		defer st.Close()
 
-	const total = 400
-	var received atomic.Uint64 // the last id the client got
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := range total {
-			_, err := s.bus.Publish("s1", "msg", i)
-			assert.NoError(t, err)
-			if i%100 == 50 {
-				// Cut only once the client is connected again after the
-				// previous cut (its (i/100+1)-th handshake succeeded): a
-				// cut that lands while it is still reconnecting cuts
-				// nothing, and the four resumes would then hang on how
-				// fast a loaded machine reconnects. The 30 s is a hang
-				// guard; a client that does not resume fails here.
-				k := i/100 + 1
-				assert.Eventually(t, func() bool { return st.Connects() >= k || ctx.Err() != nil }, 30*time.Second, time.Millisecond,
-					"the client did not reconnect before cut %d", k)
-				cut.Cut()
+		const total = 400
+		var received atomic.Uint64 // the last id the client got
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range total {
+				_, err := s.bus.Publish("s1", "msg", i)
+				assert.NoError(t, err)
+				if i%100 == 50 {
+					// Cut only once the client is connected again after the
+					// previous cut (its (i/100+1)-th handshake succeeded): a
+					// cut that lands while it is still reconnecting cuts
+					// nothing, and the four resumes would then hang on how
+					// fast a loaded machine reconnects. The 30 s is a hang
+					// guard; a client that does not resume fails here.
+					k := i/100 + 1
+					assert.Eventually(t, func() bool { return st.Connects() >= k || ctx.Err() != nil }, 30*time.Second, time.Millisecond,
+						"the client did not reconnect before cut %d", k)
+					cut.Cut()
+				}
+				runtime.Gosched() // let the client read while events are published
 			}
-			runtime.Gosched() // let the client read while events are published
+			// Close once the client has every event: the close of a root
+			// session drops its buffer, so a resume after it has nothing to
+			// replay (and is answered 410).
+			assert.Eventually(t, func() bool { return received.Load() >= total || ctx.Err() != nil }, 30*time.Second, time.Millisecond)
+			assert.NoError(t, s.bus.CloseSession("s1"))
+		}()
+		var ids []uint64
+		var err error
+		for {
+			var ev eventbus.Event
+			ev, err = st.Next()
+			if err != nil {
+				break
+			}
+			if ev.ID != 0 {
+				ids = append(ids, ev.ID)
+				received.Store(ev.ID)
+			}
 		}
-		// Close once the client has every event: the close of a root
-		// session drops its buffer, so a resume after it has nothing to
-		// replay (and is answered 410).
-		assert.Eventually(t, func() bool { return received.Load() >= total || ctx.Err() != nil }, 30*time.Second, time.Millisecond)
-		assert.NoError(t, s.bus.CloseSession("s1"))
-	}()
-	var ids []uint64
-	var err error
-	for {
-		var ev eventbus.Event
-		ev, err = st.Next()
-		if err != nil {
-			break
+		wg.Wait()
+		require.ErrorIs(t, err, eventbus.ErrSessionClosed)
+		require.Len(t, ids, total+1, "every event and session_closed")
+		for i, id := range ids {
+			require.EqualValues(t, i+1, id, "ids exactly once, in order")
 		}
-		if ev.ID != 0 {
-			ids = append(ids, ev.ID)
-			received.Store(ev.ID)
-		}
-	}
-	wg.Wait()
-	require.ErrorIs(t, err, eventbus.ErrSessionClosed)
-	require.Len(t, ids, total+1, "every event and session_closed")
-	for i, id := range ids {
-		require.EqualValues(t, i+1, id, "ids exactly once, in order")
-	}
-	assert.GreaterOrEqual(t, st.Connects(), 5, "four cuts, four resumes")
-	assert.Zero(t, s.bus.Stats().Guarded)
+		assert.GreaterOrEqual(t, st.Connects(), 5, "four cuts, four resumes")
+		assert.Zero(t, s.bus.Stats().Guarded)
+		ft.check(t)
+	})
 }
 
 // TestClientAcrossRestart: the server's bus is replaced (a restart: new
@@ -496,47 +504,51 @@ func restartServer(t *testing.T, cur *atomic.Pointer[incarnation]) *httptest.Ser
 }
 
 func TestClientAcrossRestart(t *testing.T) {
-	start := func() *incarnation { return startIncarnation(t) }
-	stop := func(x *incarnation) {
-		shutHandler(t, x)
-		_ = x.bus.Close()
-	}
-	var cur atomic.Pointer[incarnation]
-	a := start()
-	cur.Store(a)
-	srv := restartServer(t, &cur)
+	forEachForm(t, func(t *testing.T, single bool) {
+		start := func() *incarnation { return startIncarnation(t) }
+		stop := func(x *incarnation) {
+			shutHandler(t, x)
+			_ = x.bus.Close()
+		}
+		var cur atomic.Pointer[incarnation]
+		a := start()
+		cur.Store(a)
+		srv := restartServer(t, &cur)
 
-	publish(t, a.bus, "s1", 3)
-	st := (&ws.Client{Retry: 10 * time.Millisecond}).Subscribe(context.Background(),
-		"ws"+strings.TrimPrefix(srv.URL, "http")+"/session/s1/ws", ws.StreamOptions{})
-	defer st.Close()
-	for want := uint64(1); want <= 3; want++ {
+		publish(t, a.bus, "s1", 3)
+		hc, ft := formClient(nil, single)
+		st := (&ws.Client{HTTPClient: hc, Retry: 10 * time.Millisecond}).Subscribe(context.Background(),
+			"ws"+strings.TrimPrefix(srv.URL, "http")+"/session/s1/ws", ws.StreamOptions{})
+		defer st.Close()
+		for want := uint64(1); want <= 3; want++ {
+			ev, err := st.Next()
+			require.NoError(t, err)
+			require.Equal(t, want, ev.ID)
+		}
+		assert.Equal(t, a.bus.Epoch(), st.Epoch())
+
+		b := start()
+		defer stop(b)
+		publish(t, b.bus, "s1", 2)
+		cur.Store(b)
+		stop(a) // 1001 to the client
+
 		ev, err := st.Next()
 		require.NoError(t, err)
-		require.Equal(t, want, ev.ID)
-	}
-	assert.Equal(t, a.bus.Epoch(), st.Epoch())
-
-	b := start()
-	defer stop(b)
-	publish(t, b.bus, "s1", 2)
-	cur.Store(b)
-	stop(a) // 1001 to the client
-
-	ev, err := st.Next()
-	require.NoError(t, err)
-	require.Equal(t, frame.TypeStateResyncRequired, ev.Type)
-	var d frame.ResyncData
-	require.NoError(t, json.Unmarshal(ev.Data, &d))
-	assert.Equal(t, frame.ReasonEpochReset, d.Reason)
-	assert.EqualValues(t, 3, d.LastDeliveredID, "the old server's cursor")
-	for want := uint64(1); want <= 2; want++ {
-		ev, err := st.Next()
-		require.NoError(t, err)
-		require.Equal(t, want, ev.ID, "the new server's ids, from 1")
-	}
-	assert.Equal(t, b.bus.Epoch(), st.Epoch())
-	assert.Equal(t, 2, st.Connects())
+		require.Equal(t, frame.TypeStateResyncRequired, ev.Type)
+		var d frame.ResyncData
+		require.NoError(t, json.Unmarshal(ev.Data, &d))
+		assert.Equal(t, frame.ReasonEpochReset, d.Reason)
+		assert.EqualValues(t, 3, d.LastDeliveredID, "the old server's cursor")
+		for want := uint64(1); want <= 2; want++ {
+			ev, err := st.Next()
+			require.NoError(t, err)
+			require.Equal(t, want, ev.ID, "the new server's ids, from 1")
+		}
+		assert.Equal(t, b.bus.Epoch(), st.Epoch())
+		assert.Equal(t, 2, st.Connects())
+		ft.check(t)
+	})
 }
 
 // TestClientEpochFollowsARepeatedCursor: after a restart the new server's
@@ -548,53 +560,57 @@ func TestClientAcrossRestart(t *testing.T) {
 // mere proxy cut replays the whole new history again behind a spurious
 // epoch_reset.
 func TestClientEpochFollowsARepeatedCursor(t *testing.T) {
-	var cur atomic.Pointer[incarnation]
-	a := startIncarnation(t)
-	cur.Store(a)
-	srv := restartServer(t, &cur)
+	forEachForm(t, func(t *testing.T, single bool) {
+		var cur atomic.Pointer[incarnation]
+		a := startIncarnation(t)
+		cur.Store(a)
+		srv := restartServer(t, &cur)
 
-	publish(t, a.bus, "s1", 3)
-	st := (&ws.Client{Retry: 10 * time.Millisecond}).Subscribe(context.Background(),
-		"ws"+strings.TrimPrefix(srv.URL, "http")+"/session/s1/ws", ws.StreamOptions{})
-	defer st.Close()
-	for want := uint64(1); want <= 3; want++ {
+		publish(t, a.bus, "s1", 3)
+		hc, ft := formClient(nil, single)
+		st := (&ws.Client{HTTPClient: hc, Retry: 10 * time.Millisecond}).Subscribe(context.Background(),
+			"ws"+strings.TrimPrefix(srv.URL, "http")+"/session/s1/ws", ws.StreamOptions{})
+		defer st.Close()
+		for want := uint64(1); want <= 3; want++ {
+			ev, err := st.Next()
+			require.NoError(t, err)
+			require.Equal(t, want, ev.ID)
+		}
+
+		// The restart: the new server's ids 1 and 2 go to another session,
+		// and s1's first event is id 3 again.
+		b := startIncarnation(t)
+		defer func() { _ = b.bus.Close() }()
+		publish(t, b.bus, "other", 2)
+		publish(t, b.bus, "s1", 1)
+		cur.Store(b)
+		shutHandler(t, a)
+		_ = a.bus.Close()
 		ev, err := st.Next()
 		require.NoError(t, err)
-		require.Equal(t, want, ev.ID)
-	}
+		require.Equal(t, frame.TypeStateResyncRequired, ev.Type, "the restart is an epoch_reset")
+		ev, err = st.Next()
+		require.NoError(t, err)
+		require.EqualValues(t, 3, ev.ID, "the new server's s1 event")
+		ev, err = st.Next()
+		require.NoError(t, err)
+		require.Equal(t, frame.TypeReplayComplete, ev.Type)
+		require.Equal(t, "3", st.LastEventID())
+		assert.Equal(t, b.bus.Epoch(), st.Epoch(), "the epoch of the new server's id 3")
 
-	// The restart: the new server's ids 1 and 2 go to another session,
-	// and s1's first event is id 3 again.
-	b := startIncarnation(t)
-	defer func() { _ = b.bus.Close() }()
-	publish(t, b.bus, "other", 2)
-	publish(t, b.bus, "s1", 1)
-	cur.Store(b)
-	shutHandler(t, a)
-	_ = a.bus.Close()
-	ev, err := st.Next()
-	require.NoError(t, err)
-	require.Equal(t, frame.TypeStateResyncRequired, ev.Type, "the restart is an epoch_reset")
-	ev, err = st.Next()
-	require.NoError(t, err)
-	require.EqualValues(t, 3, ev.ID, "the new server's s1 event")
-	ev, err = st.Next()
-	require.NoError(t, err)
-	require.Equal(t, frame.TypeReplayComplete, ev.Type)
-	require.Equal(t, "3", st.LastEventID())
-	assert.Equal(t, b.bus.Epoch(), st.Epoch(), "the epoch of the new server's id 3")
-
-	// A proxy cut, same server: the resume goes on after id 3, no reset.
-	c := handlerOver(t, b.bus)
-	cur.Store(c)
-	shutHandler(t, b)
-	defer shutHandler(t, c)
-	publish(t, b.bus, "s1", 1)
-	ev, err = st.Next()
-	require.NoError(t, err)
-	assert.Equal(t, "msg", ev.Type, "after a cut on the same server: %s %s", ev.Type, ev.Data)
-	assert.EqualValues(t, 4, ev.ID)
-	assert.Equal(t, 3, st.Connects())
+		// A proxy cut, same server: the resume goes on after id 3, no reset.
+		c := handlerOver(t, b.bus)
+		cur.Store(c)
+		shutHandler(t, b)
+		defer shutHandler(t, c)
+		publish(t, b.bus, "s1", 1)
+		ev, err = st.Next()
+		require.NoError(t, err)
+		assert.Equal(t, "msg", ev.Type, "after a cut on the same server: %s %s", ev.Type, ev.Data)
+		assert.EqualValues(t, 4, ev.ID)
+		assert.Equal(t, 3, st.Connects())
+		ft.check(t)
+	})
 }
 
 // TestClientResumesWithoutResumeWait: a server whose ResumeWait is negative
@@ -604,29 +620,33 @@ func TestClientEpochFollowsARepeatedCursor(t *testing.T) {
 // cursor in the handshake's Last-Event-ID and X-Event-Epoch headers, which
 // every server reads, waiting or not.
 func TestClientResumesWithoutResumeWait(t *testing.T) {
-	for _, wait := range []time.Duration{-1, 0} {
-		s, cl := newCutServer(t, eventbus.Options{}, ws.HandlerOptions{ResumeWait: wait})
-		require.NoError(t, s.bus.CreateSession("s1", ""))
-		publish(t, s.bus, "s1", 2)
-		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
-		st := (&ws.Client{Retry: 10 * time.Millisecond}).Subscribe(ctx, s.url("s1", ""), ws.StreamOptions{})
-		for want := uint64(1); want <= 2; want++ {
+	forEachForm(t, func(t *testing.T, single bool) {
+		for _, wait := range []time.Duration{-1, 0} {
+			s, cl := newCutServer(t, eventbus.Options{}, ws.HandlerOptions{ResumeWait: wait})
+			require.NoError(t, s.bus.CreateSession("s1", ""))
+			publish(t, s.bus, "s1", 2)
+			ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+			hc, ft := formClient(nil, single)
+			st := (&ws.Client{HTTPClient: hc, Retry: 10 * time.Millisecond}).Subscribe(ctx, s.url("s1", ""), ws.StreamOptions{})
+			for want := uint64(1); want <= 2; want++ {
+				ev, err := st.Next()
+				require.NoError(t, err, "ResumeWait %v", wait)
+				require.Equal(t, want, ev.ID, "ResumeWait %v", wait)
+			}
+			cl.Cut()
+			publish(t, s.bus, "s1", 1)
 			ev, err := st.Next()
+			require.NoError(t, err, "ResumeWait %v: the stream goes on", wait)
+			assert.EqualValues(t, 3, ev.ID, "ResumeWait %v: resumed after id 2, not from the start", wait)
+			ev, err = st.Next()
 			require.NoError(t, err, "ResumeWait %v", wait)
-			require.Equal(t, want, ev.ID, "ResumeWait %v", wait)
+			assert.Equal(t, frame.TypeReplayComplete, ev.Type, "ResumeWait %v", wait)
+			assert.Equal(t, 2, st.Connects(), "ResumeWait %v", wait)
+			st.Close()
+			cancel()
+			ft.check(t)
 		}
-		cl.Cut()
-		publish(t, s.bus, "s1", 1)
-		ev, err := st.Next()
-		require.NoError(t, err, "ResumeWait %v: the stream goes on", wait)
-		assert.EqualValues(t, 3, ev.ID, "ResumeWait %v: resumed after id 2, not from the start", wait)
-		ev, err = st.Next()
-		require.NoError(t, err, "ResumeWait %v", wait)
-		assert.Equal(t, frame.TypeReplayComplete, ev.Type, "ResumeWait %v", wait)
-		assert.Equal(t, 2, st.Connects(), "ResumeWait %v", wait)
-		st.Close()
-		cancel()
-	}
+	})
 }
 
 // TestResumeMessageTakesTheHandshakeEpoch: a resume message whose cursor

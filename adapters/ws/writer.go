@@ -54,6 +54,7 @@ type frameWriter struct {
 	epoch   string
 	done    <-chan struct{}
 	scratch []byte // envelopes not taken from the cache are encoded here
+	arr     []byte // a batched connection's message: [envelope,envelope,…]
 }
 
 // batch writes ev and every frame sub has ready after it, up to the batch
@@ -61,29 +62,46 @@ type frameWriter struct {
 // coder/websocket frames (and, when negotiated, compresses) every message:
 // Conn.Write only reads the envelope (it copies it into its buffer or the
 // cork), so the cache's shared bytes stay intact. The cork collects the
-// frames and uncork sends the batch with one write under one write
-// deadline; no message has a context or timer of its own.
+// messages and uncork sends the batch with one write under one write
+// deadline; no message has a context or timer of its own. A batched
+// connection (SubprotocolBatch) gets the batch as one message instead, a
+// JSON array of the envelopes: one Conn.Write.
 func (w *frameWriter) batch(ev eventbus.Event) (int, error) {
 	cn := w.cn
 	cn.cork.corkWrites()
 	n, size := 0, 0
+	arr := w.arr[:0]
 	for {
 		var ok bool
 		if ev, ok = w.skipEvicted(ev); !ok {
 			break
 		}
 		var msg []byte
-		if cn.h.active.Load() > 1 {
+		switch shared := cn.h.active.Load() > 1; {
+		case shared:
 			msg, w.scratch = cn.h.cache.Frame(ev, replayVariant(ev), w.scratch, w.encode)
-		} else {
+		case cn.batched:
+			msg = nil // encoded straight into arr below
+		default:
 			msg = w.encode(w.scratch[:0], ev)
 			w.scratch = msg
 		}
-		if err := cn.c.Write(context.Background(), websocket.MessageText, msg); err != nil {
-			_ = cn.cork.uncork()
-			return n, err
+		if cn.batched {
+			arr = append(arr, ',') // the first one becomes '['
+			start := len(arr)
+			if msg != nil {
+				arr = append(arr, msg...)
+			} else {
+				arr = w.encode(arr, ev)
+			}
+			size += len(arr) - start
+		} else {
+			if err := cn.c.Write(context.Background(), websocket.MessageText, msg); err != nil {
+				_ = cn.cork.uncork()
+				return n, err
+			}
+			size += len(msg)
 		}
-		size += len(msg)
 		if cap(w.scratch) > maxBatchBytes {
 			w.scratch = nil // do not pin one huge envelope
 		}
@@ -94,6 +112,18 @@ func (w *frameWriter) batch(ev eventbus.Event) (int, error) {
 		if ev, ok = w.sub.TryNext(); !ok {
 			break
 		}
+	}
+	if cn.batched && n > 0 {
+		arr[0] = '['
+		arr = append(arr, ']')
+		if err := cn.c.Write(context.Background(), websocket.MessageText, arr); err != nil {
+			_ = cn.cork.uncork()
+			return 0, err
+		}
+	}
+	w.arr = arr
+	if cap(w.arr) > 2*maxBatchBytes {
+		w.arr = nil // do not pin one huge batch
 	}
 	return n, cn.cork.uncork()
 }
@@ -135,9 +165,15 @@ func (w *frameWriter) skipEvicted(ev eventbus.Event) (_ eventbus.Event, ok bool)
 }
 
 // writeMessage writes ev (a synthetic frame: stream_start, pong) as one
-// message, within the write timeout.
+// message, within the write timeout; on a batched connection, as an array
+// of one.
 func (cn *conn) writeMessage(ev eventbus.Event) error {
-	b := resume.AppendEnvelope(nil, ev, "")
+	var b []byte
+	if cn.batched {
+		b = append(resume.AppendEnvelope([]byte{'['}, ev, ""), ']')
+	} else {
+		b = resume.AppendEnvelope(nil, ev, "")
+	}
 	ctx, cancel := context.Background(), context.CancelFunc(func() {})
 	if cn.h.wt > 0 {
 		ctx, cancel = context.WithTimeout(ctx, cn.h.wt)
