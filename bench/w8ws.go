@@ -28,10 +28,13 @@ import (
 //     lossless queue limits through HandlerOptions.Configure: MaxQueued
 //     1,000,000, 1 GiB). The client's first message is {"resume":{}} (the
 //     documented way to start at once instead of after the 1 s resume
-//     wait); the stream then opens with stream_start. One text message per
-//     frame: the envelope {"v":1,"id":…,"epoch":…,"type":…,"session":…,
-//     "data":…}; the epoch must be the one the handshake announced
-//     (X-Event-Epoch) and the session the one subscribed to.
+//     wait); the stream then opens with stream_start. The client offers the
+//     batched form (subprotocol rbws.SubprotocolBatch, required): each text
+//     message is a JSON array of the envelopes of one batch (up to 64 or
+//     64 KiB), split with rbws.SplitBatch; each envelope is {"v":1,"id":…,
+//     "epoch":…,"type":…,"session":…,"data":…}; the epoch must be the one
+//     the handshake announced (X-Event-Epoch) and the session the one
+//     subscribed to.
 //   - centrifuge: centrifuge.NewWebsocketHandler with its defaults (JSON
 //     protocol; the client writer's default batching of up to 16 pushes
 //     per message, newline-separated) but the write timeout, 10 s as
@@ -44,9 +47,10 @@ import (
 type wsRig struct {
 	inst       Instance
 	handler    http.Handler
-	path       string // the URL path and query, session included
-	hello      []byte // the client's first message
-	centrifuge bool   // newline-separated centrifuge pushes; else replaybus envelopes
+	path       string   // the URL path and query, session included
+	hello      []byte   // the client's first message
+	protocols  []string // the subprotocols the client offers
+	centrifuge bool     // newline-separated centrifuge pushes; else replaybus batches of envelopes
 }
 
 // w8Session is the session (channel) runLoopback publishes to.
@@ -70,8 +74,9 @@ var wsSystems = map[string]func() (*wsRig, error){
 			return nil, err
 		}
 		return &wsRig{inst: wsInstance{inst, h.Close}, handler: h,
-			path:  "/ws?replay=0&s=" + url.QueryEscape(w8Session),
-			hello: []byte(`{"resume":{}}`)}, nil
+			path:      "/ws?replay=0&s=" + url.QueryEscape(w8Session),
+			hello:     []byte(`{"resume":{}}`),
+			protocols: []string{rbws.SubprotocolBatch}}, nil
 	},
 	"centrifuge": func() (*wsRig, error) {
 		inst, err := openCentrifuge(Opts{Ring: 100, Lossless: true})
@@ -114,10 +119,15 @@ func runW8WS(name string, S, N int) (w1Result, error) {
 	}
 	return runLoopback(name, S, N, rig.inst, rig.handler, func(addr string, k *Sink) (loopClient, error) {
 		ctx, cancel := context.WithCancel(context.Background())
-		c, resp, err := websocket.Dial(ctx, "ws://"+addr+rig.path, nil)
+		c, resp, err := websocket.Dial(ctx, "ws://"+addr+rig.path, &websocket.DialOptions{Subprotocols: rig.protocols})
 		if err != nil {
 			cancel()
 			return loopClient{}, err
+		}
+		if len(rig.protocols) > 0 && c.Subprotocol() != rig.protocols[0] {
+			cancel()
+			_ = c.CloseNow()
+			return loopClient{}, fmt.Errorf("subprotocol %q not selected (got %q)", rig.protocols[0], c.Subprotocol())
 		}
 		c.SetReadLimit(16 << 20)
 		return loopClient{
@@ -140,6 +150,7 @@ func wsClient(ctx context.Context, c *websocket.Conn, epoch string, rig *wsRig, 
 		wantEpoch: []byte(`,"epoch":"` + epoch + `"`),
 	}
 	buf := make([]byte, 0, 64<<10)
+	var elems [][]byte
 	for {
 		// No cancelable context on reads: coder/websocket arms a
 		// context.AfterFunc per frame read for one (two allocations); the
@@ -155,8 +166,13 @@ func wsClient(ctx context.Context, c *websocket.Conn, epoch string, rig *wsRig, 
 			return err
 		}
 		if !rig.centrifuge {
-			if err := p.envelope(buf); err != nil {
+			if elems, err = rbws.SplitBatch(buf, elems[:0]); err != nil {
 				return err
+			}
+			for _, e := range elems {
+				if err := p.envelope(e); err != nil {
+					return err
+				}
 			}
 			continue
 		}
