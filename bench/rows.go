@@ -157,15 +157,16 @@ func (b *bench) w2Run(prefix string, r int, sys System, N int, pace time.Duratio
 func (b *bench) w3() {
 	for _, rk := range b.p.w3 {
 		R, K := rk[0], rk[1]
-		key := fmt.Sprintf("W3 replay ring=%d (median of %d resumes)", R, K)
+		key := w3Key(R, K)
 		b.eachRun(key, func(r int, sys System) error {
-			ns, err := runW3(sys, R, K)
+			ns, allocs, err := runW3(sys, R, K)
 			if err != nil {
 				b.t.Note(key, "ns/event", aggMedian, sys.Name, "error")
 				return err
 			}
-			progress("%s run %d %-10s %.1f ns/event", key, r+1, sys.Name, ns)
+			progress("%s run %d %-10s %.1f ns/event %.4f allocs/event", key, r+1, sys.Name, ns, allocs)
 			b.t.Add(key, "ns/event", aggMedian, sys.Name, ns)
+			b.t.Add(key+" allocs", "allocs/event", aggMedian, sys.Name, allocs)
 			return nil
 		}, func(int) {
 			b.t.Add(key, "ns/event", aggMedian, "floor", floorCopy(R))
@@ -270,16 +271,31 @@ func (b *bench) w7() {
 	b.t.Add("floor: 256-byte copy", "ns", aggMedian, "floor", floorCopy256())
 }
 
+// w8 is W8 over SSE: each system's own HTTP handler (see w8.go).
 func (b *bench) w8() {
+	b.loopback("SSE", "no SSE handler", func(name string) bool { return httpSystems[name] != nil },
+		func(name string, S, N int) (w1Result, error) { return runW8(name, S, N, true) })
+}
+
+// w8ws is W8 over WebSocket: each system's own WebSocket handler, S
+// coder/websocket clients, lossless (see w8ws.go).
+func (b *bench) w8ws() {
+	b.loopback("WS", "no WebSocket handler", func(name string) bool { return wsSystems[name] != nil }, runW8WS)
+}
+
+// loopback fills the rows "W8 S=<S> <wire>" of a lossless loopback run at
+// every W8 size: run measures a system that has the wire (has), the others
+// get the note missing.
+func (b *bench) loopback(wire, missing string, has func(name string) bool, run func(name string, S, N int) (w1Result, error)) {
 	for _, S := range b.p.w8S {
 		N := min(b.p.w8Events, b.p.w8Deliveries/S)
-		key := fmt.Sprintf("W8 S=%d SSE", S)
+		key := fmt.Sprintf("W8 S=%d %s", S, wire)
 		b.eachRun(key, func(r int, sys System) error {
-			if httpSystems[sys.Name] == nil {
-				b.t.Note(key, "ns/delivery", aggMedian, sys.Name, "no SSE handler")
+			if !has(sys.Name) {
+				b.t.Note(key, "ns/delivery", aggMedian, sys.Name, missing)
 				return nil
 			}
-			res, err := runW8(sys.Name, S, N, true)
+			res, err := run(sys.Name, S, N)
 			if err != nil {
 				b.t.Note(key, "ns/delivery", aggMedian, sys.Name, "error")
 				return err

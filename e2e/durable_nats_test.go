@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,4 +75,74 @@ func TestDurableClientResumesAcrossRestartOverNATS(t *testing.T) {
 	require.Nil(t, res.Error, "the read ended with an error %+v; reason %s, stderr: %s", res.Error, res.Reason, stderr)
 	require.Equal(t, "total", res.Reason, "stderr: %s", stderr)
 	assert.Equal(t, ids, res.IDs, "the events of both nodes, once each, in order")
+}
+
+// TestDurableProducersOverNATS: the Durable Streams route of the example
+// server over a bus on NATS JetStream takes Producer-Id/-Epoch/-Seq as it
+// does in memory (PROTOCOL.md §5.2.1): the first append is stored (200),
+// its retry after a lost answer is acknowledged without a second item
+// (204), a sequence gap is 409 naming the expected sequence, and a zombie
+// of an older epoch is 403 naming the epoch in force — also when it talks
+// to another server node over the same JetStream.
+func TestDurableProducersOverNATS(t *testing.T) {
+	ns, err := embedded.RunServer(embedded.ServerConfig{})
+	require.NoError(t, err)
+	defer ns.Shutdown()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	start := func() *eventbus.Bus {
+		bus, err := rbnats.Connect(ctx, ns.ClientURL(), eventbus.Options{})
+		require.NoError(t, err)
+		t.Cleanup(func() { bus.Close() })
+		return bus
+	}
+	bus1, bus2 := start(), start()
+	ts1, _ := startDurableServer(t, bus1, "")
+	defer ts1.Close()
+	ts2, _ := startDurableServer(t, bus2, "")
+	defer ts2.Close()
+	url1, url2 := ts1.URL+durable.Pattern+"run", ts2.URL+durable.Pattern+"run"
+
+	do := func(method, url, body string, hdr ...string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	prod := func(epoch, seq string) []string {
+		return []string{"Producer-Id", "writer", "Producer-Epoch", epoch, "Producer-Seq", seq}
+	}
+	require.Equal(t, http.StatusCreated, do(http.MethodPut, url1, "").StatusCode)
+
+	first := do(http.MethodPost, url1, `{"n":1}`, prod("1", "0")...)
+	require.Equal(t, http.StatusOK, first.StatusCode)
+	retry := do(http.MethodPost, url1, `{"n":1}`, prod("1", "0")...)
+	assert.Equal(t, http.StatusNoContent, retry.StatusCode, "the retry is acknowledged")
+	assert.Equal(t, "0", retry.Header.Get("Producer-Seq"))
+	assert.Equal(t, first.Header.Get("Stream-Next-Offset"), retry.Header.Get("Stream-Next-Offset"), "and stored nothing")
+
+	gap := do(http.MethodPost, url1, `{"n":3}`, prod("1", "2")...)
+	assert.Equal(t, http.StatusConflict, gap.StatusCode)
+	assert.Equal(t, "1", gap.Header.Get("Producer-Expected-Seq"))
+	assert.Equal(t, "2", gap.Header.Get("Producer-Received-Seq"))
+
+	// The failover: the producer's replacement appends through node 2.
+	require.Eventually(t, func() bool { return bus2.SessionExists("run") }, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, http.StatusOK, do(http.MethodPost, url2, `{"n":2}`, prod("2", "0")...).StatusCode)
+	for _, url := range []string{url1, url2} {
+		zombie := do(http.MethodPost, url, `{"n":2}`, prod("1", "1")...)
+		assert.Equal(t, http.StatusForbidden, zombie.StatusCode, url)
+		assert.Equal(t, "2", zombie.Header.Get("Producer-Epoch"), url)
+	}
+	require.Eventually(t, func() bool { return bus1.LastEventID() >= bus2.LastEventID() }, 10*time.Second, 10*time.Millisecond)
+	items, _ := durableGet(t, url1+"?offset=-1")
+	assert.Len(t, items, 2, "two appends stored, once each")
 }

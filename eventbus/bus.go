@@ -36,6 +36,11 @@ type Bus struct {
 	policySet bool    // the OverflowPolicy given to New was set, not defaulted
 	epoch     string
 	droppable map[string]struct{}
+	// maxData is the largest payload (Data bytes) ever appended to a
+	// replay buffer of this bus: a resume whose snapshot cannot reach the
+	// replay byte budget at that size skips the budget's walk over its
+	// records (finishSnapshot). Raised by publishers, rarely: read-mostly.
+	maxData atomic.Int64
 
 	// mu is the structure lock (reader-biased): publishes and tree-scoped
 	// subscribes and unsubscribes take its read side, then the tree lock
@@ -45,7 +50,7 @@ type Bus struct {
 	// held exclusively (and may be read under its read side): closed, the
 	// memory store (mem: the tree's shape and every session's place in it,
 	// the registry, tombstones, lost-id marks, kept buffers, stats) and
-	// the remote side's highWater and feedWaiters. The lock order is in
+	// the remote side's feedWaiters. The lock order is in
 	// publish.go, beside the code that takes the locks.
 	mu     *xsync.RBMutex
 	closed bool

@@ -1,41 +1,158 @@
 package eventbus
 
 import (
+	"context"
+	"errors"
 	"fmt"
 
+	"github.com/replaybus/replaybus/eventbus/internal/hook"
 	"github.com/replaybus/replaybus/eventbus/producer"
 )
 
 // Idempotent producers: the checks of package producer's stamps (see its
-// documentation for the rules), made under the lock a publish takes.
+// documentation for the rules), made under the lock a publish takes in
+// memory, or against the backend's record with a revision check over a
+// backend that keeps producers (producerRemote).
 
 // WithProducer makes the publish idempotent for the producer stamp p
 // (package producer has the rules): checked and recorded against the
-// session's state of p.ID under the lock the publish takes. A refused
-// publish returns a *producer.Error (ErrDuplicate: acknowledged, nothing
-// stored; ErrStaleEpoch; ErrSequenceGap) or ErrInvalid; over a backend
-// producer.ErrUnsupported.
+// session's state of p.ID under the lock the publish takes, or, over a
+// backend that keeps producers (eventbus/backend.ProducerBackend, as
+// adapters/nats does), against the backend's record, stored with the
+// event in one atomic step. A refused publish returns a *producer.Error
+// (ErrDuplicate: acknowledged, nothing stored; ErrStaleEpoch;
+// ErrSequenceGap) or ErrInvalid; over a backend without producer records,
+// and through a backend.Pipeline over a backend that pipelines appends,
+// producer.ErrUnsupported; and the backend's errors as Publish returns
+// them.
 func WithProducer(p producer.Stamp) PublishOption {
 	return func(o *publishOptions) { o.producer = &p }
 }
 
-// producerState is a session's record of one producer.
-type producerState struct {
-	epoch, lastSeq, lastID uint64
+// producerRemote is backend.ProducerBackend as the bus needs it: the
+// record of producer id in a session with its revision (0: none), and the
+// append of an event together with the record of stamp p, refused with
+// hook.ErrProducerConflict when the record is no longer at rev; it
+// returns the event's id and the record's new revision.
+type producerRemote interface {
+	ProducerState(ctx context.Context, session, id string) (st producer.State, rev uint64, err error)
+	AppendProducer(ctx context.Context, path []string, ev Event, p producer.Stamp, rev uint64) (id, newRev uint64, err error)
+}
+
+// remoteProducer is this node's copy of a backend's producer record, as
+// it last read or wrote it: a cache that saves the read when the node's
+// own producer publishes again, never the authority. A stamp it accepts
+// is appended under the backend's revision check (a moved record fails
+// the append, and the bus reads it again); a stamp it refuses is checked
+// again against a fresh read before the refusal is returned.
+type remoteProducer struct {
+	st  producer.State
+	rev uint64
 }
 
 // publishProducer is publish for a publish WithProducer(p): in memory the
 // check and the record are made under the lock the publish takes (see
-// publishLocal); over a backend it is refused.
+// publishLocal); over a backend that keeps producers, against its record
+// (publishRemoteProducer); over any other backend it is refused.
 func (b *Bus) publishProducer(sessionID, typ string, raw []byte, media uint32, origin string, create bool, p *producer.Stamp) (Event, error) {
 	if err := checkName("producer id", p.ID); err != nil {
 		return Event{}, err
 	}
 	if _, ok := b.w.(memWriter); !ok {
-		return Event{}, producer.ErrUnsupported
+		pr, ok := b.remote.be.(producerRemote)
+		if !ok {
+			return Event{}, producer.ErrUnsupported
+		}
+		return b.publishRemoteProducer(pr, sessionID, typ, raw, media, origin, create, p)
 	}
 	defer b.flushDiagnostics() // after every lock is released
 	return b.publishLocal(sessionID, typ, raw, media, origin, create, p)
+}
+
+// publishRemoteProducer is publishRemote with the producer check: it
+// checks p against the record of p.ID (this node's copy, else read from
+// the backend) and appends the event with p's record under the backend's
+// check that the record is still at the revision checked against; when it
+// moved meanwhile (a concurrent publish of the same producer, through any
+// node), it reads the record again and checks again, all bounded by
+// backendTimeout. A refusal is always made against a fresh read.
+func (b *Bus) publishRemoteProducer(pr producerRemote, sessionID, typ string, raw []byte, media uint32, origin string, create bool, p *producer.Stamp) (Event, error) {
+	path, now, err := b.remoteTarget(sessionID, create)
+	if err != nil {
+		return Event{}, err
+	}
+	ev := Event{Session: sessionID, Type: typ, Data: raw, Time: now, Origin: origin, media: media}
+	ctx, cancel := context.WithTimeout(context.Background(), backendTimeout)
+	defer cancel()
+	rec, cached := b.remoteProducerCopy(sessionID, p.ID)
+	fresh := !cached
+	for {
+		if fresh {
+			st, rev, err := pr.ProducerState(ctx, sessionID, p.ID)
+			if err != nil {
+				return Event{}, fmt.Errorf("eventbus: producer record from backend: %w", err)
+			}
+			rec = remoteProducer{st, rev}
+			b.keepRemoteProducer(sessionID, p.ID, rec)
+		}
+		if err := checkStamp(sessionID, rec.st, rec.rev != 0, p); err != nil {
+			if !fresh {
+				fresh = true // refuse only on the backend's word
+				continue
+			}
+			return Event{}, err
+		}
+		id, rev, err := pr.AppendProducer(ctx, path, ev, *p, rec.rev)
+		if errors.Is(err, hook.ErrProducerConflict) && ctx.Err() == nil {
+			fresh = true
+			continue
+		}
+		var pe *producer.Error
+		if errors.As(err, &pe) {
+			// The backend knew the event (a concurrent retry, over NATS
+			// by its Nats-Msg-Id): name it from the record if it can.
+			if st, rev, err := pr.ProducerState(ctx, sessionID, p.ID); err == nil {
+				b.keepRemoteProducer(sessionID, p.ID, remoteProducer{st, rev})
+				if err := checkStamp(sessionID, st, rev != 0, p); errors.Is(err, producer.ErrDuplicate) {
+					return Event{}, err
+				}
+			}
+			return Event{}, pe
+		}
+		if err != nil {
+			return Event{}, fmt.Errorf("eventbus: publish to backend: %w", err)
+		}
+		b.keepRemoteProducer(sessionID, p.ID, remoteProducer{producer.State{Epoch: p.Epoch, LastSeq: p.Seq, LastID: id}, rev})
+		ev.ID = id
+		b.noteAcked(id)
+		return ev, nil
+	}
+}
+
+// remoteProducerCopy returns this node's copy of producer id's record in
+// session, if it has one.
+func (b *Bus) remoteProducerCopy(sessionID, id string) (remoteProducer, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n := b.mem.tree.Get(sessionID); n != nil {
+		rec, ok := n.Value.remoteProducers[id]
+		return rec, ok
+	}
+	return remoteProducer{}, false
+}
+
+// keepRemoteProducer stores this node's copy of producer id's record in
+// session (while the session lives here).
+func (b *Bus) keepRemoteProducer(sessionID, id string, rec remoteProducer) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n := b.mem.tree.Get(sessionID); n != nil {
+		x := n.Value
+		if x.remoteProducers == nil {
+			x.remoteProducers = make(map[string]remoteProducer)
+		}
+		x.remoteProducers[id] = rec
+	}
 }
 
 // CheckProducer reports what a publish WithProducer(p) to session
@@ -45,10 +162,13 @@ func (b *Bus) publishProducer(sessionID, typ string, raw []byte, media uint32, o
 // them. It is for an operation that carries no event but is part of a
 // producer's sequence (a Durable Streams close-only request); the caller
 // serialises it with the producer's publishes if it needs the answer to
-// stay true. It takes the session tree's lock, as a publish there does.
-// Errors besides: ErrInvalid naming a bad session or producer id,
-// ErrSessionNotFound, ErrSessionClosed, ErrClosed after Close,
-// producer.ErrUnsupported over a backend.
+// stay true. In memory it takes the session tree's lock, as a publish
+// there does; over a backend that keeps producers it reads the backend's
+// record (one request to it, bounded by 10 s). Errors besides: ErrInvalid
+// naming a bad session or producer id, ErrSessionNotFound (a session this
+// node does not know), ErrSessionClosed, ErrClosed after Close,
+// producer.ErrUnsupported over a backend without producer records, the
+// backend's errors wrapped.
 func (b *Bus) CheckProducer(sessionID string, p producer.Stamp) error {
 	if err := checkName("session id", sessionID); err != nil {
 		return err
@@ -56,8 +176,11 @@ func (b *Bus) CheckProducer(sessionID string, p producer.Stamp) error {
 	if err := checkName("producer id", p.ID); err != nil {
 		return err
 	}
+	var pr producerRemote
 	if _, ok := b.w.(memWriter); !ok {
-		return producer.ErrUnsupported
+		if pr, ok = b.remote.be.(producerRemote); !ok {
+			return producer.ErrUnsupported
+		}
 	}
 	tok := b.mu.RLock()
 	if b.closed {
@@ -72,6 +195,16 @@ func (b *Bus) CheckProducer(sessionID string, p producer.Stamp) error {
 			return fmt.Errorf("%w: %q", ErrSessionClosed, sessionID)
 		}
 		return fmt.Errorf("%w: %q", ErrSessionNotFound, sessionID)
+	}
+	if pr != nil {
+		b.mu.RUnlock(tok)
+		ctx, cancel := context.WithTimeout(context.Background(), backendTimeout)
+		defer cancel()
+		st, rev, err := pr.ProducerState(ctx, sessionID, p.ID)
+		if err != nil {
+			return fmt.Errorf("eventbus: producer record from backend: %w", err)
+		}
+		return checkStamp(sessionID, st, rev != 0, &p)
 	}
 	tl := x.treeLock()
 	tl.Lock()
@@ -88,19 +221,26 @@ func (x *session) checkProducer(p *producer.Stamp) error {
 		return nil
 	}
 	st, ok := x.producers[p.ID]
+	return checkStamp(x.id, st, ok, p)
+}
+
+// checkStamp validates p against the record st of its producer in session
+// (known false: the session has none): nil to accept. The rules are
+// package producer's, the same in memory and over a backend.
+func checkStamp(session string, st producer.State, known bool, p *producer.Stamp) error {
 	switch {
-	case !ok && p.Seq == 0, ok && p.Epoch > st.epoch && p.Seq == 0:
+	case !known && p.Seq == 0, known && p.Epoch > st.Epoch && p.Seq == 0:
 		return nil
-	case !ok:
-		return &producer.Error{Kind: producer.ErrSequenceGap, Session: x.id, Stamp: *p, Epoch: p.Epoch, Expected: 0}
-	case p.Epoch < st.epoch:
-		return &producer.Error{Kind: producer.ErrStaleEpoch, Session: x.id, Stamp: *p, Epoch: st.epoch, LastSeq: st.lastSeq}
-	case p.Epoch > st.epoch:
-		return invalidf("producer %q of session %q: a new epoch %d must start at sequence 0, not %d", p.ID, x.id, p.Epoch, p.Seq)
-	case p.Seq <= st.lastSeq:
-		return &producer.Error{Kind: producer.ErrDuplicate, Session: x.id, Stamp: *p, Epoch: st.epoch, LastSeq: st.lastSeq, LastID: st.lastID}
-	case p.Seq > st.lastSeq+1:
-		return &producer.Error{Kind: producer.ErrSequenceGap, Session: x.id, Stamp: *p, Epoch: st.epoch, LastSeq: st.lastSeq, Expected: st.lastSeq + 1}
+	case !known:
+		return &producer.Error{Kind: producer.ErrSequenceGap, Session: session, Stamp: *p, Epoch: p.Epoch, Expected: 0}
+	case p.Epoch < st.Epoch:
+		return &producer.Error{Kind: producer.ErrStaleEpoch, Session: session, Stamp: *p, Epoch: st.Epoch, LastSeq: st.LastSeq}
+	case p.Epoch > st.Epoch:
+		return invalidf("producer %q of session %q: a new epoch %d must start at sequence 0, not %d", p.ID, session, p.Epoch, p.Seq)
+	case p.Seq <= st.LastSeq:
+		return &producer.Error{Kind: producer.ErrDuplicate, Session: session, Stamp: *p, Epoch: st.Epoch, LastSeq: st.LastSeq, LastID: st.LastID}
+	case p.Seq > st.LastSeq+1:
+		return &producer.Error{Kind: producer.ErrSequenceGap, Session: session, Stamp: *p, Epoch: st.Epoch, LastSeq: st.LastSeq, Expected: st.LastSeq + 1}
 	}
 	return nil
 }
@@ -111,7 +251,7 @@ func (x *session) commitProducer(p *producer.Stamp, id uint64) {
 		return
 	}
 	if x.producers == nil {
-		x.producers = make(map[string]producerState)
+		x.producers = make(map[string]producer.State)
 	}
-	x.producers[p.ID] = producerState{epoch: p.Epoch, lastSeq: p.Seq, lastID: id}
+	x.producers[p.ID] = producer.State{Epoch: p.Epoch, LastSeq: p.Seq, LastID: id}
 }

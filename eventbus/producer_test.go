@@ -1,7 +1,6 @@
 package eventbus_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -12,25 +11,11 @@ import (
 
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/producer"
+	"github.com/replaybus/replaybus/internal/testkit"
 )
 
 // replayIDs returns the ids session's replay buffer holds.
-func replayIDs(t *testing.T, b *eventbus.Bus, session string) []uint64 {
-	t.Helper()
-	sub, err := b.Subscribe(context.Background(), session, eventbus.SubscribeOptions{RequireSession: true})
-	require.NoError(t, err)
-	defer sub.Close()
-	var ids []uint64
-	for {
-		ev, ok := sub.TryNext()
-		if !ok {
-			return ids
-		}
-		if ev.ID > 0 {
-			ids = append(ids, ev.ID)
-		}
-	}
-}
+var replayIDs = testkit.ReplayIDs
 
 // A retried publish after a lost ack (same producer, epoch, sequence) is
 // acknowledged with ErrDuplicate naming the stored event, and stored once.
@@ -175,4 +160,20 @@ func ExampleWithProducer() {
 	// again: stored as event 2
 	// zombie: eventbus: stale producer epoch: producer "writer" of session "chat" sent epoch 0, epoch 1 is in force
 	// skipped: eventbus: producer sequence gap: producer "writer" of session "chat" sent sequence 5, expected 1
+}
+
+// Over a backend that keeps no producer records (no
+// backend.ProducerBackend) a stamped publish and CheckProducer are refused
+// with producer.ErrUnsupported (errors.ErrUnsupported): never accepted
+// unchecked. The bus goes on.
+func TestProducerUnsupportedOverPlainBackend(t *testing.T) {
+	b, fb := newFedBus(t)
+	fb.ingest(1, "msg", "s")
+	_, err := b.PublishJSON("s", "msg", []byte(`1`), eventbus.WithProducer(producer.Stamp{ID: "w"}))
+	require.ErrorIs(t, err, producer.ErrUnsupported)
+	assert.True(t, errors.Is(err, errors.ErrUnsupported))
+	require.ErrorIs(t, b.CheckProducer("s", producer.Stamp{ID: "w"}), errors.ErrUnsupported)
+	_, err = b.PublishJSON("s", "msg", []byte(`1`), eventbus.WithProducer(producer.Stamp{ID: ""}))
+	require.ErrorIs(t, err, eventbus.ErrInvalid, "a bad producer id is named before anything else")
+	assert.True(t, b.SessionExists("s"))
 }

@@ -39,6 +39,7 @@ package eventbus
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/eventbus/producer"
@@ -240,26 +241,30 @@ func (b *Bus) publishLocal(sessionID, typ string, raw []byte, media uint32, orig
 // publishRemote is publish on a bus over a backend: the backend assigns the
 // id and the feed delivers.
 func (b *Bus) publishRemote(sessionID, typ string, raw []byte, media uint32, origin string, create bool) (Event, error) {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return Event{}, ErrClosed
-	}
-	// The session is known here from now on, and published: a
-	// CreateSession on this node can no longer give it a parent, as in
-	// memory. A closed session is refused as in memory.
-	x, err := b.sessionLocked(sessionID, create)
-	var path []string
-	if err == nil {
-		x.published = true
-		path = x.pathLocked()
-	}
-	now := b.cfg.now()
-	b.mu.Unlock()
+	path, now, err := b.remoteTarget(sessionID, create)
 	if err != nil {
 		return Event{}, err
 	}
 	return b.appendRemote(path, Event{Session: sessionID, Type: typ, Data: raw, Time: now, Origin: origin, media: media})
+}
+
+// remoteTarget is the first half of a publish over a backend: under the
+// lock, the session (created if new and create, as Publish creates it;
+// marked published, so that a CreateSession on this node can no longer
+// give it a parent, as in memory) and its tree path, and the event's time.
+// A closed session is refused as in memory.
+func (b *Bus) remoteTarget(sessionID string, create bool) ([]string, time.Time, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, time.Time{}, ErrClosed
+	}
+	x, err := b.sessionLocked(sessionID, create)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	x.published = true
+	return x.pathLocked(), b.cfg.now(), nil
 }
 
 // eachSubLocked calls fn for every registered subscriber.
@@ -305,6 +310,9 @@ func (b *Bus) appendLocked(x *session, r *record, forced bool, f *fan) {
 	x.lastID = r.ID
 	x.touch(r.Nanos)
 	x.ring.Append(r)
+	if n := int64(len(r.Data)); n > b.maxData.Load() {
+		b.raiseMaxData(n)
+	}
 	x.info.lastID.Store(r.ID)
 	if n := int32(x.ring.Len()); n != x.info.buffered.Load() {
 		x.info.buffered.Store(n)

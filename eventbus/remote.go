@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/replaybus/replaybus/eventbus/frame"
@@ -22,12 +23,12 @@ type remote interface {
 }
 
 // remoteStore is the backend side of a bus made over one (package
-// eventbus/backend): be is nil for the in-memory bus. highWater and
-// feedWaiters are guarded by Bus.mu.
+// eventbus/backend): be is nil for the in-memory bus. feedWaiters is
+// guarded by Bus.mu; highWater is atomic, so that an ack takes no bus lock.
 type remoteStore struct {
 	be          remote
-	highWater   uint64       // highest id the backend acknowledged to this node
-	feedWaiters []feedWaiter // subscribes waiting for the backend feed (awaitFeed)
+	highWater   atomic.Uint64 // highest id the backend acknowledged to this node (only rises)
+	feedWaiters []feedWaiter  // subscribes waiting for the backend feed (awaitFeed)
 }
 
 // syncer is backend.Syncer.
@@ -57,9 +58,11 @@ func init() {
 		b.w = &b.remote
 		return b, busFeed{b}, nil
 	}
-	hook.Prepare = func(bus any, sessionID, typ string, data, opts any) (any, []string, error) {
+	hook.Prepare = func(bus any, sessionID, typ string, data, opts, ev any) ([]string, error) {
 		po, _ := opts.([]PublishOption)
-		return bus.(*Bus).preparePublish(sessionID, typ, data, po)
+		e, path, err := bus.(*Bus).preparePublish(sessionID, typ, data, po)
+		*ev.(*Event) = e
+		return path, err
 	}
 	hook.Acked = func(bus any, id uint64) { bus.(*Bus).noteAcked(id) }
 	hook.Backend = func(bus any) any {
@@ -168,6 +171,10 @@ func (b *Bus) ingest(path []string, ev Event) {
 		return
 	}
 	defer b.flushDiagnostics() // after b.mu is released
+	// Subscribers are woken once b.mu is released, as on the in-memory
+	// publish path: the publishers of this node wait for b.mu meanwhile.
+	f := fan{wakes: wakeLists.Get().(*[]*Subscription)}
+	defer f.release()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	defer b.wakeFeedWaitersLocked()
@@ -186,12 +193,12 @@ func (b *Bus) ingest(path []string, ev Event) {
 	}
 	r := &record{Session: x.id, Type: ev.Type, Data: ev.Data, Ext: extOf(ev.Origin, ev.media), Nanos: ev.Time.UnixNano()}
 	if ev.Type == frame.TypeSessionClosed {
-		b.appendLocked(x, r, true, &fan{})
+		b.appendLocked(x, r, true, &fan{}) // wakes at once, as closeLocked does
 		b.mem.tombs[x.id] = r.Nanos
 		b.closeLocked(x, false)
 		return
 	}
-	b.appendLocked(x, r, false, &fan{})
+	b.appendLocked(x, r, false, &f)
 }
 
 // feedWaiter is a Subscribe waiting until the feed has ingested upTo.
@@ -268,24 +275,18 @@ func (b *Bus) appendRemote(path []string, ev Event) (Event, error) {
 		return Event{}, fmt.Errorf("eventbus: publish to backend: %w", err)
 	}
 	ev.ID = id
-	b.mu.Lock()
-	if id > b.remote.highWater {
-		b.remote.highWater = id
-	}
-	b.mu.Unlock()
+	b.noteAcked(id)
 	return ev, nil
 }
 
 // noteAcked raises the highest id the backend acknowledged to this node.
 func (b *Bus) noteAcked(id uint64) {
-	if id == 0 {
-		return
+	for {
+		old := b.remote.highWater.Load()
+		if id <= old || b.remote.highWater.CompareAndSwap(old, id) {
+			return
+		}
 	}
-	b.mu.Lock()
-	if id > b.remote.highWater {
-		b.remote.highWater = id
-	}
-	b.mu.Unlock()
 }
 
 // preparePublish is the first half of a pipelined publish over a backend
@@ -305,6 +306,15 @@ func (b *Bus) preparePublish(sessionID, typ string, data any, opts []PublishOpti
 	if p != nil {
 		return Event{}, nil, producer.ErrUnsupported // a backend's pipeline: not checked, so refused
 	}
+	// A session this node knows and has published to already (a
+	// producer's stream of events) needs only the read side.
+	tok := b.mu.RLock()
+	if n := b.mem.tree.Get(sessionID); !b.closed && n != nil && n.Value.published {
+		path := n.Value.pathLocked()
+		b.mu.RUnlock(tok)
+		return Event{Session: sessionID, Type: typ, Data: raw, Time: b.cfg.now(), Origin: origin}, path, nil
+	}
+	b.mu.RUnlock(tok)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/eventbus/internal/store"
+	"github.com/replaybus/replaybus/eventbus/producer"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -52,7 +53,11 @@ type session struct {
 
 	// producers is the record of the idempotent producers that published
 	// here (producer.go); under the tree lock.
-	producers map[string]producerState
+	producers map[string]producer.State
+	// remoteProducers is, over a backend, this node's copy of the
+	// backend's records of the producers that publish here (producer.go);
+	// under Bus.mu held exclusively.
+	remoteProducers map[string]remoteProducer
 }
 
 func (x *session) parent() *session {

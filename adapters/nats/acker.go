@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -29,12 +31,15 @@ var ErrNoStream = errors.New("nats: no stream responded (the event was not store
 // carries a reply subject <inbox>.<token> that one subscription of the node
 // receives. It is the lean path of JetStream's own async publish: no
 // per-message timer, no retry (a retry would reorder one caller's events),
-// no headers, and the ack is read without a full JSON decode.
+// no headers, the ack read without a full JSON decode, and no channel per
+// message unless a Wait has to block for it.
 type acker struct {
 	nc      *nats.Conn
 	stream  string
 	timeout time.Duration
-	prefix  string // <inbox>.
+	prefix  string      // <inbox>.
+	lost    func(error) // called with every ErrStreamLost a Wait returns
+	bodies  sync.Pool   // *[]byte: message bodies, reused once sent
 	sub     *nats.Subscription
 
 	mu      sync.Mutex
@@ -42,8 +47,8 @@ type acker struct {
 	pending map[uint64]*pendingAck
 }
 
-func newAcker(nc *nats.Conn, stream string, timeout time.Duration) (*acker, error) {
-	a := &acker{nc: nc, stream: stream, timeout: timeout, prefix: nc.NewInbox() + ".", pending: make(map[uint64]*pendingAck)}
+func newAcker(nc *nats.Conn, stream string, timeout time.Duration, lost func(error)) (*acker, error) {
+	a := &acker{nc: nc, stream: stream, timeout: timeout, prefix: nc.NewInbox() + ".", lost: lost, pending: make(map[uint64]*pendingAck)}
 	sub, err := nc.Subscribe(a.prefix+"*", a.handle)
 	if err != nil {
 		return nil, fmt.Errorf("nats: subscribing to publish acks: %w", err)
@@ -62,12 +67,10 @@ func newAcker(nc *nats.Conn, stream string, timeout time.Duration) (*acker, erro
 func (a *acker) close() {
 	_ = a.sub.Unsubscribe()
 	a.mu.Lock()
-	pending := a.pending
-	a.pending = make(map[uint64]*pendingAck)
-	a.mu.Unlock()
-	for _, p := range pending {
-		p.err = fmt.Errorf("%w: %q: node closed before the ack (%w)", ErrNoAck, p.subject, eventbus.ErrClosed)
-		close(p.done)
+	defer a.mu.Unlock()
+	for t, p := range a.pending {
+		delete(a.pending, t)
+		p.settleLocked(0, fmt.Errorf("%w: %q: node closed before the ack (%w)", ErrNoAck, p.subject, eventbus.ErrClosed))
 	}
 }
 
@@ -78,15 +81,25 @@ type pendingAck struct {
 	token    uint64
 	subject  string
 	deadline time.Time
-	done     chan struct{} // closed once seq or err is set
+	done     atomic.Bool   // seq and err are set
+	wake     chan struct{} // made by a Wait that blocks, closed once done; under a.mu
 	seq      uint64
 	err      error
 }
 
-// send publishes body to subject and returns the pending ack. An error
-// means the message was not sent.
-func (a *acker) send(subject string, body []byte) (*pendingAck, error) {
-	p := &pendingAck{a: a, subject: subject, done: make(chan struct{})}
+// settleLocked sets the outcome and wakes a blocked Wait. a.mu held.
+func (p *pendingAck) settleLocked(seq uint64, err error) {
+	p.seq, p.err = seq, err
+	p.done.Store(true)
+	if p.wake != nil {
+		close(p.wake)
+	}
+}
+
+// send publishes the envelope of ev to subject and returns the pending
+// ack. An error means the message was not sent.
+func (a *acker) send(subject string, ev *eventbus.Event) (*pendingAck, error) {
+	p := &pendingAck{a: a, subject: subject}
 	a.mu.Lock()
 	if len(a.pending) >= maxAsyncPending {
 		a.mu.Unlock()
@@ -101,13 +114,31 @@ func (a *acker) send(subject string, body []byte) (*pendingAck, error) {
 	}
 	a.pending[p.token] = p
 	a.mu.Unlock()
-	reply := a.prefix + strconv.FormatUint(p.token, 36)
-	if err := a.nc.PublishRequest(subject, reply, body); err != nil {
+	var rb [64]byte
+	reply := string(strconv.AppendUint(append(rb[:0], a.prefix...), p.token, 36))
+	// nats.go copies the body into its write buffer before PublishRequest
+	// returns, so the buffer is reused.
+	bp, _ := a.bodies.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	body := slices.Grow((*bp)[:0], envelopeSize(ev.Type, ev.Origin, storedContentType(ev), ev.Data))
+	body = appendEnvelope(body, ev.Type, ev.Time.UnixNano(), ev.Origin, storedContentType(ev), ev.Data)
+	err := a.nc.PublishRequest(subject, reply, body)
+	if cap(body) <= maxPooledBody {
+		*bp = body
+		a.bodies.Put(bp)
+	}
+	if err != nil {
 		a.forget(p.token)
 		return nil, fmt.Errorf("nats: publishing to %q: %w", subject, err)
 	}
 	return p, nil
 }
+
+// maxPooledBody bounds the bodies kept for reuse (larger ones are left to
+// the GC), so that one large event does not pin its buffer.
+const maxPooledBody = 64 << 10
 
 // sweepEvery is how often (in sends) send drops the acks nobody will wait
 // for any more: a pipeline dropped with events in flight whose acks never
@@ -134,15 +165,13 @@ func (a *acker) handle(m *nats.Msg) {
 	if err != nil {
 		return
 	}
+	seq, err := a.parse(m)
 	a.mu.Lock()
-	p := a.pending[token]
-	delete(a.pending, token)
-	a.mu.Unlock()
-	if p == nil {
-		return // timed out already
+	defer a.mu.Unlock()
+	if p := a.pending[token]; p != nil { // else: timed out already
+		delete(a.pending, token)
+		p.settleLocked(seq, err)
 	}
-	p.seq, p.err = a.parse(m)
-	close(p.done)
 }
 
 // parse reads a JetStream publish ack: {"stream":"S","seq":N,…} or
@@ -219,19 +248,38 @@ func uintField(b []byte, key string) (uint64, bool) {
 
 // Wait implements [backend.PendingAppend]: the stream sequence once the
 // ack arrived; [ErrNoAck] once the publish timeout since the send has
-// passed; ctx's error (still pending) when ctx ends first.
+// passed; ctx's error (still pending) when ctx ends first. An ack from
+// another stream (ours deleted, another took over the subjects:
+// [ErrStreamLost]) also loses the stream for the node; the check stands in
+// for an expected-stream header on every publish.
 func (p *pendingAck) Wait(ctx context.Context) (uint64, error) {
-	select {
-	case <-p.done:
-		return p.seq, p.err
-	default:
+	seq, err := p.wait(ctx)
+	if errors.Is(err, ErrStreamLost) {
+		p.a.lost(err)
 	}
+	return seq, err
+}
+
+func (p *pendingAck) wait(ctx context.Context) (uint64, error) {
+	if p.done.Load() {
+		return p.seq, p.err
+	}
+	p.a.mu.Lock()
+	if p.done.Load() {
+		p.a.mu.Unlock()
+		return p.seq, p.err
+	}
+	if p.wake == nil {
+		p.wake = make(chan struct{})
+	}
+	wake := p.wake
+	p.a.mu.Unlock()
 	d := time.Until(p.deadline)
 	if d > 0 {
 		t := time.NewTimer(d)
 		defer t.Stop()
 		select {
-		case <-p.done:
+		case <-wake:
 			return p.seq, p.err
 		case <-ctx.Done():
 			return 0, ctx.Err()
@@ -239,10 +287,8 @@ func (p *pendingAck) Wait(ctx context.Context) (uint64, error) {
 		}
 	}
 	p.a.forget(p.token)
-	select {
-	case <-p.done: // the ack won the race
+	if p.done.Load() { // the ack won the race
 		return p.seq, p.err
-	default:
 	}
 	return 0, fmt.Errorf("%w: %q after %v", ErrNoAck, p.subject, p.a.timeout)
 }

@@ -191,13 +191,16 @@ func NewBackend(ctx context.Context, nc *nats.Conn, cfg eventbus.Options, opts .
 		MaxAge:            be.o.maxAge,
 		Storage:           be.o.storage,
 		Replicas:          be.o.replicas,
+		// Idempotent producers' batches (producer.go); a server before
+		// 2.12 ignores it, and the node then refuses stamped publishes.
+		AllowAtomicPublish: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("nats: creating or updating stream %q (subjects %s.>, %d replicas, %v storage, %d events per subject): %w",
 			be.o.stream, be.o.prefix, be.o.replicas, be.o.storage, be.perSubj, err)
 	}
 	be.stream = st
-	if be.acks, err = newAcker(nc, be.o.stream, be.o.publishTimeout); err != nil {
+	if be.acks, err = newAcker(nc, be.o.stream, be.o.publishTimeout, be.loseStream); err != nil {
 		return nil, err
 	}
 	be.created = st.CachedInfo().Created
@@ -255,16 +258,6 @@ func (be *Backend) ready(ctx context.Context) error {
 	return fmt.Errorf("nats: stream %q: %w", be.o.stream, eventbus.ErrClosed)
 }
 
-// result turns an ack's outcome into Append's: an ack from another
-// stream (ours deleted, another took over the subjects) loses the stream.
-// The check stands in for an expected-stream header on every publish.
-func (be *Backend) result(seq uint64, err error) (uint64, error) {
-	if errors.Is(err, ErrStreamLost) {
-		be.loseStream(err)
-	}
-	return seq, err
-}
-
 // Append implements [backend.Backend]: a JetStream publish of ev to the
 // subject of path, waiting for the ack (bounded by ctx and the publish
 // timeout: one timer); the id is the stream sequence. The payload is
@@ -283,7 +276,7 @@ func (be *Backend) Append(ctx context.Context, path []string, ev eventbus.Event)
 		p.a.forget(p.token) // nobody waits for it any more
 		return 0, fmt.Errorf("nats: publishing to %q: %w (the event may or may not be stored)", p.subject, err)
 	}
-	return be.result(seq, err)
+	return seq, err
 }
 
 // AppendAsync implements [backend.AsyncBackend]: it sends ev as Append
@@ -299,7 +292,7 @@ func (be *Backend) AppendAsync(path []string, ev eventbus.Event) (backend.Pendin
 	if err != nil {
 		return nil, err
 	}
-	return asyncAck{be: be, p: p}, nil
+	return p, nil
 }
 
 // send checks the node may publish, and sends ev.
@@ -312,23 +305,8 @@ func (be *Backend) send(ctx context.Context, path []string, ev eventbus.Event) (
 		return nil, fmt.Errorf("nats: session path %q gives a subject of %d bytes, over %d: %w",
 			path, len(subject), MaxSubjectLen, eventbus.ErrInvalid)
 	}
-	var ct string // JSON
-	if !ev.IsJSON() {
-		ct = ev.ContentType()
-	}
-	body := make([]byte, 0, envelopeSize(ev.Type, ev.Origin, ct, ev.Data))
-	body = appendEnvelope(body, ev.Type, ev.Time.UnixNano(), ev.Origin, ct, ev.Data)
-	return be.acks.send(subject, body)
+	return be.acks.send(subject, &ev)
 }
-
-// asyncAck is a pipelined publish waiting for its ack.
-type asyncAck struct {
-	be *Backend
-	p  *pendingAck
-}
-
-// Wait implements [backend.PendingAppend].
-func (a asyncAck) Wait(ctx context.Context) (uint64, error) { return a.be.result(a.p.Wait(ctx)) }
 
 // LastID implements [backend.Syncer]: the stream's last sequence, asked of
 // the server.

@@ -39,6 +39,19 @@
 // stream's name and creation time: the same on every node and across
 // restarts, new when the stream is re-created (an epoch_reset for clients).
 //
+// # Idempotent producers
+//
+// A publish eventbus.WithProducer is checked as in memory (package
+// eventbus/producer has the rules) against a record kept in the stream:
+// the last message on <prefix>.$P.<session>.<producer>, which every
+// node's consumer skips. The event and the new record go in one atomic
+// batch (NATS server 2.12+; the node sets the stream's AllowAtomicPublish),
+// the record under Nats-Expected-Last-Subject-Sequence, so the check and
+// the event are one step whichever node publishes, and the event carries a
+// Nats-Msg-Id that JetStream de-duplicates within the stream's Duplicates
+// window. [Backend] implements backend.ProducerBackend for this; the
+// window and the cost are in docs/durable-streams.md.
+//
 // # Delivery guarantees
 //
 // Per node, exactly those of the in-memory bus (package eventbus): each

@@ -188,46 +188,65 @@ func (be *Backend) consumeOnce(plan **catchUp) error {
 	if !be.confirmStream(be.ctx) {
 		return nil
 	}
-	it, err := cons.Messages(jetstream.PullHeartbeat(be.o.heartbeat), jetstream.PullExpiry(4*be.o.heartbeat),
-		jetstream.WithMessagesErrOnMissingHeartbeat(true))
+	// The messages arrive on nats.go's delivery goroutine of the consumer
+	// (Consume: no timer per message, unlike Messages' Next); the first
+	// failure stops the ingest and is reported on errc.
+	errc := make(chan error, 1)
+	report := func(err error) {
+		select {
+		case errc <- err:
+		default:
+		}
+	}
+	var delivered uint64
+	var failed bool // touched by the delivery goroutine only
+	cc, err := cons.Consume(func(msg jetstream.Msg) {
+		if failed {
+			return
+		}
+		meta, err := msg.Metadata()
+		switch {
+		case err != nil:
+		case meta.Sequence.Consumer != delivered+1:
+			err = errConsumerGap
+		case !be.confirmStream(be.ctx):
+		default:
+			delivered = meta.Sequence.Consumer
+			*plan = be.handle(msg, meta.Sequence.Stream, *plan)
+			return
+		}
+		failed = true
+		report(err)
+	}, jetstream.PullHeartbeat(be.o.heartbeat), jetstream.PullExpiry(4*be.o.heartbeat),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			// Two missed heartbeats: the consumer may be gone (a
+			// restarted server); re-create it. Other errors that end the
+			// consumption close it (cc.Closed below).
+			if errors.Is(err, jetstream.ErrNoHeartbeat) {
+				report(err)
+			}
+		}))
 	if err != nil {
 		return fmt.Errorf("consuming: %w", err)
 	}
-	defer it.Stop()
-	// A reconnect stops the iterator, so that the loop re-creates the
-	// consumer at once (see watch).
-	stopped := make(chan struct{})
-	defer close(stopped)
+	closed := cc.Closed()
+	// After Stop, the delivery goroutine's last call has returned once
+	// closed is: plan is the caller's again.
+	defer func() { cc.Stop(); <-closed }()
 	select {
 	case <-be.kick: // a reconnect before this consumer existed
 	default:
 	}
-	go func() {
-		select {
-		case <-be.kick:
-			it.Stop()
-		case <-stopped:
-		}
-	}()
-	var delivered uint64
-	nextOpt := jetstream.NextContext(be.ctx)
-	for {
-		msg, err := it.Next(nextOpt)
-		if err != nil {
-			return err
-		}
-		meta, err := msg.Metadata()
-		if err != nil {
-			return err
-		}
-		if meta.Sequence.Consumer != delivered+1 {
-			return errConsumerGap
-		}
-		delivered = meta.Sequence.Consumer
-		if !be.confirmStream(be.ctx) {
-			return nil
-		}
-		*plan = be.handle(msg, meta.Sequence.Stream, *plan)
+	select {
+	case <-be.ctx.Done():
+		return nil
+	case <-be.kick:
+		// A reconnect: re-create the consumer at once (see watch).
+		return nil
+	case <-closed:
+		return errors.New("consumption ended")
+	case err := <-errc:
+		return err
 	}
 }
 
@@ -274,7 +293,7 @@ func (be *Backend) handle(msg jetstream.Msg, seq uint64, plan *catchUp) *catchUp
 		} else {
 			be.log.Warn("replaybus/nats: skipping undecodable message", slog.Uint64("seq", seq), slog.String("subject", subject))
 		}
-	} else {
+	} else if !be.isProducerSubject(subject) { // a producer's record is no event (producer.go)
 		be.log.Warn("replaybus/nats: skipping message", slog.Uint64("seq", seq), slog.Any("err", perr))
 	}
 	be.processed.Store(seq)
@@ -308,7 +327,7 @@ func (be *Backend) markLag(last, upTo uint64) {
 		if err == nil {
 			var full []string
 			for subj, n := range info.State.Subjects {
-				if be.mayHaveLost(n) {
+				if be.mayHaveLost(n) && !be.isProducerSubject(subj) { // a record is no session's
 					full = append(full, subj)
 				}
 			}

@@ -57,8 +57,9 @@ type PipelineOptions struct {
 // appends in flight, for one producer that publishes many events (an agent
 // streaming its output): [Pipeline.Publish] returns once the event is sent,
 // without waiting for the backend to store it, and waits only when Window
-// events are in flight. Over NATS JetStream this is many times the rate of
-// [eventbus.Bus.Publish], which waits for every ack (see docs/benchmarks.md).
+// events are in flight. Over NATS JetStream this is several times the rate
+// of [eventbus.Bus.Publish], which waits for every ack (2.8–5.7× on memory
+// storage on a loaded 2-core machine: docs/benchmarks.md, NATS section).
 //
 // The guarantees of Publish stay: ids are the backend's sequence (the
 // stream sequence over NATS), rise strictly in the order of the Publish
@@ -78,7 +79,8 @@ type Pipeline struct {
 	onOK   func(eventbus.Event)
 
 	mu     sync.Mutex
-	flight []inflight // ring of window slots; oldest at head
+	next   eventbus.Event // the event being published, prepared in place
+	flight []inflight     // ring of window slots; oldest at head
 	head   int
 	n      int // events in flight
 }
@@ -143,13 +145,14 @@ func (p *Pipeline) Publish(sessionID, typ string, data any, opts ...eventbus.Pub
 		}
 		return err
 	}
-	e, path, err := hook.Prepare(p.b, sessionID, typ, data, opts)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	path, err := hook.Prepare(p.b, sessionID, typ, data, opts, &p.next)
+	ev := p.next
+	p.next = eventbus.Event{}
 	if err != nil {
 		return err
 	}
-	ev := e.(eventbus.Event)
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.n == p.window {
 		if err := p.settleLocked(context.Background(), 1); err != nil {
 			return err

@@ -22,7 +22,13 @@
 //     expected one;
 //   - a higher epoch starts at sequence 0 (else eventbus.ErrInvalid).
 //
-// The record lives with the session (memory: one small entry per producer
-// id, kept until the session is closed or expires). A bus over a backend
-// refuses producers with ErrUnsupported for now.
+// The record ([State]) lives with the session in memory (one small entry
+// per producer id, kept until the session is closed or expires). Over a
+// backend that keeps producers (eventbus/backend.ProducerBackend) it lives
+// in the backend, so that every node checks against the same record: over
+// NATS JetStream one subject per producer and session, updated in one
+// atomic batch with the event under an expected-last-subject-sequence
+// check (adapters/nats, docs/durable-streams.md has the window and the
+// cost). Where the bus cannot check a stamp it refuses the publish with
+// ErrUnsupported, never stores it unchecked.
 package producer

@@ -13,6 +13,17 @@ type Stamp struct {
 	Seq   uint64 // 0, 1, 2, … within an epoch
 }
 
+// State is a session's record of one producer: what a [Stamp] is checked
+// against. The in-memory bus keeps it with the session; a bus over a
+// backend that keeps producers (eventbus/backend.ProducerBackend: over NATS
+// JetStream, one subject per producer and session) reads it from there. A
+// plain value, safe to copy and share.
+type State struct {
+	Epoch   uint64 // the epoch in force
+	LastSeq uint64 // the highest sequence accepted in Epoch
+	LastID  uint64 // the id of the event that accepted LastSeq
+}
+
 // Producer outcomes, matched with errors.Is on an [*Error].
 var (
 	// ErrDuplicate: the publish repeats one already accepted; nothing was
@@ -56,7 +67,11 @@ func (e *Error) Error() string {
 // Is makes errors.Is(err, e.Kind) true.
 func (e *Error) Is(target error) bool { return target == e.Kind }
 
-// ErrUnsupported: a publish eventbus.WithProducer (or Bus.CheckProducer) on a bus
-// over a backend, where idempotent producers are not supported yet.
-// errors.Is(err, errors.ErrUnsupported) holds.
-var ErrUnsupported = fmt.Errorf("eventbus: idempotent producers are not supported on a bus over a backend yet: %w", errors.ErrUnsupported)
+// ErrUnsupported: a publish eventbus.WithProducer (or Bus.CheckProducer)
+// that the bus cannot check, so refuses rather than stores unchecked: on a
+// bus over a backend that keeps no producer records (one without
+// eventbus/backend.ProducerBackend, or adapters/nats on a NATS server
+// without atomic batch publish), and through a backend.Pipeline over a
+// backend that pipelines appends (publish the stamped event with
+// Bus.Publish instead). errors.Is(err, errors.ErrUnsupported) holds.
+var ErrUnsupported = fmt.Errorf("eventbus: idempotent producers are not supported here: %w", errors.ErrUnsupported)

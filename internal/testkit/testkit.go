@@ -51,6 +51,26 @@ func Next(t testing.TB, s *eventbus.Subscription) eventbus.Event {
 	return ev
 }
 
+// ReplayIDs returns the ids of the events session's replay buffer holds
+// (what a subscriber that joins now is replayed), the bus's own frames
+// left out; it fails the test at once if the session does not exist.
+func ReplayIDs(t testing.TB, b *eventbus.Bus, session string) []uint64 {
+	t.Helper()
+	sub, err := b.Subscribe(context.Background(), session, eventbus.SubscribeOptions{RequireSession: true})
+	require.NoError(t, err)
+	defer sub.Close()
+	var ids []uint64
+	for {
+		ev, ok := sub.TryNext()
+		if !ok {
+			return ids
+		}
+		if ev.ID > 0 {
+			ids = append(ids, ev.ID)
+		}
+	}
+}
+
 // Rapid is what a package's property tests run by default: Checks cases
 // (-rapid.checks) of about Steps actions (-rapid.steps); zero keeps rapid's
 // own default (100 cases, 30 steps).

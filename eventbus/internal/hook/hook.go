@@ -6,6 +6,10 @@ import "errors"
 // ends subscriptions with it, need not import eventbus/backend.
 var ErrBackend = errors.New("eventbus: backend failure")
 
+// ErrProducerConflict is backend.ErrProducerConflict: a producer record
+// moved between its read and the append that was to replace it.
+var ErrProducerConflict = errors.New("eventbus: producer record changed meanwhile")
+
 var (
 	// NewBus returns a *eventbus.Bus configured by opts (an
 	// eventbus.Options) whose ids and history come from be (a
@@ -16,8 +20,9 @@ var (
 	// Prepare is the first half of a publish through a pipeline on bus (a
 	// *eventbus.Bus): the checks and encoding of Bus.Publish, then the
 	// session (created if new) and its place in the tree. opts is a
-	// []eventbus.PublishOption; ev is the eventbus.Event to append.
-	Prepare func(bus any, sessionID, typ string, data, opts any) (ev any, path []string, err error)
+	// []eventbus.PublishOption; ev, a *eventbus.Event, receives the event
+	// to append (a pointer, so that no Event is boxed per publish).
+	Prepare func(bus any, sessionID, typ string, data, opts, ev any) (path []string, err error)
 
 	// Acked raises the highest id the backend acknowledged to bus.
 	Acked func(bus any, id uint64)

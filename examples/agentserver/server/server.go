@@ -217,6 +217,9 @@ func (s *Server) Durable() *durable.Handler { return s.durable }
 //	400 invalid_session_id  an id (path, "id" or "parent") the bus refuses or that is not one URL path segment
 //	400 invalid_argument    the bus refused a value (empty type, control characters, …), a bad origin,
 //	                        a query parameter on a POST, or one other than cascade on DELETE
+//	400 invalid_producer    a publish with some but not all of Producer-Id, Producer-Epoch, Producer-Seq,
+//	                        or an epoch or sequence that is not an unsigned integer
+//	403 stale_producer_epoch  a publish of a producer's epoch below the one in force (Producer-Epoch names it)
 //	404 not_found           no such route, or a path with an empty, "." or ".." segment (no redirect)
 //	408 request_timeout     the body did not arrive within Options.BodyTimeout
 //	415 unsupported_media_type  a body that is not Content-Type: application/json
@@ -227,11 +230,13 @@ func (s *Server) Durable() *durable.Handler { return s.durable }
 //	405 method_not_allowed  the route exists for other methods (Allow lists them)
 //	409 session_exists      POST /sessions with an id in use
 //	409 cycle               the parent lies below the session
+//	409 producer_seq_gap    a publish of a producer's sequence past the next (Producer-Expected-Seq names it)
 //	410 session_closed      the session (or the parent) was closed; POST /sessions
 //	                        with the closed id reopens it (201)
 //	413 body_too_large      a body over MaxBodyBytes
 //	503 unavailable         the bus is closed, or its backend is down (Options.Ready; with Retry-After)
 //	500 internal_error      any other failure of the bus
+//	501 not_implemented     a producer's publish on a bus that cannot check producers
 //
 // The agentserver command adds one in front of it: 421 misdirected_request
 // for a Host that is not a loopback name while it listens on loopback.
