@@ -1,7 +1,6 @@
 package eventbus
 
 import (
-	"encoding/json"
 	"mime"
 	"strings"
 	"sync"
@@ -182,7 +181,7 @@ func (b *Bus) PublishBytes(sessionID, typ, contentType string, data []byte, opts
 	if err := checkEvent(sessionID, typ); err != nil {
 		return Event{}, err
 	}
-	if media == 0 && len(data) > 0 && !json.Valid(data) {
+	if media == 0 && len(data) > 0 && !validJSON(data) {
 		return Event{}, invalidf("data is not valid JSON (media type %q): %.60q", contentType, data)
 	}
 	var raw []byte

@@ -57,7 +57,7 @@ func encode(data any) (out []byte, err error) {
 	case nil:
 		return nil, nil
 	case json.RawMessage:
-		if !json.Valid(v) {
+		if !validJSON(v) {
 			return nil, invalidf("data is not valid JSON: %.60q", v)
 		}
 		return append([]byte(nil), v...), nil
@@ -74,7 +74,8 @@ func encode(data any) (out []byte, err error) {
 // (AgentPool's publish; qwen-code's "publish is always safe to call").
 //
 // data is encoded to JSON once and shared (a json.RawMessage is validated
-// and copied as is; nil means no payload). The session is created if it
+// — accepted exactly when encoding/json's json.Valid accepts it — and
+// copied as is; nil means no payload). The session is created if it
 // does not exist (AgentPool's create-on-first-publish) — as a root, or under
 // the parent the [Options.SessionController] names — unless [Existing] is given.
 // It returns the stored Event with its id, from one bus-wide sequence that
@@ -110,17 +111,18 @@ func (b *Bus) Publish(sessionID, typ string, data any, opts ...PublishOption) (E
 }
 
 // PublishJSON is [Bus.Publish] for a payload that is already JSON: data is
-// validated (encoding/json's json.Valid) and copied, exactly as Publish does
-// with a json.RawMessage, but without passing through an interface value,
-// which costs Publish an allocation per call. Empty data means no payload.
-// Errors and behaviour are Publish's; data is not retained.
+// validated (accepted exactly when encoding/json's json.Valid accepts it)
+// and copied, as Publish does with a json.RawMessage, but without passing
+// through an interface value, which costs Publish an allocation per call.
+// Empty data means no payload. Errors and behaviour are Publish's; data is
+// not retained.
 func (b *Bus) PublishJSON(sessionID, typ string, data []byte, opts ...PublishOption) (Event, error) {
 	if err := checkEvent(sessionID, typ); err != nil {
 		return Event{}, err
 	}
 	var raw []byte
 	if len(data) > 0 {
-		if !json.Valid(data) {
+		if !validJSON(data) {
 			return Event{}, invalidf("data is not valid JSON: %.60q", data)
 		}
 		raw = append([]byte(nil), data...)

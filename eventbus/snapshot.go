@@ -2,7 +2,6 @@ package eventbus
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 
 	"github.com/replaybus/replaybus/eventbus/frame"
@@ -56,7 +55,7 @@ func (b *Bus) wantsSnapshot(sr *snapReq, j *snapshotJob) bool {
 func (b *Bus) takeSnapshot(ctx context.Context, session string, sr *snapReq, cursor *Position) *Position {
 	sr.asks++
 	state, asOf, err := b.cfg.Snapshots(ctx, session)
-	if err != nil || !json.Valid(state) {
+	if err != nil || !validJSON(state) {
 		sr.asks = maxSnapshotAsks // a provider that fails is not asked again
 		return cursor
 	}
