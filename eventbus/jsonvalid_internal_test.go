@@ -6,8 +6,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/replaybus/replaybus/internal/textutil"
 )
 
 // jsonPayload is a JSON object of n bytes shaped like an ACP
@@ -53,7 +56,7 @@ var validJSONCases = []struct {
 	// raw control characters inside strings: refused (U+007F is not one)
 	{"\"\x00\"", false}, {"\"\x01\"", false}, {"\"\x1f\"", false}, {"\"\t\"", false}, {"\"\n\"", false},
 	{"\"\r\"", false}, {"{\"a\x01\":1}", false}, {"\"\x7f\"", true}, {"\" \"", true},
-	// invalid UTF-8 inside strings: accepted, as encoding/json does; outside: refused
+	// invalid UTF-8 inside strings: encoding/json accepts it, validJSON refuses it (RFC 8259 §8.1); outside: refused
 	{"\"\xff\"", true}, {"\"\xc3\"", true}, {"\"\xc3\x28\"", true}, {"\"\xed\xa0\x80\"", true},
 	{"\"\xf4\x90\x80\x80\"", true}, {"\"\xc0\xaf\"", true}, {"{\"\xfe\":1}", true}, {"\xff", false}, {"[1]\xff", false},
 	// objects and arrays
@@ -75,8 +78,10 @@ var validJSONCases = []struct {
 	{string(jsonPayload(256)[:255]), false},
 }
 
-// validJSON is encoding/json's json.Valid, case by case: the table's
-// answers are encoding/json's (checked here too), and validJSON gives each.
+// validJSON is encoding/json's json.Valid on UTF-8 input and refuses any
+// input that is not UTF-8, case by case: the table's answers are
+// encoding/json's (checked here too), and validJSON gives each on UTF-8
+// input and false otherwise.
 func TestValidJSON(t *testing.T) {
 	for i, c := range validJSONCases {
 		name := strconv.Quote(c.in)
@@ -84,12 +89,13 @@ func TestValidJSON(t *testing.T) {
 			name = name[:50] + "…(" + strconv.Itoa(len(c.in)) + " bytes)"
 		}
 		require.Equal(t, c.want, json.Valid([]byte(c.in)), "case %d %s: the table must hold encoding/json's answer", i, name)
-		require.Equal(t, c.want, validJSON([]byte(c.in)), "case %d %s: validJSON must agree with encoding/json", i, name)
+		want := c.want && utf8.ValidString(c.in)
+		require.Equal(t, want, validJSON([]byte(c.in)), "case %d %s: validJSON must agree with encoding/json on UTF-8 and refuse the rest", i, name)
 	}
 }
 
 // FuzzValidAgreesWithEncodingJSON holds validJSON to encoding/json's
-// json.Valid on any input. Run it with
+// json.Valid on any UTF-8 input, and to false on any other. Run it with
 //
 //	go test -run '^$' -fuzz FuzzValidAgreesWithEncodingJSON -fuzztime 4m -fuzzminimizetime 2s ./eventbus/
 //
@@ -104,17 +110,18 @@ func FuzzValidAgreesWithEncodingJSON(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		want := json.Valid(data)
+		want := json.Valid(data) && utf8.Valid(data)
 		if got := validJSON(data); got != want {
-			t.Fatalf("validJSON(%q) = %v, encoding/json's json.Valid = %v", data, got, want)
+			t.Fatalf("validJSON(%q) = %v, encoding/json's json.Valid && utf8.Valid = %v", data, got, want)
 		}
 	})
 }
 
-// Every path that takes a JSON payload decides as encoding/json does:
-// Publish with a json.RawMessage, PublishJSON, PublishBytes under
-// application/json and SendTo each accept what json.Valid accepts and refuse,
-// naming the value, what it refuses.
+// Every path that takes a JSON payload decides as encoding/json does on
+// UTF-8 and refuses the rest: Publish with a json.RawMessage, PublishJSON,
+// PublishBytes under application/json and SendTo each accept what json.Valid
+// accepts when it is UTF-8 and refuse, naming the value (and the offset of
+// the first byte that is not UTF-8), what they refuse.
 func TestEveryJSONPathValidatesAsEncodingJSON(t *testing.T) {
 	b, err := New(Options{})
 	require.NoError(t, err)
@@ -131,8 +138,9 @@ func TestEveryJSONPathValidatesAsEncodingJSON(t *testing.T) {
 		"SendTo(json.RawMessage)": func(d []byte) error { return b.SendTo("m", json.RawMessage(d), sub) },
 	}
 	for _, c := range []string{"\"\x01\"", "\xef\xbb\xbf{}", "{}x", nested(10001, ""), `{"a":1,}`,
-		"\"\xff\"", `"\ud800"`, nested(10000, ""), "1e999999999", string(jsonPayload(256))} {
-		want := json.Valid([]byte(c))
+		"\"\xff\"", "{\"a\":\"ok\xc3\x28\"}", "[\"\xed\xa0\x80\"]", `"\ud800"`, nested(10000, ""), "1e999999999",
+		string(jsonPayload(256)), "\"é€😀\""} {
+		want := json.Valid([]byte(c)) && utf8.ValidString(c)
 		for name, publish := range paths {
 			err := publish([]byte(c))
 			if want {
@@ -142,6 +150,9 @@ func TestEveryJSONPathValidatesAsEncodingJSON(t *testing.T) {
 			require.ErrorIs(t, err, ErrInvalid, "%s(%.40q)", name, c)
 			require.ErrorContains(t, err, "data is not valid JSON", "%s(%.40q)", name, c)
 			require.ErrorContains(t, err, fmt.Sprintf("%.60q", c), "%s(%.40q): the error names the value", name, c)
+			if at := textutil.InvalidUTF8At([]byte(c)); at < len(c) {
+				require.ErrorContains(t, err, fmt.Sprintf("not UTF-8 at byte %d (0x%02x)", at, c[at]), "%s(%.40q): the error names the first bad byte", name, c)
+			}
 		}
 	}
 }

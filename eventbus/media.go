@@ -1,6 +1,7 @@
 package eventbus
 
 import (
+	"fmt"
 	"mime"
 	"strings"
 	"sync"
@@ -170,7 +171,8 @@ func (e Event) WithContentType(contentType string) (Event, error) {
 // that is empty, malformed (not type/subtype; a wildcard; bad
 // parameters), longer than 255 bytes, or new when the process already
 // knows 4,096 distinct media types (an interned type is never forgotten),
-// and for data that is not valid JSON under application/json. A refused
+// and for data that is not valid JSON or not UTF-8 under application/json
+// (the error names the first byte that is not UTF-8). A refused
 // event consumes no id. backend.Pipeline publishes JSON only: over a
 // backend, byte payloads go through PublishBytes.
 func (b *Bus) PublishBytes(sessionID, typ, contentType string, data []byte, opts ...PublishOption) (Event, error) {
@@ -182,7 +184,7 @@ func (b *Bus) PublishBytes(sessionID, typ, contentType string, data []byte, opts
 		return Event{}, err
 	}
 	if media == 0 && len(data) > 0 && !validJSON(data) {
-		return Event{}, invalidf("data is not valid JSON (media type %q): %.60q", contentType, data)
+		return Event{}, invalidJSON(fmt.Sprintf(" (media type %q)", contentType), data)
 	}
 	var raw []byte
 	if len(data) > 0 {
