@@ -52,7 +52,17 @@ var mediaTab struct {
 	names   [maxMediaTypes + 1]atomic.Pointer[string]
 }
 
-func init() { mediaTab.ids = xsync.NewMapOf[string, uint32]() }
+// octetStream is the media type interned first, at startup, so that it
+// always resolves: the fallback of a decoder (adapters/nats) whose process
+// already knows 4,096 media types when an event of a new one arrives.
+const octetStream = "application/octet-stream"
+
+func init() {
+	mediaTab.ids = xsync.NewMapOf[string, uint32]()
+	if _, err := internMedia(octetStream); err != nil {
+		panic(err) // a constant, well-formed media type into an empty table
+	}
+}
 
 // mediaName returns index i's media type: ContentTypeJSON for 0.
 func mediaName(i uint32) string {
@@ -140,7 +150,9 @@ func (e Event) IsJSON() bool { return e.media == 0 }
 // copy a JSON event, without validating Data. Errors are those of
 // PublishBytes for a media type (ErrInvalid naming the value: empty,
 // malformed, over 255 bytes, or a 4,097th distinct type in this
-// process). Safe for concurrent use.
+// process). application/octet-stream is interned at startup (it counts
+// among the 4,096), so it never fails: a decoder that cannot intern a new
+// type can fall back to it and keep the bytes. Safe for concurrent use.
 func (e Event) WithContentType(contentType string) (Event, error) {
 	id, err := internMedia(contentType)
 	if err != nil {
