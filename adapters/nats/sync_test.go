@@ -12,6 +12,7 @@ import (
 
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/backend"
 	"github.com/replaybus/replaybus/eventbus/producer"
 	"github.com/replaybus/replaybus/internal/testkit"
 )
@@ -160,24 +161,37 @@ func TestSyncWaitsForEventsInFlight(t *testing.T) {
 	assert.Equal(t, ids[:len(ids)-1], replayIDs(t, b, "s"), "b read everything the stream holds before Sync returned")
 }
 
-// A node cut off from NATS cannot sync: Sync says so at once
-// (ErrDisconnected) rather than waiting out its context.
+// A node cut off from NATS cannot sync: Sync and LastID say so at once
+// (ErrDisconnected) rather than waiting out their context, and a resume
+// whose cursor is ahead of the node fails with ErrBackend naming it,
+// rather than waiting 10 s and answering epoch_reset to a valid cursor.
 func TestSyncOnCutOffNodeFails(t *testing.T) {
 	opts := uniqueStream()
 	p := newProxy(t, shared.ClientURL()[len("nats://"):])
+	a := newNode(t, shared.ClientURL(), eventbus.Options{}, opts...)
 	n := newNode(t, p.URL(), eventbus.Options{}, opts...)
 	syncWithin(t, n)
 	p.Cut()
 	require.Eventually(t, func() bool { return !n.nc.IsConnected() }, 10*time.Second, 10*time.Millisecond)
+	ahead, err := a.bus.Publish("s", "msg", 1)
+	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	err := n.be.Sync(ctx)
+	err = n.be.Sync(ctx)
 	require.ErrorIs(t, err, rbnats.ErrDisconnected)
 	require.NoError(t, ctx.Err(), "Sync failed before its context ran out")
 	_, err = n.be.LastID(ctx)
 	require.ErrorIs(t, err, rbnats.ErrDisconnected)
 	require.NoError(t, ctx.Err(), "LastID failed before its context ran out")
+	_, err = n.bus.Subscribe(ctx, "s", eventbus.SubscribeOptions{Cursor: &eventbus.Position{ID: ahead.ID, Epoch: n.bus.Epoch()}})
+	require.ErrorIs(t, err, backend.ErrBackend)
+	require.ErrorIs(t, err, rbnats.ErrDisconnected)
+	require.NoError(t, ctx.Err(), "Subscribe failed before its context ran out")
 	p.Restore()
 	require.Eventually(t, n.nc.IsConnected, 10*time.Second, 10*time.Millisecond)
 	syncWithin(t, n)
+	sub, err := n.bus.Subscribe(ctx, "s", eventbus.SubscribeOptions{Cursor: &eventbus.Position{ID: ahead.ID - 1, Epoch: n.bus.Epoch()}})
+	require.NoError(t, err, "back in touch, the node resumes the cursor")
+	defer sub.Close()
+	assert.Equal(t, ahead.ID, next(t, sub).ID)
 }
