@@ -4,7 +4,9 @@
 // and with the machine's floor, on workloads W1–W8 (see docs/benchmarks.md),
 // in one process, alternating the systems run by run, and prints one
 // Markdown table of medians with their spread. W8 is real SSE over loopback:
-// each system's own HTTP handler, S TCP clients parsing every frame.
+// each system's own HTTP handler, S TCP clients parsing every frame; W8ws
+// (-only W8ws) is the same over each system's own WebSocket handler
+// (replaybus's and centrifuge's), with S coder/websocket clients.
 //
 // The run is bracketed by a quiet-machine check (load average, a
 // calibration loop before and after, other processes' share of the CPUs)

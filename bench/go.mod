@@ -6,6 +6,7 @@ replace github.com/replaybus/replaybus => ../
 
 require (
 	github.com/centrifugal/centrifuge v0.40.1
+	github.com/coder/websocket v1.8.15
 	github.com/prometheus/client_golang v1.25.0
 	github.com/replaybus/replaybus v0.0.0-00010101000000-000000000000
 	github.com/tmaxmax/go-sse v0.11.0

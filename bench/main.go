@@ -67,7 +67,7 @@ func main() {
 	}
 	quick := flag.Bool("quick", false, "small sizes: finishes in under a minute")
 	runs := flag.Int("runs", 0, "runs per figure (default 3)")
-	only := flag.String("only", "", "comma-separated workloads to run (W1,W1d,W2,W2s,W3,W4,W5,W6,W7,W8); default all")
+	only := flag.String("only", "", "comma-separated workloads to run (W1,W1d,W2,W2s,W3,W4,W5,W6,W7,W8,W8ws); default all")
 	sysList := flag.String("systems", "", "comma-separated systems (replaybus,go-sse,centrifuge,naive,chan); default all")
 	sizes := flag.String("s", "", "W1 and W8 subscriber counts, comma-separated (default 1,10,100,1000)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -149,7 +149,7 @@ func main() {
 		run  func()
 	}{
 		{"W1", func() { b.w1(true) }}, {"W1d", func() { b.w1(false) }}, {"W2", b.w2}, {"W2s", b.w2sat},
-		{"W3", b.w3}, {"W4", b.w4}, {"W5", b.w5}, {"W6", b.w6}, {"W7", b.w7}, {"W8", b.w8},
+		{"W3", b.w3}, {"W4", b.w4}, {"W5", b.w5}, {"W6", b.w6}, {"W7", b.w7}, {"W8", b.w8}, {"W8ws", b.w8ws},
 	} {
 		if want(w.name) {
 			t0 := time.Now()
@@ -184,6 +184,17 @@ func (b *bench) summary(verdict string) string {
 		line += "not measured"
 	} else {
 		line += strings.Join(parts, ", ")
+	}
+	var ws []string
+	for _, S := range b.p.w8S {
+		key := fmt.Sprintf("W8 S=%d WS", S)
+		if m, sp, ok := b.t.Ratio(key, "replaybus", "centrifuge"); ok {
+			c, csp, _ := b.t.Ratio(key+" CPU", "replaybus", "centrifuge")
+			ws = append(ws, fmt.Sprintf("S=%d %.2f ±%.0f%% (CPU %.2f ±%.0f%%)", S, m, sp, c, csp))
+		}
+	}
+	if len(ws) > 0 {
+		line += "; W8 over WebSocket, replaybus ÷ centrifuge: " + strings.Join(ws, ", ")
 	}
 	switch {
 	case b.losslessRuns == 0:

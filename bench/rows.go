@@ -270,16 +270,31 @@ func (b *bench) w7() {
 	b.t.Add("floor: 256-byte copy", "ns", aggMedian, "floor", floorCopy256())
 }
 
+// w8 is W8 over SSE: each system's own HTTP handler (see w8.go).
 func (b *bench) w8() {
+	b.loopback("SSE", "no SSE handler", func(name string) bool { return httpSystems[name] != nil },
+		func(name string, S, N int) (w1Result, error) { return runW8(name, S, N, true) })
+}
+
+// w8ws is W8 over WebSocket: each system's own WebSocket handler, S
+// coder/websocket clients, lossless (see w8ws.go).
+func (b *bench) w8ws() {
+	b.loopback("WS", "no WebSocket handler", func(name string) bool { return wsSystems[name] != nil }, runW8WS)
+}
+
+// loopback fills the rows "W8 S=<S> <wire>" of a lossless loopback run at
+// every W8 size: run measures a system that has the wire (has), the others
+// get the note missing.
+func (b *bench) loopback(wire, missing string, has func(name string) bool, run func(name string, S, N int) (w1Result, error)) {
 	for _, S := range b.p.w8S {
 		N := min(b.p.w8Events, b.p.w8Deliveries/S)
-		key := fmt.Sprintf("W8 S=%d SSE", S)
+		key := fmt.Sprintf("W8 S=%d %s", S, wire)
 		b.eachRun(key, func(r int, sys System) error {
-			if httpSystems[sys.Name] == nil {
-				b.t.Note(key, "ns/delivery", aggMedian, sys.Name, "no SSE handler")
+			if !has(sys.Name) {
+				b.t.Note(key, "ns/delivery", aggMedian, sys.Name, missing)
 				return nil
 			}
-			res, err := runW8(sys.Name, S, N, true)
+			res, err := run(sys.Name, S, N)
 			if err != nil {
 				b.t.Note(key, "ns/delivery", aggMedian, sys.Name, "error")
 				return err

@@ -211,59 +211,84 @@ func sseClient(conn net.Conn, path string, rig *httpRig, k *Sink) error {
 
 // runW8 measures one system at S clients with N events.
 func runW8(name string, S, N int, lossless bool) (w1Result, error) {
-	var res w1Result
 	rig, err := httpSystems[name](lossless)
 	if err != nil {
-		return res, err
+		return w1Result{}, err
 	}
+	return runLoopback(name, S, N, rig.inst, rig.handler, func(addr string, k *Sink) (loopClient, error) {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			return loopClient{}, err
+		}
+		return loopClient{
+			run:  func() error { return sseClient(conn, rig.path(k.sess), rig, k) },
+			stop: func() { _ = conn.Close() },
+		}, nil
+	})
+}
+
+// loopClient is one client of a loopback run: run reads the stream until
+// it ends and returns why; stop ends it from outside.
+type loopClient struct {
+	run  func() error
+	stop func()
+}
+
+// runLoopback serves handler on 127.0.0.1, connects S clients with dial
+// (each feeding its own sink, whose sess is the session), waits until every
+// one of them receives, publishes N measured events to inst flat out and
+// returns the figures of that window. It closes inst.
+func runLoopback(name string, S, N int, inst Instance, handler http.Handler, dial func(addr string, k *Sink) (loopClient, error)) (w1Result, error) {
+	var res w1Result
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		rig.inst.Close()
+		inst.Close()
 		return res, err
 	}
 	// ErrorLog discarded: at the end of a run the clients hang up, and the
 	// handlers' complaints about that (go-sse: "superfluous WriteHeader")
 	// are not results.
-	srv := &http.Server{Handler: rig.handler, ReadHeaderTimeout: 10 * time.Second,
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: log.New(io.Discard, "", 0)}
 	go func() { _ = srv.Serve(ln) }()
 	const sess = "w8"
 	// The session exists before anyone subscribes (replaybus's handler
 	// answers 404 for an unknown session).
-	if _, err := rig.inst.Publish(sess, []byte(`{"probe":true}`)); err != nil {
-		rig.inst.Close()
+	if _, err := inst.Publish(sess, []byte(`{"probe":true}`)); err != nil {
+		_ = srv.Close()
+		inst.Close()
 		return res, err
 	}
 	sinks := make([]*Sink, S)
-	conns := make([]net.Conn, 0, S)
+	clients := make([]loopClient, 0, S)
 	var wg sync.WaitGroup
 	var closing sync.Once
 	stopped := make(chan struct{})
 	shutdown := func() {
 		closing.Do(func() {
 			close(stopped)
-			for _, c := range conns {
-				_ = c.Close()
+			for _, c := range clients {
+				c.stop()
 			}
 			wg.Wait()
 			_ = srv.Close()
-			rig.inst.Close()
+			inst.Close()
 		})
 	}
 	for i := range sinks {
 		k := newSink(int64(N))
 		k.sess, k.contig = sess, true
 		sinks[i] = k
-		conn, err := net.Dial("tcp", ln.Addr().String())
+		c, err := dial(ln.Addr().String(), k)
 		if err != nil {
 			shutdown()
 			return res, err
 		}
-		conns = append(conns, conn)
+		clients = append(clients, c)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := sseClient(conn, rig.path(sess), rig, k); err != nil {
+			if err := c.run(); err != nil {
 				select {
 				case <-stopped:
 				default:
@@ -273,7 +298,7 @@ func runW8(name string, S, N int, lossless bool) (w1Result, error) {
 		}()
 	}
 	defer shutdown()
-	pub, err := rig.inst.Publisher(sess)
+	pub, err := inst.Publisher(sess)
 	if err != nil {
 		return res, err
 	}
@@ -302,7 +327,7 @@ func runW8(name string, S, N int, lossless bool) (w1Result, error) {
 		time.Sleep(2 * time.Millisecond)
 	}
 	time.Sleep(20 * time.Millisecond) // the last probes drain
-	base := rig.inst.LastID(sess)
+	base := inst.LastID(sess)
 	for _, k := range sinks {
 		k.arm(base)
 	}

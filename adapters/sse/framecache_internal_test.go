@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/replaybus/replaybus/adapters/internal/framecache"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
 )
@@ -45,14 +46,12 @@ func TestFrameCacheSharesOnlyIdenticalFrames(t *testing.T) {
 	require.Equal(t, string(AppendEvent(nil, syn, opts)), string(f))
 	require.Same(t, &f[0], &scratch[0])
 	big := eventbus.Event{ID: 9, Session: "s", Type: "t"}
-	big.Data = json.RawMessage(`"` + string(repeat('x', frameCacheMax)) + `"`)
+	big.Data = json.RawMessage(`"` + string(repeat('x', framecache.Max)) + `"`)
 	bf, _ := c.frame(big, opts, nil)
 	require.Equal(t, string(AppendEvent(nil, big, opts)), string(bf))
-	for i := range c.slots {
-		if p := c.slots[i].Load(); p != nil {
-			require.LessOrEqual(t, len(p.b), frameCacheMax, "slot %d holds an over-long frame", i)
-		}
-	}
+	c.c.Each(func(b []byte) {
+		require.LessOrEqual(t, len(b), framecache.Max, "the cache holds an over-long frame")
+	})
 }
 
 func repeat(b byte, n int) []byte {

@@ -112,13 +112,7 @@ func (cn *conn) writeStart(start uint64) bool {
 	if cn.h.o.PlainIDs {
 		idEpoch = ""
 	}
-	b := resume.AppendEnvelope(nil, resume.StartEvent(cn.sessionID, resume.FormatID(start, idEpoch), epoch), "")
-	ctx, cancel := context.Background(), context.CancelFunc(func() {})
-	if cn.h.wt > 0 {
-		ctx, cancel = context.WithTimeout(ctx, cn.h.wt)
-	}
-	defer cancel()
-	if err := cn.c.Write(ctx, websocket.MessageText, b); err != nil {
+	if err := cn.writeMessage(resume.StartEvent(cn.sessionID, resume.FormatID(start, idEpoch), epoch)); err != nil {
 		cn.abort()
 		return false
 	}

@@ -57,6 +57,14 @@
 // a live-only stream, naming where it starts. A frame without id whose type
 // is none of these is a targeted frame.
 //
+// The frames that are ready together go out as one batch (up to 64
+// messages or 64 KiB, one write, one write deadline), each real event's
+// message encoded once per handler and shared by every connection. Without
+// compression (the default) the handler frames the messages itself and
+// coder/websocket writes only the control frames; a connection that
+// negotiated permessage-deflate (HandlerOptions.Accept) has every message
+// framed and compressed by coder/websocket.
+//
 // # Resume
 //
 // The cursor comes from the URL or headers as on SSE, or — for browsers,

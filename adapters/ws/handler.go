@@ -9,6 +9,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/replaybus/replaybus/adapters/internal/framecache"
 	"github.com/replaybus/replaybus/adapters/internal/serve"
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
@@ -25,7 +26,8 @@ const (
 	// DefaultPingInterval is the silence after which the server pings;
 	// the peer must answer within the write timeout.
 	DefaultPingInterval = 15 * time.Second
-	// DefaultWriteTimeout bounds every write of a frame, a pong or a ping.
+	// DefaultWriteTimeout bounds every write: a batch of frames, a pong or a
+	// ping.
 	DefaultWriteTimeout = 10 * time.Second
 	// DefaultCloseGrace bounds the close: after an eviction (from the moment
 	// it happens) or any other close, the client_evicted frame and the close
@@ -139,6 +141,8 @@ type Handler struct {
 
 	hooks   serve.Hooks
 	streams *serve.Registry[context.CancelFunc]
+	cache   framecache.Cache // one encoding of each event, shared by every connection
+	active  atomic.Int32     // open connections; with one, nothing is shared and the cache is skipped
 
 	started, rejected, frames, evicted, protocolErrors, writeErrors, pongs atomic.Uint64
 }
@@ -274,6 +278,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.started.Add(1)
+	h.active.Add(1)
+	defer h.active.Add(-1)
+	// Without compression the handler frames its messages itself (see
+	// corkConn); with it, coder/websocket does.
+	hr.cork.direct = w.Header().Get("Sec-WebSocket-Extensions") == ""
 	c.SetReadLimit(h.readLimit)
 	cn := &conn{h: h, c: c, raw: hr.conn, cork: hr.cork, ctx: ctx, cancel: cancel, sessionID: sessionID, remote: r.RemoteAddr,
 		first: make(chan ClientMessage, 1), readDone: make(chan struct{}), keeperStop: make(chan struct{}),

@@ -7,7 +7,6 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -76,13 +75,7 @@ func (cn *conn) readLoop() {
 
 // pong answers a ping message with a pong frame.
 func (cn *conn) pong(v []byte) error {
-	b := resume.AppendEnvelope(nil, eventbus.Event{Type: TypePong, Session: cn.sessionID, Data: v}, "")
-	ctx, cancel := context.Background(), context.CancelFunc(func() {})
-	if cn.h.wt > 0 {
-		ctx, cancel = context.WithTimeout(ctx, cn.h.wt)
-	}
-	defer cancel()
-	if err := cn.c.Write(ctx, websocket.MessageText, b); err != nil {
+	if err := cn.writeMessage(eventbus.Event{Type: TypePong, Session: cn.sessionID, Data: v}); err != nil {
 		return err
 	}
 	cn.h.pongs.Add(1)
