@@ -171,6 +171,10 @@ func (b *Bus) ingest(path []string, ev Event) {
 		return
 	}
 	defer b.flushDiagnostics() // after b.mu is released
+	// Subscribers are woken once b.mu is released, as on the in-memory
+	// publish path: the publishers of this node wait for b.mu meanwhile.
+	f := fan{wakes: wakeLists.Get().(*[]*Subscription)}
+	defer f.release()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	defer b.wakeFeedWaitersLocked()
@@ -189,12 +193,12 @@ func (b *Bus) ingest(path []string, ev Event) {
 	}
 	r := &record{Session: x.id, Type: ev.Type, Data: ev.Data, Ext: extOf(ev.Origin, ev.media), Nanos: ev.Time.UnixNano()}
 	if ev.Type == frame.TypeSessionClosed {
-		b.appendLocked(x, r, true, &fan{})
+		b.appendLocked(x, r, true, &fan{}) // wakes at once, as closeLocked does
 		b.mem.tombs[x.id] = r.Nanos
 		b.closeLocked(x, false)
 		return
 	}
-	b.appendLocked(x, r, false, &fan{})
+	b.appendLocked(x, r, false, &f)
 }
 
 // feedWaiter is a Subscribe waiting until the feed has ingested upTo.

@@ -29,9 +29,13 @@ import (
 //
 //	go test -run '^$' -bench 'NATS' -benchtime 5000x ./adapters/nats/
 //
-// "bare" is what an application would write on nats.go alone: the same
-// 200-byte payload published to one subject per session of a stream with
-// the same limits, received by an ordered consumer (one per subscriber).
+// "bare" is the fastest correct usage of nats.go alone for the same job:
+// the same 200-byte payload published to one subject per session of a
+// stream with the same limits (jetstream.Publish for a sync row,
+// PublishAsync with 256 pending for a pipelined one), received by an
+// ordered consumer (one per subscriber, on another connection) through
+// Consume; a row ends when every consumer has every message, as a bus row
+// ends when every subscriber has every event.
 // Every benchmark op is one event; besides ns/op and allocs/op (every
 // goroutine: publisher, server, consumer) each reports events/s and
 // cpu-µs/event (process CPU time, user + system, per event).
@@ -107,17 +111,43 @@ func newBare(b *testing.B, st jetstream.StorageType, asyncPending int) *bare {
 // nats.go's callback API (Consume), the cheaper of its two: the iterator
 // (Messages, Next) costs 0.5–1.5 µs and 4 allocations more per message,
 // its Next arming a heartbeat timer per call.
+//
+// A consumer that falls more than the stream's per-subject limit behind
+// loses messages without a word (JetStream deletes them unread), so the
+// consumer also reports, once 30 s have passed without a message, how
+// many it got: the benchmark fails instead of waiting forever.
 func (x *bare) consume(b *testing.B, n int, done chan<- error) {
 	c, err := x.stream.OrderedConsumer(context.Background(), jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverNewPolicy})
 	require.NoError(b, err)
-	got := 0
+	var got atomic.Int64
 	cc, err := c.Consume(func(jetstream.Msg) {
-		if got++; got == n {
+		if got.Add(1) == int64(n) {
 			done <- nil
 		}
 	})
 	require.NoError(b, err)
 	b.Cleanup(cc.Stop)
+	stop := make(chan struct{})
+	b.Cleanup(func() { close(stop) })
+	go func() {
+		last := int64(-1)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(30 * time.Second):
+			}
+			k := got.Load()
+			if k >= int64(n) {
+				return
+			}
+			if k == last {
+				done <- fmt.Errorf("bare consumer got %d of %d messages (lost: it fell behind the stream's per-subject limit)", k, n)
+				return
+			}
+			last = k
+		}
+	}()
 }
 
 // reportStored reports the stream's storage per message it holds
