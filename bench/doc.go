@@ -15,6 +15,13 @@
 //
 //	cd bench && go run .          # the full run
 //	cd bench && go run . -quick   # about a minute; the last line states replaybus ÷ go-sse
-//	                              # (below 1 is faster) with its spread, whether every
-//	                              # lossless run lost nothing, and the machine verdict
+//	                              # (below 1 is faster; W1, W8 and the 10,000-event W3)
+//	                              # with its spread, whether every lossless run lost
+//	                              # nothing, and the machine verdict
+//
+// W3 (replay) takes each peer's own replay API at its fastest: go-sse's
+// FiniteReplayer.Replay called on the resuming subscriber's goroutine,
+// centrifuge's Node.History, replaybus's Subscribe with a cursor read in
+// batches (NextBefore, then NextBatch) as its SSE handler reads; each then
+// joins its system's live path from the last replayed id.
 package main

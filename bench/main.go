@@ -174,12 +174,18 @@ func main() {
 // run was lossless, and the machine verdict.
 func (b *bench) summary(verdict string) string {
 	var parts []string
-	for _, key := range []string{"W1 S=100 lossless", "W1 S=1000 lossless", "W8 S=100 SSE", "W8 S=1000 SSE"} {
+	keys := []string{"W1 S=100 lossless", "W1 S=1000 lossless", "W8 S=100 SSE", "W8 S=1000 SSE"}
+	for _, rk := range b.p.w3 {
+		if rk[0] >= 10_000 {
+			keys = append(keys, w3Key(rk[0], rk[1]))
+		}
+	}
+	for _, key := range keys {
 		if m, sp, ok := b.t.Ratio(key, "replaybus", "go-sse"); ok {
 			parts = append(parts, fmt.Sprintf("%s %.2f ±%.0f%%", key, m, sp))
 		}
 	}
-	line := "replaybus ÷ go-sse per delivery, below 1 is faster (median of per-run ratios ± spread): "
+	line := "replaybus ÷ go-sse per delivery (W3: per replayed event), below 1 is faster (median of per-run ratios ± spread): "
 	if len(parts) == 0 {
 		line += "not measured"
 	} else {

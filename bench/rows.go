@@ -157,15 +157,16 @@ func (b *bench) w2Run(prefix string, r int, sys System, N int, pace time.Duratio
 func (b *bench) w3() {
 	for _, rk := range b.p.w3 {
 		R, K := rk[0], rk[1]
-		key := fmt.Sprintf("W3 replay ring=%d (median of %d resumes)", R, K)
+		key := w3Key(R, K)
 		b.eachRun(key, func(r int, sys System) error {
-			ns, err := runW3(sys, R, K)
+			ns, allocs, err := runW3(sys, R, K)
 			if err != nil {
 				b.t.Note(key, "ns/event", aggMedian, sys.Name, "error")
 				return err
 			}
-			progress("%s run %d %-10s %.1f ns/event", key, r+1, sys.Name, ns)
+			progress("%s run %d %-10s %.1f ns/event %.4f allocs/event", key, r+1, sys.Name, ns, allocs)
 			b.t.Add(key, "ns/event", aggMedian, sys.Name, ns)
+			b.t.Add(key+" allocs", "allocs/event", aggMedian, sys.Name, allocs)
 			return nil
 		}, func(int) {
 			b.t.Add(key, "ns/event", aggMedian, "floor", floorCopy(R))

@@ -22,7 +22,10 @@ import (
 // MemoryBroker (history) → Hub broadcast (one encoding per protocol shared by
 // every subscriber) → each Client's writer queue → its writer goroutine →
 // Transport.Write, which parses the offset out of the push and records it.
-// That is centrifuge's hub path minus the socket write.
+// That is centrifuge's hub path minus the socket write. A resume (W3) reads
+// its replay with Node.History first, centrifuge's history API at its
+// fastest, and then connects recovering from the last offset
+// (cfTransport.history).
 type cfInstance struct {
 	node *centrifuge.Node
 	ring int
@@ -208,6 +211,28 @@ func (t *cfTransport) connect(b []byte, at int64) {
 	t.k.stamp = 0
 }
 
+// history records the channel's publications after offset from the
+// node's history (the replay of a resume) and returns the last offset
+// recorded (offset when none).
+func (t *cfTransport) history(node *centrifuge.Node, ch, epoch string, offset uint64) uint64 {
+	res, err := node.History(ch, centrifuge.WithSince(&centrifuge.StreamPosition{Offset: offset, Epoch: epoch}),
+		centrifuge.WithLimit(centrifuge.NoLimit))
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.dead {
+		return offset
+	}
+	if err != nil {
+		t.k.End("history: " + err.Error())
+		return offset
+	}
+	for _, p := range res.Publications {
+		t.k.Event(p.Offset)
+		offset = p.Offset
+	}
+	return offset
+}
+
 func (t *cfTransport) Close(d centrifuge.Disconnect) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -230,19 +255,30 @@ func (c *cfInstance) Subscribe(session string, so SubOpts, k *Sink) error {
 		cancel()
 		return err
 	}
-	req := centrifuge.ConnectRequest{}
-	if so.Replay {
-		epoch := ""
-		if e := c.channel(session).epoch.Load(); e != nil {
-			epoch = *e
-		}
-		req.Subs = map[string]centrifuge.SubscribeRequest{session: {Recover: true, Epoch: epoch, Offset: so.Cursor}}
-	}
 	c.mu.Lock()
 	c.clients = append(c.clients, closeFn)
 	c.trans = append(c.trans, t)
 	c.mu.Unlock()
-	client.Connect(req)
+	if !so.Replay {
+		client.Connect(centrifuge.ConnectRequest{})
+	} else {
+		// The replay through centrifuge's history API on the request's
+		// goroutine (Node.History since the cursor: the broker's copy of
+		// its publications, no client protocol encoding), then the
+		// connect recovers from the last offset replayed, so that what
+		// was published in between comes with the connect and the seam
+		// stays exact.
+		epoch := ""
+		if e := c.channel(session).epoch.Load(); e != nil {
+			epoch = *e
+		}
+		go func() {
+			offset := t.history(c.node, session, epoch, so.Cursor)
+			client.Connect(centrifuge.ConnectRequest{Subs: map[string]centrifuge.SubscribeRequest{
+				session: {Recover: true, Epoch: epoch, Offset: offset},
+			}})
+		}()
+	}
 	// The application's goroutine for this connection (centrifuge's own SSE
 	// handler keeps the request goroutine parked in a select while the
 	// client's writer goroutine writes): every system here has one reader

@@ -14,15 +14,56 @@ import (
 
 // go-sse: one Joe per session, each with its own FiniteReplayer (go-sse's
 // replayer is per provider, so a per-session ring needs a Joe per session),
-// auto ids. A subscriber is a goroutine blocked in Joe.Subscribe (as
+// auto ids. A live subscriber is a goroutine blocked in Joe.Subscribe (as
 // go-sse's own Server.ServeHTTP is) with a MessageWriter whose Send records
 // the event: Joe calls Send and Flush synchronously from its one goroutine
 // for every subscriber in turn, so this is go-sse's delivery path minus the
 // socket write. go-sse has no per-subscriber queue: a Send that blocks stalls
 // Joe and every publisher.
+//
+// A resuming subscriber (W3) is replayed by go-sse's own replayer at its
+// fastest: its goroutine calls the session's FiniteReplayer.Replay itself
+// (go-sse's documented Replayer API: Send per message, then one Flush, into
+// the same MessageWriter go-sse's handler would pass), without the hop to
+// Joe's goroutine, serialised with Joe's Put by the lock the Replayer
+// contract asks for (one operation at a time); it then subscribes to Joe
+// with the last replayed id, so that Joe replays what was published in
+// between and the seam stays exact. See gsReplayer.
 type gsSession struct {
 	joe  *sse.Joe
+	rp   *gsReplayer
 	last atomic.Uint64 // auto id of the newest message + 1
+}
+
+// gsReplayer is a session's FiniteReplayer behind the lock that lets a
+// subscriber's goroutine replay while Joe's goroutine puts. It also
+// replays nothing to a subscription whose LastEventID is the newest id:
+// go-sse v0.11.0's FiniteReplayer replays its whole buffer then (a client
+// that is up to date would get every buffered event again), which the
+// hand-off to Joe after a replay would otherwise hit.
+type gsReplayer struct {
+	mu     sync.Mutex
+	r      *sse.FiniteReplayer
+	newest sse.EventID
+}
+
+func (g *gsReplayer) Put(m *sse.Message, topics []string) (*sse.Message, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	m, err := g.r.Put(m, topics)
+	if err == nil {
+		g.newest = m.ID
+	}
+	return m, err
+}
+
+func (g *gsReplayer) Replay(sub sse.Subscription) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if sub.LastEventID == g.newest {
+		return nil
+	}
+	return g.r.Replay(sub)
 }
 
 type gsInstance struct {
@@ -51,11 +92,12 @@ func (g *gsInstance) session(id string) (*gsSession, error) {
 	defer g.mu.Unlock()
 	if x = g.sessions[id]; x == nil {
 		ring := max(g.ring, 2) // FiniteReplayer needs ≥ 2
-		rp, err := sse.NewFiniteReplayer(ring, true)
+		fr, err := sse.NewFiniteReplayer(ring, true)
 		if err != nil {
 			return nil, err
 		}
-		x = &gsSession{joe: &sse.Joe{Replayer: rp}}
+		rp := &gsReplayer{r: fr}
+		x = &gsSession{joe: &sse.Joe{Replayer: rp}, rp: rp}
 		g.sessions[id] = x
 	}
 	return x, nil
@@ -89,8 +131,9 @@ func (x *gsSession) publish(data []byte) (uint64, error) {
 }
 
 type gsWriter struct {
-	k     *Sink
-	stall <-chan struct{}
+	k      *Sink
+	stall  <-chan struct{}
+	lastID sse.EventID // the id of the last message sent
 }
 
 func (w *gsWriter) Send(m *sse.Message) error {
@@ -102,6 +145,7 @@ func (w *gsWriter) Send(m *sse.Message) error {
 	if !ok {
 		return fmt.Errorf("go-sse: id %q is not a number", m.ID.String())
 	}
+	w.lastID = m.ID
 	w.k.Event(id + 1)
 	return nil
 }
@@ -118,15 +162,24 @@ func (g *gsInstance) Subscribe(session string, so SubOpts, k *Sink) error {
 		w.stall = g.stall
 	}
 	sub := sse.Subscription{Client: w, Topics: gsTopics}
-	if so.Replay && so.Cursor > 0 {
-		sub.LastEventID = sse.ID(strconv.FormatUint(so.Cursor-1, 10))
-	}
 	// The subscription's own context, as a request's.
 	ctx, cancel := context.WithCancel(g.ctx)
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
 		defer cancel()
+		if so.Replay && so.Cursor > 0 {
+			// The replay on this goroutine (see gsSession), then Joe from
+			// the last id replayed.
+			sub.LastEventID = sse.ID(strconv.FormatUint(so.Cursor-1, 10))
+			if err := x.rp.Replay(sub); err != nil {
+				k.End(err.Error())
+				return
+			}
+			if w.lastID.IsSet() {
+				sub.LastEventID = w.lastID
+			}
+		}
 		if err := x.joe.Subscribe(ctx, sub); err != nil && !errors.Is(err, sse.ErrProviderClosed) {
 			k.End(err.Error())
 		}

@@ -90,8 +90,10 @@ func (r *rbInstance) Subscribe(session string, so SubOpts, k *Sink) error {
 		defer subCancel()
 		// As the handler (adapters/sse's stream loop): NextBefore with a
 		// deadline one heartbeat after the last write, then what else is
-		// ready with TryNext (a batch of at most 64 frames, written with
-		// one flush), then the time of that write.
+		// ready with NextBatch into a pooled buffer (a batch of at most
+		// 64 frames, written with one flush), then the time of that
+		// write; a full batch is followed at once by the next NextBatch.
+		// An idle reader holds no batch buffer.
 		last := time.Now()
 		for {
 			ev, err := sub.NextBefore(last.Add(rbHeartbeat))
@@ -105,17 +107,23 @@ func (r *rbInstance) Subscribe(session string, so SubOpts, k *Sink) error {
 				}
 				return
 			}
-			for n := 1; ; n++ {
-				rbDeliver(k, &ev)
-				if n == rbBatch {
-					break
+			bp := rbBatches.Get().(*[rbBatch]eventbus.Event)
+			bp[0] = ev
+			used := 1 // bp[:used] may hold frames
+			for n := 1; ; n = 0 {
+				m, _ := sub.NextBatch(rbReady, bp[n:]) // ErrTimeout or the end: nothing more ready
+				n += m
+				used = max(used, n)
+				for i := range bp[:n] {
+					rbDeliver(k, &bp[i])
 				}
-				var ok bool
-				if ev, ok = sub.TryNext(); !ok {
+				last = time.Now()
+				if n < rbBatch {
 					break
 				}
 			}
-			last = time.Now()
+			clear(bp[:used]) // the pool must not pin the frames' data
+			rbBatches.Put(bp)
 		}
 	}()
 	return nil
@@ -123,6 +131,13 @@ func (r *rbInstance) Subscribe(session string, so SubOpts, k *Sink) error {
 
 // rbBatch is the shipped handler's batch bound (adapters/sse: maxBatchFrames).
 const rbBatch = 64
+
+// rbBatches holds the readers' batch buffers between batches, as the SSE
+// handler's pool does.
+var rbBatches = sync.Pool{New: func() any { return new([rbBatch]eventbus.Event) }}
+
+// rbReady is a deadline already past: NextBatch returns what is ready.
+var rbReady = time.Unix(1, 0)
 
 // rbDeliver records one frame at the sink.
 func rbDeliver(k *Sink, ev *eventbus.Event) {

@@ -214,9 +214,49 @@ func BenchmarkPublishStalled(b *testing.B) {
 
 // BenchmarkSubscribeReplay is W3: subscribe with a cursor before the oldest
 // buffered event of a full, wrapped replay buffer and read the replay through
-// replay_complete. ns/op is one whole resume; ns/event divides by the
-// buffer size.
+// replay_complete, frame by frame with TryNext. ns/op is one whole resume;
+// ns/event divides by the buffer size.
 func BenchmarkSubscribeReplay(b *testing.B) {
+	benchReplay(b, func(s *eventbus.Subscription) (int, bool) {
+		got := 0
+		for {
+			ev, ok := s.TryNext()
+			if !ok {
+				return got, false
+			}
+			if ev.Type == frame.TypeReplayComplete {
+				return got, true
+			}
+			got++
+		}
+	})
+}
+
+// BenchmarkSubscribeReplayBatch is BenchmarkSubscribeReplay read in batches
+// of 64 with NextBatch, as the SSE handler reads (issue 22.2).
+func BenchmarkSubscribeReplayBatch(b *testing.B) {
+	buf := make([]eventbus.Event, 64)
+	past := time.Unix(1, 0)
+	benchReplay(b, func(s *eventbus.Subscription) (int, bool) {
+		got := 0
+		for {
+			n, err := s.NextBatch(past, buf)
+			if err != nil {
+				return got, false
+			}
+			for i := range buf[:n] {
+				if buf[i].Type == frame.TypeReplayComplete {
+					return got, true
+				}
+				got++
+			}
+		}
+	})
+}
+
+// benchReplay runs a W3 benchmark per ring size: read returns how many
+// replayed events it read and whether replay_complete ended them.
+func benchReplay(b *testing.B, read func(*eventbus.Subscription) (int, bool)) {
 	for _, n := range []int{100, 10_000} {
 		b.Run(fmt.Sprintf("events=%d", n), func(b *testing.B) {
 			bus := benchNewBus(b, eventbus.Options{ReplayBufferSize: n})
@@ -234,16 +274,9 @@ func BenchmarkSubscribeReplay(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				got := 0
-				for {
-					ev, ok := s.TryNext()
-					if !ok {
-						b.Fatalf("replay stopped after %d events", got)
-					}
-					if ev.Type == frame.TypeReplayComplete {
-						break
-					}
-					got++
+				got, complete := read(s)
+				if !complete {
+					b.Fatalf("replay stopped after %d events", got)
 				}
 				if got != n {
 					b.Fatalf("replayed %d events, want %d", got, n)

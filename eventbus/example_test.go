@@ -151,3 +151,37 @@ func ExampleSubscription_NextBefore() {
 	// 1 agent_message_chunk
 	// : heartbeat
 }
+
+// A resume read in batches, as a stream writer takes what is ready before
+// one flush: the replay, replay_complete and the live event published
+// meanwhile, built in place in one buffer.
+func ExampleSubscription_NextBatch() {
+	b, err := eventbus.New(eventbus.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer b.Close()
+	for _, text := range []string{"a", "b", "c"} {
+		b.Publish("s1", "agent_message_chunk", map[string]string{"text": text})
+	}
+	sub, err := b.Subscribe(context.Background(), "s1", eventbus.SubscribeOptions{Cursor: eventbus.At(1)})
+	if err != nil {
+		panic(err)
+	}
+	defer sub.Close()
+	b.Publish("s1", "tool_call", map[string]string{"title": "Read file"})
+
+	buf := make([]eventbus.Event, 64)
+	n, err := sub.NextBatch(time.Now().Add(time.Second), buf)
+	if err != nil {
+		panic(err)
+	}
+	for _, ev := range buf[:n] {
+		fmt.Println(ev.ID, ev.Type, ev.Replay)
+	}
+	// Output:
+	// 2 agent_message_chunk true
+	// 3 agent_message_chunk true
+	// 0 replay_complete false
+	// 4 tool_call false
+}

@@ -520,7 +520,18 @@ func (h *harness) read(t *rapid.T) {
 	if m == nil {
 		return
 	}
-	for k := rapid.IntRange(1, 6).Draw(t, "frames"); k > 0; k-- {
+	k := rapid.IntRange(1, 6).Draw(t, "frames")
+	if rapid.Bool().Draw(t, "batch") {
+		// The same frames in one NextBatch (a deadline already past: what
+		// is ready, up to k frames, or nothing).
+		buf := make([]eventbus.Event, k)
+		n, _ := m.s.NextBatch(time.Now().Add(-time.Second), buf)
+		for _, ev := range buf[:n] {
+			m.feed(ev)
+		}
+		return
+	}
+	for ; k > 0; k-- {
 		ev, ok := m.s.TryNext()
 		if !ok {
 			return

@@ -308,6 +308,9 @@ func (b *Bus) appendLocked(x *session, r *record, forced bool, f *fan) {
 	x.lastID = r.ID
 	x.touch(r.Nanos)
 	x.ring.Append(r)
+	if n := int64(len(r.Data)); n > b.maxData.Load() {
+		b.raiseMaxData(n)
+	}
 	x.info.lastID.Store(r.ID)
 	if n := int32(x.ring.Len()); n != x.info.buffered.Load() {
 		x.info.buffered.Store(n)

@@ -84,6 +84,7 @@ const snapshotAllocUnderLock = 4096
 // (finishSnapshot).
 type snapshotJob struct {
 	rings     []store.Log[*record]
+	nrings    int    // len(rings) as planned: one ring's snapshot is in id order
 	total     int    // entries to copy (exact while the lock is held)
 	cursor    uint64 // replay ids above this (0 after an epoch_reset)
 	reset     bool   // epoch_reset: the cursor was from another epoch or ahead
@@ -121,7 +122,7 @@ func (b *Bus) snapshotPlanLocked(x *session, k scope.Kind, pos *Position, types 
 	}
 	var lost uint64
 	j.rings, lost = b.scopeRingsLocked(x, k)
-	j.evicted = lost
+	j.evicted, j.nrings = lost, len(j.rings)
 	for _, r := range j.rings {
 		r.Expire(j.now) // an age bound evicts here too, not only at a publish
 		j.total += r.CountAfter(j.cursor)
@@ -167,16 +168,26 @@ func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 		// The copy is s's own: filter it in place.
 		snap = slices.DeleteFunc(snap, func(r *record) bool { return !s.filter.has(r.Type) })
 	}
-	snap = mergeFolds(snap) // a compacting log's records, merged here, not under the lock
 	// The replay byte budget: at least one event, then stop before the
-	// event that would exceed it. One pass finds the cut and checks the
-	// order (a single ring is in id order; several are merged by sorting,
-	// and then the cut is found again), so a large resume reads each
-	// record once here, not twice.
-	n, sorted := budgetCut(snap, b.cfg.ReplayBudgetBytes)
+	// event that would exceed it. One pass finds the cut, checks the order
+	// (a single ring is in id order; several are merged by sorting) and
+	// looks for a compacting log's folded records (merged here, not under
+	// the lock, before the cut is found again). The pass is skipped when
+	// none of that can apply — one ring, no compaction, and the snapshot
+	// within the budget even if every record held the largest payload the
+	// bus ever stored — so that the reader's is the only read of the
+	// records (docs/benchmarks.md, "W3 replay (issue 22.2)").
+	n, sorted, folded := len(snap), true, false
+	if j.nrings > 1 || b.cfg.ReplayCompact != nil || int64(len(snap))*b.maxData.Load() > b.cfg.ReplayBudgetBytes {
+		n, sorted, folded = budgetCut(snap, b.cfg.ReplayBudgetBytes)
+	}
+	if folded {
+		snap = mergeFolds(snap)
+		n, sorted, _ = budgetCut(snap, b.cfg.ReplayBudgetBytes)
+	}
 	if !sorted {
 		slices.SortFunc(snap, func(a, b *record) int { return cmpID(a.ID, b.ID) })
-		n, _ = budgetCut(snap, b.cfg.ReplayBudgetBytes)
+		n, _, _ = budgetCut(snap, b.cfg.ReplayBudgetBytes)
 	}
 	lead := j.lead
 	if hasCursor && !j.reset && j.evicted > cursor {
@@ -232,4 +243,14 @@ func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 		s.mu.Unlock()
 	}
 	b.cnt.replayed.Add(int64(n))
+}
+
+// raiseMaxData raises Bus.maxData to n unless it already holds at least n.
+func (b *Bus) raiseMaxData(n int64) {
+	for {
+		cur := b.maxData.Load()
+		if n <= cur || b.maxData.CompareAndSwap(cur, n) {
+			return
+		}
+	}
 }

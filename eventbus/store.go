@@ -131,9 +131,12 @@ func cmpID(a, b uint64) int {
 }
 
 // budgetCut returns how many of snap's records fit the replay byte budget
-// (at least one, then up to the record that would exceed it) and whether
-// snap is in id order; the order is checked over the whole of snap.
-func budgetCut(snap []*record, budget int64) (n int, sorted bool) {
+// (at least one, then up to the record that would exceed it), whether
+// snap is in id order, and whether it holds a compacting log's folded
+// record (to merge before the cut: mergeFolds); the order and the folds
+// are checked over the whole of snap. It is the one pass over the
+// records before the reader's.
+func budgetCut(snap []*record, budget int64) (n int, sorted, folded bool) {
 	n, sorted = len(snap), true
 	used, prev := int64(0), uint64(0)
 	for i, r := range snap {
@@ -141,16 +144,16 @@ func budgetCut(snap []*record, budget int64) (n int, sorted bool) {
 			sorted = false
 		}
 		prev = r.ID
+		if r.Ext != nil && r.Ext.Fold != nil {
+			folded = true
+		}
 		if n == len(snap) {
 			c := int64(len(r.Data))
 			if i > 0 && used+c > budget {
 				n = i
-				if !sorted {
-					return n, false
-				}
 			}
 			used += c
 		}
 	}
-	return n, sorted
+	return n, sorted, folded
 }

@@ -44,18 +44,7 @@ var ErrTimeout = errors.New("eventbus: no frame before the deadline")
 // ErrTimeout. NextBefore must not be called concurrently with itself, Next,
 // TryNext, Events or All.
 func (s *Subscription) NextBefore(deadline time.Time) (ev Event, err error) {
-	var dl int64 // on the deadline queue's clock (monotonic), 0 none
-	switch {
-	case deadline.IsZero():
-	case deadline.After(lastDeadline):
-		// Beyond 2262: as good as none, as documented.
-	default:
-		// By its monotonic reading, not its wall reading: time.Now reads
-		// the two clocks one after the other, so a thread preempted in
-		// between (milliseconds on a loaded machine) leaves the wall
-		// reading earlier, and a wall clock step moves it.
-		dl = s.bus.waits.At(deadline)
-	}
+	dl := s.deadlineOf(deadline) // on the deadline queue's clock (monotonic), 0 none
 	// No caller context: the plain-receive path of nextBefore, woken by
 	// publishers, the deadline queue and the end of the subscription (its
 	// context's watch included).

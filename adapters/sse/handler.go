@@ -385,42 +385,6 @@ func writeAll(w io.Writer, b []byte) error {
 	return err
 }
 
-// Bounds of one batch: frames and bytes written before the flush.
-const (
-	maxBatchFrames = 64
-	maxBatchBytes  = 64 << 10
-)
-
-// batch writes ev and then every frame sub has ready, up to the batch
-// bounds, without flushing. It returns how many frames it wrote.
-func (sw *streamWriter) batch(w http.ResponseWriter, sub *eventbus.Subscription, ev eventbus.Event, enc EncodeOptions) (int, error) {
-	n, bytes := 0, 0
-	for {
-		var b []byte
-		if sw.h.active.Load() > 1 {
-			b, sw.scratch = sw.h.cache.frame(ev, enc, sw.scratch)
-		} else {
-			b = AppendEvent(sw.scratch[:0], ev, enc)
-			sw.scratch = b
-		}
-		if _, err := w.Write(b); err != nil {
-			return n, err
-		}
-		if cap(sw.scratch) > maxPooledBuf {
-			sw.scratch = nil // do not pin one huge frame
-		}
-		n++
-		bytes += len(b)
-		if n >= maxBatchFrames || bytes >= maxBatchBytes {
-			return n, nil
-		}
-		var ok bool
-		if ev, ok = sub.TryNext(); !ok {
-			return n, nil
-		}
-	}
-}
-
 // streamWriter brackets each write of a stream with its deadline and flush.
 type streamWriter struct {
 	h       *Handler

@@ -59,6 +59,9 @@ func (q *Queue[T]) Now() int64 { return int64(time.Since(q.base)) + 1 }
 // time.Until, context.WithDeadline). It saturates at the int64 range and
 // is at least 1: an instant before New is already past.
 func (q *Queue[T]) At(t time.Time) int64 {
+	if t.Before(q.base) {
+		return 1 // before the clock's origin: past, without reading the clock
+	}
 	now := time.Now()
 	elapsed := now.Sub(q.base) + 1 // monotonic: both are time.Now readings
 	d := t.Sub(now)                // saturates at ±292 years

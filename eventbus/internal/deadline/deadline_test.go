@@ -155,6 +155,7 @@ func TestQueueAt(t *testing.T) {
 		assert.Equal(t, now-int64(time.Second), q.At(time.Now().Add(-time.Second)))
 		assert.Equal(t, int64(1), q.At(time.Now().Add(-time.Hour)))
 		assert.Equal(t, int64(1), q.At(time.Time{}))
+		assert.Equal(t, int64(1), q.At(time.Unix(1, 0)), "an instant before the queue was made, without a monotonic reading")
 		assert.Equal(t, int64(math.MaxInt64), q.At(time.Unix(1<<62, 0)))
 	})
 }

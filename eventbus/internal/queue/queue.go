@@ -347,7 +347,12 @@ func (rd *Reader) Take() (e *Entry, last bool) {
 
 // SetReplay hands the consumer the replay snapshot, read (NextReplay)
 // before anything drained. Only before the consumer starts reading.
-func (rd *Reader) SetReplay(pre []*Record) { rd.pre, rd.pi = pre, 0 }
+func (rd *Reader) SetReplay(pre []*Record) {
+	if len(pre) == 0 {
+		pre = nil // nothing to replay: Replaying is false
+	}
+	rd.pre, rd.pi = pre, 0
+}
 
 // NextReplay returns the next record of the replay snapshot, nil when it
 // is spent. By index, not by reslicing: the snapshot is read without a
@@ -363,6 +368,27 @@ func (rd *Reader) NextReplay() *Record {
 		rd.pre, rd.pi = nil, 0
 	}
 	return r
+}
+
+// Replaying reports whether records of the replay snapshot are left.
+func (rd *Reader) Replaying() bool { return rd.pre != nil }
+
+// NextReplays returns the next records of the replay snapshot, at most
+// max, and moves past them; nil when it is spent. The caller reads them in
+// place and then clears the returned slice (clear), which lets their data
+// go: one bulk clear per batch instead of a pointer write per record.
+func (rd *Reader) NextReplays(max int) []*Record {
+	i := int(rd.pi)
+	if i >= len(rd.pre) {
+		return nil
+	}
+	j := min(len(rd.pre), i+max)
+	out := rd.pre[i:j:j]
+	rd.pi = int32(j)
+	if j == len(rd.pre) {
+		rd.pre, rd.pi = nil, 0
+	}
+	return out
 }
 
 // Reset drops the consumer's batch and what is left of the replay (a

@@ -113,3 +113,36 @@ func TestPushTargeted(t *testing.T) {
 	drainAll(q, &rd)
 	assert.True(t, q.PushTargeted(&rd, rec(0, 1)))
 }
+
+// The replay snapshot is read in order, one record at a time or in runs of
+// at most max, across both, and is released once spent.
+func TestReaderReplays(t *testing.T) {
+	recs := make([]*Record, 7)
+	for i := range recs {
+		recs[i] = &Record{ID: uint64(i + 1)}
+	}
+	var rd Reader
+	rd.SetReplay(append([]*Record(nil), recs...))
+	var got []uint64
+	run := rd.NextReplays(3)
+	assert.Len(t, run, 3)
+	for _, r := range run {
+		got = append(got, r.ID)
+	}
+	clear(run)
+	got = append(got, rd.NextReplay().ID)
+	run = rd.NextReplays(10) // more than is left
+	assert.Len(t, run, 3)
+	for _, r := range run {
+		got = append(got, r.ID)
+	}
+	assert.Equal(t, []uint64{1, 2, 3, 4, 5, 6, 7}, got)
+	assert.Nil(t, rd.NextReplays(3), "spent")
+	assert.Nil(t, rd.NextReplay(), "spent")
+	assert.Nil(t, rd.pre, "the snapshot is released once spent")
+	assert.False(t, rd.Replaying())
+	rd.SetReplay(recs[:0])
+	assert.False(t, rd.Replaying(), "an empty snapshot is nothing to replay")
+	rd.SetReplay(recs[:1])
+	assert.True(t, rd.Replaying())
+}
