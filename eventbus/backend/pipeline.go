@@ -57,8 +57,9 @@ type PipelineOptions struct {
 // appends in flight, for one producer that publishes many events (an agent
 // streaming its output): [Pipeline.Publish] returns once the event is sent,
 // without waiting for the backend to store it, and waits only when Window
-// events are in flight. Over NATS JetStream this is many times the rate of
-// [eventbus.Bus.Publish], which waits for every ack (see docs/benchmarks.md).
+// events are in flight. Over NATS JetStream this is several times the rate
+// of [eventbus.Bus.Publish], which waits for every ack (2.8–5.7× on memory
+// storage on a loaded 2-core machine: docs/benchmarks.md, NATS section).
 //
 // The guarantees of Publish stay: ids are the backend's sequence (the
 // stream sequence over NATS), rise strictly in the order of the Publish
