@@ -7,6 +7,9 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"unicode/utf8"
+
+	"github.com/replaybus/replaybus/internal/textutil"
 )
 
 // body reads r's body, up to MaxBodyBytes (413 beyond).
@@ -28,13 +31,22 @@ func (h *Handler) body(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 // split turns an append's body into items: for a JSON stream each element
 // of a top-level array (one level flattened, PROTOCOL.md §9.1.2; an empty
 // array is refused on POST, allowed on PUT) or the single value; else the
-// bytes as one item.
+// bytes as one item. JSON that is not UTF-8 is refused (400 invalid_json
+// naming the first bad byte): encoding/json's json.Valid lets invalid
+// bytes inside strings through, and such an event would reach the SSE and
+// WebSocket routes as text that is not UTF-8 (a browser fails a WebSocket
+// connection on it, RFC 6455 §8.1, and the replay sends it again on every
+// reconnect).
 func (h *Handler) split(s *stream, body []byte, create bool) ([][]byte, error) {
 	if !s.json {
 		return [][]byte{body}, nil
 	}
 	if !json.Valid(body) {
 		return nil, errorf(http.StatusBadRequest, "invalid_json", "the body is not valid JSON")
+	}
+	if !utf8.Valid(body) {
+		i := textutil.InvalidUTF8At(body)
+		return nil, errorf(http.StatusBadRequest, "invalid_json", "the body is not UTF-8: invalid UTF-8 at byte %d (0x%02x)", i, body[i])
 	}
 	trim := strings.TrimLeft(string(body), " \t\r\n")
 	if !strings.HasPrefix(trim, "[") {

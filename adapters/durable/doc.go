@@ -22,8 +22,11 @@
 //   - An append is one bus event per item: each JSON message of an
 //     application/json stream (a top-level array is flattened one level),
 //     or the whole body of any other content type, published as bytes of
-//     the stream's media type (eventbus.Bus.PublishBytes) and read back as
-//     the same bytes. Events of other types, published into the session by
+//     the stream's media type (eventbus.Bus.PublishBytes; of
+//     application/octet-stream when the bus refuses that type, or when it
+//     is new and the handler has had 1,024 media types interned, so that
+//     clients cannot use up the process's 4,096) and read back as the same
+//     bytes. Events of other types, published into the session by
 //     Go or by the SSE route, read as the JSON envelope
 //     {"id","type","data","origin"} (a byte payload's data in base64 with
 //     "contentType" and "encoding").

@@ -128,6 +128,9 @@ type Handler struct {
 	gen     atomic.Uint64
 	swept   atomic.Int64 // Unix ns of the last sweep
 	subs    *subsState   // nil without HandlerOptions.Subscriptions
+
+	mediaMu sync.Mutex          // guards media
+	media   map[string]struct{} // canonical media types had interned (see mayIntern)
 }
 
 // NewHandler returns a Handler serving bus's sessions. Errors name the

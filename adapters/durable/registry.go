@@ -2,6 +2,7 @@ package durable
 
 import (
 	"context"
+	"mime"
 	"net/http"
 	"strings"
 	"time"
@@ -41,17 +42,27 @@ func (h *Handler) lookup(name string) (*stream, error) {
 	return s, nil
 }
 
+// maxMediaTypes bounds the distinct media types a Handler has the bus
+// intern for its byte streams: a quarter of the 4,096 a process keeps for
+// good (eventbus.Bus.PublishBytes), so that clients creating streams of
+// ever new content types cannot use up the table the application's own
+// byte payloads need.
+const maxMediaTypes = 1024
+
 // newStream makes a record for session name of content type ct. A byte
 // stream's appends are published as bytes of media type ct, or of
-// application/octet-stream when the bus refuses ct as a media type (the
-// stream still answers with ct: PROTOCOL.md lets a client name any
-// content type).
+// application/octet-stream when the bus refuses ct as a media type, or
+// when ct is a new one and the handler has already had maxMediaTypes
+// interned (the stream still answers with ct: PROTOCOL.md lets a client
+// name any content type).
 func (h *Handler) newStream(name, ct string) *stream {
 	mt := mediaType(ct)
 	s := &stream{id: name, gen: h.gen.Add(1), ctype: ct, json: mt == "application/json"}
 	s.media = "application/octet-stream"
-	if _, err := (eventbus.Event{}).WithContentType(ct); err == nil && !s.json {
-		s.media = ct
+	if !s.json && h.mayIntern(ct) {
+		if _, err := (eventbus.Event{}).WithContentType(ct); err == nil {
+			s.media = ct
+		}
 	}
 	s.text = s.json || strings.HasPrefix(mt, "text/")
 	s.touch()
@@ -127,4 +138,29 @@ func (h *Handler) sweep(now time.Time) {
 		h.remove(s)
 		return true
 	})
+}
+
+// mayIntern reports whether the bus may be asked to intern media type ct
+// for a stream: one the handler had interned before, or a new one while
+// it has had fewer than maxMediaTypes interned (then it counts it). A
+// malformed ct is let through: the bus refuses it without interning.
+func (h *Handler) mayIntern(ct string) bool {
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return true
+	}
+	canon := mime.FormatMediaType(mt, params)
+	h.mediaMu.Lock()
+	defer h.mediaMu.Unlock()
+	if _, ok := h.media[canon]; ok {
+		return true
+	}
+	if len(h.media) >= maxMediaTypes {
+		return false
+	}
+	if h.media == nil {
+		h.media = make(map[string]struct{})
+	}
+	h.media[canon] = struct{}{}
+	return true
 }

@@ -4,5 +4,6 @@
 // text, and [Distance] tells a misspelt name from an unknown one (the SSE
 // and WebSocket query rules, the config loader, the example server);
 // [CheckHeader] names a configured header no HTTP client can send (the SSE
-// and WebSocket clients). Pure functions, safe for concurrent use.
+// and WebSocket clients); [InvalidUTF8At] names where a body stops being
+// UTF-8 (the example server, the Durable Streams handler). Pure functions, safe for concurrent use.
 package textutil

@@ -114,3 +114,17 @@ func isTokenChar(c byte) bool {
 	}
 	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
+
+// InvalidUTF8At returns the offset of the first byte of b that is not part
+// of valid UTF-8, or len(b) when b is valid UTF-8: what an answer refusing
+// a body names.
+func InvalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
+}

@@ -58,3 +58,12 @@ func TestCheckHeader(t *testing.T) {
 		}
 	}
 }
+
+func TestInvalidUTF8At(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]int{
+		"": 0, "abc": 3, "é€😀": 9, "\xff": 0, "ab\xc3\x28": 2, "a\xed\xa0\x80": 1, "ok\xe2\x82": 2,
+	} {
+		assert.Equal(t, want, InvalidUTF8At([]byte(in)), "%q", in)
+	}
+}

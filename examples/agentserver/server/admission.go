@@ -196,7 +196,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, v any, emptyOK
 		return false
 	}
 	if !utf8.Valid(body) {
-		i := invalidUTF8At(body)
+		i := textutil.InvalidUTF8At(body)
 		writeError(w, http.StatusBadRequest, "invalid_json", fmt.Sprintf("invalid UTF-8 at byte %d (byte 0x%02x)", i, body[i]))
 		return false
 	}
@@ -242,17 +242,6 @@ func ofLength(r *http.Request) string {
 		return " of " + strconv.FormatInt(r.ContentLength, 10)
 	}
 	return ""
-}
-
-func invalidUTF8At(b []byte) int {
-	for i := 0; i < len(b); {
-		r, n := utf8.DecodeRune(b[i:])
-		if r == utf8.RuneError && n <= 1 {
-			return i
-		}
-		i += n
-	}
-	return len(b)
 }
 
 // jsonKind names the JSON value that starts b.
