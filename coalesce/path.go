@@ -28,54 +28,62 @@ func splitPath(p string) ([]string, error) {
 // (the bus validated it at publish); it is scanned in place, without
 // decoding or allocating.
 func lookup(data []byte, path []string) (json.RawMessage, bool) {
-	cur := data
-	for _, step := range path {
-		v, ok := member(cur, step)
-		if !ok {
-			return nil, false
-		}
-		cur = v
-	}
-	return cur, true
-}
-
-// member returns the value of key in the JSON object obj (the last one when
-// the key repeats, as encoding/json decodes it).
-func member(obj []byte, key string) ([]byte, bool) {
-	i := skipSpace(obj, 0)
-	if i >= len(obj) || obj[i] != '{' {
+	start, end, ok := lookupAt(data, path)
+	if !ok {
 		return nil, false
 	}
+	return data[start:end], true
+}
+
+// lookupAt is lookup that returns where the value lies: data[start:end].
+func lookupAt(data []byte, path []string) (start, end int, ok bool) {
+	end = len(data)
+	for _, step := range path {
+		s, e, ok := member(data[start:end], step)
+		if !ok {
+			return 0, 0, false
+		}
+		start, end = start+s, start+e
+	}
+	return start, end, true
+}
+
+// member returns where the value of key in the JSON object obj lies,
+// obj[start:end] (the last one when the key repeats, as encoding/json
+// decodes it).
+func member(obj []byte, key string) (start, end int, ok bool) {
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return 0, 0, false
+	}
 	i++
-	var found []byte
-	ok := false
 	for {
 		i = skipSpace(obj, i)
 		if i >= len(obj) || obj[i] == '}' {
-			return found, ok
+			return start, end, ok
 		}
 		if obj[i] == ',' {
 			i++
 			continue
 		}
 		if obj[i] != '"' {
-			return nil, false
+			return 0, 0, false
 		}
 		ks := i
 		i = skipString(obj, i)
 		k := obj[ks:i]
 		i = skipSpace(obj, i)
 		if i >= len(obj) || obj[i] != ':' {
-			return nil, false
+			return 0, 0, false
 		}
 		i = skipSpace(obj, i+1)
 		vs := i
 		i = skipValue(obj, i)
 		if i < 0 {
-			return nil, false
+			return 0, 0, false
 		}
 		if keyEquals(k, key) {
-			found, ok = obj[vs:i], true
+			start, end, ok = vs, i, true
 		}
 	}
 }

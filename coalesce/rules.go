@@ -136,6 +136,7 @@ type rule struct {
 	base     []string
 	pathRest []string
 	prefix   map[string]string // event type → "<rule>\x1f<group>\x1f<type>"
+	textSafe bool              // its keys fold as text in a compacting bus (text.go)
 }
 
 type cond struct {
@@ -224,6 +225,9 @@ func Compile(rs RuleSet) (*Set, error) {
 		for _, t := range r.Types {
 			s.byType[t] = append(s.byType[t], len(s.rules)-1)
 		}
+	}
+	for i := range s.rules {
+		s.markTextSafe(i)
 	}
 	return s, nil
 }

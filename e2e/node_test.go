@@ -178,3 +178,71 @@ func TestNodeEventSourceLiveOnlyResumesFromStart(t *testing.T) {
 	assert.Empty(t, lastIDs[0], "the first request has no Last-Event-ID")
 	assert.Equal(t, ts.bus.Epoch()+"-0", lastIDs[1], "the reconnect resumes from the start line's id")
 }
+
+// TestNodeEventSourceResumesAfterSnapshot (issue 20): a real EventSource
+// (the npm eventsource package) joins with ?snapshot=1, receives the
+// snapshot frame (state as of id 3) and is cut right after it, before any
+// event; it reconnects by itself, on the same URL, with the snapshot's id
+// as Last-Event-ID, and receives exactly the events after id 3 — no second
+// snapshot, no gap.
+func TestNodeEventSourceResumesAfterSnapshot(t *testing.T) {
+	node := needTool(t, "node", "nodejs")
+	dir, err := filepath.Abs("node")
+	require.NoError(t, err)
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "eventsource")); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("e2e/node/node_modules/eventsource missing under CI: .ci/run must run npm ci in e2e/node")
+		}
+		t.Skip("e2e/node/node_modules missing: run npm ci in e2e/node")
+	}
+
+	const asOf, total = 3, 10
+	c := newCutAfterStart() // the first frame with an id: line is the snapshot
+	ts := startServer(t, eventbus.Options{ReplayBufferSize: 1000,
+		Snapshots: func(context.Context, string) (json.RawMessage, uint64, error) {
+			return json.RawMessage(`{"n":3}`), asOf, nil
+		}}, server.Options{SSE: sse.HandlerOptions{Retry: 100 * time.Millisecond}, WrapEvents: c.wrap})
+	for i := 1; i <= asOf; i++ {
+		_, err := ts.bus.Publish("run", "tick", map[string]int{"n": i})
+		require.NoError(t, err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, node, "client.mjs", ts.ts.URL+"/session/run/events?snapshot=1", strconv.Itoa(total), "30000", "tick")
+	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, &stdout, &stderr
+	require.NoError(t, cmd.Start())
+	waitErr := make(chan error, 1)
+	go func() { waitErr <- cmd.Wait() }()
+
+	require.Eventually(t, func() bool { _, cuts := c.first.requests(); return cuts == 1 }, 20*time.Second, 5*time.Millisecond,
+		"the first connection was never cut after the snapshot; stderr: %s", &stderr)
+	for i := asOf + 1; i <= total; i++ {
+		_, err := ts.bus.Publish("run", "tick", map[string]int{"n": i})
+		require.NoError(t, err)
+	}
+	close(c.published)
+
+	select {
+	case err := <-waitErr:
+		require.NoError(t, err, "node client failed; stderr: %s; stdout: %s", &stderr, &stdout)
+	case <-ctx.Done():
+		t.Fatalf("node client did not finish; stderr: %s", &stderr)
+	}
+	var res nodeResult
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &res), "stdout: %s", &stdout)
+	assert.Equal(t, []uint64{4, 5, 6, 7, 8, 9, 10}, res.IDs, "exactly the events after the snapshot's id, once, in order")
+	var snapshots int
+	for _, f := range res.Frames {
+		assert.Contains(t, []string{"snapshot", "replay_complete"}, f, "no gap announced")
+		if f == "snapshot" {
+			snapshots++
+		}
+	}
+	assert.Equal(t, 1, snapshots, "one snapshot: the reconnect resumes after it")
+	lastIDs, _ := c.first.requests()
+	require.GreaterOrEqual(t, len(lastIDs), 2)
+	assert.Empty(t, lastIDs[0], "the first request has no Last-Event-ID")
+	assert.Equal(t, ts.bus.Epoch()+"-3", lastIDs[1], "the reconnect sends the snapshot's id")
+}

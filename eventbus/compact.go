@@ -1,6 +1,9 @@
 package eventbus
 
 import (
+	"encoding/json"
+	"iter"
+
 	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/eventbus/internal/store"
 )
@@ -39,12 +42,60 @@ func (m compactor) Merge(key string, last *record, parts []store.Part) ([]byte, 
 	return m.c.Merge(key, evs)
 }
 
+// textCoalescer is a [Coalescer] some of whose merges concatenate the text
+// of one JSON string per event, the rest of the payload being the first
+// event's (a streamed reply's deltas: coalesce's Concat rules, as in
+// coalesce.ACP and coalesce.AgentPool). A compacting bus
+// ([Options.ReplayCompact]) with a rule set that has these two methods stores such a run as its
+// text, an index of 8 bytes per event and the payloads that differ
+// outside the text, not every event's payload; and it recognises the next
+// event of the run by its bytes, without calling Key. Replays are the
+// same as with Merge. Like a Coalescer, it must be safe for concurrent
+// use, must not block, panic or modify the data it is given.
+type textCoalescer interface {
+	Coalescer
+	// TextSpan returns where, in data (the payload of an event of type typ
+	// whose merge key is key), the JSON string literal key's merge
+	// concatenates lies: data[start:end], quotes included; start < 0 when
+	// the event holds no text there (null or absent, merged as ""). ok is
+	// false when key does not merge as text. ok true promises that any
+	// event of type typ whose payload equals data outside [start, end) and
+	// holds a JSON string literal there has merge key key (whatever else
+	// differs: its id, time or origin), and that literal's text is its
+	// part of the merge.
+	TextSpan(key, typ string, data []byte) (start, end int, ok bool)
+	// JoinText returns what Merge returns for events of key whose first
+	// event's payload equals first outside its literal, given the contents
+	// of the events' literals (between the quotes, escapes as published),
+	// oldest first.
+	JoinText(key string, first []byte, texts iter.Seq[[]byte]) (json.RawMessage, error)
+}
+
+// textCompactor is a compactor whose rule set is a textCoalescer.
+type textCompactor struct {
+	compactor
+	t textCoalescer
+}
+
+// TextSpan is the rule set's, for r's payload.
+func (m textCompactor) TextSpan(key string, r *record) (int, int, bool) {
+	return m.t.TextSpan(key, r.Type, r.Data)
+}
+
+// JoinText is the rule set's.
+func (m textCompactor) JoinText(key string, first []byte, texts iter.Seq[[]byte]) ([]byte, error) {
+	return m.t.JoinText(key, first, texts)
+}
+
 // newLog returns a new session's log as the bus's options ask: the
 // record count, the byte and age bounds, the compaction rule set.
 func (b *Bus) newLog() (store.Log[*record], error) {
 	o := store.Options{Records: b.cfg.ReplayBufferSize, Bytes: b.cfg.ReplayMaxBytes, MaxAge: int64(b.cfg.ReplayMaxAge)}
-	if b.cfg.ReplayCompact != nil {
-		o.Merger = compactor{b.cfg.ReplayCompact}
+	if c := b.cfg.ReplayCompact; c != nil {
+		o.Merger = compactor{c}
+		if t, ok := c.(textCoalescer); ok {
+			o.Merger = textCompactor{compactor{c}, t}
+		}
 	}
 	return store.New(o)
 }

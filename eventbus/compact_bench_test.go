@@ -46,6 +46,7 @@ func publishAll(b *testing.B, bus *eventbus.Bus, payloads [][]byte) {
 
 func heapInUse() uint64 {
 	runtime.GC()
+	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc

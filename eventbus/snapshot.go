@@ -59,8 +59,9 @@ func (b *Bus) takeSnapshot(ctx context.Context, session string, sr *snapReq, cur
 		sr.asks = maxSnapshotAsks // a provider that fails is not asked again
 		return cursor
 	}
-	b.w.await(b, ctx, asOf) // a bus over a backend may not have it yet
-	if asOf > b.LastEventID() {
+	// A bus over a backend may not have it yet; one that cannot say goes
+	// on without the snapshot, as when it is not there.
+	if err := b.w.await(b, ctx, asOf); err != nil || asOf > b.LastEventID() {
 		sr.asks = maxSnapshotAsks
 		return cursor
 	}

@@ -55,8 +55,10 @@ type writer interface {
 	// (CloseSession, CloseSessionTree); b.mu is held exclusively.
 	close(b *Bus, targets []*session) error
 	// await returns once the history holds cursor, or it gives up
-	// (Subscribe with a cursor, before deciding on epoch_reset).
-	await(b *Bus, ctx context.Context, cursor uint64)
+	// (Subscribe with a cursor, before deciding on epoch_reset); it
+	// returns the backend's error, wrapped in hook.ErrBackend, when the
+	// backend cannot say how far the history is behind cursor.
+	await(b *Bus, ctx context.Context, cursor uint64) error
 	// shutdown releases what the writer holds (Close).
 	shutdown() error
 }
@@ -79,7 +81,7 @@ func (memWriter) close(b *Bus, targets []*session) error {
 
 // await has nothing to wait for in memory: every id below the next is held
 // or was evicted.
-func (memWriter) await(*Bus, context.Context, uint64) {}
+func (memWriter) await(*Bus, context.Context, uint64) error { return nil }
 
 func (memWriter) shutdown() error { return nil }
 

@@ -3,6 +3,7 @@ package durable_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -98,9 +99,25 @@ func TestOffsetTranslatesToSSEID(t *testing.T) {
 }
 
 // An offset whose events the replay buffer evicted is 410 ring_evicted,
-// and one of another epoch (a restarted bus) is 410 as well.
+// and one of another epoch (a restarted bus) is 410 as well — also on a
+// bus with a snapshot provider, whose snapshot frame (the application's
+// state, not the stream's bytes) stands in for a lost position.
 func TestEvictedAndForeignOffsetsAreGone(t *testing.T) {
-	r := newRig(t, eventbus.Options{ReplayBufferSize: 3, Epoch: "e1"}, durable.HandlerOptions{})
+	for _, snapshots := range []bool{false, true} {
+		t.Run(map[bool]string{false: "no provider", true: "snapshot provider"}[snapshots], func(t *testing.T) {
+			o := eventbus.Options{ReplayBufferSize: 3, Epoch: "e1"}
+			if snapshots {
+				o.Snapshots = func(context.Context, string) (json.RawMessage, uint64, error) {
+					return json.RawMessage(`"state"`), 3, nil
+				}
+			}
+			evictedAndForeignOffsetsAreGone(t, o)
+		})
+	}
+}
+
+func evictedAndForeignOffsetsAreGone(t *testing.T, o eventbus.Options) {
+	r := newRig(t, o, durable.HandlerOptions{})
 	resp, _ := r.do(t, http.MethodPut, "s", "", "Content-Type", "text/plain")
 	require.Equal(t, http.StatusCreated, resp.StatusCode)
 	start := resp.Header.Get("Stream-Next-Offset")

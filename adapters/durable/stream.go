@@ -262,8 +262,8 @@ func (h *Handler) readSession(ctx context.Context, s *stream, after uint64, wait
 		case frame.TypeReplayComplete:
 			replayed = true
 			continue
-		case frame.TypeStateResyncRequired:
-			var d frame.ResyncData
+		case frame.TypeStateResyncRequired, frame.TypeSnapshot: // a provider's state in place of a lost position: not the bytes
+			var d frame.ResyncData // a snapshot's reason is ring_evicted or epoch_reset
 			_ = json.Unmarshal(ev.Data, &d)
 			switch d.Reason {
 			case frame.ReasonRingEvicted, frame.ReasonEpochReset:

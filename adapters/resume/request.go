@@ -29,7 +29,8 @@ const (
 // (0 or 1; a cursor wins over 0: a resume always replays), coalesce (acp,
 // agentpool, off), throttle (a duration 0–5s, with coalesce), types
 // (comma-separated event types the client receives) and snapshot (0 or 1:
-// the application's state first, where the bus has a provider), lastEventId
+// the application's state first, where the bus has a provider; a request
+// with a Last-Event-ID header is a reconnect and asks for none), lastEventId
 // / last_event_id, and the Last-Event-ID and [HeaderEpoch] headers (the
 // header cursor wins over the query, last_event_id over lastEventId; an
 // epoch-qualified cursor names its epoch; a well-formed epoch the bus
@@ -145,6 +146,13 @@ func ParseRequest(r *http.Request, sessionID, ownEpoch string, rules QueryRules)
 		// client on a live-only URL would lose, without a frame saying
 		// so, every event published while it was cut off.
 		o.NoReplay = false
+	}
+	if r.Header.Get("Last-Event-ID") != "" {
+		// A reconnect (what an EventSource sends on its own, the URL
+		// unchanged) resumes after what it has, the snapshot frame's id
+		// included, instead of asking for another snapshot; a lost
+		// position still gets one.
+		o.Snapshot = false
 	}
 	o.Cursor = cur
 	o.RequireSession = true

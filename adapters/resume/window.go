@@ -1,6 +1,7 @@
 package resume
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -25,6 +26,27 @@ func parseSnapshot(q url.Values, o *eventbus.SubscribeOptions) *StatusError {
 			Message: "invalid snapshot " + quote(v) + " (want 0 or 1)"}
 	}
 	return nil
+}
+
+// SnapshotCursor returns the id a snapshot frame (frame.TypeSnapshot, no
+// id of its own) stands for: the lastEventId its state reflects, after
+// which exactly the events follow — the client's cursor from that frame
+// on, as a real event's id is. The SSE handler writes it on the frame's
+// id: line (so a reconnecting EventSource sends it back, and resumes after
+// the snapshot instead of being sent another); the WebSocket client takes
+// it as its cursor. ok is false for every other frame and for a snapshot
+// whose data holds no lastEventId.
+func SnapshotCursor(ev eventbus.Event) (id uint64, ok bool) {
+	if ev.ID != 0 || ev.Type != frame.TypeSnapshot {
+		return 0, false
+	}
+	var d struct {
+		LastEventID *uint64 `json:"lastEventId"`
+	}
+	if json.Unmarshal(ev.Data, &d) != nil || d.LastEventID == nil {
+		return 0, false
+	}
+	return *d.LastEventID, true
 }
 
 // CodeInvalidTypes answers 400 for a ?types= list with an entry that is

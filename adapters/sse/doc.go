@@ -25,7 +25,7 @@
 // frames or 64 KiB) and flushed once; each real event is encoded once and the
 // bytes shared by every stream of the handler:
 //
-//	id: 9f3c-42                    real events only (synthetic frames have none)
+//	id: 9f3c-42                    real events, and a snapshot frame (its lastEventId); other synthetic frames have none
 //	event: tool_call
 //	data: {"v":1,"id":42,"type":"tool_call","session":"s1","data":{…},"replay":true,"origin":"tab-7"}
 //

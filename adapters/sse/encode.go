@@ -35,7 +35,8 @@ type EncodeOptions struct {
 //
 // The frame is, in this order:
 //
-//	id: <seq>            only for a real event (ev.ID != 0); "<epoch>-<seq>" with opts.Epoch
+//	id: <seq>            a real event's (ev.ID != 0), or the lastEventId of a snapshot frame
+//	                     (resume.SnapshotCursor); "<epoch>-<seq>" with opts.Epoch; none on other frames
 //	event: <type>        CR, LF and NUL replaced by '_'; left out when the type is empty
 //	data: <envelope>     one JSON object, see below
 //	<blank line>
@@ -58,9 +59,13 @@ type EncodeOptions struct {
 //
 // AppendEvent is a pure function and safe for concurrent use.
 func AppendEvent(dst []byte, ev eventbus.Event, opts EncodeOptions) []byte {
-	if ev.ID != 0 {
+	id, ok := ev.ID, ev.ID != 0
+	if !ok {
+		id, ok = resume.SnapshotCursor(ev)
+	}
+	if ok {
 		dst = append(dst, "id: "...)
-		dst = resume.AppendID(dst, ev.ID, opts.Epoch)
+		dst = resume.AppendID(dst, id, opts.Epoch)
 		dst = append(dst, '\n')
 	}
 	if ev.Type != "" && !opts.NoEventField {

@@ -20,16 +20,16 @@ import (
 // lengths of a WebSocket header: under 126 bytes, up to 64 KiB, over it),
 // to two connections that share the handler's encoding of each event, one
 // of which replays them (its frames carry "replay":true, the other's do
-// not); a pong answers a ping message in the middle of the stream. The same
-// holds when permessage-deflate is negotiated, where coder/websocket frames
-// each message itself.
+// not); a pong answers a ping message in the middle of the stream.
+// coder/websocket frames every message from the cached envelope; the same
+// holds with and without permessage-deflate.
 func TestFramesOfEverySizeInOrder(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		accept *websocket.AcceptOptions
 		dial   *websocket.DialOptions
 	}{
-		{name: "direct"},
+		{name: "uncompressed"},
 		{name: "compressed",
 			accept: &websocket.AcceptOptions{CompressionMode: websocket.CompressionContextTakeover},
 			dial:   &websocket.DialOptions{CompressionMode: websocket.CompressionContextTakeover}},

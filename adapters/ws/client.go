@@ -187,6 +187,9 @@ func (c *clientConn) Read(ctx context.Context) (resume.Frame, error) {
 		f := resume.Frame{Event: ev, Epoch: epoch}
 		first := c.fresh
 		c.fresh = false
+		if id, ok := resume.SnapshotCursor(ev); ok {
+			f.Cursor = resume.FormatID(id, "") // the state's id: the events after it follow
+		}
 		switch {
 		case ev.ID != 0:
 			f.Cursor = resume.FormatID(ev.ID, "")

@@ -144,7 +144,9 @@ func (cn *conn) awaitResume(sub *eventbus.Subscription, opts eventbus.SubscribeO
 	}
 	switch {
 	case m.Resume != nil && m.Resume.Cursor != nil:
-		opts.Cursor, opts.NoReplay = &eventbus.Position{ID: m.Resume.Cursor.ID}, false
+		// A resume (after a snapshot, the frame's lastEventId) asks for no
+		// other snapshot, as over SSE; a lost position still gets one.
+		opts.Cursor, opts.NoReplay, opts.Snapshot = &eventbus.Position{ID: m.Resume.Cursor.ID}, false, false
 		if ep := cmp.Or(m.Resume.Epoch, cn.hdrEpoch); ep != "" {
 			opts.Cursor.Epoch = resume.BusEpoch(ep, cn.h.bus.Epoch())
 		}

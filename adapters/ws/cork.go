@@ -35,41 +35,25 @@ func (hr *hijackRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 
 // corkConn is every write's path to the socket; each write has the write
 // timeout as its deadline, cleared after it, so an idle socket never has
-// one. Safe for concurrent use (control frames are written by other
-// goroutines).
-//
-// On a direct connection (no compression negotiated, the default) the
-// handler frames its messages itself and sends a batch of them with one
-// send; coder/websocket then writes only control frames (ping, pong,
-// close), each whole in one Write — it buffers a frame and flushes at its
-// end, and a control frame (at most 139 bytes) fits its 4 KiB buffer — so
-// frames never interleave. Once a close frame went out, send refuses (RFC
-// 6455 §5.5.1: no data after a close).
-//
-// On a compressed connection coder/websocket frames every message: between
-// cork and uncork its writes (each a whole WebSocket frame, already bounded
-// by the library) are collected, and uncork writes them at once, as the SSE
-// handler flushes once per batch.
+// one. coder/websocket frames every message and control frame and writes
+// them here; between cork and uncork those writes (each a whole frame or,
+// for a message over the library's 4 KiB buffer, its pieces in order) are
+// collected, and uncork writes them at once, as the SSE handler flushes
+// once per batch. A control frame written by another goroutine meanwhile
+// (a ping, a pong, the close) joins the batch between two messages: the
+// library writes one frame at a time. Safe for concurrent use.
 type corkConn struct {
 	net.Conn
-	wt     time.Duration
-	direct bool // set once, before any write
+	wt time.Duration
 
 	mu     sync.Mutex
 	corked bool
-	closed bool // direct: a close frame was written
 	buf    []byte
 }
-
-// opClose is the opcode of a close frame (RFC 6455 §5.2).
-const opClose = 0x8
 
 func (c *corkConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.direct && len(p) > 0 && p[0]&0x0F == opClose {
-		c.closed = true
-	}
 	if c.corked && len(c.buf)+len(p) <= maxCork {
 		c.buf = append(c.buf, p...)
 		return len(p), nil
@@ -92,21 +76,6 @@ func (c *corkConn) writeLocked(p []byte) (int, error) {
 		defer c.Conn.SetWriteDeadline(time.Time{}) //nolint:errcheck // best effort: an idle socket has no deadline
 	}
 	return c.Conn.Write(p)
-}
-
-// send writes p, whole WebSocket frames built by the handler, within the
-// write timeout; net.ErrClosed after a close frame.
-func (c *corkConn) send(p []byte) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return net.ErrClosed
-	}
-	if err := c.flushLocked(); err != nil {
-		return err
-	}
-	_, err := c.writeLocked(p)
-	return err
 }
 
 func (c *corkConn) corkWrites() {

@@ -59,11 +59,12 @@
 //
 // The frames that are ready together go out as one batch (up to 64
 // messages or 64 KiB, one write, one write deadline), each real event's
-// message encoded once per handler and shared by every connection. Without
-// compression (the default) the handler frames the messages itself and
-// coder/websocket writes only the control frames; a connection that
-// negotiated permessage-deflate (HandlerOptions.Accept) has every message
-// framed and compressed by coder/websocket.
+// message's envelope encoded once per handler and shared by every
+// connection. coder/websocket frames every message (and compresses it on a
+// connection that negotiated permessage-deflate through
+// HandlerOptions.Accept): the handler hands it the shared envelope bytes
+// (Conn.Write copies them) and collects the frames of a batch beneath the
+// library, so that the batch is one write.
 //
 // # Resume
 //

@@ -280,9 +280,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.started.Add(1)
 	h.active.Add(1)
 	defer h.active.Add(-1)
-	// Without compression the handler frames its messages itself (see
-	// corkConn); with it, coder/websocket does.
-	hr.cork.direct = w.Header().Get("Sec-WebSocket-Extensions") == ""
 	c.SetReadLimit(h.readLimit)
 	cn := &conn{h: h, c: c, raw: hr.conn, cork: hr.cork, ctx: ctx, cancel: cancel, sessionID: sessionID, remote: r.RemoteAddr,
 		first: make(chan ClientMessage, 1), readDone: make(chan struct{}), keeperStop: make(chan struct{}),

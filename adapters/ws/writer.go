@@ -22,8 +22,8 @@ const (
 // connection ends, then closes with the code the end calls for. The frames
 // that are ready together are one batch: up to maxBatch frames or
 // maxBatchBytes, sent with one write under one write deadline, each real
-// event's frame taken from the handler's cache (encoded once for every
-// connection).
+// event's envelope taken from the handler's cache (encoded once for every
+// connection) and framed by coder/websocket.
 func (cn *conn) writeLoop(sub *eventbus.Subscription) {
 	w := frameWriter{cn: cn, sub: sub, done: sub.Done()}
 	if !cn.h.o.PlainIDs {
@@ -53,46 +53,39 @@ type frameWriter struct {
 	sub     *eventbus.Subscription
 	epoch   string
 	done    <-chan struct{}
-	scratch []byte // frames not taken from the cache are encoded here
-	out     []byte // the batch being built (direct connections)
+	scratch []byte // envelopes not taken from the cache are encoded here
 }
 
 // batch writes ev and every frame sub has ready after it, up to the batch
 // bounds, and sends them; it returns how many frames it wrote.
+// coder/websocket frames (and, when negotiated, compresses) every message:
+// Conn.Write only reads the envelope (it copies it into its buffer or the
+// cork), so the cache's shared bytes stay intact. The cork collects the
+// frames and uncork sends the batch with one write under one write
+// deadline; no message has a context or timer of its own.
 func (w *frameWriter) batch(ev eventbus.Event) (int, error) {
-	cn, direct := w.cn, w.cn.cork.direct
-	if !direct {
-		cn.cork.corkWrites()
-	}
-	w.out = w.out[:0]
+	cn := w.cn
+	cn.cork.corkWrites()
 	n, size := 0, 0
 	for {
 		var ok bool
 		if ev, ok = w.skipEvicted(ev); !ok {
 			break
 		}
-		if direct {
-			var f []byte
-			if cn.h.active.Load() > 1 {
-				f, w.scratch = cn.h.cache.Frame(ev, replayVariant(ev), w.scratch, w.encode)
-			} else {
-				f = w.encode(w.scratch[:0], ev)
-				w.scratch = f
-			}
-			w.out = append(w.out, f...)
-			size += len(f)
+		var msg []byte
+		if cn.h.active.Load() > 1 {
+			msg, w.scratch = cn.h.cache.Frame(ev, replayVariant(ev), w.scratch, w.encode)
 		} else {
-			// Compressed: coder/websocket frames (and deflates) each
-			// message; the cork collects them for one write.
-			w.scratch = resume.AppendEnvelope(w.scratch[:0], ev, w.epoch)
-			if err := cn.c.Write(context.Background(), websocket.MessageText, w.scratch); err != nil {
-				_ = cn.cork.uncork()
-				return n, err
-			}
-			size += len(w.scratch)
+			msg = w.encode(w.scratch[:0], ev)
+			w.scratch = msg
 		}
+		if err := cn.c.Write(context.Background(), websocket.MessageText, msg); err != nil {
+			_ = cn.cork.uncork()
+			return n, err
+		}
+		size += len(msg)
 		if cap(w.scratch) > maxBatchBytes {
-			w.scratch = nil // do not pin one huge frame
+			w.scratch = nil // do not pin one huge envelope
 		}
 		n++
 		if n >= maxBatch || size >= maxBatchBytes {
@@ -102,21 +95,12 @@ func (w *frameWriter) batch(ev eventbus.Event) (int, error) {
 			break
 		}
 	}
-	var err error
-	if direct {
-		err = cn.cork.send(w.out)
-		if cap(w.out) > 2*maxBatchBytes {
-			w.out = nil
-		}
-	} else {
-		err = cn.cork.uncork()
-	}
-	return n, err
+	return n, cn.cork.uncork()
 }
 
-// encode appends ev's frame to dst: a whole WebSocket message.
+// encode appends ev's envelope (the payload of its message) to dst.
 func (w *frameWriter) encode(dst []byte, ev eventbus.Event) []byte {
-	return appendMessage(dst, ev, w.epoch)
+	return resume.AppendEnvelope(dst, ev, w.epoch)
 }
 
 // replayVariant numbers the encodings a handler makes of one event for the
@@ -150,38 +134,9 @@ func (w *frameWriter) skipEvicted(ev eventbus.Event) (_ eventbus.Event, ok bool)
 	return ev, true
 }
 
-// appendMessage appends ev's envelope (resume.AppendEnvelope with epoch)
-// as one WebSocket message: a final, unmasked text frame (RFC 6455 §5.2),
-// its header then the payload.
-func appendMessage(dst []byte, ev eventbus.Event, epoch string) []byte {
-	start := len(dst)
-	dst = append(dst, 0x81, 126, 0, 0) // FIN, text; room for a 16-bit length
-	dst = resume.AppendEnvelope(dst, ev, epoch)
-	n := len(dst) - start - 4
-	switch {
-	case n < 126:
-		dst[start+1] = byte(n)
-		copy(dst[start+2:], dst[start+4:])
-		return dst[:len(dst)-2]
-	case n <= 0xFFFF:
-		dst[start+2], dst[start+3] = byte(n>>8), byte(n)
-		return dst
-	}
-	dst = append(dst, 0, 0, 0, 0, 0, 0) // a 64-bit length: six more bytes
-	copy(dst[start+10:], dst[start+4:len(dst)-6])
-	dst[start+1] = 127
-	for i := range 8 {
-		dst[start+2+i] = byte(uint64(n) >> (56 - 8*i))
-	}
-	return dst
-}
-
 // writeMessage writes ev (a synthetic frame: stream_start, pong) as one
 // message, within the write timeout.
 func (cn *conn) writeMessage(ev eventbus.Event) error {
-	if cn.cork.direct {
-		return cn.cork.send(appendMessage(nil, ev, ""))
-	}
 	b := resume.AppendEnvelope(nil, ev, "")
 	ctx, cancel := context.Background(), context.CancelFunc(func() {})
 	if cn.h.wt > 0 {

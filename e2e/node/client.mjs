@@ -29,5 +29,5 @@ es.addEventListener('error', () => { out.errors++; });
 function onEvent(e) {
   record(JSON.parse(e.data));
 }
-const frameTypes = ['state_resync_required', 'replay_complete', 'slow_client_warning', 'client_evicted', 'session_closed'];
+const frameTypes = ['state_resync_required', 'replay_complete', 'slow_client_warning', 'client_evicted', 'session_closed', 'snapshot'];
 for (const t of [...typesArg.split(','), ...frameTypes]) es.addEventListener(t, onEvent);

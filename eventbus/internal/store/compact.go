@@ -70,7 +70,10 @@ type Options struct {
 // cursor inside it, the merge of exactly the parts after the cursor, so a
 // client that holds some of its parts gets the rest and nothing twice.
 // The merged payload of a whole slot is kept once made, until the next
-// fold.
+// fold. With a [TextMerger], a run that folds as text keeps its text and
+// an 8-byte index entry per part instead of every part's payload, and the
+// next record of the run is recognised by its bytes (the same payload
+// outside the text) before the Merger's Key is asked.
 func New(o Options) (Log[*queue.Record], error) {
 	if o.Merger == nil && o.Bytes <= 0 && o.MaxAge <= 0 {
 		b, err := replay.New(o.Records, queue.RecordID)
@@ -84,6 +87,7 @@ func New(o Options) (Log[*queue.Record], error) {
 		return nil, err
 	}
 	l := &compactLog{buf: b, m: o.Merger, maxBytes: o.Bytes, maxAge: o.MaxAge, foldBytes: MaxPartBytes}
+	l.tm, _ = o.Merger.(TextMerger)
 	if l.maxBytes > 0 && l.maxBytes < MaxPartBytes {
 		l.foldBytes = int(l.maxBytes)
 	}
@@ -96,7 +100,15 @@ type slot struct {
 	last  *queue.Record // the newest record as published (session, type, origin, id, time)
 	key   string        // last's merge key, "" when it never folds
 	parts []Part        // nil for a single record; ≥ 2 once folded, oldest first
-	bytes int           // payload bytes of the parts (or of last)
+	text  *textParts    // instead of parts, a TextMerger's text key's parts (nil until folded)
+	// env is the newest part's envelope, once looked at (envDone; a
+	// TextMerger's log only): with a literal, the next record that equals
+	// it outside that literal folds without a call of Key. textKey: key
+	// folds as text.
+	env     envelope
+	envDone bool
+	textKey bool
+	bytes   int // payload bytes of the parts (or of last), as published
 	// whole is the merged record of the parts, once a reader merged them
 	// all (outside the lock: atomic); it serves while its Count is the
 	// number of parts, i.e. until the next fold.
@@ -105,28 +117,66 @@ type slot struct {
 
 func slotID(s **slot) uint64 { return (*s).last.ID }
 
+// count returns how many records s holds.
+func (s *slot) count() int {
+	switch {
+	case s.text != nil:
+		return len(s.text.idx)
+	case s.parts != nil:
+		return len(s.parts)
+	}
+	return 1
+}
+
+// partID returns the id of s's part i.
+func (s *slot) partID(i int) uint64 {
+	if s.text != nil {
+		return s.text.id(i)
+	}
+	return s.parts[i].ID
+}
+
 // compactLog is the Log of New with a Merger or a byte or age bound.
 type compactLog struct {
 	buf       *replay.Buffer[*slot]
-	m         Merger // nil: nothing folds
-	maxBytes  int64  // 0: no byte bound
-	maxAge    int64  // ns; 0: no age bound
-	foldBytes int    // the most payload one folded record holds
-	bytes     int64  // payload bytes held
+	m         Merger     // nil: nothing folds
+	tm        TextMerger // m, when it is one
+	maxBytes  int64      // 0: no byte bound
+	maxAge    int64      // ns; 0: no age bound
+	foldBytes int        // the most payload one folded record holds
+	bytes     int64      // payload bytes held
 	ev        evictions
 }
 
 func (l *compactLog) Append(r *queue.Record) {
 	defer l.evict(r.Nanos)
+	l.bytes += int64(len(r.Data))
+	var s *slot
+	if l.buf.Len() > 0 {
+		s = l.buf.At(l.buf.Len() - 1)
+		if s.key == "" || s.last.Type != r.Type || s.last.Origin() != r.Origin() || r.Ext != nil && r.Ext.Media != 0 {
+			s = nil // r cannot fold into it (a byte payload never folds: Key gives it no key)
+		}
+	}
+	if s != nil && l.tm != nil {
+		l.lookAt(s)
+		if end, ok := sameEnvelope(&s.env, r.Data); ok { // r's key is s's (TextSpan's promise)
+			if l.fits(s, r) {
+				l.foldText(s, r, s.env.start, end, false)
+				return
+			}
+			l.push(&slot{last: r, key: s.key, bytes: len(r.Data), envDone: true, textKey: true,
+				env: envelope{data: r.Data, start: s.env.start, end: end}})
+			return
+		}
+	}
 	key := ""
 	if l.m != nil {
 		key = l.m.Key(r)
 	}
-	l.bytes += int64(len(r.Data))
-	if key != "" && l.buf.Len() > 0 {
-		s := l.buf.At(l.buf.Len() - 1)
-		if s.key == key && s.last.Type == r.Type && s.last.Origin() == r.Origin() &&
-			len(s.parts) < MaxParts && s.bytes+len(r.Data) <= l.foldBytes {
+	if s != nil && key == s.key && l.fits(s, r) {
+		switch {
+		case !s.textKey:
 			if s.parts == nil {
 				s.parts = append(make([]Part, 0, 4), Part{ID: s.last.ID, Data: s.last.Data})
 			}
@@ -134,12 +184,56 @@ func (l *compactLog) Append(r *queue.Record) {
 			s.last = r
 			s.bytes += len(r.Data)
 			return
+		default:
+			if start, end, ok := l.tm.TextSpan(key, r); ok {
+				l.foldText(s, r, start, end, true)
+				return
+			} // else (not text after all, against TextSpan's rule): a new record
 		}
 	}
-	if old, dropped := l.buf.Append(&slot{last: r, key: key, bytes: len(r.Data)}); dropped {
+	l.push(&slot{last: r, key: key, bytes: len(r.Data)})
+}
+
+// push appends s as a new record, evicting the oldest when the log is full.
+func (l *compactLog) push(s *slot) {
+	if old, dropped := l.buf.Append(s); dropped {
 		l.bytes -= int64(old.bytes)
 		l.ev.note(old.last.Type, old.last.ID)
 	}
+}
+
+// fits reports whether r may fold into s: the part and byte bounds.
+func (l *compactLog) fits(s *slot, r *queue.Record) bool {
+	return s.count() < MaxParts && s.bytes+len(r.Data) <= l.foldBytes && (s.text == nil || s.text.fits(r))
+}
+
+// lookAt finds the envelope of s's newest part, once.
+func (l *compactLog) lookAt(s *slot) {
+	if s.envDone {
+		return
+	}
+	s.envDone = true
+	start, end, ok := l.tm.TextSpan(s.key, s.last)
+	s.textKey = ok
+	s.env = envelope{data: s.last.Data, start: -1}
+	if ok {
+		s.env.start, s.env.end = start, end
+	}
+}
+
+// foldText folds r, whose literal is r.Data[start:end] (start < 0: none),
+// into s, a text key's record; newEnv: r does not share s's envelope.
+func (l *compactLog) foldText(s *slot, r *queue.Record, start, end int, newEnv bool) {
+	if s.text == nil {
+		s.text = &textParts{first: s.last.ID}
+		s.text.add(s.last, s.env.start, s.env.end, true)
+	}
+	s.text.add(r, start, end, newEnv)
+	if newEnv {
+		s.env = envelope{data: r.Data, start: start, end: end}
+	}
+	s.last = r
+	s.bytes += len(r.Data)
 }
 
 // evict drops the oldest records while the byte bound is exceeded (the
@@ -179,31 +273,40 @@ func (l *compactLog) AppendAfter(dst []*queue.Record, cursor uint64) []*queue.Re
 // appended carries a queue.Folded (Ext.Fold) that its reader merges after
 // the lock is released, unless the merge of every part is at hand.
 func (l *compactLog) view(dst []*queue.Record, s *slot, cursor uint64) []*queue.Record {
-	if s.parts == nil {
+	n := s.count()
+	if n == 1 {
 		return append(dst, s.last)
 	}
-	k := sort.Search(len(s.parts), func(i int) bool { return s.parts[i].ID > cursor })
-	if k == len(s.parts)-1 {
+	k := sort.Search(n, func(i int) bool { return s.partID(i) > cursor })
+	if k == n-1 {
 		return append(dst, s.last) // only the newest part is missing
 	}
-	if w := s.whole.Load(); k == 0 && w != nil && int(w.Ext.Count) == len(s.parts) {
+	if w := s.whole.Load(); k == 0 && w != nil && int(w.Ext.Count) == n {
 		return append(dst, w)
 	}
-	parts := s.parts[k:len(s.parts):len(s.parts)] // a later fold never writes what this sees
-	f := &fold{m: l.m, key: s.key, last: s.last, parts: parts}
+	f := &fold{m: l.m, tm: l.tm, key: s.key, last: s.last, k: k}
+	if s.text != nil {
+		t := s.text.view() // a later fold never writes what this sees
+		f.text = &t
+	} else {
+		f.parts = s.parts[k:n:n]
+	}
 	if k == 0 {
 		f.whole = &s.whole
 	}
 	return append(dst, &queue.Record{ID: s.last.ID, Session: s.last.Session, Type: s.last.Type, Nanos: s.last.Nanos,
-		Ext: &queue.Ext{Origin: s.last.Origin(), Count: int32(len(parts)), FirstID: parts[0].ID, Fold: f}})
+		Ext: &queue.Ext{Origin: s.last.Origin(), Count: int32(n - k), FirstID: s.partID(k), Fold: f}})
 }
 
 // fold is a queue.Folded: parts of one slot, merged when read.
 type fold struct {
 	m     Merger
+	tm    TextMerger // text != nil only
 	key   string
 	last  *queue.Record
-	parts []Part
+	parts []Part     // the parts to merge (parts form), or
+	text  *textParts // the slot's text form, to merge from part k on
+	k     int
 	whole *atomic.Pointer[queue.Record] // the slot's cache, when parts are all of them
 }
 
@@ -211,16 +314,27 @@ type fold struct {
 // id, Count and FirstID; or, when they do not merge, the parts one by one.
 func (f *fold) Merge() []*queue.Record {
 	last := f.last
-	data, err := f.m.Merge(f.key, last, f.parts)
+	var data []byte
+	var err error
+	var n int
+	var first uint64
+	if f.text != nil {
+		n, first = len(f.text.idx)-f.k, f.text.id(f.k)
+		data, err = f.tm.JoinText(f.key, f.text.env(f.k).data, f.text.texts(f.k))
+	} else {
+		n, first = len(f.parts), f.parts[0].ID
+		data, err = f.m.Merge(f.key, last, f.parts)
+	}
 	if err != nil || len(data) == 0 {
-		out := make([]*queue.Record, 0, len(f.parts))
-		for _, p := range f.parts[:len(f.parts)-1] {
-			out = append(out, &queue.Record{ID: p.ID, Session: last.Session, Type: last.Type, Data: p.Data, Ext: last.Ext, Nanos: last.Nanos})
+		out := make([]*queue.Record, 0, n)
+		for i := range n - 1 {
+			id, d := f.part(i)
+			out = append(out, &queue.Record{ID: id, Session: last.Session, Type: last.Type, Data: d, Ext: last.Ext, Nanos: last.Nanos})
 		}
 		return append(out, last)
 	}
 	r := &queue.Record{ID: last.ID, Session: last.Session, Type: last.Type, Data: data, Nanos: last.Nanos,
-		Ext: &queue.Ext{Origin: last.Origin(), Count: int32(len(f.parts)), FirstID: f.parts[0].ID}}
+		Ext: &queue.Ext{Origin: last.Origin(), Count: int32(n), FirstID: first}}
 	if f.whole != nil {
 		// Kept for the next reader unless a fold made a newer one first.
 		if w := f.whole.Load(); w == nil || w.Ext.Count < r.Ext.Count {
@@ -228,6 +342,14 @@ func (f *fold) Merge() []*queue.Record {
 		}
 	}
 	return []*queue.Record{r}
+}
+
+// part returns the id and payload of the i-th part f merges.
+func (f *fold) part(i int) (uint64, []byte) {
+	if f.text != nil {
+		return f.text.id(f.k + i), f.text.payload(f.k + i)
+	}
+	return f.parts[i].ID, f.parts[i].Data
 }
 
 func (l *compactLog) CountAfter(cursor uint64) int { return l.buf.Len() - l.buf.Search(cursor) }

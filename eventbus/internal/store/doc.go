@@ -13,7 +13,9 @@
 // resume filtered by type is told only of its own losses:
 // HighestEvictedOf), or a log that also bounds bytes and age and compacts
 // (a [Merger] folds consecutive records of one key into one, which counts
-// once, and a cursor inside one gets exactly the parts after it);
+// once, and a cursor inside one gets exactly the parts after it; a
+// [TextMerger]'s text runs are kept as their text and an 8-byte index per
+// part, not as every part's payload);
 // whatever a Log drops it must report through HighestEvicted.
 //
 // NewRing's Log knows records only through their ids (the id function

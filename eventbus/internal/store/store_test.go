@@ -1,7 +1,11 @@
 package store
 
 import (
+	"bytes"
+	"iter"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/replaybus/replaybus/eventbus/internal/queue"
 	"testing"
@@ -153,4 +157,88 @@ func TestCompactLogMergeFails(t *testing.T) {
 		out = append(out, string(r.Data)+strconv.FormatUint(r.ID, 10))
 	}
 	assert.Equal(t, []string{"a1", "b2", "c3"}, out)
+}
+
+// texts folds records of type "d", payloads {"t":"…",…}, as text: their
+// "t" strings concatenated, the rest of the first payload kept; fail
+// makes every join fail.
+type texts struct {
+	concat
+	fail bool
+}
+
+func (texts) TextSpan(_ string, r *queue.Record) (int, int, bool) {
+	i := bytes.Index(r.Data, []byte(`"t":`))
+	if i < 0 {
+		return -1, -1, true
+	}
+	return i + 4, stringEnd(r.Data, i+4), true
+}
+
+func (m texts) JoinText(_ string, first []byte, ts iter.Seq[[]byte]) ([]byte, error) {
+	if m.fail {
+		return nil, assert.AnError
+	}
+	var all []byte
+	for t := range ts {
+		all = append(all, t...)
+	}
+	s, e, _ := m.TextSpan("", &queue.Record{Data: first})
+	if s < 0 {
+		return slices.Concat(all, []byte("|"), first), nil
+	}
+	return slices.Concat(first[:s+1], all, first[e-1:]), nil
+}
+
+// A TextMerger's run folds as text: the parts' literal contents and an
+// index, one envelope per run of payloads equal outside the literal; a
+// cursor inside it gets the join of exactly the parts after it, from the
+// envelope of the first of them; when the join fails the parts replay one
+// by one, their payloads rebuilt byte for byte.
+func TestCompactLogTextForm(t *testing.T) {
+	payloads := []string{`{"t":"a","n":1}`, `{"t":"b\"","n":1}`, `{"t":"c","n":2}`, `{"n":3}`, `{"t":"d","n":3}`, `{"t":"e","n":3}`}
+	for _, fail := range []bool{false, true} {
+		l, err := New(Options{Records: 2, Merger: texts{fail: fail}})
+		require.NoError(t, err)
+		for i, p := range payloads {
+			l.Append(&queue.Record{ID: uint64(10 + 2*i), Type: "d", Data: []byte(p)})
+		}
+		require.Equal(t, 1, l.Len())
+		s := l.(*compactLog).buf.At(0)
+		require.NotNil(t, s.text, "text form")
+		assert.Nil(t, s.parts)
+		assert.Equal(t, `ab\"cde`, string(s.text.raw))
+		assert.Equal(t, []int{0, 2, 3, 4}, []int{s.text.envs[0].at, s.text.envs[1].at, s.text.envs[2].at, s.text.envs[3].at},
+			"a new envelope where the payload changes outside the text, and after a part without text")
+		for k := range payloads {
+			cursor := uint64(10 + 2*k - 1)
+			got := l.AppendAfter(nil, cursor)
+			require.Len(t, got, 1)
+			if k == len(payloads)-1 {
+				assert.Equal(t, payloads[k], string(got[0].Data), "one part left: as published")
+				continue
+			}
+			f := got[0].Ext.Fold
+			require.NotNil(t, f)
+			assert.EqualValues(t, len(payloads)-k, got[0].Ext.Count)
+			assert.Equal(t, uint64(10+2*k), got[0].Ext.FirstID)
+			out := f.Merge()
+			if !fail {
+				require.Len(t, out, 1)
+				env := []int{0, 0, 2, 3, 4}[k] // the part whose payload is k's envelope
+				text := []string{`ab\"cde`, `b\"cde`, `cde`, `de`, `de`}[k]
+				want := strings.Replace(payloads[env], `"t":"`+[]string{"a", "", "c", "", "d"}[env]+`"`, `"t":"`+text+`"`, 1)
+				if env == 3 {
+					want = text + "|" + payloads[3]
+				}
+				assert.Equal(t, want, string(out[0].Data), "from part %d", k)
+				continue
+			}
+			require.Len(t, out, len(payloads)-k)
+			for i, r := range out {
+				assert.Equal(t, payloads[k+i], string(r.Data), "part %d rebuilt", k+i)
+				assert.Equal(t, uint64(10+2*(k+i)), r.ID)
+			}
+		}
+	}
 }
