@@ -319,7 +319,7 @@ func (b *Bus) appendLocked(x *session, r *record, forced bool, f *fan) {
 	x.lastID = r.ID
 	x.touch(r.Nanos)
 	x.ring.Append(r)
-	if n := int64(len(r.Data)); n > b.maxData.Load() {
+	if n := int64(len(r.Data)); n > b.mem.maxData.Load() {
 		b.raiseMaxData(n)
 	}
 	x.info.lastID.Store(r.ID)

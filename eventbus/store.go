@@ -3,6 +3,7 @@ package eventbus
 import (
 	"container/list"
 	"context"
+	"sync/atomic"
 
 	"github.com/replaybus/replaybus/eventbus/internal/store"
 	"github.com/replaybus/replaybus/eventbus/observe"
@@ -34,6 +35,12 @@ type memStore struct {
 	keptOrder *list.List
 	tombs     map[string]int64 // closed session id → Unix ns of closing
 	stats     observe.Stats    // Sessions, Expired, RetainedDropped; the rest lives in Bus.cnt
+	// maxData is the largest payload (Data bytes) ever appended to a
+	// replay buffer of this bus: a resume whose snapshot cannot reach the
+	// replay byte budget at that size skips the budget's walk over its
+	// records (finishSnapshot). Raised by publishers, rarely: read-mostly;
+	// atomic, so no lock guards it.
+	maxData atomic.Int64
 }
 
 // writer is where an event enters a bus's history: the one seam between
