@@ -8,12 +8,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/replaybus/replaybus/eventbus"
 )
 
 // A compacting bus (eventbus.Options.ReplayCompact) stores a run of a
-// Concat rule's events as their text (eventbus.TextCoalescer): the store
+// Concat rule's events as their text (through the methods TextSpan and
+// JoinText, which the bus looks for on its rule set): the store
 // recognises the next event of the run by its bytes — equal to the run's
 // payload outside the text's string literal — without calling Key. That
 // holds when the key cannot depend on that literal's contents: the rule is
@@ -59,7 +58,8 @@ func (s *Set) ruleOf(key string) *rule {
 	return &s.rules[i]
 }
 
-// TextSpan implements [eventbus.TextCoalescer]: for a key of a Concat rule
+// TextSpan is one of the two methods a compacting bus
+// (eventbus.Options.ReplayCompact) looks for on its rule set: for a key of a Concat rule
 // that no condition or key path of its type reads the merged string
 // through, where data's string at Merge.Path lies (start < 0: null or
 // absent, merged as ""). ok is false for every other key, and for data
@@ -79,7 +79,7 @@ func (s *Set) TextSpan(key, typ string, data []byte) (start, end int, ok bool) {
 	return 0, 0, false
 }
 
-// JoinText implements [eventbus.TextCoalescer]: Concat's merge of events
+// JoinText is the other (see TextSpan): Concat's merge of events
 // whose texts are texts (each the contents of a JSON string literal) and
 // whose first payload is first (outside the literal). A key that is not a
 // Concat rule's is an error.
@@ -115,5 +115,3 @@ func appendText(b *strings.Builder, c []byte) error {
 	b.WriteString(str)
 	return nil
 }
-
-var _ eventbus.TextCoalescer = (*Set)(nil)

@@ -36,12 +36,6 @@ type Bus struct {
 	policySet bool    // the OverflowPolicy given to New was set, not defaulted
 	epoch     string
 	droppable map[string]struct{}
-	// maxData is the largest payload (Data bytes) ever appended to a
-	// replay buffer of this bus: a resume whose snapshot cannot reach the
-	// replay byte budget at that size skips the budget's walk over its
-	// records (finishSnapshot). Raised by publishers, rarely: read-mostly.
-	maxData atomic.Int64
-
 	// mu is the structure lock (reader-biased): publishes and tree-scoped
 	// subscribes and unsubscribes take its read side, then the tree lock
 	// of their session's tree (session.tmu of the root); structural

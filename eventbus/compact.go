@@ -42,17 +42,17 @@ func (m compactor) Merge(key string, last *record, parts []store.Part) ([]byte, 
 	return m.c.Merge(key, evs)
 }
 
-// TextCoalescer is a [Coalescer] some of whose merges concatenate the text
+// textCoalescer is a [Coalescer] some of whose merges concatenate the text
 // of one JSON string per event, the rest of the payload being the first
 // event's (a streamed reply's deltas: coalesce's Concat rules, as in
 // coalesce.ACP and coalesce.AgentPool). A compacting bus
-// ([Options.ReplayCompact]) with a TextCoalescer stores such a run as its
+// ([Options.ReplayCompact]) with a rule set that has these two methods stores such a run as its
 // text, an index of 8 bytes per event and the payloads that differ
 // outside the text, not every event's payload; and it recognises the next
 // event of the run by its bytes, without calling Key. Replays are the
 // same as with Merge. Like a Coalescer, it must be safe for concurrent
 // use, must not block, panic or modify the data it is given.
-type TextCoalescer interface {
+type textCoalescer interface {
 	Coalescer
 	// TextSpan returns where, in data (the payload of an event of type typ
 	// whose merge key is key), the JSON string literal key's merge
@@ -71,10 +71,10 @@ type TextCoalescer interface {
 	JoinText(key string, first []byte, texts iter.Seq[[]byte]) (json.RawMessage, error)
 }
 
-// textCompactor is a compactor whose rule set is a TextCoalescer.
+// textCompactor is a compactor whose rule set is a textCoalescer.
 type textCompactor struct {
 	compactor
-	t TextCoalescer
+	t textCoalescer
 }
 
 // TextSpan is the rule set's, for r's payload.
@@ -93,7 +93,7 @@ func (b *Bus) newLog() (store.Log[*record], error) {
 	o := store.Options{Records: b.cfg.ReplayBufferSize, Bytes: b.cfg.ReplayMaxBytes, MaxAge: int64(b.cfg.ReplayMaxAge)}
 	if c := b.cfg.ReplayCompact; c != nil {
 		o.Merger = compactor{c}
-		if t, ok := c.(TextCoalescer); ok {
+		if t, ok := c.(textCoalescer); ok {
 			o.Merger = textCompactor{compactor{c}, t}
 		}
 	}

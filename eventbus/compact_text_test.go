@@ -100,7 +100,7 @@ func agentPoolDelta(t *rapid.T, i int) (typ, data string) {
 }
 
 // TestPropertyTextFoldsReplayAsParts: a rule set folding runs as text
-// (coalesce.ACP, coalesce.AgentPool: eventbus.TextCoalescer) replays
+// (coalesce.ACP, coalesce.AgentPool: each an eventbus.TextCoalescer) replays
 // exactly what the same rule set replays when every event's payload is
 // kept (partsOnly): for every session and every cursor, the same frames
 // — ids, types, payloads byte for byte, Count and FirstID — under random
@@ -180,3 +180,7 @@ func TestTextFoldsSkipBytePayloads(t *testing.T) {
 	assert.Zero(t, evs[1].Count)
 	assert.Equal(t, text2, chunkText(t, evs[2]))
 }
+
+// The shipped rule sets have the two methods a compacting bus stores text
+// runs with (a compile-time check: the interface is unexported).
+var _ eventbus.TextCoalescer = (*coalesce.Set)(nil)

@@ -192,8 +192,11 @@ type Options struct {
 	// fold (merging a merged payload with more events gives what merging
 	// them all gives: true of every coalesce operation but Custom, which
 	// must ensure it). A folded record holds at most 4096 events or 1 MiB
-	// of payload. A rule set that is a [TextCoalescer] (coalesce.ACP and
-	// coalesce.AgentPool are) has its text deltas stored as their text and
+	// of payload. A rule set that also has the methods
+	// TextSpan(key, typ string, data []byte) (start, end int, ok bool) and
+	// JoinText(key string, first []byte, texts iter.Seq[[]byte]) (json.RawMessage, error)
+	// (coalesce.Set has them, so coalesce.ACP and coalesce.AgentPool do; see
+	// their doc) has its text deltas stored as their text and
 	// an 8-byte index entry each, not as every delta's payload (and such a
 	// record spans at most 2^32 ids); replays are the same. Nil (the default, AgentPool's behaviour) stores every
 	// event. Env: AGENTPOOL_EVENTBUS_REPLAY_COMPACT = off, acp or

@@ -10,3 +10,7 @@ func SetTestHookTreeLocked(f func(session string)) { testHookTreeLocked = f }
 // parked consumer (see testHookWake), for the benchmarks of package
 // eventbus_test. Call it only while no other test publishes.
 func SetTestHookWake(f func()) { testHookWake = f }
+
+// TextCoalescer is the interface a compacting bus looks for on its rule
+// set (textCoalescer), for the tests of package eventbus_test.
+type TextCoalescer = textCoalescer

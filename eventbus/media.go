@@ -1,7 +1,7 @@
 package eventbus
 
 import (
-	"encoding/json"
+	"fmt"
 	"mime"
 	"strings"
 	"sync"
@@ -52,7 +52,17 @@ var mediaTab struct {
 	names   [maxMediaTypes + 1]atomic.Pointer[string]
 }
 
-func init() { mediaTab.ids = xsync.NewMapOf[string, uint32]() }
+// octetStream is the media type interned first, at startup, so that it
+// always resolves: the fallback of a decoder (adapters/nats) whose process
+// already knows 4,096 media types when an event of a new one arrives.
+const octetStream = "application/octet-stream"
+
+func init() {
+	mediaTab.ids = xsync.NewMapOf[string, uint32]()
+	if _, err := internMedia(octetStream); err != nil {
+		panic(err) // a constant, well-formed media type into an empty table
+	}
+}
 
 // mediaName returns index i's media type: ContentTypeJSON for 0.
 func mediaName(i uint32) string {
@@ -140,7 +150,9 @@ func (e Event) IsJSON() bool { return e.media == 0 }
 // copy a JSON event, without validating Data. Errors are those of
 // PublishBytes for a media type (ErrInvalid naming the value: empty,
 // malformed, over 255 bytes, or a 4,097th distinct type in this
-// process). Safe for concurrent use.
+// process). application/octet-stream is interned at startup (it counts
+// among the 4,096), so it never fails: a decoder that cannot intern a new
+// type can fall back to it and keep the bytes. Safe for concurrent use.
 func (e Event) WithContentType(contentType string) (Event, error) {
 	id, err := internMedia(contentType)
 	if err != nil {
@@ -171,7 +183,8 @@ func (e Event) WithContentType(contentType string) (Event, error) {
 // that is empty, malformed (not type/subtype; a wildcard; bad
 // parameters), longer than 255 bytes, or new when the process already
 // knows 4,096 distinct media types (an interned type is never forgotten),
-// and for data that is not valid JSON under application/json. A refused
+// and for data that is not valid JSON or not UTF-8 under application/json
+// (the error names the first byte that is not UTF-8). A refused
 // event consumes no id. backend.Pipeline publishes JSON only: over a
 // backend, byte payloads go through PublishBytes.
 func (b *Bus) PublishBytes(sessionID, typ, contentType string, data []byte, opts ...PublishOption) (Event, error) {
@@ -182,8 +195,8 @@ func (b *Bus) PublishBytes(sessionID, typ, contentType string, data []byte, opts
 	if err := checkEvent(sessionID, typ); err != nil {
 		return Event{}, err
 	}
-	if media == 0 && len(data) > 0 && !json.Valid(data) {
-		return Event{}, invalidf("data is not valid JSON (media type %q): %.60q", contentType, data)
+	if media == 0 && len(data) > 0 && !validJSON(data) {
+		return Event{}, invalidJSON(fmt.Sprintf(" (media type %q)", contentType), data)
 	}
 	var raw []byte
 	if len(data) > 0 {

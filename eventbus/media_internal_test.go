@@ -34,6 +34,14 @@ func TestMediaTableIsBounded(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, id)
 	require.Equal(t, "text/x-known", mediaName(known))
+	// application/octet-stream was interned at startup: it always resolves,
+	// the fallback of a decoder (adapters/nats) on a full table.
+	id, err = internMedia("application/octet-stream")
+	require.NoError(t, err)
+	require.Equal(t, uint32(1), id)
+	ev, err := Event{Data: []byte{1}}.WithContentType("Application/Octet-Stream")
+	require.NoError(t, err)
+	require.Equal(t, "application/octet-stream", ev.ContentType())
 }
 
 // The media type costs a JSON record nothing: a record stays 80 bytes and

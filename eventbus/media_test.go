@@ -47,6 +47,8 @@ func TestPublishBytesValidation(t *testing.T) {
 		{name: "space inside", typ: "blob", contentType: "text /plain", data: []byte("x"), wantErr: `malformed media type "text /plain"`},
 		{name: "too long", typ: "blob", contentType: long, data: []byte("x"), wantErr: "is 264 bytes long (at most 255)"},
 		{name: "JSON claimed but invalid", typ: "blob", contentType: "application/json", data: []byte("{oops"), wantErr: `data is not valid JSON (media type "application/json"): "{oops"`},
+		{name: "JSON claimed but not UTF-8", typ: "blob", contentType: "application/json", data: []byte("[\"ok\",\"\xc3\x28\"]"), wantErr: `data is not valid JSON (media type "application/json"): not UTF-8 at byte 7 (0xc3): "[\"ok\",\"\xc3(\"]"`},
+		{name: "not UTF-8 as bytes", typ: "blob", contentType: "text/plain", data: []byte("\xc3\x28"), wantType: "text/plain"},
 		{name: "reserved type", typ: frame.TypeSessionClosed, contentType: "text/plain", data: []byte("x"), wantErr: `event type "session_closed" is reserved`},
 		{name: "empty type", typ: "", contentType: "text/plain", data: []byte("x"), wantErr: "event type"},
 	}

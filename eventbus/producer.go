@@ -24,7 +24,10 @@ import (
 // ErrSequenceGap) or ErrInvalid; over a backend without producer records,
 // and through a backend.Pipeline over a backend that pipelines appends,
 // producer.ErrUnsupported; and the backend's errors as Publish returns
-// them.
+// them. A session remembers its 1,024 most recently used producers: a
+// producer forgotten past them is unknown again, so its next publish is
+// refused with ErrSequenceGap (expected 0) unless it is at sequence 0
+// (docs/guarantees.md).
 func WithProducer(p producer.Stamp) PublishOption {
 	return func(o *publishOptions) { o.producer = &p }
 }
@@ -135,8 +138,7 @@ func (b *Bus) remoteProducerCopy(sessionID, id string) (remoteProducer, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if n := b.mem.tree.Get(sessionID); n != nil {
-		rec, ok := n.Value.remoteProducers[id]
-		return rec, ok
+		return n.Value.remoteProducers.get(id)
 	}
 	return remoteProducer{}, false
 }
@@ -149,9 +151,9 @@ func (b *Bus) keepRemoteProducer(sessionID, id string, rec remoteProducer) {
 	if n := b.mem.tree.Get(sessionID); n != nil {
 		x := n.Value
 		if x.remoteProducers == nil {
-			x.remoteProducers = make(map[string]remoteProducer)
+			x.remoteProducers = new(producerLRU[remoteProducer])
 		}
-		x.remoteProducers[id] = rec
+		x.remoteProducers.put(id, rec)
 	}
 }
 
@@ -220,7 +222,7 @@ func (x *session) checkProducer(p *producer.Stamp) error {
 	if p == nil {
 		return nil
 	}
-	st, ok := x.producers[p.ID]
+	st, ok := x.producers.get(p.ID)
 	return checkStamp(x.id, st, ok, p)
 }
 
@@ -251,7 +253,7 @@ func (x *session) commitProducer(p *producer.Stamp, id uint64) {
 		return
 	}
 	if x.producers == nil {
-		x.producers = make(map[string]producer.State)
+		x.producers = new(producerLRU[producer.State])
 	}
-	x.producers[p.ID] = producer.State{Epoch: p.Epoch, LastSeq: p.Seq, LastID: id}
+	x.producers.put(p.ID, producer.State{Epoch: p.Epoch, LastSeq: p.Seq, LastID: id})
 }

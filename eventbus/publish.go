@@ -39,7 +39,9 @@ package eventbus
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/eventbus/producer"
@@ -57,14 +59,20 @@ func encode(data any) (out []byte, err error) {
 	case nil:
 		return nil, nil
 	case json.RawMessage:
-		if !json.Valid(v) {
-			return nil, invalidf("data is not valid JSON: %.60q", v)
+		if !validJSON(v) {
+			return nil, invalidJSON("", v)
 		}
 		return append([]byte(nil), v...), nil
 	}
 	out, err = json.Marshal(data)
 	if err != nil {
 		return nil, invalidf("cannot encode data of type %T: %v", data, err)
+	}
+	// json.Marshal turns invalid UTF-8 in a Go string into U+FFFD, but
+	// passes through what a json.Marshaler or a nested json.RawMessage
+	// gives.
+	if !utf8.Valid(out) {
+		return nil, invalidJSON(fmt.Sprintf(" (encoding data of type %T)", data), out)
 	}
 	return out, nil
 }
@@ -74,7 +82,9 @@ func encode(data any) (out []byte, err error) {
 // (AgentPool's publish; qwen-code's "publish is always safe to call").
 //
 // data is encoded to JSON once and shared (a json.RawMessage is validated
-// and copied as is; nil means no payload). The session is created if it
+// — accepted when encoding/json's json.Valid accepts it and it is UTF-8
+// (RFC 8259 §8.1) — and copied as is; nil means no payload; whatever a
+// json.Marshaler or a nested json.RawMessage gives must be UTF-8 too). The session is created if it
 // does not exist (AgentPool's create-on-first-publish) — as a root, or under
 // the parent the [Options.SessionController] names — unless [Existing] is given.
 // It returns the stored Event with its id, from one bus-wide sequence that
@@ -110,18 +120,19 @@ func (b *Bus) Publish(sessionID, typ string, data any, opts ...PublishOption) (E
 }
 
 // PublishJSON is [Bus.Publish] for a payload that is already JSON: data is
-// validated (encoding/json's json.Valid) and copied, exactly as Publish does
-// with a json.RawMessage, but without passing through an interface value,
-// which costs Publish an allocation per call. Empty data means no payload.
-// Errors and behaviour are Publish's; data is not retained.
+// validated (accepted when encoding/json's json.Valid accepts it and it is
+// UTF-8) and copied, as Publish does with a json.RawMessage, but without passing
+// through an interface value, which costs Publish an allocation per call.
+// Empty data means no payload. Errors and behaviour are Publish's; data is
+// not retained.
 func (b *Bus) PublishJSON(sessionID, typ string, data []byte, opts ...PublishOption) (Event, error) {
 	if err := checkEvent(sessionID, typ); err != nil {
 		return Event{}, err
 	}
 	var raw []byte
 	if len(data) > 0 {
-		if !json.Valid(data) {
-			return Event{}, invalidf("data is not valid JSON: %.60q", data)
+		if !validJSON(data) {
+			return Event{}, invalidJSON("", data)
 		}
 		raw = append([]byte(nil), data...)
 	}
@@ -308,7 +319,7 @@ func (b *Bus) appendLocked(x *session, r *record, forced bool, f *fan) {
 	x.lastID = r.ID
 	x.touch(r.Nanos)
 	x.ring.Append(r)
-	if n := int64(len(r.Data)); n > b.maxData.Load() {
+	if n := int64(len(r.Data)); n > b.mem.maxData.Load() {
 		b.raiseMaxData(n)
 	}
 	x.info.lastID.Store(r.ID)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -149,6 +150,10 @@ func TestPublishValidation(t *testing.T) {
 		{"+Inf in a map", "s", "msg", map[string]float64{"x": math.Inf(1)}},
 		{"invalid RawMessage", "s", "msg", json.RawMessage(`{"a":`)},
 		{"nil RawMessage", "s", "msg", json.RawMessage(nil)},
+		{"RawMessage with invalid UTF-8 in a string", "s", "msg", json.RawMessage("{\"a\":\"\xff\"}")},
+		{"RawMessage with a UTF-16 surrogate in UTF-8", "s", "msg", json.RawMessage("\"\xed\xa0\x80\"")},
+		{"nested RawMessage with invalid UTF-8", "s", "msg", map[string]any{"a": json.RawMessage("\"\xc3\x28\"")}},
+		{"marshaler giving invalid UTF-8", "s", "msg", badUTF8{}},
 		{"panicking marshaler", "s", "msg", panicky{}},
 		{"over-long type", "s", string(make([]byte, frame.MaxNameLen+1)), nil},
 		{"forged session_closed", "s", frame.TypeSessionClosed, nil},
@@ -166,6 +171,9 @@ func TestPublishValidation(t *testing.T) {
 			_, err := b.Publish(tt.session, tt.typ, tt.data)
 			require.ErrorIs(t, err, eventbus.ErrInvalid)
 			assert.Contains(t, err.Error(), "eventbus: ")
+			if strings.Contains(tt.name, "UTF-8") || strings.Contains(tt.name, "surrogate") {
+				assert.Contains(t, err.Error(), "not UTF-8 at byte ", "the error names the first byte that is not UTF-8")
+			}
 		})
 	}
 	// No refused event consumed an id; a nil option is ignored.
@@ -174,6 +182,11 @@ func TestPublishValidation(t *testing.T) {
 	assert.Equal(t, uint64(1), ev.ID)
 	assert.Equal(t, uint64(1), b.Stats().Published)
 }
+
+// badUTF8 marshals to valid JSON that is not UTF-8.
+type badUTF8 struct{}
+
+func (badUTF8) MarshalJSON() ([]byte, error) { return []byte("\"\xfe\""), nil }
 
 type panicky struct{}
 

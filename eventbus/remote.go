@@ -227,21 +227,29 @@ func (b *Bus) wakeFeedWaitersLocked() {
 // await is the wait of backend.Syncer (writer.await): it returns once
 // this node has ingested up to cursor (or the backend's last id, if
 // lower), ctx is done, the bus closes or backendTimeout passes. It returns
-// at once for a cursor below the next id.
-func (rs *remoteStore) await(b *Bus, ctx context.Context, cursor uint64) {
+// at once for a cursor below the next id, and with LastID's error, wrapped
+// in ErrBackend, when the backend cannot say its last id (a node cut off
+// from its backend): Subscribe fails then, rather than answer epoch_reset
+// to a cursor that may well be valid.
+func (rs *remoteStore) await(b *Bus, ctx context.Context, cursor uint64) error {
 	b.mu.Lock()
 	behind := !b.closed && cursor > b.hot.seq.Load()
 	b.mu.Unlock()
 	if !behind {
-		return
+		return nil
 	}
+	caller := ctx
 	ctx, cancel := context.WithTimeout(ctx, backendTimeout)
 	defer cancel()
 	target := cursor
 	if sy, ok := b.remote.be.(syncer); ok {
 		last, err := sy.LastID(ctx)
+		if err != nil && caller.Err() != nil {
+			return caller.Err() // the subscriber went away
+		}
 		if err != nil {
-			return
+			return fmt.Errorf("%w: cursor %d is past this node's last id %d, and the backend cannot say how far behind it is: %w",
+				hook.ErrBackend, cursor, b.hot.seq.Load(), err)
 		}
 		target = min(target, last)
 	}
@@ -249,19 +257,20 @@ func (rs *remoteStore) await(b *Bus, ctx context.Context, cursor uint64) {
 	b.mu.Lock()
 	if b.closed || target <= b.hot.seq.Load() {
 		b.mu.Unlock()
-		return
+		return nil
 	}
 	b.remote.feedWaiters = append(b.remote.feedWaiters, w)
 	b.mu.Unlock()
 	select {
 	case <-w.ch:
-		return
+		return nil
 	case <-ctx.Done():
 	case <-b.ttl.stop:
 	}
 	b.mu.Lock()
 	b.remote.feedWaiters = slices.DeleteFunc(b.remote.feedWaiters, func(x feedWaiter) bool { return x.ch == w.ch })
 	b.mu.Unlock()
+	return nil
 }
 
 // backendTimeout bounds the wait of await.

@@ -52,12 +52,13 @@ type session struct {
 	kept []*retained
 
 	// producers is the record of the idempotent producers that published
-	// here (producer.go); under the tree lock.
-	producers map[string]producer.State
+	// here (producer.go), the maxProducers most recently used; under the
+	// tree lock.
+	producers *producerLRU[producer.State]
 	// remoteProducers is, over a backend, this node's copy of the
-	// backend's records of the producers that publish here (producer.go);
-	// under Bus.mu held exclusively.
-	remoteProducers map[string]remoteProducer
+	// backend's records of the producers that publish here (producer.go),
+	// the maxProducers most recently used; under Bus.mu held exclusively.
+	remoteProducers *producerLRU[remoteProducer]
 }
 
 func (x *session) parent() *session {

@@ -2,7 +2,6 @@ package eventbus
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 
 	"github.com/replaybus/replaybus/eventbus/frame"
@@ -56,12 +55,13 @@ func (b *Bus) wantsSnapshot(sr *snapReq, j *snapshotJob) bool {
 func (b *Bus) takeSnapshot(ctx context.Context, session string, sr *snapReq, cursor *Position) *Position {
 	sr.asks++
 	state, asOf, err := b.cfg.Snapshots(ctx, session)
-	if err != nil || !json.Valid(state) {
+	if err != nil || !validJSON(state) {
 		sr.asks = maxSnapshotAsks // a provider that fails is not asked again
 		return cursor
 	}
-	b.w.await(b, ctx, asOf) // a bus over a backend may not have it yet
-	if asOf > b.LastEventID() {
+	// A bus over a backend may not have it yet; one that cannot say goes
+	// on without the snapshot, as when it is not there.
+	if err := b.w.await(b, ctx, asOf); err != nil || asOf > b.LastEventID() {
 		sr.asks = maxSnapshotAsks
 		return cursor
 	}
@@ -177,7 +177,7 @@ func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 	// bus ever stored — so that the reader's is the only read of the
 	// records (docs/benchmarks.md, "W3 replay (issue 22.2)").
 	n, sorted, folded := len(snap), true, false
-	if j.nrings > 1 || b.cfg.ReplayCompact != nil || int64(len(snap))*b.maxData.Load() > b.cfg.ReplayBudgetBytes {
+	if j.nrings > 1 || b.cfg.ReplayCompact != nil || int64(len(snap))*b.mem.maxData.Load() > b.cfg.ReplayBudgetBytes {
 		n, sorted, folded = budgetCut(snap, b.cfg.ReplayBudgetBytes)
 	}
 	if folded {
@@ -244,11 +244,11 @@ func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 	b.cnt.replayed.Add(int64(n))
 }
 
-// raiseMaxData raises Bus.maxData to n unless it already holds at least n.
+// raiseMaxData raises memStore.maxData to n unless it already holds at least n.
 func (b *Bus) raiseMaxData(n int64) {
 	for {
-		cur := b.maxData.Load()
-		if n <= cur || b.maxData.CompareAndSwap(cur, n) {
+		cur := b.mem.maxData.Load()
+		if n <= cur || b.mem.maxData.CompareAndSwap(cur, n) {
 			return
 		}
 	}

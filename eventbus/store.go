@@ -3,6 +3,7 @@ package eventbus
 import (
 	"container/list"
 	"context"
+	"sync/atomic"
 
 	"github.com/replaybus/replaybus/eventbus/internal/store"
 	"github.com/replaybus/replaybus/eventbus/observe"
@@ -34,6 +35,12 @@ type memStore struct {
 	keptOrder *list.List
 	tombs     map[string]int64 // closed session id → Unix ns of closing
 	stats     observe.Stats    // Sessions, Expired, RetainedDropped; the rest lives in Bus.cnt
+	// maxData is the largest payload (Data bytes) ever appended to a
+	// replay buffer of this bus: a resume whose snapshot cannot reach the
+	// replay byte budget at that size skips the budget's walk over its
+	// records (finishSnapshot). Raised by publishers, rarely: read-mostly;
+	// atomic, so no lock guards it.
+	maxData atomic.Int64
 }
 
 // writer is where an event enters a bus's history: the one seam between
@@ -55,8 +62,10 @@ type writer interface {
 	// (CloseSession, CloseSessionTree); b.mu is held exclusively.
 	close(b *Bus, targets []*session) error
 	// await returns once the history holds cursor, or it gives up
-	// (Subscribe with a cursor, before deciding on epoch_reset).
-	await(b *Bus, ctx context.Context, cursor uint64)
+	// (Subscribe with a cursor, before deciding on epoch_reset); it
+	// returns the backend's error, wrapped in hook.ErrBackend, when the
+	// backend cannot say how far the history is behind cursor.
+	await(b *Bus, ctx context.Context, cursor uint64) error
 	// shutdown releases what the writer holds (Close).
 	shutdown() error
 }
@@ -79,7 +88,7 @@ func (memWriter) close(b *Bus, targets []*session) error {
 
 // await has nothing to wait for in memory: every id below the next is held
 // or was evicted.
-func (memWriter) await(*Bus, context.Context, uint64) {}
+func (memWriter) await(*Bus, context.Context, uint64) error { return nil }
 
 func (memWriter) shutdown() error { return nil }
 

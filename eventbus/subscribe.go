@@ -49,7 +49,10 @@ import (
 // ErrSessionClosed for a closed session that was not reopened;
 // ErrSubscriberLimit (wrapped, naming the session and the limit) when the
 // session has MaxSubscribers subscribers; ErrClosed after Close; ctx's error when ctx is
-// already done.
+// already done; on a bus over a backend, backend.ErrBackend wrapping the
+// backend's error when the cursor is past this node's last id and the
+// backend cannot say how far behind the node is (backend.Syncer: a node cut
+// off from its backend).
 func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOptions) (*Subscription, error) {
 	if err := checkName("session id", sessionID); err != nil {
 		return nil, err
@@ -103,7 +106,9 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 		return nil, err
 	}
 	if cursor != nil && (cursor.Epoch == "" || cursor.Epoch == b.epoch) {
-		b.w.await(b, ctx, cursor.ID) // a bus over a backend may be behind
+		if err := b.w.await(b, ctx, cursor.ID); err != nil { // a bus over a backend may be behind
+			return nil, err
+		}
 	}
 
 	replay := !o.NoReplay

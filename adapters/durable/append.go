@@ -124,6 +124,8 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) er
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
+	start := 0                // the first message to publish: > 0 resumes an append failed part-way
+	var resumed partialAppend // what that append stored
 	if p != nil && !s.closed.Load() {
 		// The bus's record decides (it is checked again, atomically, when
 		// the first item is published): a duplicate is answered before the
@@ -136,7 +138,13 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) er
 			if err != nil {
 				return err
 			}
-			if dup {
+			if dup && last == p.seq { // the producer has not gone on since
+				if resumed, err = s.resumeFrom(p, body); err != nil {
+					return err
+				}
+				start = resumed.stored
+			}
+			if dup && start == 0 {
 				producerHeaders(w, p, last)
 				hd.Set(HeaderNextOffset, h.offset(s.tail.Load()))
 				w.WriteHeader(http.StatusNoContent)
@@ -163,20 +171,38 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) er
 			return err
 		}
 	}
-	if seq := r.Header.Get(HeaderSeq); seq != "" {
+	if seq := r.Header.Get(HeaderSeq); seq != "" && start == 0 { // a resumed retry passed it the first time
 		if s.lastSeq != "" && seq <= s.lastSeq {
 			return errorf(http.StatusConflict, "sequence_regression", "Stream-Seq %q is not after the last %q", seq, s.lastSeq)
 		}
 		s.lastSeq = seq
 	}
-	for i, m := range msgs {
+	first, last := resumed.first, resumed.last // the offsets the append stored
+	for i := start; i < len(msgs); i++ {
 		var opts []eventbus.PublishOption
 		if p != nil && i == 0 {
 			// The batch's first event carries the tuple: the bus checks
 			// and records it in the same step as it stores the event.
 			opts = append(opts, eventbus.WithProducer(p.bus()))
 		}
-		if _, err := h.publish(s, m, opts...); err != nil {
+		id, err := h.publish(s, msgs[i], opts...)
+		if err == nil && first == 0 {
+			first = id
+		}
+		if err == nil {
+			last = id
+		}
+		if err != nil && i > 0 {
+			// Part-way: the messages before i are stored (and, for a
+			// producer, its tuple recorded with the first): say so, and
+			// let the producer's retry of the same request store the rest.
+			s.notePartial(p, body, i, first, last)
+			if errors.Is(err, eventbus.ErrSessionClosed) || errors.Is(err, eventbus.ErrSessionNotFound) {
+				h.closedElsewhereLocked(s)
+			}
+			return h.partialError(err, p, i, len(msgs), first, last).with(HeaderNextOffset, h.offset(s.tail.Load()))
+		}
+		if err != nil {
 			if p != nil && i == 0 {
 				dup, last, ans := producerAnswer(err, p)
 				if dup { // a retry that raced this one through another route
@@ -201,6 +227,7 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) er
 		appended = true
 	}
 	if p != nil {
+		s.notePartial(p, nil, 0, 0, 0) // done: a part-way failure of p is complete or superseded
 		producerHeaders(w, p, p.seq)
 	}
 	if closing {

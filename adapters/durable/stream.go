@@ -66,6 +66,7 @@ type stream struct {
 	closedBy closeTuple
 	lastSeq  string
 	frozen   atomic.Pointer[frozen]
+	partials map[string]partialAppend // by producer id: appends failed part-way (partial.go)
 
 	// Under Handler.mu.
 	refs    int  // forks whose source this is

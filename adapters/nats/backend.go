@@ -308,21 +308,6 @@ func (be *Backend) send(ctx context.Context, path []string, ev eventbus.Event) (
 	return be.acks.send(subject, &ev)
 }
 
-// LastID implements [backend.Syncer]: the stream's last sequence, asked of
-// the server.
-func (be *Backend) LastID(ctx context.Context) (uint64, error) {
-	info, err := be.stream.Info(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("nats: stream info of %q: %w", be.o.stream, err)
-	}
-	return info.State.LastSeq, nil
-}
-
-// Ingested returns the highest stream sequence (event id) this node's
-// consumer has handled; with [Backend.LastID] it gives the node's lag in
-// events. Safe for concurrent use.
-func (be *Backend) Ingested() uint64 { return be.processed.Load() }
-
 // Ready reports whether the node can serve publishes and subscribes: nil
 // while its NATS connection is up and its stream is the one it started on;
 // else an error wrapping [ErrDisconnected] (the connection is down: nats.go
@@ -340,29 +325,6 @@ func (be *Backend) Ready() error {
 	}
 	if st := be.nc.Status(); st != nats.CONNECTED {
 		return fmt.Errorf("%w (now %s; the node reconnects by itself)", ErrDisconnected, strings.ToLower(st.String()))
-	}
-	return nil
-}
-
-// Sync waits until this node has ingested every event the stream held when
-// Sync was called (from any node), or ctx is done. Tests and tools use it
-// to wait for a node that runs behind the others.
-func (be *Backend) Sync(ctx context.Context) error {
-	last, err := be.LastID(ctx)
-	if err != nil {
-		return err
-	}
-	t := time.NewTicker(time.Millisecond)
-	defer t.Stop()
-	for be.processed.Load() < last {
-		if p := be.lost.Load(); p != nil {
-			return *p
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("nats: sync to %d (at %d): %w", last, be.processed.Load(), ctx.Err())
-		case <-t.C:
-		}
 	}
 	return nil
 }

@@ -381,7 +381,12 @@ func (be *Backend) pathOf(subject string) ([]string, error) {
 
 // decode turns the message body b at sequence seq of path's subject into
 // the event it stores: a byte payload (version 2) gets its media type
-// back; a malformed envelope or media type is an error.
+// back; a malformed envelope is an error. A media type this process cannot
+// intern (it already knows 4,096, the table eventbus keeps for the life of
+// the process; or another node stored one this one finds malformed) does
+// not drop the event: it becomes application/octet-stream, which eventbus
+// interns at startup, with its bytes kept, and a warning is logged: the
+// type is lost on this node only (docs/guarantees.md).
 func (be *Backend) decode(b []byte, seq uint64, path []string) (eventbus.Event, error) {
 	d, err := decodeEnvelope(b)
 	if err != nil {
@@ -391,11 +396,21 @@ func (be *Backend) decode(b []byte, seq uint64, path []string) (eventbus.Event, 
 		ID: seq, Session: path[len(path)-1], Type: be.intern(d.typ), Data: d.data,
 		Time: time.Unix(0, d.nanos), Origin: string(d.origin),
 	}
-	if d.ctype != nil {
-		return ev.WithContentType(be.intern(d.ctype))
+	if d.ctype == nil {
+		return ev, nil
 	}
-	return ev, nil
+	typed, err := ev.WithContentType(be.intern(d.ctype))
+	if err != nil {
+		be.log.Warn("replaybus/nats: delivering a byte event as application/octet-stream: its media type cannot be interned here",
+			slog.Uint64("seq", seq), slog.String("session", ev.Session), slog.Any("err", err))
+		return ev.WithContentType(octetStream)
+	}
+	return typed, nil
 }
+
+// octetStream is decode's fallback media type (eventbus interns it at
+// startup, so it always resolves).
+const octetStream = "application/octet-stream"
 
 // intern returns typ as a string, shared between events of one type (or
 // media type).

@@ -106,10 +106,8 @@ func TestProducerMsgIDRefusesRepeatWithoutRecord(t *testing.T) {
 	require.Zero(t, rev, "the record is gone")
 	_, err = stamped(n.bus, "s", p, `1`)
 	require.ErrorIs(t, err, producer.ErrDuplicate, "JetStream recognised the event's Nats-Msg-Id")
-	// The purge removed the stream's last message, which the node never
-	// read: one more event lets storedIDs' sync find its end.
-	_, err = n.bus.Publish("other", "msg", nil)
-	require.NoError(t, err)
+	// The purge removed the stream's last message, which the node may
+	// never have read: storedIDs' sync still finds the end.
 	assert.Equal(t, []uint64{ev.ID}, storedIDs(t, n, "s"))
 }
 

@@ -245,7 +245,7 @@ func TestConsumerResumesAtOnceAfterServerRestart(t *testing.T) {
 	n := newNode(t, srv.ClientURL(), eventbus.Options{},
 		uniqueStream(rbnats.WithStorage(jetstream.FileStorage), rbnats.WithHeartbeat(heartbeat))...)
 	before := publishRetry(t, n.bus, "s", 1)
-	require.NoError(t, n.be.Sync(context.Background()))
+	syncNode(t, n.bus) // bounded: 20 s
 
 	require.NoError(t, srv.Restart())
 	require.Eventually(t, n.nc.IsConnected, 20*time.Second, 10*time.Millisecond, "the node reconnects by itself")

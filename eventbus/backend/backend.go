@@ -83,8 +83,11 @@ type Feed interface {
 // epoch_reset, so such a client is neither told to resync nor handed an id
 // twice. Without Syncer the wait is for the cursor itself.
 type Syncer interface {
-	// LastID returns the highest id the backend has stored, or the
-	// backend's error (the wait is then skipped).
+	// LastID returns the highest id the backend has stored that this
+	// node's feed will ingest, or the backend's error: Subscribe then
+	// fails with it, wrapped in ErrBackend (the client retries, here or
+	// on another node), rather than answer epoch_reset to a cursor it
+	// cannot check.
 	LastID(ctx context.Context) (uint64, error)
 }
 

@@ -5,5 +5,5 @@
 // and WebSocket query rules, the config loader, the example server);
 // [CheckHeader] names a configured header no HTTP client can send (the SSE
 // and WebSocket clients); [InvalidUTF8At] names where a body stops being
-// UTF-8 (the example server, the Durable Streams handler). Pure functions, safe for concurrent use.
+// UTF-8 (the example server, the Durable Streams handler, the bus's JSON check). Pure functions, safe for concurrent use.
 package textutil
