@@ -18,7 +18,7 @@ const maxProducers = 1024
 // id, most recently used first. Not safe for concurrent use: the caller
 // holds the lock that guards the session's producers.
 type producerLRU[V any] struct {
-	byID  map[string]*list.Element // of *lruEntry[V]
+	byID  map[string]*list.Element // element values: *lruEntry
 	order list.List                // front: most recently used
 }
 
