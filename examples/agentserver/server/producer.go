@@ -39,8 +39,10 @@ func parseProducer(w http.ResponseWriter, r *http.Request) (p *producer.Stamp, o
 
 // producerRefusal answers a publish the bus did not store because of its
 // producer stamp p and reports whether err was one: a duplicate is
-// acknowledged (200, the stored event's id as the publish answer, with
-// "duplicate": true), a stale epoch is 403 stale_producer_epoch naming
+// acknowledged (200, with "duplicate": true and, as the publish answer,
+// the id of the producer's last accepted event, whose sequence
+// Producer-Seq names: the repeated event's own when the repeat is of the
+// last sequence, the last one's for an older one), a stale epoch is 403 stale_producer_epoch naming
 // the epoch in force (Producer-Epoch), a gap 409 producer_seq_gap naming
 // the expected sequence (Producer-Expected-Seq), a bus that cannot check
 // producers 501 not_implemented.

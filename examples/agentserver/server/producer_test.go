@@ -14,9 +14,12 @@ import (
 // POST /session/{id}/events takes an idempotent producer's stamp as the
 // Durable Streams headers Producer-Id/-Epoch/-Seq (eventbus.WithProducer):
 // a retry after a lost answer is acknowledged with the stored event's id
-// and stores nothing, a zombie of an older epoch is refused naming the
-// epoch in force, a gap naming the expected sequence; a partial or
-// malformed stamp is a 400. The table runs in order against one session.
+// and stores nothing (a retry of an older sequence than the last accepted,
+// as a pipelining producer sends, with the last accepted event's id and
+// sequence: the bus keeps only those), a zombie of an older epoch is
+// refused naming the epoch in force, a gap naming the expected sequence; a
+// partial or malformed stamp is a 400. The table runs in order against one
+// session.
 func TestPublishProducer(t *testing.T) {
 	t.Parallel()
 	s := newServer(t, Options{})
@@ -39,6 +42,7 @@ func TestPublishProducer(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, status, "%v", first)
 	assert.Equal(t, "1", hdr.Get("Producer-Epoch"))
 	assert.Equal(t, "0", hdr.Get("Producer-Seq"))
+	answers := map[string]map[string]any{}
 	for _, tc := range []struct {
 		name, id, epoch, seq string
 		status               int
@@ -48,6 +52,7 @@ func TestPublishProducer(t *testing.T) {
 		{"retry after a lost answer", "w", "1", "0", http.StatusOK, "", "Producer-Seq", "0"},
 		{"gap", "w", "1", "2", http.StatusConflict, "producer_seq_gap", "Producer-Expected-Seq", "1"},
 		{"next", "w", "1", "1", http.StatusAccepted, "", "Producer-Seq", "1"},
+		{"retry of an older sequence", "w", "1", "0", http.StatusOK, "", "Producer-Seq", "1"},
 		{"new epoch", "w", "2", "0", http.StatusAccepted, "", "Producer-Epoch", "2"},
 		{"zombie", "w", "1", "2", http.StatusForbidden, "stale_producer_epoch", "Producer-Epoch", "2"},
 		{"new epoch not at 0", "w", "3", "4", http.StatusBadRequest, "invalid_argument", "", ""},
@@ -56,6 +61,7 @@ func TestPublishProducer(t *testing.T) {
 		{"no id", "", "1", "0", http.StatusBadRequest, "invalid_producer", "", ""},
 	} {
 		status, hdr, out := post(tc.id, tc.epoch, tc.seq)
+		answers[tc.name] = out
 		assert.Equal(t, tc.status, status, "%s: %v", tc.name, out)
 		if tc.code != "" {
 			assert.Equal(t, tc.code, out["code"], tc.name)
@@ -66,6 +72,11 @@ func TestPublishProducer(t *testing.T) {
 		if tc.name == "retry after a lost answer" {
 			assert.Equal(t, first["id"], out["id"], "the duplicate names the stored event")
 			assert.Equal(t, first["cursor"], out["cursor"])
+			assert.Equal(t, true, out["duplicate"])
+		}
+		if tc.name == "retry of an older sequence" {
+			assert.Equal(t, answers["next"]["id"], out["id"], "the last accepted event, named by Producer-Seq")
+			assert.NotEqual(t, first["id"], out["id"])
 			assert.Equal(t, true, out["duplicate"])
 		}
 	}

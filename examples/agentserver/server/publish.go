@@ -79,7 +79,7 @@ func (s *Server) answer(id uint64, duplicate bool) publishAnswer {
 // publishAnswer is the answer of POST /session/{id}/events: 202, or 200
 // for a producer's duplicate.
 type publishAnswer struct {
-	ID     uint64 `json:"id"`     // the event id (a duplicate: the stored one's, 0 when unknown)
+	ID     uint64 `json:"id"`     // the event id (a duplicate: the producer's last accepted one's, 0 when unknown)
 	Epoch  string `json:"epoch"`  // the bus epoch the id belongs to
 	Cursor string `json:"cursor"` // the id as the SSE stream writes it, for Last-Event-ID
 	// Duplicate: the publish repeated one of its producer's already
