@@ -66,7 +66,7 @@ func ParseCursor(s string) (*eventbus.Position, error) {
 			return nil, &CursorError{Value: s, Reason: "epoch " + err}
 		}
 	}
-	seq, reason := parseSeq(seqPart)
+	seq, reason := parseSeq(seqPart, len(s)-len(seqPart))
 	if reason != "" {
 		return nil, &CursorError{Value: s, Reason: reason}
 	}
@@ -155,8 +155,10 @@ func runeAt(s string, i int) string {
 	return strconv.QuoteRune(r)
 }
 
-// parseSeq parses 1–20 decimal digits no greater than MaxID.
-func parseSeq(s string) (uint64, string) {
+// parseSeq parses 1–20 decimal digits no greater than MaxID. s starts at
+// byte at of the value the reason describes (the seq after an epoch), so
+// that a reason's byte offset points into that value.
+func parseSeq(s string, at int) (uint64, string) {
 	if s == "" {
 		return 0, "want decimal digits, got nothing"
 	}
@@ -167,7 +169,7 @@ func parseSeq(s string) (uint64, string) {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c < '0' || c > '9' {
-			return 0, fmt.Sprintf("want decimal digits only, got %s at byte %d", runeAt(s, i), i)
+			return 0, fmt.Sprintf("want decimal digits only, got %s at byte %d", runeAt(s, i), at+i)
 		}
 		d := uint64(c - '0')
 		if n > (MaxID-d)/10 {

@@ -95,3 +95,26 @@ func FuzzParseCursor(f *testing.F) {
 		assert.Equal(t, c, again)
 	})
 }
+
+// TestCursorErrorNamesTheByte: a refusal's "got X at byte N" points into
+// the value it quotes. In the epoch-qualified form the offset was counted
+// from the start of the seq, so "6cd4f878315ff2df-abc" read "got 'a' at
+// byte 0", where the quoted value has '6'.
+func TestCursorErrorNamesTheByte(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   string
+		want string
+	}{
+		{"0x3", `got 'x' at byte 1`},
+		{"6cd4f878315ff2df-abc", `got 'a' at byte 17`},
+		{"e-1x", `got 'x' at byte 3`},
+		{"e-+1", `got '+' at byte 2`},
+		{"550e8400-e29b-7.5", `got '.' at byte 15`},
+		{"é-1٣", `got '٣' at byte 4`},
+	} {
+		_, err := resume.ParseCursor(tc.in)
+		require.Error(t, err, "%q", tc.in)
+		assert.Contains(t, err.Error(), tc.want, "%q", tc.in)
+	}
+}

@@ -93,7 +93,7 @@ func ParseRequest(r *http.Request, sessionID, ownEpoch string, rules QueryRules)
 		o.Scope = k
 	}
 	if s := q.Get("maxQueued"); s != "" {
-		n, reason := parseSeq(s)
+		n, reason := parseSeq(s, 0)
 		if reason == "" && (n < MinMaxQueued || n > MaxMaxQueued) {
 			reason = "out of range"
 		}
