@@ -35,8 +35,9 @@
 //     "<bus epoch>_<event id, 16 digits>", the SSE route's
 //     "<epoch>-<id>" in another spelling ([ParseOffset] reads it back), so a
 //     client can switch routes and resume. An offset of another epoch (the
-//     bus restarted) or before what the replay buffer holds (ring_evicted)
-//     is 410 Gone: never a silent gap. An offset whose id is 0 names no
+//     bus restarted: code epoch_reset, naming the offset and the bus's
+//     epoch) or before what the replay buffer holds (ring_evicted) is 410
+//     Gone: never a silent gap. An offset whose id is 0 names no
 //     event and reads from the beginning in any epoch.
 //
 //   - Closing a stream closes its session: live readers on every route see

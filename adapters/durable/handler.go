@@ -186,7 +186,8 @@ func (h *Handler) Prefix() string { return h.opts.Prefix }
 // {"code","message"}: 400 for a bad header, offset, body or stream name
 // (the message names the value), 404 for an unknown stream, 409 for a
 // conflict (closed stream, content type, Stream-Seq, producer gap), 410 for
-// an offset before what is held or of another epoch (code ring_evicted) or a
+// an offset before what is held (code ring_evicted), one of another epoch
+// (code epoch_reset, naming the offset and the bus's epoch) or a
 // soft-deleted stream, 413 for a body over MaxBodyBytes, 429 with
 // Retry-After when the session has eventbus.Options.MaxSubscribers
 // readers, 503 once the bus is closed.

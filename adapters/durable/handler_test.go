@@ -99,7 +99,8 @@ func TestOffsetTranslatesToSSEID(t *testing.T) {
 }
 
 // An offset whose events the replay buffer evicted is 410 ring_evicted,
-// and one of another epoch (a restarted bus) is 410 as well — also on a
+// and one of another epoch (a restarted bus) is 410 as well, code
+// epoch_reset, naming the offset and the epoch in force — also on a
 // bus with a snapshot provider, whose snapshot frame (the application's
 // state, not the stream's bytes) stands in for a lost position.
 func TestEvictedAndForeignOffsetsAreGone(t *testing.T) {
@@ -133,8 +134,14 @@ func evictedAndForeignOffsetsAreGone(t *testing.T, o eventbus.Options) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Equal(t, "cde", body)
 
-	resp, _ = r.do(t, http.MethodGet, "s?offset="+durable.FormatOffset(eventbus.Position{ID: 3, Epoch: "other"}), "")
+	foreign := durable.FormatOffset(eventbus.Position{ID: 3, Epoch: "other"})
+	resp, body = r.do(t, http.MethodGet, "s?offset="+foreign, "")
 	assert.Equal(t, http.StatusGone, resp.StatusCode)
+	// Not ring_evicted: the offset is of another bus incarnation, and the
+	// answer says so, naming the offset and the epoch in force.
+	assert.Contains(t, body, `"epoch_reset"`)
+	assert.Contains(t, body, foreign)
+	assert.Contains(t, body, `\"e1\"`)
 }
 
 // A session closed by another route (Go's CloseSession) is the stream's

@@ -22,8 +22,8 @@ type readReq struct {
 
 // parseRead reads a GET's query and resolves its offset on s: "-1" (or
 // none) is the stream's start, "now" its tail, else a FormatOffset value
-// of this epoch (another epoch's is 410, like an offset before the
-// stream's start).
+// of this epoch (another epoch's is 410 epoch_reset naming the offset and
+// the bus's epoch; an offset before the stream's start 410 ring_evicted).
 func (h *Handler) parseRead(r *http.Request, s *stream) (readReq, error) {
 	var q readReq
 	vals, err := url.ParseQuery(r.URL.RawQuery)
@@ -62,7 +62,10 @@ func (h *Handler) parseRead(r *http.Request, s *stream) (readReq, error) {
 		switch {
 		case p.ID == 0:
 			q.after = s.start() // names no event: the beginning, in any epoch
-		case p.Epoch != h.epoch || p.ID < s.start():
+		case p.Epoch != h.epoch:
+			return q, errorf(http.StatusGone, "epoch_reset",
+				"offset %q is of epoch %q, not of the bus's %q (it restarted): its history is gone; read from offset -1", q.offset, p.Epoch, h.epoch)
+		case p.ID < s.start():
 			return q, errGone
 		default:
 			q.after = p.ID
