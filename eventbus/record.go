@@ -2,8 +2,10 @@ package eventbus
 
 import (
 	"encoding/json"
+	"strconv"
 	"time"
 
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/eventbus/internal/queue"
 )
 
@@ -21,13 +23,26 @@ type (
 // copied (with the GC's bulk write barrier while it marks); every field of
 // Event is assigned (TestFillEventSetsEveryField).
 func fillEvent(ev *Event, r *record, replay bool) {
+	fillHead(ev, r)
+	fillTail(ev, r.Ext, replay)
+}
+
+// fillHead and fillTail are fillEvent's two halves, each small enough for
+// the compiler to inline (fillEvent as a whole is not), so that the replay
+// loop (replayInto) builds its Events without a call per record; every
+// field is assigned in one of the two.
+func fillHead(ev *Event, r *record) {
 	ev.ID = r.ID
 	ev.Session = r.Session
 	ev.Type = r.Type
 	ev.Data = json.RawMessage(r.Data)
 	ev.Time = time.Unix(0, r.Nanos)
+}
+
+// fillTail: see fillHead. x is the record's extension.
+func fillTail(ev *Event, x *queue.Ext, replay bool) {
 	ev.Replay = replay
-	if x := r.Ext; x != nil {
+	if x != nil {
 		ev.Origin, ev.Count, ev.FirstID, ev.media = x.Origin, int(x.Count), x.FirstID, x.Media
 	} else {
 		ev.Origin, ev.Count, ev.FirstID, ev.media = "", 0, 0, 0
@@ -73,4 +88,27 @@ func mediaOf(r *record) uint32 {
 		return 0
 	}
 	return r.Ext.Media
+}
+
+// replayCompleteEntry is synth for the replay_complete frame, its payload
+// (frame.ReplayCompleteData) encoded by hand into the same allocation as
+// its record: one allocation per resume instead of three (the record,
+// encoding/json's result and the boxed argument), and no reflection.
+// TestReplayCompleteEntryEncoding pins the bytes to encoding/json's.
+func replayCompleteEntry(session string, last uint64, n int, nanos int64) entry {
+	const (
+		head = `{"lastReplayedEventId":`
+		mid  = `,"replayedCount":`
+	)
+	p := new(struct {
+		r record
+		b [len(head) + 20 + len(mid) + 20 + 1]byte // 20: the longest uint64 or int64 in decimal
+	})
+	d := append(p.b[:0], head...)
+	d = strconv.AppendUint(d, last, 10)
+	d = append(d, mid...)
+	d = strconv.AppendInt(d, int64(n), 10)
+	d = append(d, '}')
+	p.r = record{Session: session, Type: frame.TypeReplayComplete, Data: d[:len(d):len(d)], Nanos: nanos}
+	return entry{Rec: &p.r, Kind: queue.KindFrame}
 }

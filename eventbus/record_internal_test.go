@@ -1,13 +1,17 @@
 package eventbus
 
 import (
+	"context"
+	"math"
 	"reflect"
 	"testing"
 	"time"
 	"unsafe"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/eventbus/internal/queue"
 )
 
@@ -66,4 +70,80 @@ func dirtyEvent(t *testing.T) Event {
 		}
 	}
 	return ev
+}
+
+// replayCompleteEntry's hand-encoded payload is byte for byte what
+// encoding/json makes of frame.ReplayCompleteData (queue.Synth's
+// encoding), at the extremes of both fields, and the entry is the frame
+// synth would build.
+func TestReplayCompleteEntryEncoding(t *testing.T) {
+	for _, c := range []struct {
+		last uint64
+		n    int
+	}{
+		{0, 0},
+		{1, 1},
+		{42, 7},
+		{10_000, 10_000},
+		{math.MaxUint64, math.MaxInt},
+		{math.MaxUint64, math.MinInt},
+		{9, -1},
+	} {
+		got := replayCompleteEntry("sess", c.last, c.n, 123)
+		want := synth("sess", frame.TypeReplayComplete, frame.ReplayCompleteData{
+			LastReplayedEventID: c.last, ReplayedCount: c.n,
+		}, 123)
+		require.Equal(t, string(want.Rec.Data), string(got.Rec.Data), "last %d, count %d", c.last, c.n)
+		assert.Equal(t, len(got.Rec.Data), cap(got.Rec.Data), "an append to the payload must not write into the shared allocation")
+		got.Rec.Data, want.Rec.Data = nil, nil
+		assert.Equal(t, *want.Rec, *got.Rec)
+		assert.Equal(t, want.Kind, got.Kind)
+	}
+}
+
+// The replay loop (replayInto) builds its Events from fillEvent's halves:
+// NextBatch into a buffer of dirtied Events gives exactly the frames
+// TryNext gives, for records with and without an origin and with a media
+// type, so a field fillEvent assigns outside its halves fails here.
+func TestReplayIntoSetsEveryField(t *testing.T) {
+	bus, err := New(Options{})
+	require.NoError(t, err)
+	defer bus.Close()
+	_, err = bus.PublishJSON("s", "msg", []byte(`{"a":1}`))
+	require.NoError(t, err)
+	_, err = bus.PublishJSON("s", "chunk", []byte(`2`), WithOrigin("o"))
+	require.NoError(t, err)
+	_, err = bus.PublishBytes("s", "img", "image/png", []byte{1, 2})
+	require.NoError(t, err)
+
+	var want []Event
+	ref, err := bus.Subscribe(context.Background(), "s", SubscribeOptions{Cursor: At(0)})
+	require.NoError(t, err)
+	defer ref.Close()
+	for {
+		ev, ok := ref.TryNext()
+		if !ok {
+			break
+		}
+		want = append(want, ev)
+	}
+	require.Len(t, want, 4, "three replayed events and replay_complete")
+
+	sub, err := bus.Subscribe(context.Background(), "s", SubscribeOptions{Cursor: At(0)})
+	require.NoError(t, err)
+	defer sub.Close()
+	buf := make([]Event, 8)
+	for i := range buf {
+		buf[i] = dirtyEvent(t)
+	}
+	n, err := sub.NextBatch(time.Unix(1, 0), buf)
+	require.NoError(t, err)
+	require.Equal(t, len(want), n)
+	for i := range want[:3] {
+		assert.True(t, want[i].Replay, "frame %d", i)
+	}
+	assert.Equal(t, want[:3], buf[:3])
+	// replay_complete is stamped by each subscribe's own clock reading.
+	want[3].Time, buf[3].Time = time.Time{}, time.Time{}
+	assert.Equal(t, want[3], buf[3])
 }

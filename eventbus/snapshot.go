@@ -217,9 +217,7 @@ func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 		b.cnt.resyncs.Add(1)
 	}
 	if hasCursor || truncated {
-		tail = append(tail, synth(sid, frame.TypeReplayComplete, frame.ReplayCompleteData{
-			LastReplayedEventID: last, ReplayedCount: n,
-		}, j.now))
+		tail = append(tail, replayCompleteEntry(sid, last, n, j.now))
 	}
 	if cap(snap) > 4*n+snapshotAllocUnderLock {
 		// Storage sized for the whole ring, a short replay: do not keep it.

@@ -182,7 +182,7 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 				continue
 			}
 		}
-		b.register(ctx, s, x)
+		b.register(ctx, s, x, registerNow(b, &job, replay))
 		if replay {
 			b.snapshotLocked(&job, buf)
 		}
@@ -240,7 +240,7 @@ func (b *Bus) subscribeInTree(ctx context.Context, s *Subscription, sessionID st
 			return false, true, nil
 		}
 	}
-	b.register(ctx, s, x)
+	b.register(ctx, s, x, registerNow(b, &job, replay))
 	if replay {
 		b.snapshotLocked(&job, *buf)
 	}
@@ -269,12 +269,15 @@ func (b *Bus) subscribeInTree(ctx context.Context, s *Subscription, sessionID st
 // structure lock held exclusively keeps every publisher out), so an event is either
 // published before register (it is in the ring, for the snapshot) or after
 // (it is queued for s) — never neither.
-func (b *Bus) register(ctx context.Context, s *Subscription, x *session) {
+//
+// now is the session's new last-activity time: the replay plan's clock
+// reading (registerNow), taken in the same critical section.
+func (b *Bus) register(ctx context.Context, s *Subscription, x *session, now int64) {
 	s.id, s.sess = b.cnt.nextSub.Add(1), x
 	s.ctx = ctx
 	s.stopCtx = context.AfterFunc(ctx, s.ctxEnded)
 	b.registerLocked(s)
-	x.touch(b.nowNanos())
+	x.touch(now)
 }
 
 // drain is step 3, on the consumer's side: it takes every live event (and
@@ -350,4 +353,14 @@ func (s *Subscription) reinsert(ev *Event) bool {
 		*e = entry{} // let the data go
 		return true
 	}
+}
+
+// registerNow is the clock reading register stamps the session with: the
+// replay plan's, read moments before under the same lock (one clock read
+// per resume instead of two), or a fresh one when nothing is replayed.
+func registerNow(b *Bus, job *snapshotJob, replay bool) int64 {
+	if replay {
+		return job.now
+	}
+	return b.nowNanos()
 }

@@ -211,41 +211,39 @@ func (c *clientConn) malformed(err error) error {
 
 // Read reads the next frame: a text message, or an element of a batch.
 func (c *clientConn) Read(ctx context.Context) (resume.Frame, error) {
-	for {
-		b, err := c.next(ctx)
-		if err != nil {
-			return resume.Frame{}, err
+	b, err := c.next(ctx)
+	if err != nil {
+		return resume.Frame{}, err
+	}
+	ev, epoch, err := DecodeFrame(b)
+	if err != nil {
+		return resume.Frame{}, c.malformed(err)
+	}
+	f := resume.Frame{Event: ev, Epoch: epoch}
+	first := c.fresh
+	c.fresh = false
+	if id, ok := resume.SnapshotCursor(ev); ok {
+		f.Cursor = resume.FormatID(id, "") // the state's id: the events after it follow
+	}
+	switch {
+	case ev.ID != 0:
+		f.Cursor = resume.FormatID(ev.ID, "")
+	case first && ev.Type == resume.TypeStreamStart:
+		var d struct {
+			LastEventID string `json:"lastEventId"`
+			Epoch       string `json:"epoch"`
 		}
-		ev, epoch, err := DecodeFrame(b)
-		if err != nil {
-			return resume.Frame{}, c.malformed(err)
-		}
-		f := resume.Frame{Event: ev, Epoch: epoch}
-		first := c.fresh
-		c.fresh = false
-		if id, ok := resume.SnapshotCursor(ev); ok {
-			f.Cursor = resume.FormatID(id, "") // the state's id: the events after it follow
-		}
-		switch {
-		case ev.ID != 0:
-			f.Cursor = resume.FormatID(ev.ID, "")
-		case first && ev.Type == resume.TypeStreamStart:
-			var d struct {
-				LastEventID string `json:"lastEventId"`
-				Epoch       string `json:"epoch"`
-			}
-			if json.Unmarshal(ev.Data, &d) == nil {
-				if cur, err := resume.ParseCursor(d.LastEventID); err == nil && cur != nil {
-					f.Cursor, f.Epoch = resume.FormatID(cur.ID, ""), d.Epoch
-					if cur.Epoch != "" {
-						f.Epoch = cur.Epoch
-					}
+		if json.Unmarshal(ev.Data, &d) == nil {
+			if cur, err := resume.ParseCursor(d.LastEventID); err == nil && cur != nil {
+				f.Cursor, f.Epoch = resume.FormatID(cur.ID, ""), d.Epoch
+				if cur.Epoch != "" {
+					f.Epoch = cur.Epoch
 				}
 			}
-			f.Start = true
 		}
-		return f, nil
+		f.Start = true
 	}
+	return f, nil
 }
 
 // readErr sorts the end of a connection: a close code that must not be

@@ -160,6 +160,12 @@ func (cn *conn) awaitResume(sub *eventbus.Subscription, opts eventbus.SubscribeO
 	ns, err := cn.h.bus.Subscribe(cn.ctx, cn.sessionID, opts)
 	if err != nil {
 		code, reason := closeFor(err)
+		if cn.ctx.Err() != nil && cn.h.streams.Closed() {
+			// The handler's Shutdown ended the connection's context
+			// while the resume was being made: whatever Subscribe said
+			// of it (context.Canceled), the server is going away.
+			code, reason = CloseGoingAway, "server shutting down"
+		}
 		cn.closeWith(code, reason)
 		return sub, false, false
 	}
