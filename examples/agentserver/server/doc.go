@@ -29,8 +29,10 @@
 // of the request's headers (else 408 and the connection is closed). A
 // request refused before its body is read (415, 400, 404, 405, …) is
 // answered at once with Connection: close, and its connection is closed
-// within BodyTimeout whether or not the body ever arrives; streams (requests
-// without a body) are not affected by that bound. Every answer must be taken by the client within
+// within BodyTimeout whether or not the body ever arrives; a request whose
+// body was read to its end, by any route (the Durable Streams appends too),
+// keeps its connection alive. Streams (requests without a body) are not
+// affected by that bound. Every answer must be taken by the client within
 // Options.WriteTimeout (10 s), or the connection is closed: a client that
 // pipelines requests and never reads cannot pin a connection and its
 // goroutine (the streams bound each of their writes themselves). A body is one JSON object whose member names are exact and unique:

@@ -243,7 +243,7 @@ func (s *Server) Durable() *durable.Handler { return s.durable }
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.log.LogAttrs(r.Context(), slog.LevelDebug, "request",
 		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("remote", r.RemoteAddr))
-	s.boundBody(w, r)
+	defer s.boundBody(w, r)()
 	s.boundWrites(w, r)
 	if !cleanPath(r.URL.EscapedPath()) {
 		writeError(w, http.StatusNotFound, "not_found",
