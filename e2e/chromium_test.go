@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/adapters/sse"
+	"github.com/replaybus/replaybus/adapters/ws"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/examples/agentserver/demo"
@@ -96,7 +97,9 @@ func (c *idCollector) snapshot() []uint64 {
 // page's list of received ids against every id the bus published in the
 // page's scope (session "demo", descendants): the same ids, none twice,
 // strictly increasing — once over SSE, once over WebSocket, where the page
-// resumes with its {"resume": …} first message. Each connection also gets
+// resumes with its {"resume": …} first message, batched (ws.SubprotocolBatch
+// negotiated) until the last resume, which does not offer it and reads one
+// frame per message. Each connection also gets
 // the server's targeted hello, exactly once. The SSE run leaves a
 // screenshot in artifacts/agentserver.png.
 func TestChromiumPage(t *testing.T) {
@@ -153,6 +156,12 @@ func chromiumPage(t *testing.T, transport string) {
 		require.NoError(t, chromedp.Do(ctx, chromedp.Sleep(time.Second)))
 		n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`window.receivedIds.length`))
 		require.NoError(t, err)
+		if i == 1 && transport == "ws" {
+			// The last resume without the batched subprotocol: the page
+			// decodes both forms, one connection after the other.
+			_, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.replaybusPage.wsBatch = false; true`))
+			require.NoError(t, err)
+		}
 		require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.ID("drop"))), "drop %d", i+1)
 		if i == 1 && transport == "sse" {
 			// The screenshot, mid-run, just after the second resume: the
@@ -203,6 +212,8 @@ func chromiumPage(t *testing.T, transport string) {
 	require.NoError(t, err)
 	idsText, err := chromedp.Run(ctx, chromedp.TextContent(chromedp.ID("ids")))
 	require.NoError(t, err)
+	protocols, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`window.wsProtocols`))
+	require.NoError(t, err)
 	stopRef()
 	<-want.done
 	wantIDs := want.snapshot()
@@ -233,6 +244,15 @@ func chromiumPage(t *testing.T, transport string) {
 	assert.GreaterOrEqual(t, connects, 3, "one connect and two resumes (more only if the browser reconnected by itself)")
 	assert.Equal(t, connects, hellos, "every connection greeted once; the greeting never counted as an id")
 	assert.Equal(t, itoa(len(got)), itoa(len(splitFields(idsText))), "<pre id=ids> lists the same ids")
+	if transport == "ws" {
+		// ws.protocol of each connection: batched until the test stopped
+		// offering it before the second drop, one frame per message after.
+		require.Len(t, protocols, connects, "one ws.protocol per connection")
+		assert.Equal(t, []string{ws.SubprotocolBatch, ws.SubprotocolBatch}, protocols[:2], "the page offers the batched form and the handler selects it")
+		assert.Equal(t, "", protocols[len(protocols)-1], "without the offer, single messages")
+	} else {
+		assert.Empty(t, protocols, "no WebSocket over SSE")
+	}
 	st := ts.bus.Stats()
 	assert.Zero(t, st.Guarded)
 	t.Logf("chromium over %s: %d ids (1…%d), %d connects, %d hellos, %d replayed by the bus, demo run %v",

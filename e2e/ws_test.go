@@ -190,7 +190,8 @@ func derefAll(ps []*string) []string {
 // of work per frame), cannot keep up with a burst; its server-side queue
 // (32 frames) overflows, the server sends client_evicted and closes with
 // 1008 "slow consumer"; the page shows the code, resumes, and once it is
-// fast again holds every id exactly once.
+// fast again holds every id exactly once. Every connection negotiated
+// batched messages, and the burst came in fewer messages than ids.
 func TestChromiumSlowPageGets1008(t *testing.T) {
 	chromium := needTool(t, "chromium", "/usr/bin/chromium", "chromium-browser")
 	ts, _ := startCutServer(t, eventbus.Options{ReplayBufferSize: 10_000, MaxQueueSize: 32}, server.Options{
@@ -245,7 +246,18 @@ func TestChromiumSlowPageGets1008(t *testing.T) {
 	assert.GreaterOrEqual(t, evicted, 1, "client_evicted precedes the 1008")
 	closes, err := chromedp.Run(ctx, chromedp.Evaluate[[]map[string]any](`window.closeCodes`))
 	require.NoError(t, err)
-	t.Logf("slow page: %d ids, closes %v, %d client_evicted frames, ws stats %+v", len(got), closes, evicted, ts.srv.WS().Stats())
+	// Every connection negotiated the batched form, and the burst came
+	// in arrays of many frames: fewer messages than ids.
+	protocols, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`window.wsProtocols`))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(protocols), 2, "evicted and resumed: two connections at least")
+	for i, p := range protocols {
+		assert.Equal(t, ws.SubprotocolBatch, p, "connection %d's ws.protocol", i+1)
+	}
+	messages, err := chromedp.Run(ctx, chromedp.Evaluate[int](`window.replaybusPage.wsMessages`))
+	require.NoError(t, err)
+	assert.Less(t, messages, len(got), "batched: fewer WebSocket messages than ids")
+	t.Logf("slow page: %d ids in %d messages, closes %v, %d client_evicted frames, ws stats %+v", len(got), messages, closes, evicted, ts.srv.WS().Stats())
 }
 
 func wsOptionsSlow() ws.HandlerOptions { return ws.HandlerOptions{CloseGrace: 30 * time.Second} }

@@ -8,6 +8,8 @@
 //   window.agentText    per session, the agent_message_chunk text received (merged rows included;
 //                       a snapshot frame replaces it with the server's transcript)
 //   window.closeCodes   every WebSocket close seen ({code, reason}), oldest first
+//   window.wsProtocols  the subprotocol each WebSocket opened with (ws.protocol), oldest first:
+//                       "replaybus.batch.v1" (every message an array of envelopes) or "" (one per message)
 //   <pre id="ids">      the same ids, space-separated (refreshed at most once a second)
 'use strict';
 (() => {
@@ -23,6 +25,8 @@
     transport: 'sse', // 'ws': one WebSocket, resumed with a {"resume": …} first message
     wsEpoch: '',      // the epoch that came with the last id over WebSocket
     wsFailures: 0,    // consecutive WebSocket drops, for the backoff
+    wsBatch: true,    // offer WS_BATCH on the next WebSocket (tests set false to get one frame per message)
+    wsMessages: 0,    // WebSocket messages received (fewer than frames when batched)
     slowMs: 0,        // tests: busy-wait this long per frame (a slow page)
     coalesce: false, // ?coalesce=acp&throttle=150ms: the server merges chunks; rows say how many events they hold
     maxQueued: '',   // ?maxQueued= (16–2048): a small queue shows slow-client warnings and evictions
@@ -38,6 +42,7 @@
   window.connState = 'closed';
   window.agentText = {};
   window.closeCodes = [];
+  window.wsProtocols = [];
   window.replaybusPage = st;
 
   // ---- connection -------------------------------------------------------
@@ -53,7 +58,7 @@
     window.receivedIds = [];
     window.frames = [];
     window.agentText = {};
-    Object.assign(st, { cursor: '', lastSeq: 0, received: 0, replayed: 0, dups: 0, frames: 0, connects: 0, wsEpoch: '', wsFailures: 0 });
+    Object.assign(st, { cursor: '', lastSeq: 0, received: 0, replayed: 0, dups: 0, frames: 0, connects: 0, wsEpoch: '', wsFailures: 0, wsMessages: 0 });
     $('log').replaceChildren();
     pendingRows.length = 0;
     agents.clear();
@@ -131,30 +136,44 @@
   // ---- WebSocket transport ---------------------------------------------
 
   const WS_FINAL = new Set([1000, 1003, 1009, 1011]); // do not reconnect after these
+  // The batched form (docs/protocol.md, "Batched messages"): offered on every
+  // connect; when the server selects it (ws.protocol after open) every
+  // message is a JSON array of envelopes, else each message is one envelope.
+  const WS_BATCH = 'replaybus.batch.v1';
 
   function connectWS(cursor) {
     const q = new URLSearchParams({ scope: st.scope });
     if (st.coalesce) { q.set('coalesce', 'acp'); q.set('throttle', '150ms'); }
     if (st.snapshot && !cursor) q.set('snapshot', '1');
     const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
-    const ws = new WebSocket(`${proto}//${location.host}/session/${encodeURIComponent(st.session)}/ws?${q}`);
+    const ws = new WebSocket(`${proto}//${location.host}/session/${encodeURIComponent(st.session)}/ws?${q}`, st.wsBatch ? [WS_BATCH] : []);
     st.es = ws;
+    let batched = false;
     setState(cursor ? 'reconnecting' : 'connecting');
     ws.onopen = () => {
       if (ws !== st.es) return;
+      batched = ws.protocol === WS_BATCH;
+      window.wsProtocols.push(ws.protocol);
       // A browser cannot set headers: the cursor and its epoch go in the
       // first message; {} starts without one.
       const resume = cursor ? { lastEventId: String(st.lastSeq || cursor), epoch: st.wsEpoch || undefined } : {};
       ws.send(JSON.stringify({ resume }));
       st.connects++;
       setState('open');
-      connRow(st.connects === 1 && !cursor ? 'WebSocket connected' : `WebSocket connected again, resuming after ${cursor || 'the start'}`);
+      const form = batched ? ' (batched messages)' : '';
+      connRow(st.connects === 1 && !cursor ? `WebSocket connected${form}` : `WebSocket connected again${form}, resuming after ${cursor || 'the start'}`);
     };
     ws.onmessage = (e) => {
       if (ws !== st.es) return;
-      const env = JSON.parse(e.data);
-      if (env.id) { st.wsEpoch = env.epoch || st.wsEpoch; st.wsFailures = 0; }
-      onFrame(e);
+      st.wsMessages++;
+      let envs;
+      try { envs = batched ? JSON.parse(e.data) : [JSON.parse(e.data)]; } catch { envs = null; }
+      if (!Array.isArray(envs)) { connRow(`malformed WebSocket message ignored: ${String(e.data).slice(0, 80)}`); return; }
+      for (const env of envs) {
+        if (ws !== st.es) return; // a frame of this message ended the connection
+        if (env.id) { st.wsEpoch = env.epoch || st.wsEpoch; st.wsFailures = 0; }
+        onEnvelope(env, env.type || 'message', '');
+      }
     };
     ws.onclose = (e) => {
       window.closeCodes.push({ code: e.code, reason: e.reason });
@@ -195,17 +214,23 @@
 
   // ---- frames -----------------------------------------------------------
 
+  // onFrame takes one SSE message: one envelope, its type also the event's.
   function onFrame(e) {
     if (e.target !== st.es) return;
-    if (st.slowMs) { const t = performance.now(); while (performance.now() - t < st.slowMs) { /* a slow page */ } }
     let env;
     try { env = JSON.parse(e.data); } catch { env = { type: e.type, data: e.data }; }
-    const type = env.type || e.type;
+    onEnvelope(env, env.type || e.type, e.lastEventId);
+  }
+
+  // onEnvelope takes one frame, from SSE or WebSocket (single or batched);
+  // lastEventId is the SSE id line ('' over WebSocket).
+  function onEnvelope(env, type, lastEventId) {
+    if (st.slowMs) { const t = performance.now(); while (performance.now() - t < st.slowMs) { /* a slow page */ } }
     if (env.id) {
       let dup = false;
       if (env.id <= st.lastSeq) { st.dups++; dup = true; } else { st.lastSeq = env.id; }
       window.receivedIds.push(env.id);
-      st.cursor = e.lastEventId || String(env.id);
+      st.cursor = lastEventId || String(env.id);
       // A merged (coalesced) frame holds env.count events: the counters
       // count events, as the server's replay_complete does.
       const n = env.count > 1 ? env.count : 1;
