@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/internal/textutil"
 )
 
 // appendEnvelope appends ev's envelope {"id","type","data","origin"} (the
@@ -16,7 +17,7 @@ func appendEnvelope(b []byte, ev eventbus.Event, nl bool) []byte {
 	b = append(b, `{"id":`...)
 	b = strconv.AppendUint(b, ev.ID, 10)
 	b = append(b, `,"type":`...)
-	b = appendJSONString(b, ev.Type)
+	b = textutil.AppendJSONString(b, ev.Type)
 	if !ev.IsJSON() {
 		if len(ev.Data) > 0 {
 			b = append(b, `,"data":"`...)
@@ -24,7 +25,7 @@ func appendEnvelope(b []byte, ev eventbus.Event, nl bool) []byte {
 			b = append(b, '"')
 		}
 		b = append(b, `,"contentType":`...)
-		b = appendJSONString(b, ev.ContentType())
+		b = textutil.AppendJSONString(b, ev.ContentType())
 		b = append(b, `,"encoding":"base64"`...)
 	} else if len(ev.Data) > 0 {
 		b = append(b, `,"data":`...)
@@ -32,29 +33,11 @@ func appendEnvelope(b []byte, ev eventbus.Event, nl bool) []byte {
 	}
 	if ev.Origin != "" {
 		b = append(b, `,"origin":`...)
-		b = appendJSONString(b, ev.Origin)
+		b = textutil.AppendJSONString(b, ev.Origin)
 	}
 	b = append(b, '}')
 	if nl {
 		b = append(b, '\n')
 	}
 	return b
-}
-
-// appendJSONString appends s as a JSON string. The bus refuses control
-// characters in types and origins, but any that come are escaped.
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c < 0x20:
-			b = append(b, `\u00`...)
-			b = append(b, "0123456789abcdef"[c>>4], "0123456789abcdef"[c&0xf])
-		default:
-			b = append(b, c)
-		}
-	}
-	return append(b, '"')
 }

@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
+	"github.com/replaybus/replaybus/internal/textutil"
 )
 
 // EnvelopeVersion is the value of the "v" field of every envelope
@@ -59,13 +59,13 @@ func AppendEnvelope(dst []byte, ev eventbus.Event, epoch string) []byte {
 		dst = strconv.AppendUint(dst, ev.ID, 10)
 		if epoch != "" {
 			dst = append(dst, `,"epoch":`...)
-			dst = appendJSONString(dst, epoch)
+			dst = textutil.AppendJSONString(dst, epoch)
 		}
 	}
 	dst = append(dst, `,"type":`...)
-	dst = appendJSONString(dst, ev.Type)
+	dst = textutil.AppendJSONString(dst, ev.Type)
 	dst = append(dst, `,"session":`...)
-	dst = appendJSONString(dst, ev.Session)
+	dst = textutil.AppendJSONString(dst, ev.Session)
 	if !ev.IsJSON() {
 		dst = appendBytes(dst, ev)
 	} else if len(ev.Data) > 0 {
@@ -77,7 +77,7 @@ func AppendEnvelope(dst []byte, ev eventbus.Event, epoch string) []byte {
 	}
 	if ev.Origin != "" {
 		dst = append(dst, `,"origin":`...)
-		dst = appendJSONString(dst, ev.Origin)
+		dst = textutil.AppendJSONString(dst, ev.Origin)
 	}
 	if ev.Count > 1 { // a merged event of a coalescing subscription
 		dst = append(dst, `,"count":`...)
@@ -97,7 +97,7 @@ func appendBytes(dst []byte, ev eventbus.Event) []byte {
 		dst = append(dst, '"')
 	}
 	dst = append(dst, `,"contentType":`...)
-	dst = appendJSONString(dst, ev.ContentType())
+	dst = textutil.AppendJSONString(dst, ev.ContentType())
 	return append(dst, `,"encoding":"`+EncodingBase64+`"`...)
 }
 
@@ -105,62 +105,6 @@ func appendBytes(dst []byte, ev eventbus.Event) []byte {
 // "data" is a byte payload in standard, padded base64 (RFC 4648 §4), of
 // the media type its "contentType" names.
 const EncodingBase64 = "base64"
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString writes s as a JSON string the way encoding/json does with
-// SetEscapeHTML(false): control characters escaped, invalid UTF-8 as
-// U+FFFD, U+2028 and U+2029 escaped for JavaScript.
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
 
 // StartEvent returns the [TypeStreamStart] frame of a live-only stream of
 // session that starts at cursor (in the server's form) of epoch; a handler

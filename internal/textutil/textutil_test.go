@@ -1,11 +1,15 @@
 package textutil
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestQuote(t *testing.T) {
@@ -65,5 +69,19 @@ func TestInvalidUTF8At(t *testing.T) {
 		"": 0, "abc": 3, "é€😀": 9, "\xff": 0, "ab\xc3\x28": 2, "a\xed\xa0\x80": 1, "ok\xe2\x82": 2,
 	} {
 		assert.Equal(t, want, InvalidUTF8At([]byte(in)), "%q", in)
+	}
+}
+
+// AppendJSONString writes what encoding/json writes with SetEscapeHTML(false),
+// and its result is valid UTF-8 whatever s holds.
+func TestAppendJSONStringMatchesEncodingJSON(t *testing.T) {
+	for _, s := range []string{"", "plain", "\x00\x01\x1f\x7f", "é€😀", "\xff\xfe", "a\xc3", "a\u2028b\u2029c", `"\/`, "\b\f\n\r\t", "<>&"} {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		require.NoError(t, enc.Encode(s))
+		got := AppendJSONString([]byte("x"), s)
+		assert.Equal(t, "x"+strings.TrimSuffix(buf.String(), "\n"), string(got), "string %q", s)
+		assert.True(t, utf8.Valid(got), "string %q", s)
 	}
 }
