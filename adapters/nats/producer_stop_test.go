@@ -17,10 +17,11 @@ import (
 // A stamped publish whose server cannot answer (the connection frozen by
 // the proxy, the server then shut down) fails within the publish timeout:
 // with ErrNoAck, which says the event may or may not be stored, when the
-// batch went out, else with the stream's error; no hang. Every stamped publish and producer check after
-// it fails too, naming what failed, and the node closes without a leak
-// (TestMain's goleak). The batch is held in a paused proxy until the
-// server is gone, so no half-staged batch outlives the server.
+// batch went out, else with the stream's error; no hang. Every stamped
+// publish and producer check after it fails too, naming what failed, and
+// the node closes without a leak (TestMain's goleak). The batch is held in
+// a paused proxy until the server is gone, so no half-staged batch
+// outlives the server.
 func TestProducerPublishFailsWhenServerStops(t *testing.T) {
 	srv, err := embedded.RunServer(embedded.ServerConfig{})
 	require.NoError(t, err)
