@@ -1,0 +1,648 @@
+package e2e
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/target"
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replaybus/replaybus/adapters/browser"
+	"github.com/replaybus/replaybus/adapters/sse"
+	"github.com/replaybus/replaybus/eventbus"
+)
+
+// The harness of the browser-module tests (browser_test.go,
+// browser_faults_test.go): a server with a real bus and the SSE handler
+// behind a fault injector, replaybus.js, and a test page
+// (testdata/browser_page.html) open in several Chromium tabs of one
+// origin. The server keeps every id it published, per bus incarnation, so
+// each tab's record can be checked against it.
+
+//go:embed testdata/browser_page.html
+var browserPage []byte
+
+// browserSession is the session the page streams.
+const browserSession = "s"
+
+// incarnation is one life of the server: a bus (its epoch), its SSE handler
+// and what was published on it.
+type incarnation struct {
+	bus *eventbus.Bus
+	sse *sse.Handler
+
+	mu    sync.Mutex
+	ids   []uint64       // published, in order
+	chunk map[uint64]int // id → chunk number, for the chunks ("k;" text)
+	byK   map[int]uint64 // chunk number → id
+}
+
+// plannedAnswer is how the server answers the next stream request: an
+// error status (with Retry-After seconds when retryAfter ≥ 0), or a stream
+// cut after cutAfter bytes (0: not cut).
+type plannedAnswer struct {
+	status     int
+	retryAfter int
+	cutAfter   int
+}
+
+// streamRequest is a stream request as the server saw it.
+type streamRequest struct {
+	tab         string // the page that made it (X-Tab)
+	at          time.Time
+	lastEventID string
+	auth        string
+	status      int
+	retryAfter  int
+}
+
+type browserServer struct {
+	t        *testing.T
+	ts       *httptest.Server
+	busOpts  eventbus.Options
+	sseOpts  sse.HandlerOptions
+	streamQS string // the stream URL's query (coalesce=acp…)
+
+	mu      sync.Mutex
+	cur     *incarnation
+	all     []*incarnation
+	token   string // the valid bearer token; "" asks for none
+	planned []plannedAnswer
+	reqs    []streamRequest
+	open    map[*faultWriter]struct{}
+	k       int // chunks published
+}
+
+func newBrowserServer(t *testing.T, busOpts eventbus.Options, sseOpts sse.HandlerOptions, streamQS string) *browserServer {
+	t.Helper()
+	s := &browserServer{t: t, busOpts: busOpts, sseOpts: sseOpts, streamQS: streamQS, open: map[*faultWriter]struct{}{}}
+	s.cur = s.incarnate()
+	require.NoError(t, s.cur.bus.CreateSession(browserSession, ""))
+	s.all = []*incarnation{s.cur}
+	mux := http.NewServeMux()
+	mux.Handle(browser.Pattern, browser.Handler{})
+	mux.HandleFunc("GET /page", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write(browserPage)
+	})
+	mux.HandleFunc("GET /token", func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		w.Header().Set("Cache-Control", "no-store")
+		_, _ = w.Write([]byte(s.token))
+	})
+	mux.HandleFunc(sse.Pattern, s.events)
+	s.ts = httptest.NewServer(mux)
+	t.Cleanup(func() {
+		s.mu.Lock()
+		all := s.all
+		s.mu.Unlock()
+		for _, inc := range all {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = inc.sse.Shutdown(ctx)
+			cancel()
+		}
+		s.ts.Close()
+		for _, inc := range all {
+			_ = inc.bus.Close()
+		}
+	})
+	return s
+}
+
+func (s *browserServer) incarnate() *incarnation {
+	bus, err := eventbus.New(s.busOpts)
+	require.NoError(s.t, err)
+	h, err := sse.NewHandler(bus, s.sseOpts)
+	require.NoError(s.t, err)
+	return &incarnation{bus: bus, sse: h, chunk: map[uint64]int{}, byK: map[int]uint64{}}
+}
+
+// pageURL is the test page streaming the session with the module options o.
+func (s *browserServer) pageURL(o map[string]any) string {
+	stream := "/session/" + browserSession + "/events"
+	if s.streamQS != "" {
+		stream += "?" + s.streamQS
+	}
+	b, err := json.Marshal(o)
+	require.NoError(s.t, err)
+	return s.ts.URL + "/page?url=" + url.QueryEscape(stream) + "&o=" + url.QueryEscape(string(b))
+}
+
+func (s *browserServer) events(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	cur := s.cur
+	req := streamRequest{tab: r.Header.Get("X-Tab"), at: time.Now(), lastEventID: r.Header.Get("Last-Event-ID"), auth: r.Header.Get("Authorization"), status: 200, retryAfter: -1}
+	var a plannedAnswer
+	if s.token != "" && req.auth != "Bearer "+s.token {
+		a.status = http.StatusUnauthorized
+		a.retryAfter = -1
+	} else if len(s.planned) > 0 {
+		a, s.planned = s.planned[0], s.planned[1:]
+	}
+	if a.status != 0 {
+		req.status, req.retryAfter = a.status, a.retryAfter
+	}
+	s.reqs = append(s.reqs, req)
+	s.mu.Unlock()
+	if a.status != 0 {
+		h := w.Header()
+		h.Set("Content-Type", "application/json; charset=utf-8")
+		h.Set("X-Event-Epoch", cur.bus.Epoch())
+		if a.retryAfter >= 0 {
+			h.Set("Retry-After", strconv.Itoa(a.retryAfter))
+		}
+		w.WriteHeader(a.status)
+		_, _ = fmt.Fprintf(w, `{"code":"fault","message":"planned %d"}`, a.status)
+		return
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	cw := &faultWriter{ResponseWriter: w, left: a.cutAfter, cancel: cancel}
+	s.mu.Lock()
+	s.open[cw] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.open, cw)
+		s.mu.Unlock()
+	}()
+	cur.sse.ServeHTTP(cw, r.WithContext(ctx))
+}
+
+// plan queues answers for the next stream requests.
+func (s *browserServer) plan(a ...plannedAnswer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.planned = append(s.planned, a...)
+}
+
+// cutStreams drops every open stream now, as a network that goes away
+// does: the socket is closed under the response.
+func (s *browserServer) cutStreams() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for cw := range s.open {
+		cw.cutNow()
+	}
+}
+
+// rotateToken makes the current token invalid: the next connect gets a 401
+// and must fetch the new one from /token.
+func (s *browserServer) rotateToken() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.token = fmt.Sprintf("tok-%d", time.Now().UnixNano())
+}
+
+// restart replaces the bus and its handler by a new incarnation (a new
+// epoch, ids from 1 again), as a restarted in-memory server; its session
+// is created after sessionAfter (until then the stream answers 404).
+func (s *browserServer) restart(sessionAfter time.Duration) {
+	inc := s.incarnate()
+	s.mu.Lock()
+	old := s.cur
+	s.cur = inc
+	s.all = append(s.all, inc)
+	s.mu.Unlock()
+	_ = old.sse.Close()
+	_ = old.bus.Close()
+	create := func() { _ = inc.bus.CreateSession(browserSession, "") }
+	if sessionAfter <= 0 {
+		create()
+	} else {
+		time.AfterFunc(sessionAfter, create)
+	}
+}
+
+// publish publishes n events on the current incarnation: text chunks
+// ("k;", mergeable) with a note (not mergeable) every seventh. It returns
+// how many were published (none while the session does not exist).
+func (s *browserServer) publish(n int) int {
+	done := 0
+	for range n {
+		s.mu.Lock()
+		inc := s.cur
+		s.k++
+		k := s.k
+		s.mu.Unlock()
+		var ev eventbus.Event
+		var err error
+		inc.mu.Lock()
+		if k%7 == 0 {
+			ev, err = inc.bus.Publish(browserSession, "note", map[string]int{"k": k})
+		} else {
+			ev, err = inc.bus.Publish(browserSession, "agent_message_chunk", map[string]any{
+				"sessionId": browserSession,
+				"update":    map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": strconv.Itoa(k) + ";"}},
+			})
+		}
+		if id := ev.ID; err == nil {
+			inc.ids = append(inc.ids, id)
+			if k%7 != 0 {
+				inc.chunk[id], inc.byK[k] = k, id
+			}
+			done++
+		}
+		inc.mu.Unlock()
+	}
+	return done
+}
+
+// last returns the epoch and the last id published on the current
+// incarnation.
+func (s *browserServer) last() (string, uint64) {
+	s.mu.Lock()
+	inc := s.cur
+	s.mu.Unlock()
+	inc.mu.Lock()
+	defer inc.mu.Unlock()
+	if len(inc.ids) == 0 {
+		return inc.bus.Epoch(), 0
+	}
+	return inc.bus.Epoch(), inc.ids[len(inc.ids)-1]
+}
+
+func (s *browserServer) requests() []streamRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.reqs)
+}
+
+// active is how many streams the SSE handlers hold open now.
+func (s *browserServer) active() int {
+	s.mu.Lock()
+	all := s.all
+	s.mu.Unlock()
+	n := 0
+	for _, inc := range all {
+		n += inc.sse.Stats().Active
+	}
+	return n
+}
+
+// faultWriter passes a stream through until it is cut: after left bytes
+// (left > 0), or by cutNow. A cut writes what came before it, in the middle
+// of a frame when the budget ends there, closes the socket under the
+// response and ends the handler's request.
+type faultWriter struct {
+	http.ResponseWriter
+	mu      sync.Mutex
+	left    int
+	cut     bool
+	started bool // the answer's header is written
+	cancel  func()
+}
+
+// WriteHeader passes the header on until the cut.
+func (c *faultWriter) WriteHeader(code int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.cut {
+		c.started = true
+		c.ResponseWriter.WriteHeader(code)
+	}
+}
+
+// FlushError flushes until the cut; after it the socket is gone and
+// nothing reaches the hijacked response.
+func (c *faultWriter) FlushError() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cut {
+		return nil
+	}
+	return http.NewResponseController(c.ResponseWriter).Flush()
+}
+
+// SetWriteDeadline sets the deadline until the cut.
+func (c *faultWriter) SetWriteDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cut {
+		return nil
+	}
+	return http.NewResponseController(c.ResponseWriter).SetWriteDeadline(t)
+}
+
+func (c *faultWriter) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cut {
+		return len(p), nil
+	}
+	c.started = true
+	if c.left > 0 && len(p) >= c.left {
+		_, _ = c.ResponseWriter.Write(p[:c.left])
+		c.cutLocked()
+		return len(p), nil
+	}
+	if c.left > 0 {
+		c.left -= len(p)
+	}
+	return c.ResponseWriter.Write(p)
+}
+
+func (c *faultWriter) cutNow() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.cut {
+		c.cutLocked()
+	}
+}
+
+func (c *faultWriter) cutLocked() {
+	c.cut = true
+	if c.started { // else the request ends before its answer: the handler writes none
+		rc := http.NewResponseController(c.ResponseWriter)
+		_ = rc.Flush()
+		if conn, _, err := rc.Hijack(); err == nil {
+			_ = conn.Close()
+		}
+	}
+	c.cancel()
+}
+
+// pageTab is one Chromium tab with the test page.
+type pageTab struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	name   string
+}
+
+// headless is headless Chromium with the test page in tabs of one
+// window: only the active tab is visible, as in a real browser.
+type headless struct {
+	t     *testing.T
+	ctx   context.Context // the browser's first tab, left blank
+	close func()
+	n     int
+}
+
+func newHeadless(t *testing.T, timeout time.Duration) *headless {
+	t.Helper()
+	exe := needTool(t, "chromium", "/usr/bin/chromium", "chromium-browser")
+	ctx, closeBrowser := browserTab(t, exe, timeout)
+	require.NoError(t, chromedp.Do(ctx))
+	return &headless{t: t, ctx: ctx, close: closeBrowser}
+}
+
+// open opens the page in a new tab of the browser's window.
+func (b *headless) open(pageURL string) *pageTab {
+	b.t.Helper()
+	ctx, cancel := chromedp.NewContext(b.ctx, chromedp.WithNewWindow(false))
+	b.n++
+	tab := &pageTab{ctx: ctx, cancel: cancel, name: "tab" + strconv.Itoa(b.n)}
+	require.NoError(b.t, chromedp.Do(ctx, chromedp.Navigate(pageURL)), "opening %s", tab.name)
+	return tab
+}
+
+func eval[T any](tab *pageTab, expr string) (T, error) {
+	return chromedp.Run(tab.ctx, chromedp.Evaluate[T](expr))
+}
+
+// pageView is what a tab's page holds.
+type pageView struct {
+	Rec    [][]any `json:"rec"`
+	Leader bool    `json:"leader"`
+	Status string  `json:"status"`
+	Cursor string  `json:"cursor"`
+	T      struct {
+		Status    []string         `json:"status"`
+		Errors    []map[string]any `json:"errors"`
+		Online    []float64        `json:"online"`
+		Opens     []float64        `json:"opens"`
+		Loads     int              `json:"loads"`
+		Tokens    int              `json:"tokens"`
+		Refreshes int              `json:"refreshes"`
+	} `json:"t"`
+}
+
+func (tab *pageTab) view() (pageView, error) {
+	s, err := eval[string](tab, `JSON.stringify({rec: window.rec, leader: rb.leader, status: rb.status, cursor: rb.cursor, t: window.t})`)
+	if err != nil {
+		return pageView{}, err
+	}
+	var v pageView
+	err = json.Unmarshal([]byte(s), &v)
+	return v, err
+}
+
+// leaderOf returns the tab that holds the connection (nil when none says so).
+func leaderOf(tabs []*pageTab) *pageTab {
+	for _, tab := range tabs {
+		if l, err := eval[bool](tab, `window.rb ? rb.leader : false`); err == nil && l {
+			return tab
+		}
+	}
+	return nil
+}
+
+// waitCaughtUp waits until every tab's cursor is the last id published on
+// the current incarnation, or fails with what each tab holds.
+func waitCaughtUp(t *testing.T, s *browserServer, tabs []*pageTab, within time.Duration) {
+	t.Helper()
+	epoch, last := s.last()
+	want := epoch + "-" + strconv.FormatUint(last, 10)
+	deadline := time.Now().Add(within)
+	for {
+		behind := []string{}
+		for _, tab := range tabs {
+			c, err := eval[string](tab, `window.rb ? rb.cursor : ""`)
+			if err != nil || c != want {
+				behind = append(behind, fmt.Sprintf("%s at %q (%v)", tab.name, c, err))
+			}
+		}
+		if len(behind) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tabs not caught up with %s after %v: %s; server: %d streams open, last requests %v", want, within,
+				strings.Join(behind, ", "), s.active(), lastN(s.requests(), 5))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func lastN[T any](s []T, n int) []T { return s[max(0, len(s)-n):] }
+
+// activate makes tab the visible one of its window.
+func activate(b *headless, tab *pageTab) error {
+	_, err := chromedp.CallBrowser(b.ctx, target.ActivateTarget, target.ActivateTargetParams{TargetID: chromedp.FromContext(tab.ctx).Target.TargetID})
+	return err
+}
+
+// freeze freezes the tab's page (Page Lifecycle: no task runs) or resumes it.
+func freeze(tab *pageTab, frozen bool) error {
+	st := page.SetWebLifecycleStateStateActive
+	if frozen {
+		st = page.SetWebLifecycleStateStateFrozen
+	}
+	_, err := chromedp.Call(tab.ctx, page.SetWebLifecycleState, page.SetWebLifecycleStateParams{State: st})
+	return err
+}
+
+// netConditions is Network.emulateNetworkConditions, which cuts the tab
+// off (new requests fail); Network.overrideNetworkState then sets
+// navigator.onLine and fires offline/online.
+type netConditions struct {
+	Offline            bool    `json:"offline"`
+	Latency            float64 `json:"latency"`
+	DownloadThroughput float64 `json:"downloadThroughput"`
+	UploadThroughput   float64 `json:"uploadThroughput"`
+}
+
+var emulateNetworkConditions = cdp.Command[netConditions, cdp.Empty]{Method: "Network.emulateNetworkConditions"}
+
+func setOffline(tab *pageTab, offline bool) error {
+	if _, err := chromedp.Call(tab.ctx, emulateNetworkConditions, netConditions{Offline: offline, DownloadThroughput: -1, UploadThroughput: -1}); err != nil {
+		return err
+	}
+	_, err := chromedp.Call(tab.ctx, network.OverrideNetworkState, network.OverrideNetworkStateParams{Offline: offline, DownloadThroughput: -1, UploadThroughput: -1})
+	return err
+}
+
+// recordCheck is the verdict on one tab's record against what the server
+// published: exactly once and in order within each incarnation, every
+// event the tab should hold present or its absence announced by a reset.
+type recordCheck struct {
+	events   int // events received (merged ones count each event they hold)
+	frames   int // event frames received
+	merged   int // frames holding more than one event
+	lost     int // published, missing, and no reset said so
+	dup      int // received twice (or out of order)
+	surfaced int // missing, after a reset that said so (a restart's unsent tail)
+	resets   int
+	problems []string
+}
+
+// checkRecord judges a tab's record. complete says whether the tab is
+// still open at the end (then it must hold everything of the current
+// incarnation); a closed tab's record may stop anywhere.
+func (s *browserServer) checkRecord(rec [][]any, complete bool) recordCheck {
+	s.mu.Lock()
+	byEpoch := map[string]*incarnation{}
+	for _, inc := range s.all {
+		byEpoch[inc.bus.Epoch()] = inc
+	}
+	curEpoch := s.cur.bus.Epoch()
+	s.mu.Unlock()
+
+	var c recordCheck
+	problem := func(f string, a ...any) {
+		if len(c.problems) < 20 {
+			c.problems = append(c.problems, fmt.Sprintf(f, a...))
+		}
+	}
+	var epoch string
+	var inc *incarnation
+	var lastID uint64 // the last id the tab holds in epoch
+	reset := false    // a reset since the tab's last event
+	published := func(inc *incarnation, lo, hi uint64) []uint64 {
+		inc.mu.Lock()
+		defer inc.mu.Unlock()
+		var out []uint64
+		for _, id := range inc.ids {
+			if id >= lo && id <= hi {
+				out = append(out, id)
+			}
+		}
+		return out
+	}
+	for i, e := range rec {
+		switch e[0] {
+		case "r":
+			c.resets++
+			reset = true
+			if e[1] != "epoch_reset" {
+				problem("entry %d: a %v reset, not expected with replay buffers this large", i, e[1])
+			}
+		case "e":
+			cursor, _ := e[1].(string)
+			first, id := uint64(e[2].(float64)), uint64(e[3].(float64))
+			typ, text := e[4].(string), e[5].(string)
+			ep := cursor[:max(0, strings.LastIndexByte(cursor, '-'))]
+			if ep != epoch {
+				if epoch != "" {
+					if !reset {
+						problem("entry %d: moved from epoch %s to %s without a reset", i, epoch, ep)
+						c.lost += len(published(inc, lastID+1, 1<<62))
+					} else {
+						c.surfaced += len(published(inc, lastID+1, 1<<62)) // the old incarnation's unsent tail
+					}
+				}
+				epoch, inc, lastID, reset = ep, byEpoch[ep], 0, false
+				if inc == nil {
+					problem("entry %d: unknown epoch %s", i, ep)
+					return c
+				}
+			}
+			c.frames++
+			if first <= lastID {
+				c.dup += len(published(inc, first, min(id, lastID)))
+				problem("entry %d: ids %d…%d after %d", i, first, id, lastID)
+			}
+			if missing := published(inc, lastID+1, first-1); len(missing) > 0 {
+				if reset {
+					c.surfaced += len(missing)
+				} else {
+					c.lost += len(missing)
+					problem("entry %d: %d events lost before id %d (first %d)", i, len(missing), first, missing[0])
+				}
+			}
+			held := published(inc, first, id)
+			c.events += len(held)
+			if len(held) > 1 {
+				c.merged++
+			}
+			// A merged frame's text is exactly the chunks of the ids it names.
+			if typ == "agent_message_chunk" {
+				var want strings.Builder
+				inc.mu.Lock()
+				for _, h := range held {
+					if k, ok := inc.chunk[h]; ok {
+						want.WriteString(strconv.Itoa(k) + ";")
+					}
+				}
+				inc.mu.Unlock()
+				if text != want.String() {
+					problem("entry %d: ids %d…%d hold text %q, want %q", i, first, id, text, want.String())
+				}
+			}
+			lastID, reset = max(lastID, id), false
+		}
+	}
+	if complete && inc == nil {
+		s.mu.Lock()
+		cur := s.cur
+		s.mu.Unlock()
+		if tail := published(cur, 1, 1<<62); len(tail) > 0 {
+			c.lost += len(tail)
+			problem("the record holds no event, %d were published", len(tail))
+		}
+	}
+	if complete && inc != nil {
+		if epoch != curEpoch {
+			problem("the record ends in epoch %s, the server is at %s", epoch, curEpoch)
+		} else if tail := published(inc, lastID+1, 1<<62); len(tail) > 0 {
+			c.lost += len(tail)
+			problem("%d events after id %d never arrived", len(tail), lastID)
+		}
+	}
+	return c
+}
