@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,8 +14,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/replaybus/replaybus/adapters/browser"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/examples/agentserver/server"
 )
 
 // Issue 31: eight tabs of one origin hold exactly one server connection
@@ -189,4 +193,27 @@ func fmtMs(v []float64) string {
 		parts[i] = strconv.FormatFloat(x, 'f', 0, 64)
 	}
 	return strings.Join(parts, " ")
+}
+
+// The example server serves the module at GET /replaybus.js, as the
+// library's handler does: JavaScript, revalidated with its ETag.
+func TestExampleServerServesTheModule(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, eventbus.Options{}, server.Options{})
+	resp, err := http.Get(ts.ts.URL + browser.Path)
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, "text/javascript; charset=utf-8", resp.Header.Get("Content-Type"))
+	assert.Equal(t, browser.Script(), body)
+
+	req, err := http.NewRequest(http.MethodGet, ts.ts.URL+browser.Path, nil)
+	require.NoError(t, err)
+	req.Header.Set("If-None-Match", resp.Header.Get("ETag"))
+	again, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	again.Body.Close()
+	assert.Equal(t, http.StatusNotModified, again.StatusCode)
 }

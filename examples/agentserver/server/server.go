@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/replaybus/replaybus/adapters/browser"
 	"github.com/replaybus/replaybus/adapters/durable"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/adapters/ws"
@@ -170,6 +171,7 @@ func New(bus *eventbus.Bus, o Options) (*Server, error) {
 		http.ServeFileFS(w, r, static, "index.html")
 	})
 	s.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	s.mux.Handle(browser.Pattern, browser.Handler{})
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /info", s.info)
 	s.mux.HandleFunc("GET /sessions", s.listSessions)
