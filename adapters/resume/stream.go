@@ -116,8 +116,8 @@ type Backoff struct {
 	// DefaultMaxBackoff (30 s).
 	MaxBackoff time.Duration
 	// RestartGrace is how long a 404 from a restarted server is retried,
-	// counted from the first such 404; zero means DefaultRestartGrace
-	// (30 s), negative never.
+	// counted from the first such 404 (the last retry is at its end);
+	// zero means DefaultRestartGrace (30 s), negative never.
 	RestartGrace time.Duration
 }
 
@@ -139,7 +139,9 @@ type Backoff struct {
 //
 // Answers that are retried (transient): any 5xx, 408, 429, and a 404 from
 // a restarted server (its X-Event-Epoch differs from the one the stream
-// knew) for up to Backoff.RestartGrace. A Retry-After on any of them is a
+// knew) for up to Backoff.RestartGrace — no wait runs past the grace, so a
+// session that does not come back stops the stream with the 404 within
+// RestartGrace of the first one (plus one request). A Retry-After on any of them is a
 // floor: the wait is drawn uniformly from [Retry-After, Retry-After +
 // max(d, Retry-After)/2], so clients told the same Retry-After do not come
 // back in the same instant.
@@ -168,6 +170,7 @@ type Stream struct {
 	minWait   time.Duration // Retry-After from the last failure
 	waitNext  bool          // a reconnect must wait first
 	since404  time.Time     // first 404 of a restarted server in a row; zero: none
+	graceEnd  time.Time     // since404 + RestartGrace: no wait runs past it
 	err       error         // terminal
 
 	mu       sync.Mutex
@@ -338,7 +341,7 @@ func (s *Stream) connect() {
 		}
 		return
 	}
-	s.since404 = time.Time{}
+	s.since404, s.graceEnd = time.Time{}, time.Time{}
 	// The epoch goes with the cursor: it is adopted only when a frame with
 	// a cursor arrives on this connection (see Next). Adopting it at once
 	// would pair a new server's epoch with the old server's cursor should
@@ -374,17 +377,26 @@ func (s *Stream) transient(se *StatusError) bool {
 	}
 	if s.since404.IsZero() {
 		s.since404 = time.Now()
+		s.graceEnd = s.since404.Add(grace)
 	}
-	return time.Since(s.since404) < grace
+	return time.Now().Before(s.graceEnd)
 }
 
-// backoff returns the jittered wait before the next connect.
+// backoff returns the jittered wait before the next connect. While a
+// restarted server's 404s are being retried, the wait ends at the latest
+// when the grace does: the last attempt is made at its end, so the stream
+// stops within RestartGrace (plus one request) of the first 404 rather
+// than a whole backoff step later.
 func (s *Stream) backoff() time.Duration {
 	maxB := s.b.MaxBackoff
 	if maxB <= 0 {
 		maxB = DefaultMaxBackoff
 	}
-	return backoff.Delay(s.retry, maxB, s.failures, s.minWait)
+	d := backoff.Delay(s.retry, maxB, s.failures, s.minWait)
+	if !s.since404.IsZero() {
+		d = min(d, max(time.Until(s.graceEnd), 0))
+	}
+	return d
 }
 
 // sleep waits d or until the stream's context ends; it reports whether the
