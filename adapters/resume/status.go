@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/backend"
 	"github.com/replaybus/replaybus/internal/textutil"
 )
 
@@ -143,10 +144,17 @@ func ReadStatusError(resp *http.Response) *StatusError {
 // StatusFor maps an error of [eventbus.Bus.Subscribe] for session to the
 // answer the handlers give: 429 subscriber_limit_exceeded (Retry-After 5),
 // 404 session_not_found, 410 session_closed, 503 unavailable (Retry-After
-// 5), 400 invalid_request, else 500 internal_error; the message is the
-// error's text without Go package prefixes.
+// 5 for a closed bus, 1 for a failing backend: backend.ErrBackend), 400
+// invalid_request, else 500 internal_error; the message is the error's
+// text without Go package prefixes.
 func StatusFor(err error, session string) *StatusError {
 	switch {
+	case errors.Is(err, backend.ErrBackend):
+		// A node cut off from its backend heals by itself: the client
+		// retries soon, as the example server's publish route and
+		// /healthz tell it.
+		return &StatusError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: textutil.PublicMessage(err),
+			RetryAfter: time.Second}
 	case errors.Is(err, eventbus.ErrSubscriberLimit):
 		return &StatusError{Status: http.StatusTooManyRequests, Code: CodeSubscriberLimit, Message: textutil.PublicMessage(err),
 			RetryAfter: 5 * time.Second}
