@@ -52,19 +52,20 @@
 //
 // # API
 //
-//	POST   /sessions               {"id"?, "parent"?} → 201 {"id"}
+//	POST   /sessions               {"id"?, "parent"?} → 201 {"id"} (absent id: generated; "" is refused)
 //	POST   /session/{id}/events    {"type", "data"?, "origin"?} → 202 {"id", "epoch", "cursor"}
 //	DELETE /session/{id}           → 204 (?cascade=1 closes the descendants too)
 //	GET    /session/{id}/events    SSE: ?scope=session|descendants|subtree|all, ?lastEventId=, ?maxQueued=, ?replay=0, ?events=message
 //	GET    /session/{id}/ws        WebSocket: the same parameters; {"resume":{"lastEventId","epoch"}} as first message; a targeted "hello" frame per connection
 //	GET    /sessions               [{"id","parent","subscribers","buffered","lastEventId"}]
-//	GET    /info                   epoch, last id, event types, counters
+//	GET    /info                   epoch, last id, event types, counters (bus, sse, ws, durable)
 //	GET    /healthz                {"status":"ok"}; 503 {"status":"unavailable","message"} while the NATS connection is down
 //	PUT, POST, GET, HEAD, DELETE /v1/stream/{name}
 //	                               the session {name} as a Durable Stream (adapters/durable; the
 //	                               server's root is a Durable Streams base URL): docs/durable-streams.md
 //
 // Errors are JSON {"code", "message"}; see package server for the list.
+// -h lists every route (server.Routes) and flag.
 //
 // With curl:
 //

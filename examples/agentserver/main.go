@@ -93,8 +93,12 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.BoolVar(&f.epochIDs, "epoch-ids", true, "write SSE ids as <epoch>-<seq> so browsers detect a server restart")
 	f.nats.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: agentserver [flags]\n\nServes a replaybus event bus over HTTP and SSE, with a live page at /.\n"+
-			"The bus is configured by the %s* environment variables.\n\n", config.Prefix)
+		fmt.Fprintf(stderr, "usage: agentserver [flags]\n\nServes a replaybus event bus over HTTP — SSE, WebSocket and Durable Streams — with a live page at /.\n"+
+			"The bus is configured by the %s* environment variables.\n\nRoutes:\n", config.Prefix)
+		for _, r := range server.Routes() {
+			fmt.Fprintf(stderr, "  %-28s %s\n", r.Request, r.Doc)
+		}
+		fmt.Fprintf(stderr, "\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

@@ -1,0 +1,101 @@
+package server
+
+import (
+	"net/http"
+	"sync/atomic"
+
+	"github.com/replaybus/replaybus/adapters/durable"
+	"github.com/replaybus/replaybus/adapters/sse"
+	"github.com/replaybus/replaybus/adapters/ws"
+)
+
+// Route is one route of a [Server]: its http.ServeMux pattern, the
+// requests it takes and what it does, as the agentserver command's -h
+// lists it.
+type Route struct {
+	Pattern string // as mounted, e.g. "GET /{$}"
+	Request string // as a reader writes it, e.g. "GET /"
+	Doc     string // one line
+}
+
+// Routes returns every route a [Server] answers, in the order -h lists
+// them (the README's table says more of each).
+func Routes() []Route {
+	return []Route{
+		{"GET /{$}", "GET /", "the page: watches a session live over SSE, or one WebSocket (?transport=ws)"},
+		{"GET /static/", "GET /static/{file}", "the page's scripts and styles"},
+		{"GET /healthz", "GET /healthz", "200 ok, or 503 with Retry-After while the bus's backend is down"},
+		{"GET /info", "GET /info", "the epoch, the last id, the page's defaults, the counters of the bus, SSE, WebSocket and Durable Streams"},
+		{"GET /sessions", "GET /sessions", "every live session, sorted by id"},
+		{"POST /sessions", "POST /sessions", `create a session: {"id"?, "parent"?} (an absent id is generated)`},
+		{"POST /session/{id}/events", "POST /session/{id}/events", `publish: {"type", "data"?, "origin"?}; Producer-Id/-Epoch/-Seq make it idempotent`},
+		{"DELETE /session/{id}", "DELETE /session/{id}", "close a session (?cascade=1: its descendants too)"},
+		{sse.Pattern, sse.Pattern, "the SSE stream (?scope=, ?lastEventId=, ?replay=0, ?coalesce=, …: docs/protocol.md)"},
+		{ws.Pattern, ws.Pattern, "the same stream over one WebSocket (close codes and the resume message: docs/protocol.md)"},
+		{durable.Pattern, "/v1/stream/{name}", "every session as a Durable Stream: PUT, POST, GET, HEAD, DELETE (docs/durable-streams.md)"},
+	}
+}
+
+// handle mounts h on pattern and records the pattern (TestRoutesListEveryRoute
+// checks that Routes lists each).
+func (s *Server) handle(pattern string, h http.Handler) {
+	s.patterns = append(s.patterns, pattern)
+	s.mux.Handle(pattern, h)
+}
+
+// DurableStats are the counters of the Durable Streams route
+// (durable.Pattern), counted around its handler; GET /info carries them as
+// "durable", beside "sse" and "ws". Active is current, the others are
+// totals since the server was made.
+type DurableStats struct {
+	Active   int64  `json:"active"`   // requests being answered now (long-polls and SSE reads included)
+	Requests uint64 `json:"requests"` // requests answered, or being answered
+	Rejected uint64 `json:"rejected"` // answered with a 4xx or 5xx status (a 404 of an unknown stream, a 410 of an evicted offset, …)
+}
+
+// durableCounter counts the requests of the Durable Streams route.
+type durableCounter struct {
+	active             atomic.Int64
+	requests, rejected atomic.Uint64
+}
+
+func (c *durableCounter) stats() DurableStats {
+	return DurableStats{Active: c.active.Load(), Requests: c.requests.Load(), Rejected: c.rejected.Load()}
+}
+
+// wrap counts each request of next.
+func (c *durableCounter) wrap(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c.requests.Add(1)
+		c.active.Add(1)
+		defer c.active.Add(-1)
+		sw := &statusWriter{ResponseWriter: w}
+		next(sw, r)
+		if sw.code >= 400 {
+			c.rejected.Add(1)
+		}
+	}
+}
+
+// statusWriter records the status of an answer; Unwrap lets
+// http.ResponseController reach the connection (flushes, deadlines).
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
