@@ -999,7 +999,11 @@ func TestInput5IdempotentLikeAgentPool(t *testing.T) {
 func TestInput6OverflowDefault(t *testing.T) {
 	t.Parallel()
 	b := newBus(t, eventbus.Options{MaxQueueSize: 2, DisableSlowClientWarning: true})
-	assert.Empty(t, b.Options().OverflowPolicy, "unset; the drop_oldest below is the in-process default")
+	// Issue 27.8: Options().OverflowPolicy read "" when unset, where a
+	// porter expects drop_oldest; it is the policy in force, and
+	// OverflowPolicySet says it was not set.
+	assert.Equal(t, eventbus.DropOldest, b.Options().OverflowPolicy, "unset: the in-process default in force")
+	assert.False(t, b.OverflowPolicySet())
 	s := subscribe(t, b, "s", eventbus.SubscribeOptions{NoReplay: true})
 	ids5 := publish(t, b, "s", 5)
 	evs := drain(s)
@@ -1010,6 +1014,7 @@ func TestInput6OverflowDefault(t *testing.T) {
 
 	ex := newBus(t, eventbus.Options{MaxQueueSize: 2, OverflowPolicy: eventbus.DropSubscriber})
 	assert.Equal(t, eventbus.DropSubscriber, ex.Options().OverflowPolicy)
+	assert.True(t, ex.OverflowPolicySet())
 	s2 := subscribe(t, ex, "s", eventbus.SubscribeOptions{NoReplay: true})
 	publish(t, ex, "s", 5)
 	_, err := readToEnd(t, s2)

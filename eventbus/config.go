@@ -119,8 +119,10 @@ type Options struct {
 	// is zero — in-process subscribers get drop_oldest (AgentPool's
 	// default) and the SSE and WebSocket handlers' subscribers get
 	// drop_subscriber (their clients
-	// resume by themselves). Zero stays zero through WithDefaults, New
-	// and [Bus.Options], so that an adapter can tell which case holds.
+	// resume by themselves). Zero stays zero through WithDefaults; a bus
+	// made with it reports drop_oldest in [Bus.Options] (the policy in
+	// force in process) and false from [Bus.OverflowPolicySet], so that an
+	// adapter can tell which case holds.
 	OverflowPolicy OverflowPolicy `env:"OVERFLOW_POLICY"`
 
 	// DroppableTypes lists event types that may be dropped for a slow

@@ -1,6 +1,7 @@
 package sse_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -501,7 +502,8 @@ func TestHandlerOverflowDefault(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			b := newBus(t, eventbus.Options{OverflowPolicy: tt.bus})
-			assert.Equal(t, tt.bus, b.Options().OverflowPolicy, "Options shows the policy as set, unset as \"\"")
+			assert.Equal(t, tt.bus != "", b.OverflowPolicySet())
+			assert.Equal(t, cmp.Or(tt.bus, eventbus.DropOldest), b.Options().OverflowPolicy, "Options shows the policy in force in process")
 			got := make(chan eventbus.SubscribeOptions, 1)
 			h := newHandler(t, b, sse.HandlerOptions{Configure: func(_ *http.Request, o *eventbus.SubscribeOptions) { got <- *o }})
 			srv := serve(t, h, nil)

@@ -202,7 +202,7 @@ func Admit(w http.ResponseWriter, r *http.Request, bus *eventbus.Bus, h Hooks, c
 	switch {
 	case h.OverflowPolicy != "":
 		a.Options.Policy = h.OverflowPolicy
-	case bus.Options().OverflowPolicy == "":
+	case !bus.OverflowPolicySet():
 		a.Options.Policy = eventbus.DropSubscriber
 	}
 	if h.Authorize != nil {
