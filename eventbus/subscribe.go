@@ -117,7 +117,7 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 		sr = &snapReq{}
 		if o.Snapshot {
 			sr.reason = frame.ReasonRequested
-			cursor = b.takeSnapshot(ctx, sessionID, sr, cursor)
+			cursor = b.takeSnapshot(ctx, SnapshotRequest{Session: sessionID, Scope: o.Scope}, sr, cursor)
 		}
 	}
 	var buf []*record // the snapshot's storage, allocated outside the lock when large
@@ -141,7 +141,7 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 			if retry {
 				if sr != nil && sr.want {
 					sr.want = false
-					cursor = b.takeSnapshot(ctx, sessionID, sr, cursor)
+					cursor = b.takeSnapshot(ctx, SnapshotRequest{Session: sessionID, Scope: o.Scope}, sr, cursor)
 				}
 				continue
 			}
@@ -170,7 +170,7 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 				// the provider without the lock, then start over.
 				b.mu.Unlock()
 				sr.want = false
-				cursor = b.takeSnapshot(ctx, sessionID, sr, cursor)
+				cursor = b.takeSnapshot(ctx, SnapshotRequest{Session: sessionID, Scope: o.Scope}, sr, cursor)
 				continue
 			}
 			if job.total > snapshotAllocUnderLock && cap(buf) < job.total {

@@ -108,7 +108,7 @@ func TestEvictedAndForeignOffsetsAreGone(t *testing.T) {
 		t.Run(map[bool]string{false: "no provider", true: "snapshot provider"}[snapshots], func(t *testing.T) {
 			o := eventbus.Options{ReplayBufferSize: 3, Epoch: "e1"}
 			if snapshots {
-				o.Snapshots = func(context.Context, string) (json.RawMessage, uint64, error) {
+				o.Snapshots = func(context.Context, eventbus.SnapshotRequest) (json.RawMessage, uint64, error) {
 					return json.RawMessage(`"state"`), 3, nil
 				}
 			}

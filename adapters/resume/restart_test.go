@@ -15,6 +15,7 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // restartedServer is a Transport to a server that was killed and came
@@ -101,4 +102,72 @@ func TestRestartedServer404StopsWithinGrace(t *testing.T) {
 			})
 		})
 	}
+}
+
+// scriptedServer hands out one scripted connection per connect and
+// records the cursor and epoch each connect resumed from.
+type scriptedServer struct {
+	conns   [][]resume.Frame // frames of each connection, then it drops
+	epochs  []string         // the epoch each connection announces
+	resumed [][2]string      // cursor, epoch of each connect
+}
+
+func (s *scriptedServer) Connect(_ context.Context, cursor, epoch string) (resume.Conn, string, error) {
+	i := len(s.resumed)
+	s.resumed = append(s.resumed, [2]string{cursor, epoch})
+	if i >= len(s.conns) {
+		return nil, "", &resume.PermanentError{Err: errors.New("script over")}
+	}
+	return &scriptedConn{frames: s.conns[i]}, s.epochs[i], nil
+}
+
+type scriptedConn struct{ frames []resume.Frame }
+
+func (c *scriptedConn) Read(context.Context) (resume.Frame, error) {
+	if len(c.frames) == 0 {
+		return resume.Frame{}, io.ErrUnexpectedEOF
+	}
+	f := c.frames[0]
+	c.frames = c.frames[1:]
+	return f, nil
+}
+
+func (c *scriptedConn) Close() error { return nil }
+
+// Issue 27.10: Stream.Epoch was still the old server's when the
+// epoch_reset frame was handed out (it moved only with the next id). It is
+// the new epoch at once, the cursor is the new epoch's start, and a drop
+// before the next id resumes from there: the whole new history, none of
+// its first ids skipped.
+func TestStreamEpochIsNewAtEpochReset(t *testing.T) {
+	t.Parallel()
+	reset := eventbus.Event{Session: "s1", Type: frame.TypeStateResyncRequired,
+		Data: []byte(`{"reason":"epoch_reset","lastDeliveredId":5,"epoch":"new"}`)}
+	srv := &scriptedServer{
+		conns: [][]resume.Frame{
+			{{Event: eventbus.Event{ID: 5, Session: "s1", Type: "note"}, Cursor: "old-5"}},
+			{{Event: reset}},
+			{{Event: eventbus.Event{ID: 1, Session: "s1", Type: "note", Replay: true}, Cursor: "new-1"}},
+		},
+		epochs: []string{"old", "new", "new"},
+	}
+	st := resume.NewStream(t.Context(), srv, "http://h/session/s1/events", resume.StreamOptions{},
+		resume.Backoff{Retry: time.Millisecond})
+	defer st.Close()
+	ev, err := st.Next()
+	require.NoError(t, err)
+	require.Equal(t, uint64(5), ev.ID)
+	assert.Equal(t, "old", st.Epoch())
+
+	ev, err = st.Next()
+	require.NoError(t, err)
+	require.Equal(t, frame.TypeStateResyncRequired, ev.Type)
+	assert.Equal(t, "new", st.Epoch(), "the new epoch as the epoch_reset frame is handed out")
+	assert.Equal(t, "0", st.LastEventID(), "the start of the new epoch")
+
+	ev, err = st.Next() // the connection dropped after the frame: a resume
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), ev.ID)
+	assert.Equal(t, [][2]string{{"", ""}, {"old-5", "old"}, {"0", "new"}}, srv.resumed,
+		"the resume after the reset asks for the new epoch from its start")
 }

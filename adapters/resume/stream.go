@@ -2,6 +2,7 @@ package resume
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -233,6 +234,13 @@ func (s *Stream) Next() (eventbus.Event, error) {
 			continue // where a live-only stream starts: not an event
 		}
 		ev := f.Event
+		if ep, ok := epochReset(ev); ok {
+			// The server restarted: the old cursor means nothing in its
+			// history. The stream is at the start of the new epoch (id
+			// 0, so that a resume before the next id replays all of it,
+			// never skipping its first ids), and Epoch says so already.
+			s.lastID, s.epoch = "0", ep
+		}
 		if ev.Type == frame.TypeSessionClosed && ev.ID != 0 && !ev.Replay && s.session != "" && ev.Session == s.session {
 			s.disconnect()
 			s.fail(eventbus.ErrSessionClosed)
@@ -243,14 +251,30 @@ func (s *Stream) Next() (eventbus.Event, error) {
 
 // LastEventID returns the cursor the stream resumes from: the cursor of
 // the last frame that carried one, in the server's form (possibly
-// epoch-qualified), or StreamOptions.LastEventID before any. Call it from
-// the goroutine that calls Next.
+// epoch-qualified), "0" from a state_resync_required{epoch_reset} frame
+// until the next one (the start of the new epoch), or
+// StreamOptions.LastEventID before any. Call it from the goroutine that
+// calls Next.
 func (s *Stream) LastEventID() string { return s.lastID }
 
 // Epoch returns the bus epoch of [Stream.LastEventID]: the one its frame
-// or connection announced (or StreamOptions.Epoch before any). Call it
-// from the goroutine that calls Next.
+// or connection announced — the new one as soon as Next has handed out a
+// state_resync_required{epoch_reset} frame — or StreamOptions.Epoch before
+// any. Call it from the goroutine that calls Next.
 func (s *Stream) Epoch() string { return s.epoch }
+
+// epochReset reports whether ev is a state_resync_required{epoch_reset}
+// frame, and the new epoch it names.
+func epochReset(ev eventbus.Event) (string, bool) {
+	if ev.ID != 0 || ev.Type != frame.TypeStateResyncRequired {
+		return "", false
+	}
+	var d frame.ResyncData
+	if json.Unmarshal(ev.Data, &d) != nil || d.Reason != frame.ReasonEpochReset || d.Epoch == "" {
+		return "", false
+	}
+	return d.Epoch, true
+}
 
 // Connects returns how many connects succeeded. Safe for concurrent use.
 func (s *Stream) Connects() int {

@@ -57,11 +57,13 @@
 // scope with a greater id, then sends replay_complete, even under ?replay=0
 // (a resume always replays); without one it replays the whole buffer
 // (unless ?replay=0) and sends replay_complete only when the replay byte
-// budget cut the replay short.
+// budget cut the replay short or older history is gone (historyLost).
 // A cursor from another bus incarnation — its epoch, from an epoch-qualified
 // id or the X-Event-Epoch request header, differs from the bus's — or past
-// the newest id gets state_resync_required{reason:"epoch_reset"} and the
-// whole buffer; a cursor older than the buffer gets
+// the newest id gets state_resync_required{reason:"epoch_reset"} first, then
+// the whole buffer (or, with a snapshot provider and a buffer that no
+// longer holds the whole new history, a snapshot and the events after it):
+// docs/protocol.md, "After a restart"; a cursor older than the buffer gets
 // state_resync_required{reason:"ring_evicted"}. Either way the stream goes
 // on: a resync is a frame, not an error.
 //

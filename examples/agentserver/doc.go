@@ -14,12 +14,15 @@
 // the page opens session "demo" with scope descendants.
 //
 // With -demo the server also keeps the demo tree's transcript (the text of
-// every session's agent_message_chunk events) and gives it to the bus as
-// its snapshot provider: a page whose position was lost gets a snapshot
-// frame with the transcript so far and then exactly the events after it,
-// and http://localhost:8080/?snapshot=1 starts from the transcript. With
-// AGENTPOOL_EVENTBUS_REPLAY_COMPACT=acp a page that opens late receives
-// each reply as one record.
+// every open session's agent_message_chunk events, bounded: closed and
+// expired sessions leave it, at most 256 sessions and 64 KiB of text each)
+// and gives it to the bus as its snapshot provider: a page whose position
+// was lost gets a snapshot frame with the transcript of the sessions its
+// scope covers and then exactly the events after it, and
+// http://localhost:8080/?snapshot=1 starts from the transcript. The server
+// compacts ACP replies in the replay buffer by default (a program default
+// of config.LoadWithDefaults; AGENTPOOL_EVENTBUS_REPLAY_COMPACT=off turns
+// it off): a page that opens late receives each reply as one record.
 //
 // Flags:
 //

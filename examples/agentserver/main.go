@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/replaybus/replaybus/adapters/sse"
+	"github.com/replaybus/replaybus/coalesce"
 	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/examples/agentserver/demo"
@@ -148,7 +149,11 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: f.level}))
 
-	cfg, err := config.Load()
+	// The program's defaults, which every AGENTPOOL_EVENTBUS_* variable
+	// set overrides: ACP replies are compacted in the replay buffer, so
+	// that a page joining late gets a reply whole rather than from its
+	// middle (AGENTPOOL_EVENTBUS_REPLAY_COMPACT=off turns it off).
+	cfg, err := config.LoadWithDefaults(eventbus.Options{ReplayCompact: coalesce.ACP})
 	if err != nil {
 		return configError(err)
 	}
@@ -156,7 +161,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 	if f.demo {
 		// The demo's transcript is the bus's snapshot provider: a page
 		// whose position is lost gets the text so far, then the rest.
-		transcript = server.NewTranscript()
+		transcript = server.NewTranscript(server.TranscriptOptions{}) // 256 sessions, 64 KiB of text each
 		cfg.Snapshots = transcript.Snapshot
 	}
 	// The stream's retention (AGENTPOOL_EVENTBUS_NATS_*): checked by
@@ -214,7 +219,8 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
 	log.Info("agentserver listening", "url", pageURL(ln.Addr()), "addr", ln.Addr().String(), "epoch", bus.Epoch(), "demo", f.demo,
-		"replay_buffer_size", cfg.ReplayBufferSize, "max_queue_size", cfg.MaxQueueSize, "overflow_policy", overflowPolicy(cfg.OverflowPolicy))
+		"replay_buffer_size", cfg.ReplayBufferSize, "max_queue_size", cfg.MaxQueueSize, "overflow_policy", overflowPolicy(cfg.OverflowPolicy),
+		"replay_compact", cfg.ReplayCompact != nil)
 	if ready != nil {
 		ready(ln.Addr())
 	}
