@@ -90,11 +90,19 @@
 //
 // The stats over the event log count events (a merged row of ?coalesce=acp
 // counts every event it holds, so "replayed events" agrees with
-// replay_complete's replayedCount), and "control frames" the frames without
-// an id (hello, replay_complete, state_resync_required, slow_client_warning,
-// client_evicted); each says so on hover. The Agents panel rebuilds each
-// agent from the stream; closed agents are folded under one "N closed
-// agents" line below the live ones (the newest 20). The page closes its
-// stream on pagehide (navigation, reload, a closed tab), so the server frees
-// the subscription at once.
+// replay_complete's replayedCount; "events" then adds "in N rows"), and
+// "control frames" the frames without an id (hello, replay_complete,
+// state_resync_required, slow_client_warning, client_evicted); each says
+// so on hover. "Received ids" are one per row with an id: a merged row is
+// one id for all its events, so they can be fewer than the events. The
+// Sessions list shows open sessions only: a sub-agent leaves it when its
+// session_closed arrives, even if a list fetched earlier still holds it.
+// The Agents panel rebuilds each agent from the stream; closed agents are
+// folded under one "N closed agents" line below the live ones (the newest
+// 20). After a server restart the page follows docs/protocol.md's "After a
+// restart": it drops what it showed at state_resync_required{epoch_reset},
+// shows the new history (from a snapshot when the server's buffer lost its
+// start), and retries a 404 from the new epoch for 30 s until the session
+// is back. The page closes its stream on pagehide (navigation, reload, a
+// closed tab), so the server frees the subscription at once.
 package main
