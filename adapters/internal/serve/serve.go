@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -166,12 +167,13 @@ type Admission struct {
 
 // Admit runs every check a subscribe request passes before anything is
 // subscribed, in this order: the method (405 unless GET), the session id
-// (from h.SessionID, else the {id} path wildcard), resume.ParseRequest and
+// (from h.SessionID, else the {id} path wildcard; an empty one is 400
+// invalid_session_id naming where it came from), resume.ParseRequest and
 // resume.ParseEvents (400 naming the bad value), check (a transport's own,
 // such as the WebSocket handshake; nil for none), then the overflow policy
-// — h.OverflowPolicy, else the bus's Options.OverflowPolicy, else
-// drop_subscriber: a stream's client resumes by itself, so evict rather
-// than drop —, h.Authorize (403 forbidden with the error's text, or the
+// — h.OverflowPolicy, else the bus's when it was set
+// (Bus.OverflowPolicySet), else drop_subscriber: a stream's client resumes
+// by itself, so evict rather than drop —, h.Authorize (403 forbidden with the error's text, or the
 // *resume.StatusError it is or wraps) and h.Configure. It sets the bus
 // epoch header on w first, so that every answer carries it; a refusal is
 // returned, not written.
@@ -186,6 +188,16 @@ func Admit(w http.ResponseWriter, r *http.Request, bus *eventbus.Bus, h Hooks, c
 		a.Session = h.SessionID(r)
 	} else {
 		a.Session = r.PathValue("id")
+	}
+	if a.Session == "" {
+		// Name the cause: under another router (or a mux pattern without
+		// {id}) the path value is empty whatever the URL says.
+		msg := `empty session id: the request has no {id} path value (mount the handler on a ServeMux pattern with {id}, ` +
+			`such as "GET /session/{id}/events", or set HandlerOptions.SessionID to read the id from your router)`
+		if h.SessionID != nil {
+			msg = "empty session id: HandlerOptions.SessionID returned an empty id for " + quotePath(r)
+		}
+		return a, &resume.StatusError{Status: http.StatusBadRequest, Code: resume.CodeInvalidSessionID, Message: msg}
 	}
 	var serr *resume.StatusError
 	if a.Options, serr = resume.ParseRequest(r, a.Session, bus.Epoch(), h.Query); serr != nil {
@@ -218,4 +230,13 @@ func Admit(w http.ResponseWriter, r *http.Request, bus *eventbus.Bus, h Hooks, c
 		h.Configure(r, &a.Options)
 	}
 	return a, nil
+}
+
+// quotePath quotes r's path for a message, cut to 64 bytes.
+func quotePath(r *http.Request) string {
+	p := r.URL.EscapedPath()
+	if len(p) > 64 {
+		p = p[:64] + "…"
+	}
+	return strconv.Quote(p)
 }
