@@ -248,9 +248,11 @@ func TestCompactedRecordsDecode(t *testing.T) {
 			assert.Equal(t, codec.Text, all[0].Kind)
 			assert.Equal(t, "Hello, world", all[0].Text)
 			assert.EqualValues(t, 4, all[0].ID)
+			assert.EqualValues(t, 1, all[0].First(), "the record's first event")
 			rest := read(2)
 			require.Len(t, rest, 1)
 			assert.Equal(t, "world", rest[0].Text)
+			assert.EqualValues(t, 3, rest[0].First())
 		})
 	}
 }

@@ -70,8 +70,13 @@ const (
 type Part struct {
 	Kind Kind
 	// ID is the id of the event the part came from (of a merged or
-	// compacted record: its last event's); Session its session.
+	// compacted record: its last event's); Session its session. FirstID
+	// is a merged or compacted record's first event's id, 0 otherwise:
+	// ids derived from a part (a message's) use FirstID when set, so that
+	// a record folded after a client saw its first event keeps the id the
+	// client knows.
 	ID      uint64
+	FirstID uint64
 	Session string
 
 	ToolCallID string
@@ -146,7 +151,8 @@ func (s *Set) Decode(dst []Part, ev eventbus.Event) []Part {
 // Data (null when it has none; a byte payload as {"contentType",
 // "base64"}).
 func DataPart(ev eventbus.Event) Part {
-	p := Part{Kind: Data, ID: ev.ID, Session: ev.Session, Name: ev.Type, Data: json.RawMessage("null")}
+	p := part(Data, ev)
+	p.Name, p.Data = ev.Type, json.RawMessage("null")
 	switch {
 	case !ev.IsJSON():
 		b, _ := json.Marshal(struct {
@@ -161,4 +167,15 @@ func DataPart(ev eventbus.Event) Part {
 }
 
 // part returns a part of kind k from ev.
-func part(k Kind, ev eventbus.Event) Part { return Part{Kind: k, ID: ev.ID, Session: ev.Session} }
+func part(k Kind, ev eventbus.Event) Part {
+	return Part{Kind: k, ID: ev.ID, FirstID: ev.FirstID, Session: ev.Session}
+}
+
+// First returns p.FirstID, or p.ID when p is not merged: the id of the
+// first event p holds.
+func (p Part) First() uint64 {
+	if p.FirstID != 0 {
+		return p.FirstID
+	}
+	return p.ID
+}
