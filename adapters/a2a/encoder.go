@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strconv"
 
+	"github.com/replaybus/replaybus/adapters/internal/evframe"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/codec"
 )
@@ -39,8 +40,7 @@ type Encoder struct {
 	text      block // the open text or reasoning artifact
 	artifacts []*artifact
 	byID      map[string]*artifact
-	skip      int
-	pending   []pendingFrame
+	frames    evframe.Queue
 }
 
 type block struct{ id, kind, session string }
@@ -57,17 +57,12 @@ type part struct {
 	data json.RawMessage
 }
 
-type pendingFrame struct {
-	event uint64
-	data  []byte
-}
-
 // NewEncoder returns an Encoder for the task o names.
 func NewEncoder(o Options) *Encoder {
 	if o.Version == "" {
 		o.Version = V1
 	}
-	return &Encoder{o: o, state: StateSubmitted, byID: map[string]*artifact{}}
+	return &Encoder{o: o, state: StateSubmitted, byID: map[string]*artifact{}, frames: evframe.Queue{Epoch: o.Epoch}}
 }
 
 // State returns the task's state: submitted until the first part, then
@@ -80,7 +75,7 @@ func (e *Encoder) Done() bool { return e.done }
 // Skip sets how many of the next frames are computed but not written,
 // as agui.Encoder.Skip does: n > 0 the next n, n < 0 all until Skip is
 // called again, 0 none.
-func (e *Encoder) Skip(n int) { e.skip = n }
+func (e *Encoder) Skip(n int) { e.frames.Skip(n) }
 
 // Task appends the task as it stands — id, context, status, every
 // artifact so far with its text merged — as one frame with id "<epoch>-<id>"
@@ -104,7 +99,7 @@ func (e *Encoder) Task(dst []byte, id uint64) []byte {
 	}
 	f := sse.Frame{Data: b}
 	if id != 0 {
-		f.ID = e.cursor(id)
+		f.ID = e.frames.Cursor(id)
 	}
 	return sse.AppendFrame(dst, f)
 }
@@ -327,43 +322,11 @@ func (e *Encoder) response(result any) []byte {
 }
 
 func (e *Encoder) emit(ev uint64, result any) {
-	e.pending = append(e.pending, pendingFrame{ev, e.response(result)})
+	e.frames.Add(evframe.Frame{Event: ev, Data: e.response(result)})
 }
 
 // flush writes the queued frames with their ids (see the package doc).
-func (e *Encoder) flush(dst []byte) []byte {
-	for i, f := range e.pending {
-		if e.skip != 0 {
-			if e.skip > 0 {
-				e.skip--
-			}
-			continue
-		}
-		var id string
-		if f.event != 0 {
-			id = e.cursor(f.event)
-			if i+1 < len(e.pending) && e.pending[i+1].event == f.event {
-				k := 0
-				for j := i - 1; j >= 0 && e.pending[j].event == f.event; j-- {
-					k++
-				}
-				id += ":" + strconv.Itoa(k)
-			}
-		}
-		dst = sse.AppendFrame(dst, sse.Frame{ID: id, Data: f.data})
-	}
-	clear(e.pending)
-	e.pending = e.pending[:0]
-	return dst
-}
-
-func (e *Encoder) cursor(id uint64) string {
-	s := strconv.FormatUint(id, 10)
-	if e.o.Epoch != "" {
-		return e.o.Epoch + "-" + s
-	}
-	return s
-}
+func (e *Encoder) flush(dst []byte) []byte { return e.frames.Flush(dst, nil) }
 
 func upper(s string) string {
 	b := []byte(s)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strconv"
 
+	"github.com/replaybus/replaybus/adapters/internal/evframe"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/codec"
 )
@@ -30,8 +31,7 @@ type Encoder struct {
 	lastText  string // the last text message: tool calls' parent
 	msgs      []*message
 	byID      map[string]*message
-	skip      int // frames not to write: > 0 the next skip, < 0 all
-	pending   []pendingFrame
+	frames    evframe.Queue
 	// opened lists what the frames so far (written or skipped) opened and
 	// did not close, in order, with the frame that opened it: what a
 	// reattaching stream opens again.
@@ -83,17 +83,9 @@ type toolCallMsg struct {
 	} `json:"function"`
 }
 
-type pendingFrame struct {
-	event uint64
-	data  []byte
-	// opens or closes names what the frame opens or closes ("text:<id>",
-	// "tool:<id>", …), for Reattach.
-	opens, closes string
-}
-
 // NewEncoder returns an Encoder for the run o names.
 func NewEncoder(o Options) *Encoder {
-	return &Encoder{o: o, tools: map[string]*toolCall{}, byID: map[string]*message{}}
+	return &Encoder{o: o, tools: map[string]*toolCall{}, byID: map[string]*message{}, frames: evframe.Queue{Epoch: o.Epoch}}
 }
 
 // Done reports whether the run has ended (RUN_FINISHED or RUN_ERROR).
@@ -103,7 +95,7 @@ func (e *Encoder) Done() bool { return e.done }
 // n > 0 the next n (a resume after "<epoch>-<N>:k" skips k+1 of event
 // N's), n < 0 every frame until Skip is called again (priming with the
 // events before a stream's start), 0 none.
-func (e *Encoder) Skip(n int) { e.skip = n }
+func (e *Encoder) Skip(n int) { e.frames.Skip(n) }
 
 // Append appends the frames of parts, the parts of one event (those
 // codec.Set.Decode gives for it; consecutive parts with another id start
@@ -403,16 +395,16 @@ func (e *Encoder) add(m *message) *message {
 
 // emit queues one frame of event ev.
 func (e *Encoder) emit(ev uint64, v map[string]any) {
-	e.pending = append(e.pending, pendingFrame{event: ev, data: encode(v)})
+	e.frames.Add(evframe.Frame{Event: ev, Data: encode(v)})
 }
 
 // emitOpen queues a frame that opens key; emitClose one that closes it.
 func (e *Encoder) emitOpen(ev uint64, key string, v map[string]any) {
-	e.pending = append(e.pending, pendingFrame{event: ev, data: encode(v), opens: key})
+	e.frames.Add(evframe.Frame{Event: ev, Data: encode(v), Opens: key})
 }
 
 func (e *Encoder) emitClose(ev uint64, key string, v map[string]any) {
-	e.pending = append(e.pending, pendingFrame{event: ev, data: encode(v), closes: key})
+	e.frames.Add(evframe.Frame{Event: ev, Data: encode(v), Closes: key})
 }
 
 func encode(v any) []byte {
@@ -423,62 +415,33 @@ func encode(v any) []byte {
 	return b
 }
 
-// flush writes the queued frames: those of event N get "<N>:0", "<N>:1",
-// … and the last of them "<N>"; frames of id 0 get none.
+// flush writes the queued frames (see evframe), writing a waiting
+// Reattach prologue before the first frame written after a skip, and
+// noting what each frame opens or closes.
 func (e *Encoder) flush(dst []byte) []byte {
-	for i, f := range e.pending {
-		dst = e.writePrologue(dst)
+	dst = e.frames.Flush(dst, func(dst []byte, f evframe.Frame, written bool) []byte {
+		if written {
+			dst = e.writePrologue(dst)
+		}
 		e.track(f)
-		if e.skip != 0 {
-			if e.skip > 0 {
-				e.skip--
-			}
-			continue
-		}
-		var id string
-		if f.event != 0 {
-			id = e.cursor(f.event)
-			if k := index(e.pending, i); i+1 < len(e.pending) && e.pending[i+1].event == f.event {
-				id += ":" + strconv.Itoa(k)
-			}
-		}
-		dst = sse.AppendFrame(dst, sse.Frame{ID: id, Data: f.data})
-	}
-	clear(e.pending)
-	e.pending = e.pending[:0]
+		return dst
+	})
 	return e.writePrologue(dst)
 }
 
 // track notes what f opens or closes.
-func (e *Encoder) track(f pendingFrame) {
+func (e *Encoder) track(f evframe.Frame) {
 	switch {
-	case f.opens != "":
-		e.opened = append(e.opened, openFrame{f.opens, f.data})
-	case f.closes != "":
+	case f.Opens != "":
+		e.opened = append(e.opened, openFrame{f.Opens, f.Data})
+	case f.Closes != "":
 		for i, o := range e.opened {
-			if o.key == f.closes {
+			if o.key == f.Closes {
 				e.opened = append(e.opened[:i], e.opened[i+1:]...)
 				break
 			}
 		}
 	}
-}
-
-// index returns the position of frame i among the frames of its event.
-func index(fs []pendingFrame, i int) int {
-	k := 0
-	for j := i - 1; j >= 0 && fs[j].event == fs[i].event; j-- {
-		k++
-	}
-	return k
-}
-
-func (e *Encoder) cursor(id uint64) string {
-	s := strconv.FormatUint(id, 10)
-	if e.o.Epoch != "" {
-		return e.o.Epoch + "-" + s
-	}
-	return s
 }
 
 // Reattach appends the prologue of a stream that does not start at the
@@ -493,16 +456,13 @@ func (e *Encoder) cursor(id uint64) string {
 // so a client cut inside the prologue resumes from the same place.
 func (e *Encoder) Reattach(dst []byte, cursor string, snapshot bool) []byte {
 	e.prologue = &prologue{cursor, snapshot}
-	if e.skip > 0 {
-		return dst
-	}
 	return e.writePrologue(dst)
 }
 
 // writePrologue writes a waiting Reattach once no frame is to be skipped.
 func (e *Encoder) writePrologue(dst []byte) []byte {
 	p := e.prologue
-	if p == nil || e.skip != 0 {
+	if p == nil || e.frames.Skipping() {
 		return dst
 	}
 	e.prologue = nil
