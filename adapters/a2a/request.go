@@ -13,21 +13,19 @@ const (
 	MethodSubscribe      = "SubscribeToTask"      // 1.0
 	MethodStream03       = "message/stream"       // 0.3
 	MethodResubscribe03  = "tasks/resubscribe"    // 0.3
-	MethodSendMessage    = "SendMessage"          // 1.0, not streamed
-	MethodSendMessage03  = "message/send"         // 0.3, not streamed
 	jsonrpcVersion       = "2.0"
 	maxErrorMessageBytes = 256
 )
 
 // JSON-RPC and A2A error codes.
 const (
-	CodeParseError         = -32700
-	CodeInvalidRequest     = -32600
-	CodeMethodNotFound     = -32601
-	CodeInvalidParams      = -32602
-	CodeInternalError      = -32603
-	CodeTaskNotFound       = -32001
-	CodeUnsupportedOperate = -32004
+	CodeParseError     = -32700
+	CodeInvalidRequest = -32600
+	CodeMethodNotFound = -32601
+	CodeInvalidParams  = -32602
+	CodeInternalError  = -32603
+	CodeTaskNotFound   = -32001
+	CodeUnsupportedOp  = -32004
 )
 
 // Error is a JSON-RPC error: what [ParseRequest] returns, and what a
@@ -37,6 +35,7 @@ type Error struct {
 	Message string `json:"message"`
 }
 
+// Error returns "a2a: <message> (<code>)".
 func (e *Error) Error() string { return fmt.Sprintf("a2a: %s (%d)", e.Message, e.Code) }
 
 // Request is a streaming JSON-RPC request: a message to start a task
