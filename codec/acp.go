@@ -35,22 +35,14 @@ func decodeACP(dst []Part, ev eventbus.Event) ([]Part, bool) {
 	if !ev.IsJSON() {
 		return dst, false
 	}
+	if ev.Type == acp.TypeMessageChunk || ev.Type == acp.TypeThoughtChunk {
+		return decodeChunk(dst, ev)
+	}
 	n, err := acp.Parse(ev.Data)
 	if err != nil || n.Type() != ev.Type {
 		return dst, false
 	}
 	switch u := n.Update.(type) {
-	case acp.ContentChunk:
-		if u.Content.Type != "text" {
-			return dst, false
-		}
-		k := Text
-		if u.Kind == acp.TypeThoughtChunk {
-			k = Reasoning
-		}
-		p := part(k, ev)
-		p.Text = u.Content.Text
-		return append(dst, p), true
 	case acp.ToolCall:
 		p := part(ToolInputStart, ev)
 		p.ToolCallID, p.ToolName, p.Title = u.ToolCallID, toolName(u.Kind), u.Title
@@ -77,6 +69,31 @@ func decodeACP(dst []Part, ev eventbus.Event) ([]Part, bool) {
 		return append(dst, p), true
 	}
 	return dst, false
+}
+
+// decodeChunk decodes a text chunk in one pass (the stream's hot path),
+// as acp.Parse would read it.
+func decodeChunk(dst []Part, ev eventbus.Event) ([]Part, bool) {
+	var n struct {
+		Update *struct {
+			Kind    *string `json:"sessionUpdate"`
+			Content *struct {
+				Type string `json:"type"`
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"update"`
+	}
+	if json.Unmarshal(ev.Data, &n) != nil || n.Update == nil || n.Update.Kind == nil || *n.Update.Kind != ev.Type ||
+		n.Update.Content == nil || n.Update.Content.Type != "text" {
+		return dst, false
+	}
+	k := Text
+	if ev.Type == acp.TypeThoughtChunk {
+		k = Reasoning
+	}
+	p := part(k, ev)
+	p.Text = n.Update.Content.Text
+	return append(dst, p), true
 }
 
 // acpResult appends what a tool call's status, content and rawOutput say

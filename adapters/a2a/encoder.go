@@ -51,11 +51,15 @@ type artifact struct {
 	parts    []part
 }
 
-// part is a text or data part.
+// part is a text part (isText; text appended to, not concatenated: a
+// reply of n deltas costs O(n)) or a data part.
 type part struct {
-	text *string
-	data json.RawMessage
+	isText bool
+	text   []byte
+	data   json.RawMessage
 }
+
+func textPart(s string) part { return part{isText: true, text: []byte(s)} }
 
 // NewEncoder returns an Encoder for the task o names.
 func NewEncoder(o Options) *Encoder {
@@ -148,13 +152,12 @@ func (e *Encoder) part(p codec.Part) {
 		if e.text.id != "" && (e.text.kind != kind || e.text.session != p.Session) {
 			e.text = block{}
 		}
-		s := p.Text
 		if e.text.id == "" {
 			e.text = block{kind + "-" + strconv.FormatUint(p.First(), 10), kind, p.Session}
-			e.update(ev, e.text.id, kind, part{text: &s}, false)
+			e.update(ev, e.text.id, kind, textPart(p.Text), false)
 			return
 		}
-		e.update(ev, e.text.id, kind, part{text: &s}, true)
+		e.update(ev, e.text.id, kind, textPart(p.Text), true)
 	case codec.ToolInputStart, codec.ToolInputDelta, codec.ToolInput, codec.ToolOutput, codec.ToolError:
 		e.text = block{}
 		id := "tool-" + p.ToolCallID
@@ -225,9 +228,12 @@ func (e *Encoder) update(ev uint64, id, name string, p part, appendTo bool) {
 		e.artifacts = append(e.artifacts, a)
 		e.byID[id] = a
 		a.parts = []part{p}
-	case appendTo && p.text != nil && len(a.parts) > 0 && a.parts[len(a.parts)-1].text != nil:
-		merged := *a.parts[len(a.parts)-1].text + *p.text
-		a.parts[len(a.parts)-1].text = &merged
+		if p.isText { // its own copy: the text grows by append
+			a.parts[0].text = append([]byte(nil), p.text...)
+		}
+	case appendTo && p.isText && len(a.parts) > 0 && a.parts[len(a.parts)-1].isText:
+		last := &a.parts[len(a.parts)-1]
+		last.text = append(last.text, p.text...)
 	case appendTo:
 		a.parts = append(a.parts, p)
 	default:
@@ -265,7 +271,7 @@ func (e *Encoder) status(state, text string) map[string]any {
 		s["state"] = "TASK_STATE_" + upper(state) // 1.0's enum names
 	}
 	if text != "" {
-		s["message"] = e.message(e.o.TaskID+"-status", []part{{text: &text}})
+		s["message"] = e.message(e.o.TaskID+"-status", []part{textPart(text)})
 	}
 	return s
 }
@@ -291,10 +297,10 @@ func (e *Encoder) partsJSON(parts []part) []any {
 	out := make([]any, 0, len(parts))
 	for _, p := range parts {
 		switch {
-		case p.text != nil && e.o.Version == V03:
-			out = append(out, map[string]any{"kind": "text", "text": *p.text})
-		case p.text != nil:
-			out = append(out, map[string]any{"text": *p.text})
+		case p.isText && e.o.Version == V03:
+			out = append(out, map[string]any{"kind": "text", "text": string(p.text)})
+		case p.isText:
+			out = append(out, map[string]any{"text": string(p.text)})
 		case e.o.Version == V03:
 			d := p.data
 			if len(d) == 0 || d[0] != '{' {

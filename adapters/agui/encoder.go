@@ -71,7 +71,7 @@ type message struct {
 	ToolCallID   string         `json:"toolCallId,omitempty"`
 	ActivityType string         `json:"activityType,omitempty"`
 	Error        string         `json:"error,omitempty"`
-	text         string
+	text         []byte         // appended to, not concatenated: a reply of n deltas costs O(n)
 }
 
 type toolCallMsg struct {
@@ -149,7 +149,8 @@ func (e *Encoder) part(p codec.Part) {
 			e.add(&message{ID: id, Role: "assistant"})
 			e.emitOpen(ev, "text:"+id, map[string]any{"type": "TEXT_MESSAGE_START", "messageId": id, "role": "assistant"})
 		}
-		e.byID[e.text.id].text += p.Text
+		m := e.byID[e.text.id]
+		m.text = append(m.text, p.Text...)
 		e.emit(ev, map[string]any{"type": "TEXT_MESSAGE_CONTENT", "messageId": e.text.id, "delta": p.Text})
 		return
 	case codec.Reasoning:
@@ -168,7 +169,8 @@ func (e *Encoder) part(p codec.Part) {
 			e.emitOpen(ev, "span:"+id, map[string]any{"type": "REASONING_START", "messageId": id})
 			e.emitOpen(ev, "reasoning:"+id, map[string]any{"type": "REASONING_MESSAGE_START", "messageId": id, "role": "reasoning"})
 		}
-		e.byID[e.reasoning.id].text += p.Text
+		m := e.byID[e.reasoning.id]
+		m.text = append(m.text, p.Text...)
 		e.emit(ev, map[string]any{"type": "REASONING_MESSAGE_CONTENT", "messageId": e.reasoning.id, "delta": p.Text})
 		return
 	case codec.Finish:
@@ -487,11 +489,11 @@ func (e *Encoder) Messages() []any {
 		c := *m
 		switch c.Role {
 		case "assistant":
-			if c.text != "" {
-				c.Content = c.text
+			if len(c.text) > 0 {
+				c.Content = string(c.text)
 			}
 		case "reasoning":
-			c.Content = c.text
+			c.Content = string(c.text)
 		}
 		out = append(out, c)
 	}
