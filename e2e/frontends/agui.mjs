@@ -17,11 +17,12 @@ const warnings = [];
 console.warn = (...a) => warnings.push(a.map(String).join(" "));
 
 let lastId = null;
+let reading = Promise.resolve(); // the id reader of the last response
 const fetchWithIds = async (input, init) => {
   const res = await fetch(input, init);
   if (!res.body) return res;
   const [mine, theirs] = res.body.tee();
-  (async () => {
+  reading = (async () => {
     const dec = new TextDecoder();
     let buf = "";
     for await (const chunk of mine) {
@@ -33,7 +34,7 @@ const fetchWithIds = async (input, init) => {
         if (line.startsWith("id: ")) lastId = line.slice(4);
       }
     }
-  })();
+  })().catch(() => {}); // a body cut short ends the reader with what it saw
   return new Response(theirs, { status: res.status, statusText: res.statusText, headers: res.headers });
 };
 
@@ -54,7 +55,7 @@ for (let attempt = 0; attempt < 5; attempt++) {
   } catch (e) {
     run.error = String(e && e.message || e);
   }
-  await new Promise((r) => setTimeout(r, 20)); // the id reader finishes the body
+  await reading; // the id reader has seen the whole body
   run.lastId = lastId;
   runs.push(run);
   if (ended || mode !== "resume" || run.error) break;
