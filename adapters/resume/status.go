@@ -109,12 +109,12 @@ func (e *StatusError) Answer(w http.ResponseWriter) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// ReadStatusError builds the error of a refused request from its answer:
-// the JSON body's code and message (read up to 64 KiB; another body is
-// the message, cut to 512 bytes, with the status text as code) and the
-// Retry-After header (seconds or an HTTP date). It does not close the
-// body.
-func ReadStatusError(resp *http.Response) *StatusError {
+// ReadStatusError builds the error of a refused request from its answer,
+// a [*StatusError]: the JSON body's code and message (read up to 64 KiB;
+// another body is the message, cut to 512 bytes, with the status text as
+// code), the Retry-After header (seconds or an HTTP date) and the
+// [HeaderEpoch]. It does not close the body; never nil.
+func ReadStatusError(resp *http.Response) error {
 	var body []byte
 	if resp.Body != nil {
 		body, _ = io.ReadAll(io.LimitReader(resp.Body, 64<<10))
@@ -140,12 +140,20 @@ func ReadStatusError(resp *http.Response) *StatusError {
 	return e
 }
 
-// StatusFor maps an error of [eventbus.Bus.Subscribe] for session to the
-// answer the handlers give: 429 subscriber_limit_exceeded (Retry-After 5),
-// 404 session_not_found, 410 session_closed, 503 unavailable (Retry-After
-// 5), 400 invalid_request, else 500 internal_error; the message is the
-// error's text without Go package prefixes.
-func StatusFor(err error, session string) *StatusError {
+// StatusFor maps an error of the bus, for session, to the answer the
+// handlers give, a [*StatusError]: err's own when err is or wraps one;
+// 429 subscriber_limit_exceeded (Retry-After 5), 404 session_not_found,
+// 410 session_closed, 503 unavailable (Retry-After 5), 400
+// invalid_request, else 500 internal_error. The message is the error's
+// text without Go package prefixes. Nil for a nil err.
+func StatusFor(err error, session string) error {
+	if err == nil {
+		return nil
+	}
+	var se *StatusError
+	if errors.As(err, &se) {
+		return se
+	}
 	switch {
 	case errors.Is(err, eventbus.ErrSubscriberLimit):
 		return &StatusError{Status: http.StatusTooManyRequests, Code: CodeSubscriberLimit, Message: textutil.PublicMessage(err),
@@ -163,4 +171,14 @@ func StatusFor(err error, session string) *StatusError {
 		return &StatusError{Status: http.StatusBadRequest, Code: CodeInvalidRequest, Message: textutil.PublicMessage(err)}
 	}
 	return &StatusError{Status: http.StatusInternalServerError, Code: CodeInternal, Message: textutil.PublicMessage(err)}
+}
+
+// WriteError answers err on w as the handlers do: the [*StatusError] that
+// [StatusFor] makes of it for session, written by [StatusError.Answer].
+// A nil err writes nothing.
+func WriteError(w http.ResponseWriter, err error, session string) {
+	var se *StatusError
+	if errors.As(StatusFor(err, session), &se) {
+		se.Answer(w)
+	}
 }
