@@ -27,9 +27,10 @@
 //     is new and the handler has had 1,024 media types interned, so that
 //     clients cannot use up the process's 4,096) and read back as the same
 //     bytes. Events of other types, published into the session by
-//     Go or by the SSE route, read as the JSON envelope
-//     {"id","type","data","origin"} (a byte payload's data in base64 with
-//     "contentType" and "encoding").
+//     Go or by the SSE route, read as the envelope the SSE and WebSocket
+//     routes send (resume.AppendEnvelope: {"v":1,"id","type","session",
+//     "data","origin"}, a byte payload's data in base64 with "contentType"
+//     and "encoding").
 //
 //   - An offset is the position after an event: [FormatOffset] writes
 //     "<bus epoch>_<event id, 16 digits>", the SSE route's

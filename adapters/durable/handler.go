@@ -15,6 +15,7 @@ import (
 
 	"github.com/puzpuzpuz/xsync/v3"
 
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
 )
@@ -85,7 +86,7 @@ type HandlerOptions struct {
 	// EventType is the bus event type of the events the handler publishes
 	// (each JSON message, or each append of another content type). Events
 	// of other types, published into the session by other routes, read as
-	// a JSON envelope {"id","type","data","origin"}. Default
+	// the SSE route's JSON envelope (resume.AppendEnvelope). Default
 	// DefaultEventType ("durable").
 	EventType string
 	// Logger receives one debug record per refused request and the
@@ -182,15 +183,12 @@ func (h *Handler) Prefix() string { return h.opts.Prefix }
 
 // ServeHTTP serves one request on a stream URL; see docs/durable-streams.md
 // for each answer. Besides the protocol's, it answers OPTIONS (CORS
-// preflight) with 204 and any other method with 405. Errors are JSON
-// {"code","message"}: 400 for a bad header, offset, body or stream name
-// (the message names the value), 404 for an unknown stream, 409 for a
-// conflict (closed stream, content type, Stream-Seq, producer gap), 410 for
-// an offset before what is held (code ring_evicted), one of another epoch
-// (code epoch_reset, naming the offset and the bus's epoch) or a
-// soft-deleted stream, 413 for a body over MaxBodyBytes, 429 with
-// Retry-After when the session has eventbus.Options.MaxSubscribers
-// readers, 503 once the bus is closed.
+// preflight) with 204 and any other method with 405. Errors are
+// resume.StatusError answers {"code","message"} in the codes every route
+// shares (session_not_found, invalid_session_id, session_closed — 409 with
+// Stream-Closed here —, subscriber_limit_exceeded with Retry-After,
+// unavailable, …) and the stream's own (invalid_offset, stream_exists, …);
+// an offset of lost history is 410 ring_evicted or epoch_reset, naming it.
 //
 // A long-poll blocks up to LongPollTimeout and an SSE answer lasts up to
 // SSEDuration (both end early when the client goes or the stream closes);
@@ -205,8 +203,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.deadline(w)
 	h.maybeSweep()
 	name, ok := strings.CutPrefix(r.URL.Path, h.opts.Prefix)
-	if !ok || name == "" {
-		h.fail(w, r, errorf(http.StatusNotFound, "not_found", "no stream at %q (streams are below %s)", r.URL.Path, h.opts.Prefix))
+	if !ok {
+		h.fail(w, r, name, errorf(http.StatusNotFound, resume.CodeNotFound, "no stream at %s (streams are below %s)", quote(r.URL.Path), h.opts.Prefix))
 		return
 	}
 	if name == "__ds" || strings.HasPrefix(name, "__ds/") {
@@ -214,13 +212,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.serveDS(w, r, strings.TrimPrefix(name, "__ds/"))
 			return
 		}
-		h.fail(w, r, errorf(http.StatusNotImplemented, "not_implemented",
-			"%s__ds is reserved for Durable Streams control APIs (subscriptions), which this handler does not offer (HandlerOptions.Subscriptions)", h.opts.Prefix))
+		h.fail(w, r, name, errorf(http.StatusNotImplemented, resume.CodeNotImplemented, "%s__ds is reserved for Durable Streams control APIs (subscriptions), which this handler does not offer (HandlerOptions.Subscriptions)", h.opts.Prefix))
 		return
 	}
 	if err := frame.CheckName("session id", name); err != nil {
-		// The text the bus's ErrInvalid gives for the same name.
-		h.fail(w, r, errorf(http.StatusBadRequest, "invalid_stream_name", "eventbus: invalid argument: %v", err))
+		// The text the SSE route gives for the same id (an empty one: the
+		// path names no stream below the prefix).
+		h.fail(w, r, name, errorf(http.StatusBadRequest, resume.CodeInvalidSessionID, "invalid argument: %v", err))
 		return
 	}
 	var err error
@@ -241,11 +239,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		hd.Set("Access-Control-Max-Age", "600")
 		w.WriteHeader(http.StatusNoContent)
 	default:
-		hd.Set("Allow", "GET, HEAD, PUT, POST, DELETE, OPTIONS")
-		err = errorf(http.StatusMethodNotAllowed, "method_not_allowed", "method %s not allowed on a stream", r.Method)
+		err = withHeader(errorf(http.StatusMethodNotAllowed, resume.CodeMethodNotAllowed, "method %s not allowed on a stream", quote(r.Method)),
+			"Allow", "GET, HEAD, PUT, POST, DELETE, OPTIONS")
 	}
 	if err != nil {
-		h.fail(w, r, err)
+		h.fail(w, r, name, err)
 	}
 }
 

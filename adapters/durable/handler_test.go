@@ -152,7 +152,7 @@ func TestSessionClosedByGoIsEOF(t *testing.T) {
 	require.NoError(t, err)
 	resp, body := r.do(t, http.MethodGet, "run?offset=-1", "")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	assert.Equal(t, `[{"id":1,"type":"tick","data":{"n":1}}]`, body)
+	assert.Equal(t, `[{"v":1,"id":1,"type":"tick","session":"run","data":{"n":1}}]`, body)
 	tail := resp.Header.Get("Stream-Next-Offset")
 
 	done := make(chan *http.Response, 1)

@@ -8,6 +8,9 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/replaybus/replaybus/adapters/resume"
+	"github.com/replaybus/replaybus/internal/textutil"
 )
 
 // readReq is a parsed GET query.
@@ -28,7 +31,7 @@ func (h *Handler) parseRead(r *http.Request, s *stream) (readReq, error) {
 	var q readReq
 	vals, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return q, errorf(http.StatusBadRequest, "invalid_query", "the query does not parse: %v", err)
+		return q, errorf(http.StatusBadRequest, resume.CodeInvalidQuery, "the query does not parse: %v", err)
 	}
 	if offs, ok := vals["offset"]; ok {
 		if len(offs) != 1 {
@@ -43,7 +46,7 @@ func (h *Handler) parseRead(r *http.Request, s *stream) (readReq, error) {
 	switch q.live {
 	case "", "long-poll", "sse":
 	default:
-		return q, errorf(http.StatusBadRequest, "invalid_live", "live %q is not long-poll or sse", q.live)
+		return q, errorf(http.StatusBadRequest, "invalid_live", "live %s is not long-poll or sse", quote(q.live))
 	}
 	if q.live != "" && !q.hasParam {
 		return q, errorf(http.StatusBadRequest, "missing_offset", "live=%s needs an offset", q.live)
@@ -57,14 +60,13 @@ func (h *Handler) parseRead(r *http.Request, s *stream) (readReq, error) {
 	default:
 		p, err := ParseOffset(q.offset)
 		if err != nil {
-			return q, errorf(http.StatusBadRequest, "invalid_offset", "%v", err)
+			return q, errorf(http.StatusBadRequest, "invalid_offset", "%s", textutil.PublicMessage(err))
 		}
 		switch {
 		case p.ID == 0:
 			q.after = s.start() // names no event: the beginning, in any epoch
 		case p.Epoch != h.epoch:
-			return q, errorf(http.StatusGone, "epoch_reset",
-				"offset %q is of epoch %q, not of the bus's %q (it restarted): its history is gone; read from offset -1", q.offset, p.Epoch, h.epoch)
+			return q, errorf(http.StatusGone, resume.CodeEpochReset, "offset %s is of epoch %s, not of the bus's %s (it restarted): its history is gone; read from offset -1", quote(q.offset), quote(p.Epoch), quote(h.epoch))
 		case p.ID < s.start():
 			return q, errGone
 		default:

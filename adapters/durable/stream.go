@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
 )
@@ -326,16 +327,24 @@ func (h *Handler) subscribe(ctx context.Context, id string, after uint64) (*even
 // itemData is the bytes event ev stands for in stream s: an event of the
 // handler's type is its payload as is — on a JSON stream when it is JSON,
 // on a byte stream whatever it is (a byte payload's bytes, a JSON
-// payload's text); any other event is its envelope.
+// payload's text); any other event is its envelope, the one the SSE and
+// WebSocket routes send (resume.AppendEnvelope, without an epoch: the
+// offset has it), followed by a newline on a byte stream. The envelope
+// has no "replay": a stream's bytes are the same read in catch-up or live.
 func (h *Handler) itemData(s *stream, ev eventbus.Event) []byte {
 	if ev.Type == h.opts.EventType && (!s.json || ev.IsJSON()) {
 		return ev.Data
 	}
-	n := 48 + len(ev.Type) + len(ev.Origin) + len(ev.Data)
+	n := 64 + len(ev.Type) + len(ev.Session) + len(ev.Origin) + len(ev.Data)
 	if !ev.IsJSON() {
 		n += len(ev.Data)/3 + 48
 	}
-	return appendEnvelope(make([]byte, 0, n), ev, !s.json)
+	ev.Replay = false
+	b := resume.AppendEnvelope(make([]byte, 0, n), ev, "")
+	if !s.json {
+		b = append(b, '\n')
+	}
+	return b
 }
 
 // publish appends one item's bytes to s's session and returns its id;
