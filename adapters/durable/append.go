@@ -106,7 +106,7 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) er
 		return errorf(http.StatusBadRequest, "missing_content_type", "an append with a body needs a Content-Type")
 	}
 	s.touch()
-	before, appended := s.tail.Load(), false
+	before, appended := h.tail(s), false
 	defer func() { // after the stream's lock is released (a pull-wake writes a stream)
 		if appended {
 			h.notifySubs(s.id, before)
@@ -118,7 +118,7 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) er
 	if p != nil && s.closed.Load() && s.closedBy.hadProducer && s.closedBy.id == p.id &&
 		s.closedBy.epoch == p.epoch && s.closedBy.seq == p.seq {
 		producerHeaders(w, p, p.seq)
-		hd.Set(HeaderNextOffset, h.offset(s.tail.Load()))
+		hd.Set(HeaderNextOffset, h.offset(h.tailLocked(s)))
 		hd.Set(HeaderClosed, "true")
 		w.WriteHeader(http.StatusNoContent)
 		return nil
@@ -145,7 +145,7 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) er
 			}
 			if dup && start == 0 {
 				producerHeaders(w, p, last)
-				hd.Set(HeaderNextOffset, h.offset(s.tail.Load()))
+				hd.Set(HeaderNextOffset, h.offset(h.tailLocked(s)))
 				w.WriteHeader(http.StatusNoContent)
 				return nil
 			}
@@ -205,7 +205,7 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) er
 				dup, last, ans := producerAnswer(err, p)
 				if dup { // a retry that raced this one through another route
 					producerHeaders(w, p, last)
-					hd.Set(HeaderNextOffset, h.offset(s.tail.Load()))
+					hd.Set(HeaderNextOffset, h.offset(h.tailLocked(s)))
 					w.WriteHeader(http.StatusNoContent)
 					return nil
 				}

@@ -120,6 +120,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, name string) er
 				return err
 			}
 			s.base = h.bus.LastEventID()
+			s.floor = s.base // what the bus marks lost is the id's earlier lives
 		}
 		s.tail.Store(s.base)
 	}
@@ -155,7 +156,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, name string) er
 	}
 	hd := w.Header()
 	hd.Set("Location", requestURL(r))
-	h.meta(w, s, s.tail.Load())
+	h.meta(w, s, h.tail(s))
 	w.WriteHeader(http.StatusCreated)
 	notify = len(body) > 0
 	return nil
@@ -178,7 +179,7 @@ func (h *Handler) confirm(w http.ResponseWriter, s *stream, c createReq) error {
 	if !typeOK || !expiryOK || !forkOK || c.closed != s.closed.Load() {
 		return errorf(http.StatusConflict, "stream_exists", "stream %s exists with another configuration", quote(s.id))
 	}
-	h.meta(w, s, s.tail.Load())
+	h.meta(w, s, h.tail(s))
 	w.WriteHeader(http.StatusOK)
 	return nil
 }
@@ -221,10 +222,7 @@ func (h *Handler) fork(ctx context.Context, name string, c createReq) (*stream, 
 	if c.ctype != "" && mediaType(c.ctype) != mediaType(src.ctype) {
 		return nil, errorf(http.StatusConflict, "content_type_mismatch", "fork content type %s differs from the source's %s", quote(c.ctype), quote(src.ctype))
 	}
-	tail, err := h.tailOf(ctx, src)
-	if err != nil {
-		return nil, err
-	}
+	tail := h.tail(src)
 	at := tail
 	if c.forkOff != "" {
 		p, err := ParseOffset(c.forkOff)
@@ -253,7 +251,7 @@ func (h *Handler) fork(ctx context.Context, name string, c createReq) (*stream, 
 		left := c.forkSub
 		after := at
 		for left > 0 {
-			b, err := h.read(ctx, src, after, 0)
+			b, err := h.read(ctx, src, from{after: after}, 0)
 			if err != nil {
 				return nil, err
 			}
@@ -282,6 +280,9 @@ func (h *Handler) fork(ctx context.Context, name string, c createReq) (*stream, 
 	if err := h.bus.CreateSession(name, ""); err != nil {
 		return nil, err
 	}
+	// The fork's own events follow this id; what the bus marks lost up to
+	// it is an earlier life of the name, not the fork's history.
+	s.floor = h.bus.LastEventID()
 	s.tail.Store(s.forkAt)
 	if prefix != nil {
 		if _, err := h.publish(s, prefix); err != nil {

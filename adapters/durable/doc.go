@@ -37,9 +37,11 @@
 //     "<epoch>-<id>" in another spelling ([ParseOffset] reads it back), so a
 //     client can switch routes and resume. An offset of another epoch (the
 //     bus restarted: code epoch_reset, naming the offset and the bus's
-//     epoch) or before what the replay buffer holds (ring_evicted) is 410
-//     Gone: never a silent gap. An offset whose id is 0 names no
-//     event and reads from the beginning in any epoch.
+//     epoch) or one whose following events the replay buffer evicted
+//     (ring_evicted) is 410 Gone: never a silent gap. The bus decides
+//     (eventbus.SubscribeOptions.StrictCursor). "-1", and an offset whose
+//     id is 0 in any epoch, read from the beginning of what the stream
+//     holds; "now" is the session's newest id, asked of the bus.
 //
 //   - Closing a stream closes its session: live readers on every route see
 //     the end (an SSE client its session_closed). The handler keeps a closed

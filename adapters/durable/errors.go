@@ -52,9 +52,6 @@ func quote(s string) string { return textutil.Quote(s, 64) }
 // true, PROTOCOL.md §5.2, where the SSE route says 410). An error the
 // mapping does not know (500) is logged.
 func (h *Handler) statusOf(err error, name string) resume.StatusError {
-	if errors.Is(err, errGone) {
-		err = errorf(http.StatusGone, resume.CodeRingEvicted, "the offset is before what the stream still holds (the replay buffer evicted it)")
-	}
 	var se *resume.StatusError
 	errors.As(resume.StatusFor(err, name), &se)
 	out := *se

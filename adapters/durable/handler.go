@@ -304,11 +304,7 @@ func (h *Handler) head(w http.ResponseWriter, r *http.Request, name string) erro
 	if err != nil {
 		return err
 	}
-	tail, err := h.tailOf(r.Context(), s)
-	if err != nil {
-		return err
-	}
-	h.meta(w, s, tail)
+	h.meta(w, s, h.tail(s))
 	hd := w.Header()
 	if s.ttl > 0 {
 		hd.Set(HeaderTTL, strconv.FormatInt(s.ttl, 10))

@@ -4,19 +4,22 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/replaybus/replaybus/adapters/resume"
+	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/internal/textutil"
 )
 
 // readReq is a parsed GET query.
 type readReq struct {
 	offset   string // as given ("" none)
-	after    uint64 // resolved position
+	from     from   // where the read starts (resolved)
 	now      bool
 	live     string // "", "long-poll", "sse"
 	cursor   string
@@ -24,9 +27,12 @@ type readReq struct {
 }
 
 // parseRead reads a GET's query and resolves its offset on s: "-1" (or
-// none) is the stream's start, "now" its tail, else a FormatOffset value
-// of this epoch (another epoch's is 410 epoch_reset naming the offset and
-// the bus's epoch; an offset before the stream's start 410 ring_evicted).
+// none) and an offset of id 0 (any epoch: deviation 3) are the beginning
+// of what the stream holds, "now"
+// its tail (resolved by get), else a FormatOffset value, whose epoch the
+// bus judges when the read subscribes (another epoch's is 410
+// epoch_reset). An offset of this epoch before the stream's start is 410
+// ring_evicted: it is another stream's that had the name (deviation 4).
 func (h *Handler) parseRead(r *http.Request, s *stream) (readReq, error) {
 	var q readReq
 	vals, err := url.ParseQuery(r.URL.RawQuery)
@@ -54,7 +60,7 @@ func (h *Handler) parseRead(r *http.Request, s *stream) (readReq, error) {
 	q.cursor = vals.Get("cursor")
 	switch q.offset {
 	case "", "-1":
-		q.after = s.start()
+		q.from = from{after: s.start(), start: true}
 	case "now":
 		q.now = true
 	default:
@@ -62,18 +68,36 @@ func (h *Handler) parseRead(r *http.Request, s *stream) (readReq, error) {
 		if err != nil {
 			return q, errorf(http.StatusBadRequest, "invalid_offset", "%s", textutil.PublicMessage(err))
 		}
+		ep := resume.BusEpoch(p.Epoch, h.epoch)
 		switch {
 		case p.ID == 0:
-			q.after = s.start() // names no event: the beginning, in any epoch
-		case p.Epoch != h.epoch:
-			return q, errorf(http.StatusGone, resume.CodeEpochReset, "offset %s is of epoch %s, not of the bus's %s (it restarted): its history is gone; read from offset -1", quote(q.offset), quote(p.Epoch), quote(h.epoch))
-		case p.ID < s.start():
-			return q, errGone
+			q.from = from{after: s.start(), start: true} // names no event: the beginning, as -1, in any epoch
+		case ep == h.epoch && p.ID < s.start():
+			return q, errorf(http.StatusGone, resume.CodeRingEvicted,
+				"offset %s is before the stream's start %s: it is of a stream that had this name before; read from offset -1", quote(q.offset), h.offset(s.start()))
 		default:
-			q.after = p.ID
+			q.from = from{after: p.ID, epoch: ep}
 		}
 	}
 	return q, nil
+}
+
+// gone is the answer to a read refused with err: a lost position
+// (*eventbus.PositionLostError) is 410 epoch_reset or ring_evicted naming
+// the client's offset; any other error as it is.
+func (h *Handler) gone(err error, offset string) error {
+	var lost *eventbus.PositionLostError
+	if !errors.As(err, &lost) {
+		return err
+	}
+	if lost.Reason == frame.ReasonEpochReset {
+		return errorf(http.StatusGone, resume.CodeEpochReset,
+			"offset %s is not of the bus's epoch %s, or is past its newest id (the bus restarted): its history is gone; read from offset -1",
+			quote(offset), quote(h.epoch))
+	}
+	return errorf(http.StatusGone, resume.CodeRingEvicted,
+		"events after offset %s are gone from the replay buffer; what it holds follows offset %s (read from there, or from -1)",
+		quote(offset), h.offset(lost.CompleteFromID-1))
 }
 
 // get serves GET: a catch-up read, a long-poll or an SSE stream.
@@ -88,18 +112,25 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, name string) error
 	}
 	s.touch()
 	if q.now {
-		if q.after, err = h.tailOf(r.Context(), s); err != nil {
-			return err
-		}
+		// The tail: nothing the stream holds can be lost after it, so the
+		// read is one from the beginning of what is left.
+		q.from = from{after: h.tail(s), start: true}
 	}
 	switch q.live {
 	case "sse":
-		return h.sse(w, r, s, q)
+		err = h.sse(w, r, s, q)
 	case "long-poll":
-		return h.longPoll(w, r, s, q)
+		err = h.longPoll(w, r, s, q)
+	default:
+		err = h.catchUp(w, r, s, q)
 	}
+	return h.gone(err, q.offset)
+}
+
+// catchUp serves a read without live: what is there after the offset.
+func (h *Handler) catchUp(w http.ResponseWriter, r *http.Request, s *stream, q readReq) error {
 	if q.now {
-		h.meta(w, s, q.after)
+		h.meta(w, s, q.from.after)
 		hd := w.Header()
 		hd.Set(HeaderUpToDate, "true")
 		hd.Set("Cache-Control", "no-store")
@@ -109,7 +140,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, name string) error
 		}
 		return nil
 	}
-	b, err := h.read(r.Context(), s, q.after, 0)
+	b, err := h.read(r.Context(), s, q.from, 0)
 	if err != nil {
 		return err
 	}
@@ -121,7 +152,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, name string) error
 // the offset, else the first data within LongPollTimeout (200), else 204.
 func (h *Handler) longPoll(w http.ResponseWriter, r *http.Request, s *stream, q readReq) error {
 	wait := h.opts.LongPollTimeout
-	b, err := h.read(r.Context(), s, q.after, wait)
+	b, err := h.read(r.Context(), s, q.from, wait)
 	if err != nil {
 		return err
 	}
@@ -155,7 +186,7 @@ func (h *Handler) writeBatch(w http.ResponseWriter, r *http.Request, s *stream, 
 	}
 	start := q.offset
 	if start == "" || q.now {
-		start = h.offset(q.after)
+		start = h.offset(q.from.after)
 	}
 	tag := etag(s, start, h.offset(b.next), closed)
 	hd.Set("ETag", tag)
@@ -217,7 +248,7 @@ type control struct {
 func (h *Handler) sse(w http.ResponseWriter, r *http.Request, s *stream, q readReq) error {
 	// The first read happens before the answer starts, so an offset the
 	// stream no longer holds is a 410, not a broken stream.
-	b, err := h.read(r.Context(), s, q.after, 0)
+	b, err := h.read(r.Context(), s, q.from, 0)
 	if err != nil {
 		return err
 	}
@@ -271,7 +302,7 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, s *stream, q readR
 			if !b.more {
 				wait = min(left, 15*time.Second)
 			}
-			b, err = h.read(r.Context(), s, after, wait)
+			b, err = h.read(r.Context(), s, from{after: after}, wait)
 			if err != nil {
 				return nil // the client resumes from the last control event's offset
 			}

@@ -1,7 +1,6 @@
 package durable
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -91,7 +90,7 @@ func (h *Handler) putSub(w http.ResponseWriter, r *http.Request, id string) {
 	h.subs.mu.Unlock()
 	s.mu.Lock()
 	for _, p := range c.Streams {
-		s.links[p] = &subLink{explicit: true, acked: h.tailID(r.Context(), p)}
+		s.links[p] = &subLink{explicit: true, acked: h.tailID(p)}
 	}
 	if c.Pattern != "" { // backfill: existing streams at their tail
 		h.streams.Range(func(name string, _ *stream) bool {
@@ -99,7 +98,7 @@ func (h *Handler) putSub(w http.ResponseWriter, r *http.Request, id string) {
 				if l := s.links[name]; l != nil {
 					l.glob = true
 				} else {
-					s.links[name] = &subLink{glob: true, acked: h.tailID(r.Context(), name)}
+					s.links[name] = &subLink{glob: true, acked: h.tailID(name)}
 				}
 			}
 			return true
@@ -134,16 +133,12 @@ func (c *subConfig) validate() string {
 }
 
 // tailID is stream name's tail offset id, 0 when there is no such stream.
-func (h *Handler) tailID(ctx context.Context, name string) uint64 {
+func (h *Handler) tailID(name string) uint64 {
 	s, ok := h.streams.Load(name)
 	if !ok {
 		return 0
 	}
-	t, err := h.tailOf(ctx, s)
-	if err != nil {
-		return s.tail.Load()
-	}
-	return t
+	return h.tail(s)
 }
 
 // subView is a subscription's JSON (PROTOCOL.md §6.3). s.mu held.
@@ -194,7 +189,7 @@ func (h *Handler) addSubStreams(w http.ResponseWriter, r *http.Request, id strin
 		if l := s.links[p]; l != nil {
 			l.explicit = true
 		} else {
-			s.links[p] = &subLink{explicit: true, acked: h.tailID(r.Context(), p)}
+			s.links[p] = &subLink{explicit: true, acked: h.tailID(p)}
 		}
 	}
 	s.mu.Unlock()

@@ -43,7 +43,9 @@ func (h *Handler) notifySubs(name string, before uint64) {
 	}
 }
 
-// pendingLocked returns the tails of s's streams with data past their ack.
+// pendingLocked returns the tails of s's streams with data past their ack
+// (each the bus's newest id of the stream's session: what other routes
+// published is pending too, though only appends through this handler wake).
 func (h *Handler) pendingLocked(s *subscription) map[string]uint64 {
 	out := map[string]uint64{}
 	for p, l := range s.links {
@@ -51,7 +53,7 @@ func (h *Handler) pendingLocked(s *subscription) map[string]uint64 {
 		if !ok {
 			continue
 		}
-		if t := st.tail.Load(); t > l.acked {
+		if t := h.tail(st); t > l.acked {
 			out[p] = t
 		}
 	}

@@ -76,7 +76,9 @@ var busAnswers = [...]struct {
 // Retry-After 5), 403 stale_producer_epoch (with Producer-Epoch), 409
 // producer_seq_gap (with Producer-Expected-Seq and Producer-Received-Seq),
 // 400 invalid_argument, 501 not_implemented, 503 unavailable (a context
-// ended; Retry-After 1) that matches; else 500 internal_error. The message
+// ended; Retry-After 1) that matches; a lost position
+// (*eventbus.PositionLostError) is 410 with its reason as code
+// (ring_evicted, epoch_reset); else 500 internal_error. The message
 // is the error's text without Go package prefixes (for an unknown or
 // closed session, `session "<id>" not found` / `closed`). Nil for nil.
 func StatusFor(err error, session string) error {
@@ -88,6 +90,11 @@ func StatusFor(err error, session string) error {
 		return se
 	}
 	se = &StatusError{Status: http.StatusInternalServerError, Code: CodeInternal, Message: textutil.PublicMessage(err)}
+	var lost *eventbus.PositionLostError
+	if errors.As(err, &lost) { // a StrictCursor read's position (Durable Streams)
+		se.Status, se.Code = http.StatusGone, lost.Reason
+		return se
+	}
 	for _, a := range busAnswers {
 		if errors.Is(err, a.err) {
 			se.Status, se.Code, se.RetryAfter = a.status, a.code, a.retryAfter

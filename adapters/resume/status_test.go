@@ -51,6 +51,8 @@ func TestStatusForMapsEachCauseToOneCode(t *testing.T) {
 		{gap, 409, resume.CodeProducerSeqGap, 0, http.Header{"Producer-Expected-Seq": {"3"}, "Producer-Received-Seq": {"9"}}, ""},
 		{producer.ErrUnsupported, 501, resume.CodeNotImplemented, 0, nil, ""},
 		{context.DeadlineExceeded, 503, resume.CodeUnavailable, time.Second, nil, ""},
+		{&eventbus.PositionLostError{Reason: "ring_evicted", Cursor: eventbus.Position{ID: 3}, CompleteFromID: 9}, 410, resume.CodeRingEvicted, 0, nil, ""},
+		{&eventbus.PositionLostError{Reason: "epoch_reset", Cursor: eventbus.Position{ID: 3, Epoch: "x"}, Epoch: "e"}, 410, resume.CodeEpochReset, 0, nil, ""},
 		{errors.New("disk on fire"), 500, resume.CodeInternal, 0, nil, "disk on fire"},
 		{fmt.Errorf("hook: %w", own), 401, "unauthorized", 0, nil, ""},
 	} {
