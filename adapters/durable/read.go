@@ -1,14 +1,10 @@
 package durable
 
 import (
-	"bytes"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
@@ -232,133 +228,4 @@ func (h *Handler) render(s *stream, items []item) []byte {
 		buf = append(buf, ']')
 	}
 	return buf
-}
-
-// control is an SSE control event's payload (PROTOCOL.md §5.8).
-type control struct {
-	NextOffset string `json:"streamNextOffset"`
-	Cursor     string `json:"streamCursor,omitempty"`
-	UpToDate   bool   `json:"upToDate,omitempty"`
-	Closed     bool   `json:"streamClosed,omitempty"`
-}
-
-// sse serves live=sse: a data event and a control event per batch, from
-// the offset on, until the stream closes (a final control event with
-// streamClosed), the client goes, or SSEDuration passes.
-func (h *Handler) sse(w http.ResponseWriter, r *http.Request, s *stream, q readReq) error {
-	// The first read happens before the answer starts, so an offset the
-	// stream no longer holds is a 410, not a broken stream.
-	b, err := h.read(r.Context(), s, q.from, 0)
-	if err != nil {
-		return err
-	}
-	hd := w.Header()
-	hd.Set("Content-Type", "text/event-stream")
-	hd.Set("Cache-Control", "no-cache")
-	if !s.text {
-		hd.Set(HeaderSSEEncoding, "base64")
-	}
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	end := time.Now().Add(h.opts.SSEDuration)
-	cur := q.cursor
-	var buf bytes.Buffer
-	for {
-		buf.Reset()
-		if len(b.items) > 0 {
-			buf.WriteString("event: data\n")
-			writeData(&buf, h.sseData(s, b.items))
-			buf.WriteByte('\n')
-		}
-		closed := b.closed && !b.more
-		c := control{NextOffset: h.offset(b.next), UpToDate: !b.more, Closed: closed}
-		if !closed {
-			cur = cursor(cur)
-			c.Cursor = cur
-		}
-		if len(b.items) > 0 || closed || !b.more {
-			cj, _ := json.Marshal(c)
-			buf.WriteString("event: control\ndata:")
-			buf.Write(cj)
-			buf.WriteString("\n\n")
-		}
-		h.deadline(w)
-		if _, err := w.Write(buf.Bytes()); err != nil {
-			return nil
-		}
-		if err := rc.Flush(); err != nil {
-			return nil
-		}
-		if closed {
-			return nil
-		}
-		left := time.Until(end)
-		if left <= 0 || r.Context().Err() != nil {
-			return nil
-		}
-		after, idle := b.next, 0
-		for {
-			wait := time.Duration(0)
-			if !b.more {
-				wait = min(left, 15*time.Second)
-			}
-			b, err = h.read(r.Context(), s, from{after: after}, wait)
-			if err != nil {
-				return nil // the client resumes from the last control event's offset
-			}
-			if len(b.items) > 0 || b.closed {
-				break
-			}
-			if b.more { // cut short with nothing to send (an eviction of the reader)
-				if idle++; idle > 3 {
-					return nil // the client resumes from the last control event's offset
-				}
-				continue
-			}
-			if left = time.Until(end); left <= 0 || r.Context().Err() != nil {
-				return nil
-			}
-			// A quiet period: a comment keeps proxies from timing out.
-			h.deadline(w)
-			if _, err := w.Write([]byte(":\n\n")); err != nil || rc.Flush() != nil {
-				return nil
-			}
-		}
-	}
-}
-
-// sseData is one data event's text: the JSON array of a JSON stream's
-// messages, a text stream's bytes, or any other stream's bytes in base64.
-func (h *Handler) sseData(s *stream, items []item) []byte {
-	raw := h.render(s, items)
-	if s.text {
-		return raw
-	}
-	out := make([]byte, base64.StdEncoding.EncodedLen(len(raw)))
-	base64.StdEncoding.Encode(out, raw)
-	return out
-}
-
-// writeData writes text as data: lines, one per line of text (CR LF, CR
-// and LF all end a line), so nothing in the payload can end the event or
-// start another.
-func writeData(buf *bytes.Buffer, text []byte) {
-	for {
-		i := bytes.IndexAny(text, "\r\n")
-		buf.WriteString("data:")
-		if len(text) > 0 && text[0] == ' ' {
-			buf.WriteByte(' ') // the client strips one leading space
-		}
-		if i < 0 {
-			buf.Write(text)
-			buf.WriteByte('\n')
-			return
-		}
-		buf.Write(text[:i])
-		buf.WriteByte('\n')
-		if text[i] == '\r' && i+1 < len(text) && text[i+1] == '\n' {
-			i++
-		}
-		text = text[i+1:]
-	}
 }
