@@ -59,10 +59,19 @@
 //
 //   - Subscriptions (PROTOCOL.md §6–7: signed webhooks, pull-wake leases)
 //     are served below <Prefix>__ds/ when [HandlerOptions.Subscriptions] is
-//     set; [Handler.Close] stops their deliveries.
+//     set; [Handler.Shutdown] stops their deliveries.
 //
 // docs/durable-streams.md lists every part of PROTOCOL.md with its status
 // and each deviation with its reason.
+//
+// # Shutdown
+//
+// [Handler.Close], [Handler.Shutdown] and [Handler.Stats] keep the SSE and
+// WebSocket handlers' contract: Close refuses new requests (503
+// unavailable with Retry-After, which Durable Streams clients retry) and
+// ends every open long-poll and SSE answer at once, without waiting;
+// Shutdown does the same and waits until every request has returned (an
+// append in progress finishes); Stats counts requests, appends and reads.
 //
 // # Concurrency
 //

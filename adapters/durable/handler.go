@@ -2,6 +2,7 @@ package durable
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/puzpuzpuz/xsync/v3"
 
+	"github.com/replaybus/replaybus/adapters/internal/serve"
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
@@ -96,27 +98,20 @@ type HandlerOptions struct {
 	// <Prefix>__ds/: webhook subscriptions (signed with an Ed25519 key made
 	// at NewHandler, published at <Prefix>__ds/jwks.json) and pull-wake
 	// subscriptions, over the appends made through this handler. Off by
-	// default (the paths answer 501); with it on, call Handler.Close at
-	// shutdown.
+	// default (the paths answer 501); with it on, Handler.Shutdown (or
+	// Close) stops their deliveries.
 	Subscriptions bool
 }
 
 // Handler serves bus sessions as Durable Streams (PROTOCOL.md of
 // durable-streams/durable-streams): PUT creates (or forks), POST appends
-// and closes, GET reads (catch-up, long-poll, SSE), HEAD reports and
-// DELETE deletes a stream named by the path below HandlerOptions.Prefix,
-// whose data is the bus session of that id. docs/durable-streams.md maps
-// each part of the protocol onto the bus. Create one with NewHandler.
-//
-// It keeps per stream what the bus does not: the content type, TTL or
-// expiry, closure (and the producer request that closed it), the
-// Stream-Seq, the fork link, and a closed stream's final content (closing a
-// stream closes its session, whose buffer the bus frees). Idempotent
-// producers are the bus's: Producer-Id/-Epoch/-Seq become
-// eventbus.WithProducer on the append's first event, checked and recorded
-// with it (eventbus.Bus.CheckProducer first, so that a duplicate is known
-// before the Stream-Seq check). All methods are safe for concurrent use;
-// appends to one stream are serialised, reads never take its lock.
+// and closes, GET reads (catch-up, long-poll, SSE), HEAD reports and DELETE
+// deletes the stream named by the path below HandlerOptions.Prefix, whose
+// data is the bus session of that id (docs/durable-streams.md). It keeps
+// what the bus does not: content type, TTL, closure, Stream-Seq, fork
+// links, a closed stream's content; idempotent producers are the bus's.
+// Safe for concurrent use; Close, Shutdown and Stats keep the SSE and
+// WebSocket handlers' contract. Create one with NewHandler.
 type Handler struct {
 	bus   *eventbus.Bus
 	epoch string
@@ -124,11 +119,13 @@ type Handler struct {
 	chunk int
 	log   *slog.Logger
 
-	streams *xsync.MapOf[string, *stream]
-	mu      sync.Mutex // creation, deletion, fork reference counts
-	gen     atomic.Uint64
-	swept   atomic.Int64 // Unix ns of the last sweep
-	subs    *subsState   // nil without HandlerOptions.Subscriptions
+	streams  *xsync.MapOf[string, *stream]
+	requests *serve.Registry[context.CancelFunc] // requests being served, for Close and Shutdown
+	cnt      counters                            // Stats
+	mu       sync.Mutex                          // creation, deletion, fork reference counts
+	gen      atomic.Uint64
+	swept    atomic.Int64 // Unix ns of the last sweep
+	subs     *subsState   // nil without HandlerOptions.Subscriptions
 
 	mediaMu sync.Mutex          // guards media
 	media   map[string]struct{} // canonical media types had interned (see mayIntern)
@@ -170,7 +167,8 @@ func NewHandler(bus *eventbus.Bus, o HandlerOptions) (*Handler, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	h := &Handler{bus: bus, epoch: bus.Epoch(), opts: o, chunk: o.ChunkBytes, log: o.Logger,
-		streams: xsync.NewMapOf[string, *stream]()}
+		streams:  xsync.NewMapOf[string, *stream](),
+		requests: serve.NewRegistry(func(cancel context.CancelFunc) { cancel() })}
 	if o.Subscriptions {
 		h.subs = newSubsState()
 	}
@@ -201,6 +199,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Access-Control-Allow-Origin", "*")
 	hd.Set("Access-Control-Expose-Headers", exposed)
 	h.deadline(w)
+	r, done, ok := h.admit(w, r)
+	if !ok {
+		return
+	}
+	defer done()
 	h.maybeSweep()
 	name, ok := strings.CutPrefix(r.URL.Path, h.opts.Prefix)
 	if !ok {
@@ -244,7 +247,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		h.fail(w, r, name, err)
+		return
 	}
+	h.cnt.started.Add(1)
 }
 
 const (
@@ -256,10 +261,19 @@ const (
 		"Authorization"
 )
 
-// deadline bounds the next write by WriteTimeout.
+// deadline bounds the next write by WriteTimeout; undeadline lifts it
+// before a wait. A deadline left in place while a long-poll or an SSE
+// answer waits would end it over HTTP/2, which resets a stream when its
+// deadline passes even with nothing being written.
 func (h *Handler) deadline(w http.ResponseWriter) {
 	if h.opts.WriteTimeout > 0 {
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout))
+	}
+}
+
+func (h *Handler) undeadline(w http.ResponseWriter) {
+	if h.opts.WriteTimeout > 0 {
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 	}
 }
 

@@ -126,6 +126,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, name string) error
 // catchUp serves a read without live: what is there after the offset.
 func (h *Handler) catchUp(w http.ResponseWriter, r *http.Request, s *stream, q readReq) error {
 	if q.now {
+		h.cnt.reads.Add(1)
 		h.meta(w, s, q.from.after)
 		hd := w.Header()
 		hd.Set(HeaderUpToDate, "true")
@@ -140,6 +141,7 @@ func (h *Handler) catchUp(w http.ResponseWriter, r *http.Request, s *stream, q r
 	if err != nil {
 		return err
 	}
+	h.cnt.reads.Add(1)
 	h.writeBatch(w, r, s, q, b, false)
 	return nil
 }
@@ -148,10 +150,12 @@ func (h *Handler) catchUp(w http.ResponseWriter, r *http.Request, s *stream, q r
 // the offset, else the first data within LongPollTimeout (200), else 204.
 func (h *Handler) longPoll(w http.ResponseWriter, r *http.Request, s *stream, q readReq) error {
 	wait := h.opts.LongPollTimeout
+	h.undeadline(w)
 	b, err := h.read(r.Context(), s, q.from, wait)
 	if err != nil {
 		return err
 	}
+	h.cnt.longPolls.Add(1)
 	h.deadline(w)
 	h.writeBatch(w, r, s, q, b, true)
 	return nil

@@ -45,6 +45,7 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, s *stream, q readR
 		hd.Set(HeaderSSEEncoding, "base64")
 	}
 	w.WriteHeader(http.StatusOK)
+	h.cnt.sse.Add(1)
 	rc := http.NewResponseController(w)
 	end := time.Now().Add(h.opts.SSEDuration)
 	cur := q.cursor
@@ -84,14 +85,8 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, s *stream, q readR
 			buf.WriteString("\n\n")
 			pos = next
 		}
-		if buf.Len() > 0 {
-			h.deadline(w)
-			if _, err := w.Write(buf.Bytes()); err != nil {
-				return nil
-			}
-			if err := rc.Flush(); err != nil {
-				return nil
-			}
+		if buf.Len() > 0 && !h.send(w, rc, buf.Bytes()) {
+			return nil
 		}
 		if closed {
 			return nil
@@ -123,12 +118,27 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, s *stream, q readR
 				return nil
 			}
 			// A quiet period: a comment keeps proxies from timing out.
-			h.deadline(w)
-			if _, err := w.Write([]byte(":\n\n")); err != nil || rc.Flush() != nil {
+			if !h.send(w, rc, []byte(":\n\n")) {
 				return nil
 			}
 		}
 	}
+}
+
+// send writes b and flushes it under one WriteTimeout deadline, lifted
+// after, and reports whether it went out (a failure is a write error).
+func (h *Handler) send(w http.ResponseWriter, rc *http.ResponseController, b []byte) bool {
+	h.deadline(w)
+	_, err := w.Write(b)
+	if err == nil {
+		err = rc.Flush()
+	}
+	h.undeadline(w)
+	if err != nil {
+		h.cnt.writeErrors.Add(1)
+		return false
+	}
+	return true
 }
 
 // maxHeldItems and maxHeldBytes bound what wholeText holds back: past

@@ -124,6 +124,7 @@ func (h *Handler) publish(s *stream, data []byte, opts ...eventbus.PublishOption
 	if err != nil {
 		return 0, err
 	}
+	h.cnt.appended.Add(1)
 	s.setTail(ev.ID)
 	return ev.ID, nil
 }

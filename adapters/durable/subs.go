@@ -203,13 +203,12 @@ func (h *Handler) sub(id string) *subscription {
 	return h.subs.subs[id]
 }
 
-// Close stops the subscriptions' webhook deliveries and lease timers and
-// waits for deliveries in flight (bounded by their 10 s timeout). The
-// streams keep working; it is idempotent and returns nil. Call it when
-// the server shuts down (the example server's Close does).
-func (h *Handler) Close() error {
+// stopSubs stops the subscriptions' webhook deliveries (their requests
+// are cancelled) and lease timers; Handler.Close calls it, Shutdown waits
+// for the deliveries to return.
+func (h *Handler) stopSubs() {
 	if h.subs == nil {
-		return nil
+		return
 	}
 	h.subs.cancel()
 	h.subs.mu.Lock()
@@ -220,6 +219,4 @@ func (h *Handler) Close() error {
 		s.mu.Unlock()
 	}
 	h.subs.mu.Unlock()
-	h.subs.wg.Wait()
-	return nil
 }
