@@ -222,7 +222,7 @@ func (h *Handler) writeWakeLocked(s *subscription) {
 func (h *Handler) subAction(w http.ResponseWriter, r *http.Request, id, action string) {
 	s := h.sub(id)
 	if s == nil {
-		subError(w, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("no subscription %q", id), nil)
+		subError(w, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("no subscription %s", quote(id)), nil)
 		return
 	}
 	var req struct {
@@ -282,7 +282,7 @@ func (h *Handler) subAction(w http.ResponseWriter, r *http.Request, id, action s
 	for _, a := range req.Acks {
 		p, err := ParseOffset(a.Offset)
 		if err != nil || p.Epoch != h.epoch && p.ID != 0 {
-			subError(w, http.StatusBadRequest, "INVALID_OFFSET", fmt.Sprintf("ack offset %q is not an offset of this server", a.Offset), nil)
+			subError(w, http.StatusBadRequest, "INVALID_OFFSET", fmt.Sprintf("ack offset %s is not an offset of this server", quote(a.Offset)), nil)
 			return
 		}
 		acks[a.Stream] = p.ID
