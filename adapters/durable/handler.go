@@ -199,11 +199,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Access-Control-Allow-Origin", "*")
 	hd.Set("Access-Control-Expose-Headers", exposed)
 	h.deadline(w)
-	r, done, ok := h.admit(w, r)
+	r, id, cancel, ok := h.admit(w, r)
 	if !ok {
 		return
 	}
-	defer done()
+	defer h.requests.Remove(id, nil)
+	defer cancel()
 	h.maybeSweep()
 	name, ok := strings.CutPrefix(r.URL.Path, h.opts.Prefix)
 	if !ok {

@@ -3,6 +3,7 @@ package durable
 import (
 	"context"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -86,13 +87,15 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 }
 
 // admit registers r for Close and Shutdown and returns the request to
-// serve (a read's context ends with Close) and the function that
-// unregisters it; false, having answered 503, once the handler is closed.
-func (h *Handler) admit(w http.ResponseWriter, r *http.Request) (*http.Request, func(), bool) {
-	cancel := context.CancelFunc(func() {})
-	if r.Method == http.MethodGet {
-		// Only reads end at Close: an append or a close in progress
-		// finishes (its stream's lock keeps it short).
+// serve (a live read's context ends with Close), its id in h.requests and
+// the cancel to call when it is done; false, having answered 503, once the
+// handler is closed.
+func (h *Handler) admit(w http.ResponseWriter, r *http.Request) (*http.Request, uint64, context.CancelFunc, bool) {
+	cancel := noCancel
+	if r.Method == http.MethodGet && strings.Contains(r.URL.RawQuery, "live=") {
+		// Only a live read, which waits, ends at Close: a catch-up read
+		// answers at once, and an append or a close in progress finishes
+		// (its stream's lock keeps it short).
 		var ctx context.Context
 		ctx, cancel = context.WithCancel(r.Context())
 		r = r.WithContext(ctx)
@@ -103,10 +106,10 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request) (*http.Request, 
 		h.cnt.rejected.Add(1)
 		(&resume.StatusError{Status: http.StatusServiceUnavailable, Code: resume.CodeUnavailable,
 			Message: "the Durable Streams handler is closed", RetryAfter: 5 * time.Second}).Answer(w)
-		return r, nil, false
+		return r, 0, nil, false
 	}
-	return r, func() {
-		cancel()
-		h.requests.Remove(id, nil)
-	}, true
+	return r, id, cancel, true
 }
+
+// noCancel is the cancel of a request that Close does not end.
+func noCancel() {}
