@@ -70,17 +70,14 @@ var busAnswers = [...]struct {
 }
 
 // StatusFor maps an error of the bus, for session, to the answer every
-// handler gives, a [*StatusError]: err's own when err is or wraps one;
-// else the first of 429 subscriber_limit_exceeded (Retry-After 5), 404
-// session_not_found, 410 session_closed, 503 unavailable (the bus closed;
-// Retry-After 5), 403 stale_producer_epoch (with Producer-Epoch), 409
-// producer_seq_gap (with Producer-Expected-Seq and Producer-Received-Seq),
-// 400 invalid_argument, 501 not_implemented, 503 unavailable (a context
-// ended; Retry-After 1) that matches; a lost position
-// (*eventbus.PositionLostError) is 410 with its reason as code
-// (ring_evicted, epoch_reset); else 500 internal_error. The message
-// is the error's text without Go package prefixes (for an unknown or
-// closed session, `session "<id>" not found` / `closed`). Nil for nil.
+// handler gives, a [*StatusError]: err's own when err is or wraps one; a
+// lost position (*eventbus.PositionLostError) 410 with its reason as code;
+// else the first row of the table whose error errors.Is matches (429
+// subscriber_limit_exceeded, 404 session_not_found, 410 session_closed,
+// 503 unavailable, 403 stale_producer_epoch, 409 producer_seq_gap, 400
+// invalid_argument, 501 not_implemented; docs/protocol.md), with its
+// Retry-After and producer headers; else 500 internal_error. The message is
+// the error's text without Go package prefixes. Nil for nil.
 func StatusFor(err error, session string) error {
 	if err == nil {
 		return nil
