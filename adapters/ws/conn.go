@@ -184,7 +184,7 @@ func closeFor(err error) (websocket.StatusCode, string) {
 	case errors.Is(err, eventbus.ErrClosed):
 		return CloseGoingAway, "server shutting down"
 	case errors.Is(err, eventbus.ErrInvalid):
-		return ClosePolicyViolation, "invalid_request: " + err.Error()
+		return ClosePolicyViolation, resume.CodeInvalidArgument + ": " + err.Error()
 	}
 	return CloseInternalError, "internal_error"
 }

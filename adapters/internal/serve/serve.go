@@ -174,8 +174,8 @@ type Admission struct {
 // than drop —, h.Authorize (403 forbidden with the error's text, or the
 // *resume.StatusError it is or wraps) and h.Configure. It sets the bus
 // epoch header on w first, so that every answer carries it; a refusal is
-// returned, not written.
-func Admit(w http.ResponseWriter, r *http.Request, bus *eventbus.Bus, h Hooks, check func() *resume.StatusError) (Admission, *resume.StatusError) {
+// returned as a *resume.StatusError, not written.
+func Admit(w http.ResponseWriter, r *http.Request, bus *eventbus.Bus, h Hooks, check func() error) (Admission, error) {
 	w.Header().Set(resume.HeaderEpoch, bus.Epoch())
 	var a Admission
 	if r.Method != http.MethodGet {
@@ -187,16 +187,16 @@ func Admit(w http.ResponseWriter, r *http.Request, bus *eventbus.Bus, h Hooks, c
 	} else {
 		a.Session = r.PathValue("id")
 	}
-	var serr *resume.StatusError
-	if a.Options, serr = resume.ParseRequest(r, a.Session, bus.Epoch(), h.Query); serr != nil {
-		return a, serr
+	var err error
+	if a.Options, err = resume.ParseRequest(r, a.Session, bus.Epoch(), h.Query); err != nil {
+		return a, err
 	}
-	if a.Message, serr = resume.ParseEvents(r.URL.Query().Get("events")); serr != nil {
-		return a, serr
+	if a.Message, err = resume.ParseEvents(r.URL.Query().Get("events")); err != nil {
+		return a, err
 	}
 	if check != nil {
-		if serr := check(); serr != nil {
-			return a, serr
+		if err := check(); err != nil {
+			return a, err
 		}
 	}
 	switch {

@@ -81,7 +81,7 @@ func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
 	if !s.bus.SessionExists(id) && !s.bus.SessionClosed(id) {
 		// The bus treats closing an unknown id as a no-op (AgentPool's
 		// close_session); over HTTP a typo is worth a 404.
-		writeError(w, http.StatusNotFound, resume.CodeSessionNotFound, resume.StatusFor(eventbus.ErrSessionNotFound, id).Message)
+		resume.WriteError(w, eventbus.ErrSessionNotFound, id)
 		return
 	}
 	q, err := url.ParseQuery(r.URL.RawQuery)
