@@ -26,6 +26,14 @@ type SubscribeOptions struct {
 	// scope were evicted.
 	Cursor *Position
 
+	// StrictCursor makes Subscribe fail with a [*PositionLostError]
+	// (reason ring_evicted or epoch_reset) where Cursor's position is lost,
+	// instead of returning a subscription that starts with
+	// state_resync_required (or, with a snapshot provider, a snapshot): for
+	// a reader that must answer "gone" rather than read on. No effect
+	// without Cursor.
+	StrictCursor bool
+
 	// NoReplay skips the history entirely (AgentPool's
 	// subscribe(replay=False)): only events published after the subscribe
 	// arrive, and no resync or replay_complete frame precedes them. It wins

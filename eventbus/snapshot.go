@@ -30,6 +30,11 @@ type snapReq struct {
 	want   bool   // the plan asks for a (new) snapshot
 	frame  *entry // the snapshot frame, once taken
 	reset  *entry // the epoch_reset frame that goes before it, when the cursor was another epoch's
+
+	// StrictCursor (lost.go): a lost position is refused, not replaced.
+	strict bool
+	cursor Position           // the cursor, for the error
+	lost   *PositionLostError // set by the plan that found it lost
 }
 
 // maxSnapshotAsks bounds how often one subscribe asks the provider.
@@ -37,9 +42,10 @@ const maxSnapshotAsks = 3
 
 // wantsSnapshot reports, under the locks of the plan, whether j's
 // position is lost and a snapshot should replace it: the bus has a
-// provider that was not asked yet. It records why in sr.
+// provider that was not asked yet. It records why in sr. A StrictCursor
+// subscribe's lost position is reported too, with its error in sr.lost.
 func (b *Bus) wantsSnapshot(sr *snapReq, j *snapshotJob) bool {
-	if sr == nil || sr.asks >= maxSnapshotAsks || b.cfg.Snapshots == nil || !j.hasCursor {
+	if sr == nil || !j.hasCursor {
 		return false
 	}
 	reason := ""
@@ -49,6 +55,13 @@ func (b *Bus) wantsSnapshot(sr *snapReq, j *snapshotJob) bool {
 	case j.evicted > j.cursor:
 		reason = frame.ReasonRingEvicted
 	default:
+		return false
+	}
+	if sr.strict {
+		sr.refuseLost(reason, b.epoch, j) // Subscribe returns the error
+		return true
+	}
+	if sr.asks >= maxSnapshotAsks || b.cfg.Snapshots == nil {
 		return false
 	}
 	if sr.reason == "" {
@@ -145,7 +158,9 @@ func (b *Bus) snapshotPlanLocked(x *session, k scope.Kind, pos *Position, types 
 		reset := synth(x.id, frame.TypeStateResyncRequired, frame.ResyncData{
 			Reason: frame.ReasonEpochReset, LastDeliveredID: pos.ID, Epoch: b.epoch,
 		}, j.now)
-		if j.evicted > 0 && b.wantsSnapshot(sr, &j) {
+		// A StrictCursor subscribe is refused here whatever the buffer
+		// holds (wantsSnapshot records its error).
+		if (j.evicted > 0 || sr != nil && sr.strict) && b.wantsSnapshot(sr, &j) {
 			sr.reset = &reset
 			return snapshotJob{lost: true}
 		}

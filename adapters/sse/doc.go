@@ -100,7 +100,7 @@
 //	    invalid_snapshot (not 0/1),
 //	    invalid_epoch (malformed, or twice; a well-formed foreign
 //	    epoch is an epoch_reset frame, not an error),
-//	    invalid_session_id, invalid_request
+//	    invalid_session_id, invalid_argument
 //	403 forbidden                  from HandlerOptions.Authorize
 //	404 session_not_found
 //	405 method_not_allowed

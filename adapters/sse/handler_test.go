@@ -419,7 +419,7 @@ func TestNewHandlerNilBus(t *testing.T) {
 
 // TestNewHandlerRefusesBadOverflowPolicy: a misspelt or refused
 // HandlerOptions.OverflowPolicy is the server's mistake, named by
-// NewHandler (errors.Is eventbus.ErrInvalid) — not a 400 invalid_request
+// NewHandler (errors.Is eventbus.ErrInvalid) — not a 400 invalid_argument
 // blamed on every client that subscribes.
 func TestNewHandlerRefusesBadOverflowPolicy(t *testing.T) {
 	t.Parallel()

@@ -187,7 +187,7 @@ func closeFor(err error) (websocket.StatusCode, string) {
 	case errors.Is(err, backend.ErrBackend):
 		return CloseTryAgainLater, resume.CodeUnavailable
 	case errors.Is(err, eventbus.ErrInvalid):
-		return ClosePolicyViolation, "invalid_request: " + err.Error()
+		return ClosePolicyViolation, resume.CodeInvalidArgument + ": " + err.Error()
 	}
 	return CloseInternalError, "internal_error"
 }

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/internal/textutil"
 )
 
 // DurationOr is d, or def when d is zero, or 0 (none) when d is negative.
@@ -176,8 +176,8 @@ type Admission struct {
 // by itself, so evict rather than drop —, h.Authorize (403 forbidden with the error's text, or the
 // *resume.StatusError it is or wraps) and h.Configure. It sets the bus
 // epoch header on w first, so that every answer carries it; a refusal is
-// returned, not written.
-func Admit(w http.ResponseWriter, r *http.Request, bus *eventbus.Bus, h Hooks, check func() *resume.StatusError) (Admission, *resume.StatusError) {
+// returned as a *resume.StatusError, not written.
+func Admit(w http.ResponseWriter, r *http.Request, bus *eventbus.Bus, h Hooks, check func() error) (Admission, error) {
 	w.Header().Set(resume.HeaderEpoch, bus.Epoch())
 	var a Admission
 	if r.Method != http.MethodGet {
@@ -195,20 +195,20 @@ func Admit(w http.ResponseWriter, r *http.Request, bus *eventbus.Bus, h Hooks, c
 		msg := `empty session id: the request has no {id} path value (mount the handler on a ServeMux pattern with {id}, ` +
 			`such as "GET /session/{id}/events", or set HandlerOptions.SessionID to read the id from your router)`
 		if h.SessionID != nil {
-			msg = "empty session id: HandlerOptions.SessionID returned an empty id for " + quotePath(r)
+			msg = "empty session id: HandlerOptions.SessionID returned an empty id for " + textutil.Quote(r.URL.EscapedPath(), 64)
 		}
 		return a, &resume.StatusError{Status: http.StatusBadRequest, Code: resume.CodeInvalidSessionID, Message: msg}
 	}
-	var serr *resume.StatusError
-	if a.Options, serr = resume.ParseRequest(r, a.Session, bus.Epoch(), h.Query); serr != nil {
-		return a, serr
+	var err error
+	if a.Options, err = resume.ParseRequest(r, a.Session, bus.Epoch(), h.Query); err != nil {
+		return a, err
 	}
-	if a.Message, serr = resume.ParseEvents(r.URL.Query().Get("events")); serr != nil {
-		return a, serr
+	if a.Message, err = resume.ParseEvents(r.URL.Query().Get("events")); err != nil {
+		return a, err
 	}
 	if check != nil {
-		if serr := check(); serr != nil {
-			return a, serr
+		if err := check(); err != nil {
+			return a, err
 		}
 	}
 	switch {
@@ -230,13 +230,4 @@ func Admit(w http.ResponseWriter, r *http.Request, bus *eventbus.Bus, h Hooks, c
 		h.Configure(r, &a.Options)
 	}
 	return a, nil
-}
-
-// quotePath quotes r's path for a message, cut to 64 bytes.
-func quotePath(r *http.Request) string {
-	p := r.URL.EscapedPath()
-	if len(p) > 64 {
-		p = p[:64] + "…"
-	}
-	return strconv.Quote(p)
 }

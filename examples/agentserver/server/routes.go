@@ -2,7 +2,6 @@ package server
 
 import (
 	"net/http"
-	"sync/atomic"
 
 	"github.com/replaybus/replaybus/adapters/durable"
 	"github.com/replaybus/replaybus/adapters/sse"
@@ -42,60 +41,3 @@ func (s *Server) handle(pattern string, h http.Handler) {
 	s.patterns = append(s.patterns, pattern)
 	s.mux.Handle(pattern, h)
 }
-
-// DurableStats are the counters of the Durable Streams route
-// (durable.Pattern), counted around its handler; GET /info carries them as
-// "durable", beside "sse" and "ws". Active is current, the others are
-// totals since the server was made.
-type DurableStats struct {
-	Active   int64  `json:"active"`   // requests being answered now (long-polls and SSE reads included)
-	Requests uint64 `json:"requests"` // requests answered, or being answered
-	Rejected uint64 `json:"rejected"` // answered with a 4xx or 5xx status (a 404 of an unknown stream, a 410 of an evicted offset, …)
-}
-
-// durableCounter counts the requests of the Durable Streams route.
-type durableCounter struct {
-	active             atomic.Int64
-	requests, rejected atomic.Uint64
-}
-
-func (c *durableCounter) stats() DurableStats {
-	return DurableStats{Active: c.active.Load(), Requests: c.requests.Load(), Rejected: c.rejected.Load()}
-}
-
-// wrap counts each request of next.
-func (c *durableCounter) wrap(next http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		c.requests.Add(1)
-		c.active.Add(1)
-		defer c.active.Add(-1)
-		sw := &statusWriter{ResponseWriter: w}
-		next(sw, r)
-		if sw.code >= 400 {
-			c.rejected.Add(1)
-		}
-	}
-}
-
-// statusWriter records the status of an answer; Unwrap lets
-// http.ResponseController reach the connection (flushes, deadlines).
-type statusWriter struct {
-	http.ResponseWriter
-	code int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.code == 0 {
-		w.code = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(p []byte) (int, error) {
-	if w.code == 0 {
-		w.code = http.StatusOK
-	}
-	return w.ResponseWriter.Write(p)
-}
-
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

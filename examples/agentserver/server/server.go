@@ -103,7 +103,6 @@ type Server struct {
 	o   Options
 
 	durable  *durable.Handler // mounted on durable.Pattern
-	dcount   durableCounter   // its requests, for /info
 	patterns []string         // every pattern mounted (see handle)
 
 	bodyTimeout  time.Duration
@@ -184,7 +183,7 @@ func New(bus *eventbus.Bus, o Options) (*Server, error) {
 	if s.durable, err = durable.NewHandler(bus, o.Durable); err != nil {
 		return nil, err
 	}
-	s.handle(durable.Pattern, s.dcount.wrap(s.whenReady(s.durable.ServeHTTP)))
+	s.handle(durable.Pattern, s.whenReady(s.durable.ServeHTTP))
 	return s, nil
 }
 

@@ -28,7 +28,7 @@ func (s *Server) info(w http.ResponseWriter, _ *http.Request) {
 		"bus":            s.bus.Stats(),
 		"sse":            s.sse.Stats(),
 		"ws":             s.ws.Stats(),
-		"durable":        s.dcount.stats(),
+		"durable":        s.durable.Stats(),
 	})
 }
 
@@ -92,7 +92,7 @@ func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
 	if !s.bus.SessionExists(id) && !s.bus.SessionClosed(id) {
 		// The bus treats closing an unknown id as a no-op (AgentPool's
 		// close_session); over HTTP a typo is worth a 404.
-		writeError(w, http.StatusNotFound, resume.CodeSessionNotFound, resume.StatusFor(eventbus.ErrSessionNotFound, id).Message)
+		resume.WriteError(w, eventbus.ErrSessionNotFound, id)
 		return
 	}
 	q, _ := url.ParseQuery(r.URL.RawQuery) // checkQuery parsed it
