@@ -274,6 +274,11 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 	if err := srv.WS().Shutdown(sctx); err != nil {
 		log.Warn("WebSockets not all closed in time", "error", err)
 	}
+	// The Durable Streams subscriptions' webhook deliveries are outbound:
+	// Shutdown did not wait for them either.
+	if err := srv.Durable().Shutdown(sctx); err != nil {
+		log.Warn("Durable Streams deliveries not all ended in time", "error", err)
+	}
 	_ = bus.Close()
 	log.Info("stopped", "published", bus.Stats().Published)
 	return nil
