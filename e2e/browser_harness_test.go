@@ -40,9 +40,9 @@ var browserPage []byte
 // browserSession is the session the page streams.
 const browserSession = "s"
 
-// incarnation is one life of the server: a bus (its epoch), its SSE handler
+// busLife is one life (incarnation) of the server: a bus (its epoch), its SSE handler
 // and what was published on it.
-type incarnation struct {
+type busLife struct {
 	bus *eventbus.Bus
 	sse *sse.Handler
 
@@ -79,8 +79,8 @@ type browserServer struct {
 	streamQS string // the stream URL's query (coalesce=acp…)
 
 	mu      sync.Mutex
-	cur     *incarnation
-	all     []*incarnation
+	cur     *busLife
+	all     []*busLife
 	token   string // the valid bearer token; "" asks for none
 	planned []plannedAnswer
 	reqs    []streamRequest
@@ -93,7 +93,7 @@ func newBrowserServer(t *testing.T, busOpts eventbus.Options, sseOpts sse.Handle
 	s := &browserServer{t: t, busOpts: busOpts, sseOpts: sseOpts, streamQS: streamQS, open: map[*faultWriter]struct{}{}}
 	s.cur = s.incarnate()
 	require.NoError(t, s.cur.bus.CreateSession(browserSession, ""))
-	s.all = []*incarnation{s.cur}
+	s.all = []*busLife{s.cur}
 	mux := http.NewServeMux()
 	mux.Handle(browser.Pattern, browser.Handler{})
 	mux.HandleFunc("GET /page", func(w http.ResponseWriter, r *http.Request) {
@@ -125,12 +125,12 @@ func newBrowserServer(t *testing.T, busOpts eventbus.Options, sseOpts sse.Handle
 	return s
 }
 
-func (s *browserServer) incarnate() *incarnation {
+func (s *browserServer) incarnate() *busLife {
 	bus, err := eventbus.New(s.busOpts)
 	require.NoError(s.t, err)
 	h, err := sse.NewHandler(bus, s.sseOpts)
 	require.NoError(s.t, err)
-	return &incarnation{bus: bus, sse: h, chunk: map[uint64]int{}, byK: map[int]uint64{}}
+	return &busLife{bus: bus, sse: h, chunk: map[uint64]int{}, byK: map[int]uint64{}}
 }
 
 // pageURL is the test page streaming the session with the module options o.
@@ -213,8 +213,16 @@ func (s *browserServer) rotateToken() {
 // restart replaces the bus and its handler by a new incarnation (a new
 // epoch, ids from 1 again), as a restarted in-memory server; its session
 // is created after sessionAfter (until then the stream answers 404).
-func (s *browserServer) restart(sessionAfter time.Duration) {
+func (s *browserServer) restart(sessionAfter time.Duration) { s.restartWith(sessionAfter, 0) }
+
+// restartWith is restart with prefill events published on the new
+// incarnation before any client can reach it (sessionAfter must be 0).
+func (s *browserServer) restartWith(sessionAfter time.Duration, prefill int) {
 	inc := s.incarnate()
+	if prefill > 0 {
+		require.NoError(s.t, inc.bus.CreateSession(browserSession, ""))
+		s.publishOn(inc, prefill)
+	}
 	s.mu.Lock()
 	old := s.cur
 	s.cur = inc
@@ -222,7 +230,11 @@ func (s *browserServer) restart(sessionAfter time.Duration) {
 	s.mu.Unlock()
 	_ = old.sse.Close()
 	_ = old.bus.Close()
-	create := func() { _ = inc.bus.CreateSession(browserSession, "") }
+	create := func() {
+		if prefill == 0 {
+			_ = inc.bus.CreateSession(browserSession, "")
+		}
+	}
 	if sessionAfter <= 0 {
 		create()
 	} else {
@@ -234,10 +246,17 @@ func (s *browserServer) restart(sessionAfter time.Duration) {
 // ("k;", mergeable) with a note (not mergeable) every seventh. It returns
 // how many were published (none while the session does not exist).
 func (s *browserServer) publish(n int) int {
+	s.mu.Lock()
+	inc := s.cur
+	s.mu.Unlock()
+	return s.publishOn(inc, n)
+}
+
+// publishOn is publish on the incarnation inc.
+func (s *browserServer) publishOn(inc *busLife, n int) int {
 	done := 0
 	for range n {
 		s.mu.Lock()
-		inc := s.cur
 		s.k++
 		k := s.k
 		s.mu.Unlock()
@@ -536,7 +555,7 @@ type recordCheck struct {
 // incarnation); a closed tab's record may stop anywhere.
 func (s *browserServer) checkRecord(rec [][]any, complete bool) recordCheck {
 	s.mu.Lock()
-	byEpoch := map[string]*incarnation{}
+	byEpoch := map[string]*busLife{}
 	for _, inc := range s.all {
 		byEpoch[inc.bus.Epoch()] = inc
 	}
@@ -550,10 +569,10 @@ func (s *browserServer) checkRecord(rec [][]any, complete bool) recordCheck {
 		}
 	}
 	var epoch string
-	var inc *incarnation
+	var inc *busLife
 	var lastID uint64 // the last id the tab holds in epoch
 	reset := false    // a reset since the tab's last event
-	published := func(inc *incarnation, lo, hi uint64) []uint64 {
+	published := func(inc *busLife, lo, hi uint64) []uint64 {
 		inc.mu.Lock()
 		defer inc.mu.Unlock()
 		var out []uint64
