@@ -19,7 +19,7 @@ import (
 // Bus is a per-session event bus with a bounded replay buffer per session,
 // the Go form of AgentPool's EventBus with qwen-code's resume and
 // backpressure protocol. [New] makes one that keeps its ids and history in
-// this process; package eventbus/backend makes one over a shared backend
+// this process; [NewWithBackend] makes one over a shared backend
 // (adapters/nats: NATS JetStream, several nodes), with the same API and
 // delivery protocol. The zero value is not usable.
 //

@@ -5,24 +5,23 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/replaybus/replaybus/eventbus/internal/hook"
 	"github.com/replaybus/replaybus/eventbus/producer"
 )
 
 // Idempotent producers: the checks of package producer's stamps (see its
 // documentation for the rules), made under the lock a publish takes in
 // memory, or against the backend's record with a revision check over a
-// backend that keeps producers (producerRemote).
+// backend that keeps producers (ProducerBackend).
 
 // WithProducer makes the publish idempotent for the producer stamp p
 // (package producer has the rules): checked and recorded against the
 // session's state of p.ID under the lock the publish takes, or, over a
-// backend that keeps producers (eventbus/backend.ProducerBackend, as
+// backend that keeps producers ([ProducerBackend], as
 // adapters/nats does), against the backend's record, stored with the
 // event in one atomic step. A refused publish returns a *producer.Error
 // (ErrDuplicate: acknowledged, nothing stored; ErrStaleEpoch;
 // ErrSequenceGap) or ErrInvalid; over a backend without producer records,
-// and through a backend.Pipeline over a backend that pipelines appends,
+// and through a [Pipeline] over a backend that pipelines appends,
 // producer.ErrUnsupported; and the backend's errors as Publish returns
 // them. A session remembers its 1,024 most recently used producers: a
 // producer forgotten past them is unknown again, so its next publish is
@@ -30,16 +29,6 @@ import (
 // (docs/guarantees.md).
 func WithProducer(p producer.Stamp) PublishOption {
 	return func(o *publishOptions) { o.producer = &p }
-}
-
-// producerRemote is backend.ProducerBackend as the bus needs it: the
-// record of producer id in a session with its revision (0: none), and the
-// append of an event together with the record of stamp p, refused with
-// hook.ErrProducerConflict when the record is no longer at rev; it
-// returns the event's id and the record's new revision.
-type producerRemote interface {
-	ProducerState(ctx context.Context, session, id string) (st producer.State, rev uint64, err error)
-	AppendProducer(ctx context.Context, path []string, ev Event, p producer.Stamp, rev uint64) (id, newRev uint64, err error)
 }
 
 // remoteProducer is this node's copy of a backend's producer record, as
@@ -62,7 +51,7 @@ func (b *Bus) publishProducer(sessionID, typ string, raw []byte, media uint32, o
 		return Event{}, err
 	}
 	if _, ok := b.w.(memWriter); !ok {
-		pr, ok := b.remote.be.(producerRemote)
+		pr, ok := b.remote.be.(ProducerBackend)
 		if !ok {
 			return Event{}, producer.ErrUnsupported
 		}
@@ -79,7 +68,7 @@ func (b *Bus) publishProducer(sessionID, typ string, raw []byte, media uint32, o
 // moved meanwhile (a concurrent publish of the same producer, through any
 // node), it reads the record again and checks again, all bounded by
 // backendTimeout. A refusal is always made against a fresh read.
-func (b *Bus) publishRemoteProducer(pr producerRemote, sessionID, typ string, raw []byte, media uint32, origin string, create bool, p *producer.Stamp) (Event, error) {
+func (b *Bus) publishRemoteProducer(pr ProducerBackend, sessionID, typ string, raw []byte, media uint32, origin string, create bool, p *producer.Stamp) (Event, error) {
 	path, now, err := b.remoteTarget(sessionID, create)
 	if err != nil {
 		return Event{}, err
@@ -106,7 +95,7 @@ func (b *Bus) publishRemoteProducer(pr producerRemote, sessionID, typ string, ra
 			return Event{}, err
 		}
 		id, rev, err := pr.AppendProducer(ctx, path, ev, *p, rec.rev)
-		if errors.Is(err, hook.ErrProducerConflict) && ctx.Err() == nil {
+		if errors.Is(err, ErrProducerConflict) && ctx.Err() == nil {
 			fresh = true
 			continue
 		}
@@ -178,9 +167,9 @@ func (b *Bus) CheckProducer(sessionID string, p producer.Stamp) error {
 	if err := checkName("producer id", p.ID); err != nil {
 		return err
 	}
-	var pr producerRemote
+	var pr ProducerBackend
 	if _, ok := b.w.(memWriter); !ok {
-		if pr, ok = b.remote.be.(producerRemote); !ok {
+		if pr, ok = b.remote.be.(ProducerBackend); !ok {
 			return producer.ErrUnsupported
 		}
 	}

@@ -8,80 +8,33 @@ import (
 	"time"
 
 	"github.com/replaybus/replaybus/eventbus/frame"
-	"github.com/replaybus/replaybus/eventbus/internal/hook"
 	"github.com/replaybus/replaybus/eventbus/producer"
 )
 
-// remote is what the bus needs of the backend a bus of package
-// eventbus/backend is made over (a backend.Backend satisfies it): the
-// backend appends, and its feed (busFeed) delivers. Its optional LastID
-// (backend.Syncer) bounds awaitFeed's wait.
-type remote interface {
-	Epoch() string
-	Append(ctx context.Context, path []string, ev Event) (uint64, error)
-	Close() error
-}
-
-// remoteStore is the backend side of a bus made over one (package
-// eventbus/backend): be is nil for the in-memory bus. feedWaiters is
-// guarded by Bus.mu; highWater is atomic, so that an ack takes no bus lock.
+// remoteStore is the backend side of a bus made with NewWithBackend: be is
+// nil for the in-memory bus. feedWaiters is guarded by Bus.mu; highWater
+// is atomic, so that an ack takes no bus lock.
 type remoteStore struct {
-	be          remote
+	be          Backend
 	highWater   atomic.Uint64 // highest id the backend acknowledged to this node (only rises)
 	feedWaiters []feedWaiter  // subscribes waiting for the backend feed (awaitFeed)
 }
 
-// syncer is backend.Syncer.
-type syncer interface {
-	LastID(ctx context.Context) (uint64, error)
-}
-
-// typeSessionCreated is backend.typeSessionCreated: the control record a
-// bus over a backend appends for CreateSession so every node learns the
+// typeSessionCreated is the type of the control record a bus over a
+// backend appends for CreateSession, so that every node learns the
 // session and its parent. It consumes an id but is never stored or
-// delivered.
+// delivered ([frame.Reserved] refuses it to publishers).
 const typeSessionCreated = "_replaybus.session_created"
 
-func init() {
-	hook.NewBus = func(opts, be any) (any, any, error) {
-		r, ok := be.(remote)
-		if !ok {
-			return nil, nil, invalidf("backend %T does not implement Epoch, Append and Close", be)
-		}
-		o := opts.(Options)
-		o.Epoch = r.Epoch()
-		b, err := New(o)
-		if err != nil {
-			return nil, nil, err
-		}
-		b.remote.be = r
-		b.w = &b.remote
-		return b, busFeed{b}, nil
-	}
-	hook.Prepare = func(bus any, sessionID, typ string, data, opts, ev any) ([]string, error) {
-		po, _ := opts.([]PublishOption)
-		e, path, err := bus.(*Bus).preparePublish(sessionID, typ, data, po)
-		*ev.(*Event) = e
-		return path, err
-	}
-	hook.Acked = func(bus any, id uint64) { bus.(*Bus).noteAcked(id) }
-	hook.Backend = func(bus any) any {
-		if r := bus.(*Bus).remote.be; r != nil {
-			return r
-		}
-		return nil
-	}
-}
-
-// busFeed is the backend.Feed of a bus over a backend: what the backend
+// busFeed is the Feed of a bus over a backend: what the backend
 // delivers into. A type of its own keeps the Feed methods off the Bus's
 // method set.
 type busFeed struct{ b *Bus }
 
-// Ingest is backend.Feed.Ingest.
+// Ingest is Feed.Ingest.
 func (f busFeed) Ingest(path []string, ev Event) { f.b.ingest(path, ev) }
 
-// Evicted is backend.Feed.Evicted.
+// Evicted is Feed.Evicted.
 func (f busFeed) Evicted(path []string, upTo uint64) {
 	b := f.b
 	b.mu.Lock()
@@ -97,7 +50,7 @@ func (f busFeed) Evicted(path []string, upTo uint64) {
 	}
 }
 
-// Fail is backend.Feed.Fail.
+// Fail is Feed.Fail.
 func (f busFeed) Fail(err error) {
 	b := f.b
 	b.mu.Lock()
@@ -108,7 +61,7 @@ func (f busFeed) Fail(err error) {
 	}
 	b.mu.Unlock()
 	for _, s := range subs {
-		s.end(fmt.Errorf("%w: %w", hook.ErrBackend, err), false)
+		s.end(fmt.Errorf("%w: %w", ErrBackend, err), false)
 	}
 }
 
@@ -224,7 +177,7 @@ func (b *Bus) wakeFeedWaitersLocked() {
 	b.remote.feedWaiters = kept
 }
 
-// await is the wait of backend.Syncer (writer.await): it returns once
+// await is the wait of Syncer (writer.await): it returns once
 // this node has ingested up to cursor (or the backend's last id, if
 // lower), ctx is done, the bus closes or backendTimeout passes. It returns
 // at once for a cursor below the next id, and with LastID's error, wrapped
@@ -242,14 +195,14 @@ func (rs *remoteStore) await(b *Bus, ctx context.Context, cursor uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, backendTimeout)
 	defer cancel()
 	target := cursor
-	if sy, ok := b.remote.be.(syncer); ok {
+	if sy, ok := b.remote.be.(Syncer); ok {
 		last, err := sy.LastID(ctx)
 		if err != nil && caller.Err() != nil {
 			return caller.Err() // the subscriber went away
 		}
 		if err != nil {
 			return fmt.Errorf("%w: cursor %d is past this node's last id %d, and the backend cannot say how far behind it is: %w",
-				hook.ErrBackend, cursor, b.hot.seq.Load(), err)
+				ErrBackend, cursor, b.hot.seq.Load(), err)
 		}
 		target = min(target, last)
 	}
@@ -299,7 +252,7 @@ func (b *Bus) noteAcked(id uint64) {
 }
 
 // preparePublish is the first half of a pipelined publish over a backend
-// (hook.Prepare): the checks and
+// (Pipeline.Publish): the checks and
 // the encoding of [Bus.Publish] and its options (Existing, WithOrigin),
 // then, under the lock, the session (created if new, as Publish creates
 // it, unless Existing; marked published) and its tree path.

@@ -207,7 +207,7 @@ func (b *Bus) addLocked(id, parent string) (*session, error) {
 // parents); scope.ErrUnknownParent for an unknown parent; scope.ErrCycle
 // when parent is id or lies below it; ErrSessionClosed when parent was
 // closed (reopen it first); ErrClosed after Close. Over a backend (package
-// eventbus/backend) the
+// NewWithBackend) the
 // creation, reopening or attachment is also appended to the backend so
 // every node learns it, and the backend's error is returned.
 func (b *Bus) CreateSession(id, parent string) error {

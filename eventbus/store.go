@@ -47,7 +47,7 @@ type memStore struct {
 // the delivery protocol and where ids come from. memWriter, the in-memory
 // bus, takes each id as it appends the event to the session's Log and fans
 // it out, under the session's tree lock, in this process; *remoteStore, a
-// bus over a backend (package eventbus/backend), appends to the backend,
+// bus over a backend (NewWithBackend), appends to the backend,
 // whose feed brings every event back to every node in id order (ingest,
 // remote.go), where it is appended and fanned out as in memory. Either
 // way the history lives in memStore.
@@ -63,7 +63,7 @@ type writer interface {
 	close(b *Bus, targets []*session) error
 	// await returns once the history holds cursor, or it gives up
 	// (Subscribe with a cursor, before deciding on epoch_reset); it
-	// returns the backend's error, wrapped in hook.ErrBackend, when the
+	// returns the backend's error, wrapped in ErrBackend, when the
 	// backend cannot say how far the history is behind cursor.
 	await(b *Bus, ctx context.Context, cursor uint64) error
 	// shutdown releases what the writer holds (Close).

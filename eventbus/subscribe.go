@@ -42,16 +42,16 @@ import (
 // set: as a root, or under the parent the [Options.SessionController] names. The
 // subscription ends when ctx is done (Err is ctx's error); Subscribe itself
 // does not block, except on a bus over a backend whose feed is behind the
-// cursor (see backend.Syncer in package eventbus/backend).
+// cursor (see [Syncer]).
 //
 // Errors: ErrInvalid naming a bad option value (or a [Options.SessionController]
 // that panicked creating the session); ErrSessionNotFound;
 // ErrSessionClosed for a closed session that was not reopened;
 // ErrSubscriberLimit (wrapped, naming the session and the limit) when the
 // session has MaxSubscribers subscribers; ErrClosed after Close; ctx's error when ctx is
-// already done; on a bus over a backend, backend.ErrBackend wrapping the
+// already done; on a bus over a backend, [ErrBackend] wrapping the
 // backend's error when the cursor is past this node's last id and the
-// backend cannot say how far behind the node is (backend.Syncer: a node cut
+// backend cannot say how far behind the node is ([Syncer]: a node cut
 // off from its backend).
 func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOptions) (*Subscription, error) {
 	if err := checkName("session id", sessionID); err != nil {
