@@ -136,7 +136,7 @@ func (s *Subscription) replayInto(buf []Event) int {
 		}
 		for _, r := range recs {
 			if r.ID <= s.lastSeen {
-				s.bus.cnt.guarded.Add(1)
+				s.bus.idx.cnt.guarded.Add(1)
 				continue
 			}
 			s.lastSeen = r.ID

@@ -3,7 +3,6 @@ package eventbus
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -11,7 +10,6 @@ import (
 
 	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/eventbus/internal/deadline"
-	"github.com/replaybus/replaybus/eventbus/internal/diag"
 	"github.com/replaybus/replaybus/eventbus/observe"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -51,14 +49,12 @@ type Bus struct {
 	mem    memStore    // where ids' history lives in this process (store.go)
 	w      writer      // where an event enters the history: memWriter or &remote (store.go)
 	remote remoteStore // the backend, when the bus was made over one (remote.go)
-	all    allSubs     // the "all" subscribers (index.go)
 	ttl    expiry      // the expiry goroutine's stop and done (expire.go)
 
 	// hot is the line every publish writes: the sequence and the two
 	// counters written right after it.
 	hot   hotLine
-	cnt   counters                       // the Stats counters publishers and subscribers write
-	diag  diag.Aggregator                // diagnostics queued under a lock, delivered after (diaglog.go)
+	idx   index                          // the delivery index: who hears a publish (index.go)
 	waits *deadline.Queue[*Subscription] // parked readers' deadlines (wait.go: NextBefore)
 }
 
@@ -78,36 +74,10 @@ type hotLine struct {
 	_         [40]byte
 }
 
-// allSubs are the "all" subscribers: the list is guarded by mu under the
-// structure lock's read side (a publisher's ordering step, an unsubscribe),
-// or by the structure lock held exclusively (an "all" subscribe adds only
-// then). n mirrors its length: it rises only under the structure lock held
-// exclusively, so a publisher that reads 0 under the read side knows no
-// "all" subscriber can appear before it is done.
-type allSubs struct {
-	list subList
-	mu   sync.Mutex
-	n    atomic.Int32
-}
-
 // expiry is the expiry goroutine's lifeline: stop is closed by Close,
 // done by the goroutine when it returns.
 type expiry struct {
 	stop, done chan struct{}
-}
-
-// counters are the rarer figures of [observe.Stats] that publishing, subscribing
-// and reading write, kept off every lock in atomics (the per-event ones sit
-// beside Bus.seq).
-type counters struct {
-	nextSub  atomic.Uint64 // the last subscriber id given out
-	nsubs    atomic.Int64  // live subscribers (Stats.Subscribers)
-	guarded  atomic.Int64  // Stats.Guarded, written by consumers
-	replayed atomic.Int64  // Stats.Replayed, written by subscribes
-	dropped  atomic.Uint64
-	evicted  atomic.Uint64
-	warnings atomic.Uint64
-	resyncs  atomic.Uint64 // state_resync_required frames, decided anywhere
 }
 
 // New returns a running in-memory Bus configured by cfg (zero fields take
@@ -139,11 +109,12 @@ func New(cfg Options) (*Bus, error) {
 	} else if err := checkEpoch(b.epoch); err != nil {
 		return nil, err
 	}
+	b.idx.now, b.idx.report, b.idx.logger = b.cfg.now, b.cfg.Diagnostics, b.cfg.Logger
 	for _, t := range cfg.DroppableTypes {
-		if b.droppable == nil {
-			b.droppable = make(map[string]struct{})
+		if b.idx.droppable == nil {
+			b.idx.droppable = make(map[string]struct{})
 		}
-		b.droppable[t] = struct{}{}
+		b.idx.droppable[t] = struct{}{}
 	}
 	b.ttl.stop, b.ttl.done = make(chan struct{}), make(chan struct{})
 	go b.expireLoop()
@@ -209,15 +180,16 @@ func (b *Bus) Stats() observe.Stats {
 	st := b.mem.stats
 	st.Retained = len(b.mem.keptByID)
 	b.mu.RUnlock(tok)
-	st.Subscribers = int(b.cnt.nsubs.Load())
+	c := &b.idx.cnt
+	st.Subscribers = int(c.nsubs.Load())
 	st.Published = b.hot.published.Load()
 	st.Delivered = b.hot.delivered.Load()
-	st.Dropped = b.cnt.dropped.Load()
-	st.Evicted = b.cnt.evicted.Load()
-	st.Warnings = b.cnt.warnings.Load()
-	st.Resyncs = b.cnt.resyncs.Load()
-	st.Replayed = uint64(b.cnt.replayed.Load())
-	st.Guarded = uint64(b.cnt.guarded.Load())
+	st.Dropped = c.dropped.Load()
+	st.Evicted = c.evicted.Load()
+	st.Warnings = c.warnings.Load()
+	st.Resyncs = c.resyncs.Load()
+	st.Replayed = uint64(c.replayed.Load())
+	st.Guarded = uint64(c.guarded.Load())
 	return st
 }
 
@@ -234,9 +206,9 @@ func (b *Bus) Close() error {
 	}
 	b.closed = true
 	var subs []*Subscription
-	b.eachSubLocked(func(s *Subscription) { subs = append(subs, s) })
+	b.idx.each(&b.mem.tree, func(s *Subscription) { subs = append(subs, s) })
 	for _, s := range subs {
-		b.unregisterLocked(s)
+		b.idx.unregister(s)
 		s.end(ErrClosed, false)
 	}
 	close(b.ttl.stop)
@@ -248,19 +220,19 @@ func (b *Bus) Close() error {
 
 // cancel ends s at once (Close, Unsubscribe, context cancellation), with
 // discard dropping what is still queued (all but Unsubscribe). It takes the structure lock's read side and the lock that
-// guards s's lists — its session's tree lock, or allMu for an "all"
+// guards s's lists — its session's tree lock, or index.all.mu for an "all"
 // subscriber — so it waits for publishes of that tree (or the ordering
 // step) only.
 func (b *Bus) cancel(s *Subscription, reason error, discard bool) {
 	tok := b.mu.RLock()
 	if s.kind == scope.All {
-		b.all.mu.Lock()
-		b.unregisterLocked(s)
-		b.all.mu.Unlock()
+		b.idx.all.mu.Lock()
+		b.idx.unregister(s)
+		b.idx.all.mu.Unlock()
 	} else {
 		tl := s.sess.treeLock()
 		tl.Lock()
-		b.unregisterLocked(s)
+		b.idx.unregister(s)
 		tl.Unlock()
 	}
 	b.mu.RUnlock(tok)

@@ -34,7 +34,7 @@ func (b *Bus) expireLoop() {
 // sessions it expired. An expired session's id can be used again (a new
 // session), and a resume that needed its events is told with ring_evicted.
 func (b *Bus) ExpireIdle() int {
-	defer b.flushDiagnostics() // after b.mu is released
+	defer b.idx.flush() // after b.mu is released
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -53,7 +53,7 @@ func (b *Bus) ExpireIdle() int {
 		b.closeLocked(x, false)
 		b.mem.stats.Expired++
 		if b.cfg.Diagnostics != nil || b.cfg.Logger != nil {
-			b.diagnose(observe.DiagSessionExpired, &Subscription{sess: x}, &record{})
+			b.idx.diagnose(observe.DiagSessionExpired, &Subscription{sess: x}, &record{})
 		}
 	}
 	b.expireKeptLocked(now)

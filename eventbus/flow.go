@@ -10,7 +10,7 @@ import (
 // the subscription takes its lock around them, ends itself on an eviction
 // and wakes its consumer. deliver runs on a publisher's goroutine with the
 // lock that guards the subscriber's list held (its session tree's lock,
-// Bus.all.mu for "all", or the structure lock) and takes s.mu itself; it
+// index.all.mu for "all", or the structure lock) and takes s.mu itself; it
 // never blocks. The wake-up of a parked consumer is the caller's to send
 // (deliver reports it), so that the publish path sends it after releasing
 // its locks.

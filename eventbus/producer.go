@@ -57,7 +57,7 @@ func (b *Bus) publishProducer(sessionID, typ string, raw []byte, media uint32, o
 		}
 		return b.publishRemoteProducer(pr, sessionID, typ, raw, media, origin, create, p)
 	}
-	defer b.flushDiagnostics() // after every lock is released
+	defer b.idx.flush() // after every lock is released
 	return b.publishLocal(sessionID, typ, raw, media, origin, create, p)
 }
 

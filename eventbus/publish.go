@@ -5,7 +5,7 @@ package eventbus
 // event to the bus's writer (store.go: memWriter in memory, the backend's
 // remoteStore, whose feed comes back through ingest); appendLocked, under
 // the session's tree lock, takes the id, appends to the session's Log and
-// offers the event to every subscriber in scope (fanOutLocked, index.go;
+// offers the event to every subscriber in scope (index.fanOut, index.go;
 // each subscriber's queue applies its limits and policy, flow.go). Parked
 // consumers are woken after every lock is released (fan.release).
 //
@@ -22,8 +22,8 @@ package eventbus
 //     holds it exclusively needs no other bus lock.
 //  2. the tree lock (session.treeLock: the root's tmu), under the read
 //     side only; a goroutine holds at most one.
-//  3. Bus.all.mu, the ordering step, only while an "all" subscriber
-//     exists (Bus.all.n > 0), or for an "all" subscriber's unsubscribe.
+//  3. index.all.mu, the ordering step, only while an "all" subscriber
+//     exists (index.all.n > 0), or for an "all" subscriber's unsubscribe.
 //  4. Subscription.mu, one subscriber's queue, for one delivery at a time.
 //  5. the deadline queue's own lock (internal/deadline), under
 //     Subscription.mu when a reader parks or ends; the queue releases it
@@ -45,7 +45,6 @@ import (
 
 	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/eventbus/producer"
-	"github.com/replaybus/replaybus/scope"
 )
 
 // encode turns a payload into JSON once, outside the lock.
@@ -193,7 +192,7 @@ var testHookTreeLocked func(session string)
 // trees do not wait for each other. A session that must be created first
 // (or a refused one) takes the structure lock exclusively.
 func (b *Bus) publish(sessionID, typ string, raw []byte, media uint32, origin string, create bool) (Event, error) {
-	defer b.flushDiagnostics() // after every lock is released
+	defer b.idx.flush() // after every lock is released
 	return b.w.publish(b, sessionID, typ, raw, media, origin, create)
 }
 
@@ -202,7 +201,7 @@ func (b *Bus) publish(sessionID, typ string, raw []byte, media uint32, origin st
 // media is the interned media type (media.go), 0 for JSON.
 func (b *Bus) publishLocal(sessionID, typ string, raw []byte, media uint32, origin string, create bool, p *producer.Stamp) (Event, error) {
 	r := &record{Type: typ, Data: raw, Ext: extOf(origin, media), Nanos: b.nowNanos()}
-	f := fan{wakes: wakeLists.Get().(*[]*Subscription)}
+	f := newFan()
 	defer f.release() // the wake-ups, once no lock is held
 	tok := b.mu.RLock()
 	if b.closed {
@@ -276,18 +275,6 @@ func (b *Bus) remoteTarget(sessionID string, create bool) ([]string, time.Time, 
 	return x.pathLocked(), b.cfg.now(), nil
 }
 
-// eachSubLocked calls fn for every registered subscriber.
-func (b *Bus) eachSubLocked(fn func(*Subscription)) {
-	b.mem.tree.Each(func(n *scope.Node[*session]) {
-		for _, s := range n.Value.own {
-			fn(s)
-		}
-	})
-	for _, s := range b.all.list {
-		fn(s)
-	}
-}
-
 // appendLocked assigns the next id, stores r in x's replay buffer and fans
 // it out; f collects the wake-ups (see [fan]). The caller holds b.mu's read
 // side and x's tree lock, or b.mu exclusively.
@@ -296,19 +283,20 @@ func (b *Bus) eachSubLocked(fn func(*Subscription)) {
 // events are appended within every tree (and so within every replay buffer
 // and every tree-scoped subscriber's queue). While an "all" subscriber
 // exists, the id is taken and the event offered to the "all" subscribers
-// under allMu, the one bus-wide step: every "all" subscriber then sees the
+// under index.all.mu, the one bus-wide step: every "all" subscriber then sees the
 // ids of all trees in rising order, with nothing missing below the newest,
-// so one cursor resumes it. The tree's own fan-out follows outside allMu.
+// so one cursor resumes it. The tree's own fan-out follows outside it.
 func (b *Bus) appendLocked(x *session, r *record, forced bool, f *fan) {
+	ix := &b.idx
 	droppable := false
-	if b.droppable != nil {
-		_, droppable = b.droppable[r.Type]
+	if ix.droppable != nil {
+		_, droppable = ix.droppable[r.Type]
 	}
-	if b.all.n.Load() > 0 {
-		b.all.mu.Lock()
+	if ix.all.n.Load() > 0 {
+		ix.all.mu.Lock()
 		r.ID = b.hot.seq.Add(1)
-		b.offerLocked(&b.all.list, nil, r, droppable, forced, f)
-		b.all.mu.Unlock()
+		ix.offer(&ix.all.list, nil, r, droppable, forced, f)
+		ix.all.mu.Unlock()
 	} else {
 		r.ID = b.hot.seq.Add(1)
 	}
@@ -327,7 +315,7 @@ func (b *Bus) appendLocked(x *session, r *record, forced bool, f *fan) {
 		x.info.buffered.Store(n)
 	}
 	b.hot.published.Add(1)
-	b.fanOutLocked(x, r, droppable, forced, f)
+	ix.fanOut(x, r, droppable, forced, f)
 	if f.delivered != 0 {
 		b.hot.delivered.Add(uint64(f.delivered))
 	}

@@ -45,7 +45,7 @@ func (f busFeed) Evicted(path []string, upTo uint64) {
 	if x := b.ensurePathLocked(path); x != nil {
 		x.ring.MarkEvicted(upTo)
 		if upTo > b.hot.seq.Load() {
-			b.announceGapLocked(x, upTo)
+			b.idx.gap(x, upTo)
 		}
 	}
 }
@@ -55,9 +55,9 @@ func (f busFeed) Fail(err error) {
 	b := f.b
 	b.mu.Lock()
 	var subs []*Subscription
-	b.eachSubLocked(func(s *Subscription) { subs = append(subs, s) })
+	b.idx.each(&b.mem.tree, func(s *Subscription) { subs = append(subs, s) })
 	for _, s := range subs {
-		b.unregisterLocked(s)
+		b.idx.unregister(s)
 	}
 	b.mu.Unlock()
 	for _, s := range subs {
@@ -123,10 +123,10 @@ func (b *Bus) ingest(path []string, ev Event) {
 	if len(path) == 0 {
 		return
 	}
-	defer b.flushDiagnostics() // after b.mu is released
+	defer b.idx.flush() // after b.mu is released
 	// Subscribers are woken once b.mu is released, as on the in-memory
 	// publish path: the publishers of this node wait for b.mu meanwhile.
-	f := fan{wakes: wakeLists.Get().(*[]*Subscription)}
+	f := newFan()
 	defer f.release()
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -29,10 +29,8 @@ type session struct {
 	node *scope.Node[*session]
 	ring store.Log[*record]
 
-	own          subList     // subscribers made on this session (all scopes but "all")
-	desc         subList     // those of own with scope descendants
-	childSubtree subList     // subtree subscribers made on this session's children
-	info         sessionInfo // what listings read without the bus lock; info.nsubs counts its subscribers, "all" included (registry.go)
+	subs subs        // its subscriber lists (the delivery index, index.go)
+	info sessionInfo // what listings read without the bus lock; info.nsubs counts its subscribers, "all" included (registry.go)
 
 	published bool   // a child may get a parent only before it publishes
 	lastID    uint64 // id of the newest event published here
@@ -265,7 +263,7 @@ func (b *Bus) CreateSession(id, parent string) error {
 // descendants scope too.
 func (b *Bus) attachedLocked(x *session) {
 	p := x.parent()
-	b.reparentLocked(x, nil, p)
+	b.idx.reparent(x, nil, p)
 	lost := x.descLost
 	for a := p; a != nil && lost > 0; a = a.parent() {
 		a.descLost = max(a.descLost, lost)
@@ -411,17 +409,7 @@ func (b *Bus) closeLocked(x *session, announce bool) {
 		b.mem.lost[x.id] = lostMark{id: lost, at: now}
 	}
 	// End the session's own subscribers after they drain.
-	for len(x.own) > 0 {
-		s := x.own[len(x.own)-1]
-		b.unregisterLocked(s)
-		s.end(ErrSessionClosed, false)
-	}
-	for i := len(b.all.list) - 1; i >= 0; i-- {
-		if s := b.all.list[i]; s.sess == x {
-			b.unregisterLocked(s)
-			s.end(ErrSessionClosed, false)
-		}
-	}
+	b.idx.endSession(x)
 	// The children move up to x's parent, and their subtree subscribers
 	// (kept in x.childSubtree) to the parent's list.
 	b.treeRemoveLocked(x)
@@ -429,9 +417,9 @@ func (b *Bus) closeLocked(x *session, announce bool) {
 		if p != nil {
 			_ = b.treeSetParentLocked(c.id, p.id) // p is an ancestor of c's old place: no cycle
 		}
-		b.reparentLocked(c, x, p)
+		b.idx.reparent(c, x, p)
 	}
-	x.childSubtree = nil
+	x.subs.childSubtree = nil
 	if p == nil {
 		x.ring.Clear()
 	}

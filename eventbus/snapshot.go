@@ -115,7 +115,7 @@ func (b *Bus) snapshotPlanLocked(x *session, k scope.Kind, pos *Position, types 
 			j.lead = append(j.lead, synth(x.id, frame.TypeStateResyncRequired, frame.ResyncData{
 				Reason: frame.ReasonEpochReset, LastDeliveredID: pos.ID, Epoch: b.epoch,
 			}, j.now))
-			b.cnt.resyncs.Add(1)
+			b.idx.cnt.resyncs.Add(1)
 			j.cursor = 0
 		}
 	}
@@ -131,7 +131,7 @@ func (b *Bus) snapshotPlanLocked(x *session, k scope.Kind, pos *Position, types 
 		if b.wantsSnapshot(sr, &j) {
 			return snapshotJob{lost: true}
 		}
-		b.cnt.resyncs.Add(1) // the ring_evicted frame finishSnapshot writes
+		b.idx.cnt.resyncs.Add(1) // the ring_evicted frame finishSnapshot writes
 	}
 	return j
 }
@@ -214,7 +214,7 @@ func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 			Reason: frame.ReasonReplayBudgetExceeded, LastDeliveredID: last,
 			CompleteFromID: j.earliest, SkippedCount: len(snap) - n,
 		}, j.now))
-		b.cnt.resyncs.Add(1)
+		b.idx.cnt.resyncs.Add(1)
 	}
 	if hasCursor || truncated {
 		tail = append(tail, replayCompleteEntry(sid, last, n, j.now))
@@ -239,7 +239,7 @@ func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 		s.q.Prepend(tail)
 		s.mu.Unlock()
 	}
-	b.cnt.replayed.Add(int64(n))
+	b.idx.cnt.replayed.Add(int64(n))
 }
 
 // raiseMaxData raises memStore.maxData to n unless it already holds at least n.

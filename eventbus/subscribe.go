@@ -273,10 +273,10 @@ func (b *Bus) subscribeInTree(ctx context.Context, s *Subscription, sessionID st
 // now is the session's new last-activity time: the replay plan's clock
 // reading (registerNow), taken in the same critical section.
 func (b *Bus) register(ctx context.Context, s *Subscription, x *session, now int64) {
-	s.id, s.sess = b.cnt.nextSub.Add(1), x
+	s.id, s.sess = b.idx.cnt.nextSub.Add(1), x
 	s.ctx = ctx
 	s.stopCtx = context.AfterFunc(ctx, s.ctxEnded)
-	b.registerLocked(s)
+	b.idx.register(s)
 	x.touch(now)
 }
 
@@ -320,7 +320,7 @@ func (s *Subscription) reinsert(ev *Event) bool {
 	}
 	for r := s.rd.NextReplay(); r != nil; r = s.rd.NextReplay() {
 		if r.ID <= s.lastSeen {
-			s.bus.cnt.guarded.Add(1)
+			s.bus.idx.cnt.guarded.Add(1)
 			continue
 		}
 		s.lastSeen = r.ID
@@ -335,7 +335,7 @@ func (s *Subscription) reinsert(ev *Event) bool {
 		if id := e.Rec.ID; id != 0 {
 			if id <= s.lastSeen {
 				// The guard: never hand out an id twice or out of order.
-				s.bus.cnt.guarded.Add(1)
+				s.bus.idx.cnt.guarded.Add(1)
 				*e = entry{}
 				continue
 			}
