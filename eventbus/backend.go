@@ -115,14 +115,11 @@ type ProducerBackend interface {
 // start only. [Bus.Close] also closes be. Errors: cfg's, as New, and
 // be.Start's, wrapped.
 func NewWithBackend(ctx context.Context, cfg Options, be Backend) (*Bus, error) {
-	cfg.Epoch = be.Epoch()
-	b, err := New(cfg)
+	b, feed, err := newBus(cfg, be)
 	if err != nil {
 		return nil, err
 	}
-	b.remote.be = be
-	b.w = &b.remote
-	if err := be.Start(ctx, busFeed{b}); err != nil {
+	if err := be.Start(ctx, feed); err != nil {
 		b.Close()
 		return nil, fmt.Errorf("eventbus: starting backend: %w", err)
 	}

@@ -3,13 +3,11 @@ package eventbus
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"sync/atomic"
 	"time"
-
-	"github.com/puzpuzpuz/xsync/v3"
 
 	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/eventbus/internal/deadline"
+	"github.com/replaybus/replaybus/eventbus/internal/store"
 	"github.com/replaybus/replaybus/eventbus/observe"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -33,45 +31,14 @@ type Bus struct {
 	cfg       Options // defaults applied; OverflowPolicy the one in force
 	policySet bool    // the OverflowPolicy given to New was set, not defaulted
 	epoch     string
-	droppable map[string]struct{}
-	// mu is the structure lock (reader-biased): publishes and tree-scoped
-	// subscribes and unsubscribes take its read side, then the tree lock
-	// of their session's tree (session.tmu of the root); structural
-	// changes, "all" subscribes, the backend paths and Close take it
-	// exclusively and then need no other bus lock. What it guards when
-	// held exclusively (and may be read under its read side): closed, the
-	// memory store (mem: the tree's shape and every session's place in it,
-	// the registry, tombstones, lost-id marks, kept buffers, stats) and
-	// the remote side's feedWaiters. The lock order is in
-	// publish.go, beside the code that takes the locks.
-	mu     *xsync.RBMutex
-	closed bool
-	mem    memStore    // where ids' history lives in this process (store.go)
-	w      writer      // where an event enters the history: memWriter or &remote (store.go)
-	remote remoteStore // the backend, when the bus was made over one (remote.go)
-	ttl    expiry      // the expiry goroutine's stop and done (expire.go)
-
-	// hot is the line every publish writes: the sequence and the two
-	// counters written right after it.
-	hot   hotLine
+	// hist is the history in this process, with the structure lock and
+	// the tree locks (package internal/store); st is where an event
+	// enters it (store.go: memStore, or fedStore over a backend).
+	hist  *history
+	st    eventStore
 	idx   index                          // the delivery index: who hears a publish (index.go)
+	ttl   expiry                         // the expiry goroutine's stop and done
 	waits *deadline.Queue[*Subscription] // parked readers' deadlines (wait.go: NextBefore)
-}
-
-// hotLine holds what every publish writes. seq is the last id assigned (0
-// before the first): the in-memory bus takes the next one with seq.Add(1)
-// where the event is appended; a backend's feed sets it to the id it
-// ingests. It has a cache line of its own, shared only with the two
-// counters every publish also writes right after (Stats.Published,
-// Stats.Delivered): they cost an atomic add on a line the publisher
-// already holds, and the fields publishers only read (diag's count, …) do
-// not move with them.
-type hotLine struct {
-	_         [64]byte
-	seq       atomic.Uint64
-	published atomic.Uint64 // events accepted (Stats.Published)
-	delivered atomic.Uint64 // live events queued for subscribers (Stats.Delivered)
-	_         [40]byte
 }
 
 // expiry is the expiry goroutine's lifeline: stop is closed by Close,
@@ -84,20 +51,28 @@ type expiry struct {
 // their defaults, see [Options]). It validates everything up front and
 // returns an error naming the bad field and value ([*OptionError], or
 // ErrInvalid for a bad Epoch). The bus starts one goroutine that expires
-// idle sessions; [Bus.Close] stops it. The backend package makes a bus
-// over a shared backend (NATS JetStream) instead.
+// idle sessions; [Bus.Close] stops it. [NewWithBackend] makes a bus over a
+// shared backend (NATS JetStream) instead.
 func New(cfg Options) (*Bus, error) {
+	b, _, err := newBus(cfg, nil)
+	return b, err
+}
+
+// newBus is New, and with be set the bus of NewWithBackend, whose store it
+// returns (the backend not started).
+func newBus(cfg Options, be Backend) (*Bus, *fedStore, error) {
+	if be != nil {
+		cfg.Epoch = be.Epoch()
+	}
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cfg = cfg.WithDefaults()
-	b := &Bus{cfg: cfg, mu: xsync.NewRBMutex(), mem: memStore{tombs: make(map[string]int64), registry: newRegistry()}}
+	b := &Bus{cfg: cfg}
 	b.policySet = cfg.OverflowPolicy != ""
 	if !b.policySet {
 		b.cfg.OverflowPolicy = defaultOverflowPolicy // in-process default
 	}
-	b.w = memWriter{}
-	b.waits = deadline.New(b.deadlineDue)
 	if b.cfg.now == nil {
 		b.cfg.now = time.Now
 	}
@@ -107,8 +82,10 @@ func New(cfg Options) (*Bus, error) {
 		_, _ = rand.Read(raw[:])
 		b.epoch = hex.EncodeToString(raw[:])
 	} else if err := checkEpoch(b.epoch); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	b.hist = store.NewHistory[subs](store.Config{Log: logOptions(cfg), TTL: int64(cfg.SessionTTL),
+		ClosedRetention: int64(cfg.ClosedRetention), MaxRetained: cfg.MaxRetained})
 	b.idx.now, b.idx.report, b.idx.logger = b.cfg.now, b.cfg.Diagnostics, b.cfg.Logger
 	for _, t := range cfg.DroppableTypes {
 		if b.idx.droppable == nil {
@@ -116,9 +93,17 @@ func New(cfg Options) (*Bus, error) {
 		}
 		b.idx.droppable[t] = struct{}{}
 	}
+	b.waits = deadline.New(b.deadlineDue)
 	b.ttl.stop, b.ttl.done = make(chan struct{}), make(chan struct{})
+	mem := &memStore{h: b.hist, idx: &b.idx, now: b.cfg.now, controller: cfg.SessionController}
+	var fed *fedStore
+	b.st = mem
+	if be != nil {
+		fed = newFedStore(mem, be, b.ttl.stop)
+		b.st = fed
+	}
 	go b.expireLoop()
-	return b, nil
+	return b, fed, nil
 }
 
 func checkEpoch(e string) error {
@@ -156,7 +141,7 @@ func (b *Bus) Options() Options {
 // before the call has an id at or below it.
 //
 // It takes no lock (an atomic load) and never waits for a publish.
-func (b *Bus) LastEventID() uint64 { return b.hot.seq.Load() }
+func (b *Bus) LastEventID() uint64 { return b.hist.LastID() }
 
 func (b *Bus) nowNanos() int64 { return b.cfg.now().UnixNano() }
 
@@ -176,14 +161,12 @@ func checkName(what, v string) error {
 // subscribers write without it, one by one: during concurrent publishing
 // the figures are each exact at some instant, not all at the same one.
 func (b *Bus) Stats() observe.Stats {
-	tok := b.mu.RLock()
-	st := b.mem.stats
-	st.Retained = len(b.mem.keptByID)
-	b.mu.RUnlock(tok)
+	var st observe.Stats
+	tok := b.hist.RLock()
+	b.hist.Stats(&st)
+	b.hist.RUnlock(tok)
 	c := &b.idx.cnt
 	st.Subscribers = int(c.nsubs.Load())
-	st.Published = b.hot.published.Load()
-	st.Delivered = b.hot.delivered.Load()
 	st.Dropped = c.dropped.Load()
 	st.Evicted = c.evicted.Load()
 	st.Warnings = c.warnings.Load()
@@ -198,24 +181,24 @@ func (b *Bus) Stats() observe.Stats {
 // return ErrClosed. It is idempotent and returns nil; it does not wait for
 // consumers.
 func (b *Bus) Close() error {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	b.hist.Lock()
+	if b.hist.Closed() {
+		b.hist.Unlock()
 		<-b.ttl.done
 		return nil
 	}
-	b.closed = true
+	b.hist.Close()
 	var subs []*Subscription
-	b.idx.each(&b.mem.tree, func(s *Subscription) { subs = append(subs, s) })
+	b.idx.each(b.hist, func(s *Subscription) { subs = append(subs, s) })
 	for _, s := range subs {
 		b.idx.unregister(s)
 		s.end(ErrClosed, false)
 	}
 	close(b.ttl.stop)
-	b.mu.Unlock()
+	b.hist.Unlock()
 	b.waits.Close()
 	<-b.ttl.done
-	return b.w.shutdown()
+	return b.st.shutdown()
 }
 
 // cancel ends s at once (Close, Unsubscribe, context cancellation), with
@@ -224,18 +207,18 @@ func (b *Bus) Close() error {
 // subscriber — so it waits for publishes of that tree (or the ordering
 // step) only.
 func (b *Bus) cancel(s *Subscription, reason error, discard bool) {
-	tok := b.mu.RLock()
+	tok := b.hist.RLock()
 	if s.kind == scope.All {
 		b.idx.all.mu.Lock()
 		b.idx.unregister(s)
 		b.idx.all.mu.Unlock()
 	} else {
-		tl := s.sess.treeLock()
+		tl := s.sess.TreeLock()
 		tl.Lock()
 		b.idx.unregister(s)
 		tl.Unlock()
 	}
-	b.mu.RUnlock(tok)
+	b.hist.RUnlock(tok)
 	s.end(reason, discard)
 }
 

@@ -69,7 +69,7 @@ func (s *Subscription) deliver(r *record, droppable bool) (queue.Outcome, bool) 
 		s.mu.Unlock()
 		return 0, false
 	}
-	o := s.q.Deliver(&s.rd, s.sess.id, r, droppable)
+	o := s.q.Deliver(&s.rd, s.sess.ID, r, droppable)
 	wake := false
 	if o == queue.Evicted {
 		s.endLocked(ErrEvicted, false) // wakes the consumer itself

@@ -104,7 +104,7 @@ func (l *subList) remove(s *Subscription, slot int) {
 func (ix *index) register(s *Subscription) {
 	s.pos = [2]int{-1, -1}
 	x := s.sess
-	x.info.nsubs.Add(1)
+	x.AddSubscribers(1)
 	ix.cnt.nsubs.Add(1)
 	switch s.kind {
 	case scope.All:
@@ -112,13 +112,13 @@ func (ix *index) register(s *Subscription) {
 		ix.all.n.Add(1)
 		return
 	case scope.Descendants:
-		x.subs.desc.add(s, 1)
+		x.Subs.desc.add(s, 1)
 	case scope.Subtree:
-		if p := x.parent(); p != nil {
-			p.subs.childSubtree.add(s, 1)
+		if p := x.Parent(); p != nil {
+			p.Subs.childSubtree.add(s, 1)
 		}
 	}
-	x.subs.own.add(s, 0)
+	x.Subs.own.add(s, 0)
 }
 
 // unregister removes s from every list. The caller holds what guards
@@ -137,34 +137,34 @@ func (ix *index) unregister(s *Subscription) {
 		ix.all.list.remove(s, 1)
 		ix.all.n.Add(-1)
 	case scope.Descendants:
-		x.subs.desc.remove(s, 1)
+		x.Subs.desc.remove(s, 1)
 	case scope.Subtree:
-		if p := x.parent(); p != nil {
-			p.subs.childSubtree.remove(s, 1)
+		if p := x.Parent(); p != nil {
+			p.Subs.childSubtree.remove(s, 1)
 		}
 	}
 	if s.kind != scope.All {
-		x.subs.own.remove(s, 0)
+		x.Subs.own.remove(s, 0)
 	}
 	s.pos = [2]int{-1, -1}
-	x.info.nsubs.Add(-1)
+	x.AddSubscribers(-1)
 	ix.cnt.nsubs.Add(-1)
-	x.touch(ix.now().UnixNano())
+	x.Touch(ix.now().UnixNano())
 }
 
 // reparent moves x's subtree subscribers from the old parent's list to
 // the new one's, when x is attached to a parent or its parent closes. The
 // structure lock is held exclusively.
 func (ix *index) reparent(x *session, from, to *session) {
-	for _, s := range x.subs.own {
+	for _, s := range x.Subs.own {
 		if s.kind != scope.Subtree {
 			continue
 		}
 		if from != nil {
-			from.subs.childSubtree.remove(s, 1)
+			from.Subs.childSubtree.remove(s, 1)
 		}
 		if to != nil {
-			to.subs.childSubtree.add(s, 1)
+			to.Subs.childSubtree.add(s, 1)
 		}
 	}
 }
@@ -173,8 +173,8 @@ func (ix *index) reparent(x *session, from, to *session) {
 // them with ErrSessionClosed once they have drained (x is closing). The
 // structure lock is held exclusively.
 func (ix *index) endSession(x *session) {
-	for len(x.subs.own) > 0 {
-		s := x.subs.own[len(x.subs.own)-1]
+	for len(x.Subs.own) > 0 {
+		s := x.Subs.own[len(x.Subs.own)-1]
 		ix.unregister(s)
 		s.end(ErrSessionClosed, false)
 	}
@@ -186,11 +186,11 @@ func (ix *index) endSession(x *session) {
 	}
 }
 
-// each calls fn for every registered subscriber of the sessions t holds.
-// The structure lock is held exclusively.
-func (ix *index) each(t *scope.Tree[*session], fn func(*Subscription)) {
-	t.Each(func(n *scope.Node[*session]) {
-		for _, s := range n.Value.subs.own {
+// each calls fn for every registered subscriber of h's sessions. The
+// structure lock is held exclusively.
+func (ix *index) each(h *history, fn func(*Subscription)) {
+	h.Each(func(x *session) {
+		for _, s := range x.Subs.own {
 			fn(s)
 		}
 	})
@@ -247,14 +247,14 @@ func newFan() fan { return fan{wakes: wakeLists.Get().(*[]*Subscription)} }
 // publisher's ordering step). The caller holds x's tree lock under the
 // structure lock's read side, or the structure lock exclusively.
 func (ix *index) fanOut(x *session, r *record, droppable, forced bool, f *fan) {
-	ix.offer(&x.subs.own, nil, r, droppable, forced, f)
-	p := x.parent()
-	for a := p; a != nil; a = a.parent() {
-		ix.offer(&a.subs.desc, nil, r, droppable, forced, f)
+	ix.offer(&x.Subs.own, nil, r, droppable, forced, f)
+	p := x.Parent()
+	for a := p; a != nil; a = a.Parent() {
+		ix.offer(&a.Subs.desc, nil, r, droppable, forced, f)
 	}
-	ix.offer(&x.subs.childSubtree, nil, r, droppable, forced, f)
+	ix.offer(&x.Subs.childSubtree, nil, r, droppable, forced, f)
 	if p != nil {
-		ix.offer(&p.subs.childSubtree, x, r, droppable, forced, f)
+		ix.offer(&p.Subs.childSubtree, x, r, droppable, forced, f)
 	}
 }
 
@@ -324,21 +324,21 @@ func (ix *index) gap(x *session, upTo uint64) {
 				continue
 			}
 			s.mu.Lock()
-			if !s.ended && s.q.PushGap(s.sess.id, upTo, now) {
+			if !s.ended && s.q.PushGap(s.sess.ID, upTo, now) {
 				s.wakeLocked()
 				ix.cnt.resyncs.Add(1)
 			}
 			s.mu.Unlock()
 		}
 	}
-	push(x.subs.own, nil)
-	p := x.parent()
-	for a := p; a != nil; a = a.parent() {
-		push(a.subs.desc, nil)
+	push(x.Subs.own, nil)
+	p := x.Parent()
+	for a := p; a != nil; a = a.Parent() {
+		push(a.Subs.desc, nil)
 	}
-	push(x.subs.childSubtree, nil)
+	push(x.Subs.childSubtree, nil)
 	if p != nil {
-		push(p.subs.childSubtree, x)
+		push(p.Subs.childSubtree, x)
 	}
 	push(ix.all.list, nil)
 }
@@ -350,7 +350,7 @@ func (ix *index) diagnose(kind observe.DiagnosticKind, s *Subscription, r *recor
 	if ix.report == nil && ix.logger == nil {
 		return
 	}
-	d := diag.Item{Kind: string(kind), Session: s.sess.id, Subscriber: s.id, Name: s.name, EventID: r.ID, EventType: r.Type}
+	d := diag.Item{Kind: string(kind), Session: s.sess.ID, Subscriber: s.id, Name: s.name, EventID: r.ID, EventType: r.Type}
 	if s.id != 0 {
 		s.mu.Lock()
 		q := s.figuresLocked()

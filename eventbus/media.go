@@ -202,9 +202,5 @@ func (b *Bus) PublishBytes(sessionID, typ, contentType string, data []byte, opts
 	if len(data) > 0 {
 		raw = append([]byte(nil), data...)
 	}
-	origin, create, p := publishOpts(opts)
-	if p != nil {
-		return b.publishProducer(sessionID, typ, raw, media, origin, create, p)
-	}
-	return b.publish(sessionID, typ, raw, media, origin, create)
+	return b.publish(sessionID, typ, raw, media, opts)
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/replaybus/replaybus/eventbus/producer"
 )
 
 // The window of a Pipeline: its default and its largest.
@@ -35,7 +37,7 @@ type PipelineOptions struct {
 // (calls are serialised); it holds no goroutine.
 type Pipeline struct {
 	b      *Bus
-	be     AsyncBackend // nil: publish synchronously
+	f      *fedStore // the store whose backend keeps appends in flight; nil: publish synchronously
 	window int
 	onOK   func(Event)
 
@@ -80,9 +82,8 @@ func NewPipeline(b *Bus, opts PipelineOptions) (*Pipeline, error) {
 	if w < 1 || w > maxPipelineWindow {
 		return nil, invalidf("pipeline window %d out of range [1, %d]", opts.Window, maxPipelineWindow)
 	}
-	p := &Pipeline{b: b, window: w, onOK: opts.OnStored}
-	if be, ok := b.remote.be.(AsyncBackend); ok {
-		p.be = be
+	p := &Pipeline{b: b, f: b.st.pipeline(), window: w, onOK: opts.OnStored}
+	if p.f != nil {
 		p.flight = make([]inflight, w)
 	}
 	return p, nil
@@ -96,7 +97,7 @@ func NewPipeline(b *Bus, opts PipelineOptions) (*Pipeline, error) {
 // this call's event is then not published. Over an AsyncBackend a
 // stamped publish ([WithProducer]) is refused with producer.ErrUnsupported.
 func (p *Pipeline) Publish(sessionID, typ string, data any, opts ...PublishOption) error {
-	if p.be == nil {
+	if p.f == nil {
 		ev, err := p.b.Publish(sessionID, typ, data, opts...)
 		if err == nil && p.onOK != nil {
 			p.onOK(ev)
@@ -105,7 +106,7 @@ func (p *Pipeline) Publish(sessionID, typ string, data any, opts ...PublishOptio
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	ev, path, err := p.b.preparePublish(sessionID, typ, data, opts)
+	ev, path, err := p.prepare(sessionID, typ, data, opts)
 	if err != nil {
 		return err
 	}
@@ -114,7 +115,7 @@ func (p *Pipeline) Publish(sessionID, typ string, data any, opts ...PublishOptio
 			return err
 		}
 	}
-	pa, err := p.be.AppendAsync(path, ev)
+	pa, err := p.f.async.AppendAsync(path, ev)
 	if err != nil {
 		if perr := p.settleLocked(context.Background(), p.n); perr != nil {
 			return perr
@@ -126,10 +127,35 @@ func (p *Pipeline) Publish(sessionID, typ string, data any, opts ...PublishOptio
 	return nil
 }
 
+// prepare is the first half of a pipelined publish: the checks and the
+// encoding of Publish, then the session (created if new, unless
+// Existing; marked published) and its tree path.
+func (p *Pipeline) prepare(sessionID, typ string, data any, opts []PublishOption) (Event, []string, error) {
+	if err := checkEvent(sessionID, typ); err != nil {
+		return Event{}, nil, err
+	}
+	raw, err := encode(data)
+	if err != nil {
+		return Event{}, nil, err
+	}
+	origin, create, stamp := publishOpts(opts) // Existing and WithOrigin, as Publish
+	if stamp != nil {
+		return Event{}, nil, producer.ErrUnsupported // appends in flight are not checked, so refused
+	}
+	path, err := p.f.target(sessionID, create)
+	if err != nil {
+		return Event{}, nil, err
+	}
+	return Event{Session: sessionID, Type: typ, Data: raw, Time: p.b.cfg.now(), Origin: origin}, path, nil
+}
+
 // Flush waits until every event in flight is acknowledged, or ctx is done
 // (ctx's error; the events stay in flight and a later Flush goes on). It
 // returns a [*PipelineError] when any of them failed.
 func (p *Pipeline) Flush(ctx context.Context) error {
+	if p.f == nil {
+		return nil // each Publish completed at once
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.settleLocked(ctx, p.n)
@@ -140,7 +166,7 @@ func (p *Pipeline) Flush(ctx context.Context) error {
 // PipelineError. p.mu held.
 func (p *Pipeline) settleLocked(ctx context.Context, k int) error {
 	var high uint64
-	defer func() { p.b.noteAcked(high) }()
+	defer func() { p.f.acked(high) }()
 	for ; k > 0 && p.n > 0; k-- {
 		f := &p.flight[p.head]
 		id, err := f.p.Wait(ctx)
