@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"time"
 
-	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/eventbus/internal/deadline"
 	"github.com/replaybus/replaybus/eventbus/internal/store"
 	"github.com/replaybus/replaybus/eventbus/observe"
@@ -144,15 +143,6 @@ func (b *Bus) Options() Options {
 func (b *Bus) LastEventID() uint64 { return b.hist.LastID() }
 
 func (b *Bus) nowNanos() int64 { return b.cfg.now().UnixNano() }
-
-// checkName refuses a bad session id or event type (frame.CheckName) with
-// an ErrInvalid error: "eventbus: invalid argument: " and frame's text.
-func checkName(what, v string) error {
-	if err := frame.CheckName(what, v); err != nil {
-		return invalidf("%v", err)
-	}
-	return nil
-}
 
 // Stats returns the current counters. It takes the structure lock's read
 // side briefly, for the figures only structural changes move (Sessions,

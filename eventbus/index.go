@@ -364,6 +364,9 @@ func (ix *index) diagnose(kind observe.DiagnosticKind, s *Subscription, r *recor
 // aggregating logger of Options.Logger, on the caller's goroutine. It must
 // be called without any bus lock held (methods defer it before taking one).
 func (ix *index) flush() {
+	if ix.report == nil && ix.logger == nil {
+		return // nothing was queued (diagnose)
+	}
 	ix.diag.Flush(ix.now, ix.reportItem, ix.logger)
 }
 

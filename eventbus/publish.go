@@ -151,6 +151,15 @@ func checkEvent(sessionID, typ string) error {
 	return nil
 }
 
+// checkName refuses a bad session id or event type (frame.CheckName) with
+// an ErrInvalid error: "eventbus: invalid argument: " and frame's text.
+func checkName(what, v string) error {
+	if err := frame.CheckName(what, v); err != nil {
+		return invalidf("%v", err)
+	}
+	return nil
+}
+
 // publishOpts applies opts (nil ones ignored) and returns the origin and
 // whether a missing session is created.
 func publishOpts(opts []PublishOption) (origin string, create bool, p *producer.Stamp) {
@@ -187,7 +196,7 @@ func (b *Bus) publish(sessionID, typ string, raw []byte, media uint32, opts []Pu
 			return Event{}, err
 		}
 	}
-	r := &record{Type: typ, Data: raw, Ext: extOf(origin, media), Nanos: b.nowNanos()}
+	r := &record{Type: typ, Data: raw, Ext: extOf(origin, media), Nanos: b.cfg.now().UnixNano()}
 	defer b.idx.flush() // after every lock is released
 	return b.st.publish(sessionID, r, create, p)
 }
@@ -210,14 +219,18 @@ func (m *memStore) publish(id string, r *record, create bool, p *producer.Stamp)
 	if x, ok := m.h.Lookup(id); ok {
 		tl := x.TreeLock()
 		tl.Lock()
-		if err := checkProducer(x, p); err != nil {
-			tl.Unlock()
-			m.h.RUnlock(tok)
-			return Event{}, err
+		if p != nil {
+			if err := checkProducer(x, p); err != nil {
+				tl.Unlock()
+				m.h.RUnlock(tok)
+				return Event{}, err
+			}
 		}
 		r.Session = x.ID
 		m.appendLocked(x, r, false, &f)
-		commitProducer(x, p, r.ID)
+		if p != nil {
+			commitProducer(x, p, r.ID)
+		}
 		tl.Unlock()
 		m.h.RUnlock(tok)
 		// r is immutable from here on: subscribers read it concurrently.
