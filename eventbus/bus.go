@@ -37,7 +37,7 @@ type Bus struct {
 	st    eventStore
 	idx   index                          // the delivery index: who hears a publish (index.go)
 	ttl   expiry                         // the expiry goroutine's stop and done
-	waits *deadline.Queue[*Subscription] // parked readers' deadlines (wait.go: NextBefore)
+	waits *deadline.Queue[*Subscription] // parked readers' deadlines (wait.go: NextBefore, NextBatch)
 }
 
 // expiry is the expiry goroutine's lifeline: stop is closed by Close,
