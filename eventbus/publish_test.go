@@ -154,7 +154,7 @@ func TestPublishValidation(t *testing.T) {
 		{"nested RawMessage with invalid UTF-8", "s", "msg", map[string]any{"a": json.RawMessage("\"\xc3\x28\"")}},
 		{"marshaler giving invalid UTF-8", "s", "msg", badUTF8{}},
 		{"panicking marshaler", "s", "msg", panicky{}},
-		{"over-long type", "s", string(make([]byte, 257)), nil},
+		{"over-long type", "s", string(make([]byte, frame.MaxNameLen+1)), nil},
 		{"forged session_closed", "s", frame.TypeSessionClosed, nil},
 		{"forged client_evicted", "s", frame.TypeClientEvicted, nil},
 		{"forged replay_complete", "s", frame.TypeReplayComplete, nil},

@@ -8,16 +8,16 @@ import (
 	"unicode/utf8"
 )
 
-// maxNameLen is the longest session id or event type a bus accepts, in
+// MaxNameLen is the longest session id or event type a bus accepts, in
 // bytes.
-const maxNameLen = 256
+const MaxNameLen = 256
 
 // maxTypes bounds a subscription's type filter (SubscribeOptions.Types,
 // ?types=).
 const maxTypes = 64
 
 // CheckName returns nil when v is a name a bus accepts as a session id or
-// an event type: 1 to 256 bytes of valid UTF-8 without control
+// an event type: 1 to [MaxNameLen] bytes of valid UTF-8 without control
 // characters. Otherwise its error names what v is (what: "session id",
 // "event type", "origin", …) and quotes v, for example
 //
@@ -31,8 +31,8 @@ func CheckName(what, v string) error {
 	if v == "" {
 		return errors.New("empty " + what)
 	}
-	if len(v) > maxNameLen {
-		return fmt.Errorf("%s %.40q… is %d bytes, longer than %d", what, v, len(v), maxNameLen)
+	if len(v) > MaxNameLen {
+		return fmt.Errorf("%s %.40q… is %d bytes, longer than %d", what, v, len(v), MaxNameLen)
 	}
 	if !utf8.ValidString(v) {
 		return fmt.Errorf("%s %q is not valid UTF-8", what, v)

@@ -13,12 +13,12 @@ import (
 func TestCheckNames(t *testing.T) {
 	t.Parallel()
 	assert.NoError(t, frame.CheckName("session id", "s-1 é"))
-	assert.NoError(t, frame.CheckName("session id", strings.Repeat("x", 256)))
+	assert.NoError(t, frame.CheckName("session id", strings.Repeat("x", frame.MaxNameLen)))
 	for v, want := range map[string]string{
-		"":                         "empty session id",
-		"a\nb":                     `session id "a\nb" contains control character '\n'`,
-		"\xff":                     `session id "\xff" is not valid UTF-8`,
-		strings.Repeat("x", 256+1): `session id "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"… is 257 bytes, longer than 256`,
+		"":                                      "empty session id",
+		"a\nb":                                  `session id "a\nb" contains control character '\n'`,
+		"\xff":                                  `session id "\xff" is not valid UTF-8`,
+		strings.Repeat("x", frame.MaxNameLen+1): `session id "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"… is 257 bytes, longer than 256`,
 	} {
 		assert.EqualError(t, frame.CheckName("session id", v), want)
 	}

@@ -8,7 +8,7 @@ import (
 // Stamp identifies one publish of an idempotent producer. A Stamp is a
 // plain value, safe to copy and share.
 type Stamp struct {
-	ID    string // the producer's stable id; non-empty, at most 256 bytes (frame.CheckName)
+	ID    string // the producer's stable id; non-empty, at most frame.MaxNameLen bytes
 	Epoch uint64 // raised on every restart of the producer
 	Seq   uint64 // 0, 1, 2, … within an epoch
 }
