@@ -398,16 +398,33 @@ func (h *History[T]) Sessions() []observe.SessionInfo {
 	out := make([]observe.SessionInfo, 0, h.reg.Size())
 	h.treeMu.RLock()
 	defer h.treeMu.RUnlock()
-	h.reg.Range(func(id string, x *Session[T]) bool {
-		info := observe.SessionInfo{ID: id, Subscribers: int(x.nsubs.Load()),
-			Buffered: int(x.buffered.Load()), LastEventID: x.infoLast.Load()}
-		if p := x.node.Parent(); p != nil {
-			info.Parent = p.ID
-		}
-		out = append(out, info)
+	h.reg.Range(func(_ string, x *Session[T]) bool {
+		out = append(out, x.info())
 		return true
 	})
 	return out
+}
+
+// Info returns what Sessions lists for session id, in O(1), and false
+// when it does not exist; locks as Sessions.
+func (h *History[T]) Info(id string) (observe.SessionInfo, bool) {
+	x, ok := h.reg.Load(id)
+	if !ok {
+		return observe.SessionInfo{}, false
+	}
+	h.treeMu.RLock()
+	defer h.treeMu.RUnlock()
+	return x.info(), true
+}
+
+// info is x's line of a listing; the caller holds treeMu's read side.
+func (x *Session[T]) info() observe.SessionInfo {
+	info := observe.SessionInfo{ID: x.ID, Subscribers: int(x.nsubs.Load()),
+		Buffered: int(x.buffered.Load()), LastEventID: x.infoLast.Load()}
+	if p := x.node.Parent(); p != nil {
+		info.Parent = p.ID
+	}
+	return info
 }
 
 // SubscriberCounts returns the number of subscribers made on each session

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/eventbus/internal/queue"
+	"github.com/replaybus/replaybus/eventbus/observe"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -69,6 +70,11 @@ func TestHistoryTree(t *testing.T) {
 	assert.True(t, ok)
 	assert.Same(t, late, got)
 	assert.Len(t, h.Sessions(), 4)
+	info, ok := h.Info("late")
+	require.True(t, ok)
+	assert.Equal(t, observe.SessionInfo{ID: "late", Parent: "b"}, info)
+	_, ok = h.Info("nope")
+	assert.False(t, ok)
 }
 
 // A closed child's log stays readable for its ancestors' descendants
