@@ -12,7 +12,7 @@ import (
 )
 
 // subs stands for the delivery side's per-session state.
-type subs struct{ n int }
+type subs struct{}
 
 func newTestHistory(t *testing.T) *History[subs] {
 	t.Helper()
