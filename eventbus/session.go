@@ -127,6 +127,14 @@ func (b *Bus) SessionExists(id string) bool {
 // not be listed; each session's figures are read one by one.
 func (b *Bus) Sessions() []observe.SessionInfo { return b.hist.Sessions() }
 
+// SessionInfo returns what [Bus.Sessions] lists for session id — its
+// parent, subscribers, events buffered and LastEventID, the newest id
+// published to it — and false when no such session exists (never created,
+// closed or expired). Like Sessions it never waits for a publish: one
+// lookup in the session registry and atomic reads, O(1). Safe for
+// concurrent use.
+func (b *Bus) SessionInfo(id string) (observe.SessionInfo, bool) { return b.hist.Info(id) }
+
 // SubscriberCounts returns the number of subscribers made on each session
 // that has any. Like Sessions, it never waits for a publish.
 func (b *Bus) SubscriberCounts() map[string]int { return b.hist.SubscriberCounts() }
