@@ -280,7 +280,7 @@ func exportedNames(t *testing.T, dir string) (pkg string, names map[string]bool,
 func TestDocLinksResolve(t *testing.T) {
 	t.Parallel()
 	const module = "github.com/replaybus/replaybus/"
-	public := []string{"eventbus", "eventbus/backend", "eventbus/frame", "eventbus/observe",
+	public := []string{"eventbus", "eventbus/frame", "eventbus/observe",
 		"adapters/resume", "adapters/sse", "adapters/ws", "adapters/nats", "adapters/nats/embedded",
 		"config", "scope", "replay", "coalesce", "metrics"}
 	link := regexp.MustCompile(`\[(\*?)([A-Za-z_]\w*(?:\.[A-Za-z_]\w*){0,2})\]`)

@@ -85,7 +85,7 @@ func (b *Bus) takeSnapshot(ctx context.Context, req SnapshotRequest, sr *snapReq
 	}
 	// A bus over a backend may not have it yet; one that cannot say goes
 	// on without the snapshot, as when it is not there.
-	if err := b.w.await(b, ctx, asOf); err != nil || asOf > b.LastEventID() {
+	if err := b.st.await(ctx, asOf); err != nil || asOf > b.LastEventID() {
 		sr.asks = maxSnapshotAsks
 		return cursor
 	}
@@ -122,14 +122,14 @@ type snapshotJob struct {
 
 // snapshotPlanLocked decides what a subscribe of x with scope k and cursor
 // pos (nil: everything held) replays. The caller holds x's tree lock under
-// b.mu's read side (the scope's replay buffers all lie in x's tree), or b.mu
-// exclusively (required for the all scope).
+// the structure lock's read side (the scope's logs all lie in x's tree),
+// or the structure lock exclusively (required for the all scope).
 func (b *Bus) snapshotPlanLocked(x *session, k scope.Kind, pos *Position, types []string, sr *snapReq) snapshotJob {
-	j := snapshotJob{now: b.nowNanos(), earliest: max(b.hot.seq.Load()+1, b.remote.highWater.Load()+1), hasCursor: pos != nil}
+	j := snapshotJob{now: b.nowNanos(), earliest: b.st.horizon(), hasCursor: pos != nil}
 	if sr != nil && sr.frame != nil {
 		if sr.reset != nil {
 			j.lead = append(j.lead, *sr.reset)
-			b.cnt.resyncs.Add(1)
+			b.idx.cnt.resyncs.Add(1)
 		}
 		j.lead = append(j.lead, *sr.frame)
 	}
@@ -143,7 +143,7 @@ func (b *Bus) snapshotPlanLocked(x *session, k scope.Kind, pos *Position, types 
 		}
 	}
 	var lost uint64
-	j.rings, lost = b.scopeRingsLocked(x, k)
+	j.rings, lost = b.hist.ScopeLogs(x, k, nil)
 	j.evicted, j.nrings = lost, len(j.rings)
 	for _, r := range j.rings {
 		r.Expire(j.now) // an age bound evicts here too, not only at a publish
@@ -155,7 +155,7 @@ func (b *Bus) snapshotPlanLocked(x *session, k scope.Kind, pos *Position, types 
 		// state_resync_required{epoch_reset} always comes first; a
 		// snapshot follows only when this epoch's history in scope is no
 		// longer whole, else the whole of it is replayed.
-		reset := synth(x.id, frame.TypeStateResyncRequired, frame.ResyncData{
+		reset := synth(x.ID, frame.TypeStateResyncRequired, frame.ResyncData{
 			Reason: frame.ReasonEpochReset, LastDeliveredID: pos.ID, Epoch: b.epoch,
 		}, j.now)
 		// A StrictCursor subscribe is refused here whatever the buffer
@@ -165,13 +165,13 @@ func (b *Bus) snapshotPlanLocked(x *session, k scope.Kind, pos *Position, types 
 			return snapshotJob{lost: true}
 		}
 		j.lead = append(j.lead, reset)
-		b.cnt.resyncs.Add(1)
+		b.idx.cnt.resyncs.Add(1)
 	}
 	if j.hasCursor && !j.reset && j.evicted > j.cursor {
 		if b.wantsSnapshot(sr, &j) {
 			return snapshotJob{lost: true}
 		}
-		b.cnt.resyncs.Add(1) // the ring_evicted frame finishSnapshot writes
+		b.idx.cnt.resyncs.Add(1) // the ring_evicted frame finishSnapshot writes
 	}
 	return j
 }
@@ -201,7 +201,7 @@ func (b *Bus) snapshotLocked(j *snapshotJob, buf []*record) {
 // its reader; publishers may already have queued live events for s, and the
 // frames go ahead of them.
 func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
-	sid := s.sess.id
+	sid := s.sess.ID
 	snap, cursor, hasCursor := j.snap, j.cursor, j.hasCursor
 	if s.filter != nil {
 		// The copy is s's own: filter it in place.
@@ -217,7 +217,7 @@ func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 	// bus ever stored — so that the reader's is the only read of the
 	// records (docs/benchmarks.md, "W3 replay (issue 22.2)").
 	n, sorted, folded := len(snap), true, false
-	if j.nrings > 1 || b.cfg.ReplayCompact != nil || int64(len(snap))*b.mem.maxData.Load() > b.cfg.ReplayBudgetBytes {
+	if j.nrings > 1 || b.cfg.ReplayCompact != nil || int64(len(snap))*b.hist.MaxData() > b.cfg.ReplayBudgetBytes {
 		n, sorted, folded = budgetCut(snap, b.cfg.ReplayBudgetBytes)
 	}
 	if folded {
@@ -254,7 +254,7 @@ func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 			Reason: frame.ReasonReplayBudgetExceeded, LastDeliveredID: last,
 			CompleteFromID: j.earliest, SkippedCount: len(snap) - n,
 		}, j.now))
-		b.cnt.resyncs.Add(1)
+		b.idx.cnt.resyncs.Add(1)
 	}
 	// The history is not whole when events in scope after the cursor
 	// (any, without one) were evicted: the replay_complete says so, and
@@ -287,15 +287,43 @@ func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 		s.q.Prepend(tail)
 		s.mu.Unlock()
 	}
-	b.cnt.replayed.Add(int64(n))
+	b.idx.cnt.replayed.Add(int64(n))
 }
 
-// raiseMaxData raises memStore.maxData to n unless it already holds at least n.
-func (b *Bus) raiseMaxData(n int64) {
-	for {
-		cur := b.mem.maxData.Load()
-		if n <= cur || b.mem.maxData.CompareAndSwap(cur, n) {
-			return
+func cmpID(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// budgetCut returns how many of snap's records fit the replay byte budget
+// (at least one, then up to the record that would exceed it), whether
+// snap is in id order, and whether it holds a compacting log's folded
+// record (to merge before the cut: mergeFolds); the order and the folds
+// are checked over the whole of snap. It is the one pass over the
+// records before the reader's.
+func budgetCut(snap []*record, budget int64) (n int, sorted, folded bool) {
+	n, sorted = len(snap), true
+	used, prev := int64(0), uint64(0)
+	for i, r := range snap {
+		if r.ID < prev {
+			sorted = false
+		}
+		prev = r.ID
+		if r.Ext != nil && r.Ext.Fold != nil {
+			folded = true
+		}
+		if n == len(snap) {
+			c := int64(len(r.Data))
+			if i > 0 && used+c > budget {
+				n = i
+			}
+			used += c
 		}
 	}
+	return n, sorted, folded
 }

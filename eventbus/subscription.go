@@ -90,8 +90,8 @@ func (s *Subscription) ID() uint64 { return s.id }
 
 // Err returns nil while the subscription is live, and afterwards why it
 // ended: ErrSessionClosed, ErrEvicted, ErrClosed, ErrUnsubscribed or the
-// context's error — or, on a bus over a backend, backend.ErrBackend
-// (package eventbus/backend) wrapping the backend's failure. It does not
+// context's error — or, on a bus over a backend, [ErrBackend]
+// wrapping the backend's failure. It does not
 // block.
 func (s *Subscription) Err() error {
 	s.mu.Lock()

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/replaybus/replaybus/eventbus"
-	"github.com/replaybus/replaybus/eventbus/backend"
 	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/eventbus/producer"
 	"github.com/replaybus/replaybus/internal/textutil"
@@ -65,7 +64,7 @@ var busAnswers = [...]struct {
 	// A node cut off from its backend heals by itself: retried soon, as
 	// the example server's publish route and /healthz say for the same
 	// cause (issue 27.6: it was 500 internal_error).
-	{backend.ErrBackend, http.StatusServiceUnavailable, CodeUnavailable, time.Second},
+	{eventbus.ErrBackend, http.StatusServiceUnavailable, CodeUnavailable, time.Second},
 	{producer.ErrStaleEpoch, http.StatusForbidden, CodeStaleProducerEpoch, 0},
 	{producer.ErrSequenceGap, http.StatusConflict, CodeProducerSeqGap, 0},
 	{eventbus.ErrInvalid, http.StatusBadRequest, CodeInvalidArgument, 0},
@@ -80,7 +79,7 @@ var busAnswers = [...]struct {
 // else the first row of the table whose error errors.Is matches (429
 // subscriber_limit_exceeded, 404 session_not_found, 410 session_closed,
 // 503 unavailable (Retry-After 5 for a closed bus, 1 for a failing
-// backend: backend.ErrBackend), 403 stale_producer_epoch, 409 producer_seq_gap, 400
+// backend: eventbus.ErrBackend), 403 stale_producer_epoch, 409 producer_seq_gap, 400
 // invalid_argument, 501 not_implemented; docs/protocol.md), with its
 // Retry-After and producer headers; else 500 internal_error. The message is
 // the error's text without Go package prefixes. Nil for nil.

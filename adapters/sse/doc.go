@@ -107,7 +107,7 @@
 //	410 session_closed
 //	429 subscriber_limit_exceeded  with Retry-After: 5
 //	500 internal_error
-//	503 unavailable                the bus's backend failed (backend.ErrBackend), with Retry-After: 1
+//	503 unavailable                the bus's backend failed (eventbus.ErrBackend), with Retry-After: 1
 //
 // Messages carry no Go package prefix. A closed handler, or one over a
 // closed bus, answers no 503 (a browser's EventSource gives up for good on

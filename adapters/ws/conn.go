@@ -13,7 +13,6 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
-	"github.com/replaybus/replaybus/eventbus/backend"
 )
 
 // conn is one upgraded connection.
@@ -184,7 +183,7 @@ func closeFor(err error) (websocket.StatusCode, string) {
 		return ClosePolicyViolation, resume.CodeSessionNotFound
 	case errors.Is(err, eventbus.ErrClosed):
 		return CloseGoingAway, "server shutting down"
-	case errors.Is(err, backend.ErrBackend):
+	case errors.Is(err, eventbus.ErrBackend):
 		return CloseTryAgainLater, resume.CodeUnavailable
 	case errors.Is(err, eventbus.ErrInvalid):
 		return ClosePolicyViolation, resume.CodeInvalidArgument + ": " + err.Error()
@@ -202,7 +201,7 @@ func (cn *conn) closeEnded(err error) {
 		cn.closeWith(CloseNormal, "session closed")
 	case errors.Is(err, eventbus.ErrClosed) || cn.h.streams.Closed():
 		cn.closeWith(CloseGoingAway, "server shutting down")
-	case errors.Is(err, backend.ErrBackend):
+	case errors.Is(err, eventbus.ErrBackend):
 		cn.closeWith(CloseTryAgainLater, resume.CodeUnavailable) // resume here later, or on another node
 	default:
 		// The reader ended (the peer closed, or a protocol error was

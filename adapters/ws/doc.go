@@ -108,7 +108,7 @@
 //	1009  a client message over ReadLimit
 //	1011  a resume the bus refused unexpectedly
 //	1013  a resume message found the session at its subscriber cap ("subscriber_limit_exceeded"),
-//	      or the bus's backend failed (backend.ErrBackend, "unavailable")
+//	      or the bus's backend failed (eventbus.ErrBackend, "unavailable")
 //
 // # Backpressure and liveness
 //

@@ -19,7 +19,6 @@ import (
 	"github.com/replaybus/replaybus/adapters/nats/embedded"
 	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
-	"github.com/replaybus/replaybus/eventbus/backend"
 )
 
 // DefaultNATSListen is where -nats embedded listens unless -nats-listen says
@@ -33,7 +32,7 @@ const natsReconnectWait = 250 * time.Millisecond
 
 // natsFlags are -nats, -nats-dir and -nats-listen: the bus over NATS
 // JetStream (see docs/distributed.md) instead of the in-memory default. Over
-// NATS the demo agents publish through a backend.Pipeline (up to 256 acks
+// NATS the demo agents publish through a eventbus.Pipeline (up to 256 acks
 // in flight per agent, flushed at the end of each turn) rather than waiting
 // for every JetStream ack; POST …/events stays a synchronous Publish, since
 // it answers with the event's id. The stream's retention comes from
@@ -129,7 +128,7 @@ func (n natsFlags) open(ctx context.Context, cfg eventbus.Options, natsCfg confi
 		stopServer()
 		return nb, fmt.Errorf("connecting to NATS at %s: %w", url, err)
 	}
-	// NewBackend and backend.New rather than rbnats.New, to keep the
+	// NewBackend and eventbus.NewWithBackend rather than rbnats.New, to keep the
 	// backend for its Ready.
 	opts := []rbnats.Option{rbnats.WithLogger(log)}
 	if natsCfg.Retention != 0 {
@@ -144,7 +143,7 @@ func (n natsFlags) open(ctx context.Context, cfg eventbus.Options, natsCfg confi
 		stopServer()
 		return nb, err
 	}
-	bus, err := backend.New(ctx, cfg, be)
+	bus, err := eventbus.NewWithBackend(ctx, cfg, be)
 	if err != nil {
 		_ = be.Close()
 		nc.Close()

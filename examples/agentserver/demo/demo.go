@@ -12,7 +12,6 @@ import (
 
 	"github.com/replaybus/replaybus/acp"
 	"github.com/replaybus/replaybus/eventbus"
-	"github.com/replaybus/replaybus/eventbus/backend"
 )
 
 // Defaults of [Options].
@@ -121,11 +120,11 @@ type agent struct {
 	// pl publishes the agent's events: over NATS JetStream it keeps up to
 	// 256 acks in flight instead of waiting for each (on the in-memory bus
 	// each publish is synchronous anyway). Flushed at the end of the turn.
-	pl *backend.Pipeline
+	pl *eventbus.Pipeline
 }
 
 func (r *run) agent(session, name string) *agent {
-	pl, err := backend.NewPipeline(r.bus, backend.PipelineOptions{})
+	pl, err := eventbus.NewPipeline(r.bus, eventbus.PipelineOptions{})
 	if err != nil {
 		panic(err) // the default window is valid
 	}

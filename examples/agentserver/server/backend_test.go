@@ -15,25 +15,24 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/eventbus"
-	"github.com/replaybus/replaybus/eventbus/backend"
 )
 
 // cutOffBackend is a backend whose node is cut off: its feed works (the
 // session exists), but it cannot say how far its history goes, so a
-// subscribe with a cursor ahead of the node fails with backend.ErrBackend.
-type cutOffBackend struct{ feed backend.Feed }
+// subscribe with a cursor ahead of the node fails with eventbus.ErrBackend.
+type cutOffBackend struct{ feed eventbus.Feed }
 
 func (c *cutOffBackend) Epoch() string { return "cut" }
 func (c *cutOffBackend) Append(context.Context, []string, eventbus.Event) (uint64, error) {
 	return 0, errors.New("nats: connection closed")
 }
-func (c *cutOffBackend) Start(_ context.Context, feed backend.Feed) error { c.feed = feed; return nil }
-func (c *cutOffBackend) Close() error                                     { return nil }
+func (c *cutOffBackend) Start(_ context.Context, feed eventbus.Feed) error { c.feed = feed; return nil }
+func (c *cutOffBackend) Close() error                                      { return nil }
 func (c *cutOffBackend) LastID(context.Context) (uint64, error) {
 	return 0, errors.New("nats: timeout")
 }
 
-// Issue 27.6: a bus whose backend fails (backend.ErrBackend) made the SSE
+// Issue 27.6: a bus whose backend fails (eventbus.ErrBackend) made the SSE
 // and WebSocket routes answer 500 internal_error, where the publish route
 // and /healthz say 503 with Retry-After: a client that retries on 503
 // gave up. Both now answer 503 unavailable with Retry-After, and a
@@ -42,10 +41,10 @@ func (c *cutOffBackend) LastID(context.Context) (uint64, error) {
 func TestBackendFailureIs503WithRetryAfter(t *testing.T) {
 	t.Parallel()
 	be := &cutOffBackend{}
-	bus, err := backend.New(context.Background(), eventbus.Options{}, be)
+	bus, err := eventbus.NewWithBackend(context.Background(), eventbus.Options{}, be)
 	require.NoError(t, err)
 	defer bus.Close()
-	be.feed.Ingest([]string{"s1"}, eventbus.Event{ID: 1, Session: "s1", Type: backend.TypeSessionCreated, Time: time.Now()})
+	be.feed.Ingest([]string{"s1"}, eventbus.Event{ID: 1, Session: "s1", Type: "_replaybus.session_created", Time: time.Now()})
 	require.True(t, bus.SessionExists("s1"))
 	s, err := New(bus, Options{})
 	require.NoError(t, err)

@@ -7,43 +7,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/replaybus/replaybus/eventbus/internal/store"
 	"github.com/replaybus/replaybus/eventbus/producer"
 )
 
-// producerLRU keeps at most maxProducers, forgetting the least recently
-// used: a get or a put makes a producer the most recently used.
-func TestProducerLRUForgetsLeastRecentlyUsed(t *testing.T) {
-	require.Equal(t, 1024, maxProducers, "the documented bound (docs/durable-streams.md, docs/guarantees.md)")
-	var c *producerLRU[int]
-	_, ok := c.get("a")
-	require.False(t, ok, "a nil table knows nobody")
-	require.Zero(t, c.len())
-	c = new(producerLRU[int])
-	for i := range maxProducers {
-		c.put(fmt.Sprint(i), i)
-	}
-	require.Equal(t, maxProducers, c.len())
-	v, ok := c.get("0") // 0 is now the most recently used; 1 the least
-	require.True(t, ok)
-	require.Equal(t, 0, v)
-	c.put("2", 20) // an update is no new producer
-	require.Equal(t, maxProducers, c.len())
-	c.put("new", -1)
-	require.Equal(t, maxProducers, c.len(), "the table never grows past maxProducers")
-	_, ok = c.get("1")
-	require.False(t, ok, "the least recently used producer is forgotten")
-	for _, id := range []string{"0", "2", "3", "new"} {
-		_, ok = c.get(id)
-		require.True(t, ok, id)
-	}
-	v, _ = c.get("2")
-	require.Equal(t, 20, v)
-	for i := range 10 * maxProducers {
-		c.put(fmt.Sprint("churn-", i), i)
-	}
-	require.Equal(t, maxProducers, c.len())
-	require.Len(t, c.byID, c.order.Len())
-}
+const maxProducers = store.MaxProducers
 
 // A client cycling producer ids on a long session keeps the session's
 // records at maxProducers. A producer forgotten past them is unknown
@@ -74,9 +42,9 @@ func TestForgottenProducerIsRefusedAsGap(t *testing.T) {
 			busy.Seq++
 		}
 	}
-	x, ok := b.mem.sessions.Load("s")
+	x, ok := b.hist.Lookup("s")
 	require.True(t, ok)
-	require.Equal(t, maxProducers, x.producers.len(), "the session's records are bounded")
+	require.Equal(t, maxProducers, x.Producers(), "the session's records are bounded")
 	published := b.Stats().Published
 
 	for _, seq := range []uint64{2, 3, 9} { // a retry of the last accepted, the next, a later one
@@ -107,16 +75,17 @@ func TestRemoteProducerCopiesBounded(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.Close() })
 	require.NoError(t, b.CreateSession("s", ""))
+	f := newFedStore(b.st.(*memStore), nil, nil) // its copies; no backend asked
 	for i := range maxProducers + 50 {
-		b.keepRemoteProducer("s", fmt.Sprint("p", i), remoteProducer{rev: uint64(i + 1)})
+		f.keepProducer("s", fmt.Sprint("p", i), store.ProducerRecord{Rev: uint64(i + 1)})
 	}
-	b.mu.Lock()
-	n := b.mem.tree.Get("s").Value.remoteProducers.len()
-	b.mu.Unlock()
+	b.hist.Lock()
+	n := b.hist.Get("s").Producers()
+	b.hist.Unlock()
 	require.Equal(t, maxProducers, n)
-	_, ok := b.remoteProducerCopy("s", "p0")
+	_, ok := f.producerCopy("s", "p0")
 	require.False(t, ok, "the least recently used copy is forgotten")
-	rec, ok := b.remoteProducerCopy("s", fmt.Sprint("p", maxProducers+49))
+	rec, ok := f.producerCopy("s", fmt.Sprint("p", maxProducers+49))
 	require.True(t, ok)
-	require.Equal(t, uint64(maxProducers+50), rec.rev)
+	require.Equal(t, uint64(maxProducers+50), rec.Rev)
 }

@@ -1,8 +1,8 @@
-package eventbus
+package store
 
 import "container/list"
 
-// maxProducers bounds the idempotent producers a session remembers: in
+// MaxProducers bounds the idempotent producers a session remembers: in
 // memory, the records the checks are made against; over a backend that
 // keeps producers, this node's copies of the backend's records. Past it
 // the least recently used producer (the one whose last publish or check
@@ -12,9 +12,9 @@ import "container/list"
 // sequence above 0 is never stored twice (docs/guarantees.md). Over a
 // backend, forgetting a copy costs only a read of the backend's record,
 // which stays the authority.
-const maxProducers = 1024
+const MaxProducers = 1024
 
-// producerLRU is a session's producers, at most maxProducers, by producer
+// producerLRU is a session's producers, at most MaxProducers, by producer
 // id, most recently used first. Not safe for concurrent use: the caller
 // holds the lock that guards the session's producers.
 type producerLRU[V any] struct {
@@ -43,7 +43,7 @@ func (c *producerLRU[V]) get(id string) (V, bool) {
 }
 
 // put sets id's value, the most recently used, forgetting the least
-// recently used producer when maxProducers are already remembered.
+// recently used producer when MaxProducers are already remembered.
 func (c *producerLRU[V]) put(id string, v V) {
 	if e, ok := c.byID[id]; ok {
 		e.Value.(*lruEntry[V]).v = v
@@ -53,7 +53,7 @@ func (c *producerLRU[V]) put(id string, v V) {
 	if c.byID == nil {
 		c.byID = make(map[string]*list.Element)
 	}
-	if len(c.byID) >= maxProducers {
+	if len(c.byID) >= MaxProducers {
 		last := c.order.Back()
 		delete(c.byID, last.Value.(*lruEntry[V]).id)
 		c.order.Remove(last)

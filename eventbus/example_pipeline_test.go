@@ -1,11 +1,10 @@
-package backend_test
+package eventbus_test
 
 import (
 	"context"
 	"fmt"
 
 	"github.com/replaybus/replaybus/eventbus"
-	"github.com/replaybus/replaybus/eventbus/backend"
 )
 
 // A producer that streams many events publishes them through a pipeline:
@@ -18,7 +17,7 @@ func ExampleNewPipeline() {
 		panic(err)
 	}
 	defer bus.Close()
-	pl, err := backend.NewPipeline(bus, backend.PipelineOptions{
+	pl, err := eventbus.NewPipeline(bus, eventbus.PipelineOptions{
 		Window:   64,
 		OnStored: func(ev eventbus.Event) { fmt.Println("stored", ev.ID, ev.Type) },
 	})
