@@ -51,6 +51,9 @@ func hostileTurn(t *testing.T) *turnFixture {
 		pub(acp.ToolCallUpdate{ToolCallID: "call-b", Status: acp.StatusFailed})
 		pub(acp.ToolCallUpdate{ToolCallID: "ghost", Status: acp.StatusCompleted, RawOutput: map[string]int{"n": 1}})
 		pub(acp.ToolCallUpdate{ToolCallID: "call-a", Status: acp.StatusCompleted, Content: []acp.ToolCallContent{acp.TextContent(out)}})
+		// An input restated after the output (the call's state must not
+		// go back to input-available without its output).
+		pub(acp.ToolCallUpdate{ToolCallID: "call-a", RawInput: map[string]bool{"late": true}})
 		// A call still running when the turn ends: its output so far is
 		// the last update's content (ACP: an update's content replaces).
 		pub(acp.ToolCall{ToolCallID: "call-c", Title: "Tail", Kind: "execute", Status: acp.StatusPending})
@@ -106,7 +109,7 @@ func TestFrontendClientsReadAHostileTurn(t *testing.T) {
 		}
 		assert.Equal(t, f.text, text)
 		assert.Equal(t, map[string]string{"call-a": "output-available", "call-b": "output-error", "call-c": "output-available", "ghost": "output-available"}, tools)
-		assert.Equal(t, 3, data, "the misshapen tool_call, the odd type, the bytes")
+		assert.Equal(t, 4, data, "the late input, the misshapen tool_call, the odd type, the bytes")
 	})
 	t.Run("ag-ui", func(t *testing.T) {
 		var whole aguiOut
