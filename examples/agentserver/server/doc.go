@@ -6,6 +6,7 @@
 //
 //	GET    /                        the page (HTML, JS and CSS embedded, no build step)
 //	GET    /static/{file}           the page's assets
+//	GET    /replaybus.js            the browser client module ([browser.Handler]: ETag, gzip; docs/browser.md)
 //	GET    /healthz                 200 {"status":"ok"}; 503 {"status":"unavailable","message"} while
 //	                                the bus's backend is down (Options.Ready: a node over NATS cut off)
 //	GET    /info                    epoch, last id, page defaults, event types, the counters of the bus

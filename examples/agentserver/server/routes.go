@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 
+	"github.com/replaybus/replaybus/adapters/browser"
 	"github.com/replaybus/replaybus/adapters/durable"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/adapters/ws"
@@ -23,6 +24,7 @@ func Routes() []Route {
 	return []Route{
 		{"GET /{$}", "GET /", "the page: watches a session live over SSE, or one WebSocket (?transport=ws)"},
 		{"GET /static/", "GET /static/{file}", "the page's scripts and styles"},
+		{browser.Pattern, browser.Pattern, "the browser client module (ETag, gzip: docs/browser.md)"},
 		{"GET /healthz", "GET /healthz", "200 ok, or 503 with Retry-After while the bus's backend is down"},
 		{"GET /info", "GET /info", "the epoch, the last id, the page's defaults, the counters of the bus, SSE, WebSocket and Durable Streams"},
 		{"GET /sessions", "GET /sessions", "every live session, sorted by id"},

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/replaybus/replaybus/adapters/browser"
 	"github.com/replaybus/replaybus/adapters/durable"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/adapters/ws"
@@ -171,6 +172,7 @@ func New(bus *eventbus.Bus, o Options) (*Server, error) {
 		http.ServeFileFS(w, r, static, "index.html")
 	}))
 	s.handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	s.handle(browser.Pattern, browser.Handler{})
 	s.handle("GET /healthz", http.HandlerFunc(s.healthz))
 	s.handle("GET /info", http.HandlerFunc(s.info))
 	s.handle("GET /sessions", http.HandlerFunc(s.listSessions))
