@@ -25,8 +25,8 @@
 // # Coalescing
 //
 // coalesce.ACP merges consecutive text chunks (their content.text) and the
-// tool_call_update events of one tool call and status (their content
-// arrays); a compacting bus (AGENTPOOL_EVENTBUS_REPLAY_COMPACT=acp) keeps a
+// tool_call_update events of one tool call and status (applied in order: a
+// member a later update sets replaces the earlier, content included); a compacting bus (AGENTPOOL_EVENTBUS_REPLAY_COMPACT=acp) keeps a
 // streamed reply as one record. Both need these exact shapes: a payload
 // such as {"text": "Hel"} passes through unmerged.
 //

@@ -49,7 +49,8 @@ func TestACPRulesRecogniseEveryHelper(t *testing.T) {
 }
 
 // Consecutive helpers merge as the rule set says: text concatenated,
-// tool-call content appended per call and status, the last plan kept.
+// tool-call updates applied in order per call and status (the last
+// content replaces the earlier), the last plan kept.
 func TestACPRulesMergeHelpers(t *testing.T) {
 	t.Parallel()
 	plan := func(s string) acp.Plan {
@@ -72,7 +73,7 @@ func TestACPRulesMergeHelpers(t *testing.T) {
 	assert.Equal(t, "Hello", parse(out[0]).(acp.ContentChunk).Content.Text)
 	assert.Equal(t, 2, out[0].Count)
 	assert.Equal(t, "ab", parse(out[1]).(acp.ContentChunk).Content.Text)
-	assert.Len(t, parse(out[2]).(acp.ToolCallUpdate).Content, 2)
+	assert.Equal(t, []acp.ToolCallContent{acp.TextContent("2")}, parse(out[2]).(acp.ToolCallUpdate).Content)
 	assert.Equal(t, "completed", parse(out[3]).(acp.Plan).Entries[0].Status)
 	assert.EqualValues(t, 8, out[3].ID)
 }

@@ -234,8 +234,9 @@ type ToolCallUpdate struct {
 	// Title, Kind: new values.
 	Title string   `json:"title,omitempty"`
 	Kind  ToolKind `json:"kind,omitempty"`
-	// Content replaces the call's content (coalesce.ACP concatenates the
-	// content of consecutive updates of one call and status).
+	// Content replaces the call's content (coalesce.ACP merges consecutive
+	// updates of one call and status the same way: the last content set
+	// wins).
 	Content []ToolCallContent `json:"content,omitempty"`
 	// Locations replaces the call's locations.
 	Locations []Location `json:"locations,omitempty"`

@@ -115,7 +115,7 @@ func TestACPRuleSet(t *testing.T) {
 	assert.Equal(t, []int{2, 2, 1, 1, 2, 1, 1, 2}, counts)
 	assert.Equal(t, "ab", acpText(t, got[0]))
 	assert.Equal(t, "hmhm", field(t, got[1], "update", "content", "text"))
-	assert.Len(t, field(t, got[4], "update", "content"), 2)
+	assert.Equal(t, []any{map[string]any{"type": "content", "n": 2.0}}, field(t, got[4], "update", "content"), "the later content replaces the earlier")
 	_, has := field(t, got[5], "update").(map[string]any)["content"]
 	assert.False(t, has, "no content anywhere: none added")
 	assert.EqualValues(t, 2, field(t, got[7], "update", "entries").([]any)[0].(map[string]any)["n"])

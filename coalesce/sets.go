@@ -9,8 +9,11 @@ import "sort"
 //
 //   - agent_message_chunk and agent_thought_chunk whose content is text:
 //     update.content.text concatenated (everything else from the first);
-//   - tool_call_update per update.toolCallId and update.status:
-//     update.content arrays concatenated, everything else from the last;
+//   - tool_call_update per update.toolCallId and update.status: the
+//     updates applied in order, as the protocol defines them — a member a
+//     later update sets (content, locations, rawOutput, title, …) replaces
+//     the earlier value, one it leaves out (or sets to null) keeps it; the
+//     rest of the payload is the last event's;
 //   - plan: the last one wins;
 //   - everything else (tool_call, turn lifecycle, unknown types) passes
 //     through.
@@ -22,7 +25,7 @@ var ACPRules = RuleSet{
 		{Group: "delta_thinking", Types: []string{"agent_thought_chunk"},
 			When: map[string]string{"update.content.type": "text"}, Merge: Merge{Op: Concat, Path: "update.content.text"}},
 		{Group: "progress", Types: []string{"tool_call_update"},
-			KeyPaths: []string{"update.toolCallId", "update.status"}, Merge: Merge{Op: Append, Path: "update.content"}},
+			KeyPaths: []string{"update.toolCallId", "update.status"}, Merge: Merge{Op: Custom, Func: mergeToolCallUpdates}},
 		{Group: "plan", Types: []string{"plan"}, Merge: Merge{Op: Last}},
 	},
 }

@@ -82,6 +82,41 @@ type turnFixture struct {
 // the application's own, turn_end.
 func newTurn(t *testing.T) *turnFixture {
 	t.Helper()
+	return recordTurn(t, func(bus *eventbus.Bus, f *turnFixture, pub func(acp.Update)) {
+		_, err := bus.Publish("s1", codec.TypeTurnStart, map[string]string{"turn": "turn-1", "session": "s1"})
+		require.NoError(t, err)
+		for _, s := range []string{"Let me ", "look ", "first."} {
+			f.thought += s
+			pub(acp.ThoughtChunk(s))
+		}
+		say := func(from, to int) {
+			for i := from; i < to; i++ {
+				s := fmt.Sprintf("w%d ", i)
+				f.text += s
+				pub(acp.MessageChunk(s))
+			}
+		}
+		say(0, 20)
+		pub(acp.Plan{Entries: []acp.PlanEntry{{Content: "Read the file", Priority: "high", Status: "in_progress"}}})
+		pub(acp.ToolCall{ToolCallID: "call-1", Title: "Read a.go", Kind: "read", Status: acp.StatusPending, RawInput: map[string]string{"path": "a.go"}})
+		f.prefix = replayed(t, bus)
+		f.half = f.prefix[len(f.prefix)-1].ID
+		pub(acp.ToolCallUpdate{ToolCallID: "call-1", Status: acp.StatusInProgress})
+		pub(acp.ToolCallUpdate{ToolCallID: "call-1", Status: acp.StatusCompleted, Content: []acp.ToolCallContent{acp.TextContent("package a")}})
+		_, err = bus.Publish("s1", "note", map[string]string{"by": "app"})
+		require.NoError(t, err)
+		say(20, 40)
+		_, err = bus.Publish("s1", codec.TypeTurnEnd, map[string]string{"turn": "turn-1", "reason": codec.ReasonComplete})
+		require.NoError(t, err)
+	})
+}
+
+// recordTurn records the turn that publish publishes into session s1 of a
+// compacting bus (publish sets f.prefix, f.half, f.text and f.thought;
+// pub publishes one ACP update): what a live subscriber got and what the
+// replay buffer holds at the end.
+func recordTurn(t *testing.T, publish func(bus *eventbus.Bus, f *turnFixture, pub func(acp.Update))) *turnFixture {
+	t.Helper()
 	bus, err := eventbus.New(eventbus.Options{ReplayBufferSize: 1000, ReplayCompact: coalesce.ACP})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = bus.Close() })
@@ -95,31 +130,7 @@ func newTurn(t *testing.T) *turnFixture {
 		_, err := acp.Publish(bus, "s1", u)
 		require.NoError(t, err)
 	}
-	_, err = bus.Publish("s1", codec.TypeTurnStart, map[string]string{"turn": "turn-1", "session": "s1"})
-	require.NoError(t, err)
-	for _, s := range []string{"Let me ", "look ", "first."} {
-		f.thought += s
-		pub(acp.ThoughtChunk(s))
-	}
-	say := func(from, to int) {
-		for i := from; i < to; i++ {
-			s := fmt.Sprintf("w%d ", i)
-			f.text += s
-			pub(acp.MessageChunk(s))
-		}
-	}
-	say(0, 20)
-	pub(acp.Plan{Entries: []acp.PlanEntry{{Content: "Read the file", Priority: "high", Status: "in_progress"}}})
-	pub(acp.ToolCall{ToolCallID: "call-1", Title: "Read a.go", Kind: "read", Status: acp.StatusPending, RawInput: map[string]string{"path": "a.go"}})
-	f.prefix = replayed(t, bus)
-	f.half = f.prefix[len(f.prefix)-1].ID
-	pub(acp.ToolCallUpdate{ToolCallID: "call-1", Status: acp.StatusInProgress})
-	pub(acp.ToolCallUpdate{ToolCallID: "call-1", Status: acp.StatusCompleted, Content: []acp.ToolCallContent{acp.TextContent("package a")}})
-	_, err = bus.Publish("s1", "note", map[string]string{"by": "app"})
-	require.NoError(t, err)
-	say(20, 40)
-	_, err = bus.Publish("s1", codec.TypeTurnEnd, map[string]string{"turn": "turn-1", "reason": codec.ReasonComplete})
-	require.NoError(t, err)
+	publish(bus, f, pub)
 	f.compacted = replayed(t, bus)
 	for len(f.live) < int(f.compacted[len(f.compacted)-1].ID) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -177,4 +179,32 @@ func FuzzParseRequest(f *testing.F) {
 		}
 		assert.Contains(t, []string{a2a.MethodStream, a2a.MethodSubscribe, a2a.MethodStream03, a2a.MethodResubscribe03}, r.Method)
 	})
+}
+
+// TestParseRequestQuotesWhatTheClientSent: a refused request's message
+// names the bad value as every route's answers do — quoted (CR, LF and
+// bytes that are not UTF-8 escaped) and cut to 64 bytes at a character
+// boundary with its length said — and the error response is valid JSON.
+// The values went in unquoted, 256 bytes long, cut inside a character.
+func TestParseRequestQuotesWhatTheClientSent(t *testing.T) {
+	long := strings.Repeat("é", 5000) // 10,000 bytes
+	for _, tc := range []struct {
+		name, body, want string
+	}{
+		{"a method with CR LF", `{"jsonrpc":"2.0","id":1,"method":"x\r\ny"}`, `method "x\r\ny" is not served here`},
+		{"a 10 KB method", `{"jsonrpc":"2.0","id":1,"method":"` + long + `"}`, `"` + strings.Repeat("é", 32) + `"…(10000 bytes)`},
+		{"a 10 KB params", `{"jsonrpc":"2.0","id":1,"method":"SubscribeToTask","params":"` + long + `"}`, `…(10002 bytes)`},
+		{"a jsonrpc of invalid UTF-8", "{\"jsonrpc\":\"\xff\",\"id\":1,\"method\":\"m\"}", "jsonrpc \"\uFFFD\""},
+		{"an id of another type", `{"jsonrpc":"2.0","id":[` + strings.Repeat("1,", 100) + `1],"method":"m"}`, `…(203 bytes) is not a string`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := a2a.ParseRequest([]byte(tc.body))
+			var e *a2a.Error
+			require.ErrorAs(t, err, &e)
+			assert.Contains(t, e.Message, tc.want)
+			assert.Less(t, len(e.Message), 200, "cut: %s", e.Message)
+			assert.True(t, utf8.ValidString(e.Message))
+			assert.True(t, json.Valid(a2a.AppendError(nil, json.RawMessage(`1`), e)))
+		})
+	}
 }

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
+
+	"github.com/replaybus/replaybus/internal/textutil"
 )
 
 // The JSON-RPC methods this package reads, by version.
@@ -71,15 +74,15 @@ func ParseRequest(body []byte) (Request, error) {
 		Params  json.RawMessage `json:"params"`
 	}
 	if err := json.Unmarshal(body, &env); err != nil {
-		return Request{}, &Error{CodeParseError, "the body is not a JSON object: " + clip(err.Error())}
+		return Request{}, &Error{CodeParseError, "the body is not a JSON object: " + clip(textutil.PublicMessage(err))}
 	}
 	r := Request{ID: env.ID}
 	if id := bytes.TrimSpace(env.ID); len(id) > 0 && (id[0] == '{' || id[0] == '[' || id[0] == 't' || id[0] == 'f') {
 		r.ID = nil
-		return r, &Error{CodeInvalidRequest, fmt.Sprintf("id %s is not a string, number or null", clip(string(id)))}
+		return r, &Error{CodeInvalidRequest, fmt.Sprintf("id %s is not a string, number or null", quote(string(id)))}
 	}
 	if env.JSONRPC != jsonrpcVersion || env.Method == nil {
-		return r, &Error{CodeInvalidRequest, fmt.Sprintf("not a JSON-RPC 2.0 request (jsonrpc %q, method set %v)", clip(env.JSONRPC), env.Method != nil)}
+		return r, &Error{CodeInvalidRequest, fmt.Sprintf("not a JSON-RPC 2.0 request (jsonrpc %s, method set %v)", quote(env.JSONRPC), env.Method != nil)}
 	}
 	r.Method = *env.Method
 	switch r.Method {
@@ -88,8 +91,8 @@ func ParseRequest(body []byte) (Request, error) {
 	case MethodStream03, MethodResubscribe03:
 		r.Version = V03
 	default:
-		return r, &Error{CodeMethodNotFound, fmt.Sprintf("method %q is not served here (want %s, %s, %s or %s)",
-			clip(r.Method), MethodStream, MethodSubscribe, MethodStream03, MethodResubscribe03)}
+		return r, &Error{CodeMethodNotFound, fmt.Sprintf("method %s is not served here (want %s, %s, %s or %s)",
+			quote(r.Method), MethodStream, MethodSubscribe, MethodStream03, MethodResubscribe03)}
 	}
 	r.Subscribe = r.Method == MethodSubscribe || r.Method == MethodResubscribe03
 	if r.Subscribe {
@@ -97,7 +100,7 @@ func ParseRequest(body []byte) (Request, error) {
 			ID string `json:"id"`
 		}
 		if err := json.Unmarshal(env.Params, &p); err != nil || p.ID == "" {
-			return r, &Error{CodeInvalidParams, fmt.Sprintf("%s needs params {\"id\": <task id>}, got %s", r.Method, clip(string(env.Params)))}
+			return r, &Error{CodeInvalidParams, fmt.Sprintf("%s needs params {\"id\": <task id>}, got %s", r.Method, quote(string(env.Params)))}
 		}
 		r.TaskID = p.ID
 		return r, nil
@@ -114,7 +117,7 @@ func ParseRequest(body []byte) (Request, error) {
 		} `json:"message"`
 	}
 	if err := json.Unmarshal(env.Params, &p); err != nil || p.Message == nil || len(p.Message.Parts) == 0 {
-		return r, &Error{CodeInvalidParams, fmt.Sprintf("%s needs params {\"message\": {\"parts\": [...]}}, got %s", r.Method, clip(string(env.Params)))}
+		return r, &Error{CodeInvalidParams, fmt.Sprintf("%s needs params {\"message\": {\"parts\": [...]}}, got %s", r.Method, quote(string(env.Params)))}
 	}
 	var text strings.Builder
 	for _, part := range p.Message.Parts {
@@ -137,13 +140,23 @@ func AppendError(dst []byte, id json.RawMessage, err *Error) []byte {
 	return append(dst, b...)
 }
 
-// clip cuts s to maxErrorMessageBytes for an error message.
+// clip cuts s to maxErrorMessageBytes at a character boundary, for an
+// error message of the server's own.
 func clip(s string) string {
-	if len(s) > maxErrorMessageBytes {
-		return s[:maxErrorMessageBytes] + "…"
+	if len(s) <= maxErrorMessageBytes {
+		return s
 	}
-	return s
+	cut := maxErrorMessageBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
+
+// quote is a value the client sent, as every route's answers quote it:
+// quoted (control characters and bytes that are not UTF-8 escaped) and
+// cut to 64 bytes, with its length said.
+func quote(s string) string { return textutil.Quote(s, 64) }
 
 func orNull(v json.RawMessage) json.RawMessage {
 	if len(bytes.TrimSpace(v)) == 0 {

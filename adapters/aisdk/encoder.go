@@ -54,6 +54,8 @@ type toolCall struct {
 	name, title string
 	started     bool // tool-input-start written
 	known       bool // the client has a part for it (start or input written)
+	input       bool // tool-input-available written: its input is whole
+	output      bool // tool-output-available or -error written
 }
 
 // NewEncoder returns an Encoder for the message messageID (the start
@@ -113,6 +115,11 @@ func (e *Encoder) part(dst []byte, p codec.Part) []byte {
 		return e.inputStart(dst, p.ToolCallID, t)
 	case codec.ToolInputDelta:
 		t := e.tool(p)
+		if t.input || t.output {
+			// The client would take the call back to input-streaming and
+			// drop its output: passed on as data, as AG-UI passes it.
+			return data(dst, "data-tool-input-delta", "", mustJSON(map[string]string{"toolCallId": p.ToolCallID, "delta": p.Text}))
+		}
 		if !t.started {
 			if t.known { // its input is already whole
 				return dst
@@ -127,6 +134,14 @@ func (e *Encoder) part(dst []byte, p codec.Part) []byte {
 		}{"tool-input-delta", p.ToolCallID, p.Text})
 	case codec.ToolInput:
 		t := e.tool(p)
+		if t.output {
+			// tool-input-available would take the call back to
+			// input-available and drop its output.
+			return data(dst, "data-tool-input", "", mustJSON(struct {
+				ToolCallID string          `json:"toolCallId"`
+				Input      json.RawMessage `json:"input"`
+			}{p.ToolCallID, orNull(p.Input)}))
+		}
 		t.known = true
 		return e.inputAvailable(dst, p.ToolCallID, t, p.Input)
 	case codec.ToolOutput, codec.ToolError:
@@ -135,6 +150,7 @@ func (e *Encoder) part(dst []byte, p codec.Part) []byte {
 			t.known = true
 			dst = e.inputAvailable(dst, p.ToolCallID, t, nil)
 		}
+		t.output = true
 		if p.Kind == codec.ToolError {
 			return chunk(dst, struct {
 				Type       string `json:"type"`
@@ -247,6 +263,7 @@ func (e *Encoder) inputStart(dst []byte, id string, t *toolCall) []byte {
 }
 
 func (e *Encoder) inputAvailable(dst []byte, id string, t *toolCall, input json.RawMessage) []byte {
+	t.input = true
 	if input == nil {
 		input = json.RawMessage("{}")
 	}
@@ -320,6 +337,12 @@ func chunk(dst []byte, v any) []byte {
 		}{"error", "aisdk: " + err.Error()})
 	}
 	return sse.AppendFrame(dst, sse.Frame{Data: b})
+}
+
+// mustJSON is v's JSON (v of this package's own shapes: it cannot fail).
+func mustJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
 }
 
 func orNull(v json.RawMessage) json.RawMessage {

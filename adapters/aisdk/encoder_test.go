@@ -117,11 +117,14 @@ func TestSetHeaders(t *testing.T) {
 
 // check runs the rules of ai 7's processUIMessageStream over a chunk
 // sequence: a delta or end only for an open block, a tool input delta
-// only after its start, an output only for a known tool call, a start
-// first, exactly one terminal chunk, [DONE] last.
+// only after its start, an output only for a known tool call, no input
+// chunk for a call whose input is whole or that has an output (the client
+// takes the call back to input-streaming or input-available and drops its
+// output), a start first, exactly one terminal chunk, [DONE] last.
 func check(cs []string) error {
 	open := map[string]bool{}
 	partial, known := map[string]bool{}, map[string]bool{}
+	whole, output := map[string]bool{}, map[string]bool{}
 	ended := false
 	for i, c := range cs {
 		if c == "[DONE]" {
@@ -151,18 +154,24 @@ func check(cs []string) error {
 			if phase == "end" {
 				delete(open, ch.ID)
 			}
+		case strings.HasPrefix(ch.Type, "tool-input") && output[ch.ToolCallID]:
+			return fmt.Errorf("%s after the call's output", c)
 		case ch.Type == "tool-input-start":
 			partial[ch.ToolCallID], known[ch.ToolCallID] = true, true
 		case ch.Type == "tool-input-delta":
 			if !partial[ch.ToolCallID] {
 				return fmt.Errorf("%s without its start", c)
 			}
+			if whole[ch.ToolCallID] {
+				return fmt.Errorf("%s after the call's whole input", c)
+			}
 		case ch.Type == "tool-input-available":
-			known[ch.ToolCallID] = true
+			known[ch.ToolCallID], whole[ch.ToolCallID] = true, true
 		case strings.HasPrefix(ch.Type, "tool-output"):
 			if !known[ch.ToolCallID] {
 				return fmt.Errorf("%s for an unknown tool call", c)
 			}
+			output[ch.ToolCallID] = true
 		case ch.Type == "finish" || ch.Type == "abort":
 			ended = true
 		}
@@ -196,4 +205,35 @@ func TestPropertyStreamsObeyTheClientsRules(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestALateToolInputKeepsTheOutput: an input that arrives for a tool call
+// after its output (a restated rawInput, a stray delta) is passed on as a
+// data part: a tool-input-available or tool-input-delta there takes the
+// call back to input-available or input-streaming in the client and drops
+// the output it showed.
+func TestALateToolInputKeepsTheOutput(t *testing.T) {
+	t.Parallel()
+	enc := aisdk.NewEncoder("m")
+	got := chunks(t, enc.Append(nil,
+		codec.Part{Kind: codec.ToolInputStart, ID: 1, ToolCallID: "c", ToolName: "read"},
+		codec.Part{Kind: codec.ToolInputDelta, ID: 2, ToolCallID: "c", Text: `{"a":`},
+		codec.Part{Kind: codec.ToolInput, ID: 3, ToolCallID: "c", Input: json.RawMessage(`{"a":1}`)},
+		codec.Part{Kind: codec.ToolInputDelta, ID: 4, ToolCallID: "c", Text: `1}`},
+		codec.Part{Kind: codec.ToolOutput, ID: 5, ToolCallID: "c", Output: json.RawMessage(`"ok"`)},
+		codec.Part{Kind: codec.ToolInput, ID: 6, ToolCallID: "c", Input: json.RawMessage(`{"a":2}`)},
+		codec.Part{Kind: codec.Finish, ID: 7, Reason: codec.ReasonComplete},
+	))
+	assert.Equal(t, []string{
+		`{"type":"start","messageId":"m"}`,
+		`{"type":"tool-input-start","toolCallId":"c","toolName":"read","dynamic":true}`,
+		`{"type":"tool-input-delta","toolCallId":"c","inputTextDelta":"{\"a\":"}`,
+		`{"type":"tool-input-available","toolCallId":"c","toolName":"read","input":{"a":1},"dynamic":true}`,
+		`{"type":"data-tool-input-delta","data":{"delta":"1}","toolCallId":"c"}}`,
+		`{"type":"tool-output-available","toolCallId":"c","output":"ok","dynamic":true}`,
+		`{"type":"data-tool-input","data":{"toolCallId":"c","input":{"a":2}}}`,
+		`{"type":"finish","finishReason":"stop"}`,
+		`[DONE]`,
+	}, got)
+	require.NoError(t, check(got))
 }

@@ -6,26 +6,45 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/replaybus/replaybus/internal/textutil"
 )
 
-// body reads r's body, up to MaxBodyBytes (413 beyond).
+// body reads r's body, up to MaxBodyBytes (413 beyond). A read that meets
+// the connection's read deadline (a server's bound on a body that never
+// finishes) is 408 request_timeout, as the example server's JSON routes
+// answer it. The answer's write deadline starts again once the body is in:
+// a slow upload must not spend the WriteTimeout its answer needs (the
+// append would be stored and its answer cut, and the client retry it).
 func (h *Handler) body(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	if r.ContentLength > h.opts.MaxBodyBytes {
 		return nil, errorf(http.StatusRequestEntityTooLarge, "body_too_large", "body of %d bytes is over the %d-byte limit", r.ContentLength, h.opts.MaxBodyBytes)
 	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
+	h.deadline(w)
 	var mb *http.MaxBytesError
-	if errors.As(err, &mb) {
+	switch {
+	case errors.As(err, &mb):
 		return nil, errorf(http.StatusRequestEntityTooLarge, "body_too_large", "body over the %d-byte limit", h.opts.MaxBodyBytes)
-	}
-	if err != nil {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, withHeader(errorf(http.StatusRequestTimeout, "request_timeout", "the body did not arrive in time (%d bytes arrived%s)", len(b), ofLength(r)),
+			"Connection", "close")
+	case err != nil:
 		return nil, errorf(http.StatusBadRequest, "invalid_body", "reading the body: %v", err)
 	}
 	return b, nil
+}
+
+// ofLength is ", of N" for a request that announced its body's length.
+func ofLength(r *http.Request) string {
+	if r.ContentLength > 0 {
+		return " of " + strconv.FormatInt(r.ContentLength, 10)
+	}
+	return ""
 }
 
 // split turns an append's body into items: for a JSON stream each element

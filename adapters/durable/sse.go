@@ -144,24 +144,29 @@ func (h *Handler) send(w http.ResponseWriter, rc *http.ResponseController, b []b
 // maxHeldItems and maxHeldBytes bound what wholeText holds back: past
 // them, a producer that keeps cutting characters between appends gets its
 // text sent with U+FFFD where a character was cut, rather than delayed
-// without end.
+// without end. The byte bound is well above the appends of a producer that
+// copies a byte stream in buffers (io.Copy's 32 KiB), which cut a
+// character at two boundaries of three in CJK text: at 64 KiB a run of
+// three such appends was sent broken, one boundary in five.
 const (
 	maxHeldItems = 64
-	maxHeldBytes = 64 << 10
+	maxHeldBytes = 1 << 20
 )
 
 // wholeText returns how many of a text stream's items to send now: all of
 // them, unless their text ends inside a character whose rest has not been
 // appended yet; then the items after the last one whose text ends between
 // characters wait for the append that completes it (at most maxHeldItems
-// and maxHeldBytes: past that, all are sent).
+// and maxHeldBytes: past that, all are sent; the newest append alone is
+// held whatever its size: it is already read).
 func wholeText(items []item) int {
 	size := 0
 	for k := len(items); k >= 0; k-- {
 		if !endsInsideChar(items[:k]) {
 			return k
 		}
-		if size += len(items[k-1].data); len(items)-k+1 > maxHeldItems || size > maxHeldBytes {
+		held := len(items) - k + 1
+		if size += len(items[k-1].data); held > 1 && (held > maxHeldItems || size > maxHeldBytes) {
 			break
 		}
 	}

@@ -24,6 +24,7 @@ import (
 // closes inside a character, or holds bytes that are not UTF-8 at all,
 // sends U+FFFD for them over SSE (the text a client's decoder would show).
 func TestSSEDataOfATextStreamIsAlwaysUTF8(t *testing.T) {
+	big := strings.Repeat("中", 11000) // 33,000 bytes
 	for _, tc := range []struct {
 		name    string
 		appends []string
@@ -34,6 +35,11 @@ func TestSSEDataOfATextStreamIsAlwaysUTF8(t *testing.T) {
 		{"whole characters", []string{"é", "😀", "x"}, "é😀x"},
 		{"closed inside a character", []string{"end\xe2\x82"}, "end\uFFFD"},
 		{"not UTF-8", []string{"a\xffb", "c"}, "a\uFFFDbc"},
+		// A producer copying a byte stream in 32 KiB buffers: each append
+		// ends inside a character; the run was sent broken past 64 KiB.
+		{"large appends each cut inside a character",
+			[]string{big + "\xe4", "\xb8\xad" + big + "\xe4", "\xb8\xad" + big + "\xe4", "\xb8\xad end"},
+			big + "中" + big + "中" + big + "中 end"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t, eventbus.Options{Epoch: "e1"}, durable.HandlerOptions{})
@@ -48,6 +54,7 @@ func TestSSEDataOfATextStreamIsAlwaysUTF8(t *testing.T) {
 			go func() {
 				defer close(events)
 				sc := bufio.NewScanner(res.Body)
+				sc.Buffer(nil, 1<<20)
 				var typ string
 				var data []string
 				for sc.Scan() {

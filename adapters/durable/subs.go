@@ -103,7 +103,7 @@ func newSubsState() *subsState {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &subsState{subs: map[string]*subscription{}, key: key, kid: "ds_" + randHex(8),
-		ctx: ctx, cancel: cancel, client: &http.Client{Timeout: webhookTimeout}}
+		ctx: ctx, cancel: cancel, client: webhookClient()}
 }
 
 func randHex(n int) string {

@@ -139,6 +139,7 @@ func (h *Handler) sendWebhookLocked(s *subscription) {
 		if err != nil {
 			return
 		}
+		req = req.WithContext(webhookContext(req.Context(), req))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Webhook-Signature", "t="+ts+",kid="+h.subs.kid+",ed25519="+base64.RawURLEncoding.EncodeToString(sig))
 		resp, err := h.subs.client.Do(req)

@@ -1,6 +1,7 @@
 package durable
 
 import (
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -46,15 +47,31 @@ func TestWholeTextNeverSplitsACharacter(t *testing.T) {
 }
 
 // A producer whose every append ends inside a character is held back at
-// most maxHeldItems appends: then everything goes out.
+// most maxHeldItems appends, or more than one append and maxHeldBytes:
+// then everything goes out. The newest append alone is held whatever its
+// size.
 func TestWholeTextHoldsBoundedly(t *testing.T) {
-	var items []item
-	for i := range maxHeldItems + 5 {
-		items = append(items, item{id: uint64(i + 1), data: []byte("x\xe2")}) // a broken '€' each time
-		if n := wholeText(items); n == len(items) {
-			require.Equal(t, maxHeldItems, i, "sent after %d held appends", i)
-			return
-		}
+	for _, tc := range []struct {
+		name string
+		size int // bytes per append, each ending inside a character
+		sent int // appends held before all go out
+	}{
+		{"small appends: the count bounds", 2, maxHeldItems},
+		{"32 KiB appends: the count bounds", 32 << 10, 32}, // 33 × 32 KiB > 1 MiB
+		{"appends over the byte bound: two", maxHeldBytes + 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := append([]byte(strings.Repeat("x", tc.size-1)), 0xe2) // a broken '€' each time
+			var items []item
+			for i := range maxHeldItems + 5 {
+				items = append(items, item{id: uint64(i + 1), data: data})
+				if n := wholeText(items); n == len(items) {
+					require.Equal(t, tc.sent, i, "sent after %d held appends", i)
+					return
+				}
+				require.Zero(t, wholeText(items), "all held")
+			}
+			t.Fatal("held without end")
+		})
 	}
-	t.Fatal("held without end")
 }
