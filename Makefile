@@ -34,12 +34,13 @@ property:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
-## e2e-deps: install the pinned npm packages for the Node.js tests (eventsource and ws; the Durable Streams conformance suite and client)
+## e2e-deps: install the pinned npm packages for the Node.js tests (eventsource and ws; the Durable Streams conformance suite and client; the frontend protocols' clients: ai, @ag-ui/client, @a2a-js/sdk, @durable-streams/aisdk-transport)
 e2e-deps:
 	cd e2e/node && npm ci --no-audit --no-fund
 	cd e2e/durable && npm ci --no-audit --no-fund
+	cd e2e/frontends && npm ci --no-audit --no-fund
 
-## e2e: the real-client tests only (Node.js eventsource and ws, Chromium, curl); missing clients fail
+## e2e: the real-client tests only (Node.js eventsource and ws, the frontend protocols' npm clients, Chromium, curl); missing clients fail
 e2e: e2e-deps
 	CI=$${CI:-1} $(GO) test -race -count=1 -v github.com/replaybus/replaybus/e2e
 

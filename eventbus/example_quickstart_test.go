@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/replaybus/replaybus/acp"
 	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/scope"
@@ -28,9 +29,10 @@ func Example_quickStart() {
 
 	bus.CreateSession("run-1", "")                 // a root session
 	bus.CreateSession("run-1.researcher", "run-1") // a sub-agent below it
-	bus.Publish("run-1", "agent_message_chunk", map[string]string{"text": "Hel"})
-	bus.Publish("run-1.researcher", "tool_call", map[string]string{"title": "search"})
-	bus.Publish("run-1", "agent_message_chunk", map[string]string{"text": "lo"})
+	// ACP session/update shapes, which ?coalesce=acp and compaction merge
+	acp.Publish(bus, "run-1", acp.MessageChunk("Hel"))
+	acp.Publish(bus, "run-1.researcher", acp.ToolCall{ToolCallID: "t1", Title: "search"})
+	acp.Publish(bus, "run-1", acp.MessageChunk("lo"))
 
 	// A client reconnecting with Last-Event-ID: 1, hearing the whole subtree.
 	ctx := context.Background()
