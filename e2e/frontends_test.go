@@ -95,7 +95,7 @@ func newTurn(t *testing.T) *turnFixture {
 		_, err := acp.Publish(bus, "s1", u)
 		require.NoError(t, err)
 	}
-	_, err = bus.Publish("s1", codec.TypeTurnStart, map[string]string{"turn": "turn-1", "session": "s1"})
+	turn, err := bus.StartTurn(context.Background(), "s1", eventbus.TurnOptions{ID: "turn-1"})
 	require.NoError(t, err)
 	for _, s := range []string{"Let me ", "look ", "first."} {
 		f.thought += s
@@ -118,7 +118,7 @@ func newTurn(t *testing.T) *turnFixture {
 	_, err = bus.Publish("s1", "note", map[string]string{"by": "app"})
 	require.NoError(t, err)
 	say(20, 40)
-	_, err = bus.Publish("s1", codec.TypeTurnEnd, map[string]string{"turn": "turn-1", "reason": codec.ReasonComplete})
+	_, err = turn.End(nil)
 	require.NoError(t, err)
 	f.compacted = replayed(t, bus)
 	for len(f.live) < int(f.compacted[len(f.compacted)-1].ID) {

@@ -60,6 +60,14 @@ type Feed interface {
 	// Fail ends every current subscription with err wrapped in
 	// ErrBackend; the bus stays usable.
 	Fail(err error)
+	// TurnLost reports that the lease of turn of session expired
+	// ([LeaseBackend]): unless the turn has ended, the bus appends its
+	// turn_end{producer_lost}. Any number of nodes may report it; a
+	// second end is never stored.
+	TurnLost(session, turn string)
+	// Presence hands over node's part of session's presence
+	// ([LeaseBackend.SharePresence]), nil when it went.
+	Presence(node, session string, part []byte)
 }
 
 // Syncer is a [Backend] whose feed can run behind its appends. A Subscribe

@@ -12,6 +12,7 @@ import (
 
 	"github.com/replaybus/replaybus/acp"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // Defaults of [Options].
@@ -28,16 +29,17 @@ const (
 // lifecycle.
 const (
 	TypeMessageChunk   = acp.TypeMessageChunk
+	TypeUserMessage    = acp.TypeUserMessageChunk
 	TypeThoughtChunk   = acp.TypeThoughtChunk
 	TypeToolCall       = acp.TypeToolCall
 	TypeToolCallUpdate = acp.TypeToolCallUpdate
 	TypePlan           = acp.TypePlan
-	TypeTurnStart      = "turn_start"
-	TypeTurnEnd        = "turn_end"
+	TypeTurnStart      = frame.TypeTurnStart
+	TypeTurnEnd        = frame.TypeTurnEnd
 )
 
 // Types lists every event type the demo publishes.
-var Types = []string{TypeTurnStart, TypeThoughtChunk, TypeMessageChunk, TypePlan, TypeToolCall, TypeToolCallUpdate, TypeTurnEnd}
+var Types = []string{TypeTurnStart, TypeUserMessage, TypeThoughtChunk, TypeMessageChunk, TypePlan, TypeToolCall, TypeToolCallUpdate, TypeTurnEnd}
 
 // Options configure [Run]. The zero value runs forever on session "demo" at
 // 30 tokens per second with a 3 s pause between runs.
@@ -121,6 +123,8 @@ type agent struct {
 	// 256 acks in flight instead of waiting for each (on the in-memory bus
 	// each publish is synchronous anyway). Flushed at the end of the turn.
 	pl *eventbus.Pipeline
+	// turn is the agent's turn, between begin and finish.
+	turn *eventbus.Turn
 }
 
 func (r *run) agent(session, name string) *agent {
@@ -152,21 +156,24 @@ func (a *agent) update(u acp.Update) error {
 	return a.pl.Publish(a.session, n.Type(), n)
 }
 
-// lifecycle publishes turn_start or turn_end.
-func (a *agent) lifecycle(typ string, fields map[string]any) error {
-	d := map[string]any{"sessionId": a.session, "agent": a.name, "turn": a.r.n}
-	for k, v := range fields {
-		d[k] = v
-	}
-	if err := a.pl.Publish(a.session, typ, d); err != nil {
+// begin starts the agent's turn: turn_start {"turn", "session"}.
+func (a *agent) begin(ctx context.Context) error {
+	t, err := a.r.bus.StartTurn(ctx, a.session, eventbus.TurnOptions{ID: fmt.Sprintf("turn-%d", a.r.n)})
+	if err != nil {
 		return err
 	}
-	if typ == TypeTurnEnd {
-		// Every event of the turn stored (or the error) before the
-		// turn counts as done.
-		return a.pl.Flush(context.Background())
-	}
+	a.turn = t
 	return nil
+}
+
+// finish ends the agent's turn (turn_end {"turn", "reason": "complete"})
+// once every event of it is stored.
+func (a *agent) finish() error {
+	if err := a.pl.Flush(context.Background()); err != nil {
+		return err
+	}
+	_, err := a.turn.End(nil)
+	return err
 }
 
 // stream publishes text as chunks (acp.MessageChunk or acp.ThoughtChunk)
@@ -229,7 +236,10 @@ func (a *agent) plan(entries []planEntry) error {
 func (r *run) parent(ctx context.Context) error {
 	t := tasks[(r.n-1)%len(tasks)]
 	p := r.agent(r.o.Parent, "orchestrator")
-	if err := p.lifecycle(TypeTurnStart, map[string]any{"prompt": t.prompt}); err != nil {
+	if err := p.begin(ctx); err != nil {
+		return err
+	}
+	if err := p.update(acp.UserMessageChunk(t.prompt)); err != nil {
 		return err
 	}
 	if err := p.think(ctx, t.thought); err != nil {
@@ -308,7 +318,7 @@ func (r *run) parent(ctx context.Context) error {
 	if err := p.say(ctx, t.answer); err != nil {
 		return err
 	}
-	if err := p.lifecycle(TypeTurnEnd, map[string]any{"stopReason": "end_turn"}); err != nil {
+	if err := p.finish(); err != nil {
 		return err
 	}
 	for _, k := range kids {
@@ -321,7 +331,7 @@ func (r *run) parent(ctx context.Context) error {
 
 // script runs one sub-agent's turn.
 func (a *agent) script(ctx context.Context, s script) error {
-	if err := a.lifecycle(TypeTurnStart, map[string]any{"prompt": s.goal}); err != nil {
+	if err := a.begin(ctx); err != nil {
 		return err
 	}
 	if err := a.think(ctx, s.thought); err != nil {
@@ -342,7 +352,7 @@ func (a *agent) script(ctx context.Context, s script) error {
 	if err := a.say(ctx, s.summary); err != nil {
 		return err
 	}
-	return a.lifecycle(TypeTurnEnd, map[string]any{"stopReason": "end_turn"})
+	return a.finish()
 }
 
 // tokens splits text into deltas the way a tokenizer roughly does: words

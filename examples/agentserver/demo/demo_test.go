@@ -96,9 +96,14 @@ func checkRunShapes(t *testing.T, bus *eventbus.Bus) {
 			closed = append(closed, ev.Session)
 			continue
 		case TypeTurnStart, TypeTurnEnd:
-			var d map[string]any
+			var d frame.TurnData
 			require.NoError(t, json.Unmarshal(ev.Data, &d))
-			assert.Equal(t, ev.Session, d["sessionId"])
+			assert.NotEmpty(t, d.Turn)
+			if ev.Type == TypeTurnStart {
+				assert.Equal(t, ev.Session, d.Session)
+			} else {
+				assert.Equal(t, frame.ReasonComplete, d.Reason)
+			}
 			continue
 		}
 		var n notification
@@ -114,7 +119,7 @@ func checkRunShapes(t *testing.T, bus *eventbus.Bus) {
 			toolStatus[n.Update.ToolCallID] = append(toolStatus[n.Update.ToolCallID], n.Update.Status)
 		case TypePlan:
 			assert.Len(t, n.Update.Entries, 3)
-		case TypeMessageChunk, TypeThoughtChunk:
+		case TypeMessageChunk, TypeThoughtChunk, TypeUserMessage:
 			var c struct{ Type, Text string }
 			require.NoError(t, json.Unmarshal(n.Update.Content, &c))
 			assert.Equal(t, "text", c.Type)

@@ -13,9 +13,10 @@
 //     then completed with its result content);
 //   - plan: the full list of plan entries with their statuses, re-sent on
 //     every change;
-//   - turn_start and turn_end: the lifecycle of each agent's turn (ACP ends a
-//     turn with the session/prompt response and its stopReason; the demo
-//     publishes it as an event so subscribers see it).
+//   - user_message_chunk: the parent's prompt, at the start of its turn;
+//   - turn_start and turn_end: each agent's turn, written by the bus's turn
+//     API (eventbus.Bus.StartTurn, eventbus.Turn.End): {"turn", "session"}
+//     and {"turn", "reason"}.
 //
 // At the end of a run the child sessions are closed (each publishes
 // session_closed), and the next run creates new ones.

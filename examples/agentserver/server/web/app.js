@@ -327,7 +327,7 @@
       case 'turn_start':
         return `${d.agent || ''} · turn ${d.turn ?? ''} · ${d.prompt || ''}`;
       case 'turn_end':
-        return `${d.agent || ''} · ${d.stopReason || ''}`;
+        return `${d.agent || ''} · ${d.reason || d.stopReason || ''}`;
       case 'session_closed':
         return `session ${d.session || env.session} closed${d.reason && d.reason !== 'closed' ? ` (${d.reason})` : ''}`;
       default:
@@ -509,7 +509,7 @@
           c.last = null;
           break;
         case 'turn_end':
-          c.status.textContent = `${d.agent || 'agent'} · ${d.stopReason || 'done'}`;
+          c.status.textContent = `${d.agent || 'agent'} · ${d.reason || d.stopReason || 'done'}`;
           c.status.className = 'status';
           c.last = null;
           break;
