@@ -46,7 +46,8 @@ type Backend interface {
 }
 
 // Feed is what a [Backend] delivers into: the bus hands its own to
-// Backend.Start. Backends call it from one goroutine at a time.
+// Backend.Start. Backends call Ingest, Evicted and Fail from one
+// goroutine at a time; TurnLost and Presence may come from any goroutine.
 type Feed interface {
 	// Ingest hands over one stored event with its id; an id at or below
 	// one already ingested is ignored. A session_closed event closes the

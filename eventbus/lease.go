@@ -24,8 +24,10 @@ import (
 // a lease ([Options.TurnLease]), so that the other nodes learn when it
 // dies without a goodbye (killed, cut off): the turns it runs and its part
 // of each session's presence (state shared between nodes, never in the
-// log). A bus over a Backend without it keeps both to each node. Methods
-// are called from several goroutines, never under a bus lock.
+// log). A bus over a Backend without it keeps both to each node. Close
+// drops this node's leases and parts (the bus has written its goodbye:
+// turn_end{producer_lost} for the turns it ran). Methods are called from
+// several goroutines, never under a bus lock.
 type LeaseBackend interface {
 	Backend
 	// HoldTurn leases turn of session to this node, renewed until
