@@ -124,16 +124,17 @@ func checkEpoch(e string) error {
 func (b *Bus) Epoch() string { return b.epoch }
 
 // Options returns the options in force: those given to [New] with their
-// defaults applied, OverflowPolicy still "" when it was not set (then
-// in-process subscribers get drop_oldest and the streaming adapters give
-// theirs drop_subscriber, the rule of [Options.OverflowPolicy]).
-func (b *Bus) Options() Options {
-	o := b.cfg
-	if !b.policySet {
-		o.OverflowPolicy = ""
-	}
-	return o
-}
+// defaults applied. OverflowPolicy is the policy of an in-process
+// subscriber that sets none: drop_oldest (AgentPool's default) when the
+// options left it unset; [Bus.OverflowPolicySet] tells the two apart.
+func (b *Bus) Options() Options { return b.cfg }
+
+// OverflowPolicySet reports whether the options given to [New] set the
+// overflow policy (in code, or through config's environment). When they
+// did not, the SSE and WebSocket handlers give their subscribers
+// drop_subscriber instead of the in-process drop_oldest: the rule of
+// [Options.OverflowPolicy].
+func (b *Bus) OverflowPolicySet() bool { return b.policySet }
 
 // LastEventID returns the highest id assigned so far (0 before the first
 // publish), qwen-code's lastEventId getter. With publishers running in

@@ -14,10 +14,10 @@ import (
 // The README's quick start, run by go test: configure from the environment,
 // build a session tree, publish, resume a subtree from a cursor, and end.
 func Example_quickStart() {
-	// eventbus.New does not read the environment: config.Load (or
-	// LoadWith, whose non-zero fields win) reads the AGENTPOOL_EVENTBUS_*
-	// variables and validates them.
-	cfg, err := config.LoadWith(eventbus.Options{ReplayBufferSize: 100})
+	// eventbus.New does not read the environment: config.LoadWithDefaults
+	// takes the program's defaults, lets every AGENTPOOL_EVENTBUS_* variable
+	// set override them, and validates the result.
+	cfg, err := config.LoadWithDefaults(eventbus.Options{ReplayBufferSize: 100})
 	if err != nil {
 		log.Fatal(err) // names the bad variable and value
 	}

@@ -44,6 +44,9 @@ import (
 // does not block, except on a bus over a backend whose feed is behind the
 // cursor (see [Syncer]).
 //
+// With o.StrictCursor a lost position is an error instead:
+// [*PositionLostError], and nothing is registered.
+//
 // Errors: ErrInvalid naming a bad option value (or a [Options.SessionController]
 // that panicked creating the session); ErrSessionNotFound;
 // ErrSessionClosed for a closed session that was not reopened;
@@ -125,8 +128,14 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 		sr = &snapReq{}
 		if o.Snapshot {
 			sr.reason = frame.ReasonRequested
-			cursor = b.takeSnapshot(ctx, sessionID, sr, cursor)
+			cursor = b.takeSnapshot(ctx, SnapshotRequest{Session: sessionID, Scope: o.Scope}, sr, cursor)
 		}
+	}
+	if replay && o.StrictCursor && cursor != nil {
+		if sr == nil {
+			sr = &snapReq{}
+		}
+		sr.strict, sr.cursor = true, *cursor
 	}
 	var buf []*record // the snapshot's storage, allocated outside the lock when large
 	if replay && o.Scope == scope.Session && b.cfg.ReplayBufferSize > snapshotAllocUnderLock {
@@ -147,9 +156,12 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 				return s, nil
 			}
 			if retry {
+				if sr != nil && sr.lost != nil {
+					return nil, sr.lost // StrictCursor
+				}
 				if sr != nil && sr.want {
 					sr.want = false
-					cursor = b.takeSnapshot(ctx, sessionID, sr, cursor)
+					cursor = b.takeSnapshot(ctx, SnapshotRequest{Session: sessionID, Scope: o.Scope}, sr, cursor)
 				}
 				continue
 			}
@@ -177,8 +189,11 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 				// The position is lost and a snapshot replaces it: ask
 				// the provider without the lock, then start over.
 				b.hist.Unlock()
+				if sr.lost != nil {
+					return nil, sr.lost // StrictCursor
+				}
 				sr.want = false
-				cursor = b.takeSnapshot(ctx, sessionID, sr, cursor)
+				cursor = b.takeSnapshot(ctx, SnapshotRequest{Session: sessionID, Scope: o.Scope}, sr, cursor)
 				continue
 			}
 			if job.total > snapshotAllocUnderLock && cap(buf) < job.total {

@@ -212,9 +212,11 @@ func (h *Handler) unregister(id uint64) {
 	})
 }
 
-func (h *Handler) reject(w http.ResponseWriter, e *resume.StatusError) {
+// reject answers a refused request: err as the *resume.StatusError it is,
+// or as resume.StatusFor maps a bus error for session.
+func (h *Handler) reject(w http.ResponseWriter, err error, session string) {
 	h.rejected.Add(1)
-	e.Answer(w)
+	resume.WriteError(w, err, session)
 }
 
 // ServeHTTP validates the request, subscribes and streams until the client
@@ -222,9 +224,9 @@ func (h *Handler) reject(w http.ResponseWriter, e *resume.StatusError) {
 // a write fails or times out, or the handler is closed. Every error answer
 // is given before the stream starts and without a subscriber registered.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	adm, serr := serve.Admit(w, r, h.bus, h.hooks, nil)
-	if serr != nil {
-		h.reject(w, serr)
+	adm, err := serve.Admit(w, r, h.bus, h.hooks, nil)
+	if err != nil {
+		h.reject(w, err, adm.Session)
 		return
 	}
 	sessionID, opts := adm.Session, adm.Options
@@ -257,7 +259,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.goAway(w)
 			return
 		}
-		h.reject(w, resume.StatusFor(err, sessionID))
+		h.reject(w, err, sessionID)
 		return
 	}
 	defer sub.Close()

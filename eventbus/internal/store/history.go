@@ -410,6 +410,24 @@ func (h *History[T]) Sessions() []observe.SessionInfo {
 	return out
 }
 
+// SessionInfo returns Sessions' line for session id, false when it does
+// not exist: one registry lookup and atomic reads, under the lock of the
+// tree's parent links only.
+func (h *History[T]) SessionInfo(id string) (observe.SessionInfo, bool) {
+	x, ok := h.reg.Load(id)
+	if !ok {
+		return observe.SessionInfo{}, false
+	}
+	info := observe.SessionInfo{ID: id, Subscribers: int(x.nsubs.Load()),
+		Buffered: int(x.buffered.Load()), LastEventID: x.infoLast.Load()}
+	h.treeMu.RLock()
+	if p := x.node.Parent(); p != nil {
+		info.Parent = p.ID
+	}
+	h.treeMu.RUnlock()
+	return info, true
+}
+
 // SubscriberCounts returns the number of subscribers made on each session
 // that has any, from the registry, without a lock.
 func (h *History[T]) SubscriberCounts() map[string]int {

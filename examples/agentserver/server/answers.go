@@ -35,8 +35,7 @@ func (s *Server) writeBusError(w http.ResponseWriter, err error) {
 // every route says the same of the same session.
 func (s *Server) writeSessionError(w http.ResponseWriter, err error, id string) {
 	if errors.Is(err, eventbus.ErrSessionNotFound) || errors.Is(err, eventbus.ErrSessionClosed) {
-		se := resume.StatusFor(err, id)
-		writeError(w, se.Status, se.Code, se.Message)
+		resume.WriteError(w, err, id)
 		return
 	}
 	s.writeBusError(w, err)
