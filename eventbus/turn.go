@@ -74,10 +74,10 @@ type turnKey struct{ session, id string }
 
 // StartTurn starts a turn on the existing session sessionID: it writes a
 // turn_start record {"turn", "session"} and returns the turn, whose
-// context (derived from ctx, with its values) ends when a cancel is
-// applied to it, when ctx ends or when the bus closes. A cancel held for
-// o.ID applies at once: the turn is returned ended. It does not block in
-// process; over a backend it waits for the backend to store turn_start.
+// context (with ctx's values) ends when a cancel is applied to it, when
+// ctx ends — ctx is the producer's lifetime, not a request's that ends
+// first — or when the bus closes. A cancel held for o.ID applies at once.
+// It does not block in process; over a backend it waits for the store.
 // Errors: ctx's error; ErrInvalid naming a bad turn id; ErrTurnActive
 // when the session has an active turn; ErrTurnEnded when it remembers a
 // turn o.ID as ended; ErrSessionNotFound, ErrSessionClosed, ErrClosed.
