@@ -38,9 +38,10 @@ type LeaseBackend interface {
 	// ReleaseTurn drops turn's lease: the turn ended.
 	ReleaseTurn(ctx context.Context, session, turn string) error
 	// SharePresence replaces this node's part of session's presence (a
-	// JSON value the bus reads back; nil: none) and hands it to every
-	// other node's Feed.Presence, kept under the node's lease: a dead
-	// node's parts go (Presence with nil) within 2×lease.
+	// JSON value the bus reads back) and hands it to every other node's
+	// Feed.Presence — a node that starts later gets every live part —
+	// kept under the node's lease: a dead node's parts go (Presence with
+	// nil) within 2×lease.
 	SharePresence(ctx context.Context, session string, part []byte, lease time.Duration) error
 }
 

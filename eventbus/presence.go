@@ -63,10 +63,11 @@ type presence struct {
 	status   string
 	statusAt int64 // Unix ns of the last SetStatus here (merging nodes' statuses)
 	turn     string
-	// listeners get a frame per change; shown is what the last frame (or
-	// the state before any) showed.
+	// listeners get a frame per change; shown is what the last frame
+	// showed, stale while nobody listens (it is not kept up to date then).
 	listeners []*Subscription
 	shown     presenceView
+	stale     bool
 	timers    int // grace timers running
 }
 
@@ -93,11 +94,10 @@ func (h *presenceHub) presenceOf(x *session) *presence {
 	if p := x.Subs.pres.Load(); p != nil {
 		return p
 	}
-	p := &presence{hub: h, session: x.ID, status: statusIdle, clients: map[string]*attachment{}}
+	p := &presence{hub: h, session: x.ID, status: statusIdle, clients: map[string]*attachment{}, stale: true}
 	if tn := x.ActiveTurn(); tn != nil {
 		p.turn = tn.ID
 	}
-	p.shown = p.viewLocked()
 	if !x.Subs.pres.CompareAndSwap(nil, p) {
 		return x.Subs.pres.Load()
 	}
@@ -113,11 +113,14 @@ func (h *presenceHub) join(s *Subscription) {
 	m := s.member
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	changed := true
 	if m != nil && m.client != "" {
 		a := p.clients[m.client]
 		if a == nil {
 			a = &attachment{}
 			p.clients[m.client] = a
+		} else {
+			changed = false // attached already, or back within its grace
 		}
 		a.n++
 		if a.leave != nil {
@@ -129,8 +132,13 @@ func (h *presenceHub) join(s *Subscription) {
 	} else {
 		p.anon++
 	}
-	p.changedLocked(true)
+	if changed {
+		p.changedLocked(true)
+	}
 	if m != nil && m.listen {
+		if p.stale {
+			p.shown, p.stale = p.viewLocked(), false
+		}
 		p.listeners = append(p.listeners, s)
 		s.lead = append(s.lead, p.entryLocked(p.shown, nil, nil))
 	}
@@ -280,6 +288,12 @@ func (p *presence) changedLocked(local bool) {
 	if local && p.hub.share != nil {
 		p.hub.share.dirty(p.session, p.partLocked())
 	}
+	if len(p.listeners) == 0 {
+		// Nobody to show it to: the view is built when a listener joins.
+		p.stale = true
+		p.hub.changes.Add(1)
+		return
+	}
 	v := p.viewLocked()
 	var joined, left []string
 	for c := range v.ids {
@@ -299,9 +313,6 @@ func (p *presence) changedLocked(local bool) {
 	slices.Sort(left)
 	p.shown = v
 	p.hub.changes.Add(1)
-	if len(p.listeners) == 0 {
-		return
-	}
 	e := p.entryLocked(v, joined, left)
 	for _, s := range p.listeners {
 		// A frame that does not fit a full queue is skipped: the next

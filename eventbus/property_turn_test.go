@@ -27,8 +27,9 @@ import (
 // turn ends with (for a race, the one the API answers name, which must
 // agree with each other), held cancels (16 per session) and the 32 ended
 // turns a session remembers. Every step checks ActiveTurn; at the end
-// (Bus.Close ends what is left as producer_lost) it checks, for an "all"
-// subscriber and a descendants subscriber of r: exactly one turn_start
+// (Bus.Close ends what is left as producer_lost) it checks, for every
+// subscriber — "all", descendants of r, session o, and an "all" one that
+// joins at the end and reads it all from the replay: exactly one turn_start
 // and one turn_end per turn, no turn_end of a turn never started,
 // turn_start before the turn's events before its turn_end, the turn_end
 // after the turn_cancel that caused it, the reason the model predicts;
@@ -81,9 +82,10 @@ type mTurn struct {
 
 type turnHarness struct {
 	bus     *eventbus.Bus
-	all     *eventbus.Subscription
-	desc    *eventbus.Subscription
-	parent  map[string]string // open sessions → parent ("" root)
+	all     *eventbus.Subscription // scope all
+	desc    *eventbus.Subscription // scope descendants of r
+	own     *eventbus.Subscription // scope session of o
+	parent  map[string]string      // open sessions → parent ("" root)
 	closed  map[string]bool
 	turns   []*mTurn
 	active  map[string]*mTurn   // session → its active turn
@@ -109,6 +111,9 @@ func newTurnHarness(rt *rapid.T) *turnHarness {
 	mustOK(rt, err)
 	big.Scope = scope.Descendants
 	h.desc, err = b.Subscribe(context.Background(), "r", big)
+	mustOK(rt, err)
+	big.Scope = scope.Session
+	h.own, err = b.Subscribe(context.Background(), "o", big)
 	mustOK(rt, err)
 	return h
 }
@@ -515,6 +520,10 @@ func (h *turnHarness) checkActive(rt *rapid.T) {
 func (h *turnHarness) finish(rt *rapid.T) {
 	h.checkActive(rt)
 	h.tally.Cases++
+	// A subscriber that joins now reads the history from the replay.
+	late, err := h.bus.Subscribe(context.Background(), "o", eventbus.SubscribeOptions{Scope: scope.All,
+		Cursor: eventbus.At(0), MaxQueued: 1_000_000, MaxQueuedBytes: 1 << 30})
+	mustOK(rt, err)
 	if m := h.pick(rt, true); m != nil && rapid.Bool().Draw(rt, "raceClose") {
 		h.tally.Races++
 		var wg sync.WaitGroup
@@ -546,12 +555,21 @@ func (h *turnHarness) finish(rt *rapid.T) {
 		h.checkEnd(rt, m, ev)
 		m.stop()
 	}
-	for name, s := range map[string]*eventbus.Subscription{"all": h.all, "descendants of r": h.desc} {
-		evs, err := readAll(s)
+	for _, sub := range []struct {
+		name     string
+		s        *eventbus.Subscription
+		sessions []string
+	}{
+		{"all", h.all, []string{"r", "c", "g", "o"}},
+		{"descendants of r", h.desc, []string{"r", "c", "g"}},
+		{"session o", h.own, []string{"o"}},
+		{"all, replayed", late, []string{"r", "c", "g", "o"}},
+	} {
+		evs, err := readAll(sub.s)
 		if !errors.Is(err, eventbus.ErrClosed) {
-			rt.Fatalf("%s: ended with %v", name, err)
+			rt.Fatalf("%s: ended with %v", sub.name, err)
 		}
-		h.checkLog(rt, name, evs, s == h.all)
+		h.checkLog(rt, sub.name, evs, sub.sessions)
 	}
 }
 
@@ -569,9 +587,8 @@ func readAll(s *eventbus.Subscription) ([]eventbus.Event, error) {
 	}
 }
 
-// checkLog checks what one subscriber read against the model; complete
-// says it saw every session.
-func (h *turnHarness) checkLog(rt *rapid.T, name string, evs []eventbus.Event, complete bool) {
+// checkLog checks what one subscriber of sessions read against the model.
+func (h *turnHarness) checkLog(rt *rapid.T, name string, evs []eventbus.Event, sessions []string) {
 	type seen struct {
 		start, end uint64
 		events     int
@@ -581,6 +598,9 @@ func (h *turnHarness) checkLog(rt *rapid.T, name string, evs []eventbus.Event, c
 	cancels := map[uint64]bool{}
 	var last uint64
 	for _, ev := range evs {
+		if ev.Synthetic() {
+			continue // replay_complete
+		}
 		if ev.ID <= last {
 			rt.Fatalf("%s: id %d after %d", name, ev.ID, last)
 		}
@@ -619,12 +639,12 @@ func (h *turnHarness) checkLog(rt *rapid.T, name string, evs []eventbus.Event, c
 		}
 	}
 	for _, m := range h.turns {
+		if !slices.Contains(sessions, m.session) {
+			continue
+		}
 		x := byTurn[[2]string{m.session, m.id}]
 		if x == nil {
-			if complete || m.session != "o" {
-				rt.Fatalf("%s: turn %s of %s never seen", name, m.id, m.session)
-			}
-			continue
+			rt.Fatalf("%s: turn %s of %s never seen", name, m.id, m.session)
 		}
 		delete(byTurn, [2]string{m.session, m.id})
 		if x.end == 0 || x.reason != m.reason || x.events != m.events {
@@ -633,7 +653,7 @@ func (h *turnHarness) checkLog(rt *rapid.T, name string, evs []eventbus.Event, c
 		if m.end != 0 && m.end != x.end {
 			rt.Fatalf("%s: turn %s: End returned %d, the log's end is %d", name, m.id, m.end, x.end)
 		}
-		if m.cancel > 1 && (!cancels[m.cancel] && complete || m.cancel > x.end) {
+		if m.cancel > 1 && (!cancels[m.cancel] && len(sessions) == 4 || m.cancel > x.end) {
 			rt.Fatalf("%s: turn %s ended at %d, its cancel %d is not before it", name, m.id, x.end, m.cancel)
 		}
 	}

@@ -74,10 +74,10 @@ type turnKey struct{ session, id string }
 
 // StartTurn starts a turn on the existing session sessionID: it writes a
 // turn_start record {"turn", "session"} and returns the turn, whose
-// context (derived from ctx, with its values) ends when a cancel is
-// applied to it, when ctx ends or when the bus closes. A cancel held for
-// o.ID applies at once: the turn is returned ended. It does not block in
-// process; over a backend it waits for the backend to store turn_start.
+// context (with ctx's values) ends when a cancel is applied to it, when
+// ctx ends — ctx is the producer's lifetime, not a request's that ends
+// first — or when the bus closes. A cancel held for o.ID applies at once.
+// It does not block in process; over a backend it waits for the store.
 // Errors: ctx's error; ErrInvalid naming a bad turn id; ErrTurnActive
 // when the session has an active turn; ErrTurnEnded when it remembers a
 // turn o.ID as ended; ErrSessionNotFound, ErrSessionClosed, ErrClosed.
@@ -279,19 +279,16 @@ func (t *Turn) finish(ev Event, reason string, cause error) {
 	}
 }
 
-// Cancel cancels turns of session sessionID: the one d.Turn names, or
-// with d.Turn empty every active turn of the session; with d.Cascade
-// also every active turn of the session's descendants. It writes one
-// turn_cancel record to the session (d's fields; By names who asked)
-// and returns the ids of the turns it cancelled — in process each has
-// its turn_end{cancelled} written and its context cancelled before Cancel
-// returns — and, for a d.Turn the session does not know, the id held:
-// applied if that turn starts in the session within
-// [Options.CancelHold] (at most 16 held per session, the oldest go
-// first). Errors, with nothing written: ErrInvalid naming a bad turn id or
-// By; ErrTurnEnded naming a turn the session remembers as ended;
-// ErrSessionNotFound, ErrSessionClosed, ErrClosed; ctx's error. Over a
-// backend it waits for the record to be stored (ctx bounds it).
+// Cancel writes a turn_cancel record d to session sessionID and cancels
+// the turn d.Turn names (empty: the session's active turns; d.Cascade:
+// also its descendants'); it returns their ids, each turn's context
+// cancelled and, in process, its turn_end{cancelled} written. A d.Turn
+// the session does not know is held: applied if it starts there within
+// [Options.CancelHold] (16 held per session, the oldest go first).
+// Errors, nothing written: ErrInvalid naming a bad turn id or By;
+// ErrTurnEnded naming a turn the session remembers as ended; the session
+// errors, ErrClosed; ctx's. Over a backend it waits (ctx bounds it) for
+// the record to be stored; the node running a turn ends it.
 func (b *Bus) Cancel(ctx context.Context, sessionID string, d frame.CancelData) (CancelResult, error) {
 	if err := checkName("session id", sessionID); err != nil {
 		return CancelResult{}, err

@@ -231,3 +231,51 @@ func mustJSONTest(t *testing.T, v any) json.RawMessage {
 	require.NoError(t, err)
 	return b
 }
+
+// A node that closes says goodbye: its turns end (producer_lost) at once
+// on every node, without waiting for a lease.
+func TestClosingNodeEndsItsTurns(t *testing.T) {
+	t.Parallel()
+	c := newCluster()
+	a, _ := c.join(t, "a", eventbus.Options{})
+	b, _ := c.join(t, "b", eventbus.Options{})
+	require.NoError(t, a.CreateSession("s", ""))
+	tr, err := a.StartTurn(context.Background(), "s", eventbus.TurnOptions{ID: "t"})
+	require.NoError(t, err)
+	require.NoError(t, a.Close())
+	assert.True(t, isDone(tr.Context()))
+	assert.Equal(t, []string{"start:t", "end:t:producer_lost"}, nodeLog(t, b, "s", 2))
+	got, ok := b.Turn("s", "t")
+	require.True(t, ok)
+	assert.Equal(t, "bus closed", got.Message)
+}
+
+// Closing a session on one node ends the turn another node runs in it,
+// before session_closed, and cancels that producer's context.
+func TestSessionClosedOnAnotherNode(t *testing.T) {
+	t.Parallel()
+	c := newCluster()
+	a, _ := c.join(t, "a", eventbus.Options{})
+	b, _ := c.join(t, "b", eventbus.Options{})
+	require.NoError(t, a.CreateSession("p", ""))
+	require.NoError(t, a.CreateSession("s", "p"))
+	eventually(t, func() bool { return b.SessionExists("s") }, "b learns the session")
+	tr, err := b.StartTurn(context.Background(), "s", eventbus.TurnOptions{ID: "t"})
+	require.NoError(t, err)
+	eventually(t, func() bool { _, ok := a.ActiveTurn("s"); return ok }, "a knows the turn")
+	require.NoError(t, a.CloseSession("s"))
+	select {
+	case <-tr.Context().Done():
+	case <-time.After(waitFor):
+		t.Fatal("the producer's context is not cancelled")
+	}
+	var got []string
+	eventually(t, func() bool {
+		got = turnLog(logOf(t, a, "p", scope.Descendants))
+		return len(got) == 3
+	}, "the close arrives")
+	assert.Equal(t, []string{"start:t", "end:t:cancelled", frame.TypeSessionClosed}, got)
+	end, err := tr.End(nil)
+	require.NoError(t, err)
+	assert.Equal(t, frame.ReasonCancelled, decode[frame.TurnData](t, end).Reason)
+}
