@@ -18,6 +18,16 @@
 //     API (eventbus.Bus.StartTurn, eventbus.Turn.End): {"turn", "session"}
 //     and {"turn", "reason"}.
 //
-// At the end of a run the child sessions are closed (each publishes
-// session_closed), and the next run creates new ones.
+// Every event of an agent is published in its turn (eventbus.Turn.Publish)
+// and its pace follows the turn's context, so a cancel stops it at once
+// and nothing of the turn follows its turn_end: a cancel of the parent's
+// turn (the page's Stop button) stops the run and its sub-agents, whose
+// turns run under the parent turn's context; a cancel of a sub-agent's
+// turn stops that sub-agent alone (its spawn tool call fails, the parent
+// goes on). Each agent sets its status as it goes — thinking, streaming,
+// waiting (the parent, for its sub-agents) — which presence frames carry.
+//
+// At the end of a run, or when it was stopped, the child sessions are
+// closed (each publishes session_closed), and the next run creates new
+// ones.
 package demo
