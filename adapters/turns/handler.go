@@ -177,17 +177,9 @@ func (h *Handler) checkMethod(r *http.Request, method string) error {
 // sessionID returns the request's session id, or the 400 that names why
 // it is not one (an empty one: where it should have come from).
 func (h *Handler) sessionID(r *http.Request) (string, error) {
-	id := r.PathValue("id")
-	if h.o.SessionID != nil {
-		id = h.o.SessionID(r)
-	}
-	if id == "" {
-		msg := `empty session id: the request has no {id} path value (mount the handler on a ServeMux pattern with {id}, ` +
-			`such as "POST /session/{id}/cancel", or set HandlerOptions.SessionID to read the id from your router)`
-		if h.o.SessionID != nil {
-			msg = "empty session id: HandlerOptions.SessionID returned an empty id for " + textutil.Quote(r.URL.EscapedPath(), 64)
-		}
-		return "", &resume.StatusError{Status: http.StatusBadRequest, Code: resume.CodeInvalidSessionID, Message: msg}
+	id, err := serve.SessionID(r, h.o.SessionID, CancelPattern)
+	if err != nil {
+		return "", err
 	}
 	if err := frame.CheckName("session id", id); err != nil {
 		return "", &resume.StatusError{Status: http.StatusBadRequest, Code: resume.CodeInvalidSessionID, Message: "invalid argument: " + err.Error()}
@@ -253,16 +245,25 @@ type turnAnswer struct {
 	Epoch   string `json:"epoch"`
 }
 
-func (h *Handler) serveTurn(w http.ResponseWriter, r *http.Request, session string) error {
+// presenceOf is the session's presence for a read route: the read hook,
+// then [eventbus.Bus.Presence] (404, 410).
+func (h *Handler) presenceOf(r *http.Request, session string) (frame.PresenceData, error) {
 	if err := h.authorize(r, session); err != nil {
-		return err
+		return frame.PresenceData{}, err
 	}
-	// Presence answers for the session (404, 410) and has its status.
 	p, err := h.bus.Presence(session)
 	if err != nil {
-		return resume.StatusFor(err, session)
+		return frame.PresenceData{}, resume.StatusFor(err, session)
 	}
 	h.reads.Add(1)
+	return p, nil
+}
+
+func (h *Handler) serveTurn(w http.ResponseWriter, r *http.Request, session string) error {
+	p, err := h.presenceOf(r, session) // it answers for the session, and has its status
+	if err != nil {
+		return err
+	}
 	t, ok := h.bus.ActiveTurn(session)
 	if !ok {
 		w.Header().Set("Cache-Control", "no-store")
@@ -275,14 +276,10 @@ func (h *Handler) serveTurn(w http.ResponseWriter, r *http.Request, session stri
 }
 
 func (h *Handler) servePresence(w http.ResponseWriter, r *http.Request, session string) error {
-	if err := h.authorize(r, session); err != nil {
+	p, err := h.presenceOf(r, session)
+	if err != nil {
 		return err
 	}
-	p, err := h.bus.Presence(session)
-	if err != nil {
-		return resume.StatusFor(err, session)
-	}
-	h.reads.Add(1)
 	writeJSON(w, http.StatusOK, p)
 	return nil
 }
