@@ -125,17 +125,6 @@ func mustOK(rt *rapid.T, err error) {
 	}
 }
 
-// open returns the sessions not closed, in a fixed order.
-func (h *turnHarness) open() []string {
-	var out []string
-	for _, s := range []string{"r", "c", "g", "o"} {
-		if !h.closed[s] {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
 // activeTurns returns the active turns, in a fixed order.
 func (h *turnHarness) activeTurns() []*mTurn {
 	var out []*mTurn
