@@ -391,6 +391,9 @@ func (r *run) orchestrate(p *agent, children *[]string) error {
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
+		if p.turn.Context().Err() != nil {
+			return p.ended(err) // the parent was stopped: one reason, not one per sub-agent
+		}
 		return err
 	}
 

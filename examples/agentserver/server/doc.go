@@ -9,7 +9,7 @@
 //	GET    /healthz                 200 {"status":"ok"}; 503 {"status":"unavailable","message"} while
 //	                                the bus's backend is down (Options.Ready: a node over NATS cut off)
 //	GET    /info                    epoch, last id, page defaults, event types, the counters of the bus
-//	                                and of the SSE, WebSocket and Durable Streams routes
+//	                                and of the SSE, WebSocket, Durable Streams and turn routes
 //	GET    /sessions                every live session (observe.SessionInfo), sorted by id
 //	POST   /sessions                {"id"?, "parent"?} → 201 {"id"}; an id is generated when absent
 //	                                (an explicit "" is 400); a closed id is reopened (ACP session/resume)

@@ -25,7 +25,7 @@ func Routes() []Route {
 		{"GET /{$}", "GET /", "the page: watches a session live over SSE, or one WebSocket (?transport=ws)"},
 		{"GET /static/", "GET /static/{file}", "the page's scripts and styles"},
 		{"GET /healthz", "GET /healthz", "200 ok, or 503 with Retry-After while the bus's backend is down"},
-		{"GET /info", "GET /info", "the epoch, the last id, the page's defaults, the counters of the bus, SSE, WebSocket and Durable Streams"},
+		{"GET /info", "GET /info", "the epoch, the last id, the page's defaults, the counters of the bus, SSE, WebSocket, Durable Streams and turn routes"},
 		{"GET /sessions", "GET /sessions", "every live session, sorted by id"},
 		{"POST /sessions", "POST /sessions", `create a session: {"id"?, "parent"?} (an absent id is generated)`},
 		{"POST /session/{id}/events", "POST /session/{id}/events", `publish: {"type", "data"?, "origin"?}; Producer-Id/-Epoch/-Seq make it idempotent`},
