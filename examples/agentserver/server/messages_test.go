@@ -112,7 +112,7 @@ func TestStreamNGivesNDeltasThenOneToolCall(t *testing.T) {
 		}
 		assert.Equal(t, acp.TypeToolCall, evs[n].Type)
 		assert.Equal(t, acp.TypeToolCallUpdate, evs[n+1].Type)
-		assert.Contains(t, string(evs[n+1].Data), fmt.Sprintf(`"status":"completed"`))
+		assert.Contains(t, string(evs[n+1].Data), `"status":"completed"`)
 		assert.Contains(t, string(evs[n+1].Data), fmt.Sprintf("streamed %d chunks", n))
 		assert.Contains(t, string(end.Data), `"reason":"complete"`)
 	}
