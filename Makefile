@@ -23,7 +23,7 @@ lint:
 	$(GO) vet $(PKGS)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
 
-## property: the long property-test run — every TestProperty* of eventbus (the delivery model and
+## property: the long property-test run — every TestProperty* of eventbus (the delivery model, turns and
 ## parallel publishers) with PROPERTY_CHECKS cases each (default 10,000; CI runs
 ## 1,000), under the race detector
 PROPERTY_CHECKS ?= 10000

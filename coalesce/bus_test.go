@@ -287,16 +287,16 @@ func TestThrottle(t *testing.T) {
 		chunk(b, "b")
 		_, ok := sub.TryNext() // b is held by the consumer, out of the queue
 		require.False(t, ok)
-		pub(t, b, "s1", "turn_end", map[string]any{})
-		pub(t, b, "s1", "turn_end", map[string]any{})
-		pub(t, b, "s1", "turn_end", map[string]any{}) // overflows: evicted
+		pub(t, b, "s1", "note", map[string]any{})
+		pub(t, b, "s1", "note", map[string]any{})
+		pub(t, b, "s1", "note", map[string]any{}) // overflows: evicted
 		got, err := drain(t, sub)
 		require.ErrorIs(t, err, eventbus.ErrEvicted)
 		var types []string
 		for _, ev := range got {
 			types = append(types, ev.Type)
 		}
-		assert.Equal(t, []string{"agent_message_chunk", "turn_end", "turn_end", frame.TypeClientEvicted}, types)
+		assert.Equal(t, []string{"agent_message_chunk", "note", "note", frame.TypeClientEvicted}, types)
 		assert.Equal(t, "b", acpText(t, got[0]))
 	})
 

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // Kind says what a [Part] is.
@@ -59,10 +60,10 @@ func (k Kind) String() string {
 
 // The reasons a turn ends ([Finish] parts): those of the bus's turn_end.
 const (
-	ReasonComplete     = "complete"
-	ReasonCancelled    = "cancelled"
-	ReasonError        = "error"
-	ReasonProducerLost = "producer_lost"
+	ReasonComplete     = frame.ReasonComplete
+	ReasonCancelled    = frame.ReasonCancelled
+	ReasonError        = frame.ReasonError
+	ReasonProducerLost = frame.ReasonProducerLost
 )
 
 // Part is one protocol-neutral piece of a turn, decoded from a bus event.

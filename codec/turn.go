@@ -4,12 +4,13 @@ import (
 	"encoding/json"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
-// The turn lifecycle event types.
+// The turn lifecycle event types: the bus's turn records.
 const (
-	TypeTurnStart = "turn_start"
-	TypeTurnEnd   = "turn_end"
+	TypeTurnStart = frame.TypeTurnStart
+	TypeTurnEnd   = frame.TypeTurnEnd
 )
 
 // Turns decodes the turn lifecycle events:

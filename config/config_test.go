@@ -68,6 +68,9 @@ func TestLoadDefaults(t *testing.T) {
 		{"MAX_RETAINED", cfg.MaxRetained, 1000},
 		{"REPLAY_MAX_BYTES", cfg.ReplayMaxBytes, int64(0)},
 		{"REPLAY_MAX_AGE", cfg.ReplayMaxAge, time.Duration(0)},
+		{"PRESENCE_GRACE", cfg.PresenceGrace, 15 * time.Second},
+		{"CANCEL_HOLD", cfg.CancelHold, 30 * time.Second},
+		{"TURN_LEASE", cfg.TurnLease, 5 * time.Second},
 	}
 	require.Len(t, tests, len(fields), "one row per variable")
 	for _, tt := range tests {
@@ -179,6 +182,14 @@ func TestLoadBadValue(t *testing.T) {
 		{"NATS_MAX_AGE", "500ms", `=500ms: out of range 0 or [1s, 8760h]`, eventbus.ErrOutOfRange},
 		{"REPLAY_MAX_AGE", "500ms", `=500ms: out of range 0 or [1s, 8760h]`, eventbus.ErrOutOfRange},
 		{"REPLAY_MAX_AGE", "soon", `="soon"` + notDur, eventbus.ErrInvalid},
+		{"PRESENCE_GRACE", "0", `=0: out of range [100ms, 1h]`, eventbus.ErrOutOfRange},
+		{"PRESENCE_GRACE", "50ms", `=50ms: out of range [100ms, 1h]`, eventbus.ErrOutOfRange},
+		{"PRESENCE_GRACE", "2h", `=2h: out of range [100ms, 1h]`, eventbus.ErrOutOfRange},
+		{"PRESENCE_GRACE", "soon", `="soon"` + notDur, eventbus.ErrInvalid},
+		{"CANCEL_HOLD", "500ms", `=500ms: out of range [1s, 1h]`, eventbus.ErrOutOfRange},
+		{"CANCEL_HOLD", "-1s", `=-1s: out of range [1s, 1h]`, eventbus.ErrOutOfRange},
+		{"TURN_LEASE", "10m", `=10m: out of range [1s, 5m]`, eventbus.ErrOutOfRange},
+		{"TURN_LEASE", "1", `="1"` + notDur, eventbus.ErrInvalid},
 		{"REPLAY_MAX_BYTES", "-1", `=-1: out of range 0 or [1B, 1GiB]`, eventbus.ErrOutOfRange},
 		{"REPLAY_MAX_BYTES", "2GiB", `=2GiB: out of range 0 or [1B, 1GiB]`, eventbus.ErrOutOfRange},
 		{"REPLAY_MAX_BYTES", "lots", `="lots"` + notSize, eventbus.ErrInvalid},

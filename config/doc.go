@@ -28,6 +28,9 @@
 //	AGENTPOOL_EVENTBUS_REPLAY_MAX_BYTES             0 (none)         0 or 1B–1GiB of event data per session's replay buffer
 //	AGENTPOOL_EVENTBUS_REPLAY_MAX_AGE               0 (none)         0 or 1s–8760h an event stays in the replay buffer (Go duration)
 //	AGENTPOOL_EVENTBUS_REPLAY_COMPACT               off              off | acp | agentpool (rule set folding a session's stored deltas)
+//	AGENTPOOL_EVENTBUS_PRESENCE_GRACE               15s              100ms–1h a client's reconnect within it is no leave and join
+//	AGENTPOOL_EVENTBUS_CANCEL_HOLD                  30s              1s–1h a cancel of a turn not yet started is held
+//	AGENTPOOL_EVENTBUS_TURN_LEASE                   5s               1s–5m lease on a node's turns and presence (over NATS)
 //
 // Byte sizes are an integer number of bytes or an integer with a unit:
 // B, kB or KB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -11,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/acp"
-	"github.com/replaybus/replaybus/codec"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -27,7 +27,8 @@ func hostileTurn(t *testing.T) *turnFixture {
 	t.Helper()
 	return recordTurn(t, func(bus *eventbus.Bus, f *turnFixture, pub func(acp.Update)) {
 		must := func(_ eventbus.Event, err error) { require.NoError(t, err) }
-		must(bus.Publish("s1", codec.TypeTurnStart, map[string]string{"turn": "turn-1", "session": "s1"}))
+		turn, err := bus.StartTurn(context.Background(), "s1", eventbus.TurnOptions{ID: "turn-1"})
+		require.NoError(t, err)
 		say := func(from, to int) {
 			for i := from; i < to; i++ {
 				s := fmt.Sprintf("中文 é😀 \"q\"\r\n<%d> ", i)
@@ -64,7 +65,7 @@ func hostileTurn(t *testing.T) *turnFixture {
 		must(bus.Publish("s1", "weird type/é x", map[string]string{"k": "v"}))
 		must(bus.PublishBytes("s1", "raw", "application/octet-stream", []byte{0, 0xff, '\n'}))
 		say(30, 60)
-		must(bus.Publish("s1", codec.TypeTurnEnd, map[string]string{"turn": "turn-1", "reason": codec.ReasonComplete}))
+		must(turn.End(nil))
 	})
 }
 

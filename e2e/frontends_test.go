@@ -83,7 +83,7 @@ type turnFixture struct {
 func newTurn(t *testing.T) *turnFixture {
 	t.Helper()
 	return recordTurn(t, func(bus *eventbus.Bus, f *turnFixture, pub func(acp.Update)) {
-		_, err := bus.Publish("s1", codec.TypeTurnStart, map[string]string{"turn": "turn-1", "session": "s1"})
+		turn, err := bus.StartTurn(context.Background(), "s1", eventbus.TurnOptions{ID: "turn-1"})
 		require.NoError(t, err)
 		for _, s := range []string{"Let me ", "look ", "first."} {
 			f.thought += s
@@ -106,7 +106,7 @@ func newTurn(t *testing.T) *turnFixture {
 		_, err = bus.Publish("s1", "note", map[string]string{"by": "app"})
 		require.NoError(t, err)
 		say(20, 40)
-		_, err = bus.Publish("s1", codec.TypeTurnEnd, map[string]string{"turn": "turn-1", "reason": codec.ReasonComplete})
+		_, err = turn.End(nil)
 		require.NoError(t, err)
 	})
 }

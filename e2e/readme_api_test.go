@@ -62,9 +62,10 @@ func TestInfoCountersAreLowerCamel(t *testing.T) {
 	var info map[string]json.RawMessage
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&info))
 	for part, want := range map[string][]string{
-		"bus": {"sessions", "subscribers", "published"},
-		"sse": {"active", "started", "rejected", "frames", "heartbeats", "writeErrors"},
-		"ws":  {"active", "started", "rejected", "frames", "evicted", "protocolErrors", "writeErrors", "pongs"},
+		"bus":   {"sessions", "subscribers", "published"},
+		"sse":   {"active", "started", "rejected", "frames", "heartbeats", "writeErrors"},
+		"ws":    {"active", "started", "rejected", "frames", "evicted", "protocolErrors", "writeErrors", "pongs", "cancels"},
+		"turns": {"cancels", "reads", "rejected"},
 	} {
 		var counters map[string]any
 		require.NoError(t, json.Unmarshal(info[part], &counters), "/info's %q", part)

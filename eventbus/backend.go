@@ -46,7 +46,8 @@ type Backend interface {
 }
 
 // Feed is what a [Backend] delivers into: the bus hands its own to
-// Backend.Start. Backends call it from one goroutine at a time.
+// Backend.Start. Backends call Ingest, Evicted and Fail from one
+// goroutine at a time; TurnLost and Presence may come from any goroutine.
 type Feed interface {
 	// Ingest hands over one stored event with its id; an id at or below
 	// one already ingested is ignored. A session_closed event closes the
@@ -60,6 +61,14 @@ type Feed interface {
 	// Fail ends every current subscription with err wrapped in
 	// ErrBackend; the bus stays usable.
 	Fail(err error)
+	// TurnLost reports that the lease of turn of session expired
+	// ([LeaseBackend]): unless the turn has ended, the bus appends its
+	// turn_end{producer_lost}. Any number of nodes may report it; a
+	// second end is never stored.
+	TurnLost(session, turn string)
+	// Presence hands over node's part of session's presence
+	// ([LeaseBackend.SharePresence]), nil when it went.
+	Presence(node, session string, part []byte)
 }
 
 // Syncer is a [Backend] whose feed can run behind its appends. A Subscribe

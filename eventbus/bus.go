@@ -36,6 +36,7 @@ type Bus struct {
 	hist  *history
 	st    eventStore
 	idx   index                          // the delivery index: who hears a publish (index.go)
+	turns turnKeeper                     // the turns this bus runs, and its turn counters (turnstore.go)
 	ttl   expiry                         // the expiry goroutine's stop and done
 	waits *deadline.Queue[*Subscription] // parked readers' deadlines (wait.go: NextBefore, NextBatch)
 }
@@ -94,13 +95,14 @@ func newBus(cfg Options, be Backend) (*Bus, *fedStore, error) {
 	}
 	b.waits = deadline.New(b.deadlineDue)
 	b.ttl.stop, b.ttl.done = make(chan struct{}), make(chan struct{})
-	mem := &memStore{h: b.hist, idx: &b.idx, now: b.cfg.now, controller: cfg.SessionController}
+	mem := &memStore{h: b.hist, idx: &b.idx, now: b.cfg.now, controller: cfg.SessionController, tk: &b.turns}
 	var fed *fedStore
 	b.st = mem
 	if be != nil {
 		fed = newFedStore(mem, be, b.ttl.stop)
 		b.st = fed
 	}
+	b.initTurns(mem, fed)
 	go b.expireLoop()
 	return b, fed, nil
 }
@@ -164,6 +166,8 @@ func (b *Bus) Stats() observe.Stats {
 	st.Resyncs = c.resyncs.Load()
 	st.Replayed = uint64(c.replayed.Load())
 	st.Guarded = uint64(c.guarded.Load())
+	b.turns.stats(&st)
+	st.PresenceChanges = b.idx.hub.changes.Load()
 	return st
 }
 
@@ -172,12 +176,15 @@ func (b *Bus) Stats() observe.Stats {
 // return ErrClosed. It is idempotent and returns nil; it does not wait for
 // consumers.
 func (b *Bus) Close() error {
+	b.turns.goodbye()
 	b.hist.Lock()
 	if b.hist.Closed() {
 		b.hist.Unlock()
 		<-b.ttl.done
 		return nil
 	}
+	b.turns.endOwnTurnsLocked()
+	b.idx.hub.stop()
 	b.hist.Close()
 	var subs []*Subscription
 	b.idx.each(b.hist, func(s *Subscription) { subs = append(subs, s) })
@@ -189,6 +196,7 @@ func (b *Bus) Close() error {
 	b.hist.Unlock()
 	b.waits.Close()
 	<-b.ttl.done
+	b.turns.wait()
 	return b.st.shutdown()
 }
 

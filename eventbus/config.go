@@ -63,6 +63,16 @@ const (
 	// defaultMaxRetained is 1000 closed sessions' replay buffers kept at
 	// once per bus.
 	defaultMaxRetained = 1000
+	// defaultPresenceGrace is 15 s: how long a client's last subscription
+	// counts as attached after it ends (a reconnect within it is no
+	// leave and join).
+	defaultPresenceGrace = 15 * time.Second
+	// defaultCancelHold is 30 s: how long a cancel of a turn not yet
+	// started is held.
+	defaultCancelHold = 30 * time.Second
+	// defaultTurnLease is 5 s: the lease on a node's turns and presence
+	// over a backend that has leases.
+	defaultTurnLease = 5 * time.Second
 )
 
 // Options configure a [Bus] (see [New]): the one configuration struct of
@@ -180,6 +190,27 @@ type Options struct {
 	// Over NATS the stream's MaxAge follows it (see adapters/nats).
 	// Env: AGENTPOOL_EVENTBUS_REPLAY_MAX_AGE (a Go duration such as "10m").
 	ReplayMaxAge time.Duration `env:"REPLAY_MAX_AGE"`
+
+	// PresenceGrace is how long a client id counts as attached to a
+	// session after its last subscription ended: a reconnect within it
+	// shows neither a leave nor a join (SubscribeOptions.Client). Range
+	// 100ms–1h; zero means 15s. Env: AGENTPOOL_EVENTBUS_PRESENCE_GRACE.
+	PresenceGrace time.Duration `env:"PRESENCE_GRACE"`
+
+	// CancelHold is how long a cancel of a turn a session does not know
+	// (not started yet: on another node, or a client-chosen id whose
+	// start is in flight) is held, to apply when the turn starts; at most
+	// 16 are held per session. Range 1s–1h; zero means 30s.
+	// Env: AGENTPOOL_EVENTBUS_CANCEL_HOLD.
+	CancelHold time.Duration `env:"CANCEL_HOLD"`
+
+	// TurnLease is the lease on the turns a node runs and on its part of
+	// presence, over a backend that has leases (LeaseBackend,
+	// adapters/nats): a node that dies without a goodbye has its turns
+	// ended (turn_end{producer_lost}) and its clients leave within twice
+	// the lease. Range 1s–5m; zero means 5s. Unused in memory.
+	// Env: AGENTPOOL_EVENTBUS_TURN_LEASE.
+	TurnLease time.Duration `env:"TURN_LEASE"`
 
 	// ReplayCompact, when set, compacts each session's replay buffer with
 	// this rule set (the coalesce package's coalesce.ACP, coalesce.AgentPool

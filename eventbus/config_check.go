@@ -30,6 +30,9 @@ var (
 	errBytesRange = outOfRange("[1B, 1GiB]")
 	errTTLRange   = outOfRange("[1s, 8760h]")
 	errAgeRange   = outOfRange("0 or [1s, 8760h]")
+	errGraceRange = outOfRange("[100ms, 1h]")
+	errHoldRange  = outOfRange("[1s, 1h]")
+	errLeaseRange = outOfRange("[1s, 5m]")
 	errBytes0     = outOfRange("0 or [1B, 1GiB]")
 	errBlock      = invalid("refused: block would stall every publisher behind one slow subscriber (want drop_subscriber, drop_oldest or drop_newest)")
 	errPolicy     = invalid("unknown overflow policy (want drop_subscriber, drop_oldest or drop_newest)")
@@ -38,7 +41,8 @@ var (
 // WithDefaults returns c with every zero field replaced by its default:
 // ReplayBufferSize 100, MaxQueueSize 1000, MaxQueuedBytes 2 MiB,
 // MaxSubscribers 64, SessionTTL 1h, ReplayBudgetBytes 8 MiB,
-// ClosedRetention 10m, MaxRetained 1000. OverflowPolicy stays zero: "" is
+// ClosedRetention 10m, MaxRetained 1000, PresenceGrace 15s, CancelHold
+// 30s, TurnLease 5s. OverflowPolicy stays zero: "" is
 // not a policy but "apply the default rule" (drop_oldest in process,
 // drop_subscriber for streams; see Options.OverflowPolicy), which only the
 // subscriber's side can apply. DroppableTypes (default none) and
@@ -54,6 +58,9 @@ func (c Options) WithDefaults() Options {
 	c.ReplayBudgetBytes = cmp.Or(c.ReplayBudgetBytes, defaultReplayBudgetBytes)
 	c.ClosedRetention = cmp.Or(c.ClosedRetention, defaultClosedRetention)
 	c.MaxRetained = cmp.Or(c.MaxRetained, defaultMaxRetained)
+	c.PresenceGrace = cmp.Or(c.PresenceGrace, defaultPresenceGrace)
+	c.CancelHold = cmp.Or(c.CancelHold, defaultCancelHold)
+	c.TurnLease = cmp.Or(c.TurnLease, defaultTurnLease)
 	return c
 }
 
@@ -125,6 +132,15 @@ func (c Options) problems() []problem {
 	}
 	if c.ReplayMaxAge != 0 && (c.ReplayMaxAge < time.Second || c.ReplayMaxAge > maxSessionTTL) {
 		add("ReplayMaxAge", c.ReplayMaxAge, errAgeRange)
+	}
+	if c.PresenceGrace < 100*time.Millisecond || c.PresenceGrace > time.Hour {
+		add("PresenceGrace", c.PresenceGrace, errGraceRange)
+	}
+	if c.CancelHold < time.Second || c.CancelHold > time.Hour {
+		add("CancelHold", c.CancelHold, errHoldRange)
+	}
+	if c.TurnLease < time.Second || c.TurnLease > 5*time.Minute {
+		add("TurnLease", c.TurnLease, errLeaseRange)
 	}
 	return ps
 }

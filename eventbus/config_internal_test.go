@@ -66,6 +66,13 @@ func TestValidate(t *testing.T) {
 			want: []string{`eventbus: DroppableTypes=["a\nb"]: entry "a\nb" contains white space or a control character`}},
 		{name: "ReplayBudgetBytes negative", cfg: Options{ReplayBudgetBytes: -1},
 			want: []string{"eventbus: ReplayBudgetBytes=-1: out of range [1B, 1GiB]"}},
+		{name: "turn and presence bounds are valid", cfg: Options{PresenceGrace: 100 * time.Millisecond, CancelHold: time.Hour, TurnLease: time.Second}},
+		{name: "PresenceGrace too short", cfg: Options{PresenceGrace: time.Millisecond},
+			want: []string{"eventbus: PresenceGrace=1ms: out of range [100ms, 1h]"}},
+		{name: "CancelHold negative", cfg: Options{CancelHold: -time.Second},
+			want: []string{"eventbus: CancelHold=-1s: out of range [1s, 1h]"}},
+		{name: "TurnLease too long", cfg: Options{TurnLease: 6 * time.Minute},
+			want: []string{"eventbus: TurnLease=6m0s: out of range [1s, 5m]"}},
 		{name: "every problem at once", cfg: Options{ReplayBufferSize: -1, MaxQueueSize: -2, MaxQueuedBytes: -3,
 			MaxSubscribers: -4, SessionTTL: -5, OverflowPolicy: "block", DroppableTypes: []string{" "}, ReplayBudgetBytes: -6},
 			want: []string{

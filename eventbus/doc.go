@@ -18,7 +18,7 @@
 // Ids therefore rise strictly within every session and every scope, and a
 // subscriber of any scope resumes with one Last-Event-ID. Synthetic frames
 // (state_resync_required, replay_complete, slow_client_warning,
-// client_evicted) have id 0 and never consume an id. Each bus has a random
+// client_evicted, presence) have id 0 and never consume an id. Each bus has a random
 // [Bus.Epoch]; a cursor from another epoch is an epoch_reset.
 //
 // # Delivery guarantees
@@ -72,6 +72,31 @@
 // and [Event.FirstID]; never across sessions, types, replay and live, or a
 // synthetic frame. [SubscribeOptions.Throttle] adds OpenClaw's delta
 // throttle. [Coalesce] merges a batch the same way.
+//
+// # Turns
+//
+// [Bus.StartTurn] starts a producer's turn on a session: a turn_start
+// record in the log and a [Turn] whose context ends when a cancel is
+// applied to it. [Bus.Cancel] writes a turn_cancel record — one turn, the
+// session's active turns, or with Cascade its descendants' too; a turn not
+// yet started is held for [Options.CancelHold] — and the turn's
+// turn_end{cancelled} follows at once. Every turn ends exactly once
+// (complete, error, cancelled, producer_lost), also when [Turn.End] races
+// a cancel, its context ends, its session or the bus closes. The store
+// derives which turn is active from the records as they are appended,
+// here or by a backend's feed ([Bus.ActiveTurn], [Bus.Turn]); over a
+// [LeaseBackend] a node's turns live under a lease, and another node ends
+// them (producer_lost) when the node dies.
+//
+// # Presence
+//
+// Every subscription counts as attached to its session, as the client
+// [SubscribeOptions.Client] names (a client's reconnect within
+// [Options.PresenceGrace] is no leave and join) or anonymously; with
+// [SubscribeOptions.Presence] it gets a presence frame first, then one
+// per change: the clients, the agent status ([Bus.SetStatus]) and the
+// active turn. Presence frames have no id and are never stored
+// ([Bus.Presence] reads the same state).
 //
 // # Concurrency
 //

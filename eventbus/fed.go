@@ -249,8 +249,9 @@ func (f *fedStore) create(id, parent string) error {
 // included, closes the session when its feed ingests it.
 func (f *fedStore) closeSession(id string, cascade bool) error {
 	type job struct {
-		path []string
-		id   string
+		path  []string
+		id    string
+		turns []string // its active turns, ended before it closes
 	}
 	f.h.Lock()
 	if f.h.Closed() {
@@ -265,10 +266,20 @@ func (f *fedStore) closeSession(id string, cascade bool) error {
 	targets := closeTargets(x, cascade)
 	jobs := make([]job, len(targets))
 	for i, y := range targets {
-		jobs[i] = job{y.Path(), y.ID}
+		jobs[i] = job{path: y.Path(), id: y.ID}
+		for _, c := range y.ActiveTurns(false, nil) {
+			jobs[i].turns = append(jobs[i].turns, c.Turn.ID)
+		}
 	}
 	f.h.Unlock()
 	for _, j := range jobs {
+		for _, turn := range j.turns {
+			end := Event{Session: j.id, Type: frame.TypeTurnEnd, Time: f.local.now(),
+				Data: mustJSON(frame.TurnData{Turn: turn, Reason: frame.ReasonCancelled, Message: "session closed"})}
+			if _, err := f.append(j.path, end); err != nil {
+				return err
+			}
+		}
 		ev := Event{Session: j.id, Type: frame.TypeSessionClosed, Time: f.local.now(),
 			Data: mustJSON(frame.SessionClosedData{Session: j.id, Reason: "closed"})}
 		if _, err := f.append(j.path, ev); err != nil {
@@ -398,7 +409,20 @@ func (f *fedStore) Ingest(path []string, ev Event) {
 	if ev.Type == frame.TypeSessionClosed {
 		f.local.appendLocked(x, r, true, &fan{}) // wakes at once, as closeLocked does
 		f.h.Tombstone(x.ID, r.Nanos)
+		f.local.tk.sessionGone(x)
 		f.local.closeLocked(x, false)
+		return
+	}
+	if store.IsTurnType(ev.Type) {
+		// Checked against the turn state as a local write is: a record
+		// the state cannot take (a second turn_end, a turn_start while
+		// another turn is active) is not stored, on every node alike.
+		if x.CheckTurn(r) != store.TurnOK {
+			f.h.SetLastID(ev.ID)
+			return
+		}
+		f.local.appendLocked(x, r, false, &fn)
+		f.local.applyTurnLocked(x, r, &fn)
 		return
 	}
 	f.local.appendLocked(x, r, false, &fn)

@@ -455,6 +455,8 @@ func TestStatsAndDiagnostics(t *testing.T) {
 		Evicted:   1, // slow at 7
 		Warnings:  2, // slow at 5, dropper at 6
 		Resyncs:   1, // replayer's epoch_reset
+		// three anonymous subscribers attached, one (slow) left
+		PresenceChanges: 4,
 	}, st)
 
 	mu.Lock()

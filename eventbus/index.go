@@ -32,9 +32,10 @@ import (
 
 // subs are one session's subscriber lists.
 type subs struct {
-	own          subList // subscribers made on this session (all scopes but "all")
-	desc         subList // those of own with scope descendants
-	childSubtree subList // subtree subscribers made on this session's children
+	own          subList                  // subscribers made on this session (all scopes but "all")
+	desc         subList                  // those of own with scope descendants
+	childSubtree subList                  // subtree subscribers made on this session's children
+	pres         atomic.Pointer[presence] // the session's presence (presence.go), made when first needed
 }
 
 // index is the delivery index of a bus: the "all" subscribers, the
@@ -46,6 +47,7 @@ type index struct {
 	now       func() time.Time
 	report    func(observe.Diagnostic) // Options.Diagnostics
 	logger    *slog.Logger             // Options.Logger
+	hub       *presenceHub             // who is attached to each session (presence.go)
 
 	_    [64]byte // the counters, written on subscribe, off the line publishers read all.n on
 	cnt  counters
@@ -106,6 +108,7 @@ func (ix *index) register(s *Subscription) {
 	x := s.sess
 	x.AddSubscribers(1)
 	ix.cnt.nsubs.Add(1)
+	ix.hub.join(s)
 	switch s.kind {
 	case scope.All:
 		ix.all.list.add(s, 1)
@@ -149,6 +152,7 @@ func (ix *index) unregister(s *Subscription) {
 	s.pos = [2]int{-1, -1}
 	x.AddSubscribers(-1)
 	ix.cnt.nsubs.Add(-1)
+	ix.hub.leave(s)
 	x.Touch(ix.now().UnixNano())
 }
 

@@ -91,6 +91,18 @@ type SubscribeOptions struct {
 	// snapshot without asking. Over SSE and WebSocket: ?snapshot=1.
 	Snapshot bool
 
+	// Client is the id of the client the subscription attaches as, for
+	// presence: its subscriptions count as one client, and its leave
+	// waits Options.PresenceGrace so a reconnect within it changes
+	// nothing. "" is an anonymous subscriber: it counts, but a reconnect
+	// cannot be told from a new one (it leaves and joins). The rules of a
+	// session id apply. Over SSE and WebSocket: ?client=.
+	Client string
+	// Presence asks for presence frames: the session's presence first
+	// (before any replay), then one per change (frame.PresenceData). Off
+	// by default. Over SSE and WebSocket: ?presence=1.
+	Presence bool
+
 	// Throttle, with Coalesce set, holds a mergeable live event for up to
 	// this long after the previous one was handed out, merging what follows
 	// (OpenClaw's 150 ms chat-delta throttle); any other event hands out

@@ -36,7 +36,9 @@ package eventbus
 // Beside the chain: the structure lock (exclusive) → the history's lock of
 // the tree's parent links, which listings read (internal/store); the
 // diagnostics aggregator's own lock (internal/diag) is taken under any of
-// 1–4 and takes none. Nobody takes the read side of the structure lock
+// 1–4 and takes none; a session's presence lock (presence.go) is taken
+// under 1–3 or alone, and takes only 4 (a listener's frame) and the
+// presence hub's own lock. Nobody takes the read side of the structure lock
 // twice (a waiting exclusive locker would block the second); the consumer
 // takes no bus lock to read; a publisher never waits on a consumer;
 // wake-ups and diagnostics are delivered after every lock is released.

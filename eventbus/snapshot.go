@@ -275,7 +275,7 @@ func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 	// then the replay handed over as the snapshot slice, read in place
 	// before anything in the queue (no per-event queue entry). s is not yet
 	// visible to its reader.
-	s.lead = lead
+	s.lead = append(s.lead, lead...) // after the presence frame, if any (presence.go)
 	s.rd.SetReplay(snap[:n:n])
 	// The reinsert guard: nothing at or below what the subscriber already
 	// has is handed out. That is the cursor (0 after an epoch_reset), not

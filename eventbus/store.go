@@ -46,6 +46,12 @@ type eventStore interface {
 	closeSession(id string, cascade bool) error
 	// checkProducer is CheckProducer, after the ids were checked.
 	checkProducer(id string, p *producer.Stamp) error
+	// startTurn, endTurn, cancelTurns and publishInTurn write the turn
+	// API's records and a turn's events (turnstore.go, lease.go).
+	startTurn(ctx context.Context, t *Turn, r *record) error
+	endTurn(t *Turn, r *record) (Event, error)
+	cancelTurns(ctx context.Context, id string, d frame.CancelData, r *record) (CancelResult, error)
+	publishInTurn(t *Turn, r *record, p *producer.Stamp) (Event, error)
 	// await returns once the history holds cursor, or gives up (a
 	// backend's feed may be behind); an error wraps ErrBackend when the
 	// backend cannot say how far behind it is.
@@ -67,6 +73,7 @@ type memStore struct {
 	idx        *index
 	now        func() time.Time
 	controller func(sessionID string) (parentID string) // Options.SessionController
+	tk         *turnKeeper                              // the bus's turns (turnstore.go)
 }
 
 func (m *memStore) nowNanos() int64 { return m.now().UnixNano() }
@@ -226,6 +233,9 @@ func closeTargets(x *session, cascade bool) []*session {
 // subscribers end after they drain, and its children move up to its
 // parent. The structure lock is held exclusively.
 func (m *memStore) closeLocked(x *session, announce bool) {
+	if announce {
+		m.endTurnsLocked(x, frame.ReasonCancelled, "session closed")
+	}
 	now := m.nowNanos()
 	if announce {
 		r := &record{Session: x.ID, Type: frame.TypeSessionClosed, Nanos: now,

@@ -96,6 +96,14 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 	if err := s.setFilter(o.Types); err != nil {
 		return nil, err
 	}
+	if o.Client != "" {
+		if err := checkName("client id", o.Client); err != nil {
+			return nil, err
+		}
+	}
+	if o.Client != "" || o.Presence {
+		s.member = &presenceMember{client: o.Client, listen: o.Presence}
+	}
 	cursor := o.Cursor
 	if o.NoReplay {
 		cursor = nil // AgentPool's replay=False wins over last_event_id

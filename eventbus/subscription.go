@@ -77,6 +77,10 @@ type Subscription struct {
 	dl   deadline.Slot // s's place in the bus's deadline queue (wait.go)
 	done chan struct{} // made on the first Done call
 	pump *pumpState    // the Events pump, nil until Events is called
+
+	// Fixed at Subscribe: how s takes part in its session's presence
+	// (presence.go); nil for an anonymous subscription that does not listen.
+	member *presenceMember
 }
 
 // pumpState is the Events pump of a subscription (see Subscription.Events).

@@ -42,6 +42,14 @@ func NewCollector(bus *eventbus.Bus, namespace string) *Collector {
 		m("sessions_expired_total", "Sessions expired for idleness.", c, func(s observe.Stats) float64 { return float64(s.Expired) }),
 		m("retained_buffers", "Closed sessions' replay buffers kept for their open ancestors.", g, func(s observe.Stats) float64 { return float64(s.Retained) }),
 		m("retained_buffers_dropped_total", "Kept buffers dropped (retention time, cap, root closed) before a reopen.", c, func(s observe.Stats) float64 { return float64(s.RetainedDropped) }),
+		m("turns_started_total", "Turns started (turn_start records applied).", c, func(s observe.Stats) float64 { return float64(s.TurnsStarted) }),
+		m("turns_ended_total", "Turns ended, any reason (turn_end records applied).", c, func(s observe.Stats) float64 { return float64(s.TurnsEnded) }),
+		m("turns_cancelled_total", "Turns ended cancelled.", c, func(s observe.Stats) float64 { return float64(s.TurnsCancelled) }),
+		m("turns_failed_total", "Turns ended with an error.", c, func(s observe.Stats) float64 { return float64(s.TurnsFailed) }),
+		m("turns_lost_total", "Turns ended producer_lost.", c, func(s observe.Stats) float64 { return float64(s.TurnsLost) }),
+		m("cancels_held_total", "Cancels held for turns not yet started.", c, func(s observe.Stats) float64 { return float64(s.CancelsHeld) }),
+		m("cancels_expired_total", "Held cancels that went unapplied.", c, func(s observe.Stats) float64 { return float64(s.CancelsExpired) }),
+		m("presence_changes_total", "Changes of sessions' presence.", c, func(s observe.Stats) float64 { return float64(s.PresenceChanges) }),
 	}}
 }
 

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/metrics"
 )
 
@@ -52,5 +53,28 @@ replaybus_sessions{epoch="e1"} 1
 		"replaybus_slow_client_warnings_total", "replaybus_subscribers", "replaybus_sessions"))
 	n, err := testutil.GatherAndCount(reg)
 	require.NoError(t, err)
-	assert.Equal(t, 12, n)
+	assert.Equal(t, 20, n)
+}
+
+func TestCollectorReportsTurns(t *testing.T) {
+	bus, err := eventbus.New(eventbus.Options{Epoch: "e1"})
+	require.NoError(t, err)
+	defer bus.Close()
+	require.NoError(t, bus.CreateSession("s", ""))
+	_, err = bus.StartTurn(context.Background(), "s", eventbus.TurnOptions{ID: "t"})
+	require.NoError(t, err)
+	_, err = bus.Cancel(context.Background(), "s", frame.CancelData{})
+	require.NoError(t, err)
+	reg := prometheus.NewRegistry()
+	require.NoError(t, reg.Register(metrics.NewCollector(bus, "replaybus")))
+	want := `
+# HELP replaybus_turns_started_total Turns started (turn_start records applied).
+# TYPE replaybus_turns_started_total counter
+replaybus_turns_started_total{epoch="e1"} 1
+# HELP replaybus_turns_cancelled_total Turns ended cancelled.
+# TYPE replaybus_turns_cancelled_total counter
+replaybus_turns_cancelled_total{epoch="e1"} 1
+`
+	assert.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want),
+		"replaybus_turns_started_total", "replaybus_turns_cancelled_total"))
 }

@@ -44,6 +44,10 @@ func (r *recorder) Fail(err error) {
 	r.fails = append(r.fails, err)
 }
 
+// The lease reports: this backend has no leases yet.
+func (r *recorder) TurnLost(string, string)         {}
+func (r *recorder) Presence(string, string, []byte) {}
+
 // fakeMsg is the part of jetstream.Msg that handle reads.
 type fakeMsg struct {
 	jetstream.Msg

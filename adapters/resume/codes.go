@@ -19,27 +19,34 @@ import (
 // Streams); docs/protocol.md lists them with their status codes,
 // docs/durable-streams.md those of the Durable Streams route.
 const (
-	CodeInvalidLastEventID = "invalid_last_event_id"     // 400: Last-Event-ID / last_event_id / lastEventId malformed
-	CodeInvalidMaxQueued   = "invalid_max_queued"        // 400: maxQueued not 16–2048
-	CodeInvalidScope       = "invalid_scope"             // 400: scope not session|descendants|subtree|all
-	CodeInvalidReplay      = "invalid_replay"            // 400: replay not 0 or 1
-	CodeInvalidEpoch       = "invalid_epoch"             // 400: X-Event-Epoch malformed
-	CodeInvalidEvents      = "invalid_events"            // 400: events not typed or message
-	CodeInvalidSessionID   = "invalid_session_id"        // 400: empty, over-long, non-UTF-8 or control characters
-	CodeInvalidArgument    = "invalid_argument"          // 400: the bus refused a value (eventbus.ErrInvalid)
-	CodeInvalidQuery       = "invalid_query"             // 400: the query does not parse (?scope=%zz, a ';') or repeats a parameter
-	CodeForbidden          = "forbidden"                 // 403: the Authorize hook refused
-	CodeStaleProducerEpoch = "stale_producer_epoch"      // 403: a producer's epoch below the one in force (Producer-Epoch names it)
-	CodeNotFound           = "not_found"                 // 404: no such route
-	CodeSessionNotFound    = "session_not_found"         // 404: no such session
-	CodeMethodNotAllowed   = "method_not_allowed"        // 405: a method the route does not take (Allow lists them)
-	CodeProducerSeqGap     = "producer_seq_gap"          // 409: a producer's sequence past the next (Producer-Expected-Seq names it)
-	CodeSessionClosed      = "session_closed"            // 410 (409 on a Durable Stream): the session was closed
-	CodeRingEvicted        = frame.ReasonRingEvicted     // 410: a Durable Streams offset whose events the replay buffer evicted
-	CodeEpochReset         = frame.ReasonEpochReset      // 410: a Durable Streams offset of another epoch (the bus restarted)
-	CodeSubscriberLimit    = "subscriber_limit_exceeded" // 429: the session is at its subscriber cap; Retry-After: 5
-	CodeInternal           = "internal_error"            // 500: anything else
-	CodeNotImplemented     = "not_implemented"           // 501: the bus cannot do it (idempotent producers on a backend without them)
+	CodeInvalidLastEventID   = "invalid_last_event_id"        // 400: Last-Event-ID / last_event_id / lastEventId malformed
+	CodeInvalidMaxQueued     = "invalid_max_queued"           // 400: maxQueued not 16–2048
+	CodeInvalidScope         = "invalid_scope"                // 400: scope not session|descendants|subtree|all
+	CodeInvalidReplay        = "invalid_replay"               // 400: replay not 0 or 1
+	CodeInvalidEpoch         = "invalid_epoch"                // 400: X-Event-Epoch malformed
+	CodeInvalidEvents        = "invalid_events"               // 400: events not typed or message
+	CodeInvalidSessionID     = "invalid_session_id"           // 400: empty, over-long, non-UTF-8 or control characters
+	CodeInvalidArgument      = "invalid_argument"             // 400: the bus refused a value (eventbus.ErrInvalid)
+	CodeInvalidQuery         = "invalid_query"                // 400: the query does not parse (?scope=%zz, a ';') or repeats a parameter
+	CodeForbidden            = "forbidden"                    // 403: the Authorize hook refused
+	CodeForbiddenOrigin      = "forbidden_origin"             // 403: a browser page of another origin (a WebSocket handshake, a cross-site POST)
+	CodeStaleProducerEpoch   = "stale_producer_epoch"         // 403: a producer's epoch below the one in force (Producer-Epoch names it)
+	CodeNotFound             = "not_found"                    // 404: no such route
+	CodeSessionNotFound      = "session_not_found"            // 404: no such session
+	CodeMethodNotAllowed     = "method_not_allowed"           // 405: a method the route does not take (Allow lists them)
+	CodeProducerSeqGap       = "producer_seq_gap"             // 409: a producer's sequence past the next (Producer-Expected-Seq names it)
+	CodeTurnActive           = "turn_active"                  // 409: the session has an active turn (eventbus.ErrTurnActive; the message names it)
+	CodeTurnEnded            = "turn_ended"                   // 409: a cancel of a turn that has ended (eventbus.ErrTurnEnded; the message names it)
+	CodeSessionClosed        = "session_closed"               // 410 (409 on a Durable Stream): the session was closed
+	CodeRingEvicted          = frame.ReasonRingEvicted        // 410: a Durable Streams offset whose events the replay buffer evicted
+	CodeEpochReset           = frame.ReasonEpochReset         // 410: a Durable Streams offset of another epoch (the bus restarted)
+	CodeRequestTimeout       = "request_timeout"              // 408: a request body that did not arrive within the route's bound
+	CodeBodyTooLarge         = "body_too_large"               // 413: a request body over the route's limit
+	CodeUnsupportedMediaType = "unsupported_media_type"       // 415: a body that is not Content-Type: application/json
+	CodeUnsupportedEncoding  = "unsupported_content_encoding" // 415: a body with a Content-Encoding other than identity
+	CodeSubscriberLimit      = "subscriber_limit_exceeded"    // 429: the session is at its subscriber cap; Retry-After: 5
+	CodeInternal             = "internal_error"               // 500: anything else
+	CodeNotImplemented       = "not_implemented"              // 501: the bus cannot do it (idempotent producers on a backend without them)
 	// CodeUnavailable is the code of a 503 answer: a closed WebSocket or
 	// Durable Streams handler, a closed bus, a bus that has lost its
 	// backend, a proxy. The SSE handler never sends it (a closing one
@@ -67,6 +74,8 @@ var busAnswers = [...]struct {
 	{eventbus.ErrBackend, http.StatusServiceUnavailable, CodeUnavailable, time.Second},
 	{producer.ErrStaleEpoch, http.StatusForbidden, CodeStaleProducerEpoch, 0},
 	{producer.ErrSequenceGap, http.StatusConflict, CodeProducerSeqGap, 0},
+	{eventbus.ErrTurnActive, http.StatusConflict, CodeTurnActive, 0},
+	{eventbus.ErrTurnEnded, http.StatusConflict, CodeTurnEnded, 0},
 	{eventbus.ErrInvalid, http.StatusBadRequest, CodeInvalidArgument, 0},
 	{errors.ErrUnsupported, http.StatusNotImplemented, CodeNotImplemented, 0},
 	{context.DeadlineExceeded, http.StatusServiceUnavailable, CodeUnavailable, time.Second},
@@ -79,8 +88,9 @@ var busAnswers = [...]struct {
 // else the first row of the table whose error errors.Is matches (429
 // subscriber_limit_exceeded, 404 session_not_found, 410 session_closed,
 // 503 unavailable (Retry-After 5 for a closed bus, 1 for a failing
-// backend: eventbus.ErrBackend), 403 stale_producer_epoch, 409 producer_seq_gap, 400
-// invalid_argument, 501 not_implemented; docs/protocol.md), with its
+// backend: eventbus.ErrBackend), 403 stale_producer_epoch, 409 producer_seq_gap, 409
+// turn_active, 409 turn_ended, 400 invalid_argument, 501 not_implemented;
+// docs/protocol.md), with its
 // Retry-After and producer headers; else 500 internal_error. The message is
 // the error's text without Go package prefixes. Nil for nil.
 func StatusFor(err error, session string) error {

@@ -4,8 +4,8 @@
 //   - the cursor and epoch grammar: [ParseCursor], [ParseEpoch],
 //     [FormatID] ("42" or "<epoch>-42"), [MaxID], [MaxEpochLen];
 //   - the subscribe request: [ParseRequest] reads the query parameters
-//     (scope, maxQueued, replay, coalesce, throttle, events, lastEventId /
-//     last_event_id) and the Last-Event-ID and [HeaderEpoch] headers into
+//     (scope, maxQueued, replay, coalesce, throttle, events, types,
+//     snapshot, client, presence, lastEventId / last_event_id) and the Last-Event-ID and [HeaderEpoch] headers into
 //     eventbus.SubscribeOptions, refusing bad values with a 400
 //     [*StatusError] that names them; [QueryRules] say what happens to
 //     parameters the endpoint does not read;
@@ -13,13 +13,19 @@
 //     bus's errors, [WriteError] and [StatusError.Answer] on the server's
 //     side of the wire, [ReadStatusError] on the client's;
 //   - the handlers' hooks, the types of their HandlerOptions' SessionID,
-//     Authorize, Configure and OnSubscribe: [SessionIDFunc],
-//     [AuthorizeFunc], [ConfigureFunc], [OnSubscribeFunc];
+//     Authorize, Configure, OnSubscribe and AuthorizeCancel: [SessionIDFunc],
+//     [AuthorizeFunc], [ConfigureFunc], [OnSubscribeFunc],
+//     [AuthorizeCancelFunc];
+//   - a client's cancel ([CancelRequest], [ParseCancel]), the one object
+//     POST /session/{id}/cancel (adapters/turns) and the WebSocket cancel
+//     message take;
 //   - the frames: the JSON envelope ([AppendEnvelope], [DecodeEnvelope])
 //     and the [TypeStreamStart] frame of a live-only stream;
 //   - the resuming client: [Stream] runs the connect/backoff loop — cursor,
 //     epoch, which answers to retry, Retry-After, a restarted server's 404
-//     — over a small [Transport] that each wire implements.
+//     — over a small [Transport] that each wire implements; a stream
+//     reads presence ([Stream.Presence]) and sends cancels ([Stream.Cancel]
+//     over a transport that is a [Canceller]).
 //
 // docs/protocol.md is the wire reference. Everything here is safe for
 // concurrent use, except a [Stream], which is read by one goroutine.

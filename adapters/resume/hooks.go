@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -43,3 +44,15 @@ type ConfigureFunc func(r *http.Request, o *eventbus.SubscribeOptions)
 // past that (watch sub.Done()). It may block the stream's start, not the
 // bus.
 type OnSubscribeFunc func(r *http.Request, sub *eventbus.Subscription)
+
+// AuthorizeCancelFunc, when set, decides whether a cancel may be applied:
+// called with the request (POST /session/{id}/cancel, or the upgrade
+// request of the WebSocket that sent {"type":"cancel"}), the session id
+// and the validated cancel, before anything is written. It may set c.By
+// (who asked, recorded in the turn_cancel: the authenticated user, say;
+// the rules of a session id, else 400 invalid_argument); the handlers set
+// it first to the connection's ?client= (WebSocket) or leave it empty. A
+// non-nil error answers 403 forbidden with the error's text, or the
+// [*StatusError] it is or wraps, and the log is unchanged. It runs on the
+// request's goroutine (the WebSocket's reader) and may block.
+type AuthorizeCancelFunc func(r *http.Request, sessionID string, c *frame.CancelData) error

@@ -19,11 +19,12 @@ const CodeUnknownParameter = "unknown_query_parameter"
 
 // knownParams are the query parameter names the subscribe endpoint (SSE
 // and WebSocket alike) reads, exactly as they must be spelled.
-var knownParams = [...]string{"scope", "maxQueued", "replay", "events", "lastEventId", "last_event_id", "coalesce", "throttle", "types", "snapshot"}
+var knownParams = [...]string{"scope", "maxQueued", "replay", "events", "lastEventId", "last_event_id", "coalesce", "throttle", "types", "snapshot", "client", "presence"}
 
 // QueryRules say what [ParseRequest] does with a query parameter that is
 // not one the endpoint reads (scope, maxQueued, replay, events,
-// lastEventId, last_event_id, coalesce, throttle, types, snapshot). The zero value is the default: such a
+// lastEventId, last_event_id, coalesce, throttle, types, snapshot, client,
+// presence). The zero value is the default: such a
 // parameter is ignored — embedders put their own on the URL (?token=, a
 // cache-buster such as ?_=1712…) — unless it looks like a misspelling of a
 // known one, which is refused so that a resume the client asked for is

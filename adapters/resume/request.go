@@ -30,7 +30,9 @@ const (
 // agentpool, off), throttle (a duration 0–5s, with coalesce), types
 // (comma-separated event types the client receives) and snapshot (0 or 1:
 // the application's state first, where the bus has a provider; a request
-// with a Last-Event-ID header is a reconnect and asks for none), lastEventId
+// with a Last-Event-ID header is a reconnect and asks for none), client
+// (the client id the subscriber attaches as, for presence) and presence
+// (0 or 1: presence frames), lastEventId
 // / last_event_id, and the Last-Event-ID and [HeaderEpoch] headers (the
 // header cursor wins over the query, last_event_id over lastEventId; an
 // epoch-qualified cursor names its epoch; a well-formed epoch the bus
@@ -44,7 +46,8 @@ const (
 //
 // A bad value is a 400 [*StatusError] (as an error) whose code says which parameter
 // (invalid_session_id, invalid_query, invalid_scope, invalid_max_queued,
-// invalid_replay, invalid_coalesce, invalid_throttle, invalid_types, invalid_snapshot, invalid_epoch,
+// invalid_replay, invalid_coalesce, invalid_throttle, invalid_types, invalid_snapshot,
+// invalid_client, invalid_presence, invalid_epoch,
 // invalid_last_event_id, unknown_query_parameter) and whose message quotes
 // the value (cut to 64 bytes). It reads only r's URL and headers, never its
 // body; safe for concurrent use.
@@ -117,6 +120,9 @@ func ParseRequest(r *http.Request, sessionID, ownEpoch string, rules QueryRules)
 		return eventbus.SubscribeOptions{}, err
 	}
 	if err := parseSnapshot(q, &o); err != nil {
+		return eventbus.SubscribeOptions{}, err
+	}
+	if err := parsePresence(q, &o); err != nil {
 		return eventbus.SubscribeOptions{}, err
 	}
 

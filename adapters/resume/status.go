@@ -21,7 +21,8 @@ import (
 // errors.Is matches it against the eventbus sentinels its code stands for:
 // session_closed ~ [eventbus.ErrSessionClosed], session_not_found ~
 // [eventbus.ErrSessionNotFound], subscriber_limit_exceeded ~
-// [eventbus.ErrSubscriberLimit].
+// [eventbus.ErrSubscriberLimit], turn_active ~ [eventbus.ErrTurnActive],
+// turn_ended ~ [eventbus.ErrTurnEnded].
 type StatusError struct {
 	Status  int    // HTTP status code, e.g. 400
 	Code    string // machine-readable code, e.g. "invalid_last_event_id"
@@ -56,6 +57,10 @@ func (e *StatusError) Is(target error) bool {
 		return target == eventbus.ErrSessionNotFound
 	case CodeSubscriberLimit:
 		return target == eventbus.ErrSubscriberLimit
+	case CodeTurnActive:
+		return target == eventbus.ErrTurnActive
+	case CodeTurnEnded:
+		return target == eventbus.ErrTurnEnded
 	}
 	return false
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -106,6 +107,46 @@ type StreamOptions struct {
 	// the session was reopened, does not). Empty: taken from a URL path
 	// ending in /session/{id}/events or /session/{id}/ws.
 	Session string
+	// Client is the client id the stream attaches as, for presence
+	// (?client=): its reconnects within the server's presence grace show
+	// no leave and join. Empty: anonymous. [StreamURL] puts it on the URL.
+	Client string
+	// Presence asks for presence frames (?presence=1): they arrive from
+	// Next as events of type frame.TypePresence (no id), and
+	// [Stream.Presence] holds the last.
+	Presence bool
+}
+
+// StreamURL returns rawURL with the query parameters o asks for — client
+// (o.Client) and presence=1 (o.Presence) — set, replacing those rawURL
+// has; rawURL as is when o asks for neither or does not parse. The SSE and
+// WebSocket clients connect to it.
+func StreamURL(rawURL string, o StreamOptions) string {
+	if o.Client == "" && !o.Presence {
+		return rawURL
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return rawURL
+	}
+	q := u.Query()
+	if o.Client != "" {
+		q.Set("client", o.Client)
+	}
+	if o.Presence {
+		q.Set("presence", "1")
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// Canceller is a [Transport] that can send a cancel for its stream's
+// session: [Stream.Cancel] uses it. The SSE client posts to the cancel
+// route, the WebSocket client sends the cancel message on its connection.
+type Canceller interface {
+	// Cancel sends c and returns the server's answer: the turns cancelled
+	// and held, or a [*StatusError] (404, 409 turn_ended, 403, …).
+	Cancel(ctx context.Context, c CancelRequest) (eventbus.CancelResult, error)
 }
 
 // Backoff is when a [Stream] retries.
@@ -177,6 +218,7 @@ type Stream struct {
 	mu       sync.Mutex
 	closed   bool
 	connects int
+	presence *frame.PresenceData // the last presence frame; nil before any
 }
 
 // NewStream returns a Stream over t for the subscribe URL rawURL (used
@@ -241,6 +283,14 @@ func (s *Stream) Next() (eventbus.Event, error) {
 			// never skipping its first ids), and Epoch says so already.
 			s.lastID, s.epoch = "0", ep
 		}
+		if ev.Type == frame.TypePresence && ev.ID == 0 {
+			var p frame.PresenceData
+			if json.Unmarshal(ev.Data, &p) == nil {
+				s.mu.Lock()
+				s.presence = &p
+				s.mu.Unlock()
+			}
+		}
 		if ev.Type == frame.TypeSessionClosed && ev.ID != 0 && !ev.Replay && s.session != "" && ev.Session == s.session {
 			s.disconnect()
 			s.fail(eventbus.ErrSessionClosed)
@@ -274,6 +324,36 @@ func epochReset(ev eventbus.Event) (string, bool) {
 		return "", false
 	}
 	return d.Epoch, true
+}
+
+// Presence returns the session's presence as the last presence frame Next
+// read said it (the clients attached, the agent status, the active turn),
+// and false before the first: the stream asks for them with
+// StreamOptions.Presence, and each connect brings one first. Safe for
+// concurrent use.
+func (s *Stream) Presence() (frame.PresenceData, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.presence == nil {
+		return frame.PresenceData{}, false
+	}
+	return *s.presence, true
+}
+
+// Cancel asks the server to cancel turns of the stream's session: c.Turn
+// ("" every active turn), with c.Cascade those of its descendants too. It
+// returns the turns cancelled and held, or the refusal as a
+// [*StatusError] (errors.Is matches eventbus.ErrTurnEnded,
+// ErrSessionNotFound, ErrSessionClosed); each transport says how it
+// sends it (sse.Client: a POST to the cancel route; ws.Client: the cancel
+// message on the open connection). Errors.ErrUnsupported when the
+// transport cannot. Safe for concurrent use, also with Next.
+func (s *Stream) Cancel(ctx context.Context, c CancelRequest) (eventbus.CancelResult, error) {
+	cc, ok := s.t.(Canceller)
+	if !ok {
+		return eventbus.CancelResult{}, fmt.Errorf("resume: the stream's transport cannot cancel: %w", errors.ErrUnsupported)
+	}
+	return cc.Cancel(ctx, c)
 }
 
 // Connects returns how many connects succeeded. Safe for concurrent use.

@@ -42,6 +42,13 @@ type Client struct {
 	// MaxFrameBytes bounds one line and one frame's data; zero means
 	// resume.DefaultMaxFrameBytes (16 MiB).
 	MaxFrameBytes int
+	// CancelURL returns the URL [resume.Stream.Cancel] posts to for a
+	// stream of streamURL. Nil: the stream's URL with its last path
+	// segment "events" replaced by "cancel" and no query
+	// (http://host/session/s1/events?scope=all → http://host/session/s1/cancel,
+	// turns.CancelPattern); a URL of another form makes Cancel fail,
+	// naming it.
+	CancelURL func(streamURL string) string
 }
 
 // Stream is one logical SSE subscription that survives dropped
@@ -59,12 +66,15 @@ type Stream = resume.Stream
 type StreamOptions = resume.StreamOptions
 
 // Subscribe returns a Stream for url (for example
-// "http://host/session/s1/events?scope=descendants"). It does not connect:
+// "http://host/session/s1/events?scope=descendants"), with ?client= and
+// ?presence=1 as opts asks ([resume.StreamURL]). It does not connect:
 // the first [resume.Stream.Next] does. The stream ends when ctx ends. A url
 // that is not http:// or https:// with a host stops the stream at its
-// first Next, with an error naming it.
+// first Next, with an error naming it. Its Cancel posts to the session's
+// cancel route (see [Client.CancelURL]).
 func (c *Client) Subscribe(ctx context.Context, url string, opts StreamOptions) *Stream {
 	b := resume.Backoff{Retry: c.Retry, MaxBackoff: c.MaxBackoff, RestartGrace: c.RestartGrace}
+	url = resume.StreamURL(url, opts)
 	return resume.NewStream(ctx, &transport{c: c, url: url}, url, opts, b)
 }
 

@@ -42,8 +42,11 @@
 // During silence a ": heartbeat" comment is written every 15 s.
 //
 // Synthetic frames (no id; they never move a client's Last-Event-ID) are
-// state_resync_required, replay_complete, slow_client_warning and
-// client_evicted; session_closed is a real event. Package eventbus/frame
+// state_resync_required, replay_complete, slow_client_warning,
+// client_evicted and, with ?presence=1, presence (the clients attached —
+// ?client= names this stream's — and the agent status, first, then on
+// every change); session_closed and the turn records (turn_start,
+// turn_cancel, turn_end) are real events. Package eventbus/frame
 // has their payloads (frame.ResyncData, …).
 //
 // # Resume
@@ -97,7 +100,8 @@
 //	    invalid_coalesce (not acp/agentpool/off),
 //	    invalid_throttle (not a duration 0–5s, or without coalesce),
 //	    invalid_types (an entry with white space or a control character),
-//	    invalid_snapshot (not 0/1),
+//	    invalid_snapshot (not 0/1), invalid_client (not a client id),
+//	    invalid_presence (not 0/1),
 //	    invalid_epoch (malformed, or twice; a well-formed foreign
 //	    epoch is an epoch_reset frame, not an error),
 //	    invalid_session_id, invalid_argument

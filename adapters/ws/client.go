@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/coder/websocket"
@@ -81,7 +82,10 @@ type Client struct {
 // sends batches, which the stream splits ([SplitBatch]) and returns frame
 // by frame; one that does not sends one frame per message, read as such. A
 // malformed batch or frame stops the stream (a *resume.PermanentError
-// naming it; the connection is closed with 1008).
+// naming it; the connection is closed with 1008). ?client= and
+// ?presence=1 are set as opts asks ([resume.StreamURL]); the stream's
+// Cancel sends the cancel message on its connection (see
+// [ErrNotConnected]).
 func (c *Client) Subscribe(ctx context.Context, rawURL string, opts StreamOptions) *Stream {
 	if u, err := url.Parse(rawURL); err == nil {
 		q := u.Query()
@@ -94,6 +98,7 @@ func (c *Client) Subscribe(ctx context.Context, rawURL string, opts StreamOption
 		u.RawQuery = q.Encode()
 		rawURL = u.String()
 	}
+	rawURL = resume.StreamURL(rawURL, opts)
 	b := resume.Backoff{Retry: c.Retry, MaxBackoff: c.MaxBackoff, RestartGrace: c.RestartGrace}
 	return resume.NewStream(ctx, &transport{c: c, url: rawURL}, rawURL, opts, b)
 }
@@ -104,10 +109,13 @@ func Subscribe(ctx context.Context, rawURL string, opts StreamOptions) *Stream {
 }
 
 // transport is the WebSocket [resume.Transport]: a handshake and a resume
-// message per connect.
+// message per connect; cur is the open connection, for Cancel.
 type transport struct {
 	c   *Client
 	url string
+
+	mu  sync.Mutex
+	cur *clientConn
 }
 
 // Connect dials with the cursor (plain seq) in the handshake's
@@ -165,16 +173,27 @@ func (t *transport) Connect(ctx context.Context, cursor, epoch string) (resume.C
 		_ = c.CloseNow()
 		return nil, "", err
 	}
-	return &clientConn{c: c, fresh: true, batched: c.Subprotocol() == SubprotocolBatch}, resp.Header.Get(resume.HeaderEpoch), nil
+	cc := &clientConn{t: t, c: c, fresh: true, batched: c.Subprotocol() == SubprotocolBatch}
+	t.mu.Lock()
+	t.cur = cc
+	t.mu.Unlock()
+	return cc, resp.Header.Get(resume.HeaderEpoch), nil
 }
 
 // clientConn is one client connection being read.
 type clientConn struct {
+	t       *transport
 	c       *websocket.Conn
 	fresh   bool     // no frame read yet
 	batched bool     // the server selected SubprotocolBatch: every message is an array
 	pending [][]byte // the envelopes of the last batch
 	nextEnv int      // the first of pending not yet returned
+
+	// The cancels sent and not yet answered, oldest first: the server
+	// answers a connection's messages in order (cancel.go).
+	cmu     sync.Mutex
+	waiters []chan cancelAnswer
+	gone    bool // closed: no answer will come
 }
 
 // next returns the next envelope: the next of the last batch, or the next
@@ -209,7 +228,9 @@ func (c *clientConn) malformed(err error) error {
 	return &resume.PermanentError{Err: err}
 }
 
-// Read reads the next frame: a text message, or an element of a batch.
+// Read reads the next frame: a text message, or an element of a batch. A
+// cancel_result that answers a Cancel of this connection goes to it, not
+// to the reader.
 func (c *clientConn) Read(ctx context.Context) (resume.Frame, error) {
 	b, err := c.next(ctx)
 	if err != nil {
@@ -218,6 +239,14 @@ func (c *clientConn) Read(ctx context.Context) (resume.Frame, error) {
 	ev, epoch, err := DecodeFrame(b)
 	if err != nil {
 		return resume.Frame{}, c.malformed(err)
+	}
+	for ev.ID == 0 && ev.Type == TypeCancelResult && c.answer(ev.Data) {
+		if b, err = c.next(ctx); err != nil {
+			return resume.Frame{}, err
+		}
+		if ev, epoch, err = DecodeFrame(b); err != nil {
+			return resume.Frame{}, c.malformed(err)
+		}
 	}
 	f := resume.Frame{Event: ev, Epoch: epoch}
 	first := c.fresh
@@ -265,8 +294,17 @@ func readErr(err error) error {
 	return &resume.PermanentError{Err: &CloseError{Code: ce.Code, Reason: ce.Reason}}
 }
 
-// Close ends the connection at once.
-func (c *clientConn) Close() error { return c.c.CloseNow() }
+// Close ends the connection at once; the cancels waiting for an answer on
+// it fail.
+func (c *clientConn) Close() error {
+	c.t.mu.Lock()
+	if c.t.cur == c {
+		c.t.cur = nil
+	}
+	c.t.mu.Unlock()
+	c.failWaiters()
+	return c.c.CloseNow()
+}
 
 // DecodeFrame decodes one server text message into the event it carries
 // and the epoch that came with its id ("" for a frame without one). A

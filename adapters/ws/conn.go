@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync"
 	"time"
 
@@ -25,8 +26,10 @@ type conn struct {
 	cancel    context.CancelFunc
 	sessionID string
 	remote    string
-	urlCursor bool // the request carried a cursor (URL or header)
-	batched   bool // SubprotocolBatch was selected: every message is an array of envelopes
+	req       *http.Request // the upgrade request, for the AuthorizeCancel hook
+	client    string        // ?client=: who asks, in a cancel message's turn_cancel
+	urlCursor bool          // the request carried a cursor (URL or header)
+	batched   bool          // SubprotocolBatch was selected: every message is an array of envelopes
 	// hdrEpoch is the handshake's X-Event-Epoch (validated): the epoch of a
 	// resume message's plain cursor when the message names none, as the
 	// header qualifies a plain Last-Event-ID on the SSE endpoint.

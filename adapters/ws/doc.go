@@ -22,7 +22,8 @@
 // The query parameters are the SSE endpoint's, validated by the same code
 // (resume.ParseRequest, with HandlerOptions.Query): scope, replay (0/1; a
 // cursor wins over 0),
-// maxQueued (16–2048), lastEventId / last_event_id ("<seq>" or
+// maxQueued (16–2048), client and presence (presence frames),
+// lastEventId / last_event_id ("<seq>" or
 // "<epoch>-<seq>"), events (typed/message, accepted for parity), and the
 // Last-Event-ID and X-Event-Epoch headers for clients that can send them; a
 // look-alike of a known parameter (?lastEventID=) is a 400
@@ -52,8 +53,9 @@
 // "data" in base64 with "contentType" and "encoding":"base64" (still a text
 // message: docs/protocol.md). The synthetic frames are
 // the SSE ones (state_resync_required, replay_complete,
-// slow_client_warning, client_evicted) plus "pong", the answer to a ping
-// message, and "stream_start" (resume.TypeStreamStart), the first frame of
+// slow_client_warning, client_evicted, presence) plus "pong", the answer to
+// a ping message, [TypeCancelResult], the answer to a cancel message, and
+// "stream_start" (resume.TypeStreamStart), the first frame of
 // a live-only stream, naming where it starts. A frame without id whose type
 // is none of these is a targeted frame.
 //
@@ -72,8 +74,8 @@
 // ("replaybus.batch.v1", Sec-WebSocket-Protocol) and has it selected gets
 // each batch as one message instead: a JSON array of its envelopes,
 // [{…},{…}], in order, joined from the same shared encodings, one
-// Conn.Write per batch; a batch of one is still an array. stream_start and
-// pong are arrays of one, sent alone; targeted frames, client_evicted and
+// Conn.Write per batch; a batch of one is still an array. stream_start,
+// pong and cancel_result are arrays of one, sent alone; targeted frames, client_evicted and
 // the other synthetic frames are elements of the batch they fall in
 // (client_evicted is the last element before the 1008 close). The client
 // messages are unchanged. [SplitBatch] splits such a message; [Client]
@@ -92,12 +94,16 @@
 //
 // # Client messages
 //
-// Exactly two are accepted ([ParseClientMessage]): resume (first message
-// only, and only without a cursor in the URL) and {"ping": <value>},
-// answered by {"v":1,"type":"pong","session":…,"data":<value>}. Anything
-// else closes the connection with 1008 and a reason naming the problem; a
-// binary message closes with 1003; a message over ReadLimit (4 KiB) with
-// 1009.
+// Exactly three are accepted ([ParseClientMessage]): resume (first message
+// only, and only without a cursor in the URL), {"ping": <value>},
+// answered by {"v":1,"type":"pong","session":…,"data":<value>}, and
+// {"type":"cancel","turn"?,"cascade"?}, a cancel of the session's turns as
+// POST /session/{id}/cancel takes it (adapters/turns), answered on this
+// connection by a cancel_result frame with the route's status and answer
+// ([CancelResultData]; an error answer keeps the connection open; the
+// AuthorizeCancel hook gets the upgrade request). Anything else closes the
+// connection with 1008 and a reason naming the problem; a binary message
+// closes with 1003; a message over ReadLimit (4 KiB) with 1009.
 //
 // # Close codes
 //

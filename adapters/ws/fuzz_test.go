@@ -29,6 +29,8 @@ func FuzzParseClientMessage(f *testing.F) {
 		`{"resume":{"lastEventId":1.5}}`, `{"resume":{"lastEventId":-1}}`, `{"resume":{"lastEventId":1e3}}`,
 		`{"resume":{"lastEventId":"9007199254740992"}}`, `{"resume":{"x":1}}`, `{"ping":1,"resume":{}}`,
 		`{"ping":1}{"ping":2}`, `{"ping":1`, "{\"ping\":\"\xff\"}", ` {"ping" : 2 } `, `{"resume":{"epoch":"a b"}}`,
+		`{"type":"cancel"}`, `{"type":"cancel","turn":"t1","cascade":true}`, `{"type":"cancel","turn":""}`,
+		`{"type":"cancel","turn":"a\nb"}`, `{"type":"stop"}`, `{"type":"cancel","type":"cancel"}`, `{"type":"cancel","ping":1}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -41,8 +43,27 @@ func FuzzParseClientMessage(f *testing.F) {
 			require.True(t, utf8.ValidString(me.Reason), "%q", me.Reason)
 			return
 		}
-		require.True(t, (m.Resume != nil) != (m.Ping != nil), "exactly one kind")
-		if m.Resume != nil {
+		kinds := 0
+		for _, set := range []bool{m.Resume != nil, m.Ping != nil, m.Cancel != nil, m.CancelErr != nil} {
+			if set {
+				kinds++
+			}
+		}
+		require.Equal(t, 1, kinds, "exactly one kind")
+		switch {
+		case m.CancelErr != nil:
+			var se *resume.StatusError
+			require.ErrorAs(t, m.CancelErr, &se)
+			require.Equal(t, resume.CodeInvalidTurnID, se.Code)
+		case m.Cancel != nil:
+			cb, _ := json.Marshal(struct {
+				Type string `json:"type"`
+				resume.CancelRequest
+			}{"cancel", *m.Cancel})
+			m2, err := ws.ParseClientMessage(cb)
+			require.NoError(t, err, "%s", cb)
+			require.Equal(t, *m.Cancel, *m2.Cancel)
+		case m.Resume != nil:
 			if m.Resume.Cursor == nil {
 				return
 			}
@@ -55,7 +76,7 @@ func FuzzParseClientMessage(f *testing.F) {
 			m2, err := ws.ParseClientMessage(rb)
 			require.NoError(t, err, "%s", rb)
 			require.Equal(t, *m.Resume, *m2.Resume)
-		} else {
+		default:
 			require.True(t, json.Valid(m.Ping), "%q", m.Ping)
 		}
 	})

@@ -67,6 +67,23 @@ const ReasonSlowConsumer = "slow consumer"
 // message; its data is the ping's value.
 const TypePong = "pong"
 
+// TypeCancelResult is the type of the frame (no id, for the connection
+// that sent it) that answers a cancel message; its data is
+// [CancelResultData].
+const TypeCancelResult = "cancel_result"
+
+// CancelResultData is the data of a cancel_result frame: the answer POST
+// /session/{id}/cancel gives the same cancel — Status 202 with Cancelled
+// and Held (lists, empty when none), or an error status with Code and
+// Message (400 invalid_turn_id, 403, 404, 409 turn_ended, 410, 503).
+type CancelResultData struct {
+	Status    int      `json:"status"`
+	Cancelled []string `json:"cancelled,omitempty"`
+	Held      []string `json:"held,omitempty"`
+	Code      string   `json:"code,omitempty"`
+	Message   string   `json:"message,omitempty"`
+}
+
 // HandlerOptions configure a [Handler]. The zero value is valid: PathValue
 // session ids, no authorization, same-origin upgrades only, resume wait 1 s,
 // ping every 15 s, write timeout 10 s, close grace 1 s, client messages up
@@ -86,6 +103,11 @@ type HandlerOptions struct {
 	// resume is settled and before the first frame is written. See
 	// [resume.OnSubscribeFunc].
 	OnSubscribe resume.OnSubscribeFunc
+	// AuthorizeCancel, when set, admits or refuses each cancel message,
+	// with the upgrade request, as on turns.HandlerOptions (the By it sees
+	// is the connection's ?client=). Nil: a connection may cancel the
+	// turns of the session it watches. See [resume.AuthorizeCancelFunc].
+	AuthorizeCancel resume.AuthorizeCancelFunc
 	// OverflowPolicy is the overflow policy of each connection's
 	// subscription (Configure may still change it). Empty means the bus's
 	// Options.OverflowPolicy when that is set, else drop_subscriber (the
@@ -160,7 +182,7 @@ type Handler struct {
 	cache   framecache.Cache // one encoding of each event, shared by every connection
 	active  atomic.Int32     // open connections; with one, nothing is shared and the cache is skipped
 
-	started, rejected, frames, evicted, protocolErrors, writeErrors, pongs atomic.Uint64
+	started, rejected, frames, evicted, protocolErrors, writeErrors, pongs, cancels atomic.Uint64
 }
 
 // NewHandler returns a Handler serving bus; it fails when bus is nil, when
@@ -206,13 +228,14 @@ type Stats struct {
 	ProtocolErrors uint64 `json:"protocolErrors"` // connections closed for an invalid, binary or too big client message
 	WriteErrors    uint64 `json:"writeErrors"`    // connections ended by a failed or timed-out write or an unanswered ping
 	Pongs          uint64 `json:"pongs"`          // pong frames answering ping messages
+	Cancels        uint64 `json:"cancels"`        // cancel messages applied (a cancel_result with status 202)
 }
 
 // Stats returns the handler's counters. Safe for concurrent use.
 func (h *Handler) Stats() Stats {
 	return Stats{Active: h.streams.Each(nil), Started: h.started.Load(), Rejected: h.rejected.Load(), Frames: h.frames.Load(),
 		Evicted: h.evicted.Load(), ProtocolErrors: h.protocolErrors.Load(), WriteErrors: h.writeErrors.Load(),
-		Pongs: h.pongs.Load()}
+		Pongs: h.pongs.Load(), Cancels: h.cancels.Load()}
 }
 
 // Close makes the handler refuse new connections (503, Retry-After 5) and
@@ -315,6 +338,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer h.active.Add(-1)
 	c.SetReadLimit(h.readLimit)
 	cn := &conn{h: h, c: c, raw: hr.conn, cork: hr.cork, ctx: ctx, cancel: cancel, sessionID: sessionID, remote: r.RemoteAddr,
+		req: r, client: opts.Client,
 		first: make(chan ClientMessage, 1), readDone: make(chan struct{}), keeperStop: make(chan struct{}),
 		waiting: await, urlCursor: opts.Cursor != nil, batched: c.Subprotocol() == SubprotocolBatch}
 	if await {

@@ -128,6 +128,9 @@ func TestBadClientMessages(t *testing.T) {
 		{`{"resume":{"lastEventId":"1.5"}}`, websocket.StatusPolicyViolation, `lastEventId "1.5": want decimal digits only`},
 		{`{"resume":{"lastEventId":"1"}}`, websocket.StatusPolicyViolation, "resume too late"},
 		{`{"ping":1} x`, websocket.StatusPolicyViolation, "trailing data"},
+		{`{"type":"stop"}`, websocket.StatusPolicyViolation, `unknown message type "stop" (want "cancel")`},
+		{`{"type":"cancel","turn":5}`, websocket.StatusPolicyViolation, `cancel: "turn" must be a string`},
+		{`{"type":"cancel","ping":1}`, websocket.StatusPolicyViolation, `cancel: unknown member "ping"`},
 		{`{"ping":` + strings.Repeat(" ", 5000) + `1}`, websocket.StatusMessageTooBig, ""},
 	}
 	for _, tc := range cases {

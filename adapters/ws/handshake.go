@@ -32,7 +32,7 @@ const (
 	CodeInvalidHandshake = "invalid_handshake"
 	// CodeForbiddenOrigin answers 403 a page whose Origin is neither the
 	// request's host nor allowed by HandlerOptions.Accept.OriginPatterns.
-	CodeForbiddenOrigin = "forbidden_origin"
+	CodeForbiddenOrigin = resume.CodeForbiddenOrigin
 )
 
 // checkHandshake checks what coder/websocket's Accept checks — the upgrade

@@ -3,6 +3,7 @@ package ws
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -23,12 +24,19 @@ const MaxClientMessageBytes = 4096
 //	{"resume": {"lastEventId": "42", "epoch": "9f…"}}   resume from a cursor (first message only)
 //	{"resume": {}}                                     start without a cursor, now
 //	{"ping": <any JSON value>}                         answered by a {"type":"pong","data":<the value>} frame
+//	{"type": "cancel", "turn"?: …, "cascade"?: …}      a cancel, answered by a {"type":"cancel_result"} frame
 type ClientMessage struct {
 	// Resume is set for a resume message.
 	Resume *Resume
 	// Ping is the ping message's value (JSON, as sent; "null" for null),
 	// set for a ping message.
 	Ping json.RawMessage
+	// Cancel is set for a cancel message; CancelErr instead when its turn
+	// is not a turn id (a 400 invalid_turn_id *resume.StatusError, which
+	// the handler answers, as POST /session/{id}/cancel does, without
+	// closing the connection).
+	Cancel    *resume.CancelRequest
+	CancelErr error
 }
 
 // Resume is the body of a resume message: the cursor to resume from, as a
@@ -57,7 +65,9 @@ func msgErr(format string, args ...any) error {
 }
 
 // ParseClientMessage parses one client text message strictly: a JSON object
-// with exactly one member, "resume" or "ping". A resume's value is null or
+// with exactly one member, "resume" or "ping", or a cancel: an object with
+// "type":"cancel" and the members of [resume.ParseCancel] ("turn",
+// "cascade"). A resume's value is null or
 // an object with only "lastEventId" (string, integer or null; the cursor
 // rules of [resume.ParseCursor]: decimal digits up to 2^53−1, or
 // "<epoch>-<seq>") and "epoch" (string or null, [resume.ParseEpoch]); an
@@ -79,6 +89,11 @@ func ParseClientMessage(b []byte) (ClientMessage, error) {
 	if err != nil {
 		return m, err
 	}
+	for _, f := range fields {
+		if f.name == "type" {
+			return parseTyped(trimmed)
+		}
+	}
 	if len(fields) != 1 {
 		names := make([]string, 0, len(fields))
 		for _, f := range fields {
@@ -99,7 +114,42 @@ func ParseClientMessage(b []byte) (ClientMessage, error) {
 		m.Resume = &r
 		return m, nil
 	}
-	return m, msgErr("unknown message %s (want \"resume\" or \"ping\")", quoteCut(f.name))
+	return m, msgErr("unknown message %s (want \"resume\", \"ping\" or {\"type\":\"cancel\"})", quoteCut(f.name))
+}
+
+// parseTyped parses a message with a "type" member: a cancel. A turn that
+// is not a turn id is the message's CancelErr; anything else wrong a
+// *MessageError.
+func parseTyped(b []byte) (ClientMessage, error) {
+	var m ClientMessage
+	c, err := resume.ParseCancel(b)
+	var se *resume.StatusError
+	switch {
+	case err == nil:
+		m.Cancel = &c
+	case errors.As(err, &se) && se.Code == resume.CodeInvalidTurnID:
+		m.CancelErr = se
+	case se != nil && strings.HasPrefix(se.Message, `"type" must be`):
+		return m, msgErr("unknown message type %s (want \"cancel\")", typeValue(b))
+	case se != nil:
+		return m, msgErr("cancel: %s", se.Message)
+	default:
+		return m, msgErr("cancel: %v", err)
+	}
+	return m, nil
+}
+
+// typeValue quotes the "type" member of the object b (known to have one).
+func typeValue(b []byte) string {
+	var t struct {
+		Type json.RawMessage `json:"type"`
+	}
+	_ = json.Unmarshal(b, &t)
+	var s string
+	if json.Unmarshal(t.Type, &s) == nil {
+		return quoteCut(s)
+	}
+	return quoteCut(string(t.Type))
 }
 
 type member struct {

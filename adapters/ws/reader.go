@@ -2,11 +2,15 @@ package ws
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
 	"time"
 
 	"github.com/coder/websocket"
 
+	"github.com/replaybus/replaybus/adapters/internal/serve"
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -70,7 +74,44 @@ func (cn *conn) readLoop() {
 				return
 			}
 		}
+		if m.Cancel != nil || m.CancelErr != nil {
+			if err := cn.cancelTurns(m); err != nil {
+				return
+			}
+		}
 	}
+}
+
+// cancelTurns applies a cancel message as POST /session/{id}/cancel does
+// — the connection's ?client= as who asked, the AuthorizeCancel hook with
+// the upgrade request — and answers it with a cancel_result frame carrying
+// the route's status and body. It blocks the reader for at most
+// serve.CancelTimeout (over a backend, the wait for the record to be
+// stored; in process it returns at once).
+func (cn *conn) cancelTurns(m ClientMessage) error {
+	err := m.CancelErr
+	var res eventbus.CancelResult
+	if err == nil {
+		res, err = serve.Cancel(cn.ctx, cn.h.bus, cn.req, cn.sessionID, *m.Cancel, cn.client, cn.h.o.AuthorizeCancel)
+	}
+	var b []byte
+	if err != nil {
+		var se *resume.StatusError
+		errors.As(resume.StatusFor(err, cn.sessionID), &se)
+		b, _ = json.Marshal(CancelResultData{Status: se.Status, Code: se.Code, Message: se.Message})
+	} else {
+		cn.h.cancels.Add(1)
+		// The route's 202 body, lists empty rather than absent.
+		b, _ = json.Marshal(struct {
+			Status int `json:"status"`
+			eventbus.CancelResult
+		}{http.StatusAccepted, res})
+	}
+	if err := cn.writeMessage(eventbus.Event{Type: TypeCancelResult, Session: cn.sessionID, Data: b}); err != nil {
+		return err
+	}
+	cn.h.frames.Add(1)
+	return nil
 }
 
 // pong answers a ping message with a pong frame.

@@ -27,6 +27,7 @@ func cases() []testCase {
 		{"SlowConsumerEvicted", slowConsumerEvicted},
 		{"SlowConsumerDropNewest", slowConsumerDropNewest},
 		{"BusClose", busClose},
+		{"Turns", turns},
 	}
 }
 

@@ -27,7 +27,9 @@
 // table (cursor inside the ring, before it, at its end, at or past the next
 // id, from another epoch), the four scopes live and replayed, CloseSession,
 // strict ordering under concurrent publishers in a session tree, and slow
-// consumers (eviction with client_evicted, drop_newest with events_dropped).
+// consumers (eviction with client_evicted, drop_newest with events_dropped),
+// and turns (turn_start, turn_cancel and one turn_end in the log, the
+// producer's context cancelled, a held cancel applied at the start).
 // Tests never assume ids start at 1 or are contiguous: they use the ids
 // Publish returns.
 package eventbustest

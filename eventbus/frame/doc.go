@@ -5,7 +5,9 @@
 // the payload its Type names: state_resync_required into [ResyncData],
 // replay_complete into [ReplayCompleteData], slow_client_warning into
 // [SlowClientWarningData], client_evicted into [ClientEvictedData],
-// session_closed into [SessionClosedData], snapshot into [SnapshotData].
+// session_closed into [SessionClosedData], snapshot into [SnapshotData],
+// turn_start and turn_end into [TurnData], turn_cancel into [CancelData],
+// presence into [PresenceData].
 // docs/protocol.md has the wire. [CheckName] and [CheckTypes] say which
 // session ids, event types and type filters a bus accepts, so that an
 // adapter can refuse a bad one before it reaches the bus.

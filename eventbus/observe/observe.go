@@ -24,6 +24,22 @@ type Stats struct {
 	// their tree's root closed.
 	Retained        int    `json:"retained"`
 	RetainedDropped uint64 `json:"retainedDropped"`
+	// Turns as this bus's store applied their records (over a backend
+	// every node counts every turn): started, ended (any reason), and of
+	// those ended cancelled, with an error, or with their producer lost.
+	TurnsStarted   uint64 `json:"turnsStarted"`
+	TurnsEnded     uint64 `json:"turnsEnded"`
+	TurnsCancelled uint64 `json:"turnsCancelled"`
+	TurnsFailed    uint64 `json:"turnsFailed"`
+	TurnsLost      uint64 `json:"turnsLost"`
+	// CancelsHeld counts cancels held for turns not yet started;
+	// CancelsExpired those that went unapplied (the hold ended, or newer
+	// ones pushed them out).
+	CancelsHeld    uint64 `json:"cancelsHeld"`
+	CancelsExpired uint64 `json:"cancelsExpired"`
+	// PresenceChanges counts the changes of sessions' presence (a frame
+	// to each listening subscriber).
+	PresenceChanges uint64 `json:"presenceChanges"`
 }
 
 // SessionInfo describes one session for listings (eventbus.Bus.Sessions).

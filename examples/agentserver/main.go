@@ -89,7 +89,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	}
 	fs.StringVar(&f.addr, "addr", defAddr, "listen address (a bare :port listens on every interface); :$PORT when PORT is set")
 	fs.BoolVar(&f.demo, "demo", false, "run a simulated agent with two sub-agents on session \"demo\"")
-	fs.Float64Var(&f.rate, "demo-rate", demo.DefaultTokensPerSecond, "demo text deltas per second per agent, above 0 and at most 100000")
+	fs.Float64Var(&f.rate, "demo-rate", demo.DefaultTokensPerSecond, "text deltas per second per agent, of the demo and of the model that answers POST /session/{id}/messages; above 0 and at most 100000")
 	fs.TextVar(&f.level, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
 	fs.BoolVar(&f.epochIDs, "epoch-ids", true, "write SSE ids as <epoch>-<seq> so browsers detect a server restart")
 	f.nats.register(fs)
@@ -178,7 +178,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 	defer nb.stop() // after bus.Close
 	defer bus.Close()
 
-	opts := server.Options{Logger: log, SSE: sse.HandlerOptions{PlainIDs: !f.epochIDs}, Hello: true, Ready: nb.ready}
+	opts := server.Options{Logger: log, SSE: sse.HandlerOptions{PlainIDs: !f.epochIDs}, Hello: true, Ready: nb.ready, AgentRate: f.rate}
 	if f.demo {
 		opts.DefaultSession, opts.DefaultScope, opts.Types = demo.DefaultParent, scope.Descendants, demo.Types
 		// Before listening, so that a browser resuming after a restart
@@ -255,12 +255,18 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 	case err := <-serveErr:
 		stopDemo()
 		wg.Wait()
+		_ = srv.StopAgents(context.Background()) // each reply returns as its turn ends
 		return err
 	}
 	stopDemo()
 	wg.Wait()
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
+	// The model's replies are producers too: their turns end (cancelled,
+	// "agentserver: shutting down") before the bus closes.
+	if err := srv.StopAgents(sctx); err != nil {
+		log.Warn("agent replies not all stopped in time", "error", err)
+	}
 	err = hs.Shutdown(sctx)
 	cancelBase()
 	if err != nil {

@@ -128,6 +128,30 @@ func (r *Registry[S]) Shutdown(ctx context.Context) error {
 	return r.Wait(ctx)
 }
 
+// SessionID returns r's session id — fn's, or the {id} path value when
+// fn is nil — and a 400 invalid_session_id naming the cause when it is
+// empty: under another router (or a mux pattern without {id}) the path
+// value is empty whatever the URL says, and the message says to mount on
+// a pattern such as pattern or to set HandlerOptions.SessionID. It does
+// not check a non-empty id (resume.ParseRequest and the routes do).
+func SessionID(r *http.Request, fn resume.SessionIDFunc, pattern string) (string, error) {
+	id := ""
+	if fn != nil {
+		id = fn(r)
+	} else {
+		id = r.PathValue("id")
+	}
+	if id != "" {
+		return id, nil
+	}
+	msg := `empty session id: the request has no {id} path value (mount the handler on a ServeMux pattern with {id}, ` +
+		`such as "` + pattern + `", or set HandlerOptions.SessionID to read the id from your router)`
+	if fn != nil {
+		msg = "empty session id: HandlerOptions.SessionID returned an empty id for " + textutil.Quote(r.URL.EscapedPath(), 64)
+	}
+	return "", &resume.StatusError{Status: http.StatusBadRequest, Code: resume.CodeInvalidSessionID, Message: msg}
+}
+
 // Hooks are the options both handlers take for admitting a request (see
 // sse.HandlerOptions and ws.HandlerOptions for their meaning).
 type Hooks struct {
@@ -184,22 +208,10 @@ func Admit(w http.ResponseWriter, r *http.Request, bus *eventbus.Bus, h Hooks, c
 		return a, &resume.StatusError{Status: http.StatusMethodNotAllowed, Code: resume.CodeMethodNotAllowed,
 			Message: fmt.Sprintf("method %s not allowed (want GET)", r.Method)}
 	}
-	if h.SessionID != nil {
-		a.Session = h.SessionID(r)
-	} else {
-		a.Session = r.PathValue("id")
-	}
-	if a.Session == "" {
-		// Name the cause: under another router (or a mux pattern without
-		// {id}) the path value is empty whatever the URL says.
-		msg := `empty session id: the request has no {id} path value (mount the handler on a ServeMux pattern with {id}, ` +
-			`such as "GET /session/{id}/events", or set HandlerOptions.SessionID to read the id from your router)`
-		if h.SessionID != nil {
-			msg = "empty session id: HandlerOptions.SessionID returned an empty id for " + textutil.Quote(r.URL.EscapedPath(), 64)
-		}
-		return a, &resume.StatusError{Status: http.StatusBadRequest, Code: resume.CodeInvalidSessionID, Message: msg}
-	}
 	var err error
+	if a.Session, err = SessionID(r, h.SessionID, "GET /session/{id}/events"); a.Session == "" {
+		return a, err
+	}
 	if a.Options, err = resume.ParseRequest(r, a.Session, bus.Epoch(), h.Query); err != nil {
 		return a, err
 	}

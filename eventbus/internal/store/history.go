@@ -348,14 +348,14 @@ func (h *History[T]) ScopeLogs(x *Session[T], k scope.Kind, dst []Log[*queue.Rec
 }
 
 // Expire removes every session idle — no subscriber, no child, no
-// activity — for at least the TTL at Unix ns now, and forgets closed ids,
+// active turn, no activity — for at least the TTL at Unix ns now, and forgets closed ids,
 // lost marks and kept logs older than theirs. It returns the sessions it
 // removed. The structure lock is held exclusively.
 func (h *History[T]) Expire(now int64) []*Session[T] {
 	var idle []*Session[T]
 	h.tree.Each(func(n *scope.Node[*Session[T]]) {
 		x := n.Value
-		if x.nsubs.Load() == 0 && n.NumChildren() == 0 && now-x.active.Load() >= h.cfg.TTL {
+		if x.nsubs.Load() == 0 && n.NumChildren() == 0 && now-x.active.Load() >= h.cfg.TTL && x.ActiveTurn() == nil {
 			idle = append(idle, x)
 		}
 	})

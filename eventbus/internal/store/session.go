@@ -53,6 +53,10 @@ type Session[T any] struct {
 	// producers is the record of the idempotent producers that published
 	// here, the MaxProducers most recently used (producers.go).
 	producers *producerLRU[ProducerRecord]
+
+	// turns is the session's turn state (turns.go); nil until its first
+	// turn record.
+	turns *turns
 }
 
 // Parent returns x's parent, nil for a root. The structure lock is held.

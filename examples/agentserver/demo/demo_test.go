@@ -44,7 +44,7 @@ func newBus(t *testing.T) *eventbus.Bus {
 
 // TestRunShapes runs one fast run and checks that the traffic has the ACP
 // shapes and a consistent lifecycle, on the in-memory bus and over NATS
-// JetStream (where the agents' pipelines keep acks in flight).
+// JetStream (each event published in its turn, Turn.Publish).
 func TestRunShapes(t *testing.T) {
 	t.Parallel()
 	t.Run("memory", func(t *testing.T) { t.Parallel(); checkRunShapes(t, newBus(t)) })
@@ -96,9 +96,14 @@ func checkRunShapes(t *testing.T, bus *eventbus.Bus) {
 			closed = append(closed, ev.Session)
 			continue
 		case TypeTurnStart, TypeTurnEnd:
-			var d map[string]any
+			var d frame.TurnData
 			require.NoError(t, json.Unmarshal(ev.Data, &d))
-			assert.Equal(t, ev.Session, d["sessionId"])
+			assert.NotEmpty(t, d.Turn)
+			if ev.Type == TypeTurnStart {
+				assert.Equal(t, ev.Session, d.Session)
+			} else {
+				assert.Equal(t, frame.ReasonComplete, d.Reason)
+			}
 			continue
 		}
 		var n notification
@@ -114,7 +119,7 @@ func checkRunShapes(t *testing.T, bus *eventbus.Bus) {
 			toolStatus[n.Update.ToolCallID] = append(toolStatus[n.Update.ToolCallID], n.Update.Status)
 		case TypePlan:
 			assert.Len(t, n.Update.Entries, 3)
-		case TypeMessageChunk, TypeThoughtChunk:
+		case TypeMessageChunk, TypeThoughtChunk, TypeUserMessage:
 			var c struct{ Type, Text string }
 			require.NoError(t, json.Unmarshal(n.Update.Content, &c))
 			assert.Equal(t, "text", c.Type)
@@ -202,4 +207,132 @@ func keys(m map[string][]string) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// runUntil starts Run on bus with parent p in the background and waits
+// until cond holds; stop ends it and checks it returned nil.
+func runUntil(t *testing.T, bus *eventbus.Bus, o Options, cond func() bool) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, bus, o) }()
+	require.Eventually(t, cond, 20*time.Second, time.Millisecond)
+	return func() {
+		cancel()
+		select {
+		case err := <-done:
+			assert.NoError(t, err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("Run did not return after its context ended")
+		}
+	}
+}
+
+func active(bus *eventbus.Bus, session string) bool {
+	_, ok := bus.ActiveTurn(session)
+	return ok
+}
+
+// reason is how turn of session ended, read from the log of p's tree (a
+// closed child's records stay readable in it); "" while it has not.
+func reason(t *testing.T, bus *eventbus.Bus, session, turn string) string {
+	t.Helper()
+	sub, err := bus.Subscribe(context.Background(), "p", eventbus.SubscribeOptions{Scope: scope.Descendants})
+	require.NoError(t, err)
+	defer sub.Close()
+	for ev, ok := sub.TryNext(); ok; ev, ok = sub.TryNext() {
+		var d frame.TurnData
+		if ev.Type == TypeTurnEnd && ev.Session == session && json.Unmarshal(ev.Data, &d) == nil && d.Turn == turn {
+			return d.Reason
+		}
+	}
+	return ""
+}
+
+// The Stop button on the parent stops the whole run — with or without
+// cascade, the sub-agents' turns end too (they run under the parent
+// turn's context) — the children are closed, nothing of a turn follows
+// its turn_end, and the next run follows.
+func TestStopParentStopsTheRun(t *testing.T) {
+	t.Parallel()
+	for _, cascade := range []bool{false, true} {
+		bus := newBus(t)
+		stop := runUntil(t, bus, Options{Parent: "p", TokensPerSecond: 100, Pause: 10 * time.Millisecond},
+			func() bool { return active(bus, "p-coder-1") && active(bus, "p-researcher-1") })
+		res, err := bus.Cancel(context.Background(), "p", frame.CancelData{Cascade: cascade})
+		require.NoError(t, err)
+		if cascade {
+			assert.ElementsMatch(t, []string{"turn-1", "turn-1", "turn-1"}, res.Cancelled)
+		} else {
+			assert.Equal(t, []string{"turn-1"}, res.Cancelled)
+		}
+		require.Eventually(t, func() bool { return bus.SessionClosed("p-coder-1") && bus.SessionClosed("p-researcher-1") },
+			20*time.Second, time.Millisecond, "the stopped run's children are closed")
+		for _, s := range []string{"p", "p-coder-1", "p-researcher-1"} {
+			assert.Equal(t, frame.ReasonCancelled, reason(t, bus, s, "turn-1"), s)
+		}
+		require.Eventually(t, func() bool { _, ok := bus.Turn("p", "turn-2"); return ok }, 20*time.Second, time.Millisecond, "the next run")
+		stop()
+		assertNoStragglers(t, bus)
+	}
+}
+
+// A cancel of one sub-agent's turn stops that sub-agent alone: its spawn
+// tool call fails, and the parent finishes its turn.
+func TestStopSubAgentAlone(t *testing.T) {
+	t.Parallel()
+	bus := newBus(t)
+	stop := runUntil(t, bus, Options{Parent: "p", TokensPerSecond: 2000, Pause: time.Hour, Runs: 1},
+		func() bool { return active(bus, "p-coder-1") })
+	_, err := bus.Cancel(context.Background(), "p-coder-1", frame.CancelData{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return reason(t, bus, "p", "turn-1") != "" }, 30*time.Second, time.Millisecond)
+	assert.Equal(t, frame.ReasonComplete, reason(t, bus, "p", "turn-1"))
+	assert.Equal(t, frame.ReasonCancelled, reason(t, bus, "p-coder-1", "turn-1"))
+	stop()
+	sub, err := bus.Subscribe(context.Background(), "p", eventbus.SubscribeOptions{})
+	require.NoError(t, err)
+	defer sub.Close()
+	failed := false
+	for ev, ok := sub.TryNext(); ok; ev, ok = sub.TryNext() {
+		failed = failed || ev.Type == TypeToolCallUpdate && strings.Contains(string(ev.Data), `"status":"failed"`) &&
+			strings.Contains(string(ev.Data), "sub-agent stopped")
+	}
+	assert.True(t, failed, "the coder's spawn tool call failed")
+}
+
+// The agents set the status presence shows: thinking, streaming, and the
+// parent's waiting for its sub-agents.
+func TestAgentsSetTheirStatus(t *testing.T) {
+	t.Parallel()
+	bus := newBus(t)
+	seen := map[string]bool{}
+	stop := runUntil(t, bus, Options{Parent: "p", TokensPerSecond: 100, Pause: time.Hour}, func() bool {
+		if p, err := bus.Presence("p"); err == nil {
+			seen[p.Status] = true
+		}
+		return seen["thinking"] && seen["streaming"] && seen["waiting"]
+	})
+	stop()
+}
+
+// assertNoStragglers: in every session's log, nothing of a turn follows
+// its turn_end (the next turn_start and session_closed may).
+func assertNoStragglers(t *testing.T, bus *eventbus.Bus) {
+	t.Helper()
+	sub, err := bus.Subscribe(context.Background(), "p", eventbus.SubscribeOptions{Scope: scope.All})
+	require.NoError(t, err)
+	defer sub.Close()
+	ended := map[string]bool{}
+	for ev, ok := sub.TryNext(); ok; ev, ok = sub.TryNext() {
+		switch ev.Type {
+		case TypeTurnEnd:
+			ended[ev.Session] = true
+		case TypeTurnStart:
+			ended[ev.Session] = false
+		case frame.TypeSessionClosed, frame.TypeTurnCancel, frame.TypeReplayComplete:
+		default:
+			assert.False(t, ended[ev.Session], "%s %d %s after its turn_end", ev.Session, ev.ID, ev.Type)
+		}
+	}
 }

@@ -13,10 +13,21 @@
 //     then completed with its result content);
 //   - plan: the full list of plan entries with their statuses, re-sent on
 //     every change;
-//   - turn_start and turn_end: the lifecycle of each agent's turn (ACP ends a
-//     turn with the session/prompt response and its stopReason; the demo
-//     publishes it as an event so subscribers see it).
+//   - user_message_chunk: the parent's prompt, at the start of its turn;
+//   - turn_start and turn_end: each agent's turn, written by the bus's turn
+//     API (eventbus.Bus.StartTurn, eventbus.Turn.End): {"turn", "session"}
+//     and {"turn", "reason"}.
 //
-// At the end of a run the child sessions are closed (each publishes
-// session_closed), and the next run creates new ones.
+// Every event of an agent is published in its turn (eventbus.Turn.Publish)
+// and its pace follows the turn's context, so a cancel stops it at once
+// and nothing of the turn follows its turn_end: a cancel of the parent's
+// turn (the page's Stop button) stops the run and its sub-agents, whose
+// turns run under the parent turn's context; a cancel of a sub-agent's
+// turn stops that sub-agent alone (its spawn tool call fails, the parent
+// goes on). Each agent sets its status as it goes — thinking, streaming,
+// waiting (the parent, for its sub-agents) — which presence frames carry.
+//
+// At the end of a run, or when it was stopped, the child sessions are
+// closed (each publishes session_closed), and the next run creates new
+// ones.
 package demo

@@ -30,11 +30,13 @@ func (s *Server) writeBusError(w http.ResponseWriter, err error) {
 }
 
 // writeSessionError is writeBusError for an operation on session id: an
-// unknown or closed session is answered in the words of the stream routes
-// (resume.StatusFor: `session "x" not found`, `session "x" closed`), so that
-// every route says the same of the same session.
+// unknown or closed session, and a turn active or ended, are answered in
+// the words of the stream and turn routes (resume.StatusFor: `session "x"
+// not found`, `session "x" closed`, 409 turn_active and turn_ended naming
+// the turn), so that every route says the same of the same session.
 func (s *Server) writeSessionError(w http.ResponseWriter, err error, id string) {
-	if errors.Is(err, eventbus.ErrSessionNotFound) || errors.Is(err, eventbus.ErrSessionClosed) {
+	if errors.Is(err, eventbus.ErrSessionNotFound) || errors.Is(err, eventbus.ErrSessionClosed) ||
+		errors.Is(err, eventbus.ErrTurnActive) || errors.Is(err, eventbus.ErrTurnEnded) {
 		resume.WriteError(w, err, id)
 		return
 	}

@@ -10,7 +10,7 @@
 //	GET    /healthz                 200 {"status":"ok"}; 503 {"status":"unavailable","message"} while
 //	                                the bus's backend is down (Options.Ready: a node over NATS cut off)
 //	GET    /info                    epoch, last id, page defaults, event types, the counters of the bus
-//	                                and of the SSE, WebSocket and Durable Streams routes
+//	                                and of the SSE, WebSocket, Durable Streams and turn routes
 //	GET    /sessions                every live session (observe.SessionInfo), sorted by id
 //	POST   /sessions                {"id"?, "parent"?} → 201 {"id"}; an id is generated when absent
 //	                                (an explicit "" is 400); a closed id is reopened (ACP session/resume)
@@ -19,8 +19,20 @@
 //	                                404 for a session nobody created (a typo creates nothing)
 //	DELETE /session/{id}            close the session (?cascade=1: and its descendants) → 204, also when
 //	                                already closed; its children move up to its parent; 404 when unknown
-//	GET    /session/{id}/events     the SSE stream ([sse.Handler]; ?scope=, ?lastEventId=, …)
-//	GET    /session/{id}/ws         the same stream over WebSocket ([ws.Handler]: same parameters, resume message, close codes)
+//	POST   /session/{id}/messages   {"text", "turn"?} → 202 {"turn", "startId", "cursor", "epoch"}: a turn of the
+//	                                simulated model (examples/agentserver/agent: deterministic for the text;
+//	                                "stream N" streams N deltas), paced by Options.AgentRate; 409 turn_active
+//	                                while the session's turn runs
+//	POST   /session/{id}/cancel     the stop button ([turns.Handler]): {"turn"?, "cascade"?} → 202 {"cancelled",
+//	                                "held"}; 409 turn_ended; nothing is written on a 4xx
+//	GET    /session/{id}/turn       200 {"turn", "session", "status", "startId", "cursor", "epoch"} while a turn
+//	                                is active (cursor: resume there to read it from its start); 204 when none
+//	GET    /session/{id}/presence   200 {"session", "clients", "status", "turn"?}
+//	PUT    /session/{id}/status     {"status"} → 204: the agent status (idle, thinking, streaming, …; 1–64 bytes
+//	                                of [A-Za-z0-9_.:-]) of a producer that publishes over HTTP
+//	GET    /session/{id}/events     the SSE stream ([sse.Handler]; ?scope=, ?lastEventId=, ?client=, ?presence=1, …)
+//	GET    /session/{id}/ws         the same stream over WebSocket ([ws.Handler]: same parameters, resume and cancel
+//	                                messages, close codes)
 //	*      /v1/stream/{name}        the session as a Durable Stream ([durable.Handler])
 //
 // [Routes] lists them (the agentserver command's -h prints it).

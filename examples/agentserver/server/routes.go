@@ -6,6 +6,7 @@ import (
 	"github.com/replaybus/replaybus/adapters/browser"
 	"github.com/replaybus/replaybus/adapters/durable"
 	"github.com/replaybus/replaybus/adapters/sse"
+	"github.com/replaybus/replaybus/adapters/turns"
 	"github.com/replaybus/replaybus/adapters/ws"
 )
 
@@ -26,13 +27,18 @@ func Routes() []Route {
 		{"GET /static/", "GET /static/{file}", "the page's scripts and styles"},
 		{browser.Pattern, browser.Pattern, "the browser client module (ETag, gzip: docs/browser.md)"},
 		{"GET /healthz", "GET /healthz", "200 ok, or 503 with Retry-After while the bus's backend is down"},
-		{"GET /info", "GET /info", "the epoch, the last id, the page's defaults, the counters of the bus, SSE, WebSocket and Durable Streams"},
+		{"GET /info", "GET /info", "the epoch, the last id, the page's defaults, the counters of the bus, SSE, WebSocket, Durable Streams and turn routes"},
 		{"GET /sessions", "GET /sessions", "every live session, sorted by id"},
 		{"POST /sessions", "POST /sessions", `create a session: {"id"?, "parent"?} (an absent id is generated)`},
 		{"POST /session/{id}/events", "POST /session/{id}/events", `publish: {"type", "data"?, "origin"?}; Producer-Id/-Epoch/-Seq make it idempotent`},
 		{"DELETE /session/{id}", "DELETE /session/{id}", "close a session (?cascade=1: its descendants too)"},
-		{sse.Pattern, sse.Pattern, "the SSE stream (?scope=, ?lastEventId=, ?replay=0, ?coalesce=, …: docs/protocol.md)"},
-		{ws.Pattern, ws.Pattern, "the same stream over one WebSocket (close codes and the resume message: docs/protocol.md)"},
+		{"POST /session/{id}/messages", "POST /session/{id}/messages", `a message to the simulated model: {"text", "turn"?} starts a turn → 202 {"turn", …}; 409 turn_active`},
+		{turns.CancelPattern, turns.CancelPattern, `the stop button: {"turn"?, "cascade"?} → 202 {"cancelled", "held"}; 409 turn_ended`},
+		{turns.TurnPattern, turns.TurnPattern, `the active turn: 200 {"turn", "status", "startId", "cursor", …}, or 204 when none`},
+		{turns.PresencePattern, turns.PresencePattern, `200 {"clients", "status", "turn"?}: who is attached, what the agent is doing`},
+		{"PUT /session/{id}/status", "PUT /session/{id}/status", `set the agent status: {"status"} → 204 (idle, thinking, streaming, …)`},
+		{sse.Pattern, sse.Pattern, "the SSE stream (?scope=, ?lastEventId=, ?replay=0, ?coalesce=, ?client=, ?presence=1, …: docs/protocol.md)"},
+		{ws.Pattern, ws.Pattern, "the same stream over one WebSocket (close codes, the resume and cancel messages: docs/protocol.md)"},
 		{durable.Pattern, "/v1/stream/{name}", "every session as a Durable Stream: PUT, POST, GET, HEAD, DELETE (docs/durable-streams.md)"},
 	}
 }

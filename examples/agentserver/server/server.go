@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"embed"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/replaybus/replaybus/adapters/browser"
 	"github.com/replaybus/replaybus/adapters/durable"
 	"github.com/replaybus/replaybus/adapters/sse"
+	"github.com/replaybus/replaybus/adapters/turns"
 	"github.com/replaybus/replaybus/adapters/ws"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
@@ -86,6 +88,15 @@ type Options struct {
 	// and safe for concurrent use. Nil means always ready (the in-memory
 	// bus).
 	Ready func() error
+	// Turns configures the turn routes (adapters/turns: POST
+	// /session/{id}/cancel, GET /session/{id}/turn and /presence); a nil
+	// Turns.Logger is set to Logger, and PlainIDs follows SSE.PlainIDs.
+	Turns turns.HandlerOptions
+	// AgentRate is the simulated model's pace (POST
+	// /session/{id}/messages), in text deltas per second; zero means
+	// agent.DefaultTokensPerSecond (30). The agentserver command passes
+	// -demo-rate.
+	AgentRate float64
 	// Types are event types the page listens for from the start, besides
 	// the bus's own. Types published through POST /session/{id}/events are
 	// added as they come (an EventSource only hears event types it has a
@@ -104,6 +115,8 @@ type Server struct {
 	o   Options
 
 	durable  *durable.Handler // mounted on durable.Pattern
+	turns    *turns.Handler   // mounted on the turns patterns
+	agents   agents           // the simulated model's replies (turns.go)
 	patterns []string         // every pattern mounted (see handle)
 
 	bodyTimeout  time.Duration
@@ -128,6 +141,7 @@ func New(bus *eventbus.Bus, o Options) (*Server, error) {
 		o.SSE.Logger = o.Logger
 	}
 	s := &Server{mux: http.NewServeMux(), bus: bus, log: o.Logger, o: o, bodyTimeout: o.BodyTimeout}
+	s.agents.ctx, s.agents.stop = context.WithCancelCause(context.Background())
 	o.SSE.OnSubscribe = s.greeter("sse", o.SSE.OnSubscribe)
 	h, err := sse.NewHandler(bus, o.SSE)
 	if err != nil {
@@ -186,6 +200,12 @@ func New(bus *eventbus.Bus, o Options) (*Server, error) {
 		return nil, err
 	}
 	s.handle(durable.Pattern, s.whenReady(s.durable.ServeHTTP))
+	if err := s.mountTurns(); err != nil {
+		return nil, err
+	}
+	for _, t := range []string{frame.TypeTurnStart, frame.TypeTurnCancel, frame.TypeTurnEnd, frame.TypePresence} {
+		s.addType(t)
+	}
 	return s, nil
 }
 
@@ -197,14 +217,16 @@ func (s *Server) SSE() *sse.Handler { return s.sse }
 
 // Close ends every open SSE stream and makes the SSE endpoint send clients
 // away with a retry: line from then on (see [sse.Handler.Close]), and
-// closes every WebSocket with 1001 (see [ws.Handler.Close]), and stops the
-// Durable Streams subscriptions' wake-ups (see [durable.Handler.Close]);
+// closes every WebSocket with 1001 (see [ws.Handler.Close]), stops the
+// Durable Streams subscriptions' wake-ups (see [durable.Handler.Close]) and
+// the simulated model's turns (as [Server.StopAgents], without waiting);
 // the other routes keep working. Register
 // it with http.Server.RegisterOnShutdown so that Shutdown does not wait for
 // streams that never end. Idempotent; always nil.
 func (s *Server) Close() error {
 	_ = s.ws.Close() // every WebSocket gets 1001
 	_ = s.durable.Close()
+	s.agents.halt()
 	return s.sse.Close()
 }
 
@@ -232,16 +254,21 @@ func (s *Server) Durable() *durable.Handler { return s.durable }
 //	415 unsupported_media_type  a body that is not Content-Type: application/json
 //	415 unsupported_content_encoding  a POST with a Content-Encoding other than identity (gzip, …);
 //	                        Accept-Encoding: identity
+//	400 invalid_turn_id     a "turn" (messages, cancel) that is not a turn id
+//	403 forbidden_origin    a cancel posted by a browser page of another origin
 //	404 session_not_found   DELETE of, or POST of events to, a session nobody created
 //	404 parent_not_found    POST /sessions with an unknown parent
 //	405 method_not_allowed  the route exists for other methods (Allow lists them)
 //	409 session_exists      POST /sessions with an id in use
 //	409 cycle               the parent lies below the session
 //	409 producer_seq_gap    a publish of a producer's sequence past the next (Producer-Expected-Seq names it)
+//	409 turn_active         a message while the session's turn runs (the message names the turn)
+//	409 turn_ended          a cancel of a turn that has ended, or a message that reuses its id
 //	410 session_closed      the session (or the parent) was closed; POST /sessions
 //	                        with the closed id reopens it (201)
 //	413 body_too_large      a body over MaxBodyBytes
-//	503 unavailable         the bus is closed, or its backend is down (Options.Ready; with Retry-After)
+//	503 unavailable         the bus is closed, or its backend is down (Options.Ready; with Retry-After),
+//	                        or a message after StopAgents
 //	500 internal_error      any other failure of the bus
 //	501 not_implemented     a producer's publish on a bus that cannot check producers
 //

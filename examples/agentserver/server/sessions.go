@@ -29,6 +29,7 @@ func (s *Server) info(w http.ResponseWriter, _ *http.Request) {
 		"sse":            s.sse.Stats(),
 		"ws":             s.ws.Stats(),
 		"durable":        s.durable.Stats(),
+		"turns":          s.turns.Stats(),
 	})
 }
 

@@ -12,6 +12,7 @@
 //   window.wsProtocols  the subprotocol each WebSocket opened with (ws.protocol), oldest first:
 //                       "replaybus.batch.v1" (every message an array of envelopes) or "" (one per message)
 //   <pre id="ids">      the same ids, space-separated (refreshed at most once a second)
+// The turn bar (presence, agent status, messages, Stop) is turns.js: window.pageTurns.
 'use strict';
 (() => {
   const $ = (id) => document.getElementById(id);
@@ -21,6 +22,7 @@
   const POLL_MS = 2000;
   const RESTART_GRACE_MS = 30000; // how long a 404 from a restarted server is retried (the Go clients' RestartGrace)
   const FRAME_TYPES = new Set(['state_resync_required', 'replay_complete', 'slow_client_warning', 'client_evicted', 'snapshot']);
+  const turnsBar = () => window.pageTurns; // turns.js, when loaded
 
   const st = {
     session: '', scope: 'session', es: null,
@@ -76,6 +78,7 @@
     // events=message: every frame arrives through onmessage, whatever its
     // type, so a type the page has never heard of is shown, not skipped.
     const q = new URLSearchParams({ scope: st.scope, events: 'message' });
+    if (turnsBar()) turnsBar().query(q); // ?client=, ?presence=1
     if (st.coalesce) { q.set('coalesce', 'acp'); q.set('throttle', '150ms'); }
     if (st.maxQueued) q.set('maxQueued', st.maxQueued);
     if (st.snapshot && !cursor) q.set('snapshot', '1');
@@ -165,6 +168,7 @@
 
   function connectWS(cursor) {
     const q = new URLSearchParams({ scope: st.scope });
+    if (turnsBar()) turnsBar().query(q); // ?client=, ?presence=1
     if (st.coalesce) { q.set('coalesce', 'acp'); q.set('throttle', '150ms'); }
     if (st.snapshot && !cursor) q.set('snapshot', '1');
     const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
@@ -255,6 +259,12 @@
   // lastEventId is the SSE id line ('' over WebSocket).
   function onEnvelope(env, type, lastEventId) {
     if (st.slowMs) { const t = performance.now(); while (performance.now() - t < st.slowMs) { /* a slow page */ } }
+    if (turnsBar()) {
+      turnsBar().onEnvelope(env, type);
+      // Presence and a cancel's answer are the turn bar's: state shown
+      // there, not stream frames (neither counted nor logged).
+      if (!env.id && (type === 'presence' || type === 'cancel_result')) return;
+    }
     if (env.id) {
       let dup = false;
       if (env.id <= st.lastSeq) { st.dups++; dup = true; } else { st.lastSeq = env.id; }
@@ -390,7 +400,7 @@
       case 'turn_start':
         return `${d.agent || ''} · turn ${d.turn ?? ''} · ${d.prompt || ''}`;
       case 'turn_end':
-        return `${d.agent || ''} · ${d.stopReason || ''}`;
+        return `${d.agent || ''} · ${d.reason || d.stopReason || ''}`;
       case 'session_closed':
         return `session ${d.session || env.session} closed${d.reason && d.reason !== 'closed' ? ` (${d.reason})` : ''}`;
       default:
@@ -577,7 +587,7 @@
           c.last = null;
           break;
         case 'turn_end':
-          c.status.textContent = `${d.agent || 'agent'} · ${d.stopReason || 'done'}`;
+          c.status.textContent = `${d.agent || 'agent'} · ${d.reason || d.stopReason || 'done'}`;
           c.status.className = 'status';
           c.last = null;
           break;
@@ -770,6 +780,7 @@
     if (st.maxQueued) q.set('maxQueued', st.maxQueued);
     if (st.snapshot) q.set('snapshot', '1');
     history.replaceState(null, '', `/?${q}`);
+    if (turnsBar()) turnsBar().select(session);
     reset();
     renderSessions();
     connect('');
