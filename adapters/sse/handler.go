@@ -80,6 +80,20 @@ type HandlerOptions struct {
 	// unknown_query_parameter; Query.Strict refuses every unknown one but
 	// those in Query.Allow. See [resume.QueryRules].
 	Query resume.QueryRules
+	// Hijack serves each HTTP/1.x stream, once subscribed, on its
+	// connection itself (http.Hijacker) rather than through net/http: an
+	// idle stream then costs about 11 KiB of the server's memory instead
+	// of 28 KiB (net/http's buffers and serving goroutine are released;
+	// docs/benchmarks.md, "Connection scale"). The answer has Connection:
+	// close and no length (its body ends with the connection). Off by
+	// default, because a taken-over stream leaves net/http's view:
+	// http.Server.Shutdown does not wait for it and http.Server.Close does
+	// not close it (end streams with [Handler.Close] or [Handler.Shutdown],
+	// for example from http.Server.RegisterOnShutdown), and middleware
+	// that wraps the ResponseWriter no longer sees the stream's writes.
+	// HTTP/2 streams, and writers that cannot be hijacked (a wrapper
+	// without Unwrap), stay on net/http.
+	Hijack bool
 	// PlainIDs writes ids as plain decimal sequence numbers ("id: 42"), the
 	// wire form of AgentPool and qwen-code, for clients that parse ids as
 	// numbers. False (the default) writes them epoch-qualified,
@@ -232,17 +246,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s == nil {
 		return
 	}
+	if h.takeOver(w, r, s) { // HTTP/1.x: served on the connection itself (takeover.go)
+		return
+	}
 	defer s.close(h)
-	s.ended(h, r, h.stream(s.ctx, w, s.sub, s.session, s.enc, s.st, s.live, s.start))
+	s.ended(h, r.RemoteAddr, h.stream(s.ctx, w, s.sub, s.session, s.enc, s.st, s.live, s.start))
 }
 
 // ended logs why a stream ended.
 //
 //go:noinline
-func (s *opened) ended(h *Handler, r *http.Request, reason error) {
+func (s *opened) ended(h *Handler, remote string, reason error) {
 	if h.o.Logger != nil {
 		h.o.Logger.LogAttrs(s.ctx, slog.LevelDebug, "sse: stream ended",
-			slog.String("session", s.session), slog.String("remote", r.RemoteAddr), slog.Any("reason", reason))
+			slog.String("session", s.session), slog.String("remote", remote), slog.Any("reason", reason))
 	}
 }
 
@@ -250,6 +267,7 @@ func (s *opened) ended(h *Handler, r *http.Request, reason error) {
 type opened struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
+	stop    func() bool // ends the link from the request's context to cancel
 	id      uint64
 	st      *streamState
 	sub     *eventbus.Subscription
@@ -263,6 +281,7 @@ type opened struct {
 func (s *opened) close(h *Handler) {
 	s.sub.Close()
 	h.unregister(s.id)
+	s.stop()
 	s.cancel()
 }
 
@@ -280,10 +299,15 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request) *opened {
 	s := &opened{session: adm.Session, enc: h.encOpts}
 	opts := adm.Options
 	s.enc.NoEventField = adm.Message
-	s.ctx, s.cancel = context.WithCancel(r.Context())
+	// The stream's context ends with the request's, unless the stream
+	// takes its connection over (takeover.go): net/http ends the request
+	// when ServeHTTP returns, and the stream goes on.
+	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(r.Context()))
+	s.stop = context.AfterFunc(r.Context(), s.cancel)
 	s.st = &streamState{cancel: s.cancel}
 	id, ok := h.register(s.st)
 	if !ok {
+		s.stop()
 		s.cancel()
 		h.goAway(w)
 		return nil
@@ -299,6 +323,7 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request) *opened {
 	sub, err := h.bus.Subscribe(s.ctx, s.session, opts)
 	if err != nil {
 		h.unregister(id)
+		s.stop()
 		defer s.cancel()
 		switch {
 		case s.ctx.Err() != nil: // the client is gone (or the handler closed): nobody to answer
