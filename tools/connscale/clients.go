@@ -75,7 +75,7 @@ func clientsMain(args []string) error {
 	fs := flag.NewFlagSet("clients", flag.ContinueOnError)
 	var cfg clientsConfig
 	var addrs string
-	fs.StringVar(&cfg.system, "system", "replaybus", "replaybus or centrifuge")
+	fs.StringVar(&cfg.system, "system", "replaybus", "replaybus, replaybus-hijack or centrifuge")
 	fs.StringVar(&cfg.transport, "transport", "sse", "sse or ws")
 	fs.StringVar(&addrs, "addrs", "", "the servers, host:port, comma-separated")
 	fs.IntVar(&cfg.primaries, "primaries", 0, "how many of -addrs take first connects (0: all); the others are spares that take reconnects")

@@ -32,7 +32,7 @@ func command(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("connscale", flag.ContinueOnError)
 	scenario := fs.String("scenario", "single", "single (idle connections on one process, each system and transport) or cluster (50k over NATS, one node killed)")
 	n := fs.Int("n", 10_000, "single: idle connections per run")
-	systems := fs.String("systems", "replaybus,centrifuge", "single: the systems, in the order of the first round")
+	systems := fs.String("systems", "replaybus,replaybus-hijack,centrifuge", "single: the systems, in the order of the first round (replaybus-hijack: sse.HandlerOptions.Hijack; its WebSocket is replaybus's)")
 	transports := fs.String("transports", "sse,ws", "single: the transports")
 	rounds := fs.Int("rounds", 1, "single: rounds (the systems alternate their order)")
 	idle := fs.Duration("idle", 30*time.Second, "single: how long idle CPU is measured (two SSE heartbeats: 30 s)")
@@ -59,6 +59,9 @@ func command(ctx context.Context, args []string, out io.Writer) error {
 			order := slices.Concat(sys[r%len(sys):], sys[:r%len(sys)])
 			for _, tr := range strings.Split(*transports, ",") {
 				for _, s := range order {
+					if s == "replaybus-hijack" && tr != "sse" {
+						continue // the WebSocket handler is hijacked by coder/websocket anyway
+					}
 					res, err := runSingle(*dir, s, tr, *n, *idle)
 					if err != nil {
 						return fmt.Errorf("%s %s: %w", s, tr, err)

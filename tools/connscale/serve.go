@@ -37,7 +37,7 @@ import (
 // served one, then the control one) on stdout first.
 func serveMain(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	system := fs.String("system", "replaybus", "replaybus or centrifuge")
+	system := fs.String("system", "replaybus", "replaybus, replaybus-hijack (sse.HandlerOptions.Hijack) or centrifuge")
 	natsURLs := fs.String("nats", "", "run the replaybus bus over this NATS cluster (comma-separated URLs), stream R3 on file storage")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -50,8 +50,8 @@ func serveMain(args []string) error {
 		err error
 	)
 	switch *system {
-	case "replaybus":
-		pub, err = serveReplaybus(ctx, mux, *natsURLs)
+	case "replaybus", "replaybus-hijack":
+		pub, err = serveReplaybus(ctx, mux, *natsURLs, *system == "replaybus-hijack")
 	case "centrifuge":
 		pub, err = serveCentrifuge(mux)
 	default:
@@ -175,14 +175,14 @@ func selfRSS() uint64 {
 
 // rbServer is replaybus: the bus (in memory, or a node over NATS) with
 // adapters/sse and adapters/ws on their documented routes, every option at
-// its default.
+// its default but, for "replaybus-hijack", sse.HandlerOptions.Hijack.
 type rbServer struct {
 	bus *eventbus.Bus
 	sse *sse.Handler
 	ws  *ws.Handler
 }
 
-func serveReplaybus(ctx context.Context, mux *http.ServeMux, natsURLs string) (publisher, error) {
+func serveReplaybus(ctx context.Context, mux *http.ServeMux, natsURLs string, hijack bool) (publisher, error) {
 	s := &rbServer{}
 	var err error
 	if natsURLs == "" {
@@ -193,7 +193,7 @@ func serveReplaybus(ctx context.Context, mux *http.ServeMux, natsURLs string) (p
 	if err != nil {
 		return nil, err
 	}
-	if s.sse, err = sse.NewHandler(s.bus, sse.HandlerOptions{}); err != nil {
+	if s.sse, err = sse.NewHandler(s.bus, sse.HandlerOptions{Hijack: hijack}); err != nil {
 		return nil, err
 	}
 	if s.ws, err = ws.NewHandler(s.bus, ws.HandlerOptions{}); err != nil {
