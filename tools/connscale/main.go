@@ -79,12 +79,12 @@ func command(ctx context.Context, args []string, out io.Writer) error {
 
 // singleResult is one system's figures for n idle connections.
 type singleResult struct {
-	system, transport               string
-	n                               int
-	heap, stack, rss                float64 // bytes per connection
-	idleCPU                         float64 // share of one core
-	p50, p99, max                   time.Duration
-	latencies, lost, connectsFailed int
+	system, transport string
+	n                 int
+	heap, stack, rss  float64 // bytes per connection
+	idleCPU           float64 // share of one core
+	p50, p99, max     time.Duration
+	latencies         int
 }
 
 func (r singleResult) String() string {

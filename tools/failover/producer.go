@@ -277,10 +277,3 @@ func (p *producer) snapshot() ([]ack, []ackTime) {
 	defer p.mu.Unlock()
 	return append([]ack(nil), p.acks...), append([]ackTime(nil), p.ackedAt...)
 }
-
-// ackedCount is how many sequences are acknowledged.
-func (p *producer) ackedCount() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.acks)
-}

@@ -116,19 +116,6 @@ func (s *subscriber) deliveries() []delivery {
 	return append([]delivery(nil), s.recv...)
 }
 
-// gaps counts the gap frames read so far.
-func (s *subscriber) gaps() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, it := range s.items {
-		if it.Gap != nil {
-			n++
-		}
-	}
-	return n
-}
-
 func (s *subscriber) error() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
