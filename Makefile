@@ -9,7 +9,7 @@ GO ?= go
 PKGS ?= github.com/replaybus/replaybus/...
 MODULES := . adapters/nats bench e2e examples metrics tools
 
-.PHONY: test lint bench e2e e2e-deps run property
+.PHONY: test lint bench e2e e2e-deps run property browser-faults
 
 ## test: every test, with the race detector (the e2e tests need node, npm ci in e2e/node, chromium and curl; they skip without them unless CI is set).
 ## go test's own output (ok and FAIL lines, failing tests' output), then the skipped tests and why (internal/testsummary runs go test -json)
@@ -30,16 +30,27 @@ PROPERTY_CHECKS ?= 10000
 property:
 	$(GO) test -race -count=1 -timeout 60m -run '^TestProperty' -v github.com/replaybus/replaybus/eventbus -rapid.checks=$(PROPERTY_CHECKS)
 
+## browser-faults: the browser module's seeded fault run in headless Chromium (e2e TestBrowserFaultRun):
+## BROWSER_FAULTS faults (default 1,000) over BROWSER_TABS tabs of one origin (default 4); BROWSER_SEED=0
+## picks a new seed, which the test prints; make test runs 11 (one of each kind)
+BROWSER_FAULTS ?= 1000
+BROWSER_TABS ?= 4
+BROWSER_SEED ?= 0
+browser-faults:
+	CI=$${CI:-1} $(GO) test -count=1 -timeout 90m -run '^TestBrowserFaultRun$$' -v github.com/replaybus/replaybus/e2e \
+		-browser.faults=$(BROWSER_FAULTS) -browser.tabs=$(BROWSER_TABS) -browser.seed=$(BROWSER_SEED)
+
 ## bench: all benchmarks with allocations
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
-## e2e-deps: install the pinned npm packages for the Node.js tests (eventsource and ws; the Durable Streams conformance suite and client)
+## e2e-deps: install the pinned npm packages for the Node.js tests (eventsource and ws; the Durable Streams conformance suite and client; the frontend protocols' clients: ai, @ag-ui/client, @a2a-js/sdk, @durable-streams/aisdk-transport)
 e2e-deps:
 	cd e2e/node && npm ci --no-audit --no-fund
 	cd e2e/durable && npm ci --no-audit --no-fund
+	cd e2e/frontends && npm ci --no-audit --no-fund
 
-## e2e: the real-client tests only (Node.js eventsource and ws, Chromium, curl); missing clients fail
+## e2e: the real-client tests only (Node.js eventsource and ws, the frontend protocols' npm clients, Chromium, curl); missing clients fail
 e2e: e2e-deps
 	CI=$${CI:-1} $(GO) test -race -count=1 -v github.com/replaybus/replaybus/e2e
 

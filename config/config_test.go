@@ -152,7 +152,7 @@ func TestLoadBadValue(t *testing.T) {
 		bytesRange = ": out of range [1B, 1GiB]"
 		ttlRange   = ": out of range [1s, 8760h]"
 		notInt     = ": not an integer"
-		notSize    = ": not a byte size (want an integer, optionally with a B, KB, MB, GB, KiB, MiB or GiB suffix)"
+		notSize    = ": not a byte size (want an integer, optionally with a leading + and, with no space, one of the suffixes KiB, MiB, GiB, TiB, kB, KB, MB, GB, TB, B: 2MiB, 512KiB, 100KB)"
 		notDur     = ": not a Go duration (for example 90s, 30m or 2h)"
 	)
 	tests := []struct {
@@ -238,7 +238,7 @@ func TestLoadBadValue(t *testing.T) {
 		t.Run(tt.key+"="+tt.value, func(t *testing.T) {
 			if strings.ContainsRune(tt.value, 0) {
 				// The process environment cannot hold NUL; use load.
-				cfg, err := load([]string{Prefix + tt.key + "=" + tt.value}, eventbus.Options{})
+				cfg, err := load([]string{Prefix + tt.key + "=" + tt.value}, eventbus.Options{}, false)
 				require.Error(t, err)
 				assert.EqualError(t, err, Prefix+tt.key+tt.want)
 				assert.Zero(t, cfg)
@@ -451,6 +451,82 @@ func TestLoadWith(t *testing.T) {
 	}
 }
 
+// Issue 27.10: LoadWith lets the program's values beat the environment,
+// so the Quick start's ReplayBufferSize: 100 silently ignored
+// AGENTPOOL_EVENTBUS_REPLAY_BUFFER_SIZE. LoadWithDefaults takes the
+// program's values as defaults that every variable set overrides.
+func TestLoadWithDefaultsEnvironmentWins(t *testing.T) {
+	defaults := eventbus.Options{ReplayBufferSize: 100, MaxQueueSize: 50, DisableSlowClientWarning: true,
+		DroppableTypes: []string{"agent_message_chunk"}, ReplayCompact: coalesce.ACP, Epoch: "prog"}
+	tests := []struct {
+		name    string
+		env     map[string]string
+		want    func(*eventbus.Options) // edits to defaults.WithDefaults()
+		wantErr []string
+	}{
+		{"no variable: the program's defaults", nil, func(*eventbus.Options) {}, nil},
+		{"a variable beats the program's value",
+			map[string]string{"REPLAY_BUFFER_SIZE": "500", "MAX_QUEUE_SIZE": "7"},
+			func(c *eventbus.Options) { c.ReplayBufferSize, c.MaxQueueSize = 500, 7 }, nil},
+		{"a bool variable set to false turns the program's true off",
+			map[string]string{"DISABLE_SLOW_CLIENT_WARNING": "false"},
+			func(c *eventbus.Options) { c.DisableSlowClientWarning = false }, nil},
+		{"a list variable replaces the program's list",
+			map[string]string{"DROPPABLE_TYPES": "a,b"},
+			func(c *eventbus.Options) { c.DroppableTypes = []string{"a", "b"} }, nil},
+		{"REPLAY_COMPACT=off turns the program's compaction off",
+			map[string]string{"REPLAY_COMPACT": "off"},
+			func(c *eventbus.Options) { c.ReplayCompact = nil }, nil},
+		{"an empty variable is unset: the program's value",
+			map[string]string{"REPLAY_BUFFER_SIZE": ""},
+			func(*eventbus.Options) {}, nil},
+		{"a bad variable is an error naming it",
+			map[string]string{"REPLAY_BUFFER_SIZE": "0"},
+			nil, []string{`AGENTPOOL_EVENTBUS_REPLAY_BUFFER_SIZE=0: out of range [1, 1000000]`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clearEnv(t)
+			for k, v := range tt.env {
+				t.Setenv(Prefix+k, v)
+			}
+			in := defaults
+			cfg, err := LoadWithDefaults(in)
+			if tt.wantErr != nil {
+				assert.Equal(t, tt.wantErr, errs(err))
+				assert.Zero(t, cfg)
+				return
+			}
+			require.NoError(t, err)
+			want := defaults.WithDefaults()
+			tt.want(&want)
+			assert.Equal(t, want.ReplayCompact == nil, cfg.ReplayCompact == nil, "ReplayCompact")
+			want.ReplayCompact, cfg.ReplayCompact = nil, nil
+			assert.Equal(t, want, cfg)
+		})
+	}
+	t.Run("bad program defaults name the Go field", func(t *testing.T) {
+		clearEnv(t)
+		_, err := LoadWithDefaults(eventbus.Options{ReplayBufferSize: -1})
+		assert.Equal(t, []string{`eventbus: ReplayBufferSize=-1: out of range [1, 1000000]`}, errs(err))
+	})
+}
+
+// Issue 27.10: the byte-size error listed B, KB, MB, GB, KiB, MiB and GiB
+// while kB, TB, TiB and a leading + were accepted too (docs/operations.md
+// lists them). It lists every suffix the parser accepts.
+func TestByteSizeErrorListsEverySuffix(t *testing.T) {
+	t.Parallel()
+	_, err := parseBytes("2 MiB")
+	require.Error(t, err)
+	for _, u := range byteUnits {
+		assert.Regexp(t, ` `+u.suffix+`[,:]`, err.Error(), "names %s", u.suffix)
+		v, err := parseBytes("+1" + u.suffix)
+		require.NoError(t, err, "accepts %s", u.suffix)
+		assert.Equal(t, u.mult, v)
+	}
+}
+
 func TestEnvMap(t *testing.T) {
 	t.Parallel()
 	m := envMap([]string{"A=1", "A=2", "B=x=y", "NOEQUALS", "=C:=weird", "E="})
@@ -489,7 +565,7 @@ func FuzzLoad(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, size, bytes string) {
 		environ := []string{Prefix + "REPLAY_BUFFER_SIZE=" + size, Prefix + "MAX_QUEUED_BYTES=" + bytes}
-		cfg, err := load(environ, eventbus.Options{})
+		cfg, err := load(environ, eventbus.Options{}, false)
 		if err == nil {
 			if cfg.ReplayBufferSize < 1 || cfg.ReplayBufferSize > 1_000_000 {
 				t.Fatalf("ReplayBufferSize %d accepted from %q", cfg.ReplayBufferSize, size)

@@ -33,8 +33,8 @@
 //	AGENTPOOL_EVENTBUS_REPLAY_COMPACT               off              off | acp | agentpool (rule set folding a session's stored deltas)
 //
 // Byte sizes are an integer number of bytes or an integer with a unit:
-// B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024), with
-// no space, as in 512KiB. Durations use [time.ParseDuration] syntax (90s,
+// B, kB or KB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of
+// 1024), with no space, as in 512KiB, optionally with a leading +. Durations use [time.ParseDuration] syntax (90s,
 // 30m, 2h). Booleans use [strconv.ParseBool] syntax.
 //
 // # Validation
@@ -75,12 +75,14 @@
 // # Embedding
 //
 // A program that embeds the bus may build an eventbus.Options itself (New
-// validates it), or call [LoadWith] so that the fields it sets win over
-// the environment and the rest stay configurable by operators.
+// validates it), call [LoadWith] so that the fields it sets win over the
+// environment and the rest stay configurable by operators, or call
+// [LoadWithDefaults] so that its values are defaults that every variable
+// set overrides.
 //
 // # Concurrency
 //
-// eventbus.Options is a plain value. [Load] and [LoadWith] read a snapshot of the
+// eventbus.Options is a plain value. [Load], [LoadWith] and [LoadWithDefaults] read a snapshot of the
 // process environment and share no state; all functions are safe for
 // concurrent use.
 package config

@@ -44,7 +44,8 @@ const Prefix = "AGENTPOOL_EVENTBUS_"
 func Load() (eventbus.Options, error) { return LoadWith(eventbus.Options{}) }
 
 // LoadWith is [Load] for embedded use, where the program configures the bus
-// itself and the environment only fills what it left open: every non-zero
+// itself and the environment only fills what it left open (for defaults
+// that operators may override, see [LoadWithDefaults]): every non-zero
 // field of base wins over its variable, and every zero field is read from the
 // environment, then defaulted. A bool field can therefore only be switched on
 // by base, never forced off; an empty DroppableTypes in base defers to the
@@ -58,13 +59,27 @@ func Load() (eventbus.Options, error) { return LoadWith(eventbus.Options{}) }
 // base as they are. On error the returned Options is the zero
 // value. base is not modified.
 func LoadWith(base eventbus.Options) (eventbus.Options, error) {
-	return load(os.Environ(), base)
+	return load(os.Environ(), base, false)
 }
 
-// load is LoadWith over an explicit environment ("KEY=value" entries, as
-// os.Environ returns them), so that tests and fuzzing need not touch the
-// process environment.
-func load(environ []string, base eventbus.Options) (eventbus.Options, error) {
+// LoadWithDefaults is [Load] with the program's own defaults: every
+// variable that is set wins (an operator's AGENTPOOL_EVENTBUS_REPLAY_BUFFER_SIZE
+// beats the program's ReplayBufferSize, AGENTPOOL_EVENTBUS_REPLAY_COMPACT=off
+// turns the program's ReplayCompact off, a bool variable set to false
+// turns the program's true off), and every field whose variable is unset
+// or empty takes defaults' value, or eventbus's default when that is zero
+// too. It is the other order of [LoadWith], whose base beats the
+// environment. Errors, fields without a variable and the zero Options on
+// error are as for LoadWith; defaults is not modified.
+func LoadWithDefaults(defaults eventbus.Options) (eventbus.Options, error) {
+	return load(os.Environ(), defaults, true)
+}
+
+// load is LoadWith (envWins false: base beats the environment) and
+// LoadWithDefaults (envWins true: a set variable beats base) over an
+// explicit environment ("KEY=value" entries, as os.Environ returns them),
+// so that tests and fuzzing need not touch the process environment.
+func load(environ []string, base eventbus.Options, envWins bool) (eventbus.Options, error) {
 	vars := envMap(environ)
 	var fromEnv eventbus.Options
 	err := env.ParseWithOptions(&fromEnv, env.Options{
@@ -97,16 +112,21 @@ func load(environ []string, base eventbus.Options) (eventbus.Options, error) {
 		}
 	}
 
-	// Merge: a non-zero base field wins over its variable; its problems
-	// name the Go field. The fields without a variable (Logger, Epoch, …)
-	// come from base as they are.
+	// Merge: a non-zero base field wins over its variable (LoadWith), or
+	// a set variable wins over base (LoadWithDefaults); problems of the
+	// fields taken from base name the Go field. The fields without a
+	// variable (Logger, Epoch, …) come from base as they are.
 	merged := base
 	fromBase := make(map[string]bool, len(fields))
 	ev, mv := reflect.ValueOf(fromEnv), reflect.ValueOf(&merged).Elem()
 	for _, f := range fields {
-		if m := mv.FieldByIndex(f.index); !isZero(m) {
+		m := mv.FieldByIndex(f.index)
+		switch {
+		case envWins && set[f.name]:
+			m.Set(ev.FieldByIndex(f.index))
+		case !isZero(m):
 			fromBase[f.name] = true
-		} else {
+		default:
 			m.Set(ev.FieldByIndex(f.index))
 		}
 	}
@@ -122,7 +142,7 @@ func load(environ []string, base eventbus.Options) (eventbus.Options, error) {
 		switch {
 		case err != nil:
 			errs = append(errs, &VarError{Var: CompactVar, Value: v, Err: err})
-		case merged.ReplayCompact == nil:
+		case envWins || merged.ReplayCompact == nil:
 			merged.ReplayCompact = set
 		}
 	}
@@ -304,6 +324,22 @@ var byteUnits = []struct {
 	{"B", 1},
 }
 
+// byteSizeWant is the error of a value that is not a byte size: it lists
+// every suffix of byteUnits, so that the message and the parser cannot
+// disagree.
+var byteSizeWant = func() string {
+	var b strings.Builder
+	b.WriteString("not a byte size (want an integer, optionally with a leading + and, with no space, one of the suffixes ")
+	for i, u := range byteUnits {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(u.suffix)
+	}
+	b.WriteString(": 2MiB, 512KiB, 100KB)")
+	return b.String()
+}()
+
 // parseBytes parses a byte size: an integer with an optional sign and an
 // optional unit suffix from byteUnits, without spaces ("2097152", "2MiB",
 // "512KiB", "100KB").
@@ -317,7 +353,7 @@ func parseBytes(v string) (any, error) {
 	}
 	n, err := strconv.ParseInt(num, 10, 64)
 	if err != nil && !errors.Is(err, strconv.ErrRange) {
-		return nil, invalid("not a byte size (want an integer, optionally with a B, KB, MB, GB, KiB, MiB or GiB suffix)")
+		return nil, invalid("%s", byteSizeWant)
 	}
 	switch {
 	case n > math.MaxInt64/mult:

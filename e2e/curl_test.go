@@ -118,7 +118,7 @@ func TestCurl(t *testing.T) {
 		got = append(got, s)
 	}
 	assert.Equal(t, []string{"7r", "8r", frame.TypeReplayComplete, "9"}, got)
-	assert.JSONEq(t, `{"lastReplayedEventId":8,"replayedCount":2}`, string(evs[2].Data))
+	assert.JSONEq(t, `{"lastReplayedEventId":8,"replayedCount":2,"firstReplayedEventId":7}`, string(evs[2].Data))
 
 	// A malformed cursor is refused before any stream starts.
 	status, body = curlJSON(t, curl, "-H", "Last-Event-ID: abc", base+"/session/demo/events")

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"go/ast"
+	"go/format"
 	"go/parser"
 	"go/token"
 	"io/fs"
@@ -279,7 +280,7 @@ func exportedNames(t *testing.T, dir string) (pkg string, names map[string]bool,
 func TestDocLinksResolve(t *testing.T) {
 	t.Parallel()
 	const module = "github.com/replaybus/replaybus/"
-	public := []string{"eventbus", "eventbus/backend", "eventbus/frame", "eventbus/observe",
+	public := []string{"eventbus", "eventbus/frame", "eventbus/observe",
 		"adapters/resume", "adapters/sse", "adapters/ws", "adapters/nats", "adapters/nats/embedded",
 		"config", "scope", "replay", "coalesce", "metrics"}
 	link := regexp.MustCompile(`\[(\*?)([A-Za-z_]\w*(?:\.[A-Za-z_]\w*){0,2})\]`)
@@ -464,4 +465,40 @@ func TestReadmePortingTableAgreesWithParity(t *testing.T) {
 		}
 	}
 	assert.GreaterOrEqual(t, checked, 1, "the parity table names a method that behaves the same")
+}
+
+// Issue 27.10: the README's code was not gofmt-formatted (one-line
+// `if err != nil { log.Fatal(err) }`, a struct literal across lines), so
+// a user who pasted it got a reformatting diff. Every Go block of the
+// README, the protocol and the operations pages is as gofmt writes it.
+func TestGoBlocksInDocsAreGofmtFormatted(t *testing.T) {
+	t.Parallel()
+	var files []string
+	for _, f := range []string{"README.md", "docs/protocol.md", "docs/operations.md"} {
+		files = append(files, filepath.Join("..", f))
+	}
+	blocks := 0
+	for _, f := range files {
+		text, err := os.ReadFile(f)
+		require.NoError(t, err)
+		rest := string(text)
+		for {
+			i := strings.Index(rest, "```go\n")
+			if i < 0 {
+				break
+			}
+			rest = rest[i+len("```go\n"):]
+			end := strings.Index(rest, "```")
+			require.GreaterOrEqual(t, end, 0, "%s: unterminated Go block", f)
+			block := rest[:end]
+			rest = rest[end+3:]
+			blocks++
+			got, err := format.Source([]byte(block))
+			if !assert.NoError(t, err, "%s: a Go block does not parse:\n%s", f, block) {
+				continue
+			}
+			assert.Equal(t, block, string(got), "%s: a Go block is not gofmt-formatted", f)
+		}
+	}
+	assert.Greater(t, blocks, 5)
 }

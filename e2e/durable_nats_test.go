@@ -20,18 +20,26 @@ import (
 
 // TestDurableClientResumesAcrossRestartOverNATS: the agent server runs
 // over NATS JetStream, whose history and epoch outlive it. npm
-// @durable-streams/client tails a session holding ids 1…10 (long-poll);
-// the agent server restarts on the same address (a new bus node over the
-// same JetStream, a new Durable Streams handler that has never seen the
-// stream), and Go publishes 11…20. The client's next read carries its
-// offset of the same epoch: it resumes exactly there and ends with ids
-// 1…20, each once, in order.
+// @durable-streams/client tails a session holding ids 1…10, over long-poll
+// and over SSE; the agent server restarts on the same address (a new bus
+// node over the same JetStream, a new Durable Streams handler that has
+// never seen the stream), and Go publishes 11…20. The client's next read
+// carries its offset of the same epoch: it resumes exactly there and ends
+// with ids 1…20, each once, in order. Over long-poll the client's own
+// retry reaches the new server; over SSE the cut answer ends the client's
+// read and client.mjs starts a new one from its last offset
+// (docs/durable-streams.md, "Real clients").
 func TestDurableClientResumesAcrossRestartOverNATS(t *testing.T) {
 	node, dir := needDurableDeps(t)
+	for _, live := range []string{"long-poll", "sse"} {
+		t.Run(live, func(t *testing.T) { resumesAcrossRestartOverNATS(t, node, dir, live) })
+	}
+}
+
+func resumesAcrossRestartOverNATS(t *testing.T, node, dir, live string) {
 	ns, err := embedded.RunServer(embedded.ServerConfig{})
 	require.NoError(t, err)
 	defer ns.Shutdown()
-
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	start := func(addr string) (*eventbus.Bus, *httptest.Server, chan string) {
@@ -51,7 +59,7 @@ func TestDurableClientResumesAcrossRestartOverNATS(t *testing.T) {
 	}
 	tail := durable.FormatOffset(eventbus.Position{ID: last.ID, Epoch: bus1.Epoch()})
 
-	out, stderr := runDurableClient(ctx, t, node, dir, ts1.URL+durable.Pattern+"run", 20, "long-poll")
+	out, stderr := runDurableClient(ctx, t, node, dir, ts1.URL+durable.Pattern+"run", 20, live)
 	for off := range live1 {
 		if off == tail {
 			break // the client tails the stream after the 10th event
@@ -75,6 +83,9 @@ func TestDurableClientResumesAcrossRestartOverNATS(t *testing.T) {
 	require.Nil(t, res.Error, "the read ended with an error %+v; reason %s, stderr: %s", res.Error, res.Reason, stderr)
 	require.Equal(t, "total", res.Reason, "stderr: %s", stderr)
 	assert.Equal(t, ids, res.IDs, "the events of both nodes, once each, in order")
+	if live == "sse" {
+		assert.Positive(t, res.Retries, "the cut SSE read was started again by client.mjs")
+	}
 }
 
 // TestDurableProducersOverNATS: the Durable Streams route of the example

@@ -117,10 +117,11 @@ func TestDurableStreamsConformance(t *testing.T) {
 type durableCutter struct {
 	n int
 
-	mu    sync.Mutex
-	gets  int
-	cuts  int
-	sseOK int // control events written since the last SSE cut
+	mu      sync.Mutex
+	gets    int
+	cuts    int
+	sseCuts int // of cuts, SSE answers cut mid-stream
+	sseOK   int // control events written since the last SSE cut
 }
 
 func (c *durableCutter) wrap(next http.Handler) http.Handler {
@@ -138,10 +139,10 @@ func (c *durableCutter) wrap(next http.Handler) http.Handler {
 	})
 }
 
-func (c *durableCutter) count() int {
+func (c *durableCutter) count() (cuts, sseCuts int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.cuts
+	return c.cuts, c.sseCuts
 }
 
 type durableCutWriter struct {
@@ -170,6 +171,7 @@ func (d *durableCutWriter) Write(p []byte) (int, error) {
 		cut := d.c.sseOK >= d.c.n
 		if cut {
 			d.c.sseOK = 0
+			d.c.sseCuts++
 		}
 		d.c.mu.Unlock()
 		if cut {
@@ -227,9 +229,11 @@ func runDurableClient(ctx context.Context, t *testing.T, node, dir, url string, 
 // TestDurableClientResumesAfterCuts: npm @durable-streams/client reads a
 // session that Go publishes 1…200 into, over SSE and over long-poll, while
 // the connection is reset again and again (every 5th control event, every
-// 5th request; chunks of about two events so the answers are many). It
-// resumes from its last offset each time and must hold exactly ids 1…200,
-// each once, in order: no duplicate, no gap.
+// 5th request; chunks of about two events so the answers are many). The
+// read resumes from its last offset each time — a request cut before its
+// answer by the client's own retry, an SSE answer cut mid-stream by
+// client.mjs's loop — and must hold exactly ids 1…200, each once, in
+// order: no duplicate, no gap.
 func TestDurableClientResumesAfterCuts(t *testing.T) {
 	node, dir := needDurableDeps(t)
 	for _, live := range []string{"sse", "long-poll"} {
@@ -264,7 +268,19 @@ func TestDurableClientResumesAfterCuts(t *testing.T) {
 				want[i] = uint64(i + 1)
 			}
 			require.Equal(t, want, res.IDs, "every id once, in order")
-			assert.GreaterOrEqual(t, cut.count(), 5, "the connection was cut")
+			cuts, sseCuts := cut.count()
+			assert.GreaterOrEqual(t, cuts, 5, "the connection was cut")
+			// What the npm client does by itself (docs/durable-streams.md):
+			// its fetch backoff retries a request cut before its answer, but
+			// an SSE answer cut mid-stream ends the read with a TypeError,
+			// and client.mjs, not the client, starts a new read from its
+			// last offset.
+			if live == "sse" {
+				assert.Positive(t, sseCuts, "an SSE answer was cut mid-stream")
+				assert.Equal(t, sseCuts, res.Retries, "each SSE answer cut ended the client's read")
+			} else {
+				assert.Zero(t, res.Retries, "the client retried every cut request itself")
+			}
 			for i := 1; i < len(res.Offsets); i++ {
 				assert.LessOrEqual(t, res.Offsets[i-1], res.Offsets[i], "offsets never go back")
 			}
@@ -275,8 +291,8 @@ func TestDurableClientResumesAfterCuts(t *testing.T) {
 				}
 			}
 			assert.Positive(t, liveReqs, "the client read live with %s: %q", live, res.Requests)
-			t.Logf("%s: %d ids, %d cuts, %d requests (%d live=%s), %d resumes after a reset",
-				live, len(res.IDs), cut.count(), len(res.Requests), liveReqs, live, res.Retries)
+			t.Logf("%s: %d ids, %d cuts (%d of SSE answers), %d requests (%d live=%s), %d resumes by client.mjs after a reset",
+				live, len(res.IDs), cuts, sseCuts, len(res.Requests), liveReqs, live, res.Retries)
 		})
 	}
 }
@@ -335,19 +351,26 @@ func TestDurableClientToldAfterRestart(t *testing.T) {
 
 // startDurableServer serves the example server over bus on addr ("" for a
 // free loopback port) with a 30 s long-poll, and reports the offset of
-// every live read on the channel (dropped when nobody takes them), so a
-// test knows when a client tails a stream.
+// every live read on the channel (dropped when nobody takes them) — a
+// long-poll when it arrives, an SSE answer once its first bytes are
+// flushed — so a test knows when a client tails a stream.
 func startDurableServer(t *testing.T, bus *eventbus.Bus, addr string) (*httptest.Server, chan string) {
 	t.Helper()
 	srv, err := server.New(bus, server.Options{Durable: durable.HandlerOptions{LongPollTimeout: 30 * time.Second}})
 	require.NoError(t, err)
 	offsets := make(chan string, 100)
 	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Query().Get("live") != "" {
+		report := func() {
 			select {
 			case offsets <- r.URL.Query().Get("offset"):
 			default:
 			}
+		}
+		switch r.URL.Query().Get("live") {
+		case "long-poll":
+			report()
+		case "sse":
+			w = &firstWriteWriter{ResponseWriter: w, first: report}
 		}
 		srv.ServeHTTP(w, r)
 	}))
@@ -359,3 +382,20 @@ func startDurableServer(t *testing.T, bus *eventbus.Bus, addr string) (*httptest
 	ts.Start()
 	return ts, offsets
 }
+
+// firstWriteWriter calls first once, after the answer's first bytes were
+// flushed to the client.
+type firstWriteWriter struct {
+	http.ResponseWriter
+	first func()
+	once  sync.Once
+}
+
+// FlushError is what http.ResponseController's Flush calls.
+func (f *firstWriteWriter) FlushError() error {
+	err := http.NewResponseController(f.ResponseWriter).Flush()
+	f.once.Do(f.first)
+	return err
+}
+
+func (f *firstWriteWriter) Unwrap() http.ResponseWriter { return f.ResponseWriter }

@@ -11,6 +11,7 @@ replace github.com/replaybus/replaybus/examples => ../examples
 require github.com/replaybus/replaybus v0.0.0-00010101000000-000000000000
 
 require (
+	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/replaybus/replaybus/adapters/nats v0.0.0-00010101000000-000000000000
 	github.com/replaybus/replaybus/examples v0.0.0-00010101000000-000000000000
@@ -20,7 +21,6 @@ require (
 
 require (
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
-	github.com/chromedp/cdproto v0.159.0 // indirect
 	github.com/coder/websocket v1.8.15 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/goccy/go-json v0.12.0 // indirect

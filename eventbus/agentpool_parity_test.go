@@ -396,8 +396,13 @@ var agentPoolTwins = []twin{
 			run(t, b, "sess-1", fmt.Sprintf("ev%d", i))
 		}
 		evs := drain(subscribe(t, b, "sess-1", eventbus.SubscribeOptions{}))
-		assert.Len(t, evs, 100, "no resync frame either: a subscribe without a cursor claims nothing about older events")
-		assert.Equal(t, runs("ev", 50, 150), runIDs(t, evs))
+		// Differs (issue 27.10): the replay ends with replay_complete
+		// saying that older events are gone; AgentPool says nothing. No
+		// resync frame: a subscribe without a cursor had no position.
+		require.Len(t, evs, 101)
+		assert.Equal(t, runs("ev", 50, 150), runIDs(t, evs[:100]))
+		assert.Equal(t, frame.ReplayCompleteData{LastReplayedEventID: evs[99].ID, ReplayedCount: 100,
+			FirstReplayedEventID: evs[0].ID, HistoryLost: true}, decode[frame.ReplayCompleteData](t, evs[100]))
 	}},
 	{python: "eb:test_event_ordering_concurrent_publish", run: func(t *testing.T) {
 		b := pyBus(t, 200, 100)
@@ -999,7 +1004,11 @@ func TestInput5IdempotentLikeAgentPool(t *testing.T) {
 func TestInput6OverflowDefault(t *testing.T) {
 	t.Parallel()
 	b := newBus(t, eventbus.Options{MaxQueueSize: 2, DisableSlowClientWarning: true})
-	assert.Empty(t, b.Options().OverflowPolicy, "unset; the drop_oldest below is the in-process default")
+	// Issue 27.8: Options().OverflowPolicy read "" when unset, where a
+	// porter expects drop_oldest; it is the policy in force, and
+	// OverflowPolicySet says it was not set.
+	assert.Equal(t, eventbus.DropOldest, b.Options().OverflowPolicy, "unset: the in-process default in force")
+	assert.False(t, b.OverflowPolicySet())
 	s := subscribe(t, b, "s", eventbus.SubscribeOptions{NoReplay: true})
 	ids5 := publish(t, b, "s", 5)
 	evs := drain(s)
@@ -1010,6 +1019,7 @@ func TestInput6OverflowDefault(t *testing.T) {
 
 	ex := newBus(t, eventbus.Options{MaxQueueSize: 2, OverflowPolicy: eventbus.DropSubscriber})
 	assert.Equal(t, eventbus.DropSubscriber, ex.Options().OverflowPolicy)
+	assert.True(t, ex.OverflowPolicySet())
 	s2 := subscribe(t, ex, "s", eventbus.SubscribeOptions{NoReplay: true})
 	publish(t, ex, "s", 5)
 	_, err := readToEnd(t, s2)
@@ -1080,7 +1090,10 @@ func TestSubscribeAfterCloseSession(t *testing.T) {
 
 	require.NoError(t, b.CreateSession("sess-1", ""))
 	s := subscribe(t, b, "sess-1", eventbus.SubscribeOptions{})
-	assert.Empty(t, drain(s), "a reopened root's buffer starts empty: nothing replayed")
+	got := drain(s)
+	require.Len(t, got, 1, "a reopened root's buffer starts empty: nothing replayed")
+	assert.Equal(t, frame.ReplayCompleteData{HistoryLost: true}, decode[frame.ReplayCompleteData](t, got[0]),
+		"but the replay says its older history is gone")
 	ev := run(t, b, "sess-1", "ev2")
 	assert.Equal(t, []uint64{ev.ID}, ids(drain(s)))
 }

@@ -10,21 +10,20 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/eventbus"
-	"github.com/replaybus/replaybus/eventbus/backend"
 	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // fakeBackend lets a test play the feed of a distributed backend by hand.
 type fakeBackend struct {
 	mu   sync.Mutex
-	feed backend.Feed
+	feed eventbus.Feed
 }
 
 func (f *fakeBackend) Epoch() string { return "fake" }
 func (f *fakeBackend) Append(context.Context, []string, eventbus.Event) (uint64, error) {
 	return 0, eventbus.ErrClosed
 }
-func (f *fakeBackend) Start(_ context.Context, feed backend.Feed) error {
+func (f *fakeBackend) Start(_ context.Context, feed eventbus.Feed) error {
 	f.mu.Lock()
 	f.feed = feed
 	f.mu.Unlock()
@@ -39,7 +38,7 @@ func (f *fakeBackend) ingest(id uint64, typ string, path ...string) {
 func newFedBus(t *testing.T) (*eventbus.Bus, *fakeBackend) {
 	t.Helper()
 	fb := &fakeBackend{}
-	b, err := backend.New(context.Background(), eventbus.Options{}, fb)
+	b, err := eventbus.NewWithBackend(context.Background(), eventbus.Options{}, fb)
 	require.NoError(t, err)
 	t.Cleanup(func() { b.Close() })
 	return b, fb

@@ -69,10 +69,17 @@ func TestNextBatchSameFramesAsTryNext(t *testing.T) {
 			err:  eventbus.ErrTimeout,
 		},
 		{
-			name: "no cursor: the ring, no replay_complete",
+			name: "no cursor, whole history: the ring, no replay_complete",
+			cfg:  eventbus.Options{ReplayBufferSize: 5},
+			pre:  func(t *testing.T, b *eventbus.Bus) { publish(t, b, "s", 5) },
+			want: []string{"1r", "2r", "3r", "4r", "5r"},
+			err:  eventbus.ErrTimeout,
+		},
+		{
+			name: "no cursor, older history evicted: replay_complete says so",
 			cfg:  eventbus.Options{ReplayBufferSize: 5},
 			pre:  func(t *testing.T, b *eventbus.Bus) { publish(t, b, "s", 8) },
-			want: []string{"4r", "5r", "6r", "7r", "8r"},
+			want: []string{"4r", "5r", "6r", "7r", "8r", "replay_complete"},
 			err:  eventbus.ErrTimeout,
 		},
 		{

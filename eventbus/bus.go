@@ -3,15 +3,10 @@ package eventbus
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/puzpuzpuz/xsync/v3"
-
-	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/eventbus/internal/deadline"
-	"github.com/replaybus/replaybus/eventbus/internal/diag"
+	"github.com/replaybus/replaybus/eventbus/internal/store"
 	"github.com/replaybus/replaybus/eventbus/observe"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -19,7 +14,7 @@ import (
 // Bus is a per-session event bus with a bounded replay buffer per session,
 // the Go form of AgentPool's EventBus with qwen-code's resume and
 // backpressure protocol. [New] makes one that keeps its ids and history in
-// this process; package eventbus/backend makes one over a shared backend
+// this process; [NewWithBackend] makes one over a shared backend
 // (adapters/nats: NATS JetStream, several nodes), with the same API and
 // delivery protocol. The zero value is not usable.
 //
@@ -35,59 +30,14 @@ type Bus struct {
 	cfg       Options // defaults applied; OverflowPolicy the one in force
 	policySet bool    // the OverflowPolicy given to New was set, not defaulted
 	epoch     string
-	droppable map[string]struct{}
-	// mu is the structure lock (reader-biased): publishes and tree-scoped
-	// subscribes and unsubscribes take its read side, then the tree lock
-	// of their session's tree (session.tmu of the root); structural
-	// changes, "all" subscribes, the backend paths and Close take it
-	// exclusively and then need no other bus lock. What it guards when
-	// held exclusively (and may be read under its read side): closed, the
-	// memory store (mem: the tree's shape and every session's place in it,
-	// the registry, tombstones, lost-id marks, kept buffers, stats) and
-	// the remote side's feedWaiters. The lock order is in
-	// publish.go, beside the code that takes the locks.
-	mu     *xsync.RBMutex
-	closed bool
-	mem    memStore    // where ids' history lives in this process (store.go)
-	w      writer      // where an event enters the history: memWriter or &remote (store.go)
-	remote remoteStore // the backend, when the bus was made over one (remote.go)
-	all    allSubs     // the "all" subscribers (index.go)
-	ttl    expiry      // the expiry goroutine's stop and done (expire.go)
-
-	// hot is the line every publish writes: the sequence and the two
-	// counters written right after it.
-	hot   hotLine
-	cnt   counters                       // the Stats counters publishers and subscribers write
-	diag  diag.Aggregator                // diagnostics queued under a lock, delivered after (diaglog.go)
-	waits *deadline.Queue[*Subscription] // parked readers' deadlines (wait.go: NextBefore)
-}
-
-// hotLine holds what every publish writes. seq is the last id assigned (0
-// before the first): the in-memory bus takes the next one with seq.Add(1)
-// where the event is appended; a backend's feed sets it to the id it
-// ingests. It has a cache line of its own, shared only with the two
-// counters every publish also writes right after (Stats.Published,
-// Stats.Delivered): they cost an atomic add on a line the publisher
-// already holds, and the fields publishers only read (diag's count, …) do
-// not move with them.
-type hotLine struct {
-	_         [64]byte
-	seq       atomic.Uint64
-	published atomic.Uint64 // events accepted (Stats.Published)
-	delivered atomic.Uint64 // live events queued for subscribers (Stats.Delivered)
-	_         [40]byte
-}
-
-// allSubs are the "all" subscribers: the list is guarded by mu under the
-// structure lock's read side (a publisher's ordering step, an unsubscribe),
-// or by the structure lock held exclusively (an "all" subscribe adds only
-// then). n mirrors its length: it rises only under the structure lock held
-// exclusively, so a publisher that reads 0 under the read side knows no
-// "all" subscriber can appear before it is done.
-type allSubs struct {
-	list subList
-	mu   sync.Mutex
-	n    atomic.Int32
+	// hist is the history in this process, with the structure lock and
+	// the tree locks (package internal/store); st is where an event
+	// enters it (store.go: memStore, or fedStore over a backend).
+	hist  *history
+	st    eventStore
+	idx   index                          // the delivery index: who hears a publish (index.go)
+	ttl   expiry                         // the expiry goroutine's stop and done
+	waits *deadline.Queue[*Subscription] // parked readers' deadlines (wait.go: NextBefore, NextBatch)
 }
 
 // expiry is the expiry goroutine's lifeline: stop is closed by Close,
@@ -96,38 +46,32 @@ type expiry struct {
 	stop, done chan struct{}
 }
 
-// counters are the rarer figures of [observe.Stats] that publishing, subscribing
-// and reading write, kept off every lock in atomics (the per-event ones sit
-// beside Bus.seq).
-type counters struct {
-	nextSub  atomic.Uint64 // the last subscriber id given out
-	nsubs    atomic.Int64  // live subscribers (Stats.Subscribers)
-	guarded  atomic.Int64  // Stats.Guarded, written by consumers
-	replayed atomic.Int64  // Stats.Replayed, written by subscribes
-	dropped  atomic.Uint64
-	evicted  atomic.Uint64
-	warnings atomic.Uint64
-	resyncs  atomic.Uint64 // state_resync_required frames, decided anywhere
-}
-
 // New returns a running in-memory Bus configured by cfg (zero fields take
 // their defaults, see [Options]). It validates everything up front and
 // returns an error naming the bad field and value ([*OptionError], or
 // ErrInvalid for a bad Epoch). The bus starts one goroutine that expires
-// idle sessions; [Bus.Close] stops it. The backend package makes a bus
-// over a shared backend (NATS JetStream) instead.
+// idle sessions; [Bus.Close] stops it. [NewWithBackend] makes a bus over a
+// shared backend (NATS JetStream) instead.
 func New(cfg Options) (*Bus, error) {
+	b, _, err := newBus(cfg, nil)
+	return b, err
+}
+
+// newBus is New, and with be set the bus of NewWithBackend, whose store it
+// returns (the backend not started).
+func newBus(cfg Options, be Backend) (*Bus, *fedStore, error) {
+	if be != nil {
+		cfg.Epoch = be.Epoch()
+	}
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cfg = cfg.WithDefaults()
-	b := &Bus{cfg: cfg, mu: xsync.NewRBMutex(), mem: memStore{tombs: make(map[string]int64), registry: newRegistry()}}
+	b := &Bus{cfg: cfg}
 	b.policySet = cfg.OverflowPolicy != ""
 	if !b.policySet {
 		b.cfg.OverflowPolicy = defaultOverflowPolicy // in-process default
 	}
-	b.w = memWriter{}
-	b.waits = deadline.New(b.deadlineDue)
 	if b.cfg.now == nil {
 		b.cfg.now = time.Now
 	}
@@ -137,17 +81,28 @@ func New(cfg Options) (*Bus, error) {
 		_, _ = rand.Read(raw[:])
 		b.epoch = hex.EncodeToString(raw[:])
 	} else if err := checkEpoch(b.epoch); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	b.hist = store.NewHistory[subs](store.Config{Log: logOptions(cfg), TTL: int64(cfg.SessionTTL),
+		ClosedRetention: int64(cfg.ClosedRetention), MaxRetained: cfg.MaxRetained})
+	b.idx.now, b.idx.report, b.idx.logger = b.cfg.now, b.cfg.Diagnostics, b.cfg.Logger
 	for _, t := range cfg.DroppableTypes {
-		if b.droppable == nil {
-			b.droppable = make(map[string]struct{})
+		if b.idx.droppable == nil {
+			b.idx.droppable = make(map[string]struct{})
 		}
-		b.droppable[t] = struct{}{}
+		b.idx.droppable[t] = struct{}{}
 	}
+	b.waits = deadline.New(b.deadlineDue)
 	b.ttl.stop, b.ttl.done = make(chan struct{}), make(chan struct{})
+	mem := &memStore{h: b.hist, idx: &b.idx, now: b.cfg.now, controller: cfg.SessionController}
+	var fed *fedStore
+	b.st = mem
+	if be != nil {
+		fed = newFedStore(mem, be, b.ttl.stop)
+		b.st = fed
+	}
 	go b.expireLoop()
-	return b, nil
+	return b, fed, nil
 }
 
 func checkEpoch(e string) error {
@@ -167,16 +122,17 @@ func checkEpoch(e string) error {
 func (b *Bus) Epoch() string { return b.epoch }
 
 // Options returns the options in force: those given to [New] with their
-// defaults applied, OverflowPolicy still "" when it was not set (then
-// in-process subscribers get drop_oldest and the streaming adapters give
-// theirs drop_subscriber, the rule of [Options.OverflowPolicy]).
-func (b *Bus) Options() Options {
-	o := b.cfg
-	if !b.policySet {
-		o.OverflowPolicy = ""
-	}
-	return o
-}
+// defaults applied. OverflowPolicy is the policy of an in-process
+// subscriber that sets none: drop_oldest (AgentPool's default) when the
+// options left it unset; [Bus.OverflowPolicySet] tells the two apart.
+func (b *Bus) Options() Options { return b.cfg }
+
+// OverflowPolicySet reports whether the options given to [New] set the
+// overflow policy (in code, or through config's environment). When they
+// did not, the SSE and WebSocket handlers give their subscribers
+// drop_subscriber instead of the in-process drop_oldest: the rule of
+// [Options.OverflowPolicy].
+func (b *Bus) OverflowPolicySet() bool { return b.policySet }
 
 // LastEventID returns the highest id assigned so far (0 before the first
 // publish), qwen-code's lastEventId getter. With publishers running in
@@ -185,18 +141,9 @@ func (b *Bus) Options() Options {
 // before the call has an id at or below it.
 //
 // It takes no lock (an atomic load) and never waits for a publish.
-func (b *Bus) LastEventID() uint64 { return b.hot.seq.Load() }
+func (b *Bus) LastEventID() uint64 { return b.hist.LastID() }
 
 func (b *Bus) nowNanos() int64 { return b.cfg.now().UnixNano() }
-
-// checkName refuses a bad session id or event type (frame.CheckName) with
-// an ErrInvalid error: "eventbus: invalid argument: " and frame's text.
-func checkName(what, v string) error {
-	if err := frame.CheckName(what, v); err != nil {
-		return invalidf("%v", err)
-	}
-	return nil
-}
 
 // Stats returns the current counters. It takes the structure lock's read
 // side briefly, for the figures only structural changes move (Sessions,
@@ -205,19 +152,18 @@ func checkName(what, v string) error {
 // subscribers write without it, one by one: during concurrent publishing
 // the figures are each exact at some instant, not all at the same one.
 func (b *Bus) Stats() observe.Stats {
-	tok := b.mu.RLock()
-	st := b.mem.stats
-	st.Retained = len(b.mem.keptByID)
-	b.mu.RUnlock(tok)
-	st.Subscribers = int(b.cnt.nsubs.Load())
-	st.Published = b.hot.published.Load()
-	st.Delivered = b.hot.delivered.Load()
-	st.Dropped = b.cnt.dropped.Load()
-	st.Evicted = b.cnt.evicted.Load()
-	st.Warnings = b.cnt.warnings.Load()
-	st.Resyncs = b.cnt.resyncs.Load()
-	st.Replayed = uint64(b.cnt.replayed.Load())
-	st.Guarded = uint64(b.cnt.guarded.Load())
+	var st observe.Stats
+	tok := b.hist.RLock()
+	b.hist.Stats(&st)
+	b.hist.RUnlock(tok)
+	c := &b.idx.cnt
+	st.Subscribers = int(c.nsubs.Load())
+	st.Dropped = c.dropped.Load()
+	st.Evicted = c.evicted.Load()
+	st.Warnings = c.warnings.Load()
+	st.Resyncs = c.resyncs.Load()
+	st.Replayed = uint64(c.replayed.Load())
+	st.Guarded = uint64(c.guarded.Load())
 	return st
 }
 
@@ -226,44 +172,44 @@ func (b *Bus) Stats() observe.Stats {
 // return ErrClosed. It is idempotent and returns nil; it does not wait for
 // consumers.
 func (b *Bus) Close() error {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	b.hist.Lock()
+	if b.hist.Closed() {
+		b.hist.Unlock()
 		<-b.ttl.done
 		return nil
 	}
-	b.closed = true
+	b.hist.Close()
 	var subs []*Subscription
-	b.eachSubLocked(func(s *Subscription) { subs = append(subs, s) })
+	b.idx.each(b.hist, func(s *Subscription) { subs = append(subs, s) })
 	for _, s := range subs {
-		b.unregisterLocked(s)
+		b.idx.unregister(s)
 		s.end(ErrClosed, false)
 	}
 	close(b.ttl.stop)
-	b.mu.Unlock()
+	b.hist.Unlock()
 	b.waits.Close()
 	<-b.ttl.done
-	return b.w.shutdown()
+	return b.st.shutdown()
 }
 
 // cancel ends s at once (Close, Unsubscribe, context cancellation), with
 // discard dropping what is still queued (all but Unsubscribe). It takes the structure lock's read side and the lock that
-// guards s's lists — its session's tree lock, or allMu for an "all"
+// guards s's lists — its session's tree lock, or index.all.mu for an "all"
 // subscriber — so it waits for publishes of that tree (or the ordering
 // step) only.
 func (b *Bus) cancel(s *Subscription, reason error, discard bool) {
-	tok := b.mu.RLock()
+	tok := b.hist.RLock()
 	if s.kind == scope.All {
-		b.all.mu.Lock()
-		b.unregisterLocked(s)
-		b.all.mu.Unlock()
+		b.idx.all.mu.Lock()
+		b.idx.unregister(s)
+		b.idx.all.mu.Unlock()
 	} else {
-		tl := s.sess.treeLock()
+		tl := s.sess.TreeLock()
 		tl.Lock()
-		b.unregisterLocked(s)
+		b.idx.unregister(s)
 		tl.Unlock()
 	}
-	b.mu.RUnlock(tok)
+	b.hist.RUnlock(tok)
 	s.end(reason, discard)
 }
 

@@ -87,17 +87,17 @@ func (m textCompactor) JoinText(key string, first []byte, texts iter.Seq[[]byte]
 	return m.t.JoinText(key, first, texts)
 }
 
-// newLog returns a new session's log as the bus's options ask: the
-// record count, the byte and age bounds, the compaction rule set.
-func (b *Bus) newLog() (store.Log[*record], error) {
-	o := store.Options{Records: b.cfg.ReplayBufferSize, Bytes: b.cfg.ReplayMaxBytes, MaxAge: int64(b.cfg.ReplayMaxAge)}
-	if c := b.cfg.ReplayCompact; c != nil {
+// logOptions are each session's log as cfg asks: the record count, the
+// byte and age bounds, the compaction rule set.
+func logOptions(cfg Options) store.Options {
+	o := store.Options{Records: cfg.ReplayBufferSize, Bytes: cfg.ReplayMaxBytes, MaxAge: int64(cfg.ReplayMaxAge)}
+	if c := cfg.ReplayCompact; c != nil {
 		o.Merger = compactor{c}
 		if t, ok := c.(textCoalescer); ok {
 			o.Merger = textCompactor{compactor{c}, t}
 		}
 	}
-	return store.New(o)
+	return o
 }
 
 // mergeFolds replaces every record of snap that a compacting log handed

@@ -119,8 +119,10 @@ type Options struct {
 	// is zero — in-process subscribers get drop_oldest (AgentPool's
 	// default) and the SSE and WebSocket handlers' subscribers get
 	// drop_subscriber (their clients
-	// resume by themselves). Zero stays zero through WithDefaults, New
-	// and [Bus.Options], so that an adapter can tell which case holds.
+	// resume by themselves). Zero stays zero through WithDefaults; a bus
+	// made with it reports drop_oldest in [Bus.Options] (the policy in
+	// force in process) and false from [Bus.OverflowPolicySet], so that an
+	// adapter can tell which case holds.
 	OverflowPolicy OverflowPolicy `env:"OVERFLOW_POLICY"`
 
 	// DroppableTypes lists event types that may be dropped for a slow
@@ -217,16 +219,17 @@ type Options struct {
 	// snapshot as usual. It is called with no bus lock held.
 	// Nil (the default): no snapshot frame, today's resync frames.
 	//
-	// The provider returns the application's state of session as of an
-	// event id: state is any JSON value (the transcript so far, say), asOf
-	// the id of the newest event it reflects — every event in the
-	// subscription's scope up to asOf is in state, none after it. asOf
+	// The provider returns the application's state of req.Session, as
+	// req.Scope covers it, as of an event id: state is any JSON value (the
+	// transcript so far, say), asOf the id of the newest event it reflects
+	// — every event in the subscription's scope up to asOf is in state,
+	// none after it, and nothing of a session outside that scope. asOf
 	// must be an id the bus already gave (0: no event yet). It runs on the
 	// subscriber's goroutine, with no bus lock held, and may call back
 	// into the bus; ctx is the subscribe's context. An error (or an asOf
 	// the bus has not reached) makes the subscribe go on without a
 	// snapshot, as without a provider.
-	Snapshots func(ctx context.Context, session string) (state json.RawMessage, asOf uint64, err error) `env:"-"`
+	Snapshots func(ctx context.Context, req SnapshotRequest) (state json.RawMessage, asOf uint64, err error) `env:"-"`
 
 	// Logger receives log records about slow clients, evictions, drops and
 	// session expiry, aggregated and rate-limited: one WARN line per

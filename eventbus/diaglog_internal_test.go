@@ -23,8 +23,8 @@ type lockProbe struct {
 func (p *lockProbe) Enabled(context.Context, slog.Level) bool { return true }
 func (p *lockProbe) Handle(context.Context, slog.Record) error {
 	p.calls.Add(1)
-	if p.b.mu.TryLock() {
-		p.b.mu.Unlock()
+	if p.b.hist.TryLock() {
+		p.b.hist.Unlock()
 	} else {
 		p.locked.Add(1)
 	}
@@ -44,8 +44,8 @@ func TestDiagnosticsOutsideBusLock(t *testing.T) {
 	b, err := New(Options{DroppableTypes: []string{"delta"}, Logger: slog.New(probe),
 		Diagnostics: func(observe.Diagnostic) {
 			hookCalls.Add(1)
-			if b.mu.TryLock() {
-				b.mu.Unlock()
+			if b.hist.TryLock() {
+				b.hist.Unlock()
 			} else {
 				hookLocked.Add(1)
 			}

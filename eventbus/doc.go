@@ -90,7 +90,8 @@
 // environment variables (this package never reads the environment). The
 // frame package defines the bus's own frames on the wire (types, reasons,
 // payloads), the observe package what the bus reports about itself (Stats,
-// SessionInfo, Diagnostic), and the backend package the seam for a bus
-// whose history lives outside the process (adapters/nats: NATS JetStream).
+// SessionInfo, Diagnostic). [Backend] is the seam for a bus whose history
+// lives outside the process (adapters/nats: NATS JetStream), consumed by
+// [NewWithBackend]; [Pipeline] publishes over it with appends in flight.
 // docs/architecture.md has the package map and the locks.
 package eventbus

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/replaybus/replaybus/acp"
 	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/scope"
@@ -13,10 +14,10 @@ import (
 // The README's quick start, run by go test: configure from the environment,
 // build a session tree, publish, resume a subtree from a cursor, and end.
 func Example_quickStart() {
-	// eventbus.New does not read the environment: config.Load (or
-	// LoadWith, whose non-zero fields win) reads the AGENTPOOL_EVENTBUS_*
-	// variables and validates them.
-	cfg, err := config.LoadWith(eventbus.Options{ReplayBufferSize: 100})
+	// eventbus.New does not read the environment: config.LoadWithDefaults
+	// takes the program's defaults, lets every AGENTPOOL_EVENTBUS_* variable
+	// set override them, and validates the result.
+	cfg, err := config.LoadWithDefaults(eventbus.Options{ReplayBufferSize: 100})
 	if err != nil {
 		log.Fatal(err) // names the bad variable and value
 	}
@@ -28,9 +29,10 @@ func Example_quickStart() {
 
 	bus.CreateSession("run-1", "")                 // a root session
 	bus.CreateSession("run-1.researcher", "run-1") // a sub-agent below it
-	bus.Publish("run-1", "agent_message_chunk", map[string]string{"text": "Hel"})
-	bus.Publish("run-1.researcher", "tool_call", map[string]string{"title": "search"})
-	bus.Publish("run-1", "agent_message_chunk", map[string]string{"text": "lo"})
+	// ACP session/update shapes, which ?coalesce=acp and compaction merge
+	acp.Publish(bus, "run-1", acp.MessageChunk("Hel"))
+	acp.Publish(bus, "run-1.researcher", acp.ToolCall{ToolCallID: "t1", Title: "search"})
+	acp.Publish(bus, "run-1", acp.MessageChunk("lo"))
 
 	// A client reconnecting with Last-Event-ID: 1, hearing the whole subtree.
 	ctx := context.Background()

@@ -76,7 +76,7 @@ func ExampleBus_Subscribe_resume() {
 	// event 4 replay true
 	// event 5 replay true
 	// event 6 replay true
-	// frame replay_complete {"lastReplayedEventId":6,"replayedCount":3}
+	// frame replay_complete {"lastReplayedEventId":6,"replayedCount":3,"firstReplayedEventId":4,"historyLost":true}
 }
 
 // A subscriber of a session with scope descendants hears its sub-agents'

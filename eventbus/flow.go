@@ -10,7 +10,7 @@ import (
 // the subscription takes its lock around them, ends itself on an eviction
 // and wakes its consumer. deliver runs on a publisher's goroutine with the
 // lock that guards the subscriber's list held (its session tree's lock,
-// Bus.all.mu for "all", or the structure lock) and takes s.mu itself; it
+// index.all.mu for "all", or the structure lock) and takes s.mu itself; it
 // never blocks. The wake-up of a parked consumer is the caller's to send
 // (deliver reports it), so that the publish path sends it after releasing
 // its locks.
@@ -69,7 +69,7 @@ func (s *Subscription) deliver(r *record, droppable bool) (queue.Outcome, bool) 
 		s.mu.Unlock()
 		return 0, false
 	}
-	o := s.q.Deliver(&s.rd, s.sess.id, r, droppable)
+	o := s.q.Deliver(&s.rd, s.sess.ID, r, droppable)
 	wake := false
 	if o == queue.Evicted {
 		s.endLocked(ErrEvicted, false) // wakes the consumer itself

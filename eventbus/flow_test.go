@@ -313,15 +313,15 @@ func TestReplayBudget(t *testing.T) {
 		{"no cursor", 400, eventbus.SubscribeOptions{},
 			[]string{"1r", "2r", "3r", "4r", "state_resync_required:replay_budget_exceeded", "replay_complete", "11"},
 			frame.ResyncData{Reason: frame.ReasonReplayBudgetExceeded, LastDeliveredID: 4, CompleteFromID: 11, SkippedCount: 6},
-			frame.ReplayCompleteData{LastReplayedEventID: 4, ReplayedCount: 4}},
+			frame.ReplayCompleteData{LastReplayedEventID: 4, ReplayedCount: 4, FirstReplayedEventID: 1}},
 		{"cursor", 400, eventbus.SubscribeOptions{Cursor: eventbus.At(5)},
 			[]string{"6r", "7r", "8r", "9r", "state_resync_required:replay_budget_exceeded", "replay_complete", "11"},
 			frame.ResyncData{Reason: frame.ReasonReplayBudgetExceeded, LastDeliveredID: 9, CompleteFromID: 11, SkippedCount: 1},
-			frame.ReplayCompleteData{LastReplayedEventID: 9, ReplayedCount: 4}},
+			frame.ReplayCompleteData{LastReplayedEventID: 9, ReplayedCount: 4, FirstReplayedEventID: 6}},
 		{"at least one event", 50, eventbus.SubscribeOptions{},
 			[]string{"1r", "state_resync_required:replay_budget_exceeded", "replay_complete", "11"},
 			frame.ResyncData{Reason: frame.ReasonReplayBudgetExceeded, LastDeliveredID: 1, CompleteFromID: 11, SkippedCount: 9},
-			frame.ReplayCompleteData{LastReplayedEventID: 1, ReplayedCount: 1}},
+			frame.ReplayCompleteData{LastReplayedEventID: 1, ReplayedCount: 1, FirstReplayedEventID: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

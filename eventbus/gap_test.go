@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/eventbus"
-	"github.com/replaybus/replaybus/eventbus/backend"
 	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -22,8 +21,8 @@ import (
 func TestFeedGapReachesLiveSubscribersInScope(t *testing.T) {
 	t.Parallel()
 	b, fb := newFedBus(t)
-	fb.ingest(1, backend.TypeSessionCreated, "root")
-	fb.ingest(2, backend.TypeSessionCreated, "root", "kid")
+	fb.ingest(1, "_replaybus.session_created", "root")
+	fb.ingest(2, "_replaybus.session_created", "root", "kid")
 	fb.ingest(3, "msg", "root", "kid")
 	fb.ingest(4, "msg", "other")
 	own := subscribe(t, b, "kid", eventbus.SubscribeOptions{NoReplay: true})
@@ -81,7 +80,7 @@ func (p fakePending) Wait(ctx context.Context) (uint64, error) {
 	return p.id, p.err
 }
 
-func (a *asyncBackend) AppendAsync(_ []string, ev eventbus.Event) (backend.PendingAppend, error) {
+func (a *asyncBackend) AppendAsync(_ []string, ev eventbus.Event) (eventbus.PendingAppend, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.sent++
@@ -98,19 +97,19 @@ func (a *asyncBackend) AppendAsync(_ []string, ev eventbus.Event) (backend.Pendi
 func TestPipelineWindowAndFailure(t *testing.T) {
 	t.Parallel()
 	fb := &asyncBackend{release: make(chan struct{})}
-	b, err := backend.New(context.Background(), eventbus.Options{}, fb)
+	b, err := eventbus.NewWithBackend(context.Background(), eventbus.Options{}, fb)
 	require.NoError(t, err)
 	t.Cleanup(func() { b.Close() })
-	_, err = backend.NewPipeline(b, backend.PipelineOptions{Window: backend.MaxPipelineWindow + 1})
+	_, err = eventbus.NewPipeline(b, eventbus.PipelineOptions{Window: 4096 + 1})
 	require.ErrorIs(t, err, eventbus.ErrInvalid)
 
 	var stored []eventbus.Event
-	p, err := backend.NewPipeline(b, backend.PipelineOptions{Window: 3, OnStored: func(ev eventbus.Event) { stored = append(stored, ev) }})
+	p, err := eventbus.NewPipeline(b, eventbus.PipelineOptions{Window: 3, OnStored: func(ev eventbus.Event) { stored = append(stored, ev) }})
 	require.NoError(t, err)
 	for i := range 3 {
 		require.NoError(t, p.Publish("s", "msg", i))
 	}
-	assert.Equal(t, 3, p.Pending())
+	assert.Empty(t, stored, "three in flight, none acknowledged yet")
 	// A full window: the fourth waits for the oldest ack.
 	done := make(chan error, 1)
 	go func() { done <- p.Publish("s", "msg", 3) }()
@@ -137,14 +136,16 @@ func TestPipelineWindowAndFailure(t *testing.T) {
 		require.NoError(t, p.Publish("s", "msg", 10+i))
 	}
 	err = p.Flush(context.Background())
-	var perr *backend.PipelineError
+	var perr *eventbus.PipelineError
 	require.ErrorAs(t, err, &perr)
 	require.Len(t, perr.Unknown, 1)
 	assert.JSONEq(t, `11`, string(perr.Unknown[0].Data))
 	assert.Equal(t, []uint64{5, 6}, []uint64{stored[0].ID, stored[1].ID})
-	assert.Zero(t, p.Pending())
+	stored = nil
 	require.NoError(t, p.Publish("s", "msg", 20))
 	require.NoError(t, p.Flush(context.Background()))
+	require.Len(t, stored, 1, "the pipeline is empty and usable after the failure")
+	assert.JSONEq(t, `20`, string(stored[0].Data))
 }
 
 // On the in-memory bus a pipeline publishes synchronously.
@@ -152,7 +153,7 @@ func TestPipelineInMemory(t *testing.T) {
 	t.Parallel()
 	b := newBus(t, eventbus.Options{})
 	var ids []uint64
-	p, err := backend.NewPipeline(b, backend.PipelineOptions{OnStored: func(ev eventbus.Event) { ids = append(ids, ev.ID) }})
+	p, err := eventbus.NewPipeline(b, eventbus.PipelineOptions{OnStored: func(ev eventbus.Event) { ids = append(ids, ev.ID) }})
 	require.NoError(t, err)
 	s := subscribe(t, b, "s", eventbus.SubscribeOptions{NoReplay: true})
 	for i := range 5 {
@@ -171,12 +172,12 @@ func TestPipelineKeepsPublishOptions(t *testing.T) {
 	t.Parallel()
 	fb := &asyncBackend{release: make(chan struct{})}
 	close(fb.release)
-	remote, err := backend.New(context.Background(), eventbus.Options{}, fb)
+	remote, err := eventbus.NewWithBackend(context.Background(), eventbus.Options{}, fb)
 	require.NoError(t, err)
 	t.Cleanup(func() { remote.Close() })
 	for name, b := range map[string]*eventbus.Bus{"backend": remote, "memory": newBus(t, eventbus.Options{})} {
 		var stored []eventbus.Event
-		p, err := backend.NewPipeline(b, backend.PipelineOptions{OnStored: func(ev eventbus.Event) { stored = append(stored, ev) }})
+		p, err := eventbus.NewPipeline(b, eventbus.PipelineOptions{OnStored: func(ev eventbus.Event) { stored = append(stored, ev) }})
 		require.NoError(t, err)
 		err = p.Publish("typo", "msg", 1, eventbus.Existing())
 		assert.ErrorIs(t, err, eventbus.ErrSessionNotFound, name)

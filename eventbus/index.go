@@ -1,25 +1,81 @@
 package eventbus
 
 import (
+	"log/slog"
 	"sync"
+	"sync/atomic"
+	"time"
 
+	"github.com/replaybus/replaybus/eventbus/frame"
+	"github.com/replaybus/replaybus/eventbus/internal/diag"
 	"github.com/replaybus/replaybus/eventbus/internal/queue"
 	"github.com/replaybus/replaybus/eventbus/observe"
 	"github.com/replaybus/replaybus/scope"
 )
 
-// Registration index. A subscriber made on session X with scope k sits in at
-// most two lists, so that a publish to session S reaches exactly the
-// subscribers whose scope covers S, each once, in O(matching subscribers +
-// depth of S):
+// The delivery index: which subscribers hear a publish. A subscriber made
+// on session X with scope k sits in at most two lists, so that a publish
+// to session S reaches exactly the subscribers whose scope covers S, each
+// once, in O(matching subscribers + depth of S):
 //
 //	list (slot)                 holds                             hears S when
 //	X.own (0)                   every non-"all" subscriber of X   S == X
 //	X.desc (1)                  scope descendants                 X is a proper ancestor of S
 //	parent(X).childSubtree (1)  scope subtree                     S == parent(X), or S is a sibling of X
-//	bus.all (1)                 scope all                         always
+//	index.all (1)               scope all                         always
 //
-// Each subscriber remembers its index in both lists for O(1) removal.
+// Each subscriber remembers its index in both lists for O(1) removal. A
+// session's lists (subs) live beside its history and are guarded like it:
+// by its tree's lock under the structure lock's read side, or by the
+// structure lock held exclusively; the "all" list by index.all.mu (see the
+// lock order in publish.go).
+
+// subs are one session's subscriber lists.
+type subs struct {
+	own          subList // subscribers made on this session (all scopes but "all")
+	desc         subList // those of own with scope descendants
+	childSubtree subList // subtree subscribers made on this session's children
+}
+
+// index is the delivery index of a bus: the "all" subscribers, the
+// counters of what delivery did, and the diagnostics it queued (delivered
+// after every lock is released: flush).
+type index struct {
+	all       allSubs
+	droppable map[string]struct{} // Options.DroppableTypes
+	now       func() time.Time
+	report    func(observe.Diagnostic) // Options.Diagnostics
+	logger    *slog.Logger             // Options.Logger
+
+	_    [64]byte // the counters, written on subscribe, off the line publishers read all.n on
+	cnt  counters
+	diag diag.Aggregator
+}
+
+// allSubs are the "all" subscribers: the list is guarded by mu under the
+// structure lock's read side (a publisher's ordering step, an unsubscribe),
+// or by the structure lock held exclusively (an "all" subscribe adds only
+// then). n mirrors its length: it rises only under the structure lock held
+// exclusively, so a publisher that reads 0 under the read side knows no
+// "all" subscriber can appear before it is done.
+type allSubs struct {
+	list subList
+	mu   sync.Mutex
+	n    atomic.Int32
+}
+
+// counters are the figures of [observe.Stats] that delivery, subscribing
+// and reading write, kept off every lock in atomics.
+type counters struct {
+	nextSub  atomic.Uint64 // the last subscriber id given out
+	nsubs    atomic.Int64  // live subscribers (Stats.Subscribers)
+	guarded  atomic.Int64  // Stats.Guarded, written by consumers
+	replayed atomic.Int64  // Stats.Replayed, written by subscribes
+	dropped  atomic.Uint64
+	evicted  atomic.Uint64
+	warnings atomic.Uint64
+	resyncs  atomic.Uint64 // state_resync_required frames, decided anywhere
+}
 
 type subList []*Subscription
 
@@ -41,75 +97,105 @@ func (l *subList) remove(s *Subscription, slot int) {
 	s.pos[slot] = -1
 }
 
-// registerLocked puts s into the lists its scope needs. The caller holds
-// s.sess's tree lock under b.mu's read side (session, descendants and
-// subtree scopes: their lists all lie in that tree), or b.mu exclusively
-// (required for the all scope).
-func (b *Bus) registerLocked(s *Subscription) {
+// register puts s into the lists its scope needs. The caller holds
+// s.sess's tree lock under the structure lock's read side (session,
+// descendants and subtree scopes: their lists all lie in that tree), or the
+// structure lock exclusively (required for the all scope).
+func (ix *index) register(s *Subscription) {
 	s.pos = [2]int{-1, -1}
 	x := s.sess
-	x.info.nsubs.Add(1)
-	b.cnt.nsubs.Add(1)
+	x.AddSubscribers(1)
+	ix.cnt.nsubs.Add(1)
 	switch s.kind {
 	case scope.All:
-		b.all.list.add(s, 1)
-		b.all.n.Add(1)
+		ix.all.list.add(s, 1)
+		ix.all.n.Add(1)
 		return
 	case scope.Descendants:
-		x.desc.add(s, 1)
+		x.Subs.desc.add(s, 1)
 	case scope.Subtree:
-		if p := x.parent(); p != nil {
-			p.childSubtree.add(s, 1)
+		if p := x.Parent(); p != nil {
+			p.Subs.childSubtree.add(s, 1)
 		}
 	}
-	x.own.add(s, 0)
+	x.Subs.own.add(s, 0)
 }
 
-// unregisterLocked removes s from every list. The caller holds what
-// guards them: s.sess's tree lock (allMu for an "all" subscriber) under
-// b.mu's read side, or b.mu exclusively. It is a no-op for a subscriber
-// that is not registered.
-func (b *Bus) unregisterLocked(s *Subscription) {
+// unregister removes s from every list. The caller holds what guards
+// them: s.sess's tree lock (all.mu for an "all" subscriber) under the
+// structure lock's read side, or the structure lock exclusively. It is a
+// no-op for a subscriber that is not registered.
+func (ix *index) unregister(s *Subscription) {
 	if s.pos == [2]int{-1, -1} {
 		return
 	}
 	x := s.sess
 	switch s.kind {
 	case scope.All:
-		// Not in x.own: x's lists belong to x's tree, which an "all"
+		// Not in x's lists: they belong to x's tree, which an "all"
 		// subscriber's unsubscribe need not hold.
-		b.all.list.remove(s, 1)
-		b.all.n.Add(-1)
+		ix.all.list.remove(s, 1)
+		ix.all.n.Add(-1)
 	case scope.Descendants:
-		x.desc.remove(s, 1)
+		x.Subs.desc.remove(s, 1)
 	case scope.Subtree:
-		if p := x.parent(); p != nil {
-			p.childSubtree.remove(s, 1)
+		if p := x.Parent(); p != nil {
+			p.Subs.childSubtree.remove(s, 1)
 		}
 	}
 	if s.kind != scope.All {
-		x.own.remove(s, 0)
+		x.Subs.own.remove(s, 0)
 	}
 	s.pos = [2]int{-1, -1}
-	x.info.nsubs.Add(-1)
-	b.cnt.nsubs.Add(-1)
-	x.touch(b.nowNanos())
+	x.AddSubscribers(-1)
+	ix.cnt.nsubs.Add(-1)
+	x.Touch(ix.now().UnixNano())
 }
 
-// reparentLocked moves x's subtree subscribers from the old parent's list to
-// the new one's; called when a session gets a parent after subscribers
-// joined it.
-func (b *Bus) reparentLocked(x *session, from, to *session) {
-	for _, s := range x.own {
+// reparent moves x's subtree subscribers from the old parent's list to
+// the new one's, when x is attached to a parent or its parent closes. The
+// structure lock is held exclusively.
+func (ix *index) reparent(x *session, from, to *session) {
+	for _, s := range x.Subs.own {
 		if s.kind != scope.Subtree {
 			continue
 		}
 		if from != nil {
-			from.childSubtree.remove(s, 1)
+			from.Subs.childSubtree.remove(s, 1)
 		}
 		if to != nil {
-			to.childSubtree.add(s, 1)
+			to.Subs.childSubtree.add(s, 1)
 		}
+	}
+}
+
+// endSession unregisters the subscribers made on x, every scope, and ends
+// them with ErrSessionClosed once they have drained (x is closing). The
+// structure lock is held exclusively.
+func (ix *index) endSession(x *session) {
+	for len(x.Subs.own) > 0 {
+		s := x.Subs.own[len(x.Subs.own)-1]
+		ix.unregister(s)
+		s.end(ErrSessionClosed, false)
+	}
+	for i := len(ix.all.list) - 1; i >= 0; i-- {
+		if s := ix.all.list[i]; s.sess == x {
+			ix.unregister(s)
+			s.end(ErrSessionClosed, false)
+		}
+	}
+}
+
+// each calls fn for every registered subscriber of h's sessions. The
+// structure lock is held exclusively.
+func (ix *index) each(h *history, fn func(*Subscription)) {
+	h.Each(func(x *session) {
+		for _, s := range x.Subs.own {
+			fn(s)
+		}
+	})
+	for _, s := range ix.all.list {
+		fn(s)
 	}
 }
 
@@ -153,27 +239,29 @@ func (f *fan) release() {
 // publish allocates none in steady state.
 var wakeLists = sync.Pool{New: func() any { return new([]*Subscription) }}
 
-// fanOutLocked offers r, just published to session x, to every subscriber
-// in x's tree whose scope covers x (the "all" subscribers are offered it by
-// appendLocked). The caller holds x's tree lock under b.mu's read side, or
-// b.mu exclusively.
-func (b *Bus) fanOutLocked(x *session, r *record, droppable, forced bool, f *fan) {
-	b.offerLocked(&x.own, nil, r, droppable, forced, f)
-	p := x.parent()
-	for a := p; a != nil; a = a.parent() {
-		b.offerLocked(&a.desc, nil, r, droppable, forced, f)
+// newFan returns a fan with a recycled wake-up list.
+func newFan() fan { return fan{wakes: wakeLists.Get().(*[]*Subscription)} }
+
+// fanOut offers r, just published to session x, to every subscriber in x's
+// tree whose scope covers x (the "all" subscribers are offered it by the
+// publisher's ordering step). The caller holds x's tree lock under the
+// structure lock's read side, or the structure lock exclusively.
+func (ix *index) fanOut(x *session, r *record, droppable, forced bool, f *fan) {
+	ix.offer(&x.Subs.own, nil, r, droppable, forced, f)
+	p := x.Parent()
+	for a := p; a != nil; a = a.Parent() {
+		ix.offer(&a.Subs.desc, nil, r, droppable, forced, f)
 	}
-	b.offerLocked(&x.childSubtree, nil, r, droppable, forced, f)
+	ix.offer(&x.Subs.childSubtree, nil, r, droppable, forced, f)
 	if p != nil {
-		b.offerLocked(&p.childSubtree, x, r, droppable, forced, f)
+		ix.offer(&p.Subs.childSubtree, x, r, droppable, forced, f)
 	}
 }
 
-// offerLocked offers r to each subscriber of l except those made on skip.
-// It holds each subscriber's mutex only for that subscriber (inside
-// deliver); it never blocks on a consumer. The caller holds the lock that
-// guards l.
-func (b *Bus) offerLocked(l *subList, skip *session, r *record, droppable, forced bool, f *fan) {
+// offer offers r to each subscriber of l except those made on skip. It
+// holds each subscriber's mutex only for that subscriber (inside deliver);
+// it never blocks on a consumer. The caller holds the lock that guards l.
+func (ix *index) offer(l *subList, skip *session, r *record, droppable, forced bool, f *fan) {
 	for i := 0; i < len(*l); i++ {
 		s := (*l)[i]
 		if skip != nil && s.sess == skip {
@@ -206,17 +294,90 @@ func (b *Bus) offerLocked(l *subList, skip *session, r *record, droppable, force
 		}
 		switch o {
 		case queue.Warned:
-			b.cnt.warnings.Add(1)
-			b.diagnose(observe.DiagSlowClientWarning, s, r)
+			ix.cnt.warnings.Add(1)
+			ix.diagnose(observe.DiagSlowClientWarning, s, r)
 		case queue.Dropped, queue.DroppedOld:
-			b.cnt.dropped.Add(1)
-			b.diagnose(observe.DiagDropped, s, r)
+			ix.cnt.dropped.Add(1)
+			ix.diagnose(observe.DiagDropped, s, r)
 		case queue.Evicted:
-			b.cnt.evicted.Add(1)
-			b.diagnose(observe.DiagEvicted, s, r)
-			b.unregisterLocked(s) // its slot is free at once
+			ix.cnt.evicted.Add(1)
+			ix.diagnose(observe.DiagEvicted, s, r)
+			ix.unregister(s) // its slot is free at once
 			s.stopWatch()
 			i-- // the last subscriber of l moved into slot i
 		}
 	}
+}
+
+// gap queues a state_resync_required{feed_gap} frame for every live
+// subscriber whose scope covers x (the lists fanOut walks): events of x
+// with ids up to upTo were lost before this node received them (a
+// backend's feed noticed it). A subscriber whose queue already ends with a
+// feed_gap frame has that frame extended instead, so a gap in many
+// sessions at once is one frame per subscriber. The structure lock is held
+// exclusively.
+func (ix *index) gap(x *session, upTo uint64) {
+	now := ix.now().UnixNano()
+	push := func(l subList, skip *session) {
+		for _, s := range l {
+			if skip != nil && s.sess == skip {
+				continue
+			}
+			s.mu.Lock()
+			if !s.ended && s.q.PushGap(s.sess.ID, upTo, now) {
+				s.wakeLocked()
+				ix.cnt.resyncs.Add(1)
+			}
+			s.mu.Unlock()
+		}
+	}
+	push(x.Subs.own, nil)
+	p := x.Parent()
+	for a := p; a != nil; a = a.Parent() {
+		push(a.Subs.desc, nil)
+	}
+	push(x.Subs.childSubtree, nil)
+	if p != nil {
+		push(p.Subs.childSubtree, x)
+	}
+	push(ix.all.list, nil)
+}
+
+// diagnose queues one diagnostic (package internal/diag); flush delivers
+// it once every bus lock is released. A bus lock is held: it must stay
+// cheap and never log or call the hook.
+func (ix *index) diagnose(kind observe.DiagnosticKind, s *Subscription, r *record) {
+	if ix.report == nil && ix.logger == nil {
+		return
+	}
+	d := diag.Item{Kind: string(kind), Session: s.sess.ID, Subscriber: s.id, Name: s.name, EventID: r.ID, EventType: r.Type}
+	if s.id != 0 {
+		s.mu.Lock()
+		q := s.figuresLocked()
+		s.mu.Unlock()
+		d.QueueSize, d.MaxQueued, d.QueuedBytes, d.MaxQueuedBytes = q.QueueSize, q.MaxQueued, q.QueuedBytes, q.MaxQueuedBytes
+	}
+	ix.diag.Add(d)
+}
+
+// flush hands the queued diagnostics to Options.Diagnostics and the
+// aggregating logger of Options.Logger, on the caller's goroutine. It must
+// be called without any bus lock held (methods defer it before taking one).
+func (ix *index) flush() {
+	if ix.report == nil && ix.logger == nil {
+		return // nothing was queued (diagnose)
+	}
+	ix.diag.Flush(ix.now, ix.reportItem, ix.logger)
+}
+
+// reportItem turns an incident into the observe.Diagnostic of Options.Diagnostics.
+func (ix *index) reportItem(d diag.Item) {
+	if ix.report == nil {
+		return
+	}
+	ix.report(observe.Diagnostic{
+		Kind: observe.DiagnosticKind(d.Kind), Session: d.Session, Subscriber: d.Subscriber, Name: d.Name,
+		EventID: d.EventID, EventType: d.EventType,
+		Queue: frame.QueueFigures{QueueSize: d.QueueSize, MaxQueued: d.MaxQueued, QueuedBytes: d.QueuedBytes, MaxQueuedBytes: d.MaxQueuedBytes},
+	})
 }

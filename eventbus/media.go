@@ -185,7 +185,7 @@ func (e Event) WithContentType(contentType string) (Event, error) {
 // knows 4,096 distinct media types (an interned type is never forgotten),
 // and for data that is not valid JSON or not UTF-8 under application/json
 // (the error names the first byte that is not UTF-8). A refused
-// event consumes no id. backend.Pipeline publishes JSON only: over a
+// event consumes no id. [Pipeline] publishes JSON only: over a
 // backend, byte payloads go through PublishBytes.
 func (b *Bus) PublishBytes(sessionID, typ, contentType string, data []byte, opts ...PublishOption) (Event, error) {
 	media, err := internMedia(contentType)
@@ -202,9 +202,5 @@ func (b *Bus) PublishBytes(sessionID, typ, contentType string, data []byte, opts
 	if len(data) > 0 {
 		raw = append([]byte(nil), data...)
 	}
-	origin, create, p := publishOpts(opts)
-	if p != nil {
-		return b.publishProducer(sessionID, typ, raw, media, origin, create, p)
-	}
-	return b.publish(sessionID, typ, raw, media, origin, create)
+	return b.publish(sessionID, typ, raw, media, opts)
 }

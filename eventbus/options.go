@@ -17,11 +17,22 @@ type SubscribeOptions struct {
 	// Cursor, when non-nil, is the client's position: replay only events
 	// with id > Cursor.ID, emit state_resync_required when events after it
 	// are gone (ring_evicted) or when it is from another epoch or at/after
-	// the next id (epoch_reset: the whole history in scope is replayed),
-	// and end the replay with replay_complete even when nothing was
-	// replayed. nil replays the whole history in scope (AgentPool's
-	// last_event_id=None).
+	// the next id (epoch_reset, always the first frame: then the whole
+	// history in scope is replayed, or a snapshot and the events after it
+	// when a provider is set and that history is no longer whole), and end
+	// the replay with replay_complete even when nothing was replayed. nil
+	// replays the whole history in scope (AgentPool's last_event_id=None),
+	// ended by replay_complete{historyLost} only when older events in
+	// scope were evicted.
 	Cursor *Position
+
+	// StrictCursor makes Subscribe fail with a [*PositionLostError]
+	// (reason ring_evicted or epoch_reset) where Cursor's position is lost,
+	// instead of returning a subscription that starts with
+	// state_resync_required (or, with a snapshot provider, a snapshot): for
+	// a reader that must answer "gone" rather than read on. No effect
+	// without Cursor.
+	StrictCursor bool
 
 	// NoReplay skips the history entirely (AgentPool's
 	// subscribe(replay=False)): only events published after the subscribe
@@ -75,8 +86,9 @@ type SubscribeOptions struct {
 	// [Options.Snapshots] provider set, the subscriber first receives the
 	// application's state as of an id, then exactly the events after it
 	// (the cursor is replaced by that id). Without a provider it does
-	// nothing. A subscriber whose position is lost gets a snapshot without
-	// asking. Over SSE and WebSocket: ?snapshot=1.
+	// nothing. A subscriber whose position is lost (ring_evicted; or
+	// epoch_reset, when the new history in scope is no longer whole) gets a
+	// snapshot without asking. Over SSE and WebSocket: ?snapshot=1.
 	Snapshot bool
 
 	// Throttle, with Coalesce set, holds a mergeable live event for up to

@@ -1,28 +1,24 @@
 package eventbus
 
 import (
-	"context"
-	"errors"
-	"fmt"
-
-	"github.com/replaybus/replaybus/eventbus/internal/hook"
+	"github.com/replaybus/replaybus/eventbus/internal/store"
 	"github.com/replaybus/replaybus/eventbus/producer"
 )
 
 // Idempotent producers: the checks of package producer's stamps (see its
 // documentation for the rules), made under the lock a publish takes in
 // memory, or against the backend's record with a revision check over a
-// backend that keeps producers (producerRemote).
+// backend that keeps producers (ProducerBackend).
 
 // WithProducer makes the publish idempotent for the producer stamp p
 // (package producer has the rules): checked and recorded against the
 // session's state of p.ID under the lock the publish takes, or, over a
-// backend that keeps producers (eventbus/backend.ProducerBackend, as
+// backend that keeps producers ([ProducerBackend], as
 // adapters/nats does), against the backend's record, stored with the
 // event in one atomic step. A refused publish returns a *producer.Error
 // (ErrDuplicate: acknowledged, nothing stored; ErrStaleEpoch;
 // ErrSequenceGap) or ErrInvalid; over a backend without producer records,
-// and through a backend.Pipeline over a backend that pipelines appends,
+// and through a [Pipeline] over a backend that pipelines appends,
 // producer.ErrUnsupported; and the backend's errors as Publish returns
 // them. A session remembers its 1,024 most recently used producers: a
 // producer forgotten past them is unknown again, so its next publish is
@@ -30,131 +26,6 @@ import (
 // (docs/guarantees.md).
 func WithProducer(p producer.Stamp) PublishOption {
 	return func(o *publishOptions) { o.producer = &p }
-}
-
-// producerRemote is backend.ProducerBackend as the bus needs it: the
-// record of producer id in a session with its revision (0: none), and the
-// append of an event together with the record of stamp p, refused with
-// hook.ErrProducerConflict when the record is no longer at rev; it
-// returns the event's id and the record's new revision.
-type producerRemote interface {
-	ProducerState(ctx context.Context, session, id string) (st producer.State, rev uint64, err error)
-	AppendProducer(ctx context.Context, path []string, ev Event, p producer.Stamp, rev uint64) (id, newRev uint64, err error)
-}
-
-// remoteProducer is this node's copy of a backend's producer record, as
-// it last read or wrote it: a cache that saves the read when the node's
-// own producer publishes again, never the authority. A stamp it accepts
-// is appended under the backend's revision check (a moved record fails
-// the append, and the bus reads it again); a stamp it refuses is checked
-// again against a fresh read before the refusal is returned.
-type remoteProducer struct {
-	st  producer.State
-	rev uint64
-}
-
-// publishProducer is publish for a publish WithProducer(p): in memory the
-// check and the record are made under the lock the publish takes (see
-// publishLocal); over a backend that keeps producers, against its record
-// (publishRemoteProducer); over any other backend it is refused.
-func (b *Bus) publishProducer(sessionID, typ string, raw []byte, media uint32, origin string, create bool, p *producer.Stamp) (Event, error) {
-	if err := checkName("producer id", p.ID); err != nil {
-		return Event{}, err
-	}
-	if _, ok := b.w.(memWriter); !ok {
-		pr, ok := b.remote.be.(producerRemote)
-		if !ok {
-			return Event{}, producer.ErrUnsupported
-		}
-		return b.publishRemoteProducer(pr, sessionID, typ, raw, media, origin, create, p)
-	}
-	defer b.flushDiagnostics() // after every lock is released
-	return b.publishLocal(sessionID, typ, raw, media, origin, create, p)
-}
-
-// publishRemoteProducer is publishRemote with the producer check: it
-// checks p against the record of p.ID (this node's copy, else read from
-// the backend) and appends the event with p's record under the backend's
-// check that the record is still at the revision checked against; when it
-// moved meanwhile (a concurrent publish of the same producer, through any
-// node), it reads the record again and checks again, all bounded by
-// backendTimeout. A refusal is always made against a fresh read.
-func (b *Bus) publishRemoteProducer(pr producerRemote, sessionID, typ string, raw []byte, media uint32, origin string, create bool, p *producer.Stamp) (Event, error) {
-	path, now, err := b.remoteTarget(sessionID, create)
-	if err != nil {
-		return Event{}, err
-	}
-	ev := Event{Session: sessionID, Type: typ, Data: raw, Time: now, Origin: origin, media: media}
-	ctx, cancel := context.WithTimeout(context.Background(), backendTimeout)
-	defer cancel()
-	rec, cached := b.remoteProducerCopy(sessionID, p.ID)
-	fresh := !cached
-	for {
-		if fresh {
-			st, rev, err := pr.ProducerState(ctx, sessionID, p.ID)
-			if err != nil {
-				return Event{}, fmt.Errorf("eventbus: producer record from backend: %w", err)
-			}
-			rec = remoteProducer{st, rev}
-			b.keepRemoteProducer(sessionID, p.ID, rec)
-		}
-		if err := checkStamp(sessionID, rec.st, rec.rev != 0, p); err != nil {
-			if !fresh {
-				fresh = true // refuse only on the backend's word
-				continue
-			}
-			return Event{}, err
-		}
-		id, rev, err := pr.AppendProducer(ctx, path, ev, *p, rec.rev)
-		if errors.Is(err, hook.ErrProducerConflict) && ctx.Err() == nil {
-			fresh = true
-			continue
-		}
-		var pe *producer.Error
-		if errors.As(err, &pe) {
-			// The backend knew the event (a concurrent retry, over NATS
-			// by its Nats-Msg-Id): name it from the record if it can.
-			if st, rev, err := pr.ProducerState(ctx, sessionID, p.ID); err == nil {
-				b.keepRemoteProducer(sessionID, p.ID, remoteProducer{st, rev})
-				if err := checkStamp(sessionID, st, rev != 0, p); errors.Is(err, producer.ErrDuplicate) {
-					return Event{}, err
-				}
-			}
-			return Event{}, pe
-		}
-		if err != nil {
-			return Event{}, fmt.Errorf("eventbus: publish to backend: %w", err)
-		}
-		b.keepRemoteProducer(sessionID, p.ID, remoteProducer{producer.State{Epoch: p.Epoch, LastSeq: p.Seq, LastID: id}, rev})
-		ev.ID = id
-		b.noteAcked(id)
-		return ev, nil
-	}
-}
-
-// remoteProducerCopy returns this node's copy of producer id's record in
-// session, if it has one.
-func (b *Bus) remoteProducerCopy(sessionID, id string) (remoteProducer, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if n := b.mem.tree.Get(sessionID); n != nil {
-		return n.Value.remoteProducers.get(id)
-	}
-	return remoteProducer{}, false
-}
-
-// keepRemoteProducer stores this node's copy of producer id's record in
-// session (while the session lives here).
-func (b *Bus) keepRemoteProducer(sessionID, id string, rec remoteProducer) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if n := b.mem.tree.Get(sessionID); n != nil {
-		x := n.Value
-		if x.remoteProducers == nil {
-			x.remoteProducers = new(producerLRU[remoteProducer])
-		}
-		x.remoteProducers.put(id, rec)
-	}
 }
 
 // CheckProducer reports what a publish WithProducer(p) to session
@@ -178,52 +49,17 @@ func (b *Bus) CheckProducer(sessionID string, p producer.Stamp) error {
 	if err := checkName("producer id", p.ID); err != nil {
 		return err
 	}
-	var pr producerRemote
-	if _, ok := b.w.(memWriter); !ok {
-		if pr, ok = b.remote.be.(producerRemote); !ok {
-			return producer.ErrUnsupported
-		}
-	}
-	tok := b.mu.RLock()
-	if b.closed {
-		b.mu.RUnlock(tok)
-		return ErrClosed
-	}
-	x, ok := b.mem.sessions.Load(sessionID)
-	if !ok {
-		_, closed := b.mem.tombs[sessionID]
-		b.mu.RUnlock(tok)
-		if closed {
-			return fmt.Errorf("%w: %q", ErrSessionClosed, sessionID)
-		}
-		return fmt.Errorf("%w: %q", ErrSessionNotFound, sessionID)
-	}
-	if pr != nil {
-		b.mu.RUnlock(tok)
-		ctx, cancel := context.WithTimeout(context.Background(), backendTimeout)
-		defer cancel()
-		st, rev, err := pr.ProducerState(ctx, sessionID, p.ID)
-		if err != nil {
-			return fmt.Errorf("eventbus: producer record from backend: %w", err)
-		}
-		return checkStamp(sessionID, st, rev != 0, &p)
-	}
-	tl := x.treeLock()
-	tl.Lock()
-	err := x.checkProducer(&p)
-	tl.Unlock()
-	b.mu.RUnlock(tok)
-	return err
+	return b.st.checkProducer(sessionID, &p)
 }
 
 // checkProducer validates p (nil: no producer, accepted) against session
-// x's record, its tree lock or b.mu held: nil to accept.
-func (x *session) checkProducer(p *producer.Stamp) error {
+// x's record, under its tree lock or the structure lock: nil to accept.
+func checkProducer(x *session, p *producer.Stamp) error {
 	if p == nil {
 		return nil
 	}
-	st, ok := x.producers.get(p.ID)
-	return checkStamp(x.id, st, ok, p)
+	rec, ok := x.Producer(p.ID)
+	return checkStamp(x.ID, rec.State, ok, p)
 }
 
 // checkStamp validates p against the record st of its producer in session
@@ -248,12 +84,9 @@ func checkStamp(session string, st producer.State, known bool, p *producer.Stamp
 }
 
 // commitProducer records p's accepted publish as event id (nil p: none).
-func (x *session) commitProducer(p *producer.Stamp, id uint64) {
+func commitProducer(x *session, p *producer.Stamp, id uint64) {
 	if p == nil {
 		return
 	}
-	if x.producers == nil {
-		x.producers = new(producerLRU[producer.State])
-	}
-	x.producers.put(p.ID, producer.State{Epoch: p.Epoch, LastSeq: p.Seq, LastID: id})
+	x.SetProducer(p.ID, store.ProducerRecord{State: producer.State{Epoch: p.Epoch, LastSeq: p.Seq, LastID: id}})
 }

@@ -163,7 +163,7 @@ func ExampleWithProducer() {
 }
 
 // Over a backend that keeps no producer records (no
-// backend.ProducerBackend) a stamped publish and CheckProducer are refused
+// ProducerBackend) a stamped publish and CheckProducer are refused
 // with producer.ErrUnsupported (errors.ErrUnsupported): never accepted
 // unchecked. The bus goes on.
 func TestProducerUnsupportedOverPlainBackend(t *testing.T) {

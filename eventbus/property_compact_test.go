@@ -90,9 +90,9 @@ func TestPropertyCompactResume(t *testing.T) {
 		}
 		cfg := eventbus.Options{Epoch: "e", ReplayBufferSize: size, ReplayCompact: rules, ReplayMaxBytes: maxBytes}
 		if snaps {
-			cfg.Snapshots = func(_ context.Context, session string) (json.RawMessage, uint64, error) {
-				state, err := json.Marshal(transcript(session, points[session]))
-				return state, points[session], err
+			cfg.Snapshots = func(_ context.Context, req eventbus.SnapshotRequest) (json.RawMessage, uint64, error) {
+				state, err := json.Marshal(transcript(req.Session, points[req.Session]))
+				return state, points[req.Session], err
 			}
 		}
 		b, err := eventbus.New(cfg)

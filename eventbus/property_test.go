@@ -495,9 +495,17 @@ func (h *harness) expectHead(x *mSession, o eventbus.SubscribeOptions) ([]want, 
 			Reason: frame.ReasonReplayBudgetExceeded, LastDeliveredID: last,
 			CompleteFromID: h.nextID, SkippedCount: len(snap) - n}}) // the first live id
 	}
-	if o.Cursor != nil || n < len(snap) {
+	// The history is not whole when an event in scope after the cursor
+	// (any, without one) was evicted: replay_complete says so, and ends
+	// even a replay without cursor then.
+	lost := evicted > cursor
+	if o.Cursor != nil || n < len(snap) || lost {
+		var first uint64
+		if n > 0 {
+			first = snap[0].id
+		}
 		head = append(head, want{frame: frame.TypeReplayComplete,
-			complete: &frame.ReplayCompleteData{LastReplayedEventID: last, ReplayedCount: n}})
+			complete: &frame.ReplayCompleteData{LastReplayedEventID: last, ReplayedCount: n, FirstReplayedEventID: first, HistoryLost: lost}})
 	}
 	return head, last
 }

@@ -1,51 +1,53 @@
 package eventbus
 
-// The publish side of the delivery protocol, in call order: Publish and
-// PublishJSON validate and encode outside any lock; publish hands the
-// event to the bus's writer (store.go: memWriter in memory, the backend's
-// remoteStore, whose feed comes back through ingest); appendLocked, under
-// the session's tree lock, takes the id, appends to the session's Log and
-// offers the event to every subscriber in scope (fanOutLocked, index.go;
-// each subscriber's queue applies its limits and policy, flow.go). Parked
-// consumers are woken after every lock is released (fan.release).
+// The publish side of the delivery protocol, in call order: Publish,
+// PublishJSON and PublishBytes validate and encode outside any lock and
+// make the record; the bus's store takes it (store.go). In memory,
+// memStore.publish takes the locks, checks a producer's stamp, and
+// appendLocked, under the session's tree lock, takes the id, appends to
+// the session's log (package internal/store) and offers the event to every
+// subscriber in scope (index.fanOut, index.go; each subscriber's queue
+// applies its limits and policy, flow.go). Over a backend, fedStore.publish
+// appends to the backend and the feed comes back through the same
+// appendLocked (fed.go: Ingest). Parked consumers are woken after every
+// lock is released (fan.release).
 //
 // # Lock order
 //
 // Every lock of the bus, in the order a goroutine may take them (this file
 // takes the first four on every publish; subscribe.go, session.go,
-// index.go and wait.go take the same ones in the same order):
+// store.go, fed.go, index.go and wait.go take the same ones in the same
+// order):
 //
-//  1. Bus.mu, the structure lock (reader-biased): its read side for a
-//     publish to an existing session, a tree-scoped subscribe or
-//     unsubscribe; exclusively for structural changes (create, close,
+//  1. the structure lock (History.Lock/RLock, reader-biased): its read
+//     side for a publish to an existing session, a tree-scoped subscribe
+//     or unsubscribe; exclusively for structural changes (create, close,
 //     expiry, an "all" subscribe, Close, the backend's feed). Whoever
 //     holds it exclusively needs no other bus lock.
-//  2. the tree lock (session.treeLock: the root's tmu), under the read
-//     side only; a goroutine holds at most one.
-//  3. Bus.all.mu, the ordering step, only while an "all" subscriber
-//     exists (Bus.all.n > 0), or for an "all" subscriber's unsubscribe.
+//  2. the tree lock (Session.TreeLock: the root's), under the read side
+//     only; a goroutine holds at most one.
+//  3. index.all.mu, the ordering step, only while an "all" subscriber
+//     exists (index.all.n > 0), or for an "all" subscriber's unsubscribe.
 //  4. Subscription.mu, one subscriber's queue, for one delivery at a time.
 //  5. the deadline queue's own lock (internal/deadline), under
 //     Subscription.mu when a reader parks or ends; the queue releases it
 //     before it calls back (Bus.deadlineDue), which takes 4.
 //
-// Beside the chain: Bus.mu (exclusive) → registry.treeMu for the tree's
-// parent links (registry.go); the diagnostics aggregator's own lock
-// (internal/diag) is taken under any of 1–4 and takes none. Nobody takes
-// the read side of Bus.mu twice (a waiting exclusive locker would block
-// the second); the consumer takes no bus lock to read; a publisher never
-// waits on a consumer; wake-ups and diagnostics are delivered after every
-// lock is released.
+// Beside the chain: the structure lock (exclusive) → the history's lock of
+// the tree's parent links, which listings read (internal/store); the
+// diagnostics aggregator's own lock (internal/diag) is taken under any of
+// 1–4 and takes none. Nobody takes the read side of the structure lock
+// twice (a waiting exclusive locker would block the second); the consumer
+// takes no bus lock to read; a publisher never waits on a consumer;
+// wake-ups and diagnostics are delivered after every lock is released.
 
 import (
 	"encoding/json"
 	"fmt"
-	"time"
 	"unicode/utf8"
 
 	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/eventbus/producer"
-	"github.com/replaybus/replaybus/scope"
 )
 
 // encode turns a payload into JSON once, outside the lock.
@@ -112,11 +114,7 @@ func (b *Bus) Publish(sessionID, typ string, data any, opts ...PublishOption) (E
 	if err != nil {
 		return Event{}, err
 	}
-	origin, create, p := publishOpts(opts)
-	if p != nil {
-		return b.publishProducer(sessionID, typ, raw, 0, origin, create, p)
-	}
-	return b.publish(sessionID, typ, raw, 0, origin, create)
+	return b.publish(sessionID, typ, raw, 0, opts)
 }
 
 // PublishJSON is [Bus.Publish] for a payload that is already JSON: data is
@@ -136,11 +134,7 @@ func (b *Bus) PublishJSON(sessionID, typ string, data []byte, opts ...PublishOpt
 		}
 		raw = append([]byte(nil), data...)
 	}
-	origin, create, p := publishOpts(opts)
-	if p != nil {
-		return b.publishProducer(sessionID, typ, raw, 0, origin, create, p)
-	}
-	return b.publish(sessionID, typ, raw, 0, origin, create)
+	return b.publish(sessionID, typ, raw, 0, opts)
 }
 
 // checkEvent validates what every publish names.
@@ -153,6 +147,15 @@ func checkEvent(sessionID, typ string) error {
 	}
 	if frame.Reserved(typ) {
 		return invalidf("event type %q is reserved for the bus's own frames", typ)
+	}
+	return nil
+}
+
+// checkName refuses a bad session id or event type (frame.CheckName) with
+// an ErrInvalid error: "eventbus: invalid argument: " and frame's text.
+func checkName(what, v string) error {
+	if err := frame.CheckName(what, v); err != nil {
+		return invalidf("%v", err)
 	}
 	return nil
 }
@@ -176,160 +179,117 @@ func publishOpts(opts []PublishOption) (origin string, create bool, p *producer.
 
 // testHookTreeLocked, when set by a test, runs in appendLocked right after
 // the id is taken (and the "all" subscribers were offered the event),
-// before the ring append and the tree's fan-out: on the publish path of an
-// existing session that is inside the tree-locked section (read side of
-// b.mu and the tree lock held). It gets the session id. Set it only while
-// no other test publishes.
+// before the append and the tree's fan-out: on the publish path of an
+// existing session that is inside the tree-locked section (the structure
+// lock's read side and the tree lock held). It gets the session id. Set
+// it only while no other test publishes.
 var testHookTreeLocked func(session string)
 
-// publish stores and fans out one validated, encoded event. Only what must
-// be ordered runs under a lock — the id, the replay buffer append and
-// queueing for the subscribers in scope; the record, the clock and the
-// returned Event are made outside it, and parked consumers are woken after
-// it is released.
-//
-// An existing session (the common case) is published to under the read
-// side of the structure lock and its tree's lock: publishers of distinct
-// trees do not wait for each other. A session that must be created first
-// (or a refused one) takes the structure lock exclusively.
-func (b *Bus) publish(sessionID, typ string, raw []byte, media uint32, origin string, create bool) (Event, error) {
-	defer b.flushDiagnostics() // after every lock is released
-	return b.w.publish(b, sessionID, typ, raw, media, origin, create)
-}
-
-// publishLocal is publish on the in-memory bus (memWriter): the id is
-// taken here, under the tree lock, as the event is appended and fanned out.
-// media is the interned media type (media.go), 0 for JSON.
-func (b *Bus) publishLocal(sessionID, typ string, raw []byte, media uint32, origin string, create bool, p *producer.Stamp) (Event, error) {
-	r := &record{Type: typ, Data: raw, Ext: extOf(origin, media), Nanos: b.nowNanos()}
-	f := fan{wakes: wakeLists.Get().(*[]*Subscription)}
-	defer f.release() // the wake-ups, once no lock is held
-	tok := b.mu.RLock()
-	if b.closed {
-		b.mu.RUnlock(tok)
-		return Event{}, ErrClosed
-	}
-	if x, ok := b.mem.sessions.Load(sessionID); ok {
-		tl := x.treeLock()
-		tl.Lock()
-		if err := x.checkProducer(p); err != nil {
-			tl.Unlock()
-			b.mu.RUnlock(tok)
+// publish stores and delivers one validated, encoded event (Publish,
+// PublishJSON, PublishBytes; media is the interned media type, 0 for
+// JSON): the record and the clock are made here, outside any lock, and
+// the bus's store (store.go) does the rest.
+func (b *Bus) publish(sessionID, typ string, raw []byte, media uint32, opts []PublishOption) (Event, error) {
+	origin, create, p := publishOpts(opts)
+	if p != nil {
+		if err := checkName("producer id", p.ID); err != nil {
 			return Event{}, err
 		}
-		r.Session = x.id
-		b.appendLocked(x, r, false, &f)
-		x.commitProducer(p, r.ID)
+	}
+	r := &record{Type: typ, Data: raw, Ext: extOf(origin, media), Nanos: b.cfg.now().UnixNano()}
+	defer b.idx.flush() // after every lock is released
+	return b.st.publish(sessionID, r, create, p)
+}
+
+// publish is store.publish in memory. Only what must be ordered runs under
+// a lock — the producer check, the id, the append and the queueing for the
+// subscribers in scope (appendLocked); parked consumers are woken after it
+// is released. An existing session (the common case) is published to
+// under the structure lock's read side and its tree's lock: publishers of
+// distinct trees do not wait for each other. A session that must be
+// created first (or a refused one) takes the structure lock exclusively.
+func (m *memStore) publish(id string, r *record, create bool, p *producer.Stamp) (Event, error) {
+	f := newFan()
+	defer f.release() // the wake-ups, once no lock is held
+	tok := m.h.RLock()
+	if m.h.Closed() {
+		m.h.RUnlock(tok)
+		return Event{}, ErrClosed
+	}
+	if x, ok := m.h.Lookup(id); ok {
+		tl := x.TreeLock()
+		tl.Lock()
+		if p != nil {
+			if err := checkProducer(x, p); err != nil {
+				tl.Unlock()
+				m.h.RUnlock(tok)
+				return Event{}, err
+			}
+		}
+		r.Session = x.ID
+		m.appendLocked(x, r, false, &f)
+		if p != nil {
+			commitProducer(x, p, r.ID)
+		}
 		tl.Unlock()
-		b.mu.RUnlock(tok)
+		m.h.RUnlock(tok)
 		// r is immutable from here on: subscribers read it concurrently.
 		return eventOf(r, false), nil
 	}
-	b.mu.RUnlock(tok)
+	m.h.RUnlock(tok)
 	// Unknown here: create it (or refuse) with the structure held.
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	m.h.Lock()
+	defer m.h.Unlock()
+	if m.h.Closed() {
 		return Event{}, ErrClosed
 	}
-	x, err := b.sessionLocked(sessionID, create)
+	x, err := m.open(id, create)
 	if err == nil {
-		err = x.checkProducer(p)
+		err = checkProducer(x, p)
 	}
 	if err != nil {
-		b.mu.Unlock()
 		return Event{}, err
 	}
-	r.Session = x.id
-	b.appendLocked(x, r, false, &f)
-	x.commitProducer(p, r.ID)
-	b.mu.Unlock()
+	r.Session = x.ID
+	m.appendLocked(x, r, false, &f)
+	commitProducer(x, p, r.ID)
 	return eventOf(r, false), nil
 }
 
-// publishRemote is publish on a bus over a backend: the backend assigns the
-// id and the feed delivers.
-func (b *Bus) publishRemote(sessionID, typ string, raw []byte, media uint32, origin string, create bool) (Event, error) {
-	path, now, err := b.remoteTarget(sessionID, create)
-	if err != nil {
-		return Event{}, err
-	}
-	return b.appendRemote(path, Event{Session: sessionID, Type: typ, Data: raw, Time: now, Origin: origin, media: media})
-}
-
-// remoteTarget is the first half of a publish over a backend: under the
-// lock, the session (created if new and create, as Publish creates it;
-// marked published, so that a CreateSession on this node can no longer
-// give it a parent, as in memory) and its tree path, and the event's time.
-// A closed session is refused as in memory.
-func (b *Bus) remoteTarget(sessionID string, create bool) ([]string, time.Time, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return nil, time.Time{}, ErrClosed
-	}
-	x, err := b.sessionLocked(sessionID, create)
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	x.published = true
-	return x.pathLocked(), b.cfg.now(), nil
-}
-
-// eachSubLocked calls fn for every registered subscriber.
-func (b *Bus) eachSubLocked(fn func(*Subscription)) {
-	b.mem.tree.Each(func(n *scope.Node[*session]) {
-		for _, s := range n.Value.own {
-			fn(s)
-		}
-	})
-	for _, s := range b.all.list {
-		fn(s)
-	}
-}
-
-// appendLocked assigns the next id, stores r in x's replay buffer and fans
-// it out; f collects the wake-ups (see [fan]). The caller holds b.mu's read
-// side and x's tree lock, or b.mu exclusively.
+// appendLocked takes the next id for r, appends r to x's log and offers
+// it to every subscriber in scope; f collects the wake-ups (see [fan]).
+// The caller holds the structure lock's read side and x's tree lock, or
+// the structure lock exclusively.
 //
 // The id is taken here, under the tree lock, so ids rise in the order
-// events are appended within every tree (and so within every replay buffer
-// and every tree-scoped subscriber's queue). While an "all" subscriber
-// exists, the id is taken and the event offered to the "all" subscribers
-// under allMu, the one bus-wide step: every "all" subscriber then sees the
-// ids of all trees in rising order, with nothing missing below the newest,
-// so one cursor resumes it. The tree's own fan-out follows outside allMu.
-func (b *Bus) appendLocked(x *session, r *record, forced bool, f *fan) {
+// events are appended within every tree (and so within every log and
+// every tree-scoped subscriber's queue). While an "all" subscriber exists,
+// the id is taken and the event offered to the "all" subscribers under
+// index.all.mu, the one bus-wide step: every "all" subscriber then sees
+// the ids of all trees in rising order, with nothing missing below the
+// newest, so one cursor resumes it. The tree's own fan-out follows
+// outside it.
+func (m *memStore) appendLocked(x *session, r *record, forced bool, f *fan) {
+	ix := m.idx
 	droppable := false
-	if b.droppable != nil {
-		_, droppable = b.droppable[r.Type]
+	if ix.droppable != nil {
+		_, droppable = ix.droppable[r.Type]
 	}
-	if b.all.n.Load() > 0 {
-		b.all.mu.Lock()
-		r.ID = b.hot.seq.Add(1)
-		b.offerLocked(&b.all.list, nil, r, droppable, forced, f)
-		b.all.mu.Unlock()
+	if ix.all.n.Load() > 0 {
+		ix.all.mu.Lock()
+		r.ID = m.h.NextID()
+		ix.offer(&ix.all.list, nil, r, droppable, forced, f)
+		ix.all.mu.Unlock()
 	} else {
-		r.ID = b.hot.seq.Add(1)
+		r.ID = m.h.NextID()
 	}
 	if testHookTreeLocked != nil {
-		testHookTreeLocked(x.id)
+		testHookTreeLocked(x.ID)
 	}
-	x.published = true
-	x.lastID = r.ID
-	x.touch(r.Nanos)
-	x.ring.Append(r)
-	if n := int64(len(r.Data)); n > b.mem.maxData.Load() {
-		b.raiseMaxData(n)
-	}
-	x.info.lastID.Store(r.ID)
-	if n := int32(x.ring.Len()); n != x.info.buffered.Load() {
-		x.info.buffered.Store(n)
-	}
-	b.hot.published.Add(1)
-	b.fanOutLocked(x, r, droppable, forced, f)
+	m.h.Append(x, r)
+	ix.fanOut(x, r, droppable, forced, f)
 	if f.delivered != 0 {
-		b.hot.delivered.Add(uint64(f.delivered))
+		m.h.CountDelivered(f.delivered)
 	}
 	f.delivered = 0
 }

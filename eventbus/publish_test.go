@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/eventbus"
-	"github.com/replaybus/replaybus/eventbus/backend"
 	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
@@ -163,7 +162,7 @@ func TestPublishValidation(t *testing.T) {
 		{"forged slow_client_warning", "s", frame.TypeSlowClientWarning, nil},
 		{"forged snapshot", "s", frame.TypeSnapshot, nil},
 		{"forged stream_start", "s", frame.TypeStreamStart, nil},
-		{"internal control type", "s", backend.TypeSessionCreated, nil},
+		{"internal control type", "s", "_replaybus.session_created", nil},
 	}
 	b := newBus(t, eventbus.Options{})
 	for _, tt := range tests {

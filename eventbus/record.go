@@ -90,24 +90,34 @@ func mediaOf(r *record) uint32 {
 	return r.Ext.Media
 }
 
-// replayCompleteEntry is synth for the replay_complete frame, its payload
+// replayCompleteEntry is synth for the replay_complete frame (first: the
+// first replayed id, 0 for none; lost: HistoryLost), its payload
 // (frame.ReplayCompleteData) encoded by hand into the same allocation as
 // its record: one allocation per resume instead of three (the record,
 // encoding/json's result and the boxed argument), and no reflection.
 // TestReplayCompleteEntryEncoding pins the bytes to encoding/json's.
-func replayCompleteEntry(session string, last uint64, n int, nanos int64) entry {
+func replayCompleteEntry(session string, last uint64, n int, first uint64, lost bool, nanos int64) entry {
 	const (
-		head = `{"lastReplayedEventId":`
-		mid  = `,"replayedCount":`
+		head   = `{"lastReplayedEventId":`
+		mid    = `,"replayedCount":`
+		firstK = `,"firstReplayedEventId":`
+		lostK  = `,"historyLost":true`
 	)
 	p := new(struct {
 		r record
-		b [len(head) + 20 + len(mid) + 20 + 1]byte // 20: the longest uint64 or int64 in decimal
+		b [len(head) + 20 + len(mid) + 20 + len(firstK) + 20 + len(lostK) + 1]byte // 20: the longest uint64 or int64 in decimal
 	})
 	d := append(p.b[:0], head...)
 	d = strconv.AppendUint(d, last, 10)
 	d = append(d, mid...)
 	d = strconv.AppendInt(d, int64(n), 10)
+	if first != 0 {
+		d = append(d, firstK...)
+		d = strconv.AppendUint(d, first, 10)
+	}
+	if lost {
+		d = append(d, lostK...)
+	}
 	d = append(d, '}')
 	p.r = record{Session: session, Type: frame.TypeReplayComplete, Data: d[:len(d):len(d)], Nanos: nanos}
 	return entry{Rec: &p.r, Kind: queue.KindFrame}

@@ -78,22 +78,26 @@ func dirtyEvent(t *testing.T) Event {
 // synth would build.
 func TestReplayCompleteEntryEncoding(t *testing.T) {
 	for _, c := range []struct {
-		last uint64
-		n    int
+		last  uint64
+		n     int
+		first uint64
+		lost  bool
 	}{
-		{0, 0},
-		{1, 1},
-		{42, 7},
-		{10_000, 10_000},
-		{math.MaxUint64, math.MaxInt},
-		{math.MaxUint64, math.MinInt},
-		{9, -1},
+		{0, 0, 0, false},
+		{1, 1, 1, false},
+		{42, 7, 36, false},
+		{42, 7, 36, true},
+		{0, 0, 0, true},
+		{10_000, 10_000, 1, false},
+		{math.MaxUint64, math.MaxInt, math.MaxUint64, true},
+		{math.MaxUint64, math.MinInt, 0, false},
+		{9, -1, 0, true},
 	} {
-		got := replayCompleteEntry("sess", c.last, c.n, 123)
+		got := replayCompleteEntry("sess", c.last, c.n, c.first, c.lost, 123)
 		want := synth("sess", frame.TypeReplayComplete, frame.ReplayCompleteData{
-			LastReplayedEventID: c.last, ReplayedCount: c.n,
+			LastReplayedEventID: c.last, ReplayedCount: c.n, FirstReplayedEventID: c.first, HistoryLost: c.lost,
 		}, 123)
-		require.Equal(t, string(want.Rec.Data), string(got.Rec.Data), "last %d, count %d", c.last, c.n)
+		require.Equal(t, string(want.Rec.Data), string(got.Rec.Data), "%+v", c)
 		assert.Equal(t, len(got.Rec.Data), cap(got.Rec.Data), "an append to the payload must not write into the shared allocation")
 		got.Rec.Data, want.Rec.Data = nil, nil
 		assert.Equal(t, *want.Rec, *got.Rec)

@@ -39,21 +39,21 @@ func TestResume(t *testing.T) {
 			name:     "cursor inside the ring",
 			opts:     eventbus.SubscribeOptions{Cursor: eventbus.At(7)},
 			want:     append(append([]string{}, ring...), "replay_complete"),
-			complete: &frame.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 5},
+			complete: &frame.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 5, FirstReplayedEventID: 8},
 		},
 		{
 			name:     "cursor before the ring",
 			opts:     eventbus.SubscribeOptions{Cursor: eventbus.At(3)},
 			want:     append(append([]string{"state_resync_required:ring_evicted"}, ring...), "replay_complete"),
 			resync:   &frame.ResyncData{Reason: frame.ReasonRingEvicted, LastDeliveredID: 3, CompleteFromID: 8},
-			complete: &frame.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 5},
+			complete: &frame.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 5, FirstReplayedEventID: 8, HistoryLost: true},
 		},
 		{
 			name:     "cursor 0 with an evicted ring",
 			opts:     eventbus.SubscribeOptions{Cursor: eventbus.At(0)},
 			want:     append(append([]string{"state_resync_required:ring_evicted"}, ring...), "replay_complete"),
 			resync:   &frame.ResyncData{Reason: frame.ReasonRingEvicted, LastDeliveredID: 0, CompleteFromID: 8},
-			complete: &frame.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 5},
+			complete: &frame.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 5, FirstReplayedEventID: 8, HistoryLost: true},
 		},
 		{
 			name:     "cursor at the newest id",
@@ -65,14 +65,14 @@ func TestResume(t *testing.T) {
 			name:     "cursor in the middle",
 			opts:     eventbus.SubscribeOptions{Cursor: &eventbus.Position{ID: 10, Epoch: "e1"}},
 			want:     []string{"11r", "12r", "replay_complete"},
-			complete: &frame.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 2},
+			complete: &frame.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 2, FirstReplayedEventID: 11},
 		},
 		{
 			name:     "cursor at the next id",
 			opts:     eventbus.SubscribeOptions{Cursor: eventbus.At(13)},
 			want:     append(append([]string{"state_resync_required:epoch_reset"}, ring...), "replay_complete"),
 			resync:   &frame.ResyncData{Reason: frame.ReasonEpochReset, LastDeliveredID: 13, Epoch: "e1"},
-			complete: &frame.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 5},
+			complete: &frame.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 5, FirstReplayedEventID: 8, HistoryLost: true},
 		},
 		{
 			name:   "cursor far ahead",
@@ -85,12 +85,15 @@ func TestResume(t *testing.T) {
 			opts:     eventbus.SubscribeOptions{Cursor: &eventbus.Position{ID: 10, Epoch: "e0"}},
 			want:     append(append([]string{"state_resync_required:epoch_reset"}, ring...), "replay_complete"),
 			resync:   &frame.ResyncData{Reason: frame.ReasonEpochReset, LastDeliveredID: 10, Epoch: "e1"},
-			complete: &frame.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 5},
+			complete: &frame.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 5, FirstReplayedEventID: 8, HistoryLost: true},
 		},
 		{
-			name: "no cursor replays the ring without frames",
-			opts: eventbus.SubscribeOptions{},
-			want: ring,
+			// Issue 27.10: a late joiner got the ring's events and nothing
+			// said that older ones were gone; replay_complete says so.
+			name:     "no cursor replays the ring and says older history is gone",
+			opts:     eventbus.SubscribeOptions{},
+			want:     append(append([]string{}, ring...), "replay_complete"),
+			complete: &frame.ReplayCompleteData{LastReplayedEventID: 12, ReplayedCount: 5, FirstReplayedEventID: 8, HistoryLost: true},
 		},
 		{
 			name: "NoReplay",

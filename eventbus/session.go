@@ -1,187 +1,15 @@
 package eventbus
 
 import (
-	"errors"
-	"fmt"
-	"slices"
-	"strings"
-	"sync"
-	"sync/atomic"
+	"time"
 
-	"github.com/replaybus/replaybus/eventbus/frame"
-	"github.com/replaybus/replaybus/eventbus/internal/store"
-	"github.com/replaybus/replaybus/eventbus/producer"
-	"github.com/replaybus/replaybus/scope"
+	"github.com/replaybus/replaybus/eventbus/observe"
 )
 
-// session is the bus's state for one session: its replay buffer, its place
-// in the tree and its subscriber lists. Its place in the tree (node's links,
-// kept, the *Lost marks) changes only under the structure lock (Bus.mu)
-// held exclusively; everything a publish or a tree-scoped subscribe writes
-// (ring, own, desc, childSubtree, published, lastID) is guarded by its
-// tree's lock under Bus.mu's read side, or by Bus.mu held exclusively.
-type session struct {
-	id string
-	// tmu is the tree lock when this session is a root: the lock of the
-	// whole tree below it (see treeLock). Unused while it has a parent.
-	tmu sync.Mutex
-
-	node *scope.Node[*session]
-	ring store.Log[*record]
-
-	own          subList     // subscribers made on this session (all scopes but "all")
-	desc         subList     // those of own with scope descendants
-	childSubtree subList     // subtree subscribers made on this session's children
-	info         sessionInfo // what listings read without the bus lock; info.nsubs counts its subscribers, "all" included (registry.go)
-
-	published bool   // a child may get a parent only before it publishes
-	lastID    uint64 // id of the newest event published here
-	// active is the Unix ns of the last publish, subscribe or unsubscribe;
-	// atomic, since an "all" subscriber made here may be unsubscribed
-	// (evicted) by a publisher of another tree.
-	active atomic.Int64
-
-	// Highest ids lost with a closed or expired session that was in this
-	// session's descendants (descLost), its subtree as parent-or-sibling
-	// (subtreeLost), or among its children (childLost); a resume from
-	// before them is told with ring_evicted.
-	descLost, subtreeLost, childLost uint64
-
-	// kept are closed sessions' replay buffers held for this session's
-	// descendants and all scopes (and its ancestors'), see retain.go.
-	kept []*retained
-
-	// producers is the record of the idempotent producers that published
-	// here (producer.go), the maxProducers most recently used; under the
-	// tree lock.
-	producers *producerLRU[producer.State]
-	// remoteProducers is, over a backend, this node's copy of the
-	// backend's records of the producers that publish here (producer.go),
-	// the maxProducers most recently used; under Bus.mu held exclusively.
-	remoteProducers *producerLRU[remoteProducer]
-}
-
-func (x *session) parent() *session {
-	if p := x.node.Parent(); p != nil {
-		return p.Value
-	}
-	return nil
-}
-
-// treeLock returns the lock of x's session tree: its root's tmu. The
-// caller holds Bus.mu (either side), which keeps the tree's shape, and so
-// the root, fixed until it is released. A tree that merges into another
-// (a root attached late) or splits (a close whose children become roots)
-// does so under Bus.mu held exclusively, when no tree lock is held.
-func (x *session) treeLock() *sync.Mutex {
-	r := x.node
-	for p := r.Parent(); p != nil; p = p.Parent() {
-		r = p
-	}
-	return &r.Value.tmu
-}
-
-// touch moves x.active forward to now (never back).
-func (x *session) touch(now int64) {
-	for {
-		old := x.active.Load()
-		if now <= old || x.active.CompareAndSwap(old, now) {
-			return
-		}
-	}
-}
-
-// sessionLocked returns the session, creating it as a root when create is
-// set. b.mu must be held exclusively.
-func (b *Bus) sessionLocked(id string, create bool) (*session, error) {
-	if n := b.mem.tree.Get(id); n != nil {
-		return n.Value, nil
-	}
-	if _, ok := b.mem.tombs[id]; ok {
-		return nil, fmt.Errorf("%w: %q", ErrSessionClosed, id)
-	}
-	if !create {
-		return nil, fmt.Errorf("%w: %q", ErrSessionNotFound, id)
-	}
-	if b.cfg.SessionController != nil {
-		return b.addAskedLocked(id, nil)
-	}
-	return b.addLocked(id, "")
-}
-
-// maxAskDepth bounds how many ancestors one [Options.SessionController] lookup may
-// create.
-const maxAskDepth = 64
-
-// addAskedLocked creates the unknown session id under the parent the
-// session controller names, creating that parent first (asking again) when
-// the bus does not know it either. asking holds the ids being created
-// further down, so a controller that answers with a cycle ends it: the
-// session that would close it becomes a root. A controller that panics
-// fails the whole creation with the error askParent makes of it.
-func (b *Bus) addAskedLocked(id string, asking []string) (*session, error) {
-	parent, err := b.askParent(id)
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case parent == "" || parent == id || checkName("parent session id", parent) != nil,
-		len(asking) >= maxAskDepth, slices.Contains(asking, parent):
-		parent = ""
-	default:
-		if _, closed := b.mem.tombs[parent]; closed {
-			parent = ""
-		} else if b.mem.tree.Get(parent) == nil {
-			if _, err := b.addAskedLocked(parent, append(asking, id)); errors.Is(err, errControllerPanicked) {
-				return nil, err
-			} else if err != nil {
-				parent = ""
-			}
-		}
-	}
-	return b.addLocked(id, parent)
-}
-
-// errControllerPanicked marks the error of a session controller that
-// panicked (wrapped with ErrInvalid).
-var errControllerPanicked = errors.New("session controller panicked")
-
-// askParent asks the session controller for id's parent. The controller
-// runs with the structure lock held exclusively: a panic in it must not
-// leave the lock held (every later call of the bus would wait forever), so
-// it is recovered and returned as an ErrInvalid error naming it.
-func (b *Bus) askParent(id string) (parent string, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("%w: %w for session %q: %v", ErrInvalid, errControllerPanicked, id, p)
-		}
-	}()
-	return b.cfg.SessionController(id), nil
-}
-
-func (b *Bus) addLocked(id, parent string) (*session, error) {
-	ring, err := b.newLog()
-	if err != nil {
-		return nil, err
-	}
-	// The id may have lived before (expired, or closed and its tombstone
-	// forgotten): a resume from before what it lost then gets ring_evicted
-	// instead of a silent gap. Within one TTL we know exactly what the id
-	// lost; after that, conservatively, anything forgotten since.
-	if m, ok := b.mem.lost[id]; ok {
-		ring.MarkEvicted(m.id)
-	} else {
-		ring.MarkEvicted(b.mem.forgotten)
-	}
-	x := &session{id: id, ring: ring}
-	x.active.Store(b.nowNanos())
-	if err := b.treeAddLocked(x, parent); err != nil {
-		return nil, err
-	}
-	b.mem.stats.Sessions++
-	b.adoptLocked(x)
-	return x, nil
-}
+// The session API of the Bus: the tree of sessions, their lifecycle and
+// what a listing reads. The history of each session is the store's
+// (store.go, package internal/store); these methods check their arguments
+// and take the locks.
 
 // CreateSession creates session id under parent ("" for a root), or
 // brings it into the tree:
@@ -206,10 +34,10 @@ func (b *Bus) addLocked(id, parent string) (*session, error) {
 // has another parent (a session is attached once; it is not moved between
 // parents); scope.ErrUnknownParent for an unknown parent; scope.ErrCycle
 // when parent is id or lies below it; ErrSessionClosed when parent was
-// closed (reopen it first); ErrClosed after Close. Over a backend (package
-// eventbus/backend) the
-// creation, reopening or attachment is also appended to the backend so
-// every node learns it, and the backend's error is returned.
+// closed (reopen it first); ErrClosed after Close. Over a backend
+// ([NewWithBackend]) the creation, reopening or attachment is also
+// appended to the backend so every node learns it, and the backend's
+// error is returned.
 func (b *Bus) CreateSession(id, parent string) error {
 	if err := checkName("session id", id); err != nil {
 		return err
@@ -219,57 +47,7 @@ func (b *Bus) CreateSession(id, parent string) error {
 			return err
 		}
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return ErrClosed
-	}
-	if _, ok := b.mem.tombs[parent]; ok && parent != "" {
-		return fmt.Errorf("%w: parent %q", ErrSessionClosed, parent)
-	}
-	n := b.mem.tree.Get(id)
-	if n == nil {
-		if parent == id {
-			return fmt.Errorf("%w: %q under itself", scope.ErrCycle, id)
-		}
-		_, reopened := b.mem.tombs[id]
-		x, err := b.addLocked(id, parent)
-		if err != nil {
-			return err
-		}
-		// A reopened id is a new incarnation: it takes back its buffer
-		// while that is still kept (addLocked, adoptLocked); otherwise
-		// its buffer starts empty, marked evicted up to what the closed
-		// one held, so an old cursor gets ring_evicted.
-		delete(b.mem.tombs, id)
-		return b.w.created(b, x, true, reopened)
-	}
-	x := n.Value
-	old := x.parent()
-	if old != nil && old.id == parent || old == nil && parent == "" {
-		return nil
-	}
-	if old != nil {
-		return invalidf("session %q already has parent %q, cannot move it under %q", id, old.id, parent)
-	}
-	if err := b.treeSetParentLocked(id, parent); err != nil {
-		return err
-	}
-	b.attachedLocked(x)
-	return b.w.created(b, x, false, false)
-}
-
-// attachedLocked finishes attaching the root x to its new parent: its
-// subtree subscribers move to the parent's list, and what x's subtree lost
-// with closed or expired sessions is now lost to the new ancestors'
-// descendants scope too.
-func (b *Bus) attachedLocked(x *session) {
-	p := x.parent()
-	b.reparentLocked(x, nil, p)
-	lost := x.descLost
-	for a := p; a != nil && lost > 0; a = a.parent() {
-		a.descLost = max(a.descLost, lost)
-	}
+	return b.st.create(id, parent)
 }
 
 // SessionClosed reports whether session id was closed and has not been
@@ -279,10 +57,9 @@ func (b *Bus) attachedLocked(x *session) {
 // It takes the structure lock's read side: it waits only for a structural
 // change, never for a publish.
 func (b *Bus) SessionClosed(id string) bool {
-	tok := b.mu.RLock()
-	defer b.mu.RUnlock(tok)
-	_, ok := b.mem.tombs[id]
-	return ok
+	tok := b.hist.RLock()
+	defer b.hist.RUnlock(tok)
+	return b.hist.Tombstoned(id)
 }
 
 // ClearReplayBuffer empties session id's replay buffer, as AgentPool's
@@ -293,16 +70,15 @@ func (b *Bus) SessionClosed(id string) bool {
 // (under the structure lock's read side), as a publish there does: other
 // trees' publishers do not wait for it. Errors: ErrClosed after Close.
 func (b *Bus) ClearReplayBuffer(id string) error {
-	tok := b.mu.RLock()
-	defer b.mu.RUnlock(tok)
-	if b.closed {
+	tok := b.hist.RLock()
+	defer b.hist.RUnlock(tok)
+	if b.hist.Closed() {
 		return ErrClosed
 	}
-	if x, ok := b.mem.sessions.Load(id); ok {
-		tl := x.treeLock()
+	if x, ok := b.hist.Lookup(id); ok {
+		tl := x.TreeLock()
 		tl.Lock()
-		x.ring.Clear()
-		x.info.buffered.Store(0)
+		b.hist.Clear(x)
 		tl.Unlock()
 	}
 	return nil
@@ -330,117 +106,77 @@ func (b *Bus) ClearReplayBuffer(id string) error {
 //
 // Closing a closed or unknown session is a no-op (nil), as in AgentPool.
 // Errors: ErrClosed after Close; over a backend, the backend's error.
-func (b *Bus) CloseSession(id string) error { return b.closeSession(id, false) }
+func (b *Bus) CloseSession(id string) error { return b.st.closeSession(id, false) }
 
 // CloseSessionTree closes session id and every session below it, however
 // deep, each as [Bus.CloseSession] does: children before their parent (so
 // each child's session_closed precedes its parent's), siblings in id order.
 // On a closed or unknown id it is a no-op (nil).
-func (b *Bus) CloseSessionTree(id string) error { return b.closeSession(id, true) }
+func (b *Bus) CloseSessionTree(id string) error { return b.st.closeSession(id, true) }
 
-func (b *Bus) closeSession(id string, cascade bool) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return ErrClosed
-	}
-	n := b.mem.tree.Get(id)
-	if n == nil {
-		return nil
-	}
-	if cascade {
-		return b.w.close(b, closeOrder(n.Value))
-	}
-	return b.w.close(b, []*session{n.Value})
+// SessionExists reports whether session id exists: created and neither
+// closed nor expired. It takes no lock and never waits for a publish.
+func (b *Bus) SessionExists(id string) bool {
+	_, ok := b.hist.Lookup(id)
+	return ok
 }
 
-// closeOrder returns x's subtree in the order CloseSessionTree closes it:
-// every session after all of its descendants, siblings in id order. It is
-// iterative, so a tree of any depth is fine.
-func closeOrder(x *session) []*session {
-	// A pre-order walk with children visited in reverse id order, reversed,
-	// puts children before parents and siblings in id order.
-	var out []*session
-	stack := []*session{x}
-	for len(stack) > 0 {
-		y := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		out = append(out, y)
-		start := len(stack)
-		y.node.Children(func(c *scope.Node[*session]) bool { stack = append(stack, c.Value); return true })
-		slices.SortFunc(stack[start:], func(a, b *session) int { return strings.Compare(a.id, b.id) })
+// Sessions lists every live session, in no particular order, O(sessions).
+// It never waits for a publish (only, briefly, for a structural change, to
+// read parents). A session created or closed during the call may or may
+// not be listed; each session's figures are read one by one.
+func (b *Bus) Sessions() []observe.SessionInfo { return b.hist.Sessions() }
+
+// SessionInfo returns what [Bus.Sessions] lists for session id — its
+// parent, subscribers, events buffered and LastEventID, the newest id
+// published to it — and false when no such session exists (never created,
+// closed or expired). Like Sessions it never waits for a publish: one
+// lookup in the session registry and atomic reads, O(1). Safe for
+// concurrent use.
+func (b *Bus) SessionInfo(id string) (observe.SessionInfo, bool) { return b.hist.Info(id) }
+
+// SubscriberCounts returns the number of subscribers made on each session
+// that has any. Like Sessions, it never waits for a publish.
+func (b *Bus) SubscriberCounts() map[string]int { return b.hist.SubscriberCounts() }
+
+// ExpireIdle frees every session idle — no publish, no subscriber of its
+// own, no child — for at least the session TTL, and forgets closed ids
+// older than it; it returns how many sessions it expired. The bus's
+// expiry goroutine calls it periodically. An expired id can be used again
+// (a new session); a resume that needed its events gets ring_evicted.
+func (b *Bus) ExpireIdle() int {
+	defer b.idx.flush() // after the lock is released
+	b.hist.Lock()
+	defer b.hist.Unlock()
+	if b.hist.Closed() {
+		return 0
 	}
-	slices.Reverse(out)
-	return out
+	idle := b.hist.Expire(b.nowNanos())
+	if b.idx.report != nil || b.idx.logger != nil {
+		for _, x := range idle {
+			b.idx.diagnose(observe.DiagSessionExpired, &Subscription{sess: x}, &record{})
+		}
+	}
+	return len(idle)
 }
 
-// closeLocked closes x. With announce it publishes session_closed; expiry
-// does not. x's children move up to x's parent.
-func (b *Bus) closeLocked(x *session, announce bool) {
-	now := b.nowNanos()
-	if announce {
-		r := &record{Session: x.id, Type: frame.TypeSessionClosed, Nanos: now,
-			Data: mustJSON(frame.SessionClosedData{Session: x.id, Reason: "closed"})}
-		b.appendLocked(x, r, true, &fan{}) // wakes at once
-		b.mem.tombs[x.id] = now
+// expireLoop runs ExpireIdle every quarter of the session TTL or of the
+// closed retention, whichever is shorter (at most once a minute), until
+// Close.
+func (b *Bus) expireLoop() {
+	defer close(b.ttl.done)
+	every := min(b.cfg.SessionTTL, b.cfg.ClosedRetention) / 4
+	if every > time.Minute {
+		every = time.Minute
 	}
-	p := x.parent()
-	var kids []*session
-	x.node.Children(func(c *scope.Node[*session]) bool { kids = append(kids, c.Value); return true })
-	// x's buffer stays readable for the descendants and all scopes of its
-	// open ancestors (retain.go); a root's goes, with all it holds. What
-	// goes, and what the subtree scope no longer reads, is remembered so a
-	// resume that needed it is told (ring_evicted) instead of silently
-	// missing it.
-	if p != nil {
-		b.keepLocked(x, p, now)
-	} else {
-		b.dropHeldLocked(x)
-		b.mem.allLost = max(b.mem.allLost, x.lastID)
-	}
-	if lost := x.lastID; lost > 0 {
-		if p != nil {
-			p.childLost = max(p.childLost, lost)
-		}
-		for _, c := range kids {
-			c.subtreeLost = max(c.subtreeLost, lost)
-		}
-		if b.mem.lost == nil {
-			b.mem.lost = make(map[string]lostMark)
-		}
-		b.mem.lost[x.id] = lostMark{id: lost, at: now}
-	}
-	// End the session's own subscribers after they drain.
-	for len(x.own) > 0 {
-		s := x.own[len(x.own)-1]
-		b.unregisterLocked(s)
-		s.end(ErrSessionClosed, false)
-	}
-	for i := len(b.all.list) - 1; i >= 0; i-- {
-		if s := b.all.list[i]; s.sess == x {
-			b.unregisterLocked(s)
-			s.end(ErrSessionClosed, false)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.ttl.stop:
+			return
+		case <-t.C:
+			b.ExpireIdle()
 		}
 	}
-	// The children move up to x's parent, and their subtree subscribers
-	// (kept in x.childSubtree) to the parent's list.
-	b.treeRemoveLocked(x)
-	for _, c := range kids {
-		if p != nil {
-			_ = b.treeSetParentLocked(c.id, p.id) // p is an ancestor of c's old place: no cycle
-		}
-		b.reparentLocked(c, x, p)
-	}
-	x.childSubtree = nil
-	if p == nil {
-		x.ring.Clear()
-	}
-	x.ring = nil
-	b.mem.stats.Sessions--
-}
-
-// lostMark is what one closed or expired session took with it.
-type lostMark struct {
-	id uint64 // newest id of the session
-	at int64  // Unix ns when it went
 }

@@ -9,6 +9,15 @@ import (
 	"github.com/replaybus/replaybus/scope"
 )
 
+// SnapshotRequest is what the snapshot provider ([Options.Snapshots]) is
+// asked for: the state of Session as a subscription of Scope sees it
+// (scope.Session: that session alone; scope.Descendants: it and every
+// session below it; …).
+type SnapshotRequest struct {
+	Session string     // the subscribed session
+	Scope   scope.Kind // the subscription's scope: the sessions the state must cover, and no others
+}
+
 // snapReq is one subscribe's snapshot: asked for at join
 // (SubscribeOptions.Snapshot), or taken when the plan finds the
 // subscriber's position lost (ring_evicted, epoch_reset). The provider is
@@ -20,6 +29,12 @@ type snapReq struct {
 	asks   int    // how often the provider was asked
 	want   bool   // the plan asks for a (new) snapshot
 	frame  *entry // the snapshot frame, once taken
+	reset  *entry // the epoch_reset frame that goes before it, when the cursor was another epoch's
+
+	// StrictCursor (lost.go): a lost position is refused, not replaced.
+	strict bool
+	cursor Position           // the cursor, for the error
+	lost   *PositionLostError // set by the plan that found it lost
 }
 
 // maxSnapshotAsks bounds how often one subscribe asks the provider.
@@ -27,9 +42,10 @@ const maxSnapshotAsks = 3
 
 // wantsSnapshot reports, under the locks of the plan, whether j's
 // position is lost and a snapshot should replace it: the bus has a
-// provider that was not asked yet. It records why in sr.
+// provider that was not asked yet. It records why in sr. A StrictCursor
+// subscribe's lost position is reported too, with its error in sr.lost.
 func (b *Bus) wantsSnapshot(sr *snapReq, j *snapshotJob) bool {
-	if sr == nil || sr.asks >= maxSnapshotAsks || b.cfg.Snapshots == nil || !j.hasCursor {
+	if sr == nil || !j.hasCursor {
 		return false
 	}
 	reason := ""
@@ -41,6 +57,13 @@ func (b *Bus) wantsSnapshot(sr *snapReq, j *snapshotJob) bool {
 	default:
 		return false
 	}
+	if sr.strict {
+		sr.refuseLost(reason, b.epoch, j) // Subscribe returns the error
+		return true
+	}
+	if sr.asks >= maxSnapshotAsks || b.cfg.Snapshots == nil {
+		return false
+	}
 	if sr.reason == "" {
 		sr.reason = reason // a snapshot asked for again keeps its first reason
 	}
@@ -48,20 +71,21 @@ func (b *Bus) wantsSnapshot(sr *snapReq, j *snapshotJob) bool {
 	return true
 }
 
-// takeSnapshot asks the provider for session's state, with no lock held,
+// takeSnapshot asks the provider for req's state, with no lock held,
 // and on success returns the cursor the replay continues from (the id the
 // state reflects) with sr.frame set; otherwise it returns cursor unchanged
 // and the subscribe goes on as without a provider.
-func (b *Bus) takeSnapshot(ctx context.Context, session string, sr *snapReq, cursor *Position) *Position {
+func (b *Bus) takeSnapshot(ctx context.Context, req SnapshotRequest, sr *snapReq, cursor *Position) *Position {
+	session := req.Session
 	sr.asks++
-	state, asOf, err := b.cfg.Snapshots(ctx, session)
+	state, asOf, err := b.cfg.Snapshots(ctx, req)
 	if err != nil || !validJSON(state) {
 		sr.asks = maxSnapshotAsks // a provider that fails is not asked again
 		return cursor
 	}
 	// A bus over a backend may not have it yet; one that cannot say goes
 	// on without the snapshot, as when it is not there.
-	if err := b.w.await(b, ctx, asOf); err != nil || asOf > b.LastEventID() {
+	if err := b.st.await(ctx, asOf); err != nil || asOf > b.LastEventID() {
 		sr.asks = maxSnapshotAsks
 		return cursor
 	}
@@ -98,40 +122,56 @@ type snapshotJob struct {
 
 // snapshotPlanLocked decides what a subscribe of x with scope k and cursor
 // pos (nil: everything held) replays. The caller holds x's tree lock under
-// b.mu's read side (the scope's replay buffers all lie in x's tree), or b.mu
-// exclusively (required for the all scope).
+// the structure lock's read side (the scope's logs all lie in x's tree),
+// or the structure lock exclusively (required for the all scope).
 func (b *Bus) snapshotPlanLocked(x *session, k scope.Kind, pos *Position, types []string, sr *snapReq) snapshotJob {
-	j := snapshotJob{now: b.nowNanos(), earliest: max(b.hot.seq.Load()+1, b.remote.highWater.Load()+1), hasCursor: pos != nil}
+	j := snapshotJob{now: b.nowNanos(), earliest: b.st.horizon(), hasCursor: pos != nil}
 	if sr != nil && sr.frame != nil {
+		if sr.reset != nil {
+			j.lead = append(j.lead, *sr.reset)
+			b.idx.cnt.resyncs.Add(1)
+		}
 		j.lead = append(j.lead, *sr.frame)
 	}
 	if pos != nil {
 		j.cursor = pos.ID
 		if (pos.Epoch != "" && pos.Epoch != b.epoch) || j.cursor >= j.earliest {
+			// Another incarnation's cursor: this history is replayed from
+			// its start, after the epoch_reset frame.
 			j.reset = true
-			if b.wantsSnapshot(sr, &j) {
-				return snapshotJob{lost: true}
-			}
-			j.lead = append(j.lead, synth(x.id, frame.TypeStateResyncRequired, frame.ResyncData{
-				Reason: frame.ReasonEpochReset, LastDeliveredID: pos.ID, Epoch: b.epoch,
-			}, j.now))
-			b.cnt.resyncs.Add(1)
 			j.cursor = 0
 		}
 	}
 	var lost uint64
-	j.rings, lost = b.scopeRingsLocked(x, k)
+	j.rings, lost = b.hist.ScopeLogs(x, k, nil)
 	j.evicted, j.nrings = lost, len(j.rings)
 	for _, r := range j.rings {
 		r.Expire(j.now) // an age bound evicts here too, not only at a publish
 		j.total += r.CountAfter(j.cursor)
 		j.evicted = max(j.evicted, r.HighestEvictedOf(types))
 	}
+	if j.reset {
+		// The restart sequence (docs/protocol.md, "After a restart"):
+		// state_resync_required{epoch_reset} always comes first; a
+		// snapshot follows only when this epoch's history in scope is no
+		// longer whole, else the whole of it is replayed.
+		reset := synth(x.ID, frame.TypeStateResyncRequired, frame.ResyncData{
+			Reason: frame.ReasonEpochReset, LastDeliveredID: pos.ID, Epoch: b.epoch,
+		}, j.now)
+		// A StrictCursor subscribe is refused here whatever the buffer
+		// holds (wantsSnapshot records its error).
+		if (j.evicted > 0 || sr != nil && sr.strict) && b.wantsSnapshot(sr, &j) {
+			sr.reset = &reset
+			return snapshotJob{lost: true}
+		}
+		j.lead = append(j.lead, reset)
+		b.idx.cnt.resyncs.Add(1)
+	}
 	if j.hasCursor && !j.reset && j.evicted > j.cursor {
 		if b.wantsSnapshot(sr, &j) {
 			return snapshotJob{lost: true}
 		}
-		b.cnt.resyncs.Add(1) // the ring_evicted frame finishSnapshot writes
+		b.idx.cnt.resyncs.Add(1) // the ring_evicted frame finishSnapshot writes
 	}
 	return j
 }
@@ -161,7 +201,7 @@ func (b *Bus) snapshotLocked(j *snapshotJob, buf []*record) {
 // its reader; publishers may already have queued live events for s, and the
 // frames go ahead of them.
 func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
-	sid := s.sess.id
+	sid := s.sess.ID
 	snap, cursor, hasCursor := j.snap, j.cursor, j.hasCursor
 	if s.filter != nil {
 		// The copy is s's own: filter it in place.
@@ -177,7 +217,7 @@ func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 	// bus ever stored — so that the reader's is the only read of the
 	// records (docs/benchmarks.md, "W3 replay (issue 22.2)").
 	n, sorted, folded := len(snap), true, false
-	if j.nrings > 1 || b.cfg.ReplayCompact != nil || int64(len(snap))*b.mem.maxData.Load() > b.cfg.ReplayBudgetBytes {
+	if j.nrings > 1 || b.cfg.ReplayCompact != nil || int64(len(snap))*b.hist.MaxData() > b.cfg.ReplayBudgetBytes {
 		n, sorted, folded = budgetCut(snap, b.cfg.ReplayBudgetBytes)
 	}
 	if folded {
@@ -214,10 +254,18 @@ func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 			Reason: frame.ReasonReplayBudgetExceeded, LastDeliveredID: last,
 			CompleteFromID: j.earliest, SkippedCount: len(snap) - n,
 		}, j.now))
-		b.cnt.resyncs.Add(1)
+		b.idx.cnt.resyncs.Add(1)
 	}
-	if hasCursor || truncated {
-		tail = append(tail, replayCompleteEntry(sid, last, n, j.now))
+	// The history is not whole when events in scope after the cursor
+	// (any, without one) were evicted: the replay_complete says so, and
+	// is sent for that reason too.
+	historyLost := j.evicted > cursor
+	if hasCursor || truncated || historyLost {
+		var first uint64
+		if n > 0 {
+			first = snap[0].ID
+		}
+		tail = append(tail, replayCompleteEntry(sid, last, n, first, historyLost, j.now))
 	}
 	if cap(snap) > 4*n+snapshotAllocUnderLock {
 		// Storage sized for the whole ring, a short replay: do not keep it.
@@ -239,15 +287,43 @@ func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 		s.q.Prepend(tail)
 		s.mu.Unlock()
 	}
-	b.cnt.replayed.Add(int64(n))
+	b.idx.cnt.replayed.Add(int64(n))
 }
 
-// raiseMaxData raises memStore.maxData to n unless it already holds at least n.
-func (b *Bus) raiseMaxData(n int64) {
-	for {
-		cur := b.mem.maxData.Load()
-		if n <= cur || b.mem.maxData.CompareAndSwap(cur, n) {
-			return
+func cmpID(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// budgetCut returns how many of snap's records fit the replay byte budget
+// (at least one, then up to the record that would exceed it), whether
+// snap is in id order, and whether it holds a compacting log's folded
+// record (to merge before the cut: mergeFolds); the order and the folds
+// are checked over the whole of snap. It is the one pass over the
+// records before the reader's.
+func budgetCut(snap []*record, budget int64) (n int, sorted, folded bool) {
+	n, sorted = len(snap), true
+	used, prev := int64(0), uint64(0)
+	for i, r := range snap {
+		if r.ID < prev {
+			sorted = false
+		}
+		prev = r.ID
+		if r.Ext != nil && r.Ext.Fold != nil {
+			folded = true
+		}
+		if n == len(snap) {
+			c := int64(len(r.Data))
+			if i > 0 && used+c > budget {
+				n = i
+			}
+			used += c
 		}
 	}
+	return n, sorted, folded
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/replaybus/replaybus/coalesce"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
+	"github.com/replaybus/replaybus/scope"
 )
 
 // Snapshot, then tail (Options.Snapshots, SubscribeOptions.Snapshot).
@@ -43,11 +44,11 @@ func (tr *transcript) publish(t testing.TB, b *eventbus.Bus, session, tok string
 	return ev.ID
 }
 
-func (tr *transcript) provide(_ context.Context, session string) (json.RawMessage, uint64, error) {
+func (tr *transcript) provide(_ context.Context, req eventbus.SnapshotRequest) (json.RawMessage, uint64, error) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	state, err := json.Marshal(tr.text[session])
-	return state, tr.asOf[session], err
+	state, err := json.Marshal(tr.text[req.Session])
+	return state, tr.asOf[req.Session], err
 }
 
 // snapshotOf decodes a snapshot frame.
@@ -90,6 +91,16 @@ func TestSnapshotThenTail(t *testing.T) {
 
 			s := subscribe(t, b, "s", c.o)
 			frames := readReplay(t, s)
+			if c.reason == frame.ReasonEpochReset {
+				// The restart sequence: the epoch_reset frame always comes
+				// first, the snapshot after it (this epoch's history is
+				// not whole: the buffer holds 5 of 20).
+				d, ok := resyncOf(t, frames)
+				require.True(t, ok)
+				assert.Equal(t, frame.ReasonEpochReset, d.Reason)
+				assert.Equal(t, frame.TypeStateResyncRequired, frames[0].Type)
+				frames = frames[1:]
+			}
 			reason, text, asOf := snapshotOf(t, frames[0])
 			assert.Equal(t, c.reason, reason)
 			assert.EqualValues(t, 17, asOf)
@@ -118,10 +129,10 @@ func TestSnapshotOnlyWhenLostOrAsked(t *testing.T) {
 	frames := readReplay(t, subscribe(t, b, "s", eventbus.SubscribeOptions{Cursor: &eventbus.Position{Epoch: "e", ID: 7}}))
 	assert.Equal(t, []string{"8r:agent_message_chunk", "9r:agent_message_chunk", "10r:agent_message_chunk", frame.TypeReplayComplete}, describe(frames))
 
-	failing := newBus(t, eventbus.Options{Epoch: "e", ReplayBufferSize: 5, Snapshots: func(context.Context, string) (json.RawMessage, uint64, error) {
+	failing := newBus(t, eventbus.Options{Epoch: "e", ReplayBufferSize: 5, Snapshots: func(context.Context, eventbus.SnapshotRequest) (json.RawMessage, uint64, error) {
 		return nil, 0, errors.New("no transcript")
 	}})
-	ahead := newBus(t, eventbus.Options{Epoch: "e", ReplayBufferSize: 5, Snapshots: func(context.Context, string) (json.RawMessage, uint64, error) {
+	ahead := newBus(t, eventbus.Options{Epoch: "e", ReplayBufferSize: 5, Snapshots: func(context.Context, eventbus.SnapshotRequest) (json.RawMessage, uint64, error) {
 		return json.RawMessage(`"x"`), 99, nil // an id the bus never gave
 	}})
 	none := newBus(t, eventbus.Options{Epoch: "e", ReplayBufferSize: 5})
@@ -136,7 +147,7 @@ func TestSnapshotOnlyWhenLostOrAsked(t *testing.T) {
 // A snapshot older than the buffer: the events after it are gone too, and
 // ring_evicted follows the snapshot.
 func TestSnapshotOlderThanBuffer(t *testing.T) {
-	b := newBus(t, eventbus.Options{Epoch: "e", ReplayBufferSize: 3, Snapshots: func(context.Context, string) (json.RawMessage, uint64, error) {
+	b := newBus(t, eventbus.Options{Epoch: "e", ReplayBufferSize: 3, Snapshots: func(context.Context, eventbus.SnapshotRequest) (json.RawMessage, uint64, error) {
 		return json.RawMessage(`""`), 2, nil
 	}})
 	publish(t, b, "s", 10)
@@ -207,11 +218,11 @@ func TestSnapshotAskedAgainWhenOvertaken(t *testing.T) {
 	tr := newTranscript()
 	var b *eventbus.Bus
 	calls := 0
-	provide := func(ctx context.Context, session string) (json.RawMessage, uint64, error) {
-		state, asOf, err := tr.provide(ctx, session)
+	provide := func(ctx context.Context, req eventbus.SnapshotRequest) (json.RawMessage, uint64, error) {
+		state, asOf, err := tr.provide(ctx, req)
 		if calls++; calls == 1 {
 			for i := range 10 { // the buffer holds 4: asOf's tail goes
-				tr.publish(t, b, session, "late"+tok(i))
+				tr.publish(t, b, req.Session, "late"+tok(i))
 			}
 		}
 		return state, asOf, err
@@ -230,4 +241,64 @@ func TestSnapshotAskedAgainWhenOvertaken(t *testing.T) {
 	tr.mu.Lock()
 	assert.Equal(t, tr.text["s"], text)
 	tr.mu.Unlock()
+}
+
+// Issue 27.2: the provider was asked for a session only, so a state could
+// not hold just what the reader's scope covers (the demo's transcript gave
+// a page of one sub-agent the whole run). It is asked with the
+// subscription's scope.
+func TestSnapshotProviderIsAskedForTheScope(t *testing.T) {
+	for _, k := range []scope.Kind{scope.Session, scope.Descendants, scope.Subtree, scope.All} {
+		t.Run(k.String(), func(t *testing.T) {
+			asked := make(chan eventbus.SnapshotRequest, 1)
+			b := newBus(t, eventbus.Options{Snapshots: func(_ context.Context, req eventbus.SnapshotRequest) (json.RawMessage, uint64, error) {
+				asked <- req
+				return json.RawMessage(`{}`), 0, nil
+			}})
+			subscribe(t, b, "s", eventbus.SubscribeOptions{Scope: k, Snapshot: true})
+			assert.Equal(t, eventbus.SnapshotRequest{Session: "s", Scope: k}, <-asked)
+		})
+	}
+}
+
+// Issue 27.3: after a restart a client that listens only for
+// state_resync_required was told nothing (a provider's snapshot replaced
+// the epoch_reset frame), and the new epoch's events already published
+// were not replayed (only the snapshot's state). A cursor of another epoch
+// now always gets state_resync_required{epoch_reset} first; then this
+// epoch's history: every event when the buffer holds it all (no snapshot,
+// even with a provider), else the snapshot and the events after it.
+func TestRestartSequence(t *testing.T) {
+	old := &eventbus.Position{Epoch: "old", ID: 42}
+	for _, c := range []struct {
+		name      string
+		provider  bool
+		published int // of a ring of 5
+		want      []string
+	}{
+		{"whole history, provider", true, 3, []string{"state_resync_required:epoch_reset", "1r:agent_message_chunk", "2r:agent_message_chunk", "3r:agent_message_chunk", "replay_complete"}},
+		{"whole history, no provider", false, 3, []string{"state_resync_required:epoch_reset", "1r:agent_message_chunk", "2r:agent_message_chunk", "3r:agent_message_chunk", "replay_complete"}},
+		{"history cut, provider", true, 8, []string{"state_resync_required:epoch_reset", "snapshot", "replay_complete"}},
+		{"history cut, no provider", false, 8, []string{"state_resync_required:epoch_reset", "4r:agent_message_chunk", "5r:agent_message_chunk", "6r:agent_message_chunk", "7r:agent_message_chunk", "8r:agent_message_chunk", "replay_complete"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tr := newTranscript()
+			o := eventbus.Options{Epoch: "e", ReplayBufferSize: 5}
+			if c.provider {
+				o.Snapshots = tr.provide
+			}
+			b := newBus(t, o)
+			for i := range c.published {
+				tr.publish(t, b, "s", tok(i))
+			}
+			frames := readReplay(t, subscribe(t, b, "s", eventbus.SubscribeOptions{Cursor: old}))
+			assert.Equal(t, c.want, describe(frames))
+			d, ok := resyncOf(t, frames)
+			require.True(t, ok)
+			assert.Equal(t, frame.ResyncData{Reason: frame.ReasonEpochReset, LastDeliveredID: 42, Epoch: "e"}, d)
+			done := decode[frame.ReplayCompleteData](t, frames[len(frames)-1])
+			assert.Equal(t, c.published > 5 && !c.provider, done.HistoryLost,
+				"history lost only where no snapshot stands for it: %+v", done)
+		})
+	}
 }

@@ -1,166 +1,282 @@
 package eventbus
 
 import (
-	"container/list"
 	"context"
-	"sync/atomic"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
 
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/eventbus/internal/store"
-	"github.com/replaybus/replaybus/eventbus/observe"
+	"github.com/replaybus/replaybus/eventbus/producer"
 	"github.com/replaybus/replaybus/scope"
 )
 
-// memStore is where the history of a bus lives in this process: the
-// session tree with each session's replay buffer (session.go), the
-// registry that lists sessions without a bus lock (registry.go), the
-// buffers of closed sessions kept for their ancestors (retain.go), and
-// what closed or expired sessions took with them (tombstones, lost-id
-// marks), which expiry (expire.go) forgets after the session TTL. A bus
-// over a backend keeps the same local store, filled by the backend's feed
-// (remote.go). Everything here is guarded by Bus.mu held exclusively (and
-// may be read under its read side), except what session.go and
-// registry.go say otherwise.
-type memStore struct {
-	registry // sessions by id for lookups without any bus lock (registry.go)
-	tree     scope.Tree[*session]
-	allLost  uint64 // highest id lost with any closed or expired session
-	// lost remembers, for one session TTL, the newest id each closed or
-	// expired session took with it; forgotten is the highest such id whose
-	// entry has been dropped since. A re-created id is seeded from them.
-	lost      map[string]lostMark
-	forgotten uint64
-	// Closed sessions' buffers kept for their open ancestors (retain.go):
-	// by id, and in closing order for expiry and the MaxRetained cap.
-	keptByID  map[string]*retained
-	keptOrder *list.List
-	tombs     map[string]int64 // closed session id → Unix ns of closing
-	stats     observe.Stats    // Sessions, Expired, RetainedDropped; the rest lives in Bus.cnt
-	// maxData is the largest payload (Data bytes) ever appended to a
-	// replay buffer of this bus: a resume whose snapshot cannot reach the
-	// replay byte budget at that size skips the budget's walk over its
-	// records (finishSnapshot). Raised by publishers, rarely: read-mostly;
-	// atomic, so no lock guards it.
-	maxData atomic.Int64
-}
+// The store seam. A bus's history lives in this process either way
+// (history: package internal/store, filled by publishes or by a backend's
+// feed); the store is where an event enters it and where its ids come
+// from. memStore, the in-memory bus, takes each id as it appends the event
+// and delivers it under the session's tree lock; fedStore, a bus made with
+// NewWithBackend, appends to the backend, whose feed brings every event
+// back to every node in id order, where its memStore appends and delivers
+// it. The delivery protocol above (Subscribe, the index, the queues) does
+// not know which one runs.
 
-// writer is where an event enters a bus's history: the one seam between
-// the delivery protocol and where ids come from. memWriter, the in-memory
-// bus, takes each id as it appends the event to the session's Log and fans
-// it out, under the session's tree lock, in this process; *remoteStore, a
-// bus over a backend (package eventbus/backend), appends to the backend,
-// whose feed brings every event back to every node in id order (ingest,
-// remote.go), where it is appended and fanned out as in memory. Either
-// way the history lives in memStore.
-type writer interface {
-	// publish stores and fans out one validated, encoded event (Publish).
-	// media is the interned media type (media.go), 0 for JSON.
-	publish(b *Bus, sessionID, typ string, raw []byte, media uint32, origin string, create bool) (Event, error)
-	// created is called by CreateSession, with b.mu held exclusively, once
-	// x was created or reopened (fresh) or attached to a parent here.
-	created(b *Bus, x *session, fresh, reopened bool) error
-	// close closes targets, in order, each announced with session_closed
-	// (CloseSession, CloseSessionTree); b.mu is held exclusively.
-	close(b *Bus, targets []*session) error
-	// await returns once the history holds cursor, or it gives up
-	// (Subscribe with a cursor, before deciding on epoch_reset); it
-	// returns the backend's error, wrapped in hook.ErrBackend, when the
-	// backend cannot say how far the history is behind cursor.
-	await(b *Bus, ctx context.Context, cursor uint64) error
-	// shutdown releases what the writer holds (Close).
+type (
+	history = store.History[subs]
+	session = store.Session[subs]
+)
+
+// eventStore is what the bus asks of where its events are stored:
+// memStore or fedStore. Its methods take the locks they need and never
+// call back into the Bus.
+type eventStore interface {
+	// publish stores r (its id 0) in session id, created unless !create,
+	// and delivers it; p, when set, is its producer's stamp, checked and
+	// recorded with it (producer.go's rules).
+	publish(id string, r *record, create bool, p *producer.Stamp) (Event, error)
+	// open returns session id, created as a root (or under the parent the
+	// session controller names) in this process when create is set; the
+	// structure lock is held exclusively (an implicit Subscribe).
+	open(id string, create bool) (*session, error)
+	// create is CreateSession, after the ids were checked.
+	create(id, parent string) error
+	// closeSession is CloseSession (CloseSessionTree with cascade).
+	closeSession(id string, cascade bool) error
+	// checkProducer is CheckProducer, after the ids were checked.
+	checkProducer(id string, p *producer.Stamp) error
+	// await returns once the history holds cursor, or gives up (a
+	// backend's feed may be behind); an error wraps ErrBackend when the
+	// backend cannot say how far behind it is.
+	await(ctx context.Context, cursor uint64) error
+	// horizon returns the next id no subscriber can have seen yet.
+	horizon() uint64
+	// pipeline returns the store a Pipeline keeps appends in flight
+	// through (a backend's that keeps them), nil when each publish
+	// completes at once.
+	pipeline() *fedStore
+	// shutdown releases what the store holds (Bus.Close).
 	shutdown() error
 }
 
-// memWriter is the writer of the in-memory bus.
-type memWriter struct{}
-
-func (memWriter) publish(b *Bus, sessionID, typ string, raw []byte, media uint32, origin string, create bool) (Event, error) {
-	return b.publishLocal(sessionID, typ, raw, media, origin, create, nil)
+// memStore is the in-memory store, and the local side of a fedStore: the
+// history and the delivery index, and the steps that change both.
+type memStore struct {
+	h          *history
+	idx        *index
+	now        func() time.Time
+	controller func(sessionID string) (parentID string) // Options.SessionController
 }
 
-func (memWriter) created(*Bus, *session, bool, bool) error { return nil }
+func (m *memStore) nowNanos() int64 { return m.now().UnixNano() }
 
-func (memWriter) close(b *Bus, targets []*session) error {
-	for _, x := range targets {
-		b.closeLocked(x, true)
+// open returns session id, creating it as a root — or under the parent
+// the session controller names — when create is set. Errors:
+// ErrSessionClosed, ErrSessionNotFound, or a controller's panic (ErrInvalid).
+// The structure lock is held exclusively.
+func (m *memStore) open(id string, create bool) (*session, error) {
+	if x := m.h.Get(id); x != nil {
+		return x, nil
+	}
+	if m.h.Tombstoned(id) {
+		return nil, fmt.Errorf("%w: %q", ErrSessionClosed, id)
+	}
+	if !create {
+		return nil, fmt.Errorf("%w: %q", ErrSessionNotFound, id)
+	}
+	if m.controller != nil {
+		return m.addAsked(id, nil)
+	}
+	return m.h.Add(id, "", m.nowNanos())
+}
+
+// maxAskDepth bounds how many ancestors one [Options.SessionController]
+// lookup may create.
+const maxAskDepth = 64
+
+// addAsked creates the unknown session id under the parent the session
+// controller names, creating that parent first (asking again) when the bus
+// does not know it either. asking holds the ids being created further
+// down, so a controller that answers with a cycle ends it: the session
+// that would close it becomes a root. A controller that panics fails the
+// whole creation with the error askParent makes of it.
+func (m *memStore) addAsked(id string, asking []string) (*session, error) {
+	parent, err := m.askParent(id)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case parent == "" || parent == id || checkName("parent session id", parent) != nil,
+		len(asking) >= maxAskDepth, slices.Contains(asking, parent):
+		parent = ""
+	case m.h.Tombstoned(parent):
+		parent = ""
+	case m.h.Get(parent) == nil:
+		if _, err := m.addAsked(parent, append(asking, id)); errors.Is(err, errControllerPanicked) {
+			return nil, err
+		} else if err != nil {
+			parent = ""
+		}
+	}
+	return m.h.Add(id, parent, m.nowNanos())
+}
+
+// errControllerPanicked marks the error of a session controller that
+// panicked (wrapped with ErrInvalid).
+var errControllerPanicked = errors.New("session controller panicked")
+
+// askParent asks the session controller for id's parent. The controller
+// runs with the structure lock held exclusively: a panic in it must not
+// leave the lock held (every later call of the bus would wait forever), so
+// it is recovered and returned as an ErrInvalid error naming it.
+func (m *memStore) askParent(id string) (parent string, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %w for session %q: %v", ErrInvalid, errControllerPanicked, id, p)
+		}
+	}()
+	return m.controller(id), nil
+}
+
+func (m *memStore) create(id, parent string) error {
+	m.h.Lock()
+	defer m.h.Unlock()
+	_, _, _, err := m.createLocked(id, parent)
+	return err
+}
+
+// createLocked is CreateSession under the structure lock held exclusively:
+// x is id's session, fresh when it was created (reopened: its id had been
+// closed) and attached when the existing root x got its parent; all false
+// with a nil error when nothing changed.
+func (m *memStore) createLocked(id, parent string) (x *session, fresh, reopened bool, err error) {
+	if m.h.Closed() {
+		return nil, false, false, ErrClosed
+	}
+	if parent != "" && m.h.Tombstoned(parent) {
+		return nil, false, false, fmt.Errorf("%w: parent %q", ErrSessionClosed, parent)
+	}
+	x = m.h.Get(id)
+	if x == nil {
+		if parent == id {
+			return nil, false, false, fmt.Errorf("%w: %q under itself", scope.ErrCycle, id)
+		}
+		reopened = m.h.Tombstoned(id)
+		if x, err = m.h.Add(id, parent, m.nowNanos()); err != nil {
+			return nil, false, false, err
+		}
+		// A reopened id is a new incarnation: it takes back its log while
+		// that is still kept (History.Add); otherwise its log starts
+		// empty, marked evicted up to what the closed one held, so an old
+		// cursor gets ring_evicted.
+		m.h.Untombstone(id)
+		return x, true, reopened, nil
+	}
+	old := x.Parent()
+	if old != nil && old.ID == parent || old == nil && parent == "" {
+		return nil, false, false, nil
+	}
+	if old != nil {
+		return nil, false, false, invalidf("session %q already has parent %q, cannot move it under %q", id, old.ID, parent)
+	}
+	if err := m.attach(x, parent); err != nil {
+		return nil, false, false, err
+	}
+	return x, false, false, nil
+}
+
+// attach gives the root x its parent: its subtree subscribers move to
+// the parent's list. The structure lock is held exclusively.
+func (m *memStore) attach(x *session, parent string) error {
+	if err := m.h.Attach(x, parent); err != nil {
+		return err
+	}
+	m.idx.reparent(x, nil, x.Parent())
+	return nil
+}
+
+func (m *memStore) closeSession(id string, cascade bool) error {
+	m.h.Lock()
+	defer m.h.Unlock()
+	if m.h.Closed() {
+		return ErrClosed
+	}
+	x := m.h.Get(id)
+	if x == nil {
+		return nil
+	}
+	for _, y := range closeTargets(x, cascade) {
+		m.closeLocked(y, true)
 	}
 	return nil
 }
 
+// closeTargets returns what CloseSession (or, cascading,
+// CloseSessionTree) closes, in order.
+func closeTargets(x *session, cascade bool) []*session {
+	if cascade {
+		return x.Subtree()
+	}
+	return []*session{x}
+}
+
+// closeLocked closes x. With announce it publishes session_closed and
+// tombstones x (the feed does both itself); expiry does neither. x's own
+// subscribers end after they drain, and its children move up to its
+// parent. The structure lock is held exclusively.
+func (m *memStore) closeLocked(x *session, announce bool) {
+	now := m.nowNanos()
+	if announce {
+		r := &record{Session: x.ID, Type: frame.TypeSessionClosed, Nanos: now,
+			Data: mustJSON(frame.SessionClosedData{Session: x.ID, Reason: "closed"})}
+		m.appendLocked(x, r, true, &fan{}) // wakes at once
+		m.h.Tombstone(x.ID, now)
+	}
+	m.idx.endSession(x)
+	p, kids := m.h.Remove(x, now)
+	for _, c := range kids {
+		m.idx.reparent(c, x, p)
+	}
+	x.Subs.childSubtree = nil
+}
+
+func (m *memStore) checkProducer(id string, p *producer.Stamp) error {
+	tok := m.h.RLock()
+	defer m.h.RUnlock(tok)
+	x, err := m.lookup(id)
+	if err != nil {
+		return err
+	}
+	tl := x.TreeLock()
+	tl.Lock()
+	err = checkProducer(x, p)
+	tl.Unlock()
+	return err
+}
+
+// lookup returns session id for a call that does not create it: ErrClosed,
+// ErrSessionClosed or ErrSessionNotFound when it cannot. The structure
+// lock's read side is held.
+func (m *memStore) lookup(id string) (*session, error) {
+	if m.h.Closed() {
+		return nil, ErrClosed
+	}
+	if x, ok := m.h.Lookup(id); ok {
+		return x, nil
+	}
+	if m.h.Tombstoned(id) {
+		return nil, fmt.Errorf("%w: %q", ErrSessionClosed, id)
+	}
+	return nil, fmt.Errorf("%w: %q", ErrSessionNotFound, id)
+}
+
 // await has nothing to wait for in memory: every id below the next is held
 // or was evicted.
-func (memWriter) await(*Bus, context.Context, uint64) error { return nil }
+func (m *memStore) await(context.Context, uint64) error { return nil }
 
-func (memWriter) shutdown() error { return nil }
+func (m *memStore) horizon() uint64 { return m.h.LastID() + 1 }
 
-// scopeRingsLocked returns the replay buffers a subscriber of x with scope k
-// replays from, and the highest id lost with sessions that were in that
-// scope and have been closed or expired.
-func (b *Bus) scopeRingsLocked(x *session, k scope.Kind) ([]store.Log[*record], uint64) {
-	switch k {
-	case scope.Descendants:
-		var rings []store.Log[*record]
-		x.node.Walk(func(n *scope.Node[*session]) bool {
-			rings = append(rings, n.Value.ring)
-			rings = n.Value.keptRings(rings)
-			return true
-		})
-		return rings, x.descLost
-	case scope.Subtree:
-		rings := []store.Log[*record]{x.ring}
-		lost := x.subtreeLost
-		if p := x.parent(); p != nil {
-			rings = append(rings, p.ring)
-			lost = max(lost, p.childLost)
-			p.node.Children(func(c *scope.Node[*session]) bool {
-				if c.Value != x {
-					rings = append(rings, c.Value.ring)
-				}
-				return true
-			})
-		}
-		return rings, lost
-	case scope.All:
-		var rings []store.Log[*record]
-		b.mem.tree.Each(func(n *scope.Node[*session]) { rings = n.Value.keptRings(append(rings, n.Value.ring)) })
-		return rings, b.mem.allLost
-	}
-	return []store.Log[*record]{x.ring}, 0
-}
+func (m *memStore) pipeline() *fedStore { return nil }
 
-func cmpID(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-// budgetCut returns how many of snap's records fit the replay byte budget
-// (at least one, then up to the record that would exceed it), whether
-// snap is in id order, and whether it holds a compacting log's folded
-// record (to merge before the cut: mergeFolds); the order and the folds
-// are checked over the whole of snap. It is the one pass over the
-// records before the reader's.
-func budgetCut(snap []*record, budget int64) (n int, sorted, folded bool) {
-	n, sorted = len(snap), true
-	used, prev := int64(0), uint64(0)
-	for i, r := range snap {
-		if r.ID < prev {
-			sorted = false
-		}
-		prev = r.ID
-		if r.Ext != nil && r.Ext.Fold != nil {
-			folded = true
-		}
-		if n == len(snap) {
-			c := int64(len(r.Data))
-			if i > 0 && used+c > budget {
-				n = i
-			}
-			used += c
-		}
-	}
-	return n, sorted, folded
-}
+func (m *memStore) shutdown() error { return nil }

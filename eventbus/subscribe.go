@@ -42,16 +42,19 @@ import (
 // set: as a root, or under the parent the [Options.SessionController] names. The
 // subscription ends when ctx is done (Err is ctx's error); Subscribe itself
 // does not block, except on a bus over a backend whose feed is behind the
-// cursor (see backend.Syncer in package eventbus/backend).
+// cursor (see [Syncer]).
+//
+// With o.StrictCursor a lost position is an error instead:
+// [*PositionLostError], and nothing is registered.
 //
 // Errors: ErrInvalid naming a bad option value (or a [Options.SessionController]
 // that panicked creating the session); ErrSessionNotFound;
 // ErrSessionClosed for a closed session that was not reopened;
 // ErrSubscriberLimit (wrapped, naming the session and the limit) when the
 // session has MaxSubscribers subscribers; ErrClosed after Close; ctx's error when ctx is
-// already done; on a bus over a backend, backend.ErrBackend wrapping the
+// already done; on a bus over a backend, [ErrBackend] wrapping the
 // backend's error when the cursor is past this node's last id and the
-// backend cannot say how far behind the node is (backend.Syncer: a node cut
+// backend cannot say how far behind the node is ([Syncer]: a node cut
 // off from its backend).
 func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOptions) (*Subscription, error) {
 	if err := checkName("session id", sessionID); err != nil {
@@ -106,7 +109,7 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 		return nil, err
 	}
 	if cursor != nil && (cursor.Epoch == "" || cursor.Epoch == b.epoch) {
-		if err := b.w.await(b, ctx, cursor.ID); err != nil { // a bus over a backend may be behind
+		if err := b.st.await(ctx, cursor.ID); err != nil { // a bus over a backend may be behind
 			return nil, err
 		}
 	}
@@ -117,8 +120,14 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 		sr = &snapReq{}
 		if o.Snapshot {
 			sr.reason = frame.ReasonRequested
-			cursor = b.takeSnapshot(ctx, sessionID, sr, cursor)
+			cursor = b.takeSnapshot(ctx, SnapshotRequest{Session: sessionID, Scope: o.Scope}, sr, cursor)
 		}
+	}
+	if replay && o.StrictCursor && cursor != nil {
+		if sr == nil {
+			sr = &snapReq{}
+		}
+		sr.strict, sr.cursor = true, *cursor
 	}
 	var buf []*record // the snapshot's storage, allocated outside the lock when large
 	if replay && o.Scope == scope.Session && b.cfg.ReplayBufferSize > snapshotAllocUnderLock {
@@ -139,28 +148,31 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 				return s, nil
 			}
 			if retry {
+				if sr != nil && sr.lost != nil {
+					return nil, sr.lost // StrictCursor
+				}
 				if sr != nil && sr.want {
 					sr.want = false
-					cursor = b.takeSnapshot(ctx, sessionID, sr, cursor)
+					cursor = b.takeSnapshot(ctx, SnapshotRequest{Session: sessionID, Scope: o.Scope}, sr, cursor)
 				}
 				continue
 			}
 		}
 		// An "all" subscribe (its snapshot spans every tree), or a session
 		// to create or refuse: the structure lock, exclusively.
-		b.mu.Lock()
-		if b.closed {
-			b.mu.Unlock()
+		b.hist.Lock()
+		if b.hist.Closed() {
+			b.hist.Unlock()
 			return nil, ErrClosed
 		}
-		x, err := b.sessionLocked(sessionID, !o.RequireSession)
+		x, err := b.st.open(sessionID, !o.RequireSession)
 		if err != nil {
-			b.mu.Unlock()
+			b.hist.Unlock()
 			return nil, err
 		}
-		if int(x.info.nsubs.Load()) >= b.cfg.MaxSubscribers {
-			b.mu.Unlock()
-			return nil, limitf(x.id, b.cfg.MaxSubscribers)
+		if x.Subscribers() >= b.cfg.MaxSubscribers {
+			b.hist.Unlock()
+			return nil, limitf(x.ID, b.cfg.MaxSubscribers)
 		}
 		var job snapshotJob
 		if replay {
@@ -168,16 +180,19 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 			if job.lost {
 				// The position is lost and a snapshot replaces it: ask
 				// the provider without the lock, then start over.
-				b.mu.Unlock()
+				b.hist.Unlock()
+				if sr.lost != nil {
+					return nil, sr.lost // StrictCursor
+				}
 				sr.want = false
-				cursor = b.takeSnapshot(ctx, sessionID, sr, cursor)
+				cursor = b.takeSnapshot(ctx, SnapshotRequest{Session: sessionID, Scope: o.Scope}, sr, cursor)
 				continue
 			}
 			if job.total > snapshotAllocUnderLock && cap(buf) < job.total {
 				// A large resume: allocate its storage without the lock
 				// (an allocation of that size may assist the GC), then
 				// start over; nothing is registered yet.
-				b.mu.Unlock()
+				b.hist.Unlock()
 				buf = make([]*record, 0, job.total+job.total/8)
 				continue
 			}
@@ -186,7 +201,7 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 		if replay {
 			b.snapshotLocked(&job, buf)
 		}
-		b.mu.Unlock()
+		b.hist.Unlock()
 		if replay {
 			if testHookSnapshot != nil {
 				testHookSnapshot(s)
@@ -208,34 +223,34 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 // when the session is not there (the caller takes the exclusive path to
 // create or refuse it).
 func (b *Bus) subscribeInTree(ctx context.Context, s *Subscription, sessionID string, cursor *Position, replay bool, buf *[]*record, sr *snapReq) (done, retry bool, err error) {
-	tok := b.mu.RLock()
-	if b.closed {
-		b.mu.RUnlock(tok)
+	tok := b.hist.RLock()
+	if b.hist.Closed() {
+		b.hist.RUnlock(tok)
 		return true, false, ErrClosed
 	}
-	x, ok := b.mem.sessions.Load(sessionID)
+	x, ok := b.hist.Lookup(sessionID)
 	if !ok {
-		b.mu.RUnlock(tok)
+		b.hist.RUnlock(tok)
 		return false, false, nil
 	}
-	tl := x.treeLock()
+	tl := x.TreeLock()
 	tl.Lock()
-	if int(x.info.nsubs.Load()) >= b.cfg.MaxSubscribers {
+	if x.Subscribers() >= b.cfg.MaxSubscribers {
 		tl.Unlock()
-		b.mu.RUnlock(tok)
-		return true, false, limitf(x.id, b.cfg.MaxSubscribers)
+		b.hist.RUnlock(tok)
+		return true, false, limitf(x.ID, b.cfg.MaxSubscribers)
 	}
 	var job snapshotJob
 	if replay {
 		job = b.snapshotPlanLocked(x, s.kind, cursor, s.filter.list(), sr)
 		if job.lost {
 			tl.Unlock()
-			b.mu.RUnlock(tok)
+			b.hist.RUnlock(tok)
 			return false, true, nil // the caller takes the snapshot and starts over
 		}
 		if job.total > snapshotAllocUnderLock && cap(*buf) < job.total {
 			tl.Unlock()
-			b.mu.RUnlock(tok)
+			b.hist.RUnlock(tok)
 			*buf = make([]*record, 0, job.total+job.total/8)
 			return false, true, nil
 		}
@@ -245,7 +260,7 @@ func (b *Bus) subscribeInTree(ctx context.Context, s *Subscription, sessionID st
 		b.snapshotLocked(&job, *buf)
 	}
 	tl.Unlock()
-	b.mu.RUnlock(tok)
+	b.hist.RUnlock(tok)
 	if replay {
 		if testHookSnapshot != nil {
 			testHookSnapshot(s)
@@ -256,9 +271,9 @@ func (b *Bus) subscribeInTree(ctx context.Context, s *Subscription, sessionID st
 }
 
 // register is step 1: it makes s a subscriber of x under the lock that
-// every Publish reaching s holds: x's tree lock (b.mu's read side held
-// too) for the session, descendants and subtree scopes, b.mu exclusively
-// for any scope (required for "all").
+// every Publish reaching s holds: x's tree lock (the structure lock's
+// read side held too) for the session, descendants and subtree scopes,
+// the structure lock exclusively for any scope (required for "all").
 //
 // The race it closes: AgentPool's asyncio subscribe could register after a
 // publish had picked its targets and before the publish appended to the
@@ -273,11 +288,11 @@ func (b *Bus) subscribeInTree(ctx context.Context, s *Subscription, sessionID st
 // now is the session's new last-activity time: the replay plan's clock
 // reading (registerNow), taken in the same critical section.
 func (b *Bus) register(ctx context.Context, s *Subscription, x *session, now int64) {
-	s.id, s.sess = b.cnt.nextSub.Add(1), x
+	s.id, s.sess = b.idx.cnt.nextSub.Add(1), x
 	s.ctx = ctx
 	s.stopCtx = context.AfterFunc(ctx, s.ctxEnded)
-	b.registerLocked(s)
-	x.touch(now)
+	b.idx.register(s)
+	x.Touch(now)
 }
 
 // drain is step 3, on the consumer's side: it takes every live event (and
@@ -320,7 +335,7 @@ func (s *Subscription) reinsert(ev *Event) bool {
 	}
 	for r := s.rd.NextReplay(); r != nil; r = s.rd.NextReplay() {
 		if r.ID <= s.lastSeen {
-			s.bus.cnt.guarded.Add(1)
+			s.bus.idx.cnt.guarded.Add(1)
 			continue
 		}
 		s.lastSeen = r.ID
@@ -335,7 +350,7 @@ func (s *Subscription) reinsert(ev *Event) bool {
 		if id := e.Rec.ID; id != 0 {
 			if id <= s.lastSeen {
 				// The guard: never hand out an id twice or out of order.
-				s.bus.cnt.guarded.Add(1)
+				s.bus.idx.cnt.guarded.Add(1)
 				*e = entry{}
 				continue
 			}

@@ -90,8 +90,8 @@ func (s *Subscription) ID() uint64 { return s.id }
 
 // Err returns nil while the subscription is live, and afterwards why it
 // ended: ErrSessionClosed, ErrEvicted, ErrClosed, ErrUnsubscribed or the
-// context's error — or, on a bus over a backend, backend.ErrBackend
-// (package eventbus/backend) wrapping the backend's failure. It does not
+// context's error — or, on a bus over a backend, [ErrBackend]
+// wrapping the backend's failure. It does not
 // block.
 func (s *Subscription) Err() error {
 	s.mu.Lock()
@@ -136,9 +136,9 @@ func (s *Subscription) Unsubscribe() { s.bus.cancel(s, ErrUnsubscribed, false) }
 
 // Next returns the next frame, blocking until one is queued, the
 // subscription ends, or ctx is done. Frames come in delivery order: resync
-// frame (if any), replayed events, replay_complete (with a cursor, or after
-// a replay cut short by the budget), then live events and the synthetic
-// frames among them.
+// and snapshot frames (if any), replayed events, replay_complete (with a
+// cursor, after a replay cut short by the budget, or when older history in
+// scope is gone), then live events and the synthetic frames among them.
 //
 // With [SubscribeOptions.Coalesce] each call takes everything queued and a
 // frame may hold several merged events ([Event.Count]); with a Throttle a

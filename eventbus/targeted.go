@@ -83,9 +83,9 @@ func (b *Bus) SendTo(typ string, data any, subs ...*Subscription) error {
 	if err != nil {
 		return err
 	}
-	tok := b.mu.RLock()
-	closed := b.closed
-	b.mu.RUnlock(tok)
+	tok := b.hist.RLock()
+	closed := b.hist.Closed()
+	b.hist.RUnlock(tok)
 	if closed {
 		return ErrClosed
 	}
@@ -96,12 +96,12 @@ func (b *Bus) SendTo(typ string, data any, subs ...*Subscription) error {
 			continue
 		}
 		if s.bus != b {
-			errs = append(errs, &sendError{subscriber: s.id, session: s.sess.id,
+			errs = append(errs, &sendError{subscriber: s.id, session: s.sess.ID,
 				err: fmt.Errorf("%w: subscription of another bus", ErrInvalid)})
 			continue
 		}
-		if err := s.deliverTargeted(&record{Session: s.sess.id, Type: typ, Data: raw, Nanos: now}); err != nil {
-			errs = append(errs, &sendError{subscriber: s.id, session: s.sess.id, err: err})
+		if err := s.deliverTargeted(&record{Session: s.sess.ID, Type: typ, Data: raw, Nanos: now}); err != nil {
+			errs = append(errs, &sendError{subscriber: s.id, session: s.sess.ID, err: err})
 		}
 	}
 	return errors.Join(errs...)

@@ -171,12 +171,28 @@ func TestADRBufferBoundsReplayLimit(t *testing.T) {
 		{"replay(limit=0)", b.Replay(0), span(50, 150)}, // events[-0:] is events[0:]
 		// Deviation: Python gives events[2:] (ev52 … ev149).
 		{"replay(limit=-2) deviation", b.Replay(-2), span(50, 150)},
-		{"replay(limit=-2) twin", b.Replay(b.Len() - 2), span(52, 150)},
+		{"replay(limit=-2) twin", dropOldest(b, 2), span(52, 150)},
+		// Issue 27.8: the bare Replay(b.Len()-k) recipe, for k ≥ Len, asks
+		// for a limit ≤ 0 and gets everything; Python's events[k:] is empty.
+		{"replay(limit=-100) trap", b.Replay(b.Len() - 100), span(50, 150)},
+		{"replay(limit=-100) twin", dropOldest(b, 100), []string{}},
+		{"replay(limit=-120) twin", dropOldest(b, 120), []string{}},
+		{"replay(limit=-99) twin", dropOldest(b, 99), span(149, 150)},
 	} {
 		t.Run(tt.python, func(t *testing.T) {
 			assert.Equal(t, tt.want, names(tt.got))
 		})
 	}
+}
+
+// dropOldest is the porting recipe for AgentPool's replay(limit=-k),
+// Python's events[k:]: every entry but the k oldest, none when k ≥ Len
+// (docs/python-parity.md).
+func dropOldest[T any](b *Buffer[T], k int) []T {
+	if n := b.Len() - k; n > 0 {
+		return b.Replay(n)
+	}
+	return nil
 }
 
 func TestReplayEdgeCases(t *testing.T) {

@@ -6,8 +6,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/producer"
+	"github.com/replaybus/replaybus/internal/textutil"
 )
 
 // maxProducerInt is the largest Producer-Epoch and Producer-Seq accepted:
@@ -42,11 +44,11 @@ func parseProducer(r *http.Request) (*producerReq, error) {
 		dst  *uint64
 	}{{HeaderProducerEp, ep, &p.epoch}, {HeaderProducerSeq, sq, &p.seq}} {
 		if len(f.vals) != 1 || !ttlRE.MatchString(f.vals[0]) {
-			return nil, errorf(http.StatusBadRequest, "invalid_producer", "%s %q is not an integer 0…2^53-1", f.name, strings.Join(f.vals, ","))
+			return nil, errorf(http.StatusBadRequest, "invalid_producer", "%s %s is not an integer 0…2^53-1", f.name, quote(strings.Join(f.vals, ",")))
 		}
 		v, err := strconv.ParseUint(f.vals[0], 10, 64)
 		if err != nil || v > maxProducerInt {
-			return nil, errorf(http.StatusBadRequest, "invalid_producer", "%s %q is not an integer 0…2^53-1", f.name, f.vals[0])
+			return nil, errorf(http.StatusBadRequest, "invalid_producer", "%s %s is not an integer 0…2^53-1", f.name, quote(f.vals[0]))
 		}
 		*f.dst = v
 	}
@@ -61,8 +63,9 @@ func (p *producerReq) bus() producer.Stamp {
 // producerAnswer maps the bus's verdict on p (eventbus.WithProducer,
 // Bus.CheckProducer) onto PROTOCOL.md §5.2.1's answers: accepted (nil),
 // a duplicate (dup, with the highest accepted sequence: 204), a stale
-// epoch (403 naming the epoch in force), a sequence gap (409 naming the
-// expected and received sequences), a new epoch not at 0 (400). Other
+// epoch (403 naming the epoch in force) or a sequence gap (409 naming the
+// expected and received sequences), as resume.StatusFor answers them on
+// every route, and a new epoch not at 0 (400 invalid_producer). Other
 // errors come back as they are.
 func producerAnswer(err error, p *producerReq) (dup bool, lastSeq uint64, ans error) {
 	var pe *producer.Error
@@ -71,14 +74,10 @@ func producerAnswer(err error, p *producerReq) (dup bool, lastSeq uint64, ans er
 		return false, p.seq, nil
 	case errors.As(err, &pe) && errors.Is(err, producer.ErrDuplicate):
 		return true, pe.LastSeq, nil
-	case errors.As(err, &pe) && errors.Is(err, producer.ErrStaleEpoch):
-		return false, 0, errorf(http.StatusForbidden, "stale_producer_epoch", "%v", err).
-			with(HeaderProducerEp, strconv.FormatUint(pe.Epoch, 10))
-	case errors.As(err, &pe) && errors.Is(err, producer.ErrSequenceGap):
-		return false, 0, errorf(http.StatusConflict, "producer_seq_gap", "%v", err).
-			with(HeaderExpectedSeq, strconv.FormatUint(pe.Expected, 10)).with(HeaderReceivedSeq, strconv.FormatUint(p.seq, 10))
+	case errors.Is(err, producer.ErrStaleEpoch), errors.Is(err, producer.ErrSequenceGap):
+		return false, 0, resume.StatusFor(err, "")
 	case errors.Is(err, eventbus.ErrInvalid):
-		return false, 0, errorf(http.StatusBadRequest, "invalid_producer", "%v", err)
+		return false, 0, errorf(http.StatusBadRequest, "invalid_producer", "%s", textutil.PublicMessage(err))
 	}
 	return false, 0, err
 }
@@ -107,7 +106,7 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) er
 		return errorf(http.StatusBadRequest, "missing_content_type", "an append with a body needs a Content-Type")
 	}
 	s.touch()
-	before, appended := s.tail.Load(), false
+	before, appended := h.tail(s), false
 	defer func() { // after the stream's lock is released (a pull-wake writes a stream)
 		if appended {
 			h.notifySubs(s.id, before)
@@ -119,7 +118,7 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) er
 	if p != nil && s.closed.Load() && s.closedBy.hadProducer && s.closedBy.id == p.id &&
 		s.closedBy.epoch == p.epoch && s.closedBy.seq == p.seq {
 		producerHeaders(w, p, p.seq)
-		hd.Set(HeaderNextOffset, h.offset(s.tail.Load()))
+		hd.Set(HeaderNextOffset, h.offset(h.tailLocked(s)))
 		hd.Set(HeaderClosed, "true")
 		w.WriteHeader(http.StatusNoContent)
 		return nil
@@ -146,7 +145,7 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) er
 			}
 			if dup && start == 0 {
 				producerHeaders(w, p, last)
-				hd.Set(HeaderNextOffset, h.offset(s.tail.Load()))
+				hd.Set(HeaderNextOffset, h.offset(h.tailLocked(s)))
 				w.WriteHeader(http.StatusNoContent)
 				return nil
 			}
@@ -159,13 +158,12 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) er
 			w.WriteHeader(http.StatusNoContent)
 			return nil
 		}
-		return errorf(http.StatusConflict, "stream_closed", "stream %q is closed", s.id).
-			with(HeaderClosed, "true").with(HeaderNextOffset, h.offset(s.tail.Load()))
+		return withHeader(errorf(http.StatusConflict, resume.CodeSessionClosed, "stream %s is closed", quote(s.id)), HeaderClosed, "true", HeaderNextOffset, h.offset(s.tail.Load()))
 	}
 	var msgs [][]byte
 	if len(body) > 0 {
 		if mediaType(ct) != mediaType(s.ctype) {
-			return errorf(http.StatusConflict, "content_type_mismatch", "Content-Type %q does not match the stream's %q", ct, s.ctype)
+			return errorf(http.StatusConflict, "content_type_mismatch", "Content-Type %s does not match the stream's %s", quote(ct), quote(s.ctype))
 		}
 		if msgs, err = h.split(s, body, false); err != nil {
 			return err
@@ -173,7 +171,7 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) er
 	}
 	if seq := r.Header.Get(HeaderSeq); seq != "" && start == 0 { // a resumed retry passed it the first time
 		if s.lastSeq != "" && seq <= s.lastSeq {
-			return errorf(http.StatusConflict, "sequence_regression", "Stream-Seq %q is not after the last %q", seq, s.lastSeq)
+			return errorf(http.StatusConflict, "sequence_regression", "Stream-Seq %s is not after the last %s", quote(seq), quote(s.lastSeq))
 		}
 		s.lastSeq = seq
 	}
@@ -200,14 +198,14 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) er
 			if errors.Is(err, eventbus.ErrSessionClosed) || errors.Is(err, eventbus.ErrSessionNotFound) {
 				h.closedElsewhereLocked(s)
 			}
-			return h.partialError(err, p, i, len(msgs), first, last).with(HeaderNextOffset, h.offset(s.tail.Load()))
+			return withHeader(h.partialError(err, p, i, len(msgs), first, last), HeaderNextOffset, h.offset(s.tail.Load()))
 		}
 		if err != nil {
 			if p != nil && i == 0 {
 				dup, last, ans := producerAnswer(err, p)
 				if dup { // a retry that raced this one through another route
 					producerHeaders(w, p, last)
-					hd.Set(HeaderNextOffset, h.offset(s.tail.Load()))
+					hd.Set(HeaderNextOffset, h.offset(h.tailLocked(s)))
 					w.WriteHeader(http.StatusNoContent)
 					return nil
 				}
@@ -219,8 +217,7 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) er
 				// Closed (or expired) by the bus or another route: the
 				// stream's EOF at the tail it had.
 				h.closedElsewhereLocked(s)
-				return errorf(http.StatusConflict, "stream_closed", "stream %q is closed", s.id).
-					with(HeaderClosed, "true").with(HeaderNextOffset, h.offset(s.tail.Load()))
+				return withHeader(errorf(http.StatusConflict, resume.CodeSessionClosed, "stream %s is closed", quote(s.id)), HeaderClosed, "true", HeaderNextOffset, h.offset(s.tail.Load()))
 			}
 			return err
 		}

@@ -89,7 +89,8 @@ func TestByteEventsOfOtherRoutes(t *testing.T) {
 	var items []map[string]any
 	require.NoError(t, json.Unmarshal([]byte(body), &items), body)
 	require.Len(t, items, 2)
-	assert.Equal(t, map[string]any{"id": float64(1), "type": "blob", "data": "iVA=", "contentType": "image/png", "encoding": "base64", "origin": "o"}, items[0])
+	assert.Equal(t, map[string]any{"v": float64(1), "id": float64(1), "type": "blob", "session": "j", "data": "iVA=",
+		"contentType": "image/png", "encoding": "base64", "origin": "o"}, items[0], "the SSE and WebSocket routes' envelope")
 	assert.Equal(t, map[string]any{"a": float64(1)}, items[1])
 
 	resp, _ = r.do(t, http.MethodPut, "t", "", "Content-Type", "text/plain")
@@ -100,5 +101,5 @@ func TestByteEventsOfOtherRoutes(t *testing.T) {
 	require.NoError(t, err)
 	resp, body = r.do(t, http.MethodGet, "t?offset=-1", "")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	assert.Equal(t, `hi {"id":`+itoa(int64(ev.ID))+`,"type":"note","data":{"n":2}}`+"\n", body)
+	assert.Equal(t, `hi {"v":1,"id":`+itoa(int64(ev.ID))+`,"type":"note","session":"t","data":{"n":2}}`+"\n", body)
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/replaybus/replaybus/internal/textutil"
 )
 
 // ---- create ----
@@ -36,14 +38,14 @@ func (h *Handler) parseCreate(r *http.Request) (createReq, error) {
 	}
 	if len(ttl) > 0 {
 		if len(ttl) > 1 || !ttlRE.MatchString(ttl[0]) {
-			return c, errorf(http.StatusBadRequest, "invalid_ttl", "Stream-TTL %q is not a non-negative decimal integer without sign or leading zeros", strings.Join(ttl, ","))
+			return c, errorf(http.StatusBadRequest, "invalid_ttl", "Stream-TTL %s is not a non-negative decimal integer without sign or leading zeros", quote(strings.Join(ttl, ",")))
 		}
 		c.ttl, _ = strconv.ParseInt(ttl[0], 10, 64)
 	}
 	if exp != "" {
 		t, err := time.Parse(time.RFC3339Nano, exp)
 		if err != nil {
-			return c, errorf(http.StatusBadRequest, "invalid_expires_at", "Stream-Expires-At %q is not an RFC 3339 time", exp)
+			return c, errorf(http.StatusBadRequest, "invalid_expires_at", "Stream-Expires-At %s is not an RFC 3339 time", quote(exp))
 		}
 		c.expiresAt = t
 	}
@@ -55,7 +57,7 @@ func (h *Handler) parseCreate(r *http.Request) (createReq, error) {
 			return c, errorf(http.StatusBadRequest, "invalid_fork", "Stream-Fork-Sub-Offset needs Stream-Forked-From")
 		}
 		if len(sub) != 1 || !ttlRE.MatchString(sub[0]) {
-			return c, errorf(http.StatusBadRequest, "invalid_fork", "Stream-Fork-Sub-Offset %q is not a non-negative integer", strings.Join(sub, ","))
+			return c, errorf(http.StatusBadRequest, "invalid_fork", "Stream-Fork-Sub-Offset %s is not a non-negative integer", quote(strings.Join(sub, ",")))
 		}
 		c.forkSub, _ = strconv.ParseInt(sub[0], 10, 64)
 		c.hasSub = c.forkSub > 0
@@ -94,7 +96,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, name string) er
 			h.removeLocked(s)
 		} else {
 			if s.deleted {
-				return errorf(http.StatusConflict, "stream_deleted", "stream %q was deleted and is kept for its forks", name)
+				return errorf(http.StatusConflict, "stream_deleted", "stream %s was deleted and is kept for its forks", quote(name))
 			}
 			return h.confirm(w, s, c)
 		}
@@ -118,6 +120,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, name string) er
 				return err
 			}
 			s.base = h.bus.LastEventID()
+			s.floor = s.base // what the bus marks lost is the id's earlier lives
 		}
 		s.tail.Store(s.base)
 	}
@@ -153,7 +156,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, name string) er
 	}
 	hd := w.Header()
 	hd.Set("Location", requestURL(r))
-	h.meta(w, s, s.tail.Load())
+	h.meta(w, s, h.tail(s))
 	w.WriteHeader(http.StatusCreated)
 	notify = len(body) > 0
 	return nil
@@ -174,9 +177,9 @@ func (h *Handler) confirm(w http.ResponseWriter, s *stream, c createReq) error {
 	forkOK := c.forkFrom == "" && s.src == nil ||
 		c.forkFrom == s.forkFrom && c.forkSub == s.forkSub && h.sameForkOffset(s, c.forkOff)
 	if !typeOK || !expiryOK || !forkOK || c.closed != s.closed.Load() {
-		return errorf(http.StatusConflict, "stream_exists", "stream %q exists with another configuration", s.id)
+		return errorf(http.StatusConflict, "stream_exists", "stream %s exists with another configuration", quote(s.id))
 	}
-	h.meta(w, s, s.tail.Load())
+	h.meta(w, s, h.tail(s))
 	w.WriteHeader(http.StatusOK)
 	return nil
 }
@@ -203,7 +206,7 @@ func (h *Handler) fork(ctx context.Context, name string, c createReq) (*stream, 
 		}
 	}
 	if !ok || srcName == "" {
-		return nil, errorf(http.StatusNotFound, "source_not_found", "Stream-Forked-From %q is not a stream below %s", c.forkFrom, h.opts.Prefix)
+		return nil, errorf(http.StatusNotFound, "source_not_found", "Stream-Forked-From %s is not a stream below %s", quote(c.forkFrom), h.opts.Prefix)
 	}
 	src, ok := h.streams.Load(srcName)
 	if ok && src.expired(time.Now()) {
@@ -211,35 +214,32 @@ func (h *Handler) fork(ctx context.Context, name string, c createReq) (*stream, 
 		ok = false
 	}
 	if !ok {
-		return nil, errorf(http.StatusNotFound, "source_not_found", "no stream %q to fork", srcName)
+		return nil, errorf(http.StatusNotFound, "source_not_found", "no stream %s to fork", quote(srcName))
 	}
 	if src.deleted {
-		return nil, errorf(http.StatusConflict, "source_deleted", "stream %q was deleted", srcName)
+		return nil, errorf(http.StatusConflict, "source_deleted", "stream %s was deleted", quote(srcName))
 	}
 	if c.ctype != "" && mediaType(c.ctype) != mediaType(src.ctype) {
-		return nil, errorf(http.StatusConflict, "content_type_mismatch", "fork content type %q differs from the source's %q", c.ctype, src.ctype)
+		return nil, errorf(http.StatusConflict, "content_type_mismatch", "fork content type %s differs from the source's %s", quote(c.ctype), quote(src.ctype))
 	}
-	tail, err := h.tailOf(ctx, src)
-	if err != nil {
-		return nil, err
-	}
+	tail := h.tail(src)
 	at := tail
 	if c.forkOff != "" {
 		p, err := ParseOffset(c.forkOff)
 		if err != nil {
-			return nil, errorf(http.StatusBadRequest, "invalid_offset", "Stream-Fork-Offset: %v", err)
+			return nil, errorf(http.StatusBadRequest, "invalid_offset", "Stream-Fork-Offset: %s", textutil.PublicMessage(err))
 		}
 		if p.ID == 0 {
 			p.ID, p.Epoch = src.start(), h.epoch // names no event: the beginning
 		}
 		if p.Epoch != h.epoch {
-			return nil, errorf(http.StatusBadRequest, "invalid_offset", "Stream-Fork-Offset %q is from another epoch", c.forkOff)
+			return nil, errorf(http.StatusBadRequest, "invalid_offset", "Stream-Fork-Offset %s is from another epoch", quote(c.forkOff))
 		}
 		if p.ID > tail {
-			return nil, errorf(http.StatusBadRequest, "invalid_offset", "Stream-Fork-Offset %q is beyond the source's tail", c.forkOff)
+			return nil, errorf(http.StatusBadRequest, "invalid_offset", "Stream-Fork-Offset %s is beyond the source's tail", quote(c.forkOff))
 		}
 		if p.ID < src.start() {
-			return nil, errorf(http.StatusBadRequest, "invalid_offset", "Stream-Fork-Offset %q is before the source's start", c.forkOff)
+			return nil, errorf(http.StatusBadRequest, "invalid_offset", "Stream-Fork-Offset %s is before the source's start", quote(c.forkOff))
 		}
 		at = p.ID
 	}
@@ -251,7 +251,7 @@ func (h *Handler) fork(ctx context.Context, name string, c createReq) (*stream, 
 		left := c.forkSub
 		after := at
 		for left > 0 {
-			b, err := h.read(ctx, src, after, 0)
+			b, err := h.read(ctx, src, from{after: after}, 0)
 			if err != nil {
 				return nil, err
 			}
@@ -280,6 +280,9 @@ func (h *Handler) fork(ctx context.Context, name string, c createReq) (*stream, 
 	if err := h.bus.CreateSession(name, ""); err != nil {
 		return nil, err
 	}
+	// The fork's own events follow this id; what the bus marks lost up to
+	// it is an earlier life of the name, not the fork's history.
+	s.floor = h.bus.LastEventID()
 	s.tail.Store(s.forkAt)
 	if prefix != nil {
 		if _, err := h.publish(s, prefix); err != nil {

@@ -27,18 +27,21 @@
 //     is new and the handler has had 1,024 media types interned, so that
 //     clients cannot use up the process's 4,096) and read back as the same
 //     bytes. Events of other types, published into the session by
-//     Go or by the SSE route, read as the JSON envelope
-//     {"id","type","data","origin"} (a byte payload's data in base64 with
-//     "contentType" and "encoding").
+//     Go or by the SSE route, read as the envelope the SSE and WebSocket
+//     routes send (resume.AppendEnvelope: {"v":1,"id","type","session",
+//     "data","origin"}, a byte payload's data in base64 with "contentType"
+//     and "encoding").
 //
 //   - An offset is the position after an event: [FormatOffset] writes
 //     "<bus epoch>_<event id, 16 digits>", the SSE route's
 //     "<epoch>-<id>" in another spelling ([ParseOffset] reads it back), so a
 //     client can switch routes and resume. An offset of another epoch (the
 //     bus restarted: code epoch_reset, naming the offset and the bus's
-//     epoch) or before what the replay buffer holds (ring_evicted) is 410
-//     Gone: never a silent gap. An offset whose id is 0 names no
-//     event and reads from the beginning in any epoch.
+//     epoch) or one whose following events the replay buffer evicted
+//     (ring_evicted) is 410 Gone: never a silent gap. The bus decides
+//     (eventbus.SubscribeOptions.StrictCursor). "-1", and an offset whose
+//     id is 0 in any epoch, read from the beginning of what the stream
+//     holds; "now" is the session's newest id, asked of the bus.
 //
 //   - Closing a stream closes its session: live readers on every route see
 //     the end (an SSE client its session_closed). The handler keeps a closed
@@ -56,10 +59,19 @@
 //
 //   - Subscriptions (PROTOCOL.md §6–7: signed webhooks, pull-wake leases)
 //     are served below <Prefix>__ds/ when [HandlerOptions.Subscriptions] is
-//     set; [Handler.Close] stops their deliveries.
+//     set; [Handler.Shutdown] stops their deliveries.
 //
 // docs/durable-streams.md lists every part of PROTOCOL.md with its status
 // and each deviation with its reason.
+//
+// # Shutdown
+//
+// [Handler.Close], [Handler.Shutdown] and [Handler.Stats] keep the SSE and
+// WebSocket handlers' contract: Close refuses new requests (503
+// unavailable with Retry-After, which Durable Streams clients retry) and
+// ends every open long-poll and SSE answer at once, without waiting;
+// Shutdown does the same and waits until every request has returned (an
+// append in progress finishes); Stats counts requests, appends and reads.
 //
 // # Concurrency
 //

@@ -1,82 +1,81 @@
 package durable
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 
-	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/adapters/resume"
+	"github.com/replaybus/replaybus/internal/textutil"
 )
 
-// httpError is an error answer: its status, code and message.
-type httpError struct {
-	status  int
-	code    string
-	message string
-	hdr     map[string]string
+// The handler's error answers are resume's: a *resume.StatusError, written
+// by its Answer ({"code","message"}, Cache-Control: no-store), with the
+// codes of resume's vocabulary for the causes every route shares (an
+// unknown or closed session, a refused value, the subscriber cap, a closed
+// bus, producer refusals: resume.StatusFor maps the bus's errors) and codes
+// of its own for what only Durable Streams has (invalid_offset,
+// stream_exists, content_type_mismatch, …; docs/durable-streams.md lists
+// them).
+
+// errorf is the error answer of status and code with a formatted message;
+// a value the client sent is quoted with quote.
+func errorf(status int, code, format string, args ...any) error {
+	return &resume.StatusError{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-func (e *httpError) Error() string { return e.message }
-
-func errorf(status int, code, format string, args ...any) *httpError {
-	return &httpError{status: status, code: code, message: fmt.Sprintf(format, args...)}
-}
-
-// with adds a header to the error answer.
-func (e *httpError) with(k, v string) *httpError {
-	if e.hdr == nil {
-		e.hdr = map[string]string{}
+// withHeader returns the answer err is (a *resume.StatusError; any other
+// error unchanged) with the headers kv (name, value, …) added.
+func withHeader(err error, kv ...string) error {
+	var se *resume.StatusError
+	if !errors.As(err, &se) {
+		return err
 	}
-	e.hdr[k] = v
-	return e
+	c := *se
+	c.Header = se.Header.Clone()
+	if c.Header == nil {
+		c.Header = http.Header{}
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		c.Header.Set(kv[i], kv[i+1])
+	}
+	return &c
 }
 
-// fail writes err as a JSON error answer {"code","message"}.
-func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
-	var he *httpError
-	if !errors.As(err, &he) {
-		he = h.busError(err)
+// quote quotes a value a client sent for an answer, cut to 64 bytes, as
+// every route does.
+func quote(s string) string { return textutil.Quote(s, 64) }
+
+// statusOf is the answer to err for stream name: resume.StatusFor's, with
+// the status Durable Streams gives a closed stream (409 with Stream-Closed:
+// true, PROTOCOL.md §5.2, where the SSE route says 410). An error the
+// mapping does not know (500) is logged.
+func (h *Handler) statusOf(err error, name string) resume.StatusError {
+	var se *resume.StatusError
+	errors.As(resume.StatusFor(err, name), &se)
+	out := *se
+	switch out.Code {
+	case resume.CodeSessionClosed:
+		if out.Status == http.StatusGone {
+			out.Status = http.StatusConflict
+			out.Header = out.Header.Clone()
+			if out.Header == nil {
+				out.Header = http.Header{}
+			}
+			out.Header.Set(HeaderClosed, "true")
+		}
+	case resume.CodeInternal:
+		h.log.Error("durable: bus error", slog.Any("err", err))
 	}
+	return out
+}
+
+// fail writes err as the error answer to r, on stream name.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, name string, err error) {
+	se := h.statusOf(err, name)
+	h.cnt.rejected.Add(1)
 	h.log.LogAttrs(r.Context(), slog.LevelDebug, "durable: refused", slog.String("method", r.Method),
-		slog.String("path", r.URL.Path), slog.Int("status", he.status), slog.String("message", he.message))
-	hd := w.Header()
-	for k, v := range he.hdr {
-		hd.Set(k, v)
-	}
-	hd.Set("Cache-Control", "no-store")
-	if r.Method == http.MethodHead {
-		w.WriteHeader(he.status)
-		return
-	}
-	hd.Set("Content-Type", "application/json; charset=utf-8")
-	b, _ := json.Marshal(map[string]string{"code": he.code, "message": he.message})
-	w.WriteHeader(he.status)
-	_, _ = w.Write(append(b, '\n'))
-}
-
-// busError maps a bus error onto an answer.
-func (h *Handler) busError(err error) *httpError {
-	switch {
-	case errors.Is(err, errGone):
-		return errorf(http.StatusGone, "ring_evicted", "the offset is before what the stream still holds (the replay buffer evicted it, or it is from another epoch)")
-	case errors.Is(err, eventbus.ErrSubscriberLimit):
-		return errorf(http.StatusTooManyRequests, "subscriber_limit_exceeded", "%v", err).with("Retry-After", "1")
-	case errors.Is(err, eventbus.ErrInvalid):
-		return errorf(http.StatusBadRequest, "invalid_argument", "%v", err)
-	case errors.Is(err, errors.ErrUnsupported):
-		return errorf(http.StatusNotImplemented, "not_implemented", "%v", err)
-	case errors.Is(err, eventbus.ErrClosed):
-		return errorf(http.StatusServiceUnavailable, "unavailable", "the bus is closed")
-	case errors.Is(err, eventbus.ErrSessionNotFound):
-		return errorf(http.StatusNotFound, "not_found", "%v", err)
-	case errors.Is(err, eventbus.ErrSessionClosed):
-		return errorf(http.StatusConflict, "stream_closed", "the session was closed: %v", err).with(HeaderClosed, "true")
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return errorf(http.StatusServiceUnavailable, "unavailable", "%v", err)
-	}
-	h.log.Error("durable: bus error", slog.Any("err", err))
-	return errorf(http.StatusInternalServerError, "internal_error", "%v", err)
+		slog.String("path", r.URL.Path), slog.Int("status", se.Status), slog.String("message", se.Message))
+	se.Answer(w)
 }

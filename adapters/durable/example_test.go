@@ -44,5 +44,5 @@ func ExampleHandler() {
 	// 201  up-to-date=false next=e1_0000000000000000
 	// 204  up-to-date=false next=e1_0000000000000002
 	// 200 [{"role":"user","text":"hi"},{"role":"agent","text":"hello"}] up-to-date=true next=e1_0000000000000002
-	// 200 [{"id":3,"type":"tool_call","data":{"tool":"search"}}] up-to-date=true next=e1_0000000000000003
+	// 200 [{"v":1,"id":3,"type":"tool_call","session":"chat","data":{"tool":"search"}}] up-to-date=true next=e1_0000000000000003
 }

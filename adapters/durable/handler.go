@@ -2,6 +2,7 @@ package durable
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/puzpuzpuz/xsync/v3"
 
+	"github.com/replaybus/replaybus/adapters/internal/serve"
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
 )
@@ -85,7 +88,7 @@ type HandlerOptions struct {
 	// EventType is the bus event type of the events the handler publishes
 	// (each JSON message, or each append of another content type). Events
 	// of other types, published into the session by other routes, read as
-	// a JSON envelope {"id","type","data","origin"}. Default
+	// the SSE route's JSON envelope (resume.AppendEnvelope). Default
 	// DefaultEventType ("durable").
 	EventType string
 	// Logger receives one debug record per refused request and the
@@ -95,27 +98,20 @@ type HandlerOptions struct {
 	// <Prefix>__ds/: webhook subscriptions (signed with an Ed25519 key made
 	// at NewHandler, published at <Prefix>__ds/jwks.json) and pull-wake
 	// subscriptions, over the appends made through this handler. Off by
-	// default (the paths answer 501); with it on, call Handler.Close at
-	// shutdown.
+	// default (the paths answer 501); with it on, Handler.Shutdown (or
+	// Close) stops their deliveries.
 	Subscriptions bool
 }
 
 // Handler serves bus sessions as Durable Streams (PROTOCOL.md of
 // durable-streams/durable-streams): PUT creates (or forks), POST appends
-// and closes, GET reads (catch-up, long-poll, SSE), HEAD reports and
-// DELETE deletes a stream named by the path below HandlerOptions.Prefix,
-// whose data is the bus session of that id. docs/durable-streams.md maps
-// each part of the protocol onto the bus. Create one with NewHandler.
-//
-// It keeps per stream what the bus does not: the content type, TTL or
-// expiry, closure (and the producer request that closed it), the
-// Stream-Seq, the fork link, and a closed stream's final content (closing a
-// stream closes its session, whose buffer the bus frees). Idempotent
-// producers are the bus's: Producer-Id/-Epoch/-Seq become
-// eventbus.WithProducer on the append's first event, checked and recorded
-// with it (eventbus.Bus.CheckProducer first, so that a duplicate is known
-// before the Stream-Seq check). All methods are safe for concurrent use;
-// appends to one stream are serialised, reads never take its lock.
+// and closes, GET reads (catch-up, long-poll, SSE), HEAD reports and DELETE
+// deletes the stream named by the path below HandlerOptions.Prefix, whose
+// data is the bus session of that id (docs/durable-streams.md). It keeps
+// what the bus does not: content type, TTL, closure, Stream-Seq, fork
+// links, a closed stream's content; idempotent producers are the bus's.
+// Safe for concurrent use; Close, Shutdown and Stats keep the SSE and
+// WebSocket handlers' contract. Create one with NewHandler.
 type Handler struct {
 	bus   *eventbus.Bus
 	epoch string
@@ -123,11 +119,13 @@ type Handler struct {
 	chunk int
 	log   *slog.Logger
 
-	streams *xsync.MapOf[string, *stream]
-	mu      sync.Mutex // creation, deletion, fork reference counts
-	gen     atomic.Uint64
-	swept   atomic.Int64 // Unix ns of the last sweep
-	subs    *subsState   // nil without HandlerOptions.Subscriptions
+	streams  *xsync.MapOf[string, *stream]
+	requests *serve.Registry[context.CancelFunc] // requests being served, for Close and Shutdown
+	cnt      counters                            // Stats
+	mu       sync.Mutex                          // creation, deletion, fork reference counts
+	gen      atomic.Uint64
+	swept    atomic.Int64 // Unix ns of the last sweep
+	subs     *subsState   // nil without HandlerOptions.Subscriptions
 
 	mediaMu sync.Mutex          // guards media
 	media   map[string]struct{} // canonical media types had interned (see mayIntern)
@@ -169,7 +167,8 @@ func NewHandler(bus *eventbus.Bus, o HandlerOptions) (*Handler, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	h := &Handler{bus: bus, epoch: bus.Epoch(), opts: o, chunk: o.ChunkBytes, log: o.Logger,
-		streams: xsync.NewMapOf[string, *stream]()}
+		streams:  xsync.NewMapOf[string, *stream](),
+		requests: serve.NewRegistry(func(cancel context.CancelFunc) { cancel() })}
 	if o.Subscriptions {
 		h.subs = newSubsState()
 	}
@@ -182,15 +181,12 @@ func (h *Handler) Prefix() string { return h.opts.Prefix }
 
 // ServeHTTP serves one request on a stream URL; see docs/durable-streams.md
 // for each answer. Besides the protocol's, it answers OPTIONS (CORS
-// preflight) with 204 and any other method with 405. Errors are JSON
-// {"code","message"}: 400 for a bad header, offset, body or stream name
-// (the message names the value), 404 for an unknown stream, 409 for a
-// conflict (closed stream, content type, Stream-Seq, producer gap), 410 for
-// an offset before what is held (code ring_evicted), one of another epoch
-// (code epoch_reset, naming the offset and the bus's epoch) or a
-// soft-deleted stream, 413 for a body over MaxBodyBytes, 429 with
-// Retry-After when the session has eventbus.Options.MaxSubscribers
-// readers, 503 once the bus is closed.
+// preflight) with 204 and any other method with 405. Errors are
+// resume.StatusError answers {"code","message"} in the codes every route
+// shares (session_not_found, invalid_session_id, session_closed — 409 with
+// Stream-Closed here —, subscriber_limit_exceeded with Retry-After,
+// unavailable, …) and the stream's own (invalid_offset, stream_exists, …);
+// an offset of lost history is 410 ring_evicted or epoch_reset, naming it.
 //
 // A long-poll blocks up to LongPollTimeout and an SSE answer lasts up to
 // SSEDuration (both end early when the client goes or the stream closes);
@@ -203,10 +199,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Access-Control-Allow-Origin", "*")
 	hd.Set("Access-Control-Expose-Headers", exposed)
 	h.deadline(w)
+	r, id, cancel, ok := h.admit(w, r)
+	if !ok {
+		return
+	}
+	defer h.requests.Remove(id, nil)
+	defer cancel()
 	h.maybeSweep()
 	name, ok := strings.CutPrefix(r.URL.Path, h.opts.Prefix)
-	if !ok || name == "" {
-		h.fail(w, r, errorf(http.StatusNotFound, "not_found", "no stream at %q (streams are below %s)", r.URL.Path, h.opts.Prefix))
+	if !ok {
+		h.fail(w, r, name, errorf(http.StatusNotFound, resume.CodeNotFound, "no stream at %s (streams are below %s)", quote(r.URL.Path), h.opts.Prefix))
 		return
 	}
 	if name == "__ds" || strings.HasPrefix(name, "__ds/") {
@@ -214,13 +216,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.serveDS(w, r, strings.TrimPrefix(name, "__ds/"))
 			return
 		}
-		h.fail(w, r, errorf(http.StatusNotImplemented, "not_implemented",
-			"%s__ds is reserved for Durable Streams control APIs (subscriptions), which this handler does not offer (HandlerOptions.Subscriptions)", h.opts.Prefix))
+		h.fail(w, r, name, errorf(http.StatusNotImplemented, resume.CodeNotImplemented, "%s__ds is reserved for Durable Streams control APIs (subscriptions), which this handler does not offer (HandlerOptions.Subscriptions)", h.opts.Prefix))
 		return
 	}
 	if err := frame.CheckName("session id", name); err != nil {
-		// The text the bus's ErrInvalid gives for the same name.
-		h.fail(w, r, errorf(http.StatusBadRequest, "invalid_stream_name", "eventbus: invalid argument: %v", err))
+		// The text the SSE route gives for the same id (an empty one: the
+		// path names no stream below the prefix).
+		h.fail(w, r, name, errorf(http.StatusBadRequest, resume.CodeInvalidSessionID, "invalid argument: %v", err))
 		return
 	}
 	var err error
@@ -241,12 +243,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		hd.Set("Access-Control-Max-Age", "600")
 		w.WriteHeader(http.StatusNoContent)
 	default:
-		hd.Set("Allow", "GET, HEAD, PUT, POST, DELETE, OPTIONS")
-		err = errorf(http.StatusMethodNotAllowed, "method_not_allowed", "method %s not allowed on a stream", r.Method)
+		err = withHeader(errorf(http.StatusMethodNotAllowed, resume.CodeMethodNotAllowed, "method %s not allowed on a stream", quote(r.Method)),
+			"Allow", "GET, HEAD, PUT, POST, DELETE, OPTIONS")
 	}
 	if err != nil {
-		h.fail(w, r, err)
+		h.fail(w, r, name, err)
+		return
 	}
+	h.cnt.started.Add(1)
 }
 
 const (
@@ -258,10 +262,19 @@ const (
 		"Authorization"
 )
 
-// deadline bounds the next write by WriteTimeout.
+// deadline bounds the next write by WriteTimeout; undeadline lifts it
+// before a wait. A deadline left in place while a long-poll or an SSE
+// answer waits would end it over HTTP/2, which resets a stream when its
+// deadline passes even with nothing being written.
 func (h *Handler) deadline(w http.ResponseWriter) {
 	if h.opts.WriteTimeout > 0 {
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout))
+	}
+}
+
+func (h *Handler) undeadline(w http.ResponseWriter) {
+	if h.opts.WriteTimeout > 0 {
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 	}
 }
 
@@ -306,11 +319,7 @@ func (h *Handler) head(w http.ResponseWriter, r *http.Request, name string) erro
 	if err != nil {
 		return err
 	}
-	tail, err := h.tailOf(r.Context(), s)
-	if err != nil {
-		return err
-	}
-	h.meta(w, s, tail)
+	h.meta(w, s, h.tail(s))
 	hd := w.Header()
 	if s.ttl > 0 {
 		hd.Set(HeaderTTL, strconv.FormatInt(s.ttl, 10))

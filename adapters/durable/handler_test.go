@@ -108,7 +108,7 @@ func TestEvictedAndForeignOffsetsAreGone(t *testing.T) {
 		t.Run(map[bool]string{false: "no provider", true: "snapshot provider"}[snapshots], func(t *testing.T) {
 			o := eventbus.Options{ReplayBufferSize: 3, Epoch: "e1"}
 			if snapshots {
-				o.Snapshots = func(context.Context, string) (json.RawMessage, uint64, error) {
+				o.Snapshots = func(context.Context, eventbus.SnapshotRequest) (json.RawMessage, uint64, error) {
 					return json.RawMessage(`"state"`), 3, nil
 				}
 			}
@@ -119,22 +119,32 @@ func TestEvictedAndForeignOffsetsAreGone(t *testing.T) {
 
 func evictedAndForeignOffsetsAreGone(t *testing.T, o eventbus.Options) {
 	r := newRig(t, o, durable.HandlerOptions{})
+	_, err := r.bus.Publish("elsewhere", "tick", nil) // the stream starts after id 1
+	require.NoError(t, err)
 	resp, _ := r.do(t, http.MethodPut, "s", "", "Content-Type", "text/plain")
 	require.Equal(t, http.StatusCreated, resp.StatusCode)
 	start := resp.Header.Get("Stream-Next-Offset")
+	var offsets []string
 	for _, b := range []string{"a", "b", "c", "d", "e"} {
 		resp, _ = r.do(t, http.MethodPost, "s", b, "Content-Type", "text/plain")
 		require.Equal(t, http.StatusNoContent, resp.StatusCode)
+		offsets = append(offsets, resp.Header.Get("Stream-Next-Offset"))
 	}
-	resp, body := r.do(t, http.MethodGet, "s?offset="+start, "")
-	assert.Equal(t, http.StatusGone, resp.StatusCode)
-	assert.Contains(t, body, "ring_evicted")
+	for _, off := range []string{start, offsets[0]} { // the stream's start, the offset after "a"
+		resp, body := r.do(t, http.MethodGet, "s?offset="+off, "")
+		assert.Equal(t, http.StatusGone, resp.StatusCode, off)
+		assert.Contains(t, body, `"ring_evicted"`, off)
+		assert.Contains(t, body, off, "the answer names the offset")
+	}
+	resp, body := r.do(t, http.MethodGet, "s?offset=-1", "")
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "-1: what the stream holds")
+	assert.Equal(t, "cde", body)
 
-	resp, body = r.do(t, http.MethodGet, "s?offset="+durable.FormatOffset(eventbus.Position{ID: 2, Epoch: "e1"}), "")
+	resp, body = r.do(t, http.MethodGet, "s?offset="+offsets[1], "")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Equal(t, "cde", body)
 
-	foreign := durable.FormatOffset(eventbus.Position{ID: 3, Epoch: "other"})
+	foreign := durable.FormatOffset(eventbus.Position{ID: 4, Epoch: "other"})
 	resp, body = r.do(t, http.MethodGet, "s?offset="+foreign, "")
 	assert.Equal(t, http.StatusGone, resp.StatusCode)
 	// Not ring_evicted: the offset is of another bus incarnation, and the
@@ -142,6 +152,13 @@ func evictedAndForeignOffsetsAreGone(t *testing.T, o eventbus.Options) {
 	assert.Contains(t, body, `"epoch_reset"`)
 	assert.Contains(t, body, foreign)
 	assert.Contains(t, body, `\"e1\"`)
+
+	// The bus decides what is of its epoch: an offset of this epoch past
+	// its newest id is another incarnation's too.
+	future := durable.FormatOffset(eventbus.Position{ID: 1000, Epoch: "e1"})
+	resp, body = r.do(t, http.MethodGet, "s?offset="+future, "")
+	assert.Equal(t, http.StatusGone, resp.StatusCode)
+	assert.Contains(t, body, `"epoch_reset"`)
 }
 
 // A session closed by another route (Go's CloseSession) is the stream's
@@ -152,7 +169,7 @@ func TestSessionClosedByGoIsEOF(t *testing.T) {
 	require.NoError(t, err)
 	resp, body := r.do(t, http.MethodGet, "run?offset=-1", "")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	assert.Equal(t, `[{"id":1,"type":"tick","data":{"n":1}}]`, body)
+	assert.Equal(t, `[{"v":1,"id":1,"type":"tick","session":"run","data":{"n":1}}]`, body)
 	tail := resp.Header.Get("Stream-Next-Offset")
 
 	done := make(chan *http.Response, 1)

@@ -23,13 +23,10 @@ type OffsetError struct {
 	Reason string // what is wrong with it
 }
 
-// Error reads "durable: invalid offset "<value>": <reason>".
+// Error reads "durable: invalid offset "<value>": <reason>", the value
+// quoted and cut to 64 bytes as every answer quotes a client's value.
 func (e *OffsetError) Error() string {
-	v := e.Value
-	if len(v) > 64 {
-		v = v[:64] + "…"
-	}
-	return fmt.Sprintf("durable: invalid offset %q: %s", v, e.Reason)
+	return fmt.Sprintf("durable: invalid offset %s: %s", quote(e.Value), e.Reason)
 }
 
 // FormatOffset returns the Durable Streams offset of bus position p: the

@@ -2,7 +2,7 @@ package durable
 
 import (
 	"crypto/sha256"
-	"errors"
+	"fmt"
 	"net/http"
 )
 
@@ -34,8 +34,7 @@ func (s *stream) resumeFrom(p *producerReq, body []byte) (partialAppend, error) 
 		return partialAppend{}, nil
 	}
 	if sha256.Sum256(body) != pa.sum {
-		return partialAppend{}, errorf(http.StatusConflict, "partial_append_mismatch",
-			"producer %q epoch %d sequence %d was partly stored (%d messages) with another body: retry it with the same body", p.id, p.epoch, p.seq, pa.stored)
+		return partialAppend{}, errorf(http.StatusConflict, "partial_append_mismatch", "producer %s epoch %d sequence %d was partly stored (%d messages) with another body: retry it with the same body", quote(p.id), p.epoch, p.seq, pa.stored)
 	}
 	return pa, nil
 }
@@ -67,19 +66,14 @@ func (s *stream) notePartial(p *producerReq, body []byte, stored int, first, las
 // stored of total messages before err: err's status, code
 // partial_append, a message naming how many and which offsets were
 // stored (first, last), and what a producer does next.
-func (h *Handler) partialError(err error, p *producerReq, stored, total int, first, last uint64) *httpError {
-	var he *httpError
-	if !errors.As(err, &he) {
-		he = h.busError(err)
-	}
+func (h *Handler) partialError(err error, p *producerReq, stored, total int, first, last uint64) error {
+	se := h.statusOf(err, "")
 	next := "the rest is not stored: append it again without the stored messages"
 	if p != nil {
 		next = "retry the same request (same producer tuple and body) on this server to store the rest"
 	}
-	out := errorf(he.status, "partial_append", "stored %d of %d messages (offsets %s to %s) before: %s; %s",
-		stored, total, h.offset(first), h.offset(last), he.message, next)
-	for k, v := range he.hdr {
-		out = out.with(k, v)
-	}
-	return out
+	se.Code = "partial_append"
+	se.Message = fmt.Sprintf("stored %d of %d messages (offsets %s to %s) before: %s; %s",
+		stored, total, h.offset(first), h.offset(last), se.Message, next)
+	return &se
 }

@@ -12,11 +12,10 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/durable"
 	"github.com/replaybus/replaybus/eventbus"
-	"github.com/replaybus/replaybus/eventbus/backend"
 	"github.com/replaybus/replaybus/eventbus/producer"
 )
 
-// flakyBackend is a backend.ProducerBackend kept in memory whose plain
+// flakyBackend is a eventbus.ProducerBackend kept in memory whose plain
 // appends can be made to fail (failNext), as a NATS publish times out; it
 // records what it stored and feeds nothing back.
 type flakyBackend struct {
@@ -31,9 +30,9 @@ type flakyBackend struct {
 
 var errFlaky = errors.New("flaky: no ack")
 
-func (f *flakyBackend) Epoch() string                             { return "flaky" }
-func (f *flakyBackend) Start(context.Context, backend.Feed) error { return nil }
-func (f *flakyBackend) Close() error                              { return nil }
+func (f *flakyBackend) Epoch() string                              { return "flaky" }
+func (f *flakyBackend) Start(context.Context, eventbus.Feed) error { return nil }
+func (f *flakyBackend) Close() error                               { return nil }
 func (f *flakyBackend) Append(_ context.Context, _ []string, ev eventbus.Event) (uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -61,7 +60,7 @@ func (f *flakyBackend) AppendProducer(_ context.Context, _ []string, ev eventbus
 	defer f.mu.Unlock()
 	k := ev.Session + "/" + p.ID
 	if f.revs[k] != rev {
-		return 0, 0, backend.ErrProducerConflict
+		return 0, 0, eventbus.ErrProducerConflict
 	}
 	f.id += 2
 	f.stored = append(f.stored, string(ev.Data))
@@ -79,7 +78,7 @@ func (f *flakyBackend) storedData() []string {
 // newFlakyRig is a handler over a flakyBackend, with a JSON stream "j".
 func newFlakyRig(t *testing.T) (*rig, *flakyBackend) {
 	fb := &flakyBackend{recs: map[string]producer.State{}, revs: map[string]uint64{}}
-	bus, err := backend.New(context.Background(), eventbus.Options{}, fb)
+	bus, err := eventbus.NewWithBackend(context.Background(), eventbus.Options{}, fb)
 	require.NoError(t, err)
 	h, err := durable.NewHandler(bus, durable.HandlerOptions{})
 	require.NoError(t, err)

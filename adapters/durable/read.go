@@ -1,19 +1,21 @@
 package durable
 
 import (
-	"bytes"
-	"encoding/base64"
-	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
+
+	"github.com/replaybus/replaybus/adapters/resume"
+	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
+	"github.com/replaybus/replaybus/internal/textutil"
 )
 
 // readReq is a parsed GET query.
 type readReq struct {
 	offset   string // as given ("" none)
-	after    uint64 // resolved position
+	from     from   // where the read starts (resolved)
 	now      bool
 	live     string // "", "long-poll", "sse"
 	cursor   string
@@ -21,14 +23,17 @@ type readReq struct {
 }
 
 // parseRead reads a GET's query and resolves its offset on s: "-1" (or
-// none) is the stream's start, "now" its tail, else a FormatOffset value
-// of this epoch (another epoch's is 410 epoch_reset naming the offset and
-// the bus's epoch; an offset before the stream's start 410 ring_evicted).
+// none) and an offset of id 0 (any epoch: deviation 3) are the beginning
+// of what the stream holds, "now"
+// its tail (resolved by get), else a FormatOffset value, whose epoch the
+// bus judges when the read subscribes (another epoch's is 410
+// epoch_reset). An offset of this epoch before the stream's start is 410
+// ring_evicted: it is another stream's that had the name (deviation 4).
 func (h *Handler) parseRead(r *http.Request, s *stream) (readReq, error) {
 	var q readReq
 	vals, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return q, errorf(http.StatusBadRequest, "invalid_query", "the query does not parse: %v", err)
+		return q, errorf(http.StatusBadRequest, resume.CodeInvalidQuery, "the query does not parse: %v", err)
 	}
 	if offs, ok := vals["offset"]; ok {
 		if len(offs) != 1 {
@@ -43,7 +48,7 @@ func (h *Handler) parseRead(r *http.Request, s *stream) (readReq, error) {
 	switch q.live {
 	case "", "long-poll", "sse":
 	default:
-		return q, errorf(http.StatusBadRequest, "invalid_live", "live %q is not long-poll or sse", q.live)
+		return q, errorf(http.StatusBadRequest, "invalid_live", "live %s is not long-poll or sse", quote(q.live))
 	}
 	if q.live != "" && !q.hasParam {
 		return q, errorf(http.StatusBadRequest, "missing_offset", "live=%s needs an offset", q.live)
@@ -51,27 +56,44 @@ func (h *Handler) parseRead(r *http.Request, s *stream) (readReq, error) {
 	q.cursor = vals.Get("cursor")
 	switch q.offset {
 	case "", "-1":
-		q.after = s.start()
+		q.from = from{after: s.start(), start: true}
 	case "now":
 		q.now = true
 	default:
 		p, err := ParseOffset(q.offset)
 		if err != nil {
-			return q, errorf(http.StatusBadRequest, "invalid_offset", "%v", err)
+			return q, errorf(http.StatusBadRequest, "invalid_offset", "%s", textutil.PublicMessage(err))
 		}
+		ep := resume.BusEpoch(p.Epoch, h.epoch)
 		switch {
 		case p.ID == 0:
-			q.after = s.start() // names no event: the beginning, in any epoch
-		case p.Epoch != h.epoch:
-			return q, errorf(http.StatusGone, "epoch_reset",
-				"offset %q is of epoch %q, not of the bus's %q (it restarted): its history is gone; read from offset -1", q.offset, p.Epoch, h.epoch)
-		case p.ID < s.start():
-			return q, errGone
+			q.from = from{after: s.start(), start: true} // names no event: the beginning, as -1, in any epoch
+		case ep == h.epoch && p.ID < s.start():
+			return q, errorf(http.StatusGone, resume.CodeRingEvicted,
+				"offset %s is before the stream's start %s: it is of a stream that had this name before; read from offset -1", quote(q.offset), h.offset(s.start()))
 		default:
-			q.after = p.ID
+			q.from = from{after: p.ID, epoch: ep}
 		}
 	}
 	return q, nil
+}
+
+// gone is the answer to a read refused with err: a lost position
+// (*eventbus.PositionLostError) is 410 epoch_reset or ring_evicted naming
+// the client's offset; any other error as it is.
+func (h *Handler) gone(err error, offset string) error {
+	var lost *eventbus.PositionLostError
+	if !errors.As(err, &lost) {
+		return err
+	}
+	if lost.Reason == frame.ReasonEpochReset {
+		return errorf(http.StatusGone, resume.CodeEpochReset,
+			"offset %s is not of the bus's epoch %s, or is past its newest id (the bus restarted): its history is gone; read from offset -1",
+			quote(offset), quote(h.epoch))
+	}
+	return errorf(http.StatusGone, resume.CodeRingEvicted,
+		"events after offset %s are gone from the replay buffer; what it holds follows offset %s (read from there, or from -1)",
+		quote(offset), h.offset(lost.CompleteFromID-1))
 }
 
 // get serves GET: a catch-up read, a long-poll or an SSE stream.
@@ -86,18 +108,26 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, name string) error
 	}
 	s.touch()
 	if q.now {
-		if q.after, err = h.tailOf(r.Context(), s); err != nil {
-			return err
-		}
+		// The tail: nothing the stream holds can be lost after it, so the
+		// read is one from the beginning of what is left.
+		q.from = from{after: h.tail(s), start: true}
 	}
 	switch q.live {
 	case "sse":
-		return h.sse(w, r, s, q)
+		err = h.sse(w, r, s, q)
 	case "long-poll":
-		return h.longPoll(w, r, s, q)
+		err = h.longPoll(w, r, s, q)
+	default:
+		err = h.catchUp(w, r, s, q)
 	}
+	return h.gone(err, q.offset)
+}
+
+// catchUp serves a read without live: what is there after the offset.
+func (h *Handler) catchUp(w http.ResponseWriter, r *http.Request, s *stream, q readReq) error {
 	if q.now {
-		h.meta(w, s, q.after)
+		h.cnt.reads.Add(1)
+		h.meta(w, s, q.from.after)
 		hd := w.Header()
 		hd.Set(HeaderUpToDate, "true")
 		hd.Set("Cache-Control", "no-store")
@@ -107,10 +137,11 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, name string) error
 		}
 		return nil
 	}
-	b, err := h.read(r.Context(), s, q.after, 0)
+	b, err := h.read(r.Context(), s, q.from, 0)
 	if err != nil {
 		return err
 	}
+	h.cnt.reads.Add(1)
 	h.writeBatch(w, r, s, q, b, false)
 	return nil
 }
@@ -119,10 +150,12 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, name string) error
 // the offset, else the first data within LongPollTimeout (200), else 204.
 func (h *Handler) longPoll(w http.ResponseWriter, r *http.Request, s *stream, q readReq) error {
 	wait := h.opts.LongPollTimeout
-	b, err := h.read(r.Context(), s, q.after, wait)
+	h.undeadline(w)
+	b, err := h.read(r.Context(), s, q.from, wait)
 	if err != nil {
 		return err
 	}
+	h.cnt.longPolls.Add(1)
 	h.deadline(w)
 	h.writeBatch(w, r, s, q, b, true)
 	return nil
@@ -153,7 +186,7 @@ func (h *Handler) writeBatch(w http.ResponseWriter, r *http.Request, s *stream, 
 	}
 	start := q.offset
 	if start == "" || q.now {
-		start = h.offset(q.after)
+		start = h.offset(q.from.after)
 	}
 	tag := etag(s, start, h.offset(b.next), closed)
 	hd.Set("ETag", tag)
@@ -199,133 +232,4 @@ func (h *Handler) render(s *stream, items []item) []byte {
 		buf = append(buf, ']')
 	}
 	return buf
-}
-
-// control is an SSE control event's payload (PROTOCOL.md §5.8).
-type control struct {
-	NextOffset string `json:"streamNextOffset"`
-	Cursor     string `json:"streamCursor,omitempty"`
-	UpToDate   bool   `json:"upToDate,omitempty"`
-	Closed     bool   `json:"streamClosed,omitempty"`
-}
-
-// sse serves live=sse: a data event and a control event per batch, from
-// the offset on, until the stream closes (a final control event with
-// streamClosed), the client goes, or SSEDuration passes.
-func (h *Handler) sse(w http.ResponseWriter, r *http.Request, s *stream, q readReq) error {
-	// The first read happens before the answer starts, so an offset the
-	// stream no longer holds is a 410, not a broken stream.
-	b, err := h.read(r.Context(), s, q.after, 0)
-	if err != nil {
-		return err
-	}
-	hd := w.Header()
-	hd.Set("Content-Type", "text/event-stream")
-	hd.Set("Cache-Control", "no-cache")
-	if !s.text {
-		hd.Set(HeaderSSEEncoding, "base64")
-	}
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	end := time.Now().Add(h.opts.SSEDuration)
-	cur := q.cursor
-	var buf bytes.Buffer
-	for {
-		buf.Reset()
-		if len(b.items) > 0 {
-			buf.WriteString("event: data\n")
-			writeData(&buf, h.sseData(s, b.items))
-			buf.WriteByte('\n')
-		}
-		closed := b.closed && !b.more
-		c := control{NextOffset: h.offset(b.next), UpToDate: !b.more, Closed: closed}
-		if !closed {
-			cur = cursor(cur)
-			c.Cursor = cur
-		}
-		if len(b.items) > 0 || closed || !b.more {
-			cj, _ := json.Marshal(c)
-			buf.WriteString("event: control\ndata:")
-			buf.Write(cj)
-			buf.WriteString("\n\n")
-		}
-		h.deadline(w)
-		if _, err := w.Write(buf.Bytes()); err != nil {
-			return nil
-		}
-		if err := rc.Flush(); err != nil {
-			return nil
-		}
-		if closed {
-			return nil
-		}
-		left := time.Until(end)
-		if left <= 0 || r.Context().Err() != nil {
-			return nil
-		}
-		after, idle := b.next, 0
-		for {
-			wait := time.Duration(0)
-			if !b.more {
-				wait = min(left, 15*time.Second)
-			}
-			b, err = h.read(r.Context(), s, after, wait)
-			if err != nil {
-				return nil // the client resumes from the last control event's offset
-			}
-			if len(b.items) > 0 || b.closed {
-				break
-			}
-			if b.more { // cut short with nothing to send (an eviction of the reader)
-				if idle++; idle > 3 {
-					return nil // the client resumes from the last control event's offset
-				}
-				continue
-			}
-			if left = time.Until(end); left <= 0 || r.Context().Err() != nil {
-				return nil
-			}
-			// A quiet period: a comment keeps proxies from timing out.
-			h.deadline(w)
-			if _, err := w.Write([]byte(":\n\n")); err != nil || rc.Flush() != nil {
-				return nil
-			}
-		}
-	}
-}
-
-// sseData is one data event's text: the JSON array of a JSON stream's
-// messages, a text stream's bytes, or any other stream's bytes in base64.
-func (h *Handler) sseData(s *stream, items []item) []byte {
-	raw := h.render(s, items)
-	if s.text {
-		return raw
-	}
-	out := make([]byte, base64.StdEncoding.EncodedLen(len(raw)))
-	base64.StdEncoding.Encode(out, raw)
-	return out
-}
-
-// writeData writes text as data: lines, one per line of text (CR LF, CR
-// and LF all end a line), so nothing in the payload can end the event or
-// start another.
-func writeData(buf *bytes.Buffer, text []byte) {
-	for {
-		i := bytes.IndexAny(text, "\r\n")
-		buf.WriteString("data:")
-		if len(text) > 0 && text[0] == ' ' {
-			buf.WriteByte(' ') // the client strips one leading space
-		}
-		if i < 0 {
-			buf.Write(text)
-			buf.WriteByte('\n')
-			return
-		}
-		buf.Write(text[:i])
-		buf.WriteByte('\n')
-		if text[i] == '\r' && i+1 < len(text) && text[i+1] == '\n' {
-			i++
-		}
-		text = text[i+1:]
-	}
 }

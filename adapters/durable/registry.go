@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -22,7 +23,7 @@ func (h *Handler) lookup(name string) (*stream, error) {
 	}
 	if !ok {
 		if !h.bus.SessionExists(name) {
-			return nil, errorf(http.StatusNotFound, "not_found", "no stream %q", name)
+			return nil, errorf(http.StatusNotFound, resume.CodeSessionNotFound, "no stream %s", quote(name))
 		}
 		h.mu.Lock()
 		if s, ok = h.streams.Load(name); !ok {
@@ -37,7 +38,7 @@ func (h *Handler) lookup(name string) (*stream, error) {
 	deleted := s.deleted
 	h.mu.Unlock()
 	if deleted {
-		return nil, errorf(http.StatusGone, "stream_deleted", "stream %q was deleted (its forks still read it)", name)
+		return nil, errorf(http.StatusGone, "stream_deleted", "stream %s was deleted (its forks still read it)", quote(name))
 	}
 	return s, nil
 }

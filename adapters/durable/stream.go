@@ -2,7 +2,6 @@ package durable
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strconv"
 	"sync"
@@ -52,8 +51,9 @@ type stream struct {
 	seen      atomic.Int64 // Unix ns of the last request of any kind
 	implicit  bool         // made for a session of another route, not by a PUT
 
-	base uint64        // own events have ids > base
-	tail atomic.Uint64 // the newest offset known
+	base  uint64        // own events have ids > base
+	floor uint64        // history the bus marks lost up to here was never the stream's (its session's earlier lives)
+	tail  atomic.Uint64 // the newest offset known
 
 	src        *stream // a fork's source; nil for a plain stream
 	forkAt     uint64  // a fork inherits the source's items with id ≤ forkAt
@@ -110,234 +110,6 @@ func (s *stream) ownStart() uint64 {
 	return s.base
 }
 
-// batch is the result of one read.
-type batch struct {
-	items  []item
-	next   uint64 // the offset after the batch
-	more   bool   // stopped early (chunk size, replay budget): not up to date
-	closed bool   // the stream is closed and next is its final offset
-}
-
-// errGone reports an offset whose events the bus no longer holds
-// (ring_evicted) or that belongs to another epoch: 410 Gone.
-var errGone = errors.New("durable: offset before the retained history")
-
-// read returns s's items after offset after, waiting up to wait for the
-// first one when none is there yet (0: no wait). A fork reads its source
-// up to forkAt first; its waits are for its own appends only.
-func (h *Handler) read(ctx context.Context, s *stream, after uint64, wait time.Duration) (batch, error) {
-	if s.src != nil && after < s.forkAt {
-		b, err := h.read(ctx, s.src, after, 0)
-		if err != nil {
-			return batch{}, err
-		}
-		cut := false
-		for i, it := range b.items {
-			if it.id > s.forkAt {
-				b.items, cut = b.items[:i], true
-				break
-			}
-		}
-		b.closed = false
-		if !cut && b.more {
-			if n := len(b.items); n > 0 {
-				b.next = b.items[n-1].id
-			}
-			return b, nil
-		}
-		if len(b.items) == 0 {
-			return h.read(ctx, s, s.forkAt, wait)
-		}
-		own, err := h.readOwn(ctx, s, s.forkAt, 0)
-		if err != nil {
-			return batch{}, err
-		}
-		own.items = append(b.items, own.items...)
-		return own, nil
-	}
-	return h.readOwn(ctx, s, max(after, s.ownStart()), wait)
-}
-
-// readOwn reads s's own session after id after.
-func (h *Handler) readOwn(ctx context.Context, s *stream, after uint64, wait time.Duration) (batch, error) {
-	for attempt := 0; ; attempt++ {
-		if f := s.frozen.Load(); f != nil {
-			return h.readFrozen(s, f, after)
-		}
-		b, err := h.readSession(ctx, s, after, wait)
-		if err == nil || attempt > 0 ||
-			!errors.Is(err, eventbus.ErrSessionClosed) && !errors.Is(err, eventbus.ErrSessionNotFound) {
-			return b, err
-		}
-		// The session is gone: closed by this handler (wait for the close
-		// to finish freezing it) or by the application, or expired by the
-		// bus. The latter two make the stream's EOF at its known tail.
-		s.mu.Lock()
-		h.closedElsewhereLocked(s)
-		s.mu.Unlock()
-	}
-}
-
-// closedElsewhereLocked records that s's session was closed (or expired)
-// by the bus or another route, not by this handler: the stream is closed at
-// the tail the handler knew, with nothing of its content held. s.mu held.
-func (h *Handler) closedElsewhereLocked(s *stream) {
-	if s.frozen.Load() == nil {
-		s.frozen.Store(&frozen{from: s.tail.Load()})
-		s.closed.Store(true)
-	}
-}
-
-// readFrozen reads a closed stream's own items after id after.
-func (h *Handler) readFrozen(s *stream, f *frozen, after uint64) (batch, error) {
-	if after < f.from {
-		return batch{}, errGone
-	}
-	b := batch{next: after}
-	size := 0
-	for _, it := range f.items {
-		if it.id <= after {
-			continue
-		}
-		if size > 0 && size+len(it.data) > h.chunk {
-			b.more = true
-			return b, nil
-		}
-		b.items = append(b.items, it)
-		b.next, size = it.id, size+len(it.data)
-	}
-	b.next = max(b.next, s.tail.Load())
-	b.closed = true
-	return b, nil
-}
-
-// readSession reads s's bus session after id after: a subscription with
-// that cursor replays what the replay buffer holds after it, then (with
-// wait) the first live events.
-func (h *Handler) readSession(ctx context.Context, s *stream, after uint64, wait time.Duration) (batch, error) {
-	sub, err := h.subscribe(ctx, s.id, after)
-	if err != nil {
-		return batch{}, err
-	}
-	defer sub.Close()
-	b := batch{next: after}
-	size := 0
-	replayed := false
-	var deadline time.Time
-	for {
-		var ev eventbus.Event
-		switch {
-		case !replayed:
-			ev, err = sub.Next(ctx)
-		case b.more:
-			return h.finish(s, b), nil
-		case len(b.items) > 0:
-			var ok bool
-			if ev, ok = sub.TryNext(); !ok {
-				return h.finish(s, b), nil
-			}
-		case wait <= 0:
-			return h.finish(s, b), nil
-		default:
-			if deadline.IsZero() {
-				deadline = time.Now().Add(wait)
-			}
-			ev, err = sub.NextBefore(deadline)
-			if errors.Is(err, eventbus.ErrTimeout) {
-				return h.finish(s, b), nil
-			}
-		}
-		if err != nil {
-			if errors.Is(err, eventbus.ErrSessionClosed) && replayed {
-				b.closed = true
-				return h.finish(s, b), nil
-			}
-			if len(b.items) > 0 {
-				b.more = true
-				return h.finish(s, b), nil
-			}
-			return batch{}, err
-		}
-		switch ev.Type {
-		case frame.TypeReplayComplete:
-			replayed = true
-			continue
-		case frame.TypeStateResyncRequired, frame.TypeSnapshot: // a provider's state in place of a lost position: not the bytes
-			var d frame.ResyncData // a snapshot's reason is ring_evicted or epoch_reset
-			_ = json.Unmarshal(ev.Data, &d)
-			switch d.Reason {
-			case frame.ReasonRingEvicted, frame.ReasonEpochReset:
-				if len(b.items) == 0 {
-					return batch{}, errGone
-				}
-				b.more = true
-				return h.finish(s, b), nil
-			default: // replay budget, live drops: read on from the next offset
-				b.more = true
-				if replayed {
-					return h.finish(s, b), nil
-				}
-			}
-			continue
-		case frame.TypeSessionClosed:
-			if ev.Session == s.id && ev.ID > 0 {
-				b.closed = true
-				return h.finish(s, b), nil
-			}
-			continue
-		case frame.TypeClientEvicted:
-			b.more = true
-			return h.finish(s, b), nil
-		}
-		if ev.ID == 0 || ev.ID <= b.next {
-			continue // another synthetic frame; a guard against repeats
-		}
-		data := h.itemData(s, ev)
-		if size > 0 && size+len(data) > h.chunk {
-			b.more = true
-			return h.finish(s, b), nil
-		}
-		b.items = append(b.items, item{id: ev.ID, data: data})
-		b.next, size = ev.ID, size+len(data)
-	}
-}
-
-// finish records what b learnt about s's tail.
-func (h *Handler) finish(s *stream, b batch) batch {
-	s.setTail(b.next)
-	if !b.more {
-		b.next = max(b.next, s.tail.Load())
-	}
-	return b
-}
-
-// subscribe opens a subscription on session id with cursor after.
-func (h *Handler) subscribe(ctx context.Context, id string, after uint64) (*eventbus.Subscription, error) {
-	off := false
-	return h.bus.Subscribe(ctx, id, eventbus.SubscribeOptions{
-		Cursor:            &eventbus.Position{ID: after, Epoch: h.epoch},
-		RequireSession:    true,
-		Policy:            eventbus.DropSubscriber,
-		SlowClientWarning: &off,
-		Name:              "durable",
-	})
-}
-
-// itemData is the bytes event ev stands for in stream s: an event of the
-// handler's type is its payload as is — on a JSON stream when it is JSON,
-// on a byte stream whatever it is (a byte payload's bytes, a JSON
-// payload's text); any other event is its envelope.
-func (h *Handler) itemData(s *stream, ev eventbus.Event) []byte {
-	if ev.Type == h.opts.EventType && (!s.json || ev.IsJSON()) {
-		return ev.Data
-	}
-	n := 48 + len(ev.Type) + len(ev.Origin) + len(ev.Data)
-	if !ev.IsJSON() {
-		n += len(ev.Data)/3 + 48
-	}
-	return appendEnvelope(make([]byte, 0, n), ev, !s.json)
-}
-
 // publish appends one item's bytes to s's session and returns its id;
 // opts go to the bus (eventbus.WithProducer).
 func (h *Handler) publish(s *stream, data []byte, opts ...eventbus.PublishOption) (uint64, error) {
@@ -352,6 +124,7 @@ func (h *Handler) publish(s *stream, data []byte, opts ...eventbus.PublishOption
 	if err != nil {
 		return 0, err
 	}
+	h.cnt.appended.Add(1)
 	s.setTail(ev.ID)
 	return ev.ID, nil
 }
@@ -365,18 +138,15 @@ func (h *Handler) freeze(ctx context.Context, s *stream) error {
 	}
 	f := &frozen{from: s.ownStart()}
 	after := f.from
-	for {
-		b, err := h.readSession(ctx, s, after, 0)
-		if errors.Is(err, errGone) {
-			// Evicted before the close: keep what is held, from the
-			// oldest event on.
-			b, err = h.readHeld(ctx, s)
-			if err == nil && len(b.items) > 0 {
-				f.from = b.items[0].id - 1
-			}
-		}
+	for first := true; ; first = false {
+		// From the stream's beginning: what the bus evicted before the
+		// close is gone, and the content starts at the oldest event held.
+		b, err := h.readSession(ctx, s, from{after: after, start: first}, 0)
 		if err != nil && !errors.Is(err, eventbus.ErrSessionClosed) && !errors.Is(err, eventbus.ErrSessionNotFound) {
 			return err
+		}
+		if first && err == nil {
+			f.from = b.start
 		}
 		f.items = append(f.items, b.items...)
 		if n := len(b.items); n > 0 {
@@ -388,7 +158,7 @@ func (h *Handler) freeze(ctx context.Context, s *stream) error {
 	}
 	// Events published between the reads above and the close come through
 	// this subscription, up to the session_closed.
-	sub, err := h.subscribe(ctx, s.id, after)
+	sub, _, err := h.subscribe(ctx, s, from{after: after})
 	if err == nil {
 		defer sub.Close()
 	}
@@ -412,40 +182,43 @@ func (h *Handler) freeze(ctx context.Context, s *stream) error {
 	return nil
 }
 
-// readHeld reads what s's session holds, whatever was evicted before.
-func (h *Handler) readHeld(ctx context.Context, s *stream) (batch, error) {
-	sub, err := h.bus.Subscribe(ctx, s.id, eventbus.SubscribeOptions{RequireSession: true, Name: "durable"})
-	if err != nil {
-		return batch{}, err
+// tail is s's tail: the newest id of its session as the bus has it
+// (Bus.SessionInfo; never before the stream's own start), or, for a closed
+// stream, the offset it closed at. It asks the bus, never walks history, so
+// it answers at once however many events other routes published. A session
+// the bus no longer has was closed or expired by another route: the stream
+// is closed at the tail the handler knew (deviation 6). s.mu must not be
+// held (tailLocked: held).
+func (h *Handler) tail(s *stream) uint64 {
+	if t, ok := h.liveTail(s); ok {
+		return t
 	}
-	defer sub.Close()
-	var b batch
-	for {
-		ev, ok := sub.TryNext()
-		if !ok || ev.Type == frame.TypeReplayComplete {
-			return b, nil
-		}
-		if ev.ID > s.ownStart() && !frame.Reserved(ev.Type) {
-			b.items = append(b.items, item{id: ev.ID, data: h.itemData(s, ev)})
-		}
-	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return h.tailLocked(s)
 }
 
-// tailOf returns s's tail offset, reading what other publishers added.
-func (h *Handler) tailOf(ctx context.Context, s *stream) (uint64, error) {
+// tailLocked is tail with s.mu held.
+func (h *Handler) tailLocked(s *stream) uint64 {
+	if t, ok := h.liveTail(s); ok {
+		return t
+	}
+	h.closedElsewhereLocked(s)
+	return s.tail.Load()
+}
+
+// liveTail is tail for a stream whose session the bus has; false for a
+// closed stream or a session the bus no longer has. It takes no lock.
+func (h *Handler) liveTail(s *stream) (uint64, bool) {
 	if s.frozen.Load() != nil {
-		return s.tail.Load(), nil
+		return 0, false
 	}
-	for range 64 {
-		b, err := h.readOwn(ctx, s, max(s.tail.Load(), s.ownStart()), 0)
-		if err != nil {
-			return 0, err
-		}
-		if !b.more {
-			break
-		}
+	info, ok := h.bus.SessionInfo(s.id)
+	if !ok {
+		return 0, false
 	}
-	return s.tail.Load(), nil
+	s.setTail(max(info.LastEventID, s.ownStart()))
+	return s.tail.Load(), true
 }
 
 // etag is a catch-up response's entity tag: the stream record, the start

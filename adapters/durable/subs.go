@@ -157,7 +157,7 @@ func (h *Handler) serveDS(w http.ResponseWriter, r *http.Request, rest string) {
 			s.mu.Unlock()
 			writeJSON(w, http.StatusOK, v)
 		} else {
-			subError(w, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("no subscription %q", id), nil)
+			subError(w, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("no subscription %s", quote(id)), nil)
 		}
 	case sub == "" && r.Method == http.MethodDelete:
 		h.subs.mu.Lock()
@@ -177,7 +177,7 @@ func (h *Handler) serveDS(w http.ResponseWriter, r *http.Request, rest string) {
 	case strings.HasPrefix(sub, "streams/") && r.Method == http.MethodDelete:
 		s := h.sub(id)
 		if s == nil {
-			subError(w, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("no subscription %q", id), nil)
+			subError(w, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("no subscription %s", quote(id)), nil)
 			return
 		}
 		path := strings.TrimPrefix(sub, "streams/")
@@ -193,7 +193,7 @@ func (h *Handler) serveDS(w http.ResponseWriter, r *http.Request, rest string) {
 	case (sub == "callback" || sub == "ack" || sub == "release" || sub == "claim") && r.Method == http.MethodPost:
 		h.subAction(w, r, id, sub)
 	default:
-		subError(w, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", fmt.Sprintf("%s not allowed here", r.Method), nil)
+		subError(w, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", fmt.Sprintf("%s not allowed here", quote(r.Method)), nil)
 	}
 }
 
@@ -203,13 +203,12 @@ func (h *Handler) sub(id string) *subscription {
 	return h.subs.subs[id]
 }
 
-// Close stops the subscriptions' webhook deliveries and lease timers and
-// waits for deliveries in flight (bounded by their 10 s timeout). The
-// streams keep working; it is idempotent and returns nil. Call it when
-// the server shuts down (the example server's Close does).
-func (h *Handler) Close() error {
+// stopSubs stops the subscriptions' webhook deliveries (their requests
+// are cancelled) and lease timers; Handler.Close calls it, Shutdown waits
+// for the deliveries to return.
+func (h *Handler) stopSubs() {
 	if h.subs == nil {
-		return nil
+		return
 	}
 	h.subs.cancel()
 	h.subs.mu.Lock()
@@ -220,6 +219,4 @@ func (h *Handler) Close() error {
 		s.mu.Unlock()
 	}
 	h.subs.mu.Unlock()
-	h.subs.wg.Wait()
-	return nil
 }

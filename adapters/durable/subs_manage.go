@@ -1,7 +1,6 @@
 package durable
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,7 +19,7 @@ import (
 func checkWebhookURL(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
-		return fmt.Errorf("webhook url %q does not parse as an absolute URL", raw)
+		return fmt.Errorf("webhook url %s does not parse as an absolute URL", quote(raw))
 	}
 	host := u.Hostname()
 	ip := net.ParseIP(host)
@@ -29,15 +28,15 @@ func checkWebhookURL(raw string) error {
 		if host == "localhost" || ip != nil && ip.To4() != nil && ip.To4()[0] == 127 && ip.To4()[1] == 0 && ip.To4()[2] == 0 {
 			return nil
 		}
-		return fmt.Errorf("webhook url %q: plain http is allowed for localhost and 127.0.0.x only", raw)
+		return fmt.Errorf("webhook url %s: plain http is allowed for localhost and 127.0.0.x only", quote(raw))
 	case "https":
 		if host == "localhost" || ip != nil && (ip.IsPrivate() || ip.IsLoopback() || ip.IsLinkLocalUnicast() ||
 			ip.IsLinkLocalMulticast() || ip.IsUnspecified() || ip.IsMulticast()) {
-			return fmt.Errorf("webhook url %q names a local or private address", raw)
+			return fmt.Errorf("webhook url %s names a local or private address", quote(raw))
 		}
 		return nil
 	}
-	return fmt.Errorf("webhook url %q: scheme must be https (or http for localhost)", raw)
+	return fmt.Errorf("webhook url %s: scheme must be https (or http for localhost)", quote(raw))
 }
 
 // putSub serves PUT …/__ds/subscriptions/{id}: create (201) or re-confirm
@@ -72,7 +71,7 @@ func (h *Handler) putSub(w http.ResponseWriter, r *http.Request, id string) {
 	if s := h.subs.subs[id]; s != nil {
 		h.subs.mu.Unlock()
 		if s.key != string(key) {
-			subError(w, http.StatusConflict, "CONFLICT", fmt.Sprintf("subscription %q exists with another configuration", id), nil)
+			subError(w, http.StatusConflict, "CONFLICT", fmt.Sprintf("subscription %s exists with another configuration", quote(id)), nil)
 			return
 		}
 		s.mu.Lock()
@@ -91,7 +90,7 @@ func (h *Handler) putSub(w http.ResponseWriter, r *http.Request, id string) {
 	h.subs.mu.Unlock()
 	s.mu.Lock()
 	for _, p := range c.Streams {
-		s.links[p] = &subLink{explicit: true, acked: h.tailID(r.Context(), p)}
+		s.links[p] = &subLink{explicit: true, acked: h.tailID(p)}
 	}
 	if c.Pattern != "" { // backfill: existing streams at their tail
 		h.streams.Range(func(name string, _ *stream) bool {
@@ -99,7 +98,7 @@ func (h *Handler) putSub(w http.ResponseWriter, r *http.Request, id string) {
 				if l := s.links[name]; l != nil {
 					l.glob = true
 				} else {
-					s.links[name] = &subLink{glob: true, acked: h.tailID(r.Context(), name)}
+					s.links[name] = &subLink{glob: true, acked: h.tailID(name)}
 				}
 			}
 			return true
@@ -122,7 +121,7 @@ func (c *subConfig) validate() string {
 			return "a pull-wake subscription needs wake_stream"
 		}
 	default:
-		return fmt.Sprintf("type %q is not webhook or pull-wake", c.Type)
+		return fmt.Sprintf("type %s is not webhook or pull-wake", quote(c.Type))
 	}
 	if c.Pattern == "" && len(c.Streams) == 0 {
 		return "give pattern or streams"
@@ -134,16 +133,12 @@ func (c *subConfig) validate() string {
 }
 
 // tailID is stream name's tail offset id, 0 when there is no such stream.
-func (h *Handler) tailID(ctx context.Context, name string) uint64 {
+func (h *Handler) tailID(name string) uint64 {
 	s, ok := h.streams.Load(name)
 	if !ok {
 		return 0
 	}
-	t, err := h.tailOf(ctx, s)
-	if err != nil {
-		return s.tail.Load()
-	}
-	return t
+	return h.tail(s)
 }
 
 // subView is a subscription's JSON (PROTOCOL.md §6.3). s.mu held.
@@ -179,7 +174,7 @@ func (h *Handler) subView(s *subscription) map[string]any {
 func (h *Handler) addSubStreams(w http.ResponseWriter, r *http.Request, id string) {
 	s := h.sub(id)
 	if s == nil {
-		subError(w, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("no subscription %q", id), nil)
+		subError(w, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("no subscription %s", quote(id)), nil)
 		return
 	}
 	var req struct {
@@ -194,7 +189,7 @@ func (h *Handler) addSubStreams(w http.ResponseWriter, r *http.Request, id strin
 		if l := s.links[p]; l != nil {
 			l.explicit = true
 		} else {
-			s.links[p] = &subLink{explicit: true, acked: h.tailID(r.Context(), p)}
+			s.links[p] = &subLink{explicit: true, acked: h.tailID(p)}
 		}
 	}
 	s.mu.Unlock()

@@ -43,7 +43,9 @@ func (h *Handler) notifySubs(name string, before uint64) {
 	}
 }
 
-// pendingLocked returns the tails of s's streams with data past their ack.
+// pendingLocked returns the tails of s's streams with data past their ack
+// (each the bus's newest id of the stream's session: what other routes
+// published is pending too, though only appends through this handler wake).
 func (h *Handler) pendingLocked(s *subscription) map[string]uint64 {
 	out := map[string]uint64{}
 	for p, l := range s.links {
@@ -51,7 +53,7 @@ func (h *Handler) pendingLocked(s *subscription) map[string]uint64 {
 		if !ok {
 			continue
 		}
-		if t := st.tail.Load(); t > l.acked {
+		if t := h.tail(st); t > l.acked {
 			out[p] = t
 		}
 	}
@@ -220,7 +222,7 @@ func (h *Handler) writeWakeLocked(s *subscription) {
 func (h *Handler) subAction(w http.ResponseWriter, r *http.Request, id, action string) {
 	s := h.sub(id)
 	if s == nil {
-		subError(w, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("no subscription %q", id), nil)
+		subError(w, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("no subscription %s", quote(id)), nil)
 		return
 	}
 	var req struct {
@@ -280,7 +282,7 @@ func (h *Handler) subAction(w http.ResponseWriter, r *http.Request, id, action s
 	for _, a := range req.Acks {
 		p, err := ParseOffset(a.Offset)
 		if err != nil || p.Epoch != h.epoch && p.ID != 0 {
-			subError(w, http.StatusBadRequest, "INVALID_OFFSET", fmt.Sprintf("ack offset %q is not an offset of this server", a.Offset), nil)
+			subError(w, http.StatusBadRequest, "INVALID_OFFSET", fmt.Sprintf("ack offset %s is not an offset of this server", quote(a.Offset)), nil)
 			return
 		}
 		acks[a.Stream] = p.ID

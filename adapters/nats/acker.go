@@ -75,7 +75,7 @@ func (a *acker) close() {
 }
 
 // pendingAck is one publish waiting for its ack; it implements
-// [backend.PendingAppend].
+// [eventbus.PendingAppend].
 type pendingAck struct {
 	a        *acker
 	token    uint64
@@ -246,7 +246,7 @@ func uintField(b []byte, key string) (uint64, bool) {
 	return n, err == nil
 }
 
-// Wait implements [backend.PendingAppend]: the stream sequence once the
+// Wait implements [eventbus.PendingAppend]: the stream sequence once the
 // ack arrived; [ErrNoAck] once the publish timeout since the send has
 // passed; ctx's error (still pending) when ctx ends first. An ack from
 // another stream (ours deleted, another took over the subjects:

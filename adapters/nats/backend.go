@@ -16,11 +16,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/replaybus/replaybus/eventbus"
-	"github.com/replaybus/replaybus/eventbus/backend"
 )
 
 // Errors of the backend. Subscriptions that a backend failure ends report
-// them wrapped in [backend.ErrBackend].
+// them wrapped in [eventbus.ErrBackend].
 var (
 	// ErrDisconnected ends the node's subscriptions when its NATS
 	// connection drops; clients resume (on this node once it reconnects, or
@@ -33,8 +32,8 @@ var (
 	ErrStreamLost = errors.New("nats: stream deleted or re-created")
 )
 
-// Backend is the [backend.Backend] over one JetStream stream. Make one with
-// [NewBackend] and hand it to [backend.New], or let [New] do
+// Backend is the [eventbus.Backend] over one JetStream stream. Make one with
+// [NewBackend] and hand it to [eventbus.NewWithBackend], or let [New] do
 // both. All methods are safe for concurrent use.
 type Backend struct {
 	o       options
@@ -52,7 +51,7 @@ type Backend struct {
 	lost atomic.Pointer[error] // set once the stream is gone for this node
 
 	feedMu    sync.Mutex // serialises every call into feed
-	feed      backend.Feed
+	feed      eventbus.Feed
 	outage    bool          // Fail was sent for the current disconnection; under feedMu
 	processed atomic.Uint64 // highest stream sequence the consumer handled
 
@@ -82,9 +81,9 @@ type Backend struct {
 // maxCached bounds each ingest cache.
 const maxCached = 4096
 
-var _ backend.Backend = (*Backend)(nil)
-var _ backend.Syncer = (*Backend)(nil)
-var _ backend.AsyncBackend = (*Backend)(nil)
+var _ eventbus.Backend = (*Backend)(nil)
+var _ eventbus.Syncer = (*Backend)(nil)
+var _ eventbus.AsyncBackend = (*Backend)(nil)
 
 // New returns a bus node over NATS JetStream on connection nc: it creates
 // the stream (or updates it to the options), derives the epoch from the
@@ -141,7 +140,7 @@ func Connect(ctx context.Context, url string, cfg eventbus.Options, opts ...Opti
 }
 
 func (be *Backend) bus(ctx context.Context, cfg eventbus.Options) (*eventbus.Bus, error) {
-	b, err := backend.New(ctx, cfg, be)
+	b, err := eventbus.NewWithBackend(ctx, cfg, be)
 	if err != nil {
 		_ = be.Close()
 		return nil, err
@@ -151,7 +150,7 @@ func (be *Backend) bus(ctx context.Context, cfg eventbus.Options) (*eventbus.Bus
 
 // NewBackend prepares the backend of one bus node: it validates cfg and
 // the options, creates or updates the stream and reads its identity (the
-// epoch). The consumer starts when [backend.New] calls Start.
+// epoch). The consumer starts when [eventbus.NewWithBackend] calls Start.
 // Use it instead of [New] to keep a handle on the backend ([Backend.Sync]).
 func NewBackend(ctx context.Context, nc *nats.Conn, cfg eventbus.Options, opts ...Option) (*Backend, error) {
 	if nc == nil {
@@ -220,7 +219,7 @@ func epochOf(stream string, created time.Time) string {
 	return hex.EncodeToString(h[:8])
 }
 
-// Epoch implements [backend.Backend]: 16 hex digits derived from the stream
+// Epoch implements [eventbus.Backend]: 16 hex digits derived from the stream
 // name and its creation time.
 func (be *Backend) Epoch() string { return be.epoch }
 
@@ -262,7 +261,7 @@ func (be *Backend) ready(ctx context.Context) error {
 	return fmt.Errorf("nats: stream %q: %w", be.o.stream, eventbus.ErrClosed)
 }
 
-// Append implements [backend.Backend]: a JetStream publish of ev to the
+// Append implements [eventbus.Backend]: a JetStream publish of ev to the
 // subject of path, waiting for the ack (bounded by ctx and the publish
 // timeout); the id is the stream sequence. A publish no stream received
 // (an election) is sent again once a leader is elected. The payload is
@@ -299,7 +298,7 @@ func (be *Backend) Append(ctx context.Context, path []string, ev eventbus.Event)
 	}
 }
 
-// AppendAsync implements [backend.AsyncBackend]: it sends ev as Append
+// AppendAsync implements [eventbus.AsyncBackend]: it sends ev as Append
 // does without waiting for the ack, and returns the handle whose Wait
 // yields the stream sequence, or [ErrNoAck] once the publish timeout has
 // passed. Messages on one connection reach the stream in the order sent,
@@ -307,7 +306,7 @@ func (be *Backend) Append(ctx context.Context, path []string, ev eventbus.Event)
 // pipeline's events are stored in order or not at all. Errors returned at
 // once mean the event was not sent: as for Append, and more than 65,536
 // publishes of this node awaiting their ack.
-func (be *Backend) AppendAsync(path []string, ev eventbus.Event) (backend.PendingAppend, error) {
+func (be *Backend) AppendAsync(path []string, ev eventbus.Event) (eventbus.PendingAppend, error) {
 	p, err := be.send(context.Background(), path, ev)
 	if err != nil {
 		return nil, err
@@ -349,7 +348,7 @@ func (be *Backend) Ready() error {
 	return nil
 }
 
-// Close implements [backend.Backend]: it stops the consumer and its
+// Close implements [eventbus.Backend]: it stops the consumer and its
 // goroutines, deletes the consumer, and closes the connection when
 // [Connect] made it. Idempotent.
 func (be *Backend) Close() error {

@@ -18,7 +18,6 @@ import (
 
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
 	"github.com/replaybus/replaybus/eventbus"
-	"github.com/replaybus/replaybus/eventbus/backend"
 	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -304,7 +303,7 @@ func BenchmarkNATSSyncPublish16(b *testing.B) {
 }
 
 // BenchmarkNATSPipelined: one publisher into one session with 256 acks in
-// flight (bus: backend.Pipeline; bare: PublishAsync with 256 pending),
+// flight (bus: eventbus.Pipeline; bare: PublishAsync with 256 pending),
 // and a subscriber on the publishing node itself (bare: an ordered
 // consumer), so the figure includes the node ingesting its own events.
 func BenchmarkNATSPipelined(b *testing.B) {
@@ -315,7 +314,7 @@ func BenchmarkNATSPipelined(b *testing.B) {
 			sub, err := pub.Subscribe(context.Background(), "bench", eventbus.SubscribeOptions{NoReplay: true})
 			require.NoError(b, err)
 			defer sub.Close()
-			pl, err := backend.NewPipeline(pub, backend.PipelineOptions{Window: 256})
+			pl, err := eventbus.NewPipeline(pub, eventbus.PipelineOptions{Window: 256})
 			require.NoError(b, err)
 			done := make(chan error, 1)
 			go subRead(sub, b.N, done)
@@ -429,7 +428,7 @@ func BenchmarkNATSFanout10(b *testing.B) {
 			// The receiving node's lag: acknowledged ids it has not
 			// ingested yet, sampled every 200 µs.
 			var acked atomic.Uint64
-			pl, err := backend.NewPipeline(pub, backend.PipelineOptions{Window: 256, OnStored: func(ev eventbus.Event) { acked.Store(ev.ID) }})
+			pl, err := eventbus.NewPipeline(pub, eventbus.PipelineOptions{Window: 256, OnStored: func(ev eventbus.Event) { acked.Store(ev.ID) }})
 			require.NoError(b, err)
 			var maxLag atomic.Int64
 			stopLag := make(chan struct{})

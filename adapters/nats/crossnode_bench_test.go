@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/eventbus"
-	"github.com/replaybus/replaybus/eventbus/backend"
 )
 
 // BenchmarkNATSCrossNode: an event produced on node A and received on node
@@ -29,7 +28,7 @@ func BenchmarkNATSCrossNode(b *testing.B) {
 			sub, err := c.Subscribe(context.Background(), "bench", eventbus.SubscribeOptions{NoReplay: true})
 			require.NoError(b, err)
 			defer sub.Close()
-			pl, err := backend.NewPipeline(a, backend.PipelineOptions{Window: 256})
+			pl, err := eventbus.NewPipeline(a, eventbus.PipelineOptions{Window: 256})
 			require.NoError(b, err)
 			done := make(chan error, 1)
 			go subRead(sub, b.N, done)

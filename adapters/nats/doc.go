@@ -1,5 +1,5 @@
 // Package nats runs the replaybus event bus across several nodes on NATS
-// JetStream: the second implementation of the [backend.Backend] seam
+// JetStream: the second implementation of the [eventbus.Backend] seam
 // (ids, history, cross-node fan-out), not a fork of the bus. A client connected to node B sees
 // events published on node A, resumes on node C after B dies, and gets the
 // same ids, frames and guarantees as from the in-memory bus, with the
@@ -20,7 +20,7 @@
 // each node's replay buffer stays the replay window.
 //
 // [eventbus.Bus.Publish] is a JetStream publish that waits for the ack;
-// [backend.Pipeline] (backend.NewPipeline) keeps a window of acks in flight
+// [eventbus.Pipeline] (eventbus.NewPipeline) keeps a window of acks in flight
 // instead. The event id is the stream sequence, so ids rise strictly across
 // the whole bus, on every node, as the in-memory sequence does. The stored
 // message is a small binary envelope around the payload as published (a
@@ -49,7 +49,7 @@
 // the record under Nats-Expected-Last-Subject-Sequence, so the check and
 // the event are one step whichever node publishes, and the event carries a
 // Nats-Msg-Id that JetStream de-duplicates within the stream's Duplicates
-// window. [Backend] implements backend.ProducerBackend for this; the
+// window. [Backend] implements eventbus.ProducerBackend for this; the
 // window and the cost are in docs/durable-streams.md.
 //
 // # Delivery guarantees
@@ -59,7 +59,7 @@
 // gap that no frame announces. Across nodes, all nodes see the same ids in
 // the same order, so a client resumes on any node with its last id. A
 // resume whose cursor is ahead of a node that lags waits for that node to
-// catch up (see [backend.Syncer]). Events that JetStream dropped before a
+// catch up (see [eventbus.Syncer]). Events that JetStream dropped before a
 // node read them (a node that starts after a session's subject filled, one
 // that fell more than the retention behind, or one cut off from NATS while
 // the stream moved on) are announced, conservatively: to the node's live
@@ -71,8 +71,8 @@
 // Publish errors from NATS (timeouts, no responders, a closed connection,
 // an event over the server's payload limit) come back from Publish as
 // errors; nothing panics. A lost connection ends the node's subscriptions
-// with [ErrDisconnected] wrapped in backend.ErrBackend (package
-// eventbus/backend); clients resume, and after the reconnect the consumer is re-created at once and goes on
+// with [ErrDisconnected] wrapped in [eventbus.ErrBackend];
+// clients resume, and after the reconnect the consumer is re-created at once and goes on
 // from the last event the node ingested. [Backend.Ready] says, without a
 // request to the server, whether the node can serve meanwhile (for a
 // readiness probe, or a 503 before a publish). A deleted or re-created stream ends them with [ErrStreamLost]

@@ -11,7 +11,6 @@ import (
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
 	"github.com/replaybus/replaybus/adapters/nats/embedded"
 	"github.com/replaybus/replaybus/eventbus"
-	"github.com/replaybus/replaybus/eventbus/backend"
 )
 
 // BenchmarkNATSSyncPolicy: what syncing every write costs (docs/distributed.md,
@@ -42,7 +41,7 @@ func BenchmarkNATSSyncPolicy(b *testing.B) {
 			sub, err := n.bus.Subscribe(context.Background(), "bench", eventbus.SubscribeOptions{NoReplay: true})
 			require.NoError(b, err)
 			defer sub.Close()
-			pl, err := backend.NewPipeline(n.bus, backend.PipelineOptions{Window: 256})
+			pl, err := eventbus.NewPipeline(n.bus, eventbus.PipelineOptions{Window: 256})
 			require.NoError(b, err)
 			done := make(chan error, 1)
 			go subRead(sub, b.N, done)

@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/replaybus/replaybus/eventbus"
-	"github.com/replaybus/replaybus/eventbus/backend"
 )
 
 // catchUp is what the node knows about the stream it starts on, to tell the
@@ -33,11 +32,11 @@ type catchUp struct {
 	full     map[string]bool // subjects at the limit at start, not yet reached
 }
 
-// Start implements [backend.Backend]: it checks the stream is the one the
+// Start implements [eventbus.Backend]: it checks the stream is the one the
 // epoch came from, reads its state, and starts one ordered consumer over the
 // whole stream (from its first retained message) that ingests every event
 // into feed in sequence order, plus a goroutine watching the connection.
-func (be *Backend) Start(ctx context.Context, feed backend.Feed) error {
+func (be *Backend) Start(ctx context.Context, feed eventbus.Feed) error {
 	be.startMu.Lock()
 	defer be.startMu.Unlock()
 	if be.closed {

@@ -17,7 +17,6 @@ import (
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
 	"github.com/replaybus/replaybus/adapters/nats/embedded"
 	"github.com/replaybus/replaybus/eventbus"
-	"github.com/replaybus/replaybus/eventbus/backend"
 	"github.com/replaybus/replaybus/internal/testkit"
 )
 
@@ -95,7 +94,7 @@ func newNodeOpts(t testing.TB, url string, cfg eventbus.Options, copts []natsgo.
 	defer cancel()
 	be, err := rbnats.NewBackend(ctx, nc, cfg, opts...)
 	require.NoError(t, err)
-	b, err := backend.New(ctx, cfg, be)
+	b, err := eventbus.NewWithBackend(ctx, cfg, be)
 	require.NoError(t, err)
 	n := &node{bus: b, be: be, nc: nc}
 	nodesMu.Lock()

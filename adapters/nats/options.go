@@ -147,7 +147,7 @@ func WithStorage(st jetstream.StorageType) Option { return func(o *options) { o.
 // WithPublishTimeout bounds one publish, which waits for JetStream's ack
 // (default [DefaultPublishTimeout]); a publish that runs out of it fails
 // with an error and may or may not have been stored. It is also the ack
-// timeout of a pipelined publish ([backend.Pipeline]).
+// timeout of a pipelined publish ([eventbus.Pipeline]).
 func WithPublishTimeout(d time.Duration) Option { return func(o *options) { o.publishTimeout = d } }
 
 // WithHeartbeat sets the idle heartbeat of the node's consumer, 500ms–30s

@@ -16,7 +16,6 @@ import (
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
 	"github.com/replaybus/replaybus/adapters/nats/embedded"
 	"github.com/replaybus/replaybus/eventbus"
-	"github.com/replaybus/replaybus/eventbus/backend"
 	"github.com/replaybus/replaybus/eventbus/producer"
 	"github.com/replaybus/replaybus/internal/testkit"
 )
@@ -289,7 +288,7 @@ func TestProducerStateSurvivesRestart(t *testing.T) {
 
 // The check and the append are one step: an append against a record that
 // moved since it was read (another publish of the producer, through any
-// node) stores nothing and reports backend.ErrProducerConflict, after
+// node) stores nothing and reports eventbus.ErrProducerConflict, after
 // which the bus reads the record again.
 func TestAppendProducerRefusesMovedRecord(t *testing.T) {
 	n := newNode(t, shared.ClientURL(), eventbus.Options{}, uniqueStream()...)
@@ -300,7 +299,7 @@ func TestAppendProducerRefusesMovedRecord(t *testing.T) {
 	require.NoError(t, err)
 	_, _, err = n.be.AppendProducer(context.Background(), []string{"s"},
 		eventbus.Event{Session: "s", Type: "msg", Time: time.Now()}, producer.Stamp{ID: "w", Epoch: 1}, rev)
-	require.ErrorIs(t, err, backend.ErrProducerConflict)
+	require.ErrorIs(t, err, eventbus.ErrProducerConflict)
 	st, now, err := n.be.ProducerState(context.Background(), "s", "w")
 	require.NoError(t, err)
 	assert.Equal(t, producer.State{Epoch: 0, LastSeq: 0, LastID: ev.ID}, st, "the record is the accepted publish's")
@@ -347,7 +346,7 @@ func TestProducerStreamUpgraded(t *testing.T) {
 func TestProducerThroughPipelineRefusedOverNATS(t *testing.T) {
 	n := newNode(t, shared.ClientURL(), eventbus.Options{}, uniqueStream()...)
 	require.NoError(t, n.bus.CreateSession("s", ""))
-	pl, err := backend.NewPipeline(n.bus, backend.PipelineOptions{})
+	pl, err := eventbus.NewPipeline(n.bus, eventbus.PipelineOptions{})
 	require.NoError(t, err)
 	err = pl.Publish("s", "msg", 1, eventbus.WithProducer(producer.Stamp{ID: "w"}))
 	require.ErrorIs(t, err, producer.ErrUnsupported)

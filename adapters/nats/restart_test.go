@@ -17,7 +17,6 @@ import (
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
 	"github.com/replaybus/replaybus/adapters/nats/embedded"
 	"github.com/replaybus/replaybus/eventbus"
-	"github.com/replaybus/replaybus/eventbus/backend"
 	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
@@ -73,7 +72,7 @@ func resumeUntil(t testing.TB, n *node, session string, sub *eventbus.Subscripti
 			require.NotEqual(t, frame.TypeStateResyncRequired, ev.Type, "unexpected resync: %s", ev.Data)
 		case errors.Is(err, context.DeadlineExceeded):
 		default:
-			require.ErrorIs(t, err, backend.ErrBackend)
+			require.ErrorIs(t, err, eventbus.ErrBackend)
 			t.Logf("resuming after: %v", err)
 			resumes.Add(1)
 			o := eventbus.SubscribeOptions{Cursor: &eventbus.Position{Epoch: n.bus.Epoch()}}

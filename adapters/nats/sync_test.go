@@ -12,7 +12,6 @@ import (
 
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
 	"github.com/replaybus/replaybus/eventbus"
-	"github.com/replaybus/replaybus/eventbus/backend"
 	"github.com/replaybus/replaybus/eventbus/producer"
 	"github.com/replaybus/replaybus/internal/testkit"
 )
@@ -184,7 +183,7 @@ func TestSyncOnCutOffNodeFails(t *testing.T) {
 	require.ErrorIs(t, err, rbnats.ErrDisconnected)
 	require.NoError(t, ctx.Err(), "LastID failed before its context ran out")
 	_, err = n.bus.Subscribe(ctx, "s", eventbus.SubscribeOptions{Cursor: &eventbus.Position{ID: ahead.ID, Epoch: n.bus.Epoch()}})
-	require.ErrorIs(t, err, backend.ErrBackend)
+	require.ErrorIs(t, err, eventbus.ErrBackend)
 	require.ErrorIs(t, err, rbnats.ErrDisconnected)
 	require.NoError(t, ctx.Err(), "Subscribe failed before its context ran out")
 	p.Restore()

@@ -25,8 +25,8 @@ const (
 
 // parseCoalescing reads ?coalesce= (acp, agentpool, off; absent = off) and
 // ?throttle= (e.g. 150ms; 0–5s; only with a rule set) into o.
-func parseCoalescing(q url.Values, o *eventbus.SubscribeOptions) *StatusError {
-	bad := func(code, format string, args ...any) *StatusError {
+func parseCoalescing(q url.Values, o *eventbus.SubscribeOptions) error {
+	bad := func(code, format string, args ...any) error {
 		return &StatusError{Status: 400, Code: code, Message: fmt.Sprintf(format, args...)}
 	}
 	name := q.Get("coalesce")

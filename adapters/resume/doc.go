@@ -10,8 +10,8 @@
 //     [*StatusError] that names them; [QueryRules] say what happens to
 //     parameters the endpoint does not read;
 //   - the answers: [StatusError] and its codes (Code…), [StatusFor] for the
-//     bus's errors, [StatusError.Answer] and [ReadStatusError] on either
-//     side of the wire;
+//     bus's errors, [WriteError] and [StatusError.Answer] on the server's
+//     side of the wire, [ReadStatusError] on the client's;
 //   - the handlers' hooks, the types of their HandlerOptions' SessionID,
 //     Authorize, Configure and OnSubscribe: [SessionIDFunc],
 //     [AuthorizeFunc], [ConfigureFunc], [OnSubscribeFunc];

@@ -36,11 +36,13 @@ func ExampleParseCursor() {
 func ExampleParseRequest() {
 	r := httptest.NewRequest("GET", "/session/s1/events?replay=0&scope=descendants", nil)
 	r.Header.Set("Last-Event-ID", "E1-41")
-	o, serr := resume.ParseRequest(r, "s1", "E1", resume.QueryRules{})
-	fmt.Println(serr == nil, o.Scope, o.Cursor.ID, o.Cursor.Epoch, o.NoReplay)
+	o, err := resume.ParseRequest(r, "s1", "E1", resume.QueryRules{})
+	fmt.Println(err == nil, o.Scope, o.Cursor.ID, o.Cursor.Epoch, o.NoReplay)
 
 	r = httptest.NewRequest("GET", "/session/s1/events?lastEventID=41", nil)
-	_, serr = resume.ParseRequest(r, "s1", "E1", resume.QueryRules{})
+	_, err = resume.ParseRequest(r, "s1", "E1", resume.QueryRules{})
+	var serr *resume.StatusError
+	errors.As(err, &serr)
 	fmt.Println(serr.Status, serr.Code)
 	fmt.Println(serr.Message)
 	// Output:

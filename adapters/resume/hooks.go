@@ -31,7 +31,7 @@ type AuthorizeFunc func(r *http.Request, sessionID string, sc scope.Kind) error
 // ConfigureFunc, when set, may adjust the subscribe options derived from
 // the request (overflow policy, byte limit, slow-client warnings, Name)
 // just before [eventbus.Bus.Subscribe]. The bus validates the result: an
-// eventbus.ErrInvalid answers 400 invalid_request.
+// eventbus.ErrInvalid answers 400 invalid_argument.
 type ConfigureFunc func(r *http.Request, o *eventbus.SubscribeOptions)
 
 // OnSubscribeFunc, when set, is called with each stream's subscription

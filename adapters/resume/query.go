@@ -51,7 +51,7 @@ type QueryRules struct {
 
 // checkQuery returns the 400 answer for the first offending parameter of q
 // (in sorted order, so the answer is stable), or nil.
-func (qr QueryRules) checkQuery(q url.Values) *StatusError {
+func (qr QueryRules) checkQuery(q url.Values) error {
 	if len(q) == 0 {
 		return nil
 	}

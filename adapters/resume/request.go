@@ -42,15 +42,15 @@ const (
 // such as ?lastEventID=5, so a resume is never silently dropped). The
 // options come with RequireSession set and Name = r.RemoteAddr.
 //
-// A bad value is a 400 [*StatusError] whose code says which parameter
+// A bad value is a 400 [*StatusError] (as an error) whose code says which parameter
 // (invalid_session_id, invalid_query, invalid_scope, invalid_max_queued,
 // invalid_replay, invalid_coalesce, invalid_throttle, invalid_types, invalid_snapshot, invalid_epoch,
 // invalid_last_event_id, unknown_query_parameter) and whose message quotes
 // the value (cut to 64 bytes). It reads only r's URL and headers, never its
 // body; safe for concurrent use.
-func ParseRequest(r *http.Request, sessionID, ownEpoch string, rules QueryRules) (eventbus.SubscribeOptions, *StatusError) {
+func ParseRequest(r *http.Request, sessionID, ownEpoch string, rules QueryRules) (eventbus.SubscribeOptions, error) {
 	var o eventbus.SubscribeOptions
-	bad := func(code, format string, args ...any) (eventbus.SubscribeOptions, *StatusError) {
+	bad := func(code, format string, args ...any) (eventbus.SubscribeOptions, error) {
 		return eventbus.SubscribeOptions{}, &StatusError{Status: http.StatusBadRequest, Code: code, Message: fmt.Sprintf(format, args...)}
 	}
 	if sessionID == "" {
@@ -72,8 +72,8 @@ func ParseRequest(r *http.Request, sessionID, ownEpoch string, rules QueryRules)
 			return bad(CodeInvalidQuery, "query parameter %s given %d times (want at most once)", name, len(q[name]))
 		}
 	}
-	if serr := rules.checkQuery(q); serr != nil {
-		return eventbus.SubscribeOptions{}, serr
+	if err := rules.checkQuery(q); err != nil {
+		return eventbus.SubscribeOptions{}, err
 	}
 	for _, hn := range [...]string{"Last-Event-ID", HeaderEpoch} {
 		if n := len(r.Header.Values(hn)); n > 1 {
@@ -110,14 +110,14 @@ func ParseRequest(r *http.Request, sessionID, ownEpoch string, rules QueryRules)
 	default:
 		return bad(CodeInvalidReplay, "invalid replay %s (want 0 or 1)", quote(s))
 	}
-	if serr := parseCoalescing(q, &o); serr != nil {
-		return eventbus.SubscribeOptions{}, serr
+	if err := parseCoalescing(q, &o); err != nil {
+		return eventbus.SubscribeOptions{}, err
 	}
-	if serr := parseTypes(q, &o); serr != nil {
-		return eventbus.SubscribeOptions{}, serr
+	if err := parseTypes(q, &o); err != nil {
+		return eventbus.SubscribeOptions{}, err
 	}
-	if serr := parseSnapshot(q, &o); serr != nil {
-		return eventbus.SubscribeOptions{}, serr
+	if err := parseSnapshot(q, &o); err != nil {
+		return eventbus.SubscribeOptions{}, err
 	}
 
 	epoch, err := ParseEpoch(r.Header.Get(HeaderEpoch))
@@ -163,7 +163,7 @@ func ParseRequest(r *http.Request, sessionID, ownEpoch string, rules QueryRules)
 // ParseEvents validates the events= query parameter: "" or "typed" (false)
 // and "message" (true: every frame as a plain "message" event). Anything
 // else is a 400 invalid_events [*StatusError] quoting the value.
-func ParseEvents(s string) (message bool, serr *StatusError) {
+func ParseEvents(s string) (message bool, err error) {
 	switch s {
 	case "", "typed":
 		return false, nil

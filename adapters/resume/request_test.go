@@ -1,6 +1,7 @@
 package resume_test
 
 import (
+	"errors"
 	"net/http"
 	"testing"
 
@@ -17,20 +18,43 @@ func TestParseRequestWithRules(t *testing.T) {
 	t.Parallel()
 	r, err := http.NewRequest(http.MethodGet, "/session/s1/events?last_event_Id=3&token=x", nil)
 	require.NoError(t, err)
-	_, serr := resume.ParseRequest(r, "s1", "e", resume.QueryRules{})
-	require.NotNil(t, serr)
+	_, err = resume.ParseRequest(r, "s1", "e", resume.QueryRules{})
+	serr := statusOf(t, err)
 	assert.Equal(t, resume.CodeUnknownParameter, serr.Code)
 	assert.Contains(t, serr.Message, "last_event_id")
 
 	r, err = http.NewRequest(http.MethodGet, "/session/s1/events?last_event_id=3&token=x", nil)
 	require.NoError(t, err)
-	o, serr := resume.ParseRequest(r, "s1", "e", resume.QueryRules{})
-	require.Nil(t, serr)
+	o, err := resume.ParseRequest(r, "s1", "e", resume.QueryRules{})
+	require.NoError(t, err)
 	require.NotNil(t, o.Cursor)
 	assert.Equal(t, uint64(3), o.Cursor.ID)
-	_, serr = resume.ParseRequest(r, "s1", "e", resume.QueryRules{Strict: true})
-	require.NotNil(t, serr)
-	assert.Contains(t, serr.Message, `"token"`)
-	_, serr = resume.ParseRequest(r, "s1", "e", resume.QueryRules{Strict: true, Allow: []string{"token"}})
-	assert.Nil(t, serr)
+	_, err = resume.ParseRequest(r, "s1", "e", resume.QueryRules{Strict: true})
+	assert.Contains(t, statusOf(t, err).Message, `"token"`)
+	_, err = resume.ParseRequest(r, "s1", "e", resume.QueryRules{Strict: true, Allow: []string{"token"}})
+	assert.NoError(t, err)
+}
+
+// TestParseReturnsANilError: an accepted request's error is a nil error,
+// not a nil *StatusError inside a non-nil interface (the Go FAQ's trap),
+// and a refusal is a *StatusError for errors.As.
+func TestParseReturnsANilError(t *testing.T) {
+	t.Parallel()
+	r, err := http.NewRequest(http.MethodGet, "/session/s1/events?scope=descendants", nil)
+	require.NoError(t, err)
+	_, err = resume.ParseRequest(r, "s1", "e", resume.QueryRules{})
+	assert.True(t, err == nil, "ParseRequest: %#v", err)
+	_, err = resume.ParseEvents("message")
+	assert.True(t, err == nil, "ParseEvents: %#v", err)
+	_, err = resume.ParseEvents("nope")
+	assert.Equal(t, resume.CodeInvalidEvents, statusOf(t, err).Code)
+	assert.True(t, resume.StatusFor(nil, "s1") == nil, "StatusFor(nil)")
+}
+
+// statusOf is the *resume.StatusError err is, or fails the test.
+func statusOf(t *testing.T, err error) *resume.StatusError {
+	t.Helper()
+	var se *resume.StatusError
+	require.True(t, errors.As(err, &se), "want a *resume.StatusError, got %#v", err)
+	return se
 }

@@ -2,7 +2,6 @@ package resume
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,41 +9,14 @@ import (
 	"time"
 
 	"github.com/replaybus/replaybus/eventbus"
-	"github.com/replaybus/replaybus/internal/textutil"
 )
 
-// Error codes of the JSON body {"code":…,"message":…} that the SSE and
-// WebSocket handlers answer before a stream starts. docs/protocol.md lists
-// them with their status codes.
-const (
-	CodeInvalidLastEventID = "invalid_last_event_id"     // 400: Last-Event-ID / last_event_id / lastEventId malformed
-	CodeInvalidMaxQueued   = "invalid_max_queued"        // 400: maxQueued not 16–2048
-	CodeInvalidScope       = "invalid_scope"             // 400: scope not session|descendants|subtree|all
-	CodeInvalidReplay      = "invalid_replay"            // 400: replay not 0 or 1
-	CodeInvalidEpoch       = "invalid_epoch"             // 400: X-Event-Epoch malformed
-	CodeInvalidEvents      = "invalid_events"            // 400: events not typed or message
-	CodeInvalidSessionID   = "invalid_session_id"        // 400: empty, over-long, non-UTF-8 or control characters
-	CodeInvalidRequest     = "invalid_request"           // 400: the bus refused the subscribe options
-	CodeInvalidQuery       = "invalid_query"             // 400: the query does not parse (?scope=%zz, a ';') or repeats a parameter
-	CodeForbidden          = "forbidden"                 // 403: the Authorize hook refused
-	CodeSessionNotFound    = "session_not_found"         // 404: no such session
-	CodeMethodNotAllowed   = "method_not_allowed"        // 405: not GET
-	CodeSessionClosed      = "session_closed"            // 410: the session was closed
-	CodeSubscriberLimit    = "subscriber_limit_exceeded" // 429: the session is at its subscriber cap; Retry-After: 5
-	CodeInternal           = "internal_error"            // 500: anything else
-	// CodeUnavailable is the code of a 503 answer: a closed WebSocket
-	// handler, a bus that has lost its backend, a proxy. The SSE handler
-	// never sends it (a closing one answers 200 with a retry: line and an
-	// empty stream, so browsers reconnect); [Stream] retries it.
-	CodeUnavailable = "unavailable"
-)
-
-// StatusError is an HTTP error answer of the subscribe endpoint: what the
-// SSE and WebSocket handlers write as {"code":…,"message":…} with Status
-// ([StatusError.Answer]), and what [Stream.Next] returns when the server
-// answers a connect with a 4xx (the stream then stops). An Authorize hook
-// may return one to choose the status and code itself (401 for a missing
-// token, say).
+// StatusError is an HTTP error answer: what the SSE, WebSocket and
+// Durable Streams handlers write as {"code":…,"message":…} with Status
+// ([StatusError.Answer]; the codes are the Code… constants), and what
+// [Stream.Next] returns when the server answers a connect with a 4xx (the
+// stream then stops). An Authorize hook may return one to choose the
+// status and code itself (401 for a missing token, say).
 //
 // errors.Is matches it against the eventbus sentinels its code stands for:
 // session_closed ~ [eventbus.ErrSessionClosed], session_not_found ~
@@ -61,6 +33,10 @@ type StatusError struct {
 	// (a 404 from another epoch is a restarted server); [StatusError.Answer]
 	// does not write it: the handlers set that header on every answer.
 	Epoch string
+	// Header holds further headers of the answer (a producer refusal's
+	// Producer-Epoch, a closed Durable Stream's Stream-Closed); nil for
+	// none. Answer writes them last, so they win over its own.
+	Header http.Header
 }
 
 // Error reads "resume: <status> <code>: <message>".
@@ -91,7 +67,8 @@ type errorBody struct {
 
 // Answer writes e to w as the handlers do: status e.Status, JSON body
 // {"code":…,"message":…}, Cache-Control: no-store, nosniff, Retry-After
-// (whole seconds, rounded up) when RetryAfter is set, Allow: GET for a 405.
+// (whole seconds, rounded up) when RetryAfter is set, Allow: GET for a 405,
+// then e.Header.
 func (e *StatusError) Answer(w http.ResponseWriter) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json; charset=utf-8")
@@ -104,17 +81,20 @@ func (e *StatusError) Answer(w http.ResponseWriter) {
 	if e.Status == http.StatusMethodNotAllowed {
 		h.Set("Allow", http.MethodGet)
 	}
+	for k, v := range e.Header {
+		h[k] = v
+	}
 	b, _ := json.Marshal(errorBody{Code: e.Code, Message: e.Message})
 	w.WriteHeader(e.Status)
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// ReadStatusError builds the error of a refused request from its answer:
-// the JSON body's code and message (read up to 64 KiB; another body is
-// the message, cut to 512 bytes, with the status text as code) and the
-// Retry-After header (seconds or an HTTP date). It does not close the
-// body.
-func ReadStatusError(resp *http.Response) *StatusError {
+// ReadStatusError builds the error of a refused request from its answer,
+// a [*StatusError]: the JSON body's code and message (read up to 64 KiB;
+// another body is the message, cut to 512 bytes, with the status text as
+// code), the Retry-After header (seconds or an HTTP date) and the
+// [HeaderEpoch]. It does not close the body; never nil.
+func ReadStatusError(resp *http.Response) error {
 	var body []byte
 	if resp.Body != nil {
 		body, _ = io.ReadAll(io.LimitReader(resp.Body, 64<<10))
@@ -138,29 +118,4 @@ func ReadStatusError(resp *http.Response) *StatusError {
 		}
 	}
 	return e
-}
-
-// StatusFor maps an error of [eventbus.Bus.Subscribe] for session to the
-// answer the handlers give: 429 subscriber_limit_exceeded (Retry-After 5),
-// 404 session_not_found, 410 session_closed, 503 unavailable (Retry-After
-// 5), 400 invalid_request, else 500 internal_error; the message is the
-// error's text without Go package prefixes.
-func StatusFor(err error, session string) *StatusError {
-	switch {
-	case errors.Is(err, eventbus.ErrSubscriberLimit):
-		return &StatusError{Status: http.StatusTooManyRequests, Code: CodeSubscriberLimit, Message: textutil.PublicMessage(err),
-			RetryAfter: 5 * time.Second}
-	case errors.Is(err, eventbus.ErrSessionNotFound):
-		return &StatusError{Status: http.StatusNotFound, Code: CodeSessionNotFound,
-			Message: fmt.Sprintf("session %q not found", session)}
-	case errors.Is(err, eventbus.ErrSessionClosed):
-		return &StatusError{Status: http.StatusGone, Code: CodeSessionClosed,
-			Message: fmt.Sprintf("session %q closed", session)}
-	case errors.Is(err, eventbus.ErrClosed):
-		return &StatusError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: textutil.PublicMessage(err),
-			RetryAfter: 5 * time.Second}
-	case errors.Is(err, eventbus.ErrInvalid):
-		return &StatusError{Status: http.StatusBadRequest, Code: CodeInvalidRequest, Message: textutil.PublicMessage(err)}
-	}
-	return &StatusError{Status: http.StatusInternalServerError, Code: CodeInternal, Message: textutil.PublicMessage(err)}
 }

@@ -2,6 +2,7 @@ package resume
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -116,8 +117,8 @@ type Backoff struct {
 	// DefaultMaxBackoff (30 s).
 	MaxBackoff time.Duration
 	// RestartGrace is how long a 404 from a restarted server is retried,
-	// counted from the first such 404; zero means DefaultRestartGrace
-	// (30 s), negative never.
+	// counted from the first such 404 (the last retry is at its end);
+	// zero means DefaultRestartGrace (30 s), negative never.
 	RestartGrace time.Duration
 }
 
@@ -139,7 +140,9 @@ type Backoff struct {
 //
 // Answers that are retried (transient): any 5xx, 408, 429, and a 404 from
 // a restarted server (its X-Event-Epoch differs from the one the stream
-// knew) for up to Backoff.RestartGrace. A Retry-After on any of them is a
+// knew) for up to Backoff.RestartGrace — no wait runs past the grace, so a
+// session that does not come back stops the stream with the 404 within
+// RestartGrace of the first one (plus one request). A Retry-After on any of them is a
 // floor: the wait is drawn uniformly from [Retry-After, Retry-After +
 // max(d, Retry-After)/2], so clients told the same Retry-After do not come
 // back in the same instant.
@@ -168,6 +171,7 @@ type Stream struct {
 	minWait   time.Duration // Retry-After from the last failure
 	waitNext  bool          // a reconnect must wait first
 	since404  time.Time     // first 404 of a restarted server in a row; zero: none
+	graceEnd  time.Time     // since404 + RestartGrace: no wait runs past it
 	err       error         // terminal
 
 	mu       sync.Mutex
@@ -230,6 +234,13 @@ func (s *Stream) Next() (eventbus.Event, error) {
 			continue // where a live-only stream starts: not an event
 		}
 		ev := f.Event
+		if ep, ok := epochReset(ev); ok {
+			// The server restarted: the old cursor means nothing in its
+			// history. The stream is at the start of the new epoch (id
+			// 0, so that a resume before the next id replays all of it,
+			// never skipping its first ids), and Epoch says so already.
+			s.lastID, s.epoch = "0", ep
+		}
 		if ev.Type == frame.TypeSessionClosed && ev.ID != 0 && !ev.Replay && s.session != "" && ev.Session == s.session {
 			s.disconnect()
 			s.fail(eventbus.ErrSessionClosed)
@@ -240,14 +251,30 @@ func (s *Stream) Next() (eventbus.Event, error) {
 
 // LastEventID returns the cursor the stream resumes from: the cursor of
 // the last frame that carried one, in the server's form (possibly
-// epoch-qualified), or StreamOptions.LastEventID before any. Call it from
-// the goroutine that calls Next.
+// epoch-qualified), "0" from a state_resync_required{epoch_reset} frame
+// until the next one (the start of the new epoch), or
+// StreamOptions.LastEventID before any. Call it from the goroutine that
+// calls Next.
 func (s *Stream) LastEventID() string { return s.lastID }
 
 // Epoch returns the bus epoch of [Stream.LastEventID]: the one its frame
-// or connection announced (or StreamOptions.Epoch before any). Call it
-// from the goroutine that calls Next.
+// or connection announced — the new one as soon as Next has handed out a
+// state_resync_required{epoch_reset} frame — or StreamOptions.Epoch before
+// any. Call it from the goroutine that calls Next.
 func (s *Stream) Epoch() string { return s.epoch }
+
+// epochReset reports whether ev is a state_resync_required{epoch_reset}
+// frame, and the new epoch it names.
+func epochReset(ev eventbus.Event) (string, bool) {
+	if ev.ID != 0 || ev.Type != frame.TypeStateResyncRequired {
+		return "", false
+	}
+	var d frame.ResyncData
+	if json.Unmarshal(ev.Data, &d) != nil || d.Reason != frame.ReasonEpochReset || d.Epoch == "" {
+		return "", false
+	}
+	return d.Epoch, true
+}
 
 // Connects returns how many connects succeeded. Safe for concurrent use.
 func (s *Stream) Connects() int {
@@ -338,7 +365,7 @@ func (s *Stream) connect() {
 		}
 		return
 	}
-	s.since404 = time.Time{}
+	s.since404, s.graceEnd = time.Time{}, time.Time{}
 	// The epoch goes with the cursor: it is adopted only when a frame with
 	// a cursor arrives on this connection (see Next). Adopting it at once
 	// would pair a new server's epoch with the old server's cursor should
@@ -374,17 +401,26 @@ func (s *Stream) transient(se *StatusError) bool {
 	}
 	if s.since404.IsZero() {
 		s.since404 = time.Now()
+		s.graceEnd = s.since404.Add(grace)
 	}
-	return time.Since(s.since404) < grace
+	return time.Now().Before(s.graceEnd)
 }
 
-// backoff returns the jittered wait before the next connect.
+// backoff returns the jittered wait before the next connect. While a
+// restarted server's 404s are being retried, the wait ends at the latest
+// when the grace does: the last attempt is made at its end, so the stream
+// stops within RestartGrace (plus one request) of the first 404 rather
+// than a whole backoff step later.
 func (s *Stream) backoff() time.Duration {
 	maxB := s.b.MaxBackoff
 	if maxB <= 0 {
 		maxB = DefaultMaxBackoff
 	}
-	return backoff.Delay(s.retry, maxB, s.failures, s.minWait)
+	d := backoff.Delay(s.retry, maxB, s.failures, s.minWait)
+	if !s.since404.IsZero() {
+		d = min(d, max(time.Until(s.graceEnd), 0))
+	}
+	return d
 }
 
 // sleep waits d or until the stream's context ends; it reports whether the

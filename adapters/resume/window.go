@@ -16,7 +16,7 @@ const CodeInvalidSnapshot = "invalid_snapshot"
 // parseSnapshot reads ?snapshot=1 (eventbus.SubscribeOptions.Snapshot:
 // the application's state first, then the events after it; only where the
 // bus has a snapshot provider).
-func parseSnapshot(q url.Values, o *eventbus.SubscribeOptions) *StatusError {
+func parseSnapshot(q url.Values, o *eventbus.SubscribeOptions) error {
 	switch v := q.Get("snapshot"); v {
 	case "", "0":
 	case "1":
@@ -57,7 +57,7 @@ const CodeInvalidTypes = "invalid_types"
 // parseTypes reads ?types=a,b (eventbus.SubscribeOptions.Types: the event
 // types the client receives, in the replay and live): comma-separated,
 // entries trimmed, empty entries skipped; absent or empty: every type.
-func parseTypes(q url.Values, o *eventbus.SubscribeOptions) *StatusError {
+func parseTypes(q url.Values, o *eventbus.SubscribeOptions) error {
 	v := q.Get("types")
 	if v == "" {
 		return nil

@@ -17,8 +17,11 @@ func TestParseRequestTypes(t *testing.T) {
 	parse := func(q string) ([]string, *resume.StatusError) {
 		r, err := http.NewRequest(http.MethodGet, "/session/s1/events?"+q, nil)
 		require.NoError(t, err)
-		o, serr := resume.ParseRequest(r, "s1", "e", resume.QueryRules{})
-		return o.Types, serr
+		o, err := resume.ParseRequest(r, "s1", "e", resume.QueryRules{})
+		if err != nil {
+			return o.Types, statusOf(t, err)
+		}
+		return o.Types, nil
 	}
 	for q, want := range map[string][]string{
 		"":                    nil,
@@ -52,14 +55,14 @@ func TestParseRequestSnapshot(t *testing.T) {
 	for q, want := range map[string]bool{"": false, "snapshot=0": false, "snapshot=1": true} {
 		r, err := http.NewRequest(http.MethodGet, "/session/s1/events?"+q, nil)
 		require.NoError(t, err)
-		o, serr := resume.ParseRequest(r, "s1", "e", resume.QueryRules{})
-		require.Nil(t, serr, q)
+		o, err := resume.ParseRequest(r, "s1", "e", resume.QueryRules{})
+		require.NoError(t, err, q)
 		assert.Equal(t, want, o.Snapshot, q)
 	}
 	r, err := http.NewRequest(http.MethodGet, "/session/s1/events?snapshot=yes", nil)
 	require.NoError(t, err)
-	_, serr := resume.ParseRequest(r, "s1", "e", resume.QueryRules{})
-	require.NotNil(t, serr)
+	_, err = resume.ParseRequest(r, "s1", "e", resume.QueryRules{})
+	serr := statusOf(t, err)
 	assert.Equal(t, resume.CodeInvalidSnapshot, serr.Code)
 	assert.Contains(t, serr.Message, `"yes"`)
 }

@@ -57,11 +57,13 @@
 // scope with a greater id, then sends replay_complete, even under ?replay=0
 // (a resume always replays); without one it replays the whole buffer
 // (unless ?replay=0) and sends replay_complete only when the replay byte
-// budget cut the replay short.
+// budget cut the replay short or older history is gone (historyLost).
 // A cursor from another bus incarnation — its epoch, from an epoch-qualified
 // id or the X-Event-Epoch request header, differs from the bus's — or past
-// the newest id gets state_resync_required{reason:"epoch_reset"} and the
-// whole buffer; a cursor older than the buffer gets
+// the newest id gets state_resync_required{reason:"epoch_reset"} first, then
+// the whole buffer (or, with a snapshot provider and a buffer that no
+// longer holds the whole new history, a snapshot and the events after it):
+// docs/protocol.md, "After a restart"; a cursor older than the buffer gets
 // state_resync_required{reason:"ring_evicted"}. Either way the stream goes
 // on: a resync is a frame, not an error.
 //
@@ -98,13 +100,14 @@
 //	    invalid_snapshot (not 0/1),
 //	    invalid_epoch (malformed, or twice; a well-formed foreign
 //	    epoch is an epoch_reset frame, not an error),
-//	    invalid_session_id, invalid_request
+//	    invalid_session_id, invalid_argument
 //	403 forbidden                  from HandlerOptions.Authorize
 //	404 session_not_found
 //	405 method_not_allowed
 //	410 session_closed
 //	429 subscriber_limit_exceeded  with Retry-After: 5
 //	500 internal_error
+//	503 unavailable                the bus's backend failed (eventbus.ErrBackend), with Retry-After: 1
 //
 // Messages carry no Go package prefix. A closed handler, or one over a
 // closed bus, answers no 503 (a browser's EventSource gives up for good on

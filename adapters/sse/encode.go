@@ -86,6 +86,30 @@ func AppendEvent(dst []byte, ev eventbus.Event, opts EncodeOptions) []byte {
 	return append(dst, "\n\n"...)
 }
 
+// AppendFrame appends f as one SSE frame to dst and returns the extended
+// slice: "id: <f.ID>" when f.HasID or f.ID is set, "event: <f.Event>" when
+// set, then f.Data as data: lines (a new line at each CR, LF or CRLF in
+// it, which a parser joins back with LF; empty Data is one empty data:
+// line), and a blank line. CR, LF and NUL in the id and event are
+// replaced by '_'. It is the framing of [AppendEvent] for payloads that
+// are not the replaybus envelope (other protocols' events), the inverse
+// of [Decoder.Next]. It is a pure function, safe for concurrent use.
+func AppendFrame(dst []byte, f Frame) []byte {
+	if f.HasID || f.ID != "" {
+		dst = append(dst, "id: "...)
+		dst = appendFieldValue(dst, f.ID)
+		dst = append(dst, '\n')
+	}
+	if f.Event != "" {
+		dst = append(dst, "event: "...)
+		dst = appendFieldValue(dst, f.Event)
+		dst = append(dst, '\n')
+	}
+	dst = append(dst, "data: "...)
+	dst = appendDataLines(dst, f.Data)
+	return append(dst, "\n\n"...)
+}
+
 // appendComment appends an SSE comment line (": text") and a blank line to
 // dst. CR, LF and NUL in text are replaced by '_'. Parsers ignore comments;
 // they keep proxies and load balancers from closing an idle stream.

@@ -178,3 +178,51 @@ func BenchmarkDecode(b *testing.B) {
 		}
 	}
 }
+
+// AppendFrame writes what Decoder reads back: id, event and data, line
+// breaks in the data split over data: lines and joined again with LF.
+func TestAppendFrameRoundTrips(t *testing.T) {
+	t.Parallel()
+	rows := []struct {
+		name string
+		in   sse.Frame
+		wire string
+		out  sse.Frame // what the Decoder gives back
+	}{
+		{"data only", sse.Frame{Data: []byte(`{"type":"start"}`)}, "data: {\"type\":\"start\"}\n\n",
+			sse.Frame{Data: []byte(`{"type":"start"}`)}},
+		{"id and event", sse.Frame{ID: "e-7", Event: "x", Data: []byte("1")}, "id: e-7\nevent: x\ndata: 1\n\n",
+			sse.Frame{ID: "e-7", HasID: true, Event: "x", Data: []byte("1")}},
+		{"line breaks", sse.Frame{Data: []byte("a\r\nb\rc\nd")}, "data: a\ndata: b\ndata: c\ndata: d\n\n",
+			sse.Frame{Data: []byte("a\nb\nc\nd")}},
+		{"field values sanitised", sse.Frame{ID: "a\nb", Event: "c\rd\x00", Data: []byte("[DONE]")}, "id: a_b\nevent: c_d_\ndata: [DONE]\n\n",
+			sse.Frame{ID: "a_b", HasID: true, Event: "c_d_", Data: []byte("[DONE]")}},
+	}
+	for _, r := range rows {
+		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
+			b := sse.AppendFrame(nil, r.in)
+			assert.Equal(t, r.wire, string(b))
+			got, err := sse.NewDecoder(bytes.NewReader(b)).Next()
+			require.NoError(t, err)
+			assert.Equal(t, r.out, got)
+		})
+	}
+}
+
+// Whatever the data, one frame goes out and the Decoder gives the data
+// back with its line breaks as LF.
+func FuzzAppendFrame(f *testing.F) {
+	f.Add("e-1", "x", []byte("a\r\nb"))
+	f.Add("", "", []byte(""))
+	f.Fuzz(func(t *testing.T, id, event string, data []byte) {
+		b := sse.AppendFrame(nil, sse.Frame{ID: id, Event: event, Data: data})
+		d := sse.NewDecoder(bytes.NewReader(b))
+		got, err := d.Next()
+		require.NoError(t, err)
+		want := strings.ReplaceAll(strings.ReplaceAll(string(data), "\r\n", "\n"), "\r", "\n")
+		assert.Equal(t, want, string(got.Data))
+		_, err = d.Next()
+		assert.ErrorIs(t, err, io.EOF, "one frame")
+	})
+}

@@ -95,7 +95,7 @@ func ExampleHandler() {
 	// data: {"v":1,"id":2,"type":"agent_message_chunk","session":"s1","data":{"text":"lo"},"replay":true}
 	//
 	// event: replay_complete
-	// data: {"v":1,"type":"replay_complete","session":"s1","data":{"lastReplayedEventId":2,"replayedCount":1}}
+	// data: {"v":1,"type":"replay_complete","session":"s1","data":{"lastReplayedEventId":2,"replayedCount":1,"firstReplayedEventId":2}}
 	//
 	// id: E1-3
 	// event: session_closed

@@ -226,9 +226,11 @@ func (h *Handler) unregister(id uint64) {
 	})
 }
 
-func (h *Handler) reject(w http.ResponseWriter, e *resume.StatusError) {
+// reject answers a refused request: err as the *resume.StatusError it is,
+// or as resume.StatusFor maps a bus error for session.
+func (h *Handler) reject(w http.ResponseWriter, err error, session string) {
 	h.rejected.Add(1)
-	e.Answer(w)
+	resume.WriteError(w, err, session)
 }
 
 // ServeHTTP validates the request, subscribes and streams until the client
@@ -293,7 +295,7 @@ func (s *opened) close(h *Handler) {
 func (h *Handler) open(w http.ResponseWriter, r *http.Request) *opened {
 	adm, serr := serve.Admit(w, r, h.bus, h.hooks, nil)
 	if serr != nil {
-		h.reject(w, serr)
+		h.reject(w, serr, adm.Session)
 		return nil
 	}
 	s := &opened{session: adm.Session, enc: h.encOpts}
@@ -330,7 +332,7 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request) *opened {
 		case errors.Is(err, eventbus.ErrClosed):
 			h.goAway(w)
 		default:
-			h.reject(w, resume.StatusFor(err, s.session))
+			h.reject(w, err, s.session)
 		}
 		return nil
 	}

@@ -1,6 +1,7 @@
 package sse_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -86,7 +87,7 @@ func TestHandlerRejectsBeforeStreaming(t *testing.T) {
 		tc{name: "authorize", session: "secret", status: 403, code: resume.CodeForbidden, inMsg: "not yours"},
 		tc{name: "authorize status", session: "login", status: 401, code: "unauthenticated", inMsg: "log in"},
 		tc{name: "POST", method: http.MethodPost, status: 405, code: resume.CodeMethodNotAllowed},
-		tc{name: "empty session id", session: "-", status: 400, code: resume.CodeInvalidSessionID},
+		tc{name: "empty session id", session: "-", status: 400, code: resume.CodeInvalidSessionID, inMsg: "HandlerOptions.SessionID"},
 		tc{name: "control character in session id", session: "a\x01b", status: 400, code: resume.CodeInvalidSessionID},
 		tc{name: "over-long session id", session: strings.Repeat("x", frame.MaxNameLen+1), status: 400, code: resume.CodeInvalidSessionID},
 	)
@@ -418,7 +419,7 @@ func TestNewHandlerNilBus(t *testing.T) {
 
 // TestNewHandlerRefusesBadOverflowPolicy: a misspelt or refused
 // HandlerOptions.OverflowPolicy is the server's mistake, named by
-// NewHandler (errors.Is eventbus.ErrInvalid) — not a 400 invalid_request
+// NewHandler (errors.Is eventbus.ErrInvalid) — not a 400 invalid_argument
 // blamed on every client that subscribes.
 func TestNewHandlerRefusesBadOverflowPolicy(t *testing.T) {
 	t.Parallel()
@@ -501,7 +502,8 @@ func TestHandlerOverflowDefault(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			b := newBus(t, eventbus.Options{OverflowPolicy: tt.bus})
-			assert.Equal(t, tt.bus, b.Options().OverflowPolicy, "Options shows the policy as set, unset as \"\"")
+			assert.Equal(t, tt.bus != "", b.OverflowPolicySet())
+			assert.Equal(t, cmp.Or(tt.bus, eventbus.DropOldest), b.Options().OverflowPolicy, "Options shows the policy in force in process")
 			got := make(chan eventbus.SubscribeOptions, 1)
 			h := newHandler(t, b, sse.HandlerOptions{Configure: func(_ *http.Request, o *eventbus.SubscribeOptions) { got <- *o }})
 			srv := serve(t, h, nil)
@@ -630,4 +632,38 @@ func TestHandlerStrictQuery(t *testing.T) {
 	s.close()
 	waitIdle(t, strict, b)
 	waitIdle(t, lax, b)
+}
+
+// Issue 27.10: under another router (chi, a mux pattern without {id}) the
+// path value is empty and the handler answered 400 invalid_session_id
+// "empty session id", without the cause. It names where the id should
+// come from.
+func TestEmptySessionIDNamesTheCause(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, eventbus.Options{})
+	for _, tc := range []struct {
+		name string
+		o    sse.HandlerOptions
+		want []string
+	}{
+		{"no {id} path value", sse.HandlerOptions{}, []string{"{id} path value", "HandlerOptions.SessionID"}},
+		{"SessionID returned empty", sse.HandlerOptions{SessionID: func(*http.Request) string { return "" }},
+			[]string{"HandlerOptions.SessionID returned an empty id", `"/api/runs/r1/stream"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHandler(t, b, tc.o)
+			srv := httptest.NewServer(h) // mounted at the root: no pattern, no {id}
+			defer srv.Close()
+			resp, err := http.Get(srv.URL + "/api/runs/r1/stream")
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+			var body struct{ Code, Message string }
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+			assert.Equal(t, resume.CodeInvalidSessionID, body.Code)
+			for _, w := range tc.want {
+				assert.Contains(t, body.Message, w)
+			}
+		})
+	}
 }

@@ -512,11 +512,14 @@ func TestClientEpochFollowsCursor(t *testing.T) {
 }
 
 // TestClientEpochStaysWithCursorOverSyntheticFrames: frames without an
-// id: line (the restarted server's state_resync_required, a
-// replay_complete) do not move the cursor, and so do not pair the old
-// server's cursor with the new server's epoch either — with plain ids
-// that pair would resume at the old id in the new history and skip its
-// first events without an epoch_reset. The epoch follows the next real id.
+// id: line do not move the cursor, and so never pair the old server's
+// cursor with the new server's epoch either — with plain ids that pair
+// would resume at the old id in the new history and skip its first events
+// without an epoch_reset. The restarted server's
+// state_resync_required{epoch_reset} moves both together, to the start of
+// the new epoch (issue 27.10: Stream.Epoch is the new one at that frame):
+// a drop right after it resumes from id 0 of the new history, skipping
+// nothing.
 func TestClientEpochStaysWithCursorOverSyntheticFrames(t *testing.T) {
 	t.Parallel()
 	got, seen, err := scriptedResumes(t,
@@ -534,8 +537,8 @@ func TestClientEpochStaysWithCursorOverSyntheticFrames(t *testing.T) {
 	require.Error(t, err)
 	require.Len(t, got, 3)
 	require.Len(t, seen, 4)
-	assert.Equal(t, "5", seen[2].Get("Last-Event-ID"))
-	assert.Equal(t, "OLD", seen[2].Get(resume.HeaderEpoch), "a frame without an id leaves cursor and epoch together")
+	assert.Equal(t, "0", seen[2].Get("Last-Event-ID"), "the start of the new epoch")
+	assert.Equal(t, "NEW", seen[2].Get(resume.HeaderEpoch), "epoch_reset moves cursor and epoch together")
 	assert.Equal(t, "5", seen[3].Get("Last-Event-ID"))
 	assert.Equal(t, "NEW", seen[3].Get(resume.HeaderEpoch), "the new server's id 5 comes with its epoch")
 }

@@ -183,8 +183,10 @@ func closeFor(err error) (websocket.StatusCode, string) {
 		return ClosePolicyViolation, resume.CodeSessionNotFound
 	case errors.Is(err, eventbus.ErrClosed):
 		return CloseGoingAway, "server shutting down"
+	case errors.Is(err, eventbus.ErrBackend):
+		return CloseTryAgainLater, resume.CodeUnavailable
 	case errors.Is(err, eventbus.ErrInvalid):
-		return ClosePolicyViolation, "invalid_request: " + err.Error()
+		return ClosePolicyViolation, resume.CodeInvalidArgument + ": " + err.Error()
 	}
 	return CloseInternalError, "internal_error"
 }
@@ -199,6 +201,8 @@ func (cn *conn) closeEnded(err error) {
 		cn.closeWith(CloseNormal, "session closed")
 	case errors.Is(err, eventbus.ErrClosed) || cn.h.streams.Closed():
 		cn.closeWith(CloseGoingAway, "server shutting down")
+	case errors.Is(err, eventbus.ErrBackend):
+		cn.closeWith(CloseTryAgainLater, resume.CodeUnavailable) // resume here later, or on another node
 	default:
 		// The reader ended (the peer closed, or a protocol error was
 		// answered) or a write failed: nothing more to say.

@@ -107,7 +107,8 @@
 //	1008  "slow consumer" after client_evicted; or an invalid client message (reason names it)
 //	1009  a client message over ReadLimit
 //	1011  a resume the bus refused unexpectedly
-//	1013  a resume message found the session at its subscriber cap
+//	1013  a resume message found the session at its subscriber cap ("subscriber_limit_exceeded"),
+//	      or the bus's backend failed (eventbus.ErrBackend, "unavailable")
 //
 // # Backpressure and liveness
 //

@@ -95,14 +95,16 @@ func FuzzUpgradeParams(f *testing.F) {
 		r.SetPathValue("id", "s1")
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
-		_, perr := resume.ParseRequest(r, "s1", bus.Epoch(), resume.QueryRules{})
-		if perr == nil {
+		_, err := resume.ParseRequest(r, "s1", bus.Epoch(), resume.QueryRules{})
+		if err == nil {
 			assert.Equal(t, http.StatusUpgradeRequired, w.Code, "valid parameters reach the handshake check: %s", w.Body)
 			return
 		}
 		require.Equal(t, http.StatusBadRequest, w.Code)
 		var body struct{ Code, Message string }
 		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &body), "%s", w.Body)
+		var perr *resume.StatusError
+		require.ErrorAs(t, err, &perr)
 		assert.Equal(t, perr.Code, body.Code)
 		assert.NotEmpty(t, body.Message)
 		assert.Less(t, len(body.Message), 512, "the message quotes the value cut short")

@@ -245,9 +245,11 @@ func withBatch(ao *websocket.AcceptOptions) *websocket.AcceptOptions {
 	return &c
 }
 
-func (h *Handler) reject(w http.ResponseWriter, e *resume.StatusError) {
+// reject answers a refused request: err as the *resume.StatusError it is,
+// or as resume.StatusFor maps a bus error for session.
+func (h *Handler) reject(w http.ResponseWriter, err error, session string) {
 	h.rejected.Add(1)
-	e.Answer(w)
+	resume.WriteError(w, err, session)
 }
 
 // ServeHTTP validates the request as the SSE handler does, then the
@@ -261,9 +263,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// are JSON like every other and a foreign page reaches neither
 	// Authorize nor the bus. ?events= is accepted for parity: every frame
 	// is one message either way.
-	adm, serr := serve.Admit(w, r, h.bus, h.hooks, func() *resume.StatusError { return checkHandshake(w, r, h.accept) })
-	if serr != nil {
-		h.reject(w, serr)
+	adm, err := serve.Admit(w, r, h.bus, h.hooks, func() error { return checkHandshake(w, r, h.accept) })
+	if err != nil {
+		h.reject(w, err, adm.Session)
 		return
 	}
 	sessionID, opts := adm.Session, adm.Options
@@ -273,7 +275,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id, ok := h.streams.Add(cancel)
 	if !ok {
 		h.reject(w, &resume.StatusError{Status: http.StatusServiceUnavailable, Code: resume.CodeUnavailable,
-			Message: "ws: handler closed", RetryAfter: 5 * time.Second})
+			Message: "ws: handler closed", RetryAfter: 5 * time.Second}, sessionID)
 		return
 	}
 	defer h.streams.Remove(id, nil)
@@ -295,7 +297,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if ctx.Err() != nil {
 			return
 		}
-		h.reject(w, resume.StatusFor(err, sessionID))
+		h.reject(w, err, sessionID)
 		return
 	}
 	defer func() { sub.Close() }()

@@ -41,8 +41,8 @@ const (
 // project's JSON answer, given before anything is subscribed, and Accept,
 // called later on the same request, finds nothing to refuse. It returns
 // the refusal, with any headers it needs set on w, or nil.
-func checkHandshake(w http.ResponseWriter, r *http.Request, ao *websocket.AcceptOptions) *resume.StatusError {
-	bad := func(status int, code, format string, args ...any) *resume.StatusError {
+func checkHandshake(w http.ResponseWriter, r *http.Request, ao *websocket.AcceptOptions) error {
+	bad := func(status int, code, format string, args ...any) error {
 		return &resume.StatusError{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
 	}
 	switch {

@@ -173,7 +173,7 @@ func TestNewHandlerRefusesBadOriginPattern(t *testing.T) {
 
 // TestNewHandlerRefusesBadOverflowPolicy: a misspelt or refused
 // HandlerOptions.OverflowPolicy is the server's mistake, named by
-// NewHandler (errors.Is eventbus.ErrInvalid) — not a 400 invalid_request
+// NewHandler (errors.Is eventbus.ErrInvalid) — not a 400 invalid_argument
 // blamed on every client that connects.
 func TestNewHandlerRefusesBadOverflowPolicy(t *testing.T) {
 	b, err := eventbus.New(eventbus.Options{})

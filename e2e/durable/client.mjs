@@ -6,7 +6,7 @@
 // It subscribes from the beginning (offset -1) and stops once it holds
 // <total> items, when the stream ends with an error, or at the timeout. It
 // prints one JSON line: the "id" of every item received (each item is the
-// JSON envelope {"id","type","data"} of an event Go published), the offset
+// JSON envelope {"v":1,"id","type","session","data"} of an event Go published), the offset
 // of each batch, every request URL it made (so the test sees the resumes)
 // how often it resumed after a reset connection, and the error that ended
 // the stream, if any.

@@ -12,12 +12,6 @@ import (
 	"github.com/replaybus/replaybus/eventbus"
 )
 
-// NewBus returns a fresh bus under test, configured by cfg, with no
-// sessions and no events; it registers its own cleanup with t.Cleanup.
-// Each call must give an independent bus (for a distributed backend: a new
-// stream, so that ids and sessions of one test do not leak into another).
-type NewBus func(t *testing.T, cfg eventbus.Options) *eventbus.Bus
-
 // Option adjusts [Run].
 type Option func(*suite)
 
@@ -32,14 +26,17 @@ func WithSync(fn func(t *testing.T, b *eventbus.Bus)) Option {
 func WithTimeout(d time.Duration) Option { return func(s *suite) { s.wait = d } }
 
 type suite struct {
-	newBus NewBus
+	newBus func(t *testing.T, cfg eventbus.Options) *eventbus.Bus
 	sync   func(t *testing.T, b *eventbus.Bus)
 	wait   time.Duration
 }
 
 // Run runs the whole delivery table against buses made by newBus, each
-// case in its own subtest with its own bus.
-func Run(t *testing.T, newBus NewBus, opts ...Option) {
+// case in its own subtest with its own bus. newBus returns a fresh bus
+// configured by cfg, with no sessions and no events, and registers its own
+// cleanup with t.Cleanup; each call gives an independent bus (over a
+// backend: a new stream, so that no test sees another's ids or sessions).
+func Run(t *testing.T, newBus func(t *testing.T, cfg eventbus.Options) *eventbus.Bus, opts ...Option) {
 	s := &suite{newBus: newBus, wait: 10 * time.Second}
 	for _, o := range opts {
 		o(s)

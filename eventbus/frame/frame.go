@@ -14,8 +14,9 @@ const (
 	TypeStateResyncRequired = "state_resync_required"
 	// TypeReplayComplete follows the replayed history of every subscribe that
 	// carried a cursor (even when nothing was replayed), and of a replay
-	// without a cursor only when the replay byte budget cut it short; a
-	// plain subscribe without a cursor gets none. Data is
+	// without a cursor only when the replay byte budget cut it short or
+	// the history in scope is not whole (HistoryLost); a plain subscribe
+	// without a cursor on a whole history gets none. Data is
 	// [ReplayCompleteData].
 	TypeReplayComplete = "replay_complete"
 	// TypeSlowClientWarning warns that the live queue reached 75 % of a
@@ -79,7 +80,7 @@ const (
 	// session in scope before this node received them (a NATS node that fell
 	// behind what the stream retained, or that was cut off from NATS while
 	// the stream moved on). CompleteFromID is the first id after the
-	// gap. See backend.Feed.Evicted (package eventbus/backend).
+	// gap. See eventbus.Feed.Evicted.
 	ReasonFeedGap = "feed_gap"
 	// ReasonQueueOverflow: evicted because the live queue hit its frame limit.
 	ReasonQueueOverflow = "queue_overflow"
@@ -129,6 +130,17 @@ type ReplayCompleteData struct {
 	LastReplayedEventID uint64 `json:"lastReplayedEventId"`
 	// ReplayedCount is how many events were replayed.
 	ReplayedCount int `json:"replayedCount"`
+	// FirstReplayedEventID is the id of the first replayed event; omitted
+	// (0) when nothing was replayed.
+	FirstReplayedEventID uint64 `json:"firstReplayedEventId,omitempty"`
+	// HistoryLost reports that events in scope older than the replay —
+	// after the cursor, or any at all without one (a late joiner, an
+	// epoch_reset) — were evicted before this subscribe: the replay is not
+	// the whole history, and a reply longer than the replay buffer starts
+	// in its middle. A cursor's ring_evicted frame announced the same
+	// loss; after a snapshot it reports only what the snapshot does not
+	// cover. Omitted (false) when the history is whole.
+	HistoryLost bool `json:"historyLost,omitempty"`
 }
 
 // QueueFigures describes a subscriber's live queue when a frame was made.

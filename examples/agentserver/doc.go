@@ -14,12 +14,15 @@
 // the page opens session "demo" with scope descendants.
 //
 // With -demo the server also keeps the demo tree's transcript (the text of
-// every session's agent_message_chunk events) and gives it to the bus as
-// its snapshot provider: a page whose position was lost gets a snapshot
-// frame with the transcript so far and then exactly the events after it,
-// and http://localhost:8080/?snapshot=1 starts from the transcript. With
-// AGENTPOOL_EVENTBUS_REPLAY_COMPACT=acp a page that opens late receives
-// each reply as one record.
+// every open session's agent_message_chunk events, bounded: closed and
+// expired sessions leave it, at most 256 sessions and 64 KiB of text each)
+// and gives it to the bus as its snapshot provider: a page whose position
+// was lost gets a snapshot frame with the transcript of the sessions its
+// scope covers and then exactly the events after it, and
+// http://localhost:8080/?snapshot=1 starts from the transcript. The server
+// compacts ACP replies in the replay buffer by default (a program default
+// of config.LoadWithDefaults; AGENTPOOL_EVENTBUS_REPLAY_COMPACT=off turns
+// it off): a page that opens late receives each reply as one record.
 //
 // Flags:
 //
@@ -65,19 +68,20 @@
 //
 // # API
 //
-//	POST   /sessions               {"id"?, "parent"?} → 201 {"id"}
+//	POST   /sessions               {"id"?, "parent"?} → 201 {"id"} (absent id: generated; "" is refused)
 //	POST   /session/{id}/events    {"type", "data"?, "origin"?} → 202 {"id", "epoch", "cursor"}
 //	DELETE /session/{id}           → 204 (?cascade=1 closes the descendants too)
 //	GET    /session/{id}/events    SSE: ?scope=session|descendants|subtree|all, ?lastEventId=, ?maxQueued=, ?replay=0, ?events=message
 //	GET    /session/{id}/ws        WebSocket: the same parameters; {"resume":{"lastEventId","epoch"}} as first message; a targeted "hello" frame per connection
 //	GET    /sessions               [{"id","parent","subscribers","buffered","lastEventId"}]
-//	GET    /info                   epoch, last id, event types, counters
+//	GET    /info                   epoch, last id, event types, counters (bus, sse, ws, durable)
 //	GET    /healthz                {"status":"ok"}; 503 {"status":"unavailable","message"} while the NATS connection is down
 //	PUT, POST, GET, HEAD, DELETE /v1/stream/{name}
 //	                               the session {name} as a Durable Stream (adapters/durable; the
 //	                               server's root is a Durable Streams base URL): docs/durable-streams.md
 //
 // Errors are JSON {"code", "message"}; see package server for the list.
+// -h lists every route (server.Routes) and flag.
 //
 // With curl:
 //
@@ -99,11 +103,19 @@
 //
 // The stats over the event log count events (a merged row of ?coalesce=acp
 // counts every event it holds, so "replayed events" agrees with
-// replay_complete's replayedCount), and "control frames" the frames without
-// an id (hello, replay_complete, state_resync_required, slow_client_warning,
-// client_evicted); each says so on hover. The Agents panel rebuilds each
-// agent from the stream; closed agents are folded under one "N closed
-// agents" line below the live ones (the newest 20). The page closes its
-// stream on pagehide (navigation, reload, a closed tab), so the server frees
-// the subscription at once.
+// replay_complete's replayedCount; "events" then adds "in N rows"), and
+// "control frames" the frames without an id (hello, replay_complete,
+// state_resync_required, slow_client_warning, client_evicted); each says
+// so on hover. "Received ids" are one per row with an id: a merged row is
+// one id for all its events, so they can be fewer than the events. The
+// Sessions list shows open sessions only: a sub-agent leaves it when its
+// session_closed arrives, even if a list fetched earlier still holds it.
+// The Agents panel rebuilds each agent from the stream; closed agents are
+// folded under one "N closed agents" line below the live ones (the newest
+// 20). After a server restart the page follows docs/protocol.md's "After a
+// restart": it drops what it showed at state_resync_required{epoch_reset},
+// shows the new history (from a snapshot when the server's buffer lost its
+// start), and retries a 404 from the new epoch for 30 s until the session
+// is back. The page closes its stream on pagehide (navigation, reload, a
+// closed tab), so the server frees the subscription at once.
 package main

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/replaybus/replaybus/examples/agentserver/server"
 )
 
 // Issue 12.13: -h showed -addr's default twice, an unknown flag's error was
@@ -83,5 +85,19 @@ func TestDemoRateRefusesNonPositiveAndNonFinite(t *testing.T) {
 			assert.Contains(t, out.String(), "invalid -demo-rate", v)
 			assert.Contains(t, out.String(), "-demo-rate "+v+" ", "the message names the value")
 		}
+	}
+}
+
+// Issue 27.5: -h did not list the WebSocket and Durable Streams routes.
+// It lists every route of server.Routes (TestRoutesListEveryMountedRoute
+// checks that those are all the server mounts).
+func TestHelpListsEveryRoute(t *testing.T) {
+	var help syncBuffer
+	require.NoError(t, run(context.Background(), []string{"-h"}, &help, nil))
+	for _, r := range server.Routes() {
+		assert.Contains(t, help.String(), r.Request, "-h lists %s", r.Pattern)
+	}
+	for _, want := range []string{"GET /session/{id}/ws", "/v1/stream/{name}", "WebSocket", "Durable Streams"} {
+		assert.Contains(t, help.String(), want)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/replaybus/replaybus/adapters/sse"
+	"github.com/replaybus/replaybus/coalesce"
 	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/examples/agentserver/demo"
@@ -93,8 +94,12 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.BoolVar(&f.epochIDs, "epoch-ids", true, "write SSE ids as <epoch>-<seq> so browsers detect a server restart")
 	f.nats.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: agentserver [flags]\n\nServes a replaybus event bus over HTTP and SSE, with a live page at /.\n"+
-			"The bus is configured by the %s* environment variables.\n\n", config.Prefix)
+		fmt.Fprintf(stderr, "usage: agentserver [flags]\n\nServes a replaybus event bus over HTTP — SSE, WebSocket and Durable Streams — with a live page at /.\n"+
+			"The bus is configured by the %s* environment variables.\n\nRoutes:\n", config.Prefix)
+		for _, r := range server.Routes() {
+			fmt.Fprintf(stderr, "  %-28s %s\n", r.Request, r.Doc)
+		}
+		fmt.Fprintf(stderr, "\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -144,7 +149,11 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: f.level}))
 
-	cfg, err := config.Load()
+	// The program's defaults, which every AGENTPOOL_EVENTBUS_* variable
+	// set overrides: ACP replies are compacted in the replay buffer, so
+	// that a page joining late gets a reply whole rather than from its
+	// middle (AGENTPOOL_EVENTBUS_REPLAY_COMPACT=off turns it off).
+	cfg, err := config.LoadWithDefaults(eventbus.Options{ReplayCompact: coalesce.ACP})
 	if err != nil {
 		return configError(err)
 	}
@@ -152,7 +161,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 	if f.demo {
 		// The demo's transcript is the bus's snapshot provider: a page
 		// whose position is lost gets the text so far, then the rest.
-		transcript = server.NewTranscript()
+		transcript = server.NewTranscript(server.TranscriptOptions{}) // 256 sessions, 64 KiB of text each
 		cfg.Snapshots = transcript.Snapshot
 	}
 	// The stream's retention (AGENTPOOL_EVENTBUS_NATS_*): checked by
@@ -213,7 +222,8 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
 	log.Info("agentserver listening", "url", pageURL(ln.Addr()), "addr", ln.Addr().String(), "epoch", bus.Epoch(), "demo", f.demo,
-		"replay_buffer_size", cfg.ReplayBufferSize, "max_queue_size", cfg.MaxQueueSize, "overflow_policy", overflowPolicy(cfg.OverflowPolicy))
+		"replay_buffer_size", cfg.ReplayBufferSize, "max_queue_size", cfg.MaxQueueSize, "overflow_policy", overflowPolicy(cfg.OverflowPolicy),
+		"replay_compact", cfg.ReplayCompact != nil)
 	if ready != nil {
 		ready(ln.Addr())
 	}
@@ -266,6 +276,11 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 	// grace passed); a process that exited before saw browsers report 1006.
 	if err := srv.WS().Shutdown(sctx); err != nil {
 		log.Warn("WebSockets not all closed in time", "error", err)
+	}
+	// The Durable Streams subscriptions' webhook deliveries are outbound:
+	// Shutdown did not wait for them either.
+	if err := srv.Durable().Shutdown(sctx); err != nil {
+		log.Warn("Durable Streams deliveries not all ended in time", "error", err)
 	}
 	_ = bus.Close()
 	log.Info("stopped", "published", bus.Stats().Published)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -19,7 +20,16 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if args, ok := os.LookupEnv(childEnv); ok {
+		// This test binary runs as the agentserver itself (a real child
+		// process that a test can kill -9): see startChild.
+		os.Args = append(os.Args[:1], strings.Fields(args)...)
+		main()
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // syncBuffer is a bytes.Buffer safe for the logger and the test at once.
 type syncBuffer struct {

@@ -21,7 +21,6 @@ import (
 	"github.com/replaybus/replaybus/adapters/nats/embedded"
 	"github.com/replaybus/replaybus/config"
 	"github.com/replaybus/replaybus/eventbus"
-	"github.com/replaybus/replaybus/eventbus/backend"
 )
 
 // DefaultNATSListen is where -nats embedded listens unless -nats-listen says
@@ -35,7 +34,7 @@ const natsReconnectWait = 250 * time.Millisecond
 
 // natsFlags are the -nats… flags: the bus over NATS JetStream (see
 // docs/distributed.md) instead of the in-memory default. Over NATS the demo
-// agents publish through a backend.Pipeline (up to 256 acks in flight per
+// agents publish through an eventbus.Pipeline (up to 256 acks in flight per
 // agent, flushed at the end of each turn) rather than waiting for every
 // JetStream ack; POST …/events stays a synchronous Publish, since it
 // answers with the event's id. The stream's retention comes from
@@ -211,7 +210,7 @@ func (n natsFlags) open(ctx context.Context, cfg eventbus.Options, natsCfg confi
 		stopServer()
 		return nb, fmt.Errorf("connecting to NATS at %s: %w", url, err)
 	}
-	// NewBackend and backend.New rather than rbnats.New, to keep the
+	// NewBackend and eventbus.NewWithBackend rather than rbnats.New, to keep the
 	// backend for its Ready.
 	opts := []rbnats.Option{rbnats.WithLogger(log)}
 	if natsCfg.Retention != 0 {
@@ -232,7 +231,7 @@ func (n natsFlags) open(ctx context.Context, cfg eventbus.Options, natsCfg confi
 		stopServer()
 		return nb, err
 	}
-	bus, err := backend.New(ctx, cfg, be)
+	bus, err := eventbus.NewWithBackend(ctx, cfg, be)
 	if err != nil {
 		_ = be.Close()
 		nc.Close()

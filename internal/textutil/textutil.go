@@ -24,7 +24,7 @@ func Quote(s string, limit int) string {
 
 // prefixes are the Go package names that [PublicMessage] drops from the
 // front of an error's text.
-var prefixes = []string{"eventbus", "sse", "ws", "resume", "scope", "replay", "nats", "config", "json", "url", "strconv", "http", "server"}
+var prefixes = []string{"eventbus", "sse", "ws", "resume", "durable", "scope", "replay", "nats", "config", "json", "url", "strconv", "http", "server"}
 
 // PublicMessage is err's text for an HTTP answer: without the Go package
 // prefixes ("eventbus: ", "json: ", …) that mean nothing to a client.

@@ -25,7 +25,6 @@ import (
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/adapters/ws"
 	"github.com/replaybus/replaybus/eventbus"
-	"github.com/replaybus/replaybus/eventbus/backend"
 )
 
 // The server process: one system's handlers as a user embeds them, on its
@@ -243,7 +242,7 @@ func (s *rbServer) publish(session string, data []byte) error {
 }
 
 func (s *rbServer) round(ctx context.Context, r, first, n int) error {
-	pl, err := backend.NewPipeline(s.bus, backend.PipelineOptions{})
+	pl, err := eventbus.NewPipeline(s.bus, eventbus.PipelineOptions{})
 	if err != nil {
 		return err
 	}

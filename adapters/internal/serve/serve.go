@@ -10,6 +10,7 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/internal/textutil"
 )
 
 // DurationOr is d, or def when d is zero, or 0 (none) when d is negative.
@@ -166,16 +167,17 @@ type Admission struct {
 
 // Admit runs every check a subscribe request passes before anything is
 // subscribed, in this order: the method (405 unless GET), the session id
-// (from h.SessionID, else the {id} path wildcard), resume.ParseRequest and
+// (from h.SessionID, else the {id} path wildcard; an empty one is 400
+// invalid_session_id naming where it came from), resume.ParseRequest and
 // resume.ParseEvents (400 naming the bad value), check (a transport's own,
 // such as the WebSocket handshake; nil for none), then the overflow policy
-// — h.OverflowPolicy, else the bus's Options.OverflowPolicy, else
-// drop_subscriber: a stream's client resumes by itself, so evict rather
-// than drop —, h.Authorize (403 forbidden with the error's text, or the
+// — h.OverflowPolicy, else the bus's when it was set
+// (Bus.OverflowPolicySet), else drop_subscriber: a stream's client resumes
+// by itself, so evict rather than drop —, h.Authorize (403 forbidden with the error's text, or the
 // *resume.StatusError it is or wraps) and h.Configure. It sets the bus
 // epoch header on w first, so that every answer carries it; a refusal is
-// returned, not written.
-func Admit(w http.ResponseWriter, r *http.Request, bus *eventbus.Bus, h Hooks, check func() *resume.StatusError) (Admission, *resume.StatusError) {
+// returned as a *resume.StatusError, not written.
+func Admit(w http.ResponseWriter, r *http.Request, bus *eventbus.Bus, h Hooks, check func() error) (Admission, error) {
 	w.Header().Set(resume.HeaderEpoch, bus.Epoch())
 	var a Admission
 	if r.Method != http.MethodGet {
@@ -187,22 +189,32 @@ func Admit(w http.ResponseWriter, r *http.Request, bus *eventbus.Bus, h Hooks, c
 	} else {
 		a.Session = r.PathValue("id")
 	}
-	var serr *resume.StatusError
-	if a.Options, serr = resume.ParseRequest(r, a.Session, bus.Epoch(), h.Query); serr != nil {
-		return a, serr
+	if a.Session == "" {
+		// Name the cause: under another router (or a mux pattern without
+		// {id}) the path value is empty whatever the URL says.
+		msg := `empty session id: the request has no {id} path value (mount the handler on a ServeMux pattern with {id}, ` +
+			`such as "GET /session/{id}/events", or set HandlerOptions.SessionID to read the id from your router)`
+		if h.SessionID != nil {
+			msg = "empty session id: HandlerOptions.SessionID returned an empty id for " + textutil.Quote(r.URL.EscapedPath(), 64)
+		}
+		return a, &resume.StatusError{Status: http.StatusBadRequest, Code: resume.CodeInvalidSessionID, Message: msg}
 	}
-	if a.Message, serr = resume.ParseEvents(r.URL.Query().Get("events")); serr != nil {
-		return a, serr
+	var err error
+	if a.Options, err = resume.ParseRequest(r, a.Session, bus.Epoch(), h.Query); err != nil {
+		return a, err
+	}
+	if a.Message, err = resume.ParseEvents(r.URL.Query().Get("events")); err != nil {
+		return a, err
 	}
 	if check != nil {
-		if serr := check(); serr != nil {
-			return a, serr
+		if err := check(); err != nil {
+			return a, err
 		}
 	}
 	switch {
 	case h.OverflowPolicy != "":
 		a.Options.Policy = h.OverflowPolicy
-	case bus.Options().OverflowPolicy == "":
+	case !bus.OverflowPolicySet():
 		a.Options.Policy = eventbus.DropSubscriber
 	}
 	if h.Authorize != nil {

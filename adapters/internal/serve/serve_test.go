@@ -31,8 +31,8 @@ func TestAdmitOverflowPolicy(t *testing.T) {
 		require.NoError(t, err)
 		r := httptest.NewRequest(http.MethodGet, "/session/s1/events", nil)
 		r.SetPathValue("id", "s1")
-		a, serr := Admit(httptest.NewRecorder(), r, bus, Hooks{OverflowPolicy: tc.field}, nil)
-		require.Nil(t, serr)
+		a, err := Admit(httptest.NewRecorder(), r, bus, Hooks{OverflowPolicy: tc.field}, nil)
+		require.NoError(t, err)
 		assert.Equal(t, tc.want, a.Options.Policy, "bus %q field %q", tc.bus, tc.field)
 		_ = bus.Close()
 	}
@@ -49,28 +49,29 @@ func TestAdmitOrder(t *testing.T) {
 		calls = append(calls, "authorize")
 		return &resume.StatusError{Status: 401, Code: "unauthorized"}
 	}}
-	check := func() *resume.StatusError { calls = append(calls, "check"); return nil }
+	check := func() error { calls = append(calls, "check"); return nil }
 	r := httptest.NewRequest(http.MethodGet, "/session/s1/events?scope=nope", nil)
 	r.SetPathValue("id", "s1")
 	w := httptest.NewRecorder()
-	_, serr := Admit(w, r, bus, h, check)
-	require.NotNil(t, serr)
+	_, err = Admit(w, r, bus, h, check)
+	var serr *resume.StatusError
+	require.ErrorAs(t, err, &serr)
 	assert.Equal(t, resume.CodeInvalidScope, serr.Code)
 	assert.Empty(t, calls, "a bad query stops before the check")
 	assert.Equal(t, bus.Epoch(), w.Header().Get(resume.HeaderEpoch))
 
 	r = httptest.NewRequest(http.MethodGet, "/session/s1/events", nil)
 	r.SetPathValue("id", "s1")
-	_, serr = Admit(httptest.NewRecorder(), r, bus, h, check)
-	require.NotNil(t, serr)
+	_, err = Admit(httptest.NewRecorder(), r, bus, h, check)
+	require.ErrorAs(t, err, &serr)
 	assert.Equal(t, 401, serr.Status)
 	assert.Equal(t, []string{"check", "authorize"}, calls)
 
 	r = httptest.NewRequest(http.MethodPost, "/session/s1/events", nil)
-	_, serr = Admit(httptest.NewRecorder(), r, bus, Hooks{Authorize: func(*http.Request, string, scope.Kind) error {
+	_, err = Admit(httptest.NewRecorder(), r, bus, Hooks{Authorize: func(*http.Request, string, scope.Kind) error {
 		return errors.New("never asked")
 	}}, nil)
-	require.NotNil(t, serr)
+	require.ErrorAs(t, err, &serr)
 	assert.Equal(t, http.StatusMethodNotAllowed, serr.Status)
 }
 

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/replaybus/replaybus/acp"
 	"github.com/replaybus/replaybus/eventbus"
-	"github.com/replaybus/replaybus/eventbus/backend"
 )
 
 // Defaults of [Options].
@@ -27,11 +27,11 @@ const (
 // Event types the demo publishes: ACP session/update kinds plus the turn
 // lifecycle.
 const (
-	TypeMessageChunk   = "agent_message_chunk"
-	TypeThoughtChunk   = "agent_thought_chunk"
-	TypeToolCall       = "tool_call"
-	TypeToolCallUpdate = "tool_call_update"
-	TypePlan           = "plan"
+	TypeMessageChunk   = acp.TypeMessageChunk
+	TypeThoughtChunk   = acp.TypeThoughtChunk
+	TypeToolCall       = acp.TypeToolCall
+	TypeToolCallUpdate = acp.TypeToolCallUpdate
+	TypePlan           = acp.TypePlan
 	TypeTurnStart      = "turn_start"
 	TypeTurnEnd        = "turn_end"
 )
@@ -120,11 +120,11 @@ type agent struct {
 	// pl publishes the agent's events: over NATS JetStream it keeps up to
 	// 256 acks in flight instead of waiting for each (on the in-memory bus
 	// each publish is synchronous anyway). Flushed at the end of the turn.
-	pl *backend.Pipeline
+	pl *eventbus.Pipeline
 }
 
 func (r *run) agent(session, name string) *agent {
-	pl, err := backend.NewPipeline(r.bus, backend.PipelineOptions{})
+	pl, err := eventbus.NewPipeline(r.bus, eventbus.PipelineOptions{})
 	if err != nil {
 		panic(err) // the default window is valid
 	}
@@ -147,12 +147,9 @@ func (r *run) toolID() string {
 }
 
 // update publishes one session/update notification's params.
-func (a *agent) update(typ string, fields map[string]any) error {
-	u := map[string]any{"sessionUpdate": typ}
-	for k, v := range fields {
-		u[k] = v
-	}
-	return a.pl.Publish(a.session, typ, map[string]any{"sessionId": a.session, "update": u})
+func (a *agent) update(u acp.Update) error {
+	n := acp.Notification{SessionID: a.session, Update: u}
+	return a.pl.Publish(a.session, n.Type(), n)
 }
 
 // lifecycle publishes turn_start or turn_end.
@@ -172,13 +169,14 @@ func (a *agent) lifecycle(typ string, fields map[string]any) error {
 	return nil
 }
 
-// stream publishes text as chunks of typ at the token rate.
-func (a *agent) stream(ctx context.Context, typ, text string) error {
+// stream publishes text as chunks (acp.MessageChunk or acp.ThoughtChunk)
+// at the token rate.
+func (a *agent) stream(ctx context.Context, chunk func(string) acp.ContentChunk, text string) error {
 	for _, tok := range tokens(text) {
 		if !a.pace(ctx, 1) {
 			return ctx.Err()
 		}
-		if err := a.update(typ, map[string]any{"content": map[string]any{"type": "text", "text": tok}}); err != nil {
+		if err := a.update(chunk(tok)); err != nil {
 			return err
 		}
 	}
@@ -186,11 +184,11 @@ func (a *agent) stream(ctx context.Context, typ, text string) error {
 }
 
 func (a *agent) say(ctx context.Context, text string) error {
-	return a.stream(ctx, TypeMessageChunk, text)
+	return a.stream(ctx, acp.MessageChunk, text)
 }
 
 func (a *agent) think(ctx context.Context, text string) error {
-	return a.stream(ctx, TypeThoughtChunk, text)
+	return a.stream(ctx, acp.ThoughtChunk, text)
 }
 
 // pace sleeps for n tokens' worth of time, jittered; false when ctx ended.
@@ -203,35 +201,27 @@ func (a *agent) pace(ctx context.Context, n float64) bool {
 // taking about work tokens' worth of time.
 func (a *agent) tool(ctx context.Context, kind, title string, input map[string]any, work float64, result string) error {
 	id := a.r.toolID()
-	if err := a.update(TypeToolCall, map[string]any{
-		"toolCallId": id, "title": title, "kind": kind, "status": "pending", "rawInput": input,
-	}); err != nil {
+	if err := a.update(acp.ToolCall{ToolCallID: id, Title: title, Kind: kind, Status: acp.StatusPending, RawInput: input}); err != nil {
 		return err
 	}
 	if !a.pace(ctx, 3) {
 		return ctx.Err()
 	}
-	if err := a.update(TypeToolCallUpdate, map[string]any{"toolCallId": id, "status": "in_progress"}); err != nil {
+	if err := a.update(acp.ToolCallUpdate{ToolCallID: id, Status: acp.StatusInProgress}); err != nil {
 		return err
 	}
 	if !a.pace(ctx, work) {
 		return ctx.Err()
 	}
-	return a.update(TypeToolCallUpdate, map[string]any{
-		"toolCallId": id, "status": "completed",
-		"content": []any{map[string]any{"type": "content", "content": map[string]any{"type": "text", "text": result}}},
-	})
+	return a.update(acp.ToolCallUpdate{ToolCallID: id, Status: acp.StatusCompleted,
+		Content: []acp.ToolCallContent{acp.TextContent(result)}})
 }
 
 // planEntry is one entry of an ACP plan.
-type planEntry struct {
-	Content  string `json:"content"`
-	Priority string `json:"priority"`
-	Status   string `json:"status"`
-}
+type planEntry = acp.PlanEntry
 
 func (a *agent) plan(entries []planEntry) error {
-	return a.update(TypePlan, map[string]any{"entries": append([]planEntry(nil), entries...)})
+	return a.update(acp.Plan{Entries: append([]planEntry(nil), entries...)})
 }
 
 // parent is the parent agent's turn: plan, spawn two sub-agents, wait,
@@ -277,13 +267,11 @@ func (r *run) parent(ctx context.Context) error {
 			return err
 		}
 		spawn := r.toolID()
-		if err := p.update(TypeToolCall, map[string]any{
-			"toolCallId": spawn, "title": "Spawn sub-agent " + k.role, "kind": "other", "status": "pending",
-			"rawInput": map[string]any{"agent": k.role, "session": child, "goal": k.s.goal},
-		}); err != nil {
+		if err := p.update(acp.ToolCall{ToolCallID: spawn, Title: "Spawn sub-agent " + k.role, Kind: "other", Status: acp.StatusPending,
+			RawInput: map[string]any{"agent": k.role, "session": child, "goal": k.s.goal}}); err != nil {
 			return err
 		}
-		if err := p.update(TypeToolCallUpdate, map[string]any{"toolCallId": spawn, "status": "in_progress"}); err != nil {
+		if err := p.update(acp.ToolCallUpdate{ToolCallID: spawn, Status: acp.StatusInProgress}); err != nil {
 			return err
 		}
 		if err := setPlan(k.slot, "in_progress"); err != nil {
@@ -296,10 +284,8 @@ func (r *run) parent(ctx context.Context) error {
 			if errs[i] = a.script(ctx, k.s); errs[i] != nil {
 				return
 			}
-			if errs[i] = p.update(TypeToolCallUpdate, map[string]any{
-				"toolCallId": spawn, "status": "completed",
-				"content": []any{map[string]any{"type": "content", "content": map[string]any{"type": "text", "text": k.s.summary}}},
-			}); errs[i] != nil {
+			if errs[i] = p.update(acp.ToolCallUpdate{ToolCallID: spawn, Status: acp.StatusCompleted,
+				Content: []acp.ToolCallContent{acp.TextContent(k.s.summary)}}); errs[i] != nil {
 				return
 			}
 			errs[i] = setPlan(k.slot, "completed")

@@ -18,6 +18,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/internal/textutil"
 )
@@ -86,15 +87,23 @@ func checkQuery(w http.ResponseWriter, r *http.Request, allowed ...string) bool 
 	if len(allowed) > 0 {
 		want = "want only " + strings.Join(allowed, ", ")
 	}
+	// The stream routes' codes for the same causes (resume.ParseRequest):
+	// a query that does not parse or repeats a parameter is invalid_query,
+	// a parameter the route does not read unknown_query_parameter.
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_argument", fmt.Sprintf("invalid query %s (%s)", quote(r.URL.RawQuery), want))
+		writeError(w, http.StatusBadRequest, resume.CodeInvalidQuery, fmt.Sprintf("invalid query %s (%s)", quote(r.URL.RawQuery), want))
 		return false
 	}
 	for _, k := range slices.Sorted(maps.Keys(q)) {
 		if !slices.Contains(allowed, k) {
-			writeError(w, http.StatusBadRequest, "invalid_argument",
+			writeError(w, http.StatusBadRequest, resume.CodeUnknownParameter,
 				fmt.Sprintf("unknown query parameter %s on %s %s (%s)", quote(k), r.Method, r.URL.Path, want))
+			return false
+		}
+		if len(q[k]) > 1 {
+			writeError(w, http.StatusBadRequest, resume.CodeInvalidQuery,
+				fmt.Sprintf("query parameter %s repeated on %s %s", quote(k), r.Method, r.URL.Path))
 			return false
 		}
 	}

@@ -7,17 +7,16 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
-	"github.com/replaybus/replaybus/eventbus/backend"
 	"github.com/replaybus/replaybus/scope"
 )
 
 // writeBusError answers a bus error with its status and code (busStatus).
 // A failure the client did not cause (500) while the backend is down
-// (Options.Ready), or a backend failure (backend.ErrBackend), is 503 with
+// (Options.Ready), or a backend failure (eventbus.ErrBackend), is 503 with
 // Retry-After instead: the client should retry, not give up.
 func (s *Server) writeBusError(w http.ResponseWriter, err error) {
 	status, code := busStatus(err)
-	if errors.Is(err, backend.ErrBackend) {
+	if errors.Is(err, eventbus.ErrBackend) {
 		writeUnavailable(w, err)
 		return
 	}
@@ -36,8 +35,7 @@ func (s *Server) writeBusError(w http.ResponseWriter, err error) {
 // every route says the same of the same session.
 func (s *Server) writeSessionError(w http.ResponseWriter, err error, id string) {
 	if errors.Is(err, eventbus.ErrSessionNotFound) || errors.Is(err, eventbus.ErrSessionClosed) {
-		se := resume.StatusFor(err, id)
-		writeError(w, se.Status, se.Code, se.Message)
+		resume.WriteError(w, err, id)
 		return
 	}
 	s.writeBusError(w, err)

@@ -6,12 +6,14 @@
 //
 //	GET    /                        the page (HTML, JS and CSS embedded, no build step)
 //	GET    /static/{file}           the page's assets
+//	GET    /replaybus.js            the browser client module ([browser.Handler]: ETag, gzip; docs/browser.md)
 //	GET    /healthz                 200 {"status":"ok"}; 503 {"status":"unavailable","message"} while
 //	                                the bus's backend is down (Options.Ready: a node over NATS cut off)
-//	GET    /info                    epoch, last id, page defaults, event types, bus and SSE counters
+//	GET    /info                    epoch, last id, page defaults, event types, the counters of the bus
+//	                                and of the SSE, WebSocket and Durable Streams routes
 //	GET    /sessions                every live session (observe.SessionInfo), sorted by id
-//	POST   /sessions                {"id"?, "parent"?} → 201 {"id"}; an id is generated when absent;
-//	                                a closed id is reopened (ACP session/resume)
+//	POST   /sessions                {"id"?, "parent"?} → 201 {"id"}; an id is generated when absent
+//	                                (an explicit "" is 400); a closed id is reopened (ACP session/resume)
 //	POST   /session/{id}/events     {"type", "data"?, "origin"?} → 202 {"id", "epoch", "cursor"}: the event
 //	                                id, the bus epoch, and the id as the SSE stream writes it (for Last-Event-ID);
 //	                                404 for a session nobody created (a typo creates nothing)
@@ -19,6 +21,9 @@
 //	                                already closed; its children move up to its parent; 404 when unknown
 //	GET    /session/{id}/events     the SSE stream ([sse.Handler]; ?scope=, ?lastEventId=, …)
 //	GET    /session/{id}/ws         the same stream over WebSocket ([ws.Handler]: same parameters, resume message, close codes)
+//	*      /v1/stream/{name}        the session as a Durable Stream ([durable.Handler])
+//
+// [Routes] lists them (the agentserver command's -h prints it).
 //
 // POST bodies must be Content-Type: application/json (else 415, so that a
 // web page cannot post to a local agent server cross-site without a CORS

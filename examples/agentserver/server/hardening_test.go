@@ -187,7 +187,7 @@ func TestAdmission(t *testing.T) {
 		{"non-ASCII quoted as itself", "POST", "/sessions", js, `{"id":"٣/x"}`, 400, "invalid_session_id", `"٣/x"`},
 		{"where JSON broke", "POST", "/session/s1/events", js, `{"type":}`, 400, "invalid_json", "at byte 8"},
 		{"wrong JSON type", "POST", "/session/s1/events", js, `{"type":7}`, 400, "invalid_json", `"type" must be a string`},
-		{"cascade does not parse", "DELETE", "/session/s1?cascade=%zz", "", "", 400, "invalid_argument", "%zz"},
+		{"cascade does not parse", "DELETE", "/session/s1?cascade=%zz", "", "", 400, "invalid_query", "%zz"},
 		{"unknown session", "DELETE", "/session/nope", "", "", 404, "session_not_found", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,7 +11,9 @@ import (
 // TestAPIRoutesRefuseUnknownQueryParameters: DELETE /session/{id}?cascde=1
 // closed only the session and said nothing, and a query on a POST was
 // ignored. The example's own API routes now refuse a parameter they do not
-// take, naming it; the GET routes still ignore them (a cache-buster).
+// take, naming it, with the stream routes' code for that cause
+// (unknown_query_parameter; it was invalid_argument, issue 27.5); the GET
+// routes still ignore them (a cache-buster).
 func TestAPIRoutesRefuseUnknownQueryParameters(t *testing.T) {
 	t.Parallel()
 	s := newServer(t, Options{})
@@ -27,7 +29,7 @@ func TestAPIRoutesRefuseUnknownQueryParameters(t *testing.T) {
 	} {
 		status, _, body := do(t, s, tc.method, tc.target, tc.body)
 		assert.Equal(t, http.StatusBadRequest, status, "%s %s", tc.method, tc.target)
-		assert.Equal(t, "invalid_argument", body["code"])
+		assert.Equal(t, "unknown_query_parameter", body["code"])
 		assert.Contains(t, body["message"], `"`+tc.bad+`"`, "names the parameter")
 	}
 	assert.True(t, s.Bus().SessionExists("root"), "nothing was closed")
@@ -40,4 +42,63 @@ func TestAPIRoutesRefuseUnknownQueryParameters(t *testing.T) {
 	status, _, _ = do(t, s, "DELETE", "/session/root?cascade=1", "")
 	assert.Equal(t, http.StatusNoContent, status)
 	assert.False(t, s.Bus().SessionExists("child"), "cascade=1 closes the tree")
+}
+
+// Issue 27.5: one cause, one code. A misspelt parameter is
+// unknown_query_parameter on the stream routes and on the API's own; a
+// query that does not parse, or repeats a parameter, is invalid_query on
+// both.
+func TestQueryErrorsAreOneCodePerCause(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, Options{})
+	require.NoError(t, s.Bus().CreateSession("s1", ""))
+	for _, tc := range []struct{ method, target, body, code string }{
+		{"GET", "/session/s1/events?lastEventID=3", "", "unknown_query_parameter"},
+		{"GET", "/session/s1/ws?lastEventID=3", "", "unknown_query_parameter"},
+		{"POST", "/sessions?lastEventID=3", `{"id":"q"}`, "unknown_query_parameter"},
+		{"POST", "/session/s1/events?lastEventID=3", `{"type":"x"}`, "unknown_query_parameter"},
+		{"DELETE", "/session/s1?lastEventID=3", "", "unknown_query_parameter"},
+		{"GET", "/session/s1/events?scope=%zz", "", "invalid_query"},
+		{"POST", "/sessions?a=%zz", `{"id":"q"}`, "invalid_query"},
+		{"DELETE", "/session/s1?cascade=%zz", "", "invalid_query"},
+		{"GET", "/session/s1/events?scope=session&scope=all", "", "invalid_query"},
+		{"DELETE", "/session/s1?cascade=0&cascade=1", "", "invalid_query"},
+	} {
+		status, _, body := do(t, s, tc.method, tc.target, tc.body)
+		assert.Equal(t, http.StatusBadRequest, status, "%s %s", tc.method, tc.target)
+		assert.Equal(t, tc.code, body["code"], "%s %s: %v", tc.method, tc.target, body["message"])
+	}
+	assert.True(t, s.Bus().SessionExists("s1"), "nothing was closed")
+}
+
+// Issue 27.5: GET /info had no Durable Streams counters beside the bus's,
+// SSE's and WebSocket's.
+func TestInfoCarriesDurableStreamsCounters(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, Options{})
+	status, _, _ := do(t, s, "PUT", "/v1/stream/d1", "")
+	require.Equal(t, http.StatusCreated, status)
+	status, _, _ = do(t, s, "GET", "/v1/stream/nope?offset=-1", "")
+	require.Equal(t, http.StatusNotFound, status)
+	status, _, info := do(t, s, "GET", "/info", "")
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, info, "durable")
+	d, _ := info["durable"].(map[string]any)
+	assert.EqualValues(t, 1, d["streams"], "the Durable Streams handler's own counters (durable.Handler.Stats)")
+	assert.EqualValues(t, 1, d["started"])
+	assert.EqualValues(t, 1, d["rejected"])
+}
+
+// Issue 27.5: -h did not list the WebSocket and Durable Streams routes.
+// Every route the server mounts is in Routes (which -h prints).
+func TestRoutesListEveryMountedRoute(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, Options{})
+	var listed []string
+	for _, r := range Routes() {
+		listed = append(listed, r.Pattern)
+		assert.NotEmpty(t, r.Request)
+		assert.NotEmpty(t, r.Doc)
+	}
+	assert.ElementsMatch(t, s.patterns, listed)
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/replaybus/replaybus/adapters/browser"
 	"github.com/replaybus/replaybus/adapters/durable"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/adapters/ws"
@@ -102,7 +103,8 @@ type Server struct {
 	log *slog.Logger
 	o   Options
 
-	durable *durable.Handler // mounted on durable.Pattern
+	durable  *durable.Handler // mounted on durable.Pattern
+	patterns []string         // every pattern mounted (see handle)
 
 	bodyTimeout  time.Duration
 	writeTimeout time.Duration
@@ -164,25 +166,26 @@ func New(bus *eventbus.Bus, o Options) (*Server, error) {
 	if o.WrapEvents != nil {
 		events = o.WrapEvents(events)
 	}
-	s.mux.Handle(sse.Pattern, events)
-	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+	s.handle(sse.Pattern, events)
+	s.handle("GET /{$}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-cache")
 		http.ServeFileFS(w, r, static, "index.html")
-	})
-	s.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
-	s.mux.HandleFunc("GET /healthz", s.healthz)
-	s.mux.HandleFunc("GET /info", s.info)
-	s.mux.HandleFunc("GET /sessions", s.listSessions)
-	s.mux.HandleFunc("POST /sessions", s.whenReady(s.createSession))
-	s.mux.HandleFunc("POST /session/{id}/events", s.whenReady(s.publish))
-	s.mux.HandleFunc("DELETE /session/{id}", s.whenReady(s.closeSession))
+	}))
+	s.handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	s.handle(browser.Pattern, browser.Handler{})
+	s.handle("GET /healthz", http.HandlerFunc(s.healthz))
+	s.handle("GET /info", http.HandlerFunc(s.info))
+	s.handle("GET /sessions", http.HandlerFunc(s.listSessions))
+	s.handle("POST /sessions", s.whenReady(s.createSession))
+	s.handle("POST /session/{id}/events", s.whenReady(s.publish))
+	s.handle("DELETE /session/{id}", s.whenReady(s.closeSession))
 	if o.Durable.Logger == nil {
 		o.Durable.Logger = o.Logger
 	}
 	if s.durable, err = durable.NewHandler(bus, o.Durable); err != nil {
 		return nil, err
 	}
-	s.mux.Handle(durable.Pattern, s.whenReady(s.durable.ServeHTTP))
+	s.handle(durable.Pattern, s.whenReady(s.durable.ServeHTTP))
 	return s, nil
 }
 
@@ -215,8 +218,12 @@ func (s *Server) Durable() *durable.Handler { return s.durable }
 //
 //	400 invalid_json        the body is not the JSON object the route takes (the message says at which byte)
 //	400 invalid_session_id  an id (path, "id" or "parent") the bus refuses or that is not one URL path segment
+//	400 invalid_session_id  also an explicit empty "id" in POST /sessions (leave it out for a generated one)
 //	400 invalid_argument    the bus refused a value (empty type, control characters, …), a bad origin,
-//	                        a query parameter on a POST, or one other than cascade on DELETE
+//	                        a cascade other than 0, 1, true or false
+//	400 unknown_query_parameter  a query parameter on a POST, or one other than cascade on DELETE
+//	                        (the stream routes' code for a parameter they do not read)
+//	400 invalid_query       a query that does not parse, or repeats a parameter (as on the stream routes)
 //	400 invalid_producer    a publish with some but not all of Producer-Id, Producer-Epoch, Producer-Seq,
 //	                        or an epoch or sequence that is not an unsigned integer
 //	403 stale_producer_epoch  a publish of a producer's epoch below the one in force (Producer-Epoch names it)

@@ -77,6 +77,7 @@ func TestCreateSession(t *testing.T) {
 		{"closed id reopens", `{"id":"gone"}`, http.StatusCreated, "", "gone"},
 		{"slash in id", `{"id":"a/b"}`, http.StatusBadRequest, "invalid_session_id", ""},
 		{"control character", `{"id":"a\nb"}`, http.StatusBadRequest, "invalid_session_id", ""},
+		{"explicit empty id", `{"id":""}`, http.StatusBadRequest, "invalid_session_id", ""}, // issue 27.5: it created a session with a generated id
 		{"not json", `{"id":`, http.StatusBadRequest, "invalid_json", ""},
 		{"unknown field", `{"name":"x"}`, http.StatusBadRequest, "invalid_json", ""},
 		{"trailing data", `{"id":"t1"} {}`, http.StatusBadRequest, "invalid_json", ""},
@@ -97,7 +98,7 @@ func TestCreateSession(t *testing.T) {
 	}
 
 	t.Run("generated id", func(t *testing.T) {
-		for _, body := range []string{"", "{}", `{"parent":"root"}`} {
+		for _, body := range []string{"", "{}", `{"parent":"root"}`, `{"id":null}`} {
 			status, _, out := do(t, s, http.MethodPost, "/sessions", body)
 			require.Equal(t, http.StatusCreated, status)
 			id, _ := out["id"].(string)

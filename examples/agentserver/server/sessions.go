@@ -28,6 +28,7 @@ func (s *Server) info(w http.ResponseWriter, _ *http.Request) {
 		"bus":            s.bus.Stats(),
 		"sse":            s.sse.Stats(),
 		"ws":             s.ws.Stats(),
+		"durable":        s.durable.Stats(),
 	})
 }
 
@@ -38,8 +39,8 @@ func (s *Server) listSessions(w http.ResponseWriter, _ *http.Request) {
 }
 
 type createRequest struct {
-	ID     string `json:"id"`
-	Parent string `json:"parent"`
+	ID     *string `json:"id"` // nil: absent, an id is generated
+	Parent string  `json:"parent"`
 }
 
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
@@ -47,11 +48,21 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	if !checkQuery(w, r) || !s.readBody(w, r, &req, true) {
 		return
 	}
-	if req.ID == "" {
-		req.ID = newID()
-	} else if msg := checkID("session id", req.ID); msg != "" {
-		writeError(w, http.StatusBadRequest, "invalid_session_id", msg)
+	var id string
+	switch {
+	case req.ID == nil:
+		id = newID()
+	case *req.ID == "":
+		// An explicit empty id is a client bug (an unset variable, say),
+		// not a request for a generated one.
+		writeError(w, http.StatusBadRequest, "invalid_session_id", `empty session id (leave "id" out to have one generated)`)
 		return
+	default:
+		id = *req.ID
+		if msg := checkID("session id", id); msg != "" {
+			writeError(w, http.StatusBadRequest, "invalid_session_id", msg)
+			return
+		}
 	}
 	if req.Parent != "" {
 		if msg := checkID("parent", req.Parent); msg != "" {
@@ -61,16 +72,16 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	}
 	s.createMu.Lock()
 	defer s.createMu.Unlock()
-	if s.bus.SessionExists(req.ID) {
-		writeError(w, http.StatusConflict, "session_exists", fmt.Sprintf("session %q already exists", req.ID))
+	if s.bus.SessionExists(id) {
+		writeError(w, http.StatusConflict, "session_exists", fmt.Sprintf("session %q already exists", id))
 		return
 	}
-	if err := s.bus.CreateSession(req.ID, req.Parent); err != nil {
+	if err := s.bus.CreateSession(id, req.Parent); err != nil {
 		s.writeBusError(w, err)
 		return
 	}
-	s.log.Debug("session created", "session", req.ID, "parent", req.Parent) // Debug: churn must not flood the log
-	writeJSON(w, http.StatusCreated, map[string]string{"id": req.ID})
+	s.log.Debug("session created", "session", id, "parent", req.Parent) // Debug: churn must not flood the log
+	writeJSON(w, http.StatusCreated, map[string]string{"id": id})
 }
 
 func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
@@ -81,15 +92,11 @@ func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
 	if !s.bus.SessionExists(id) && !s.bus.SessionClosed(id) {
 		// The bus treats closing an unknown id as a no-op (AgentPool's
 		// close_session); over HTTP a typo is worth a 404.
-		writeError(w, http.StatusNotFound, resume.CodeSessionNotFound, resume.StatusFor(eventbus.ErrSessionNotFound, id).Message)
+		resume.WriteError(w, eventbus.ErrSessionNotFound, id)
 		return
 	}
-	q, err := url.ParseQuery(r.URL.RawQuery)
-	if err != nil || len(q["cascade"]) > 1 {
-		writeError(w, http.StatusBadRequest, "invalid_argument",
-			fmt.Sprintf("invalid query %s (want at most one cascade=0|1|true|false)", quote(r.URL.RawQuery)))
-		return
-	}
+	q, _ := url.ParseQuery(r.URL.RawQuery) // checkQuery parsed it
+	var err error
 	switch c := q.Get("cascade"); c {
 	case "", "0", "false":
 		err = s.bus.CloseSession(id)

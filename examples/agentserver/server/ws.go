@@ -52,7 +52,7 @@ func (s *Server) newWS() error {
 		return err
 	}
 	s.ws = h
-	s.mux.Handle(ws.Pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.handle(ws.Pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if validPathID(w, r) && s.ready(w) {
 			h.ServeHTTP(w, r)
 		}

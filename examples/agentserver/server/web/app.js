@@ -8,6 +8,7 @@
 //   window.agentText    per session, the agent_message_chunk text received (merged rows included;
 //                       a snapshot frame replaces it with the server's transcript)
 //   window.closeCodes   every WebSocket close seen ({code, reason}), oldest first
+//   window.restarts     each server restart the page followed: {epoch, snapshot, replayed, historyLost}
 //   window.wsProtocols  the subprotocol each WebSocket opened with (ws.protocol), oldest first:
 //                       "replaybus.batch.v1" (every message an array of envelopes) or "" (one per message)
 //   <pre id="ids">      the same ids, space-separated (refreshed at most once a second)
@@ -18,6 +19,7 @@
   const MAX_FLOW = 60;    // items kept per agent card
   const MAX_CLOSED = 20;  // closed agents' cards kept, folded under "closed agents" (oldest go first)
   const POLL_MS = 2000;
+  const RESTART_GRACE_MS = 30000; // how long a 404 from a restarted server is retried (the Go clients' RestartGrace)
   const FRAME_TYPES = new Set(['state_resync_required', 'replay_complete', 'slow_client_warning', 'client_evicted', 'snapshot']);
 
   const st = {
@@ -35,6 +37,9 @@
     cursor: '',      // raw id of the last event (maybe "<epoch>-<seq>"): what a manual reconnect sends
     lastSeq: 0,      // highest numeric id received
     types: new Set(), sessions: [],
+    closedSessions: new Map(), // session → when its session_closed arrived (performance.now()): hidden from the list
+    startEpoch: '',   // the server's epoch when the page subscribed (for plain ids, which do not carry it)
+    notFoundSince: 0, // first 404 of a restarted server in a row (Date.now()); 0: none
     received: 0, replayed: 0, dups: 0, frames: 0, connects: 0,
   };
   window.receivedIds = [];
@@ -43,6 +48,7 @@
   window.agentText = {};
   window.closeCodes = [];
   window.wsProtocols = [];
+  window.restarts = [];
   window.replaybusPage = st;
 
   // ---- connection -------------------------------------------------------
@@ -58,7 +64,7 @@
     window.receivedIds = [];
     window.frames = [];
     window.agentText = {};
-    Object.assign(st, { cursor: '', lastSeq: 0, received: 0, replayed: 0, dups: 0, frames: 0, connects: 0, wsEpoch: '', wsFailures: 0, wsMessages: 0 });
+    Object.assign(st, { cursor: '', lastSeq: 0, received: 0, replayed: 0, dups: 0, frames: 0, connects: 0, wsEpoch: '', wsFailures: 0, wsMessages: 0, notFoundSince: 0 });
     $('log').replaceChildren();
     pendingRows.length = 0;
     agents.clear();
@@ -87,6 +93,7 @@
     es.onopen = () => {
       if (es !== st.es) return;
       st.connects++;
+      st.notFoundSince = 0;
       setState('open');
       connRow(st.connects === 1 && !cursor ? 'connected' : `connected again, resuming after ${cursor || st.cursor || 'the start'}`);
     };
@@ -110,18 +117,33 @@
           setState('reconnecting');
           setTimeout(() => { if (st.es === es) connect(st.cursor); }, delay);
         };
+        // A 404 whose X-Event-Epoch is not the epoch of our last id is a
+        // restarted server whose agent has not re-created the session
+        // yet: retried every 1–2 s for RESTART_GRACE_MS from the first
+        // one (docs/protocol.md, "After a restart").
         fetch(streamURL(st.cursor), { signal: ac.signal })
           .then((r) => {
             if (r.ok) { ac.abort(); return { ok: true }; }
-            const transient = r.status === 429 || r.status === 408 || r.status >= 500;
-            const after = Number(r.headers.get('Retry-After')) || 3;
+            let transient = r.status === 429 || r.status === 408 || r.status >= 500;
+            let after = Number(r.headers.get('Retry-After')) || 3;
+            const epoch = r.headers.get('X-Event-Epoch') || '';
+            const known = epochOf(st.cursor) || st.startEpoch;
+            if (r.status === 404 && epoch && known && epoch !== known) {
+              if (!st.notFoundSince) st.notFoundSince = Date.now();
+              transient = Date.now() - st.notFoundSince < RESTART_GRACE_MS;
+              after = 1;
+            }
             return r.json().catch(() => ({ code: String(r.status), message: r.statusText }))
-              .then((j) => ({ j, transient, after }));
+              .then((j) => ({ j, transient, after, restarted: r.status === 404 && transient }));
           })
           .then((x) => {
             if (st.es !== es) return;
             if (x.ok) { connRow('the server answers again; reconnecting'); connect(st.cursor); return; }
             if (!x.transient) { showNotice(`${x.j.code}: ${x.j.message}`); return; }
+            if (x.restarted) {
+              retry(`the server restarted and session ${st.session} is not there yet (${x.j.code}); trying again for up to ${RESTART_GRACE_MS / 1000} s`, x.after);
+              return;
+            }
             retry(`${x.j.code}: ${x.j.message}`, x.after);
           })
           .catch(() => { if (st.es === es) retry('the server is unreachable', 3); });
@@ -196,6 +218,13 @@
     };
   }
 
+  // epochOf returns the epoch of an epoch-qualified id ("<epoch>-<seq>"),
+  // '' for a plain one.
+  function epochOf(id) {
+    const i = String(id).lastIndexOf('-');
+    return i > 0 ? String(id).slice(0, i) : '';
+  }
+
   function dropConnection() {
     if (!st.es) return;
     st.es.close();
@@ -241,6 +270,15 @@
         window.agentText[env.session] = (window.agentText[env.session] || '') + ((u.content && u.content.text) || '');
       }
       agents.apply(env, type);
+      if (type === 'session_closed') {
+        // Not offered any more: gone from the list at once, and kept out
+        // of lists fetched before the close (see pollSessions).
+        st.closedSessions.set(env.session, performance.now());
+        st.sessions = st.sessions.filter((x) => x.id !== env.session);
+        renderSessions();
+      } else if (st.closedSessions.has(env.session) && !env.replay) {
+        st.closedSessions.delete(env.session); // reopened: it publishes again
+      }
       if (!st.sessions.some((x) => x.id === env.session) || type === 'session_closed') refreshSessionsSoon();
       if (type === 'session_closed' && env.session === st.session) {
         showNotice(`session ${st.session} was closed; the stream ends`, 'info');
@@ -249,23 +287,35 @@
     } else {
       st.frames++;
       window.frames.push({ type, data: env.data });
-      onSynthetic(type, env.data || {});
+      onSynthetic(type, env.data || {}, lastEventId);
       queueRow(env, type, false);
     }
     scheduleRender();
   }
 
-  function onSynthetic(type, d) {
+  // onSynthetic acts on a frame without an id; lastEventId is its SSE id:
+  // line, if any (a snapshot's, epoch-qualified), '' over WebSocket.
+  function onSynthetic(type, d, lastEventId) {
     switch (type) {
       case 'state_resync_required':
         if (d.reason === 'epoch_reset') {
-          // The server restarted: ids start again, our view is from another
-          // epoch. Every counter starts again with the ids, so that they
-          // agree (events = received ids).
+          // The server restarted (docs/protocol.md, "After a restart"):
+          // ids start again and everything shown is from another epoch.
+          // Drop it — the view, the text, every counter (so that they
+          // agree with the ids again) — and stay: the new history follows
+          // (a snapshot first only when the server's buffer no longer holds
+          // all of it), then replay_complete. The cursor is the new epoch's
+          // start until its first id arrives.
           window.receivedIds = [];
+          window.agentText = {};
           Object.assign(st, { lastSeq: 0, received: 0, replayed: 0, dups: 0, resyncing: true });
+          if (d.epoch) {
+            st.cursor = `${d.epoch}-0`;
+            st.wsEpoch = d.epoch;
+          }
+          window.restarts.push({ epoch: d.epoch || '', snapshot: false, replayed: 0, historyLost: false });
           agents.clear();
-          showNotice(`server restarted (epoch ${d.epoch || '?'}): replaying its whole buffer`, 'info');
+          showNotice(`server restarted (epoch ${d.epoch || '?'}): showing its history from the start`, 'info');
         } else {
           showNotice(`gap announced: ${d.reason} — last delivered ${d.lastDeliveredId}, complete from id ${d.completeFromId || '?'}`
             + (d.droppedCount ? `, ${d.droppedCount} dropped` : ''));
@@ -276,25 +326,38 @@
         // (asked for with ?snapshot=1, or sent because our position was
         // lost); exactly the events after that id follow.
         const text = (d.state && d.state.text) || {};
+        const cut = (d.state && d.state.cut) || {};
         window.agentText = {};
         agents.clear();
         for (const [s, t] of Object.entries(text)) {
           window.agentText[s] = t;
-          agents.apply({ session: s, data: { update: { content: { type: 'text', text: t } } } }, 'agent_message_chunk');
+          // The transcript keeps each session's newest text: say where
+          // older text was cut.
+          const shown = cut[s] ? `… ${t}` : t;
+          agents.apply({ session: s, data: { update: { content: { type: 'text', text: shown } } } }, 'agent_message_chunk');
         }
         st.lastSeq = d.lastEventId;
-        st.cursor = String(d.lastEventId);
-        st.resyncing = false;
-        showNotice(`snapshot as of id ${d.lastEventId} (${d.reason}): the transcript so far, then the events after it`, 'info', 5000);
+        st.cursor = lastEventId || String(d.lastEventId); // over SSE the frame's id: line, epoch-qualified
+        if (d.reason === 'epoch_reset' && window.restarts.length) window.restarts[window.restarts.length - 1].snapshot = true;
+        const cutNote = Object.keys(cut).length ? ` (older text of ${Object.keys(cut).join(', ')} cut)` : '';
+        showNotice(`snapshot as of id ${d.lastEventId} (${d.reason}): the transcript so far${cutNote}, then the events after it`, 'info', st.resyncing ? 0 : 5000);
         break;
       }
-      case 'replay_complete':
+      case 'replay_complete': {
+        const lost = d.historyLost ? `; older events are gone, the replay starts at #${d.firstReplayedEventId || d.lastReplayedEventId}` : '';
         if (st.resyncing) {
           // The restart is handled: say so, then get out of the way.
           st.resyncing = false;
-          showNotice(`server restarted: caught up (${d.replayedCount} events replayed)`, 'info', 5000);
+          const r = window.restarts[window.restarts.length - 1];
+          if (r) Object.assign(r, { replayed: d.replayedCount, historyLost: !!d.historyLost });
+          showNotice(`server restarted: caught up (${d.replayedCount} events replayed${lost})`, 'info', 5000);
+        } else if (d.historyLost) {
+          // A replay that does not start at the beginning (a late joiner on
+          // a reply longer than the server's buffer): say so.
+          showNotice(`replayed ${d.replayedCount} events${lost}`, 'info', 8000);
         }
         break;
+      }
       case 'slow_client_warning':
         showNotice(`slow client: ${d.queueSize}/${d.maxQueued} frames queued (${d.threshold})`, 'info');
         break;
@@ -424,6 +487,11 @@
     $('st-frames').textContent = st.frames;
     $('st-connects').textContent = st.connects;
     $('ids-count').textContent = window.receivedIds.length;
+    // With coalescing a row holds several events: say how many rows carried
+    // the events counted.
+    const rows = $('st-rows');
+    rows.hidden = st.received === window.receivedIds.length;
+    rows.textContent = `in ${window.receivedIds.length} rows`;
     const now = Date.now();
     if (idsShown !== window.receivedIds.length && now - idsAt > 1000) {
       renderIds();
@@ -613,8 +681,9 @@
   function renderSessions() {
     const ul = $('sessions');
     const children = new Map();
-    const ids = new Set(st.sessions.map((s) => s.id));
-    for (const s of st.sessions) {
+    const open = st.sessions.filter((s) => !st.closedSessions.has(s.id));
+    const ids = new Set(open.map((s) => s.id));
+    for (const s of open) {
       const p = s.parent && ids.has(s.parent) ? s.parent : '';
       if (!children.has(p)) children.set(p, []);
       children.get(p).push(s);
@@ -648,14 +717,22 @@
     ul.replaceChildren(...items);
     // The time says when the list was last fetched; an empty list has
     // nothing to date.
-    $('sessions-updated').textContent = st.sessions.length ? `updated ${new Date().toLocaleTimeString()}` : '';
+    $('sessions-updated').textContent = open.length ? `updated ${new Date().toLocaleTimeString()}` : '';
   }
 
   async function pollSessions() {
+    const started = performance.now();
     try {
       const r = await fetch('/sessions');
       if (r.ok) {
         st.sessions = await r.json();
+        // A session whose session_closed arrived after this list was asked
+        // for is closed (the list raced the close); one listed by a list
+        // asked for after its close was reopened.
+        for (const s of st.sessions) {
+          const at = st.closedSessions.get(s.id);
+          if (at !== undefined && at < started) st.closedSessions.delete(s.id);
+        }
         renderSessions();
         if (!st.session && st.sessions.length) select(st.sessions[0].id, st.scope);
       }
@@ -676,6 +753,7 @@
       if (!r.ok) return null;
       const info = await r.json();
       $('epoch').textContent = info.epoch;
+      if (!st.startEpoch) st.startEpoch = info.epoch;
       addTypes(info.types || []);
       return info;
     } catch { return null; }

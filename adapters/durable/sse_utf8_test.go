@@ -1,0 +1,103 @@
+package durable_test
+
+import (
+	"bufio"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replaybus/replaybus/adapters/durable"
+	"github.com/replaybus/replaybus/eventbus"
+)
+
+// A text stream read live over SSE whose producer cut multi-byte
+// characters between appends (é in two, an emoji in four): every SSE data
+// event is valid UTF-8 — the handler holds an append that ends inside a
+// character until the rest arrives, and its control event's offset stays
+// before it, so a resume loses nothing — and the data events together are
+// the text; catch-up returns the bytes exactly as appended. A stream that
+// closes inside a character, or holds bytes that are not UTF-8 at all,
+// sends U+FFFD for them over SSE (the text a client's decoder would show).
+func TestSSEDataOfATextStreamIsAlwaysUTF8(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		appends []string
+		want    string // the text the SSE data events make together
+	}{
+		{"a character in two", []string{"caf\xc3", "\xa9 ok"}, "café ok"},
+		{"an emoji in four", []string{"hi \xf0", "\x9f", "\x98", "\x80!"}, "hi 😀!"},
+		{"whole characters", []string{"é", "😀", "x"}, "é😀x"},
+		{"closed inside a character", []string{"end\xe2\x82"}, "end\uFFFD"},
+		{"not UTF-8", []string{"a\xffb", "c"}, "a\uFFFDbc"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, eventbus.Options{Epoch: "e1"}, durable.HandlerOptions{})
+			text := []string{"Content-Type", "text/plain; charset=utf-8"}
+			resp, _ := r.do(t, http.MethodPut, "t", "", text...)
+			require.Equal(t, http.StatusCreated, resp.StatusCode)
+			res, err := http.Get(r.url + "t?offset=-1&live=sse")
+			require.NoError(t, err)
+			defer res.Body.Close()
+			require.Equal(t, http.StatusOK, res.StatusCode)
+			events := make(chan [2]string, 64) // event type, data
+			go func() {
+				defer close(events)
+				sc := bufio.NewScanner(res.Body)
+				var typ string
+				var data []string
+				for sc.Scan() {
+					line := sc.Text()
+					switch {
+					case strings.HasPrefix(line, "event: "):
+						typ = strings.TrimPrefix(line, "event: ")
+					case strings.HasPrefix(line, "data:"):
+						data = append(data, strings.TrimPrefix(line, "data:"))
+					case line == "" && typ != "":
+						events <- [2]string{typ, strings.Join(data, "\n")}
+						typ, data = "", nil
+					}
+				}
+			}()
+			next := func() [2]string {
+				select {
+				case ev := <-events:
+					return ev
+				case <-time.After(10 * time.Second):
+					t.Fatal("no SSE event")
+				}
+				return [2]string{}
+			}
+			require.Equal(t, "control", next()[0], "the empty stream's first control event")
+			for i, a := range tc.appends {
+				hdr := text
+				if i == len(tc.appends)-1 {
+					hdr = append(hdr, "Stream-Closed", "true")
+				}
+				resp, _ := r.do(t, http.MethodPost, "t", a, hdr...)
+				require.Equal(t, http.StatusNoContent, resp.StatusCode)
+			}
+			var got strings.Builder
+			for {
+				ev := next()
+				if ev[0] == "data" {
+					assert.True(t, utf8.ValidString(ev[1]), "a data event that is not UTF-8: %q", ev[1])
+					got.WriteString(ev[1])
+					continue
+				}
+				if strings.Contains(ev[1], `"streamClosed":true`) {
+					break
+				}
+			}
+			assert.Equal(t, tc.want, got.String(), "the text over SSE")
+
+			resp, body := r.do(t, http.MethodGet, "t?offset=-1", "")
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+			assert.Equal(t, strings.Join(tc.appends, ""), body, "catch-up: the bytes as appended")
+		})
+	}
+}

@@ -1,0 +1,45 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/replaybus/replaybus/adapters/browser"
+	"github.com/replaybus/replaybus/adapters/durable"
+	"github.com/replaybus/replaybus/adapters/sse"
+	"github.com/replaybus/replaybus/adapters/ws"
+)
+
+// Route is one route of a [Server]: its http.ServeMux pattern, the
+// requests it takes and what it does, as the agentserver command's -h
+// lists it.
+type Route struct {
+	Pattern string // as mounted, e.g. "GET /{$}"
+	Request string // as a reader writes it, e.g. "GET /"
+	Doc     string // one line
+}
+
+// Routes returns every route a [Server] answers, in the order -h lists
+// them (the README's table says more of each).
+func Routes() []Route {
+	return []Route{
+		{"GET /{$}", "GET /", "the page: watches a session live over SSE, or one WebSocket (?transport=ws)"},
+		{"GET /static/", "GET /static/{file}", "the page's scripts and styles"},
+		{browser.Pattern, browser.Pattern, "the browser client module (ETag, gzip: docs/browser.md)"},
+		{"GET /healthz", "GET /healthz", "200 ok, or 503 with Retry-After while the bus's backend is down"},
+		{"GET /info", "GET /info", "the epoch, the last id, the page's defaults, the counters of the bus, SSE, WebSocket and Durable Streams"},
+		{"GET /sessions", "GET /sessions", "every live session, sorted by id"},
+		{"POST /sessions", "POST /sessions", `create a session: {"id"?, "parent"?} (an absent id is generated)`},
+		{"POST /session/{id}/events", "POST /session/{id}/events", `publish: {"type", "data"?, "origin"?}; Producer-Id/-Epoch/-Seq make it idempotent`},
+		{"DELETE /session/{id}", "DELETE /session/{id}", "close a session (?cascade=1: its descendants too)"},
+		{sse.Pattern, sse.Pattern, "the SSE stream (?scope=, ?lastEventId=, ?replay=0, ?coalesce=, …: docs/protocol.md)"},
+		{ws.Pattern, ws.Pattern, "the same stream over one WebSocket (close codes and the resume message: docs/protocol.md)"},
+		{durable.Pattern, "/v1/stream/{name}", "every session as a Durable Stream: PUT, POST, GET, HEAD, DELETE (docs/durable-streams.md)"},
+	}
+}
+
+// handle mounts h on pattern and records the pattern (TestRoutesListEveryRoute
+// checks that Routes lists each).
+func (s *Server) handle(pattern string, h http.Handler) {
+	s.patterns = append(s.patterns, pattern)
+	s.mux.Handle(pattern, h)
+}
