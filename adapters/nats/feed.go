@@ -47,7 +47,7 @@ func (be *Backend) Start(ctx context.Context, feed eventbus.Feed) error {
 	}
 	be.started = true
 	be.feed = feed
-	info, err := be.stream.Info(ctx, jetstream.WithSubjectFilter(be.o.prefix+".>"))
+	info, err := be.startInfo(ctx)
 	if err != nil {
 		return fmt.Errorf("nats: stream info of %q: %w", be.o.stream, err)
 	}
@@ -79,6 +79,24 @@ func (be *Backend) Start(ctx context.Context, feed eventbus.Feed) error {
 	go be.watch(be.status)
 	go be.consume(plan)
 	return nil
+}
+
+// startInfo asks for the stream's state (its subjects' counts), from the
+// stream's leader: a stream just created on a cluster that is still
+// forming may have none yet, so the request is tried again after an
+// election or its try's timeout (leader.go), for up to 30 s within ctx.
+func (be *Backend) startInfo(ctx context.Context) (*jetstream.StreamInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for n := 0; ; n++ {
+		actx, cancelA, retry := be.attempt(ctx, attemptTimeout(n))
+		info, err := be.stream.Info(actx, jetstream.WithSubjectFilter(be.o.prefix+".>"))
+		cancelA()
+		if unavailable(err) && be.pauseForLeader(ctx) || err != nil && retry() {
+			continue
+		}
+		return info, err
+	}
 }
 
 // confirmStream checks the stream's identity when it is unconfirmed since

@@ -134,7 +134,7 @@ func TestRunNATSEmbeddedClusterR3(t *testing.T) {
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st, err := js.Stream(ctx, "REPLAYBUS")
 	require.NoError(t, err)
@@ -156,7 +156,7 @@ func TestRunNATSEmbeddedClusterR3(t *testing.T) {
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusAccepted
-	}, 20*time.Second, 50*time.Millisecond, "node 2 learns the session and publishes")
+	}, 60*time.Second, 50*time.Millisecond, "node 2 learns the session and publishes")
 	require.Eventually(t, func() bool {
 		resp, err := client.Get(nodes[2].base + "/info")
 		if err != nil {
@@ -165,7 +165,7 @@ func TestRunNATSEmbeddedClusterR3(t *testing.T) {
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
 		return regexp.MustCompile(`"lastEventId":\s*"?[1-9]`).Match(b)
-	}, 20*time.Second, 50*time.Millisecond, "node 3 ingests the event")
+	}, 60*time.Second, 50*time.Millisecond, "node 3 ingests the event")
 }
 
 // startRunWithin is startRun with a longer bound on the start (a node of a
