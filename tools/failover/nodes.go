@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -67,7 +68,7 @@ func startNode(ctx context.Context, bin, dir, name, urls string, replicas int, s
 		}
 		select {
 		case <-n.done:
-			return nil, fmt.Errorf("node %s exited at start (see %s.log)", name, name)
+			return nil, fmt.Errorf("%w: %s (see %s.log)", errNodeExited, name, name)
 		case <-ctx.Done():
 			n.stop()
 			return nil, ctx.Err()
@@ -79,6 +80,9 @@ func startNode(ctx context.Context, bin, dir, name, urls string, replicas int, s
 		}
 	}
 }
+
+// errNodeExited: a node's process exited at start (its port taken, say).
+var errNodeExited = errors.New("node exited at start")
 
 // cleanEnv is the harness's environment without AGENTPOOL_EVENTBUS_*
 // variables of its own caller.

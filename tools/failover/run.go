@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -111,7 +112,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}()
 	for _, name := range []string{"nodeA", "nodeB"} {
-		n, err := startNode(ctx, cfg.AgentServer, cfg.Dir, name, cl.ClientURLs(), 3, cfg.Storage)
+		var n *busNode
+		// A free port may be taken by another process before the node
+		// listens on it: a node that exits at start is started again.
+		for range 3 {
+			if n, err = startNode(ctx, cfg.AgentServer, cfg.Dir, name, cl.ClientURLs(), 3, cfg.Storage); !errors.Is(err, errNodeExited) {
+				break
+			}
+		}
 		if err != nil {
 			return nil, err
 		}

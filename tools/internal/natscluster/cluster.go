@@ -77,8 +77,28 @@ type Server struct {
 
 // Start writes every server's configuration and starts them, then waits
 // until every one answers its monitoring endpoint's /healthz with 200
-// (JetStream enabled and current) or ctx ends.
+// (JetStream enabled and current) or ctx ends. The ports are free ones,
+// which another process may take before a server listens on them: a
+// server that exits at start makes Start try again on new ports, three
+// times in all.
 func Start(ctx context.Context, cfg Config) (*Cluster, error) {
+	var err error
+	for range 3 {
+		var c *Cluster
+		if c, err = start(ctx, cfg); err == nil || ctx.Err() != nil || !errors.Is(err, errExited) {
+			return c, err
+		}
+		for i := range max(cfg.Size, 3) { // a new cluster, not the failed one's state
+			_ = os.RemoveAll(filepath.Join(cfg.Dir, fmt.Sprintf("n%d", i)))
+		}
+	}
+	return nil, err
+}
+
+// errExited: a server's process exited while it was awaited.
+var errExited = errors.New("natscluster: server exited")
+
+func start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.Size == 0 {
 		cfg.Size = 3
 	}
@@ -290,6 +310,9 @@ func (s *Server) WaitHealthy(ctx context.Context) error {
 	url := fmt.Sprintf("http://127.0.0.1:%d/healthz", s.HTTPPort)
 	var last string
 	for {
+		if !s.Running() {
+			return fmt.Errorf("%w: %s (its log %s ends: %s)", errExited, s.Name, s.log, tail(s.log))
+		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		resp, err := s.http.Do(req)
 		if err == nil {
@@ -307,6 +330,13 @@ func (s *Server) WaitHealthy(ctx context.Context) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// tail returns the last line of the file at path.
+func tail(path string) string {
+	b, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return lines[len(lines)-1]
 }
 
 func freePort() (int, error) {
