@@ -48,7 +48,7 @@ func stepDown(t *testing.T, nc *natsgo.Conn, stream string) {
 	require.Eventually(t, func() bool { l := leader(); return l != "" && l != old }, 20*time.Second, 20*time.Millisecond)
 }
 
-// TestStampedPublishesSurviveStepDowns: the stream's leader steps down five
+// TestStampedPublishesSurviveStepDowns: the stream's leader steps down three
 // times while a producer publishes stamped events one after the other. A
 // publish in flight to the old leader went unanswered and waited out the
 // whole publish timeout, then failed with ErrNoAck (the event maybe
@@ -88,7 +88,7 @@ func TestStampedPublishesSurviveStepDowns(t *testing.T) {
 			}
 		}
 	})
-	for range 5 {
+	for range 3 {
 		time.Sleep(200 * time.Millisecond)
 		stepDown(t, n.nc, stream)
 	}

@@ -22,13 +22,13 @@ func (w testLog) Write(p []byte) (int, error) { w.t.Logf("%s", p); return len(p)
 // TestFailoverShort is the harness's short run, for go test: three
 // nats-server processes, two example-server nodes, two pipelined
 // idempotent producers and a live subscriber per session on each node,
-// while the stream's leader is SIGKILLed twice, stepped down twice and cut
-// off once. Every property of the checker must hold; the resume times are
+// while the stream's leader is SIGKILLed once, stepped down twice and cut
+// off once (about 30 s). Every property of the checker must hold; the resume times are
 // logged, not asserted (they are the full run's figures, docs/distributed.md).
 // The seed is logged; FAILOVER_SEED replays one.
 func TestFailoverShort(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts five processes for about 40 s")
+		t.Skip("starts five processes for about 30 s")
 	}
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("FAILOVER_SEED"); s != "" {
@@ -40,7 +40,7 @@ func TestFailoverShort(t *testing.T) {
 	bctx, bcancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer bcancel()
 	cfg := Config{
-		Seed: seed, Kills: 2, StepDowns: 2, Partitions: 1, Budget: 2 * time.Minute,
+		Seed: seed, Kills: 1, StepDowns: 2, Partitions: 1, Budget: 2 * time.Minute,
 		Producers: 2, Window: 8, Subscribers: 1, Storage: "file",
 		Dir: t.TempDir(), Log: testLog{t},
 	}
@@ -57,7 +57,7 @@ func TestFailoverShort(t *testing.T) {
 		assert.Empty(t, f.Err, "%s of %s", f.Kind, f.Server)
 		done[f.Kind]++
 	}
-	assert.Equal(t, map[string]int{kindKill: 2, kindStepDown: 2, kindPartition: 1}, done)
+	assert.Equal(t, map[string]int{kindKill: 1, kindStepDown: 2, kindPartition: 1}, done)
 	assert.Positive(t, rep.Verdict.Acked)
 	assert.Equal(t, 2*rep.Verdict.Stored, rep.Verdict.Delivered, "every stored event reached both nodes' subscribers")
 }
