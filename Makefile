@@ -7,7 +7,7 @@ GO ?= go
 # boundaries. The modules: the library (.), and the parts with heavy
 # dependencies that a library user must not inherit.
 PKGS ?= github.com/replaybus/replaybus/...
-MODULES := . adapters/nats bench e2e examples metrics
+MODULES := . adapters/nats bench e2e examples metrics tools
 
 .PHONY: test lint bench e2e e2e-deps run property browser-faults
 

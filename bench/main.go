@@ -70,6 +70,7 @@ func main() {
 	only := flag.String("only", "", "comma-separated workloads to run (W1,W1d,W2,W2s,W3,W4,W5,W6,W7,W8,W8ws); default all")
 	sysList := flag.String("systems", "", "comma-separated systems (replaybus,go-sse,centrifuge,naive,chan); default all")
 	sizes := flag.String("s", "", "W1 and W8 subscriber counts, comma-separated (default 1,10,100,1000)")
+	flag.BoolVar(&wsPlain, "ws-plain", false, "W8ws: replaybus's clients do not offer the batched subprotocol (one message per frame, the form every WebSocket client gets)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	memprofile := flag.String("memprofile", "", "write an allocation profile of the whole run to this file")
 	flag.Parse()

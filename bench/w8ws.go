@@ -56,6 +56,10 @@ type wsRig struct {
 // w8Session is the session (channel) runLoopback publishes to.
 const w8Session = "w8"
 
+// wsPlain (-ws-plain): replaybus's clients take one message per frame,
+// without the batched subprotocol.
+var wsPlain bool
+
 var wsSystems = map[string]func() (*wsRig, error){
 	"replaybus": func() (*wsRig, error) {
 		inst, err := openReplaybus(Opts{Ring: 100})
@@ -73,10 +77,14 @@ var wsSystems = map[string]func() (*wsRig, error){
 			inst.Close()
 			return nil, err
 		}
-		return &wsRig{inst: wsInstance{inst, h.Close}, handler: h,
+		rig := &wsRig{inst: wsInstance{inst, h.Close}, handler: h,
 			path:      "/ws?replay=0&s=" + url.QueryEscape(w8Session),
 			hello:     []byte(`{"resume":{}}`),
-			protocols: []string{rbws.SubprotocolBatch}}, nil
+			protocols: []string{rbws.SubprotocolBatch}}
+		if wsPlain {
+			rig.protocols = nil
+		}
+		return rig, nil
 	},
 	"centrifuge": func() (*wsRig, error) {
 		inst, err := openCentrifuge(Opts{Ring: 100, Lossless: true})
@@ -164,6 +172,12 @@ func wsClient(ctx context.Context, c *websocket.Conn, epoch string, rig *wsRig, 
 		}
 		if buf, err = readAll(r, buf[:0]); err != nil {
 			return err
+		}
+		if !rig.centrifuge && len(rig.protocols) == 0 { // one envelope per message
+			if err := p.envelope(buf); err != nil {
+				return err
+			}
+			continue
 		}
 		if !rig.centrifuge {
 			if elems, err = rbws.SplitBatch(buf, elems[:0]); err != nil {

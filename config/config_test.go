@@ -86,7 +86,7 @@ func TestLoadDefaults(t *testing.T) {
 	n, err := LoadNATS()
 	require.NoError(t, err)
 	assert.Equal(t, NATS{}, n)
-	require.Len(t, natsFields, 2, "one row per NATS variable")
+	require.Len(t, natsFields, 5, "one row per NATS variable")
 }
 
 func TestLoadEmptyMeansDefault(t *testing.T) {
@@ -195,6 +195,16 @@ func TestLoadBadValue(t *testing.T) {
 		{"REPLAY_MAX_BYTES", "lots", `="lots"` + notSize, eventbus.ErrInvalid},
 		{"NATS_MAX_AGE", "-1s", `=-1s: out of range 0 or [1s, 8760h]`, eventbus.ErrOutOfRange},
 		{"NATS_MAX_AGE", "10000h", `=10000h: out of range 0 or [1s, 8760h]`, eventbus.ErrOutOfRange},
+		{"NATS_REPLICAS", "0", `=0: out of range [1, 5]`, eventbus.ErrOutOfRange},
+		{"NATS_REPLICAS", "6", `=6: out of range [1, 5]`, eventbus.ErrOutOfRange},
+		{"NATS_REPLICAS", "three", `="three"` + notInt, eventbus.ErrInvalid},
+		{"NATS_STORAGE", "disk", `="disk": unknown storage (want file or memory)`, eventbus.ErrInvalid},
+		{"NATS_STORAGE", "File", `="File": unknown storage (want file or memory)`, eventbus.ErrInvalid},
+		{"NATS_SYNC", "sometimes", `="sometimes": not "always" nor a Go duration (for example 1s or 100ms)`, eventbus.ErrInvalid},
+		{"NATS_SYNC", "Always", `="Always": not "always" nor a Go duration (for example 1s or 100ms)`, eventbus.ErrInvalid},
+		{"NATS_SYNC", "0s", `=0s: out of range: always or [1ms, 1h]`, eventbus.ErrOutOfRange},
+		{"NATS_SYNC", "500us", `=500us: out of range: always or [1ms, 1h]`, eventbus.ErrOutOfRange},
+		{"NATS_SYNC", "2h", `=2h: out of range: always or [1ms, 1h]`, eventbus.ErrOutOfRange},
 		{"MAX_QUEUE_SIZE", "abc", `="abc"` + notInt, eventbus.ErrInvalid},
 		{"MAX_QUEUE_SIZE", "0", `=0` + countRange, eventbus.ErrOutOfRange},
 		{"MAX_QUEUE_SIZE", "-5", `=-5` + countRange, eventbus.ErrOutOfRange},
@@ -346,6 +356,18 @@ func TestLoadWith(t *testing.T) {
 			env:  map[string]string{"NATS_MAX_AGE": "24h"},
 			want: func(*eventbus.Options) {},
 			nats: NATS{MaxAge: 24 * time.Hour},
+		},
+		{
+			name: "NATS replicas, storage and sync always from the environment",
+			env:  map[string]string{"NATS_REPLICAS": "3", "NATS_STORAGE": "memory", "NATS_SYNC": "always"},
+			want: func(*eventbus.Options) {},
+			nats: NATS{Replicas: 3, Storage: "memory", Sync: NATSSync{Always: true}},
+		},
+		{
+			name: "NATS sync interval from the environment",
+			env:  map[string]string{"NATS_STORAGE": "file", "NATS_SYNC": "250ms"},
+			want: func(*eventbus.Options) {},
+			nats: NATS{Storage: "file", Sync: NATSSync{Interval: 250 * time.Millisecond}},
 		},
 		{
 			name: "non-zero base field wins over its variable",
@@ -633,4 +655,29 @@ func TestLoadReplayCompact(t *testing.T) {
 	cfg, err := LoadWith(eventbus.Options{ReplayCompact: coalesce.AgentPool})
 	require.NoError(t, err)
 	assert.Equal(t, coalesce.AgentPool, cfg.ReplayCompact, "code wins over the environment")
+}
+
+// FuzzNATSSyncText: every text NATSSync accepts is "always", "" or a
+// duration in [1ms, 1h], and its MarshalText reads back as the same value.
+func FuzzNATSSyncText(f *testing.F) {
+	for _, s := range []string{"", "always", "Always", "1s", "100ms", "0s", "1h", "61m", "500us", "-1s", "1ms", "always ", "\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		var s NATSSync
+		if err := s.UnmarshalText([]byte(v)); err != nil {
+			if !errors.Is(err, eventbus.ErrInvalid) && !errors.Is(err, eventbus.ErrOutOfRange) {
+				t.Fatalf("%q: error %v matches neither ErrInvalid nor ErrOutOfRange", v, err)
+			}
+			return
+		}
+		if s.Always && s.Interval != 0 || !s.Always && s.Interval != 0 && (s.Interval < time.Millisecond || s.Interval > time.Hour) {
+			t.Fatalf("%q accepted as %+v", v, s)
+		}
+		text, err := s.MarshalText()
+		require.NoError(t, err)
+		var back NATSSync
+		require.NoError(t, back.UnmarshalText(text), "MarshalText of %q gave %q", v, text)
+		require.Equal(t, s, back)
+	})
 }

@@ -23,6 +23,9 @@
 //	AGENTPOOL_EVENTBUS_DISABLE_SLOW_CLIENT_WARNING  false            true | false
 //	AGENTPOOL_EVENTBUS_NATS_RETENTION               20               1–1000 replay buffers per session (NATS only: [NATS], LoadNATS)
 //	AGENTPOOL_EVENTBUS_NATS_MAX_AGE                 0 (none)         0 or 1s–8760h (Go duration, NATS only: [NATS], LoadNATS)
+//	AGENTPOOL_EVENTBUS_NATS_REPLICAS                1                1–5 servers holding each event (NATS only)
+//	AGENTPOOL_EVENTBUS_NATS_STORAGE                 file             file | memory (NATS only)
+//	AGENTPOOL_EVENTBUS_NATS_SYNC                    (server's: 2m)   always | 1ms–1h (embedded NATS server only: [NATSSync])
 //	AGENTPOOL_EVENTBUS_CLOSED_RETENTION             10m              1s–8760h a closed sub-agent's buffer stays readable
 //	AGENTPOOL_EVENTBUS_MAX_RETAINED                 1000             1–1,000,000 closed sessions' buffers kept
 //	AGENTPOOL_EVENTBUS_REPLAY_MAX_BYTES             0 (none)         0 or 1B–1GiB of event data per session's replay buffer
@@ -64,11 +67,12 @@
 //
 // # The NATS variables
 //
-// AGENTPOOL_EVENTBUS_NATS_RETENTION and AGENTPOOL_EVENTBUS_NATS_MAX_AGE
-// configure the JetStream stream of the bus over NATS (module
-// adapters/nats), not the bus itself: [LoadNATS] reads them into a [NATS]
-// value whose fields the program passes to nats.WithRetention and
-// nats.WithMaxAge (this package does not import adapters/nats, a heavy
+// The AGENTPOOL_EVENTBUS_NATS_* variables configure the JetStream stream
+// of the bus over NATS (module adapters/nats) and an embedded NATS server,
+// not the bus itself: [LoadNATS] reads them into a [NATS] value whose
+// fields the program passes to nats.WithRetention, nats.WithMaxAge,
+// nats.WithReplicas, nats.WithStorage and the embedded server's
+// configuration (this package does not import adapters/nats, a heavy
 // module). [Load] checks them too, so a bad one is reported either way.
 //
 // # Embedding

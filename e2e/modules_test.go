@@ -49,7 +49,7 @@ func TestCoreModuleGraph(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
-	assert.Len(t, used, 6, "the library, adapters/nats, bench, e2e, examples, metrics")
+	assert.Len(t, used, 7, "the library, adapters/nats, bench, e2e, examples, metrics, tools")
 }
 
 func must[T any](v T, err error) T {

@@ -65,6 +65,8 @@ type Backend struct {
 	status   chan nats.Status
 	adv      *nats.Subscription
 	advSig   chan struct{} // the stream-deleted advisory arrived
+	leader   *leaderSignal // the stream's leader elections (leader.go)
+	leadSub  *nats.Subscription
 	verify   atomic.Bool   // the connection came back: check the stream before ingesting
 	kick     chan struct{} // the connection came back: re-create the consumer now
 	wg       sync.WaitGroup
@@ -202,6 +204,8 @@ func NewBackend(ctx context.Context, nc *nats.Conn, cfg eventbus.Options, opts .
 	if be.acks, err = newAcker(nc, be.o.stream, be.o.publishTimeout, be.loseStream); err != nil {
 		return nil, err
 	}
+	be.leader = newLeaderSignal()
+	be.subscribeLeader()
 	be.created = st.CachedInfo().Created
 	be.epoch = epochOf(be.o.stream, be.created)
 	be.ctx, be.cancel = context.WithCancel(context.Background())
@@ -259,23 +263,39 @@ func (be *Backend) ready(ctx context.Context) error {
 
 // Append implements [eventbus.Backend]: a JetStream publish of ev to the
 // subject of path, waiting for the ack (bounded by ctx and the publish
-// timeout: one timer); the id is the stream sequence. The payload is
+// timeout); the id is the stream sequence. A publish no stream received
+// (an election) is sent again once a leader is elected. The payload is
 // stored as given, neither re-encoded nor re-validated (see envelope.go).
 // It never waits on a subscriber. Errors, wrapped, never panicked: a
 // closed connection, a payload over the server's limit, an over-long
 // subject ([eventbus.ErrInvalid]), [ErrNoAck] (may be stored),
 // [ErrNoStream], [ErrStreamLost].
 func (be *Backend) Append(ctx context.Context, path []string, ev eventbus.Event) (uint64, error) {
-	p, err := be.send(ctx, path, ev)
-	if err != nil {
-		return 0, err
+	// No stream received it (no responders: the stream has no leader, an
+	// election is under way), so it is certainly not stored, and the
+	// caller waits for this one event: it is sent again after the
+	// election, within the publish timeout (leader.go). A publish that
+	// went unanswered is not: it may be stored.
+	rctx, cancel := context.WithTimeout(ctx, be.o.publishTimeout)
+	defer cancel()
+	for {
+		p, err := be.send(ctx, path, ev)
+		if err != nil {
+			return 0, err
+		}
+		seq, err := p.Wait(rctx)
+		if err != nil && rctx.Err() != nil {
+			p.a.forget(p.token)   // nobody waits for it any more
+			if ctx.Err() == nil { // the publish timeout, over the tries
+				return 0, fmt.Errorf("%w: %q after %v", ErrNoAck, p.subject, be.o.publishTimeout)
+			}
+			return 0, fmt.Errorf("nats: publishing to %q: %w (the event may or may not be stored)", p.subject, err)
+		}
+		if errors.Is(err, ErrNoStream) && be.pauseForLeader(rctx) {
+			continue
+		}
+		return seq, err
 	}
-	seq, err := p.Wait(ctx)
-	if err != nil && ctx.Err() != nil {
-		p.a.forget(p.token) // nobody waits for it any more
-		return 0, fmt.Errorf("nats: publishing to %q: %w (the event may or may not be stored)", p.subject, err)
-	}
-	return seq, err
 }
 
 // AppendAsync implements [eventbus.AsyncBackend]: it sends ev as Append
@@ -344,6 +364,9 @@ func (be *Backend) Close() error {
 	}
 	if be.adv != nil {
 		_ = be.adv.Unsubscribe()
+	}
+	if be.leadSub != nil {
+		_ = be.leadSub.Unsubscribe()
 	}
 	be.startMu.Unlock()
 	be.wg.Wait()

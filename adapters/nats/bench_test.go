@@ -116,7 +116,11 @@ func newBare(b *testing.B, st jetstream.StorageType, asyncPending int) *bare {
 // consumer also reports, once 30 s have passed without a message, how
 // many it got: the benchmark fails instead of waiting forever.
 func (x *bare) consume(b *testing.B, n int, done chan<- error) {
-	c, err := x.stream.OrderedConsumer(context.Background(), jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverNewPolicy})
+	// On the receiving connection (x.stream was made through the
+	// publishing one, whose consumers would share its socket with the
+	// publishes: until issue 32 they did, against this comment).
+	c, err := x.recv.OrderedConsumer(context.Background(), x.stream.CachedInfo().Config.Name,
+		jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverNewPolicy})
 	require.NoError(b, err)
 	var got atomic.Int64
 	cc, err := c.Consume(func(jetstream.Msg) {

@@ -78,6 +78,19 @@
 // readiness probe, or a 503 before a publish). A deleted or re-created stream ends them with [ErrStreamLost]
 // and makes the node's publishes fail: start a new node.
 //
+// On a replicated stream ([WithReplicas]) a change of the stream's leader
+// (a step-down, its server lost or cut off) leaves requests in flight to
+// the old leader unanswered. The node hears of every election (JetStream's
+// leader-elected advisory) and sends again at once what is safe to repeat:
+// reads, a publish no stream received, and a stamped publish (JetStream
+// de-duplicates it); a plain publish that went unanswered fails with
+// [ErrNoAck] after the publish timeout, since it may be stored. The node's
+// consumer has one replica, on one of the stream's servers: when that
+// server dies while the node's own connection stays up, two missed
+// heartbeats ([DefaultHeartbeat], 1 s) make the node create it again
+// elsewhere. docs/distributed.md, "Failover", has the measured resume
+// times.
+//
 // # Embedded server
 //
 // Package [github.com/replaybus/replaybus/adapters/nats/embedded] starts an

@@ -47,7 +47,7 @@ func (be *Backend) Start(ctx context.Context, feed eventbus.Feed) error {
 	}
 	be.started = true
 	be.feed = feed
-	info, err := be.stream.Info(ctx, jetstream.WithSubjectFilter(be.o.prefix+".>"))
+	info, err := be.startInfo(ctx)
 	if err != nil {
 		return fmt.Errorf("nats: stream info of %q: %w", be.o.stream, err)
 	}
@@ -81,6 +81,24 @@ func (be *Backend) Start(ctx context.Context, feed eventbus.Feed) error {
 	return nil
 }
 
+// startInfo asks for the stream's state (its subjects' counts), from the
+// stream's leader: a stream just created on a cluster that is still
+// forming may have none yet, so the request is tried again after an
+// election or its try's timeout (leader.go), for up to 30 s within ctx.
+func (be *Backend) startInfo(ctx context.Context) (*jetstream.StreamInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for n := 0; ; n++ {
+		actx, cancelA, retry := be.attempt(ctx, attemptTimeout(n))
+		info, err := be.stream.Info(actx, jetstream.WithSubjectFilter(be.o.prefix+".>"))
+		cancelA()
+		if unavailable(err) && be.pauseForLeader(ctx) || err != nil && retry() {
+			continue
+		}
+		return info, err
+	}
+}
+
 // confirmStream checks the stream's identity when it is unconfirmed since
 // a reconnect or a consumer reset (see checkStream); it reports whether
 // the node may go on using the stream.
@@ -104,9 +122,14 @@ func (be *Backend) checkStream(ctx context.Context) bool {
 		if be.lost.Load() != nil || be.ctx.Err() != nil || ctx.Err() != nil {
 			return false
 		}
-		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		// Asked of the stream's leader: tried again at once after an
+		// election (leader.go).
+		ictx, cancel, retry := be.attempt(ctx, attemptTimeout(attempt))
 		info, err := be.stream.Info(ictx)
 		cancel()
+		if err != nil && retry() {
+			continue
+		}
 		switch {
 		case errors.Is(err, jetstream.ErrStreamNotFound):
 			be.loseStream(err)
@@ -160,8 +183,7 @@ var errConsumerGap = errors.New("nats: consumer skipped a delivery")
 func (be *Backend) consumeOnce(plan **catchUp) error {
 	be.serial++
 	name := fmt.Sprintf("%s_%d", be.consName, be.serial)
-	ctx, cancel := context.WithTimeout(be.ctx, 5*time.Second)
-	cons, err := be.js.CreateOrUpdateConsumer(ctx, be.o.stream, jetstream.ConsumerConfig{
+	cfg := jetstream.ConsumerConfig{
 		Name:              name,
 		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:       be.processed.Load() + 1,
@@ -169,8 +191,22 @@ func (be *Backend) consumeOnce(plan **catchUp) error {
 		MemoryStorage:     true,
 		Replicas:          1,
 		InactiveThreshold: time.Minute,
-	})
-	cancel()
+	}
+	// The request goes to the meta leader, which places the consumer on a
+	// server of the stream: tried again after an election, or after 1 s
+	// (2 s, …): a server that just died may be chosen until the cluster
+	// sees it gone, and then the request goes unanswered (leader.go).
+	var cons jetstream.Consumer
+	var err error
+	for n := 0; n < 4; n++ {
+		actx, cancel, retry := be.attempt(be.ctx, attemptTimeout(n))
+		cons, err = be.js.CreateOrUpdateConsumer(actx, be.o.stream, cfg)
+		cancel()
+		if unavailable(err) && be.pauseForLeader(be.ctx) || err != nil && retry() {
+			continue
+		}
+		break
+	}
 	if err != nil {
 		return fmt.Errorf("creating consumer: %w", err)
 	}
@@ -182,9 +218,10 @@ func (be *Backend) consumeOnce(plan **catchUp) error {
 		}
 	}()
 	// The consumer reads the stream the node started on, not one
-	// re-created since.
-	be.verify.Store(true)
-	if !be.confirmStream(be.ctx) {
+	// re-created since. (Checked here for the consumer alone: publishes
+	// wait for a check only after a reconnect or a deletion advisory, not
+	// for every new consumer, which a leader change of the stream makes.)
+	if !be.checkStream(be.ctx) {
 		return nil
 	}
 	// The messages arrive on nats.go's delivery goroutine of the consumer

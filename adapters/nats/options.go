@@ -20,9 +20,14 @@ const (
 	// ack) unless [WithPublishTimeout] sets another.
 	DefaultPublishTimeout = 5 * time.Second
 	// DefaultHeartbeat is the idle heartbeat of the node's consumer: two
-	// missed heartbeats make it re-create the consumer (for example after
-	// the server holding it was stopped).
-	DefaultHeartbeat = 5 * time.Second
+	// missed heartbeats make it re-create the consumer. The consumer has
+	// one replica, on one server of the stream's, which need not be the
+	// server the node is connected to: when that server dies, nothing else
+	// tells the node (its connection stays up), so the heartbeat bounds how
+	// long its live readers wait: 2 s, within a failover (an election of
+	// the stream's leader takes 4–9 s). It was 5 s, which with the
+	// re-creation left readers without events for 15–30 s after a kill.
+	DefaultHeartbeat = time.Second
 	// DefaultRetention is how many replay buffers' worth of events per
 	// session the stream keeps unless [WithRetention] sets another: 20
 	// (2000 events with the default buffer of 100), so a node may lag

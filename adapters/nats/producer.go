@@ -103,7 +103,18 @@ func (be *Backend) ProducerState(ctx context.Context, session, id string) (produ
 	}
 	ctx, cancel := context.WithTimeout(ctx, be.o.publishTimeout)
 	defer cancel()
-	m, err := be.stream.GetLastMsgForSubject(ctx, subj)
+	var m *jetstream.RawStreamMsg
+	for n := 0; ; n++ {
+		// A read, asked of the stream's leader: tried again after an
+		// election (leader.go).
+		actx, cancelA, retry := be.attempt(ctx, attemptTimeout(n))
+		m, err = be.stream.GetLastMsgForSubject(actx, subj)
+		cancelA()
+		if unavailable(err) && be.pauseForLeader(ctx) || err != nil && retry() {
+			continue
+		}
+		break
+	}
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return producer.State{}, 0, nil
 	}
@@ -144,11 +155,37 @@ func (be *Backend) AppendProducer(ctx context.Context, path []string, ev eventbu
 	body := make([]byte, 0, envelopeSize(ev.Type, ev.Origin, storedContentType(&ev), ev.Data))
 	body = appendEnvelope(body, ev.Type, ev.Time.UnixNano(), ev.Origin, storedContentType(&ev), ev.Data)
 	rec, _ := json.Marshal(producerRecord{Epoch: p.Epoch, Seq: p.Seq})
+	rctx, cancel := context.WithTimeout(ctx, be.o.publishTimeout)
+	defer cancel()
+	// The batch is safe to send again (leader.go): the event's Nats-Msg-Id
+	// makes JetStream refuse a second copy, and the record's expected last
+	// sequence a second record. So a try that a leader election (or its
+	// timeout) cut short, or that no stream received, is sent again with a
+	// new batch id until the publish timeout.
+	for attempt := 0; ; attempt++ {
+		seq, again, err := be.appendBatch(rctx, attempt, subject, recSubj, body, rec, ev.Session, p, rev)
+		if !again {
+			if errors.Is(err, ErrStreamLost) {
+				be.loseStream(err) // an ack from another stream, as for Append
+			}
+			if err != nil {
+				return 0, 0, err
+			}
+			return seq - 1, seq, nil // the event is the batch's first message, the record its second
+		}
+	}
+}
+
+// appendBatch sends the n-th try of a stamped publish's batch and waits
+// for its ack within the try's time; again reports that the try ended
+// without an answer worth returning (an election, no responders, the
+// try's timeout) while rctx still runs.
+func (be *Backend) appendBatch(rctx context.Context, n int, subject, recSubj string, body, rec []byte, session string, p producer.Stamp, rev uint64) (seq uint64, again bool, err error) {
 	batch := nuid.Next()
 	first := &nats.Msg{Subject: subject, Data: body, Header: nats.Header{
 		"Nats-Batch-Id":       {batch},
 		"Nats-Batch-Sequence": {"1"},
-		jetstream.MsgIDHeader: {msgID(ev.Session, p)},
+		jetstream.MsgIDHeader: {msgID(session, p)},
 	}}
 	commit := &nats.Msg{Subject: recSubj, Data: rec, Header: nats.Header{
 		"Nats-Batch-Id":                     {batch},
@@ -159,27 +196,32 @@ func (be *Backend) AppendProducer(ctx context.Context, path []string, ev eventbu
 	// One connection delivers the two in order; only the commit asks for
 	// an ack, the batch's.
 	if err := be.nc.PublishMsg(first); err != nil {
-		return 0, 0, fmt.Errorf("nats: publishing to %q: %w", subject, err)
+		return 0, false, fmt.Errorf("nats: publishing to %q: %w", subject, err)
 	}
-	rctx, cancel := context.WithTimeout(ctx, be.o.publishTimeout)
-	defer cancel()
-	resp, err := be.nc.RequestMsgWithContext(rctx, commit)
+	actx, cancel, retry := be.attempt(rctx, attemptTimeout(n))
+	resp, err := be.nc.RequestMsgWithContext(actx, commit)
+	cancel()
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
-		return 0, 0, ErrNoStream
+		if be.pauseForLeader(rctx) {
+			return 0, true, nil
+		}
+		return 0, false, ErrNoStream
+	case err != nil && retry():
+		return 0, true, nil
 	case err != nil && rctx.Err() != nil:
-		return 0, 0, fmt.Errorf("%w: %q: %w", ErrNoAck, subject, err)
+		return 0, false, fmt.Errorf("%w: %q: %w", ErrNoAck, subject, err)
 	case err != nil:
-		return 0, 0, fmt.Errorf("nats: publishing to %q: %w", subject, err)
+		return 0, false, fmt.Errorf("nats: publishing to %q: %w", subject, err)
 	}
-	seq, err := be.parseBatchAck(resp.Data, ev.Session, p)
-	if errors.Is(err, ErrStreamLost) {
-		be.loseStream(err) // an ack from another stream, as for Append
+	seq, err = be.parseBatchAck(resp.Data, session, p)
+	var pe *producer.Error
+	if n > 0 && (errors.As(err, &pe) || errors.Is(err, eventbus.ErrProducerConflict)) {
+		// An earlier try may have been stored after all: the bus reads
+		// the record again, which then names that try's event.
+		return 0, false, fmt.Errorf("%w: an earlier try of this publish may be stored (%w)", eventbus.ErrProducerConflict, err)
 	}
-	if err != nil {
-		return 0, 0, err
-	}
-	return seq - 1, seq, nil // the event is the batch's first message, the record its second
+	return seq, false, err
 }
 
 // parseBatchAck reads the ack of a stamped publish's batch: the record's

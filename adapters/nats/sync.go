@@ -28,7 +28,20 @@ func (be *Backend) LastID(ctx context.Context) (uint64, error) {
 	if err := be.Ready(); err != nil {
 		return 0, fmt.Errorf("nats: last id of %q: %w", be.o.stream, err)
 	}
-	m, err := be.stream.GetLastMsgForSubject(ctx, be.o.prefix+".>")
+	var m *jetstream.RawStreamMsg
+	var err error
+	for n := 0; ; n++ {
+		// Asked of the stream's leader: tried again after an election
+		// (leader.go), so that a resume during a failover waits for the
+		// new leader rather than fail.
+		actx, cancel, retry := be.attempt(ctx, attemptTimeout(n))
+		m, err = be.stream.GetLastMsgForSubject(actx, be.o.prefix+".>")
+		cancel()
+		if unavailable(err) && be.pauseForLeader(ctx) || err != nil && retry() {
+			continue
+		}
+		break
+	}
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, nil
 	}

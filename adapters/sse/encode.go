@@ -162,7 +162,9 @@ type Encoder struct {
 
 // NewEncoder returns an Encoder writing to w with opts.
 func NewEncoder(w io.Writer, opts EncodeOptions) *Encoder {
-	return &Encoder{w: w, opts: opts, buf: make([]byte, 0, 1024)}
+	// The buffer grows at the first frame: an idle stream (heartbeats
+	// only) never needs more than a few bytes of it.
+	return &Encoder{w: w, opts: opts}
 }
 
 // Encode writes ev as one frame; see [AppendEvent] for the format.

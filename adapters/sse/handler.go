@@ -80,6 +80,20 @@ type HandlerOptions struct {
 	// unknown_query_parameter; Query.Strict refuses every unknown one but
 	// those in Query.Allow. See [resume.QueryRules].
 	Query resume.QueryRules
+	// Hijack serves each HTTP/1.x stream, once subscribed, on its
+	// connection itself (http.Hijacker) rather than through net/http: an
+	// idle stream then costs about 11 KiB of the server's memory instead
+	// of 28 KiB (net/http's buffers and serving goroutine are released;
+	// docs/benchmarks.md, "Connection scale"). The answer has Connection:
+	// close and no length (its body ends with the connection). Off by
+	// default, because a taken-over stream leaves net/http's view:
+	// http.Server.Shutdown does not wait for it and http.Server.Close does
+	// not close it (end streams with [Handler.Close] or [Handler.Shutdown],
+	// for example from http.Server.RegisterOnShutdown), and middleware
+	// that wraps the ResponseWriter no longer sees the stream's writes.
+	// HTTP/2 streams, and writers that cannot be hijacked (a wrapper
+	// without Unwrap), stay on net/http.
+	Hijack bool
 	// PlainIDs writes ids as plain decimal sequence numbers ("id: 42"), the
 	// wire form of AgentPool and qwen-code, for clients that parse ids as
 	// numbers. False (the default) writes them epoch-qualified,
@@ -224,54 +238,110 @@ func (h *Handler) reject(w http.ResponseWriter, err error, session string) {
 // a write fails or times out, or the handler is closed. Every error answer
 // is given before the stream starts and without a subscriber registered.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	adm, err := serve.Admit(w, r, h.bus, h.hooks, nil)
-	if err != nil {
-		h.reject(w, err, adm.Session)
+	// The stream is set up by open, in a frame of its own: the goroutine
+	// that serves it then waits, for the stream's life, with only the
+	// frames below on its stack (under 4 KiB with net/http's), so that the
+	// garbage collector shrinks its stack to 8 KiB (it halves a stack
+	// whose use is under a quarter of it): 8 KiB less per idle
+	// connection than with the setup's locals in this frame.
+	s := h.open(w, r)
+	if s == nil {
 		return
 	}
-	sessionID, opts := adm.Session, adm.Options
-	enc := h.encOpts
-	enc.NoEventField = adm.Message
+	if h.takeOver(w, r, s) { // HTTP/1.x: served on the connection itself (takeover.go)
+		return
+	}
+	defer s.close(h)
+	s.ended(h, r.RemoteAddr, h.stream(s.ctx, w, s.sub, s.session, s.enc, s.st, s.live, s.start))
+}
 
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	st := &streamState{cancel: cancel}
-	id, ok := h.register(st)
+// ended logs why a stream ended.
+//
+//go:noinline
+func (s *opened) ended(h *Handler, remote string, reason error) {
+	if h.o.Logger != nil {
+		h.o.Logger.LogAttrs(s.ctx, slog.LevelDebug, "sse: stream ended",
+			slog.String("session", s.session), slog.String("remote", remote), slog.Any("reason", reason))
+	}
+}
+
+// opened is a stream that open set up.
+type opened struct {
+	ctx     context.Context
+	cancel  context.CancelFunc
+	stop    func() bool // ends the link from the request's context to cancel
+	id      uint64
+	st      *streamState
+	sub     *eventbus.Subscription
+	session string
+	enc     EncodeOptions
+	live    bool
+	start   uint64
+}
+
+// close undoes open: the subscription, the registration, the context.
+func (s *opened) close(h *Handler) {
+	s.sub.Close()
+	h.unregister(s.id)
+	s.stop()
+	s.cancel()
+}
+
+// open admits r, registers the stream and subscribes; nil when it answered
+// the request instead (an error, a handler or bus shutting down, a client
+// already gone).
+//
+//go:noinline
+func (h *Handler) open(w http.ResponseWriter, r *http.Request) *opened {
+	adm, serr := serve.Admit(w, r, h.bus, h.hooks, nil)
+	if serr != nil {
+		h.reject(w, serr, adm.Session)
+		return nil
+	}
+	s := &opened{session: adm.Session, enc: h.encOpts}
+	opts := adm.Options
+	s.enc.NoEventField = adm.Message
+	// The stream's context ends with the request's, unless the stream
+	// takes its connection over (takeover.go): net/http ends the request
+	// when ServeHTTP returns, and the stream goes on.
+	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(r.Context()))
+	s.stop = context.AfterFunc(r.Context(), s.cancel)
+	s.st = &streamState{cancel: s.cancel}
+	id, ok := h.register(s.st)
 	if !ok {
+		s.stop()
+		s.cancel()
 		h.goAway(w)
-		return
+		return nil
 	}
-	defer h.unregister(id)
-
+	s.id = id
 	// A live-only stream starts at the newest id before it subscribes:
 	// every event after it is either delivered live or, should the client
 	// be cut before its first one, replayed by the resume from it.
-	start, live := uint64(0), opts.NoReplay && opts.Cursor == nil
-	if live {
-		start = h.bus.LastEventID()
+	s.live = opts.NoReplay && opts.Cursor == nil
+	if s.live {
+		s.start = h.bus.LastEventID()
 	}
-	sub, err := h.bus.Subscribe(ctx, sessionID, opts)
+	sub, err := h.bus.Subscribe(s.ctx, s.session, opts)
 	if err != nil {
-		if ctx.Err() != nil {
-			return // the client is gone (or the handler closed): nobody to answer
-		}
-		if errors.Is(err, eventbus.ErrClosed) {
+		h.unregister(id)
+		s.stop()
+		defer s.cancel()
+		switch {
+		case s.ctx.Err() != nil: // the client is gone (or the handler closed): nobody to answer
+		case errors.Is(err, eventbus.ErrClosed):
 			h.goAway(w)
-			return
+		default:
+			h.reject(w, err, s.session)
 		}
-		h.reject(w, err, sessionID)
-		return
+		return nil
 	}
-	defer sub.Close()
+	s.sub = sub
 	h.started.Add(1)
 	if h.o.OnSubscribe != nil {
 		h.o.OnSubscribe(r, sub)
 	}
-	reason := h.stream(ctx, w, sub, sessionID, enc, st, live, start)
-	if h.o.Logger != nil {
-		h.o.Logger.LogAttrs(ctx, slog.LevelDebug, "sse: stream ended",
-			slog.String("session", sessionID), slog.String("remote", r.RemoteAddr), slog.Any("reason", reason))
-	}
+	return s
 }
 
 // goAway answers a request that arrives while the handler or the bus is
@@ -305,6 +375,19 @@ func (h *Handler) goAway(w http.ResponseWriter) {
 // of a live-only stream (see [resume.TypeStreamStart]) and then every frame of sub,
 // with heartbeats in the gaps, until something ends it; it returns why.
 func (h *Handler) stream(ctx context.Context, w http.ResponseWriter, sub *eventbus.Subscription, sessionID string, enc EncodeOptions, st *streamState, live bool, start uint64) error {
+	sw, err := h.begin(ctx, w, sessionID, enc, live, start)
+	if err != nil {
+		return err
+	}
+	defer sw.rc.SetWriteDeadline(time.Time{}) //nolint:errcheck // best effort: leave no deadline on a kept-alive conn
+	return h.loop(w, sw, sub, enc, st)
+}
+
+// begin writes the answer's headers, the retry line and the stream_start
+// frame of a live-only stream, and returns the stream's writer.
+//
+//go:noinline
+func (h *Handler) begin(ctx context.Context, w http.ResponseWriter, sessionID string, enc EncodeOptions, live bool, start uint64) (*streamWriter, error) {
 	hd := w.Header()
 	hd.Set("Content-Type", "text/event-stream")
 	hd.Set("Cache-Control", "no-cache, no-transform")
@@ -313,7 +396,6 @@ func (h *Handler) stream(ctx context.Context, w http.ResponseWriter, sub *eventb
 	w.WriteHeader(http.StatusOK)
 
 	sw := &streamWriter{h: h, ctx: ctx, rc: http.NewResponseController(w), enc: NewEncoder(w, enc)}
-	defer sw.rc.SetWriteDeadline(time.Time{}) //nolint:errcheck // best effort: leave no deadline on a kept-alive conn
 	var head []byte
 	if h.retry > 0 {
 		head = appendRetry(head, h.retry)
@@ -322,10 +404,12 @@ func (h *Handler) stream(ctx context.Context, w http.ResponseWriter, sub *eventb
 		head = appendStart(head, sessionID, start, h.bus.Epoch(), enc.Epoch)
 	}
 	sw.begin()
-	if err := sw.end(writeAll(w, head)); err != nil { // also sends the headers
-		return err
-	}
+	return sw, sw.end(writeAll(w, head)) // also sends the headers
+}
 
+// loop writes every frame of sub, with heartbeats in the gaps, until
+// something ends the stream; it returns why.
+func (h *Handler) loop(w http.ResponseWriter, sw *streamWriter, sub *eventbus.Subscription, enc EncodeOptions, st *streamState) error {
 	// Heartbeats: NextBefore waits until hb after the last write and then
 	// returns eventbus.ErrTimeout; no deadline context, no timer of its
 	// own (the bus keeps one queue of deadlines for every parked stream).

@@ -44,6 +44,19 @@
 //	-nats-listen client address of the -nats embedded server (default
 //	             127.0.0.1:4222: loopback, so a second node joins with
 //	             -nats nats://127.0.0.1:4222; port 0 picks a free one)
+//	-nats-replicas  servers that hold every event, 1–5 (default 1, or
+//	             AGENTPOOL_EVENTBUS_NATS_REPLICAS); 3 on a 3-server cluster
+//	             survives the loss of one
+//	-nats-storage   file or memory (default file, or AGENTPOOL_EVENTBUS_NATS_STORAGE)
+//	-nats-sync   when the -nats embedded server syncs JetStream to disk:
+//	             always, or an interval such as 1s (default nats-server's 2m,
+//	             or AGENTPOOL_EVENTBUS_NATS_SYNC); what an acknowledgement
+//	             then means: docs/distributed.md
+//	-nats-cluster, -nats-routes  the -nats embedded server's route address
+//	             and the other servers' nats-route:// URLs: three such nodes
+//	             form one NATS cluster (docs/distributed.md, "Three nodes")
+//
+// A flag given wins over its AGENTPOOL_EVENTBUS_NATS_* variable.
 //
 // Over NATS the node reconnects by itself for as long as it runs; while it
 // is cut off, /healthz and the routes that use the bus answer 503 with

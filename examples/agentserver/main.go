@@ -170,6 +170,9 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 	if err != nil {
 		return configError(err)
 	}
+	if natsCfg, err = f.nats.settle(natsCfg); err != nil {
+		return err
+	}
 	nb, err := f.nats.open(ctx, cfg, natsCfg, log)
 	if err != nil {
 		return err

@@ -24,13 +24,30 @@ type ServerConfig struct {
 	Host string
 	// Port to listen on; 0 means a free port.
 	Port int
-	// Name is the server name; empty means one derived from the port.
+	// Name is the server name, unique in a cluster and kept across
+	// restarts (JetStream knows its peers by it); empty means
+	// "replaybus-<port>", or "replaybus-<host name>-<cluster port>" in a
+	// cluster.
 	Name string
 	// ClusterName, ClusterPort and Routes join the server to a cluster
-	// (see [RunCluster]); ClusterPort 0 means no cluster.
+	// (see [RunCluster]): ClusterPort is where it listens for routes (on
+	// Host), 0 meaning no cluster; Routes are the other servers' route
+	// URLs (nats-route://host:port); ClusterName empty means "replaybus".
 	ClusterName string
 	ClusterPort int
 	Routes      []string
+	// SyncAlways makes JetStream write every change of its files through
+	// to disk (fsync) before it acknowledges it, nats-server's
+	// sync_interval "always": an acknowledged event then survives a power
+	// loss of the servers that stored it, at a cost measured in
+	// docs/distributed.md. False: the files are synced every SyncInterval.
+	SyncAlways bool
+	// SyncInterval is how often JetStream syncs its files to disk when
+	// SyncAlways is false; zero means nats-server's default, 2 minutes.
+	// Until a sync, an acknowledged event is in the operating system's
+	// page cache: it survives the server process's crash, not a power
+	// loss or a kernel crash of its machine.
+	SyncInterval time.Duration
 	// ReadyTimeout bounds the start; zero means 10 s.
 	ReadyTimeout time.Duration
 }
@@ -67,8 +84,22 @@ func RunServer(cfg ServerConfig) (*Server, error) {
 		}
 		s.cfg.Port = p
 	}
+	if s.cfg.SyncInterval < 0 {
+		return nil, fmt.Errorf("embedded: SyncInterval %v is negative", s.cfg.SyncInterval)
+	}
+	if s.cfg.Name == "" && s.cfg.ClusterPort != 0 {
+		// Unique across machines that all use the default ports.
+		host, err := os.Hostname()
+		if err != nil {
+			return nil, fmt.Errorf("embedded: server name: %w", err)
+		}
+		s.cfg.Name = fmt.Sprintf("replaybus-%s-%d", host, s.cfg.ClusterPort)
+	}
 	if s.cfg.Name == "" {
 		s.cfg.Name = fmt.Sprintf("replaybus-%d", s.cfg.Port)
+	}
+	if s.cfg.ClusterPort != 0 && s.cfg.ClusterName == "" {
+		s.cfg.ClusterName = "replaybus"
 	}
 	if s.cfg.ReadyTimeout == 0 {
 		s.cfg.ReadyTimeout = 10 * time.Second
@@ -91,6 +122,10 @@ func (s *Server) start() error {
 		StoreDir:   s.cfg.Dir,
 		NoSigs:     true,
 		NoLog:      true,
+		SyncAlways: s.cfg.SyncAlways,
+		// Zero is nats-server's default; it fills it in only when the
+		// field is zero and no sync was configured.
+		SyncInterval: s.cfg.SyncInterval,
 	}
 	if s.cfg.ClusterPort != 0 {
 		opts.Cluster = server.ClusterOpts{Name: s.cfg.ClusterName, Host: s.cfg.Host, Port: s.cfg.ClusterPort}
@@ -118,6 +153,18 @@ func (s *Server) start() error {
 
 // ClientURL returns the nats:// URL clients connect to.
 func (s *Server) ClientURL() string { return fmt.Sprintf("nats://%s:%d", s.cfg.Host, s.cfg.Port) }
+
+// RouteURL returns the nats-route:// URL other servers of its cluster list
+// in their Routes, or "" when the server is in no cluster.
+func (s *Server) RouteURL() string {
+	if s.cfg.ClusterPort == 0 {
+		return ""
+	}
+	return fmt.Sprintf("nats-route://%s:%d", s.cfg.Host, s.cfg.ClusterPort)
+}
+
+// Name returns the server's name.
+func (s *Server) Name() string { return s.cfg.Name }
 
 // Dir returns the JetStream data folder.
 func (s *Server) Dir() string { return s.cfg.Dir }
@@ -156,11 +203,31 @@ type Cluster struct {
 	dir     string // removed by Shutdown when RunCluster made it
 }
 
-// RunCluster starts n (≥ 1) JetStream servers routed to each other as one
-// cluster, with data folders under dir (empty: a new folder under
-// os.TempDir()), and waits until JetStream has a meta leader that sees all
-// n servers as current peers (up to 20 s).
+// ClusterConfig configures [StartCluster].
+type ClusterConfig struct {
+	// Servers is the number of servers, at least 1.
+	Servers int
+	// Dir holds the servers' data folders; empty means a new folder under
+	// os.TempDir() that [Cluster.Shutdown] removes.
+	Dir string
+	// SyncAlways and SyncInterval are every server's sync policy (see
+	// [ServerConfig]).
+	SyncAlways   bool
+	SyncInterval time.Duration
+}
+
+// RunCluster is [StartCluster] of n servers with their data folders under
+// dir and nats-server's default sync policy.
 func RunCluster(n int, dir string) (*Cluster, error) {
+	return StartCluster(ClusterConfig{Servers: n, Dir: dir})
+}
+
+// StartCluster starts cfg.Servers JetStream servers routed to each other as
+// one cluster on loopback ports, and waits until JetStream has a meta
+// leader that sees all of them as current peers (up to 20 s). Errors: a
+// bad config, a server that does not start, or no such leader in time.
+func StartCluster(cfg ClusterConfig) (*Cluster, error) {
+	n, dir := cfg.Servers, cfg.Dir
 	if n < 1 {
 		return nil, fmt.Errorf("embedded: cluster of %d servers", n)
 	}
@@ -195,6 +262,7 @@ func RunCluster(n int, dir string) (*Cluster, error) {
 		s, err := RunServer(ServerConfig{
 			Dir: fmt.Sprintf("%s/s%d", dir, i), Port: ports[i], Name: fmt.Sprintf("s%d", i),
 			ClusterName: "replaybus", ClusterPort: ports[n+i], Routes: routes,
+			SyncAlways: cfg.SyncAlways, SyncInterval: cfg.SyncInterval,
 		})
 		if err != nil {
 			c.Shutdown()
