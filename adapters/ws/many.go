@@ -362,4 +362,3 @@ func sessionErrorFrame(session string, se *resume.StatusError) eventbus.Event {
 func isMany(r *http.Request) bool {
 	return strings.Contains(r.URL.RawQuery, "session=") && r.URL.Query().Has("session")
 }
-
