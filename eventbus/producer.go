@@ -53,15 +53,15 @@ func checkStamp(session string, st producer.State, known bool, p *producer.Stamp
 	case !known && p.Seq == 0, known && p.Epoch > st.Epoch && p.Seq == 0:
 		return nil
 	case !known:
-		return &producer.Error{Kind: producer.ErrSequenceGap, Session: session, Stamp: *p, Epoch: p.Epoch, Expected: 0}
+		return &producer.Error{Kind: producer.ErrSequenceGap, Session: session, Stamp: *p, Expected: 0, State: producer.State{Epoch: p.Epoch}}
 	case p.Epoch < st.Epoch:
-		return &producer.Error{Kind: producer.ErrStaleEpoch, Session: session, Stamp: *p, Epoch: st.Epoch, LastSeq: st.LastSeq}
+		return &producer.Error{Kind: producer.ErrStaleEpoch, Session: session, Stamp: *p, State: producer.State{Epoch: st.Epoch, LastSeq: st.LastSeq}}
 	case p.Epoch > st.Epoch:
 		return invalidf("producer %q of session %q: a new epoch %d must start at sequence 0, not %d", p.ID, session, p.Epoch, p.Seq)
 	case p.Seq <= st.LastSeq:
-		return &producer.Error{Kind: producer.ErrDuplicate, Session: session, Stamp: *p, Epoch: st.Epoch, LastSeq: st.LastSeq, LastID: st.LastID}
+		return &producer.Error{Kind: producer.ErrDuplicate, Session: session, Stamp: *p, State: producer.State{Epoch: st.Epoch, LastSeq: st.LastSeq, LastID: st.LastID}}
 	case p.Seq > st.LastSeq+1:
-		return &producer.Error{Kind: producer.ErrSequenceGap, Session: session, Stamp: *p, Epoch: st.Epoch, LastSeq: st.LastSeq, Expected: st.LastSeq + 1}
+		return &producer.Error{Kind: producer.ErrSequenceGap, Session: session, Stamp: *p, Expected: st.LastSeq + 1, State: producer.State{Epoch: st.Epoch, LastSeq: st.LastSeq}}
 	}
 	return nil
 }
