@@ -72,10 +72,27 @@ func (h *Handler) newStream(name, ct string) *stream {
 			s.media = ct
 		}
 	}
-	s.text = s.json || strings.HasPrefix(mt, "text/")
+	s.text = s.json || strings.HasPrefix(mt, "text/") && utf8Charset(ct)
 	s.touch()
 	s.seen.Store(s.access.Load())
 	return s
+}
+
+// utf8Charset reports whether content type ct's text is UTF-8: a charset
+// parameter of utf-8 or us-ascii (a subset), any case, or none (RFC 6657:
+// new text/* types default to UTF-8; the handler reads them so). A text
+// stream of another charset (iso-8859-1, shift_jis, utf-16…) is not
+// UTF-8 text: over SSE it is sent as bytes, in base64.
+func utf8Charset(ct string) bool {
+	_, params, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return true // newStream's callers have checked ct; an odd one stays text, U+FFFD where not UTF-8
+	}
+	switch strings.ToLower(params["charset"]) {
+	case "", "utf-8", "utf8", "us-ascii":
+		return true
+	}
+	return false
 }
 
 // remove deletes s (DELETE, expiry, the sweep): a soft delete while forks

@@ -22,9 +22,10 @@ type control struct {
 // the offset on, until the stream closes (a final control event with
 // streamClosed), the client goes, or SSEDuration passes.
 //
-// A text stream's data events are text, and every one is valid UTF-8: an
-// append that ends inside a character (a producer that cut one between
-// two appends) is held, with the appends after it, until an append ends
+// A text stream's data events are text (a text/* stream of another
+// charset than UTF-8 is not text here: it goes in base64, utf8Charset),
+// and every one is valid UTF-8: an append that ends inside a character (a
+// producer that cut one between two appends) is held, with the appends after it, until an append ends
 // between characters — they go out together — and the control event's
 // offset stays before it, so a client that resumes from there loses
 // nothing. Bytes that are not UTF-8 at all, a stream closed inside a

@@ -2,6 +2,8 @@ package durable_test
 
 import (
 	"bufio"
+	"encoding/base64"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -105,6 +107,56 @@ func TestSSEDataOfATextStreamIsAlwaysUTF8(t *testing.T) {
 			resp, body := r.do(t, http.MethodGet, "t?offset=-1", "")
 			require.Equal(t, http.StatusOK, resp.StatusCode)
 			assert.Equal(t, strings.Join(tc.appends, ""), body, "catch-up: the bytes as appended")
+		})
+	}
+}
+
+// A text stream of another charset than UTF-8 (text/plain;
+// charset=iso-8859-1, shift_jis, utf-16) reads over SSE in base64 with
+// Stream-SSE-Data-Encoding: base64, the bytes exactly as appended — its
+// bytes are not UTF-8 text, and sent as text they became U+FFFD. A text
+// stream of UTF-8, US-ASCII or no charset stays text.
+func TestSSEOfATextStreamOfAnotherCharsetIsBase64(t *testing.T) {
+	for _, tc := range []struct {
+		ctype  string
+		data   string
+		base64 bool
+	}{
+		{"text/plain; charset=iso-8859-1", "caf\xe9 \xa3", true},
+		{"text/plain; charset=Shift_JIS", "\x93\xfa\x96\x7b", true},
+		{"text/csv; charset=utf-16le", "a\x00,\x00b\x00", true},
+		{"text/plain; charset=UTF-8", "café", false},
+		{"text/plain; charset=us-ascii", "plain", false},
+		{"text/plain", "café", false},
+	} {
+		t.Run(tc.ctype, func(t *testing.T) {
+			r := newRig(t, eventbus.Options{Epoch: "e1"}, durable.HandlerOptions{})
+			resp, _ := r.do(t, http.MethodPut, "t", tc.data, "Content-Type", tc.ctype)
+			require.Equal(t, http.StatusCreated, resp.StatusCode)
+			resp, _ = r.do(t, http.MethodPost, "t", "", "Stream-Closed", "true")
+			require.Equal(t, http.StatusNoContent, resp.StatusCode)
+			res, err := http.Get(r.url + "t?offset=-1&live=sse")
+			require.NoError(t, err)
+			defer res.Body.Close()
+			require.Equal(t, http.StatusOK, res.StatusCode)
+			body, err := io.ReadAll(res.Body) // the closed stream's answer ends
+			require.NoError(t, err)
+			var data []string
+			for _, line := range strings.Split(string(body), "\n") {
+				if d, ok := strings.CutPrefix(line, "data:"); ok && !strings.HasPrefix(d, "{") {
+					data = append(data, d)
+				}
+			}
+			got := strings.Join(data, "")
+			if tc.base64 {
+				assert.Equal(t, "base64", res.Header.Get("Stream-SSE-Data-Encoding"))
+				raw, err := base64.StdEncoding.DecodeString(got)
+				require.NoError(t, err, "%q", got)
+				assert.Equal(t, tc.data, string(raw), "the bytes as appended")
+			} else {
+				assert.Empty(t, res.Header.Get("Stream-SSE-Data-Encoding"))
+				assert.Equal(t, tc.data, got)
+			}
 		})
 	}
 }
