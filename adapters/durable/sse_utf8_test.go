@@ -2,6 +2,7 @@ package durable_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/base64"
 	"io"
 	"net/http"
@@ -159,4 +160,71 @@ func TestSSEOfATextStreamOfAnotherCharsetIsBase64(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A character cut by a producer that never appends its rest is held for
+// at most durable's hold bound (two seconds), not for the SSE answer's
+// life: the held text then goes out with U+FFFD for the cut character and
+// a control event after it, so a writer that stops mid-character cannot
+// hold a live reader's data back. Before, it waited for the rest until
+// the answer ended (SSEDuration, a minute), and nothing after it in the
+// stream went out either.
+func TestSSEHoldOfACutCharacterIsBounded(t *testing.T) {
+	r := newRig(t, eventbus.Options{Epoch: "e1"}, durable.HandlerOptions{})
+	text := []string{"Content-Type", "text/plain; charset=utf-8"}
+	resp, _ := r.do(t, http.MethodPut, "t", "", text...)
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.url+"t?offset=-1&live=sse", nil)
+	require.NoError(t, err)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	events := make(chan [2]string, 16)
+	go func() {
+		defer close(events)
+		sc := bufio.NewScanner(res.Body)
+		var typ string
+		var data []string
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				typ = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data:"):
+				data = append(data, strings.TrimPrefix(line, "data:"))
+			case line == "" && typ != "":
+				events <- [2]string{typ, strings.Join(data, "\n")}
+				typ, data = "", nil
+			}
+		}
+	}()
+	next := func(within time.Duration) [2]string {
+		t.Helper()
+		select {
+		case ev := <-events:
+			return ev
+		case <-time.After(within):
+			t.Fatalf("no SSE event within %v", within)
+		}
+		return [2]string{}
+	}
+	require.Equal(t, "control", next(10*time.Second)[0])
+	resp, _ = r.do(t, http.MethodPost, "t", "caf\xc3", text...)
+	require.Equal(t, http.StatusNoContent, resp.StatusCode)
+	tail := resp.Header.Get("Stream-Next-Offset")
+	ev := next(10 * time.Second) // far below the answer's minute
+	require.Equal(t, "data", ev[0])
+	assert.Equal(t, "caf\uFFFD", ev[1], "the held text, the cut character as U+FFFD")
+	ev = next(10 * time.Second)
+	require.Equal(t, "control", ev[0])
+	assert.Contains(t, ev[1], `"streamNextOffset":"`+tail+`"`, "the offset after the append sent")
+	resp, _ = r.do(t, http.MethodPost, "t", "\xa9 ok", text...)
+	require.Equal(t, http.StatusNoContent, resp.StatusCode)
+	ev = next(10 * time.Second)
+	require.Equal(t, "data", ev[0])
+	assert.Equal(t, "\uFFFD ok", ev[1], "the rest, late: valid UTF-8 still")
+	cancel()
 }
