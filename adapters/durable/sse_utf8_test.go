@@ -211,7 +211,7 @@ func TestSSEHoldOfACutCharacterIsBounded(t *testing.T) {
 		}
 		return [2]string{}
 	}
-	require.Equal(t, "control", next(10*time.Second)[0])
+	require.Equal(t, "control", next(10 * time.Second)[0])
 	resp, _ = r.do(t, http.MethodPost, "t", "caf\xc3", text...)
 	require.Equal(t, http.StatusNoContent, resp.StatusCode)
 	tail := resp.Header.Get("Stream-Next-Offset")
