@@ -30,6 +30,12 @@
 //	GET    /session/{id}/presence   200 {"session", "clients", "status", "turn"?}
 //	PUT    /session/{id}/status     {"status"} → 204: the agent status (idle, thinking, streaming, …; 1–64 bytes
 //	                                of [A-Za-z0-9_.:-]) of a producer that publishes over HTTP
+//	POST   /api/chat                the AI SDK chat route ([aisdk.Handler]): DefaultChatTransport's body {id,
+//	                                messages, trigger, …} starts a turn of the model on session {id} (created
+//	                                when new) → the turn as a UI-message stream; 409 turn_active
+//	GET    /api/chat/{id}/stream    the AI SDK resume: the active turn from its start, compacted, then live; 204
+//	                                when none
+//	POST   /api/chat/{id}/stop      cancel the chat's turn → 202 {"cancelled", "held"}; the stream ends with abort
 //	GET    /session/{id}/events     the SSE stream ([sse.Handler]; ?scope=, ?lastEventId=, ?client=, ?presence=1, …)
 //	GET    /session/{id}/ws         the same stream over WebSocket ([ws.Handler]: same parameters, resume and cancel
 //	                                messages, close codes)

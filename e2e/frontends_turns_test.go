@@ -1,0 +1,180 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replaybus/replaybus/coalesce"
+	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/examples/agentserver/server"
+)
+
+var (
+	aisdkTurns = flag.Int("aisdk.turns", 5, "seeded turns of TestAISDKClientCutsAndResumesTurns (make aisdk-resume runs 100)")
+	aisdkSeed  = flag.Uint64("aisdk.seed", 0, "seed of TestAISDKClientCutsAndResumesTurns; 0 picks one (the test prints it)")
+)
+
+// frontendBusOptions is the example server's bus as the agentserver
+// command makes it (compacting ACP replies), with room for whole turns.
+func frontendBusOptions() eventbus.Options {
+	return eventbus.Options{ReplayBufferSize: 4096, ReplayCompact: coalesce.ACP}
+}
+
+// frontendAgentRate paces the simulated model in these tests: a turn of
+// 2,000 deltas takes half a second, so a client cut mid-way comes back
+// while it still runs.
+const frontendAgentRate = 4000
+
+// runNodeFor runs script with args for up to d and decodes what it
+// prints into out.
+func runNodeFor(t *testing.T, d time.Duration, node, dir string, out any, script string, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, node, append([]string{script}, args...)...)
+	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, &stdout, &stderr
+	require.NoError(t, cmd.Run(), "node %s: %s", script, stderr.String())
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), out), "node %s printed %s (stderr %s)", script, stdout.String(), stderr.String())
+}
+
+type aisdkTurn struct {
+	N                 int      `json:"n"`
+	CutAfter          int      `json:"cutAfter"`
+	PartialChunks     int      `json:"partialChunks"`
+	ActiveAtResume    bool     `json:"activeAtResume"`
+	ResumedNull       bool     `json:"resumedNull"`
+	ResumedChunks     int      `json:"resumedChunks"`
+	ResumedTextDeltas int      `json:"resumedTextDeltas"`
+	ResumedErrors     []string `json:"resumedErrors"`
+	Last              string   `json:"last"`
+	Equal             bool     `json:"equal"`
+	UncutChunks       int      `json:"uncutChunks"`
+	UncutTextDeltas   int      `json:"uncutTextDeltas"`
+	UncutErrors       []string `json:"uncutErrors"`
+	UncutText         int      `json:"uncutText"`
+	AfterNull         bool     `json:"afterNull"`
+	Tool              []struct {
+		State    string          `json:"state"`
+		Input    json.RawMessage `json:"input"`
+		ToolName string          `json:"toolName"`
+	} `json:"tool"`
+	UncutParts   json.RawMessage `json:"uncutParts"`
+	ResumedParts json.RawMessage `json:"resumedParts"`
+}
+
+type aisdkTurnsOut struct {
+	Turns []aisdkTurn `json:"turns"`
+	Nulls struct {
+		Unknown, During, After bool
+	} `json:"nulls"`
+	Conflict string `json:"conflict"`
+	Stop     struct {
+		Stopped struct {
+			Status int                   `json:"status"`
+			Body   eventbus.CancelResult `json:"body"`
+		} `json:"stopped"`
+		Last   string   `json:"last"`
+		Chunks int      `json:"chunks"`
+		Errors []string `json:"errors"`
+		Text   string   `json:"text"`
+	} `json:"stop"`
+	SchemaErrors []string `json:"schemaErrors"`
+	Error        string   `json:"error"`
+}
+
+// streamText is the text of the example server's reply to "stream n".
+func streamText(n int) string {
+	words := []string{"replay", "buffer", "cursor", "scope", "session", "event", "turn", "cancel", "presence", "resume"}
+	var b strings.Builder
+	for i := range n {
+		b.WriteString(words[i%len(words)] + " ")
+	}
+	return b.String()
+}
+
+// checkAISDKTurns checks what aisdk-turns.mjs reports: every turn of
+// 500–2,000 deltas plus a tool call, cut at a random chunk and resumed
+// with reconnectToStream, rebuilt to the uncut UIMessage; 0 schema
+// errors; the resume at most 40 frames; null exactly when no turn is
+// active; the stop ends the stream with abort and keeps the partial text.
+func checkAISDKTurns(t *testing.T, out aisdkTurnsOut, turns int) (resumed int) {
+	t.Helper()
+	require.Empty(t, out.Error)
+	assert.Empty(t, out.SchemaErrors, "chunks that fail ai's uiMessageChunkSchema")
+	require.Len(t, out.Turns, turns)
+	for i, tr := range out.Turns {
+		assert.Empty(t, tr.UncutErrors, "turn %d", i)
+		assert.Equal(t, tr.N, tr.UncutTextDeltas, "turn %d: the live stream carries every delta", i)
+		assert.Equal(t, len(streamText(tr.N)), tr.UncutText, "turn %d: the whole text", i)
+		if assert.Len(t, tr.Tool, 1, "turn %d", i) {
+			assert.Equal(t, "output-available", tr.Tool[0].State)
+			assert.JSONEq(t, fmt.Sprintf(`{"chunks":%d}`, tr.N), string(tr.Tool[0].Input))
+		}
+		assert.True(t, tr.AfterNull, "turn %d: no active turn after it, reconnectToStream is null", i)
+		if tr.ResumedNull {
+			// The producer finished between the cut and the resume:
+			// null is right exactly when the turn was no longer active.
+			assert.False(t, tr.ActiveAtResume, "turn %d: null while its turn was active", i)
+			continue
+		}
+		resumed++
+		assert.Empty(t, tr.ResumedErrors, "turn %d", i)
+		assert.True(t, tr.Equal, "turn %d (cut after %d of %d chunks): the resumed UIMessage is the uncut one: %s vs %s",
+			i, tr.CutAfter, tr.UncutChunks, tr.ResumedParts, tr.UncutParts)
+		assert.Equal(t, "finish", tr.Last, "turn %d", i)
+		assert.Less(t, tr.ResumedTextDeltas, tr.N, "turn %d: the resume starts compacted", i)
+	}
+	assert.True(t, out.Nulls.Unknown, "an unknown chat: 204, null")
+	assert.True(t, out.Nulls.During, "a turn active: a stream")
+	assert.True(t, out.Nulls.After, "the turn stopped: null")
+	assert.Contains(t, out.Conflict, "409", "a second POST while the turn runs")
+	assert.Contains(t, out.Conflict, "turn_active")
+	assert.Equal(t, http.StatusAccepted, out.Stop.Stopped.Status)
+	assert.Len(t, out.Stop.Stopped.Body.Cancelled, 1)
+	assert.Equal(t, "abort", out.Stop.Last, "a stop ends the stream with abort")
+	assert.Empty(t, out.Stop.Errors)
+	assert.NotEmpty(t, out.Stop.Text, "the partial text stays")
+	assert.True(t, strings.HasPrefix(streamText(100000), out.Stop.Text), "the partial text is the reply's beginning")
+	return resumed
+}
+
+// TestAISDKClientCutsAndResumesTurns: npm ai 7's DefaultChatTransport
+// against the example server's /api/chat (adapters/aisdk). Over
+// -aisdk.turns seeded turns ("stream N", N from 500 to 2,000: N text
+// deltas and a tool call), each read whole once and, in another chat,
+// cut at a random chunk and resumed with reconnectToStream: the rebuilt
+// UIMessage equals the uncut one, every chunk passes
+// uiMessageChunkSchema, the resume starts with the reply so far in one
+// delta. reconnectToStream is null for an unknown chat and after a turn,
+// a stream while one runs; a second POST is 409 turn_active; the stop
+// route ends the stream with abort and the partial text stays.
+// make aisdk-resume runs 100 turns.
+func TestAISDKClientCutsAndResumesTurns(t *testing.T) {
+	t.Parallel()
+	node, dir := needFrontends(t)
+	seed := *aisdkSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano()) % 1_000_000
+	}
+	t.Logf("seed %d, %d turns (-aisdk.seed, -aisdk.turns)", seed, *aisdkTurns)
+	ts := startServer(t, frontendBusOptions(), server.Options{AgentRate: frontendAgentRate})
+	var out aisdkTurnsOut
+	start := time.Now()
+	runNodeFor(t, 10*time.Minute+time.Duration(*aisdkTurns)*5*time.Second, node, dir, &out, "aisdk-turns.mjs",
+		ts.ts.URL, fmt.Sprint(*aisdkTurns), fmt.Sprint(seed))
+	resumed := checkAISDKTurns(t, out, *aisdkTurns)
+	t.Logf("%d turns in %v: %d cut and resumed (the others ended before the resume), 0 schema errors", len(out.Turns), time.Since(start).Round(time.Millisecond), resumed)
+	assert.Positive(t, resumed)
+}

@@ -1,0 +1,44 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/replaybus/replaybus/adapters/aisdk"
+	"github.com/replaybus/replaybus/adapters/resume"
+)
+
+// The frontend protocols' routes (docs/frontends.md).
+const (
+	// ChatAPI is the AI SDK chat route: POST, GET {id}/stream, POST {id}/stop.
+	ChatAPI = aisdk.DefaultAPI
+)
+
+// startTurn starts the simulated model's turn answering text on session
+// for a frontend route (turn: its id, "" generated), with the route's
+// errors: 503 unavailable after StopAgents.
+func (s *Server) startTurn(session, text, turn string) (string, error) {
+	t, err := s.startAgent(session, text, turn)
+	if errors.Is(err, errShuttingDown) {
+		return "", &resume.StatusError{Status: http.StatusServiceUnavailable, Code: resume.CodeUnavailable,
+			Message: "the agent server is shutting down", RetryAfter: RetryAfterUnavailable * time.Second}
+	}
+	if err != nil {
+		return "", err
+	}
+	return t.ID(), nil
+}
+
+// mountFrontends mounts the AI SDK chat routes at ChatAPI.
+func (s *Server) mountFrontends() error {
+	ai, err := aisdk.NewHandler(s.bus, aisdk.HandlerOptions{API: ChatAPI,
+		Start: func(r *http.Request, m aisdk.Message) (string, error) { return s.startTurn(m.Chat, m.Text, "") }})
+	if err != nil {
+		return err
+	}
+	for _, p := range []string{"POST " + ChatAPI, "GET " + ChatAPI + "/{id}/stream", "POST " + ChatAPI + "/{id}/stop"} {
+		s.handle(p, s.whenReady(ai.ServeHTTP))
+	}
+	return nil
+}
