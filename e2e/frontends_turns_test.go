@@ -178,3 +178,88 @@ func TestAISDKClientCutsAndResumesTurns(t *testing.T) {
 	t.Logf("%d turns in %v: %d cut and resumed (the others ended before the resume), 0 schema errors", len(out.Turns), time.Since(start).Round(time.Millisecond), resumed)
 	assert.Positive(t, resumed)
 }
+
+type aguiRun struct {
+	Events      []string        `json:"events"`
+	FirstEvents []string        `json:"firstEvents"`
+	Attempts    int             `json:"attempts"`
+	LastIDs     []string        `json:"lastIds"`
+	Errors      []string        `json:"errors"`
+	Status      int             `json:"status"`
+	Messages    json.RawMessage `json:"messages"`
+	Text        string          `json:"text"`
+	RunError    *struct {
+		Code, Message string
+	} `json:"runError"`
+	Cut int `json:"cut"`
+}
+
+type aguiTurnsOut struct {
+	Whole      aguiRun   `json:"whole"`
+	Cuts       []aguiRun `json:"cuts"`
+	JoinSource struct {
+		Text     string          `json:"text"`
+		Messages json.RawMessage `json:"messages"`
+	} `json:"joinSource"`
+	Join          aguiRun  `json:"join"`
+	Cancel        aguiRun  `json:"cancel"`
+	CancelStatus  int      `json:"cancelStatus"`
+	Warnings      []string `json:"warnings"`
+	ConsoleErrors []string `json:"consoleErrors"`
+	Error         string   `json:"error"`
+}
+
+// checkAGUITurns checks what agui-turns.mjs reports.
+func checkAGUITurns(t *testing.T, out aguiTurnsOut) {
+	t.Helper()
+	require.Empty(t, out.Error)
+	assert.Empty(t, out.Warnings, "the client's enforcement stripped or dropped nothing")
+	w := out.Whole
+	require.Empty(t, w.Errors)
+	require.NotEmpty(t, w.Events)
+	assert.Equal(t, "RUN_STARTED", w.Events[0])
+	assert.Equal(t, "RUN_FINISHED", w.Events[len(w.Events)-1])
+	assert.NotEmpty(t, w.Text)
+	for _, c := range out.Cuts {
+		assert.Equal(t, 2, c.Attempts, "cut after %d frames: one cut run, one resumed", c.Cut)
+		assert.Empty(t, c.Errors, "cut after %d", c.Cut)
+		assert.Equal(t, w.Text, c.Text, "cut after %d frames (%v): the resumed run's text is the uncut one's", c.Cut, c.LastIDs)
+		assert.JSONEq(t, string(w.Messages), string(c.Messages), "cut after %d frames: the same messages", c.Cut)
+		assert.Equal(t, "RUN_FINISHED", c.Events[len(c.Events)-1])
+	}
+	j := out.Join
+	assert.Empty(t, j.Errors)
+	assert.Equal(t, []string{"RUN_STARTED", "MESSAGES_SNAPSHOT"}, j.FirstEvents, "a join without a cursor: snapshot then tail")
+	assert.Equal(t, out.JoinSource.Text, j.Text, "the joined agent ends with the run's text")
+	assert.JSONEq(t, string(out.JoinSource.Messages), string(j.Messages))
+	c := out.Cancel
+	assert.Equal(t, http.StatusAccepted, out.CancelStatus)
+	require.NotNil(t, c.RunError, "a cancelled run ends with RUN_ERROR")
+	assert.Equal(t, "cancelled", c.RunError.Code)
+	assert.Equal(t, "RUN_ERROR", c.Events[len(c.Events)-1])
+	assert.NotEmpty(t, c.Text, "the partial text stays")
+	assert.True(t, strings.HasPrefix(streamText(100000), c.Text))
+}
+
+// TestAGUIClientAgainstTheExampleServer: @ag-ui/client 1.0.0's HttpAgent
+// against the example server's /agui (adapters/agui). A run of the
+// model's reply (reasoning, a search tool call and its result, the
+// answer) read whole; the same reply on other threads cut after various
+// frames and resumed by Last-Event-ID (the id of the last frame read)
+// ends with the same text and messages; a join without a cursor of a
+// running turn starts with RUN_STARTED + MESSAGES_SNAPSHOT and ends with
+// the run's messages; a cancel ends the run with RUN_ERROR code
+// cancelled, the partial text kept. No warning of the client's schema
+// enforcement, no error of its verifier.
+func TestAGUIClientAgainstTheExampleServer(t *testing.T) {
+	t.Parallel()
+	node, dir := needFrontends(t)
+	ts := startServer(t, frontendBusOptions(), server.Options{AgentRate: frontendAgentRate})
+	var out aguiTurnsOut
+	runNodeFor(t, 3*time.Minute, node, dir, &out, "agui-turns.mjs", ts.ts.URL, "where is the replay cursor kept", "1,2,3,5,8,13,21,30,40")
+	checkAGUITurns(t, out)
+	for _, c := range out.Cuts {
+		t.Logf("cut after %d frames at %s, resumed: %d events, %d bytes of text", c.Cut, c.LastIDs[0], len(c.Events), len(c.Text))
+	}
+	t.Logf("join: %d events, first %v", len(out.Join.Events), out.Join.FirstEvents)
+}

@@ -36,6 +36,9 @@
 //	GET    /api/chat/{id}/stream    the AI SDK resume: the active turn from its start, compacted, then live; 204
 //	                                when none
 //	POST   /api/chat/{id}/stop      cancel the chat's turn → 202 {"cancelled", "held"}; the stream ends with abort
+//	POST   /agui                    AG-UI ([agui.Handler]): a RunAgentInput starts a turn (run id: the turn id) → the
+//	                                run as AG-UI events, each frame with an id:; with Last-Event-ID, the run resumed
+//	GET    /agui/{id}/stream        AG-UI resume (Last-Event-ID) or join (RUN_STARTED, MESSAGES_SNAPSHOT, live); 204
 //	GET    /session/{id}/events     the SSE stream ([sse.Handler]; ?scope=, ?lastEventId=, ?client=, ?presence=1, …)
 //	GET    /session/{id}/ws         the same stream over WebSocket ([ws.Handler]: same parameters, resume and cancel
 //	                                messages, close codes)

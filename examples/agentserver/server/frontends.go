@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/replaybus/replaybus/adapters/agui"
 	"github.com/replaybus/replaybus/adapters/aisdk"
 	"github.com/replaybus/replaybus/adapters/resume"
 )
@@ -13,6 +14,8 @@ import (
 const (
 	// ChatAPI is the AI SDK chat route: POST, GET {id}/stream, POST {id}/stop.
 	ChatAPI = aisdk.DefaultAPI
+	// AGUIPath is the AG-UI route: POST, GET {id}/stream.
+	AGUIPath = agui.DefaultPath
 )
 
 // startTurn starts the simulated model's turn answering text on session
@@ -30,7 +33,8 @@ func (s *Server) startTurn(session, text, turn string) (string, error) {
 	return t.ID(), nil
 }
 
-// mountFrontends mounts the AI SDK chat routes at ChatAPI.
+// mountFrontends mounts the AI SDK chat routes at ChatAPI and AG-UI at
+// AGUIPath.
 func (s *Server) mountFrontends() error {
 	ai, err := aisdk.NewHandler(s.bus, aisdk.HandlerOptions{API: ChatAPI,
 		Start: func(r *http.Request, m aisdk.Message) (string, error) { return s.startTurn(m.Chat, m.Text, "") }})
@@ -39,6 +43,14 @@ func (s *Server) mountFrontends() error {
 	}
 	for _, p := range []string{"POST " + ChatAPI, "GET " + ChatAPI + "/{id}/stream", "POST " + ChatAPI + "/{id}/stop"} {
 		s.handle(p, s.whenReady(ai.ServeHTTP))
+	}
+	ag, err := agui.NewHandler(s.bus, agui.HandlerOptions{Path: AGUIPath,
+		Start: func(r *http.Request, in agui.Input) (string, error) { return s.startTurn(in.Thread, in.Text, in.Run) }})
+	if err != nil {
+		return err
+	}
+	for _, p := range []string{"POST " + AGUIPath, "GET " + AGUIPath + "/{id}/stream"} {
+		s.handle(p, s.whenReady(ag.ServeHTTP))
 	}
 	return nil
 }

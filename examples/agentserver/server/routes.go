@@ -40,6 +40,8 @@ func Routes() []Route {
 		{"POST " + ChatAPI, "POST " + ChatAPI, `the AI SDK chat route (DefaultChatTransport, useChat): {id, messages, trigger, …} starts a turn → its UI-message stream (docs/frontends.md)`},
 		{"GET " + ChatAPI + "/{id}/stream", "GET " + ChatAPI + "/{chatId}/stream", "the AI SDK resume: the active turn from its start, compacted, then live; 204 when none"},
 		{"POST " + ChatAPI + "/{id}/stop", "POST " + ChatAPI + "/{chatId}/stop", `the AI SDK stop: cancel the chat's turn → 202 {"cancelled", "held"}`},
+		{"POST " + AGUIPath, "POST " + AGUIPath, "AG-UI (HttpAgent): a RunAgentInput starts a turn → the run as AG-UI events with ids; with Last-Event-ID the run continued after it"},
+		{"GET " + AGUIPath + "/{id}/stream", "GET " + AGUIPath + "/{threadId}/stream", "AG-UI resume (Last-Event-ID) or join: RUN_STARTED, MESSAGES_SNAPSHOT of the run so far, then live; 204 when none"},
 		{sse.Pattern, sse.Pattern, "the SSE stream (?scope=, ?lastEventId=, ?replay=0, ?coalesce=, ?client=, ?presence=1, …: docs/protocol.md)"},
 		{ws.Pattern, ws.Pattern, "the same stream over one WebSocket (close codes, the resume and cancel messages: docs/protocol.md)"},
 		{durable.Pattern, "/v1/stream/{name}", "every session as a Durable Stream: PUT, POST, GET, HEAD, DELETE (docs/durable-streams.md)"},
