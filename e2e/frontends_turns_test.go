@@ -263,3 +263,95 @@ func TestAGUIClientAgainstTheExampleServer(t *testing.T) {
 	}
 	t.Logf("join: %d events, first %v", len(out.Join.Events), out.Join.FirstEvents)
 }
+
+type a2aTurnsOut struct {
+	ProtocolVersion string     `json:"protocolVersion"`
+	Stream          []a2aEvent `json:"stream"`
+	After           []a2aEvent `json:"after"`
+	Source          []a2aEvent `json:"source"`
+	During          []a2aEvent `json:"during"`
+	CutHead         []a2aEvent `json:"cutHead"`
+	CutLastID       string     `json:"cutLastId"`
+	CutTail         []a2aEvent `json:"cutTail"`
+	Unknown         []struct {
+		Case, Error string
+	} `json:"unknown"`
+	Error string `json:"error"`
+}
+
+// a2aText is the reply's text in a2a events: the task's text artifacts,
+// then the text artifact updates, in order.
+func a2aText(evs []a2aEvent) string {
+	var b strings.Builder
+	for _, e := range evs {
+		switch {
+		case e.Case == "task":
+			for _, a := range e.Artifacts {
+				if strings.HasPrefix(a.ArtifactID, "text-") {
+					for _, p := range a.Parts {
+						b.WriteString(*p.Text)
+					}
+				}
+			}
+		case e.Case == "artifactUpdate" && strings.HasPrefix(e.ArtifactID, "text-"):
+			for _, p := range e.Parts {
+				b.WriteString(*p.Text)
+			}
+		}
+	}
+	return b.String()
+}
+
+// checkA2ATurns checks what a2a-turns.mjs reports for one version.
+func checkA2ATurns(t *testing.T, out a2aTurnsOut, version string) {
+	t.Helper()
+	require.Empty(t, out.Error)
+	assert.Equal(t, version, out.ProtocolVersion)
+	for name, evs := range map[string][]a2aEvent{"stream": out.Stream, "after": out.After, "source": out.Source, "during": out.During} {
+		require.NotEmpty(t, evs, name)
+		assert.Equal(t, "task", evs[0].Case, "%s: the task first", name)
+		last := evs[len(evs)-1]
+		assert.Equal(t, "completed", last.State, "%s: the terminal status last", name)
+		for _, e := range evs[1:] {
+			assert.NotEqual(t, "task", e.Case, "%s: one task, first", name)
+		}
+	}
+	assert.Equal(t, "submitted", out.Stream[0].State)
+	assert.NotEmpty(t, a2aText(out.Stream))
+	assert.Equal(t, a2aText(out.Stream), a2aText(out.After), "the terminal task holds the whole reply")
+	require.Len(t, out.After, 1, "a terminal task: the task alone")
+	assert.Equal(t, streamText(3000), a2aText(out.Source))
+	assert.Equal(t, "working", out.During[0].State, "resubscribed while it runs")
+	assert.Equal(t, streamText(3000), a2aText(out.During), "the task so far, then the rest: the whole reply once")
+	assert.Len(t, out.During[0].Artifacts[0].Parts, 1, "the reply so far in one part")
+	require.NotEmpty(t, out.CutHead)
+	assert.NotEqual(t, "completed", out.CutHead[len(out.CutHead)-1].State, "the head was cut")
+	require.NotEmpty(t, out.CutTail, "resumed after %s", out.CutLastID)
+	assert.NotEqual(t, "task", out.CutTail[0].Case, "Last-Event-ID: exactly the updates after it, no task")
+	assert.Equal(t, "completed", out.CutTail[len(out.CutTail)-1].State)
+	assert.Equal(t, streamText(1000), a2aText(out.CutHead)+a2aText(out.CutTail), "cut and resumed by Last-Event-ID: the whole reply once")
+	require.Len(t, out.Unknown, 1)
+	assert.Contains(t, out.Unknown[0].Error, "not found")
+}
+
+// TestA2AClientAgainstTheExampleServer: @a2a-js/sdk 1.3.0's client
+// against the example server's /a2a (adapters/a2a) and its agent card,
+// over protocol 1.0 and 0.3: a message's stream starts with the task
+// (submitted) and ends completed; resubscribeTask to the finished task
+// gets the terminal task alone, holding the whole reply; resubscribeTask
+// while a 3,000-delta task runs gets the task first (working, the reply
+// so far in one part), then the rest, then completed; a stream cut after
+// 37 frames and resubscribed with Last-Event-ID gets exactly the updates
+// after it; an unknown task is a JSON-RPC task-not-found error.
+func TestA2AClientAgainstTheExampleServer(t *testing.T) {
+	t.Parallel()
+	node, dir := needFrontends(t)
+	ts := startServer(t, frontendBusOptions(), server.Options{AgentRate: frontendAgentRate})
+	for _, version := range []string{"1.0", "0.3"} {
+		t.Run(version, func(t *testing.T) {
+			var out a2aTurnsOut
+			runNodeFor(t, 3*time.Minute, node, dir, &out, "a2a-turns.mjs", ts.ts.URL, version)
+			checkA2ATurns(t, out, version)
+		})
+	}
+}

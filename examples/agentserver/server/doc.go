@@ -39,6 +39,9 @@
 //	POST   /agui                    AG-UI ([agui.Handler]): a RunAgentInput starts a turn (run id: the turn id) → the
 //	                                run as AG-UI events, each frame with an id:; with Last-Event-ID, the run resumed
 //	GET    /agui/{id}/stream        AG-UI resume (Last-Event-ID) or join (RUN_STARTED, MESSAGES_SNAPSHOT, live); 204
+//	POST   /a2a                     A2A JSON-RPC over SSE ([a2a.Handler]), 1.0 and 0.3: a message starts a turn (task id
+//	                                "<turn>@<contextId>"); resubscribe: the task first, then live; Last-Event-ID
+//	GET    /.well-known/agent-card.json  the A2A agent card
 //	GET    /session/{id}/events     the SSE stream ([sse.Handler]; ?scope=, ?lastEventId=, ?client=, ?presence=1, …)
 //	GET    /session/{id}/ws         the same stream over WebSocket ([ws.Handler]: same parameters, resume and cancel
 //	                                messages, close codes)

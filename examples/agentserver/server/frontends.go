@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/replaybus/replaybus/adapters/a2a"
 	"github.com/replaybus/replaybus/adapters/agui"
 	"github.com/replaybus/replaybus/adapters/aisdk"
 	"github.com/replaybus/replaybus/adapters/resume"
@@ -16,6 +17,9 @@ const (
 	ChatAPI = aisdk.DefaultAPI
 	// AGUIPath is the AG-UI route: POST, GET {id}/stream.
 	AGUIPath = agui.DefaultPath
+	// A2APath is the A2A JSON-RPC endpoint; its agent card is at
+	// a2a.CardPath.
+	A2APath = a2a.DefaultPath
 )
 
 // startTurn starts the simulated model's turn answering text on session
@@ -33,8 +37,8 @@ func (s *Server) startTurn(session, text, turn string) (string, error) {
 	return t.ID(), nil
 }
 
-// mountFrontends mounts the AI SDK chat routes at ChatAPI and AG-UI at
-// AGUIPath.
+// mountFrontends mounts the AI SDK chat routes at ChatAPI, AG-UI at
+// AGUIPath, A2A at A2APath with its agent card.
 func (s *Server) mountFrontends() error {
 	ai, err := aisdk.NewHandler(s.bus, aisdk.HandlerOptions{API: ChatAPI,
 		Start: func(r *http.Request, m aisdk.Message) (string, error) { return s.startTurn(m.Chat, m.Text, "") }})
@@ -52,5 +56,17 @@ func (s *Server) mountFrontends() error {
 	for _, p := range []string{"POST " + AGUIPath, "GET " + AGUIPath + "/{id}/stream"} {
 		s.handle(p, s.whenReady(ag.ServeHTTP))
 	}
+	aa, err := a2a.NewHandler(s.bus, a2a.HandlerOptions{Path: A2APath,
+		Start: func(r *http.Request, m a2a.Message) (string, error) {
+			return s.startTurn(m.Context, m.Request.Text, m.Turn)
+		}})
+	if err != nil {
+		return err
+	}
+	s.handle("POST "+A2APath, s.whenReady(aa.ServeHTTP))
+	s.handle("GET "+a2a.CardPath, a2a.CardHandler(a2a.Card{Name: "replaybus agentserver",
+		Description: "The example server's simulated model: a reply derived from the text; \"stream N\" streams N text deltas and a tool call.",
+		Version:     "1", URL: A2APath,
+		Skills: []a2a.Skill{{ID: "reply", Name: "Reply", Description: "answers a message with reasoning, a search tool call and text", Tags: []string{"demo"}}}}))
 	return nil
 }

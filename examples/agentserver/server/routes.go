@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 
+	"github.com/replaybus/replaybus/adapters/a2a"
 	"github.com/replaybus/replaybus/adapters/browser"
 	"github.com/replaybus/replaybus/adapters/durable"
 	"github.com/replaybus/replaybus/adapters/sse"
@@ -42,6 +43,8 @@ func Routes() []Route {
 		{"POST " + ChatAPI + "/{id}/stop", "POST " + ChatAPI + "/{chatId}/stop", `the AI SDK stop: cancel the chat's turn → 202 {"cancelled", "held"}`},
 		{"POST " + AGUIPath, "POST " + AGUIPath, "AG-UI (HttpAgent): a RunAgentInput starts a turn → the run as AG-UI events with ids; with Last-Event-ID the run continued after it"},
 		{"GET " + AGUIPath + "/{id}/stream", "GET " + AGUIPath + "/{threadId}/stream", "AG-UI resume (Last-Event-ID) or join: RUN_STARTED, MESSAGES_SNAPSHOT of the run so far, then live; 204 when none"},
+		{"POST " + A2APath, "POST " + A2APath, "A2A JSON-RPC over SSE, 1.0 and 0.3: SendStreamingMessage / message/stream (a turn as a task), SubscribeToTask / tasks/resubscribe (the task first, then live; Last-Event-ID resumes exactly)"},
+		{"GET " + a2a.CardPath, "GET " + a2a.CardPath, "the A2A agent card (1.0 supportedInterfaces and the 0.3 url)"},
 		{sse.Pattern, sse.Pattern, "the SSE stream (?scope=, ?lastEventId=, ?replay=0, ?coalesce=, ?client=, ?presence=1, …: docs/protocol.md)"},
 		{ws.Pattern, ws.Pattern, "the same stream over one WebSocket (close codes, the resume and cancel messages: docs/protocol.md)"},
 		{durable.Pattern, "/v1/stream/{name}", "every session as a Durable Stream: PUT, POST, GET, HEAD, DELETE (docs/durable-streams.md)"},
