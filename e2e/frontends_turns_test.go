@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"strings"
 	"testing"
@@ -15,6 +16,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	rbnats "github.com/replaybus/replaybus/adapters/nats"
+	"github.com/replaybus/replaybus/adapters/nats/embedded"
 	"github.com/replaybus/replaybus/coalesce"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/examples/agentserver/server"
@@ -354,4 +357,64 @@ func TestA2AClientAgainstTheExampleServer(t *testing.T) {
 			checkA2ATurns(t, out, version)
 		})
 	}
+}
+
+// startNATSServers starts two example servers, each over its own bus
+// node on one embedded NATS server (what two agentserver processes with
+// -nats-url are): a turn started through one runs on its node, and the
+// other reads it from the shared log.
+func startNATSServers(t *testing.T) (node1, node2 *testServer) {
+	t.Helper()
+	ns, err := embedded.RunServer(embedded.ServerConfig{})
+	require.NoError(t, err)
+	t.Cleanup(ns.Shutdown)
+	start := func() *testServer {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		bus, err := rbnats.Connect(ctx, ns.ClientURL(), frontendBusOptions())
+		require.NoError(t, err)
+		srv, err := server.New(bus, server.Options{AgentRate: frontendAgentRate})
+		require.NoError(t, err)
+		ts := httptest.NewServer(srv)
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = srv.StopAgents(ctx)
+			ts.CloseClientConnections()
+			ts.Close()
+			_ = bus.Close()
+		})
+		return &testServer{bus: bus, srv: srv, ts: ts}
+	}
+	return start(), start()
+}
+
+// TestFrontendsAcrossNATSNodes: each projection serves a turn that runs
+// on another node. Two example servers over two bus nodes on one
+// embedded NATS server; the clients start their turns on node 1 and
+// resume, join and resubscribe on node 2: npm ai's reconnectToStream
+// (cut turns rebuilt to the uncut UIMessage, null exactly when no turn
+// is active), @ag-ui/client's Last-Event-ID resumes and join, and
+// @a2a-js/sdk's resubscribeTask (the task first, then the rest, then
+// completed) and its Last-Event-ID resume.
+func TestFrontendsAcrossNATSNodes(t *testing.T) {
+	t.Parallel()
+	node, dir := needFrontends(t)
+	n1, n2 := startNATSServers(t)
+	require.NotEqual(t, n1.ts.URL, n2.ts.URL)
+	t.Run("aisdk", func(t *testing.T) {
+		var out aisdkTurnsOut
+		runNodeFor(t, 5*time.Minute, node, dir, &out, "aisdk-turns.mjs", n1.ts.URL, "2", "7", n2.ts.URL)
+		assert.Positive(t, checkAISDKTurns(t, out, 2), "turns resumed on the other node")
+	})
+	t.Run("agui", func(t *testing.T) {
+		var out aguiTurnsOut
+		runNodeFor(t, 3*time.Minute, node, dir, &out, "agui-turns.mjs", n1.ts.URL, "where is the replay cursor kept", "1,3,13,30", n2.ts.URL)
+		checkAGUITurns(t, out)
+	})
+	t.Run("a2a", func(t *testing.T) {
+		var out a2aTurnsOut
+		runNodeFor(t, 3*time.Minute, node, dir, &out, "a2a-turns.mjs", n1.ts.URL, "1.0", n2.ts.URL)
+		checkA2ATurns(t, out, "1.0")
+	})
 }
