@@ -48,7 +48,12 @@ func runNodeFor(t *testing.T, d time.Duration, node, dir string, out any, script
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, node, append([]string{script}, args...)...)
 	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, &stdout, &stderr
-	require.NoError(t, cmd.Run(), "node %s: %s", script, stderr.String())
+	err := cmd.Run()
+	tail := stdout.String()
+	if len(tail) > 2000 {
+		tail = "…" + tail[len(tail)-2000:]
+	}
+	require.NoError(t, err, "node %s: %s; stdout: %s", script, stderr.String(), tail)
 	require.NoError(t, json.Unmarshal(stdout.Bytes(), out), "node %s printed %s (stderr %s)", script, stdout.String(), stderr.String())
 }
 
@@ -107,16 +112,18 @@ func streamText(n int) string {
 	return b.String()
 }
 
-// checkAISDKTurns checks what aisdk-turns.mjs reports: every turn of
-// 500–2,000 deltas plus a tool call, cut at a random chunk and resumed
-// with reconnectToStream, rebuilt to the uncut UIMessage; 0 schema
-// errors; the resume at most 40 frames; null exactly when no turn is
-// active; the stop ends the stream with abort and keeps the partial text.
-func checkAISDKTurns(t *testing.T, out aisdkTurnsOut, turns int) (resumed int) {
+// checkAISDKTurns checks what aisdk-turns.mjs reports: turns of
+// 500–2,000 deltas plus a tool call, each cut at a random chunk and
+// resumed with reconnectToStream, rebuilt to the uncut UIMessage, until
+// turns were resumed (a turn that ended before its client came back gets
+// null, rightly, and does not count); 0 schema errors; null exactly when
+// no turn is active; the stop ends the stream with abort and keeps the
+// partial text. It returns how many turns ended before the resume.
+func checkAISDKTurns(t *testing.T, out aisdkTurnsOut, turns int) (early int) {
 	t.Helper()
 	require.Empty(t, out.Error)
 	assert.Empty(t, out.SchemaErrors, "chunks that fail ai's uiMessageChunkSchema")
-	require.Len(t, out.Turns, turns)
+	resumed := 0
 	for i, tr := range out.Turns {
 		assert.Empty(t, tr.UncutErrors, "turn %d", i)
 		assert.Equal(t, tr.N, tr.UncutTextDeltas, "turn %d: the live stream carries every delta", i)
@@ -130,6 +137,7 @@ func checkAISDKTurns(t *testing.T, out aisdkTurnsOut, turns int) (resumed int) {
 			// The producer finished between the cut and the resume:
 			// null is right exactly when the turn was no longer active.
 			assert.False(t, tr.ActiveAtResume, "turn %d: null while its turn was active", i)
+			early++
 			continue
 		}
 		resumed++
@@ -150,7 +158,8 @@ func checkAISDKTurns(t *testing.T, out aisdkTurnsOut, turns int) (resumed int) {
 	assert.Empty(t, out.Stop.Errors)
 	assert.NotEmpty(t, out.Stop.Text, "the partial text stays")
 	assert.True(t, strings.HasPrefix(streamText(100000), out.Stop.Text), "the partial text is the reply's beginning")
-	return resumed
+	assert.Equal(t, turns, resumed, "turns cut and resumed")
+	return early
 }
 
 // TestAISDKClientCutsAndResumesTurns: npm ai 7's DefaultChatTransport
@@ -177,9 +186,9 @@ func TestAISDKClientCutsAndResumesTurns(t *testing.T) {
 	start := time.Now()
 	runNodeFor(t, 10*time.Minute+time.Duration(*aisdkTurns)*5*time.Second, node, dir, &out, "aisdk-turns.mjs",
 		ts.ts.URL, fmt.Sprint(*aisdkTurns), fmt.Sprint(seed))
-	resumed := checkAISDKTurns(t, out, *aisdkTurns)
-	t.Logf("%d turns in %v: %d cut and resumed (the others ended before the resume), 0 schema errors", len(out.Turns), time.Since(start).Round(time.Millisecond), resumed)
-	assert.Positive(t, resumed)
+	early := checkAISDKTurns(t, out, *aisdkTurns)
+	t.Logf("%d turns cut and resumed, each rebuilt to the uncut UIMessage, 0 schema errors, in %v; %d more ended before their client came back (reconnectToStream null, the turn inactive)",
+		len(out.Turns)-early, time.Since(start).Round(time.Millisecond), early)
 }
 
 type aguiRun struct {
@@ -405,7 +414,7 @@ func TestFrontendsAcrossNATSNodes(t *testing.T) {
 	t.Run("aisdk", func(t *testing.T) {
 		var out aisdkTurnsOut
 		runNodeFor(t, 5*time.Minute, node, dir, &out, "aisdk-turns.mjs", n1.ts.URL, "2", "7", n2.ts.URL)
-		assert.Positive(t, checkAISDKTurns(t, out, 2), "turns resumed on the other node")
+		checkAISDKTurns(t, out, 2)
 	})
 	t.Run("agui", func(t *testing.T) {
 		var out aguiTurnsOut

@@ -30,35 +30,41 @@ const between = (lo, hi) => lo + Math.floor(rand() * (hi - lo + 1));
 const schemaErrors = [];
 
 // read consumes a chunk stream: every chunk validated, the types counted,
-// the UIMessage rebuilt. cutAfter > 0 aborts (abort()) after that many
-// chunks; onChunk(n) is called after each.
-async function read(stream, { cutAfter = 0, abort, onChunk } = {}) {
+// the UIMessage rebuilt; onChunk(n) is called after each.
+async function read(stream, { onChunk } = {}) {
   const [forMessage, forCount] = stream.tee();
   const chunks = [];
   const counting = (async () => {
-    try {
-      for await (const c of forCount) {
-        const check = await schema.validate(c);
-        if (!check.success) schemaErrors.push(JSON.stringify(c).slice(0, 200));
-        chunks.push(c.type);
-        if (onChunk) await onChunk(chunks.length);
-        if (cutAfter > 0 && chunks.length === cutAfter) abort();
-      }
-    } catch (e) {
-      if (cutAfter === 0) throw e;
+    for await (const c of forCount) {
+      const check = await schema.validate(c);
+      if (!check.success) schemaErrors.push(JSON.stringify(c).slice(0, 200));
+      chunks.push(c.type);
+      if (onChunk) await onChunk(chunks.length);
     }
   })();
   const errors = [];
   let message;
-  try {
-    for await (const m of readUIMessageStream({ stream: forMessage, onError: (e) => errors.push(String(e)) })) {
-      message = m;
-    }
-  } catch (e) {
-    if (cutAfter === 0) throw e;
+  for await (const m of readUIMessageStream({ stream: forMessage, onError: (e) => errors.push(String(e)) })) {
+    message = m;
   }
   await counting;
   return { message, chunks, errors };
+}
+
+// cut reads cutAfter chunks of stream, validating each, then aborts the
+// request (the connection drops) and stops reading.
+async function cut(stream, cutAfter, abort) {
+  const chunks = [];
+  for await (const c of stream) {
+    const check = await schema.validate(c);
+    if (!check.success) schemaErrors.push(JSON.stringify(c).slice(0, 200));
+    chunks.push(c.type);
+    if (chunks.length === cutAfter) {
+      abort();
+      break;
+    }
+  }
+  return { chunks };
 }
 
 const count = (cs, t) => cs.filter((c) => c === t).length;
@@ -68,26 +74,44 @@ const send = (chatId, text, abortSignal) =>
 const activeTurn = async (chatId) => (await fetch(`${base}/session/${encodeURIComponent(chatId)}/turn`)).status === 200;
 
 const out = { turns: [], errors: [] };
+let at = "start";
+let printed = false;
+// A promise nothing will settle ends node with 13 and prints nothing:
+// say where it stood instead.
+process.on("beforeExit", () => {
+  if (printed) return;
+  printed = true;
+  out.error = `stuck at ${at}`;
+  out.schemaErrors = schemaErrors;
+  process.stdout.write(JSON.stringify(out));
+});
 try {
   // null exactly when no turn is active: an unknown chat, then a chat
   // before, during and after its turn.
   out.nulls = { unknown: (await resumer.reconnectToStream({ chatId: "never-seen-" + seedArg })) === null };
 
+  // Until <turns> turns were cut and resumed: a turn whose producer ended
+  // before the client came back (null, rightly) does not count.
   const turns = Number(turnsArg);
-  for (let i = 0; i < turns; i++) {
+  let resumedTurns = 0;
+  for (let i = 0; resumedTurns < turns && i < 3 * turns; i++) {
     const n = between(500, 2000);
     const text = `stream ${n}`;
+    at = `turn ${i} (${text}): uncut`;
     const uncut = await read(await send(`uncut-${seedArg}-${i}`, text));
     // The cut: a random chunk of the stream, leaving the producer time to
     // be still running when the client comes back.
     const chatId = `cut-${seedArg}-${i}`;
     const cutAfter = between(1, n - 300);
+    at = `turn ${i} (${text}): cut after ${cutAfter}`;
     const ac = new AbortController();
-    const partial = await read(await send(chatId, text, ac.signal), { cutAfter, abort: () => ac.abort() });
+    const partial = await cut(await send(chatId, text, ac.signal), cutAfter, () => ac.abort());
+    at = `turn ${i} (${text}): resume`;
     const active = await activeTurn(chatId);
     const resumed = await resumer.reconnectToStream({ chatId });
     const turn = { n, cutAfter, partialChunks: partial.chunks.length, activeAtResume: active, resumedNull: resumed === null };
     if (resumed !== null) {
+      resumedTurns++;
       const r = await read(resumed);
       turn.resumedChunks = r.chunks.length;
       turn.resumedTextDeltas = count(r.chunks, "text-delta");
@@ -137,4 +161,5 @@ try {
   out.error = String((e && e.stack) || e);
 }
 out.schemaErrors = schemaErrors;
+printed = true;
 process.stdout.write(JSON.stringify(out));
