@@ -9,7 +9,7 @@ GO ?= go
 PKGS ?= github.com/replaybus/replaybus/...
 MODULES := . adapters/nats bench e2e examples metrics tools
 
-.PHONY: test lint bench e2e e2e-deps run property browser-faults
+.PHONY: test lint bench e2e e2e-deps run property browser-faults browser-build
 
 ## test: every test, with the race detector (the e2e tests need node, npm ci in e2e/node, chromium and curl; they skip without them unless CI is set).
 ## go test's own output (ok and FAIL lines, failing tests' output), then the skipped tests and why (internal/testsummary runs go test -json)
@@ -40,6 +40,11 @@ browser-faults:
 	CI=$${CI:-1} $(GO) test -count=1 -timeout 90m -run '^TestBrowserFaultRun$$' -v github.com/replaybus/replaybus/e2e \
 		-browser.faults=$(BROWSER_FAULTS) -browser.tabs=$(BROWSER_TABS) -browser.seed=$(BROWSER_SEED)
 
+## browser-build: regenerate adapters/browser/replaybus.min.js (the module as served) from the readable
+## replaybus.js with the esbuild pinned in adapters/browser/build/package-lock.json; commit both
+browser-build:
+	cd adapters/browser/build && npm ci --no-audit --no-fund && npm run -s build
+
 ## bench: all benchmarks with allocations
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
@@ -49,6 +54,7 @@ e2e-deps:
 	cd e2e/node && npm ci --no-audit --no-fund
 	cd e2e/durable && npm ci --no-audit --no-fund
 	cd e2e/frontends && npm ci --no-audit --no-fund
+	cd adapters/browser/build && npm ci --no-audit --no-fund
 
 ## e2e: the real-client tests only (Node.js eventsource and ws, the frontend protocols' npm clients, Chromium, curl); missing clients fail
 e2e: e2e-deps

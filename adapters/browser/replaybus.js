@@ -103,11 +103,39 @@ export class Connection {
     this.tab = Math.random().toString(36).slice(2);
     this._h = {};
     this._off = [];
+    this.turns = {}; // session → its active turn's id
+    this.presences = {}; // session → its last presence
     this._cur = o.lastEventId ?? (o.persist === false ? '' : store(this.key) || '');
     queueMicrotask(() => this._start()); // once the caller's listeners are on
   }
 
   get cursor() { return this._cur; }
+
+  get turn() { return this.turns[this.session] || null; }
+
+  get presence() { return this.presences[this.session] || null; }
+
+  // cancel posts a cancel to the session's cancel route (the stream URL's
+  // /session/{id}/events as /session/{id}/cancel): resolves to the 202's
+  // {cancelled, held}, rejects with {status, code, message}.
+  async cancel({ session = this.session, ...b } = {}) {
+    const u = this.o.cancelUrl || this.url.replace(/(\/session\/[^/?#]+)?\/events([?#].*)?$/, '/session/' + encodeURIComponent(session) + '/cancel');
+    for (let n = 0; ; n++) {
+      const h = await this._hdr(n, { 'Content-Type': 'application/json' });
+      const r = await fetch(u, { method: 'POST', headers: h, body: JSON.stringify(b), cache: 'no-store', credentials: this.o.credentials });
+      const j = await r.json().catch(() => ({}));
+      if (r.ok) return j;
+      if (r.status != 401 || !this.o.token || n) throw { status: r.status, code: j.code, message: j.message || r.statusText };
+    }
+  }
+
+  // _hdr: the request's headers, the token refreshed when refresh.
+  async _hdr(refresh, h) {
+    const o = this.o;
+    h = { ...h, ...(typeof o.headers == 'function' ? await o.headers() : o.headers) };
+    if (o.token) h.Authorization = 'Bearer ' + await o.token({ refresh: refresh > 0 });
+    return h;
+  }
 
   on(type, fn) {
     (this._h[type] ||= new Set()).add(fn);
@@ -224,6 +252,7 @@ export class Connection {
     }
     this._st(m.s, m.err);
     this._frames(m.f);
+    for (const d of Object.values(m.p || {})) this._take('', env(d)); // the current presence
   }
 
   _set(c) {
@@ -260,18 +289,33 @@ export class Connection {
       if (cur && env.firstId <= cur[1]) return this._behind(); // merged across the cursor: ask again
       env.cursor = c;
       this._set(c);
+      if (t == 'turn_start') this._tn(env.session, x.turn);
+      if (t == 'turn_end' && this.turns[env.session] == x.turn) this._tn(env.session, null, x);
       this._emit('event', env);
     } else if (t == 'state_resync_required') {
       if (x.reason == 'epoch_reset') {
         if (!cur || (cur[0] == x.epoch && !same)) return;
         this._set(x.epoch + '-0');
+        for (const s in this.turns) this._tn(s, this.presences[s]?.turn); // another incarnation's turns are over
       } else if (cur ? cur[1] >= (x.completeFromId ? x.completeFromId - 1 : x.lastDroppedId || 1 / 0) : x.reason == 'ring_evicted') {
         return; // a gap before this tab's cursor
       }
       this._emit('reset', { ...x, session: env.session });
+    } else if (t == 'presence') {
+      this.presences[x.session] = x;
+      this._tn(x.session, x.turn);
+      this._emit('presence', x);
     } else {
       this._emit('frame', env);
     }
+  }
+
+  // _tn sets the session's active turn (null: none; end: its turn_end's data).
+  _tn(s, turn, end) {
+    const was = this.turns[s] || null;
+    if (was == (turn ||= null)) return;
+    this.turns[s] = turn;
+    this._emit('turn', { session: s, turn: turn || was, active: !!turn, reason: end?.reason, message: end?.message });
   }
 
   _behind() {
@@ -286,6 +330,7 @@ export class Connection {
     this.leader = true;
     this._post({ t: 'l' });
     this._pend = new Map();
+    this._lp = {};
     this._log = null;
     this._ccur = undefined;
     this._synced = false;
@@ -315,7 +360,7 @@ export class Connection {
 
   _send(tab, n, c) {
     const p = pc(c), s = p && p[0] == this._epoch ? p[1] : -1;
-    const m = { t: 's', to: tab, n, e: this._epoch, s: this.status, err: this._fatal, f: this._log.f.filter((x) => !(x.s < s)).map((x) => [x.c, x.d, x.same]) };
+    const m = { t: 's', to: tab, n, e: this._epoch, s: this.status, err: this._fatal, f: this._log.f.filter((x) => !(x.s < s || x.p)).map((x) => [x.c, x.d, x.same]), p: this._lp };
     if (tab != this.tab) return this._post(m);
     m.L = tab;
     this._sync(m);
@@ -381,9 +426,8 @@ export class Connection {
       };
       arm();
       try {
-        const h = { Accept: 'text/event-stream', ...(typeof o.headers == 'function' ? await o.headers() : o.headers) };
+        const h = await this._hdr(n401, { Accept: 'text/event-stream' });
         if (base) h['Last-Event-ID'] = base;
-        if (o.token) h.Authorization = 'Bearer ' + await o.token({ refresh: n401 > 0 });
         r = await fetch(this.url, { method: o.method, headers: h, body: o.body, signal: ac.signal, cache: 'no-store', credentials: o.credentials });
         if (!r.ok) {
           const j = await r.json().catch(() => ({}));
@@ -468,9 +512,10 @@ export class Connection {
         this._log = { f: [], all: true }; // a new incarnation starts here
         same = pc(base)?.[0] == x.epoch || undefined; // past its newest id, not another's cursor
       }
-      const L = this._log, s = pc(this._ccur)?.[1];
+      const L = this._log, s = pc(this._ccur)?.[1], p = e.type == 'presence';
+      if (p) this._lp[x.session] = data; // state: the newest goes to a tab that joins
       if (L.from === undefined && c) L.from = s;
-      L.f.push({ c, d: data, s, f: e.firstId, same });
+      L.f.push({ c, d: data, s, f: e.firstId, same, p });
       if (L.f.length > max) { // keep the newer half
         const k = L.f.length - (max >> 1);
         L.from = Math.max(L.from || 0, L.f[k - 1].s || 0);
