@@ -32,7 +32,7 @@ property:
 
 ## browser-faults: the browser module's seeded fault run in headless Chromium (e2e TestBrowserFaultRun):
 ## BROWSER_FAULTS faults (default 1,000) over BROWSER_TABS tabs of one origin (default 4); BROWSER_SEED=0
-## picks a new seed, which the test prints; make test runs 11 (one of each kind)
+## picks a new seed, which the test prints; make test runs 13 (one of each kind)
 BROWSER_FAULTS ?= 1000
 BROWSER_TABS ?= 4
 BROWSER_SEED ?= 0
