@@ -75,6 +75,7 @@ type pageView struct {
 		Loads     int              `json:"loads"`
 		Tokens    int              `json:"tokens"`
 		Refreshes int              `json:"refreshes"`
+		Set       [][]string       `json:"set"` // connection and session_* frames: [type, session, code]
 	} `json:"t"`
 }
 

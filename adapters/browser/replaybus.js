@@ -5,11 +5,19 @@ const G = globalThis;
 
 export const connect = (url, options) => new Connection(url, options);
 
-// pc: "<epoch>-<seq>" → [epoch, seq], or null
+// pc: "<epoch>-<seq>" → [epoch, seq], or null; of a connection cursor
+// ("<epoch>-<seq>;+c:scope;-a;@c=17") its main part.
 const pc = (c) => {
+  c = c && c.split(';')[0];
   const i = c ? c.lastIndexOf('-') : -1;
   return i > 0 ? [c.slice(0, i), +c.slice(i + 1)] : null;
 };
+
+// sid: a session id as a connection cursor writes it
+const sid = (s) => encodeURIComponent(s).replace(/[!*'()]/g, (c) => '%' + c.charCodeAt(0).toString(16).toUpperCase());
+
+// entry: the sort key of a cursor entry: +, then -, then @, each by id
+const ek = (e) => '+-@'.indexOf(e[0]) + e.slice(1).split(/[:=]/)[0];
 
 // env: a frame's data as its envelope
 const env = (d) => {
@@ -93,11 +101,18 @@ export class Parser {
 
 export class Connection {
   constructor(url, o = {}) {
-    this.url = new URL(url, G.location?.href).href;
+    const u = new URL(url, G.location?.href);
+    for (const x of o.sessions || []) u.searchParams.append('session', x.session ? x.session + ':' + (x.scope || 'session') : x + ':session');
+    this.url = u.href;
     this.o = o;
+    // many sessions on one connection: GET /events?session=a&session=b:descendants
+    this.multi = u.searchParams.has('session');
+    this.sessions = []; // the set, as the server resolved it: [{session, scope}]
+    this._url = new Set(u.searchParams.getAll('session').map((x) => x.replace(/:(session|descendants|subtree)$/, '')));
     this.key = o.key || 'replaybus:' + this.url.replace(/[?&](lastEventId|last_event_id)=[^&#]*/g, '');
     const m = /\/session\/([^/?#]+)\/events/.exec(this.url);
     this.session = o.session ?? (m ? decodeURIComponent(m[1]) : '');
+    this._from = {}; // session → the from of its pending add
     this.status = 'connecting';
     this.leader = false;
     this.tab = Math.random().toString(36).slice(2);
@@ -127,6 +142,46 @@ export class Connection {
       if (r.ok) return j;
       if (r.status != 401 || !this.o.token || n) throw { status: r.status, code: j.code, message: j.message || r.statusText };
     }
+  }
+
+  // add puts a session in the set of a many-sessions connection (POST
+  // {url}/{connection}): {scope, from} as the route's; resolves to its
+  // answer once applied; rejects with {status, code, message}.
+  add(session, { scope = 'session', from } = {}) {
+    this._from[session] = from;
+    return this._change({ add: [{ session, scope, from }] });
+  }
+
+  remove(session) { return this._change({ remove: [session] }); }
+
+  async _change(b) {
+    for (let n = 0, a = 0; ; ) {
+      const conn = this._conn || await new Promise((r) => (this._cw ||= []).push(r));
+      const r = await fetch(this.url.replace(/[?#].*/, '') + '/' + conn, { method: 'POST', headers: await this._hdr(n, { 'Content-Type': 'application/json' }), body: JSON.stringify(b), cache: 'no-store', credentials: this.o.credentials });
+      const j = await r.json().catch(() => ({}));
+      if (r.ok) return j;
+      if (r.status == 401 && this.o.token && !n++) continue;
+      if (j.code == 'connection_not_found' && a++ < 5) { // the stream is being reopened: on the next one
+        if (this._conn == conn) this._conn = null;
+        continue;
+      }
+      throw { status: r.status, code: j.code, message: j.message || r.statusText };
+    }
+  }
+
+  // _edit: the tab's connection cursor after the set changed (session
+  // added with its scope, or removed): what the server writes in the next
+  // id: line, for a cut before it.
+  _edit(s, scope) {
+    const [m, ...es] = (this._cur || (this._epoch ? this._epoch + '-0' : '')).split(';'), q = sid(s);
+    if (!m) return;
+    const out = es.filter((e) => e.slice(1).split(/[:=]/)[0] != q), c = pc(m), f = pc(this._from[s]);
+    if (scope) {
+      if (!this._url.has(s)) out.push('+' + q + ':' + scope);
+      const at = f && f[0] == c[0] ? f[1] : 0;
+      if (at != c[1]) out.push('@' + q + '=' + at);
+    } else if (this._url.has(s)) out.push('-' + q);
+    this._set([m, ...out.sort((a, b) => ek(a) < ek(b) ? -1 : 1)].join(';'));
   }
 
   // _hdr: the request's headers, the token refreshed when refresh.
@@ -176,7 +231,7 @@ export class Connection {
   _begin() {
     this._stopped = false;
     const L = G.navigator?.locks;
-    if (this.o.shared === false || !L || !G.BroadcastChannel) return this._lead();
+    if (this.o.shared === false || this.multi || !L || !G.BroadcastChannel) return this._lead();
     const ch = this._ch = new BroadcastChannel(this.key);
     ch.onmessage = (e) => this._msg(e.data);
     this._lock = new AbortController();
@@ -285,13 +340,18 @@ export class Connection {
         this._emit('reset', { reason: 'epoch_reset', epoch: p[0], session: env.session });
         cur = [p[0], 0];
       }
-      if (cur && p[1] <= cur[1]) return; // had it
-      if (cur && env.firstId <= cur[1]) return this._behind(); // merged across the cursor: ask again
+      if (!this.multi) { // a many-sessions connection is this tab's own: the server owes it exactly what comes
+        if (cur && p[1] <= cur[1]) return; // had it
+        if (cur && env.firstId <= cur[1]) return this._behind(); // merged across the cursor: ask again
+      }
       env.cursor = c;
       this._set(c);
       if (t == 'turn_start') this._tn(env.session, x.turn);
       if (t == 'turn_end' && this.turns[env.session] == x.turn) this._tn(env.session, null, x);
       this._emit('event', env);
+    } else if (t == 'state_resync_required' && this.multi) { // one per session concerned
+      if (x.reason == 'epoch_reset' && (!cur || cur[0] != x.epoch)) this._set(x.epoch + '-0' + (this._cur.match(/;[-+][^;]*/g) || []).join(''));
+      this._emit('reset', { ...x, session: env.session });
     } else if (t == 'state_resync_required') {
       if (x.reason == 'epoch_reset') {
         if (!cur || (cur[0] == x.epoch && !same)) return;
@@ -301,6 +361,17 @@ export class Connection {
         return; // a gap before this tab's cursor
       }
       this._emit('reset', { ...x, session: env.session });
+    } else if (/^(connection|session_(added|removed|error))$/.test(t)) {
+      const a = this.sessions.filter((e) => e.session != x.session);
+      if (t == 'connection') {
+        this._conn = x.connection;
+        this._cw?.splice(0).forEach((f) => f(x.connection));
+        this.sessions = x.sessions;
+      } else {
+        this.sessions = t == 'session_added' ? [...a, { session: x.session, scope: x.scope }] : a;
+        if (t != 'session_error') this._edit(x.session, x.scope);
+      }
+      this._emit('frame', env);
     } else if (t == 'presence') {
       this.presences[x.session] = x;
       this._tn(x.session, x.turn);
@@ -369,6 +440,7 @@ export class Connection {
   // _base: the oldest of the connection's position and the waiting tabs'
   // cursors ('' for none); a new tab counts as position 0.
   _base() {
+    if (this.multi) return this._cur;
     let b, none = false;
     for (const c of [this._ccur, ...[...this._pend.values()].map((x) => x[0])]) {
       if (c === undefined) continue;
@@ -498,6 +570,7 @@ export class Connection {
       }
     } catch { /* cut */ }
     this._open = false;
+    this._conn = null;
     ac.abort();
     return n;
   }
