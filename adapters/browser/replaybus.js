@@ -365,11 +365,12 @@ export class Connection {
       const a = this.sessions.filter((e) => e.session != x.session);
       if (t == 'connection') {
         this._conn = x.connection;
+        if (c) this._set(c);
         this._cw?.splice(0).forEach((f) => f(x.connection));
         this.sessions = x.sessions;
       } else {
         this.sessions = t == 'session_added' ? [...a, { session: x.session, scope: x.scope }] : a;
-        if (t != 'session_error') this._edit(x.session, x.scope);
+        if (t != 'session_error') c ? this._set(c) : this._edit(x.session, x.scope); // the server's cursor, else the same, computed
       }
       this._emit('frame', env);
     } else if (t == 'presence') {
@@ -461,8 +462,9 @@ export class Connection {
     if (online) this._fast = Date.now() + 5000; // the network may take a moment: retry soon
     if (!this.leader) return this._post({ t: 'n' });
     if (this._wake) return this._wake();
-    // back online (or resumed), nothing read since: likely dead
-    if (online && this._open && !(this._last > this._offAt)) this._again();
+    // back online (or resumed), nothing read since — or a connect still
+    // unanswered that began before: likely dead
+    if (online && (this._open ? !(this._last > this._offAt) : this._t0 <= this._offAt)) this._again();
   }
 
   // _sleep waits ms; _wake cuts it short, but not below floor (a Retry-After).
@@ -497,6 +499,7 @@ export class Connection {
         if (idle) t = setTimeout(() => ac.abort(), idle);
       };
       arm();
+      this._t0 = Date.now();
       try {
         const h = await this._hdr(n401, { Accept: 'text/event-stream' });
         if (base) h['Last-Event-ID'] = base;
