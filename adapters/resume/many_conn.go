@@ -226,8 +226,9 @@ func (m *Many) subscribe(withCursor bool) error {
 	return nil
 }
 
-// Next returns the next frame of the connection, and for an event the
-// connection cursor after it (what its id: line carries), blocking until
+// Next returns the next frame of the connection, and for an event, and
+// for the connection, session_added and session_removed frames, the
+// connection cursor after it (what its id: line carries; "" for others), blocking until
 // one is ready, a change was applied (its frames come first), deadline
 // passes (eventbus.ErrTimeout; zero: none) or the connection's context
 // ends. The subscription's end (evicted, bus closed) is its error.
@@ -236,6 +237,13 @@ func (m *Many) Next(deadline time.Time) (eventbus.Event, string, error) {
 		if len(m.out) > 0 {
 			ev := m.out[0]
 			m.out = m.out[1:]
+			switch ev.Type {
+			case TypeConnection, TypeSessionAdded, TypeSessionRemoved:
+				// The set changed (or was resolved): the client's cursor
+				// must say so before any event does, or a cut right
+				// after would resume the old set.
+				return ev, m.cur.String(m.idEpoch), nil
+			}
 			return ev, "", nil
 		}
 		m.mu.Lock()

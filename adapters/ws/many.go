@@ -143,7 +143,9 @@ func (h *Handler) serveMany(w http.ResponseWriter, r *http.Request, maxSessions 
 		return
 	}
 	defer h.streams.Remove(id, nil)
-	c, err := websocket.Accept(w, r, h.accept)
+	// Every write through the recorder's connection has its own deadline
+	// (none left on an idle socket), as on a one-session socket.
+	c, err := websocket.Accept(&hijackRecorder{ResponseWriter: w, wt: h.wt}, r, h.accept)
 	if err != nil {
 		h.rejected.Add(1)
 		return
