@@ -28,7 +28,7 @@ import (
 // (POST /events/{conn}) brings c's history (ids below the connection's
 // position: its catch-up) and its live events, across a cut; d, added
 // with no history and cut before any event names it, is carried by the
-// module's own cursor;
+// cursor of the session_added frame's id: line;
 // rb.remove("a") stops a's events; an unknown session added is
 // refused (404 naming it) and the others go on. Per session: every event
 // once, in order; the server holds one stream.
@@ -167,7 +167,8 @@ func TestBrowserManySessions(t *testing.T) {
 	require.Eventually(t, has(map[string][]uint64{"c": published["c"], "a": published["a"]}), 20*time.Second, 20*time.Millisecond, "c's live events after a cut")
 
 	// Add d, which has no event yet, and cut before any event of the new
-	// set: only the module's own cursor can carry d across the reconnect.
+	// set: only the cursor of the session_added frame carries d across the
+	// reconnect.
 	_, err = chromedp.Run(tab.ctx, chromedp.Evaluate[bool](`rb.add("d").then(() => true)`, chromedp.EvalAwaitPromise))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {

@@ -13,11 +13,6 @@ const pc = (c) => {
   return i > 0 ? [c.slice(0, i), +c.slice(i + 1)] : null;
 };
 
-// sid: a session id as a connection cursor writes it
-const sid = (s) => encodeURIComponent(s).replace(/[!*'()]/g, (c) => '%' + c.charCodeAt(0).toString(16).toUpperCase());
-
-// entry: the sort key of a cursor entry: +, then -, then @, each by id
-const ek = (e) => '+-@'.indexOf(e[0]) + e.slice(1).split(/[:=]/)[0];
 
 // env: a frame's data as its envelope
 const env = (d) => {
@@ -108,11 +103,9 @@ export class Connection {
     // many sessions on one connection: GET /events?session=a&session=b:descendants
     this.multi = u.searchParams.has('session');
     this.sessions = []; // the set, as the server resolved it: [{session, scope}]
-    this._url = new Set(u.searchParams.getAll('session').map((x) => x.replace(/:(session|descendants|subtree)$/, '')));
     this.key = o.key || 'replaybus:' + this.url.replace(/[?&](lastEventId|last_event_id)=[^&#]*/g, '');
     const m = /\/session\/([^/?#]+)\/events/.exec(this.url);
     this.session = o.session ?? (m ? decodeURIComponent(m[1]) : '');
-    this._from = {}; // session → the from of its pending add
     this.status = 'connecting';
     this.leader = false;
     this.tab = Math.random().toString(36).slice(2);
@@ -147,10 +140,7 @@ export class Connection {
   // add puts a session in the set of a many-sessions connection (POST
   // {url}/{connection}): {scope, from} as the route's; resolves to its
   // answer once applied; rejects with {status, code, message}.
-  add(session, { scope = 'session', from } = {}) {
-    this._from[session] = from;
-    return this._change({ add: [{ session, scope, from }] });
-  }
+  add(session, { scope = 'session', from } = {}) { return this._change({ add: [{ session, scope, from }] }); }
 
   remove(session) { return this._change({ remove: [session] }); }
 
@@ -167,21 +157,6 @@ export class Connection {
       }
       throw { status: r.status, code: j.code, message: j.message || r.statusText };
     }
-  }
-
-  // _edit: the tab's connection cursor after the set changed (session
-  // added with its scope, or removed): what the server writes in the next
-  // id: line, for a cut before it.
-  _edit(s, scope) {
-    const [m, ...es] = (this._cur || (this._epoch ? this._epoch + '-0' : '')).split(';'), q = sid(s);
-    if (!m) return;
-    const out = es.filter((e) => e.slice(1).split(/[:=]/)[0] != q), c = pc(m), f = pc(this._from[s]);
-    if (scope) {
-      if (!this._url.has(s)) out.push('+' + q + ':' + scope);
-      const at = f && f[0] == c[0] ? f[1] : 0;
-      if (at != c[1]) out.push('@' + q + '=' + at);
-    } else if (this._url.has(s)) out.push('-' + q);
-    this._set([m, ...out.sort((a, b) => ek(a) < ek(b) ? -1 : 1)].join(';'));
   }
 
   // _hdr: the request's headers, the token refreshed when refresh.
@@ -370,7 +345,7 @@ export class Connection {
         this.sessions = x.sessions;
       } else {
         this.sessions = t == 'session_added' ? [...a, { session: x.session, scope: x.scope }] : a;
-        if (t != 'session_error') c ? this._set(c) : this._edit(x.session, x.scope); // the server's cursor, else the same, computed
+        if (c) this._set(c); // the connection cursor of the new set
       }
       this._emit('frame', env);
     } else if (t == 'presence') {
