@@ -185,8 +185,8 @@ func (b *Bus) snapshotPlanLocked(x *session, k scope.Kind, pos *Position, types 
 // The race it closes: taken under the same lock as register, the snapshot
 // holds exactly the events published before s was registered, and the live
 // queue exactly those after — so nothing falls between history and live
-// and nothing is in both (AgentPool's Python subscribe takes its snapshot
-// after releasing the lock).
+// and nothing is in both (taking it after releasing the lock would let a
+// publish fall between the two).
 func (b *Bus) snapshotLocked(j *snapshotJob, buf []*record) {
 	j.snap = buf[:0]
 	for _, r := range j.rings {
