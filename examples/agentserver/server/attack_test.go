@@ -17,7 +17,8 @@ import (
 )
 
 // Every route that takes a body — publish, create, a message to the model,
-// cancel, status, a Durable Streams create and append — answers a body
+// cancel, status, a Durable Streams create and append, a change of a
+// many-session stream's set — answers a body
 // that never finishes (announced and cut, or chunked and never ended) with
 // its 408 within the body timeout, closes the connection, and leaves no
 // goroutine behind.
@@ -58,6 +59,7 @@ func routes(t *testing.T, addr string, bodyTimeout time.Duration, js string) {
 		{"PUT", "/session/s1/status", js},
 		{"PUT", "/v1/stream/d2", js},
 		{"POST", "/v1/stream/d1", "Content-Type: text/plain\r\n"},
+		{"POST", "/events/c1", js}, // read before the connection is looked up
 	} {
 		for _, framing := range []string{"Content-Length: 100\r\n", "Transfer-Encoding: chunked\r\n"} {
 			name := tc.method + " " + tc.target + " " + strings.Fields(framing)[0]
