@@ -61,7 +61,7 @@ type aisdkTurn struct {
 	N                 int      `json:"n"`
 	CutAfter          int      `json:"cutAfter"`
 	PartialChunks     int      `json:"partialChunks"`
-	ActiveAtResume    bool     `json:"activeAtResume"`
+	ActiveAfterNull   bool     `json:"activeAfterNull"`
 	ResumedNull       bool     `json:"resumedNull"`
 	ResumedChunks     int      `json:"resumedChunks"`
 	ResumedTextDeltas int      `json:"resumedTextDeltas"`
@@ -135,8 +135,8 @@ func checkAISDKTurns(t *testing.T, out aisdkTurnsOut, turns int) (early int) {
 		assert.True(t, tr.AfterNull, "turn %d: no active turn after it, reconnectToStream is null", i)
 		if tr.ResumedNull {
 			// The producer finished between the cut and the resume:
-			// null is right exactly when the turn was no longer active.
-			assert.False(t, tr.ActiveAtResume, "turn %d: null while its turn was active", i)
+			// null is right only when the turn is no longer active.
+			assert.False(t, tr.ActiveAfterNull, "turn %d: null while its turn was active", i)
 			early++
 			continue
 		}
@@ -187,6 +187,13 @@ func TestAISDKClientCutsAndResumesTurns(t *testing.T) {
 	runNodeFor(t, 10*time.Minute+time.Duration(*aisdkTurns)*5*time.Second, node, dir, &out, "aisdk-turns.mjs",
 		ts.ts.URL, fmt.Sprint(*aisdkTurns), fmt.Sprint(seed))
 	early := checkAISDKTurns(t, out, *aisdkTurns)
+	var deltas, partial, resumedChunks int
+	for _, tr := range out.Turns {
+		deltas += tr.N
+		partial += tr.PartialChunks
+		resumedChunks += tr.ResumedChunks
+	}
+	t.Logf("%d text deltas in all; the cut streams carried %d chunks before their cut, the resumes %d", deltas, partial, resumedChunks)
 	t.Logf("%d turns cut and resumed, each rebuilt to the uncut UIMessage, 0 schema errors, in %v; %d more ended before their client came back (reconnectToStream null, the turn inactive)",
 		len(out.Turns)-early, time.Since(start).Round(time.Millisecond), early)
 }
