@@ -9,12 +9,12 @@ GO ?= go
 PKGS ?= github.com/replaybus/replaybus/...
 MODULES := . adapters/nats bench e2e examples metrics tools
 
-.PHONY: test lint bench e2e e2e-deps run property browser-faults aisdk-resume
+.PHONY: test lint bench e2e e2e-deps run property property-many browser-faults aisdk-resume
 
 ## test: every test, with the race detector (the e2e tests need node, npm ci in e2e/node, chromium and curl; they skip without them unless CI is set).
 ## go test's own output (ok and FAIL lines, failing tests' output), then the skipped tests and why (internal/testsummary runs go test -json)
 test:
-	$(GO) run ./internal/testsummary -go $(GO) -race -count=1 $(PKGS)
+	$(GO) run ./internal/testsummary -go $(GO) -race -count=1 -timeout 20m $(PKGS)
 
 ## lint: gofmt must have nothing to say, every module must be tidy (go mod tidy -diff), go vet and staticcheck must pass
 lint:
@@ -29,6 +29,12 @@ lint:
 PROPERTY_CHECKS ?= 10000
 property:
 	$(GO) test -race -count=1 -timeout 60m -run '^TestProperty' -v github.com/replaybus/replaybus/eventbus -rapid.checks=$(PROPERTY_CHECKS)
+
+## property-many: the long run of adapters/nats TestPropertyManySessions — one SSE connection over 100
+## sessions, publishers on two NATS nodes (embedded nats-server), random cuts (resumed on either node with
+## the last id: line), adds and removes — with PROPERTY_CHECKS cases (default 10,000; make test runs 10)
+property-many:
+	cd adapters/nats && $(GO) test -count=1 -timeout 90m -run '^TestPropertyManySessions$$' -v . -rapid.checks=$(PROPERTY_CHECKS)
 
 ## browser-faults: the browser module's seeded fault run in headless Chromium (e2e TestBrowserFaultRun):
 ## BROWSER_FAULTS faults (default 1,000) over BROWSER_TABS tabs of one origin (default 4); BROWSER_SEED=0

@@ -45,6 +45,12 @@
 //	GET    /session/{id}/events     the SSE stream ([sse.Handler]; ?scope=, ?lastEventId=, ?client=, ?presence=1, …)
 //	GET    /session/{id}/ws         the same stream over WebSocket ([ws.Handler]: same parameters, resume and cancel
 //	                                messages, close codes)
+//	GET    /events                  many sessions on one SSE stream (?session=a&session=b:descendants):
+//	                                the sessions' events in id order under one cursor; the first frame
+//	                                names the connection (docs/protocol.md, "Many sessions on one connection")
+//	POST   /events/{conn}           {"add": [{"session", "scope"?, "from"?}], "remove": [ids]} → 200
+//	                                {"connection", "sessions", "cursor"}: changes that stream's set
+//	GET    /ws                      many sessions on one WebSocket; subscribe/unsubscribe messages
 //	*      /v1/stream/{name}        the session as a Durable Stream ([durable.Handler])
 //
 // [Routes] lists them (the agentserver command's -h prints it).

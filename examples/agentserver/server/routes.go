@@ -47,6 +47,9 @@ func Routes() []Route {
 		{"GET " + a2a.CardPath, "GET " + a2a.CardPath, "the A2A agent card (1.0 supportedInterfaces and the 0.3 url)"},
 		{sse.Pattern, sse.Pattern, "the SSE stream (?scope=, ?lastEventId=, ?replay=0, ?coalesce=, ?client=, ?presence=1, …: docs/protocol.md)"},
 		{ws.Pattern, ws.Pattern, "the same stream over one WebSocket (close codes, the resume and cancel messages: docs/protocol.md)"},
+		{sse.ManyPattern, "GET /events?session=a&session=b:descendants", "many sessions on one SSE stream, in id order under one cursor; the first frame names the connection (docs/protocol.md)"},
+		{sse.ChangePattern, sse.ChangePattern, `add or remove sessions of that stream: {"add": [{"session", "scope"?, "from"?}], "remove": [ids]} → 200 {"connection", "sessions", "cursor"}`},
+		{ws.ManyPattern, "GET /ws?session=a&session=b", `many sessions on one WebSocket; {"type":"subscribe"|"unsubscribe","session",…} change the set`},
 		{durable.Pattern, "/v1/stream/{name}", "every session as a Durable Stream: PUT, POST, GET, HEAD, DELETE (docs/durable-streams.md)"},
 	}
 }
