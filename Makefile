@@ -14,7 +14,7 @@ MODULES := . adapters/nats bench e2e examples metrics tools
 ## test: every test, with the race detector (the e2e tests need node, npm ci in e2e/node, chromium and curl; they skip without them unless CI is set).
 ## go test's own output (ok and FAIL lines, failing tests' output), then the skipped tests and why (internal/testsummary runs go test -json)
 test:
-	$(GO) run ./internal/testsummary -go $(GO) -race -count=1 $(PKGS)
+	$(GO) run ./internal/testsummary -go $(GO) -race -count=1 -timeout 20m $(PKGS)
 
 ## lint: gofmt must have nothing to say, every module must be tidy (go mod tidy -diff), go vet and staticcheck must pass
 lint:

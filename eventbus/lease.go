@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -38,7 +39,8 @@ type LeaseBackend interface {
 	// ReleaseTurn drops turn's lease: the turn ended.
 	ReleaseTurn(ctx context.Context, session, turn string) error
 	// SharePresence replaces this node's part of session's presence (a
-	// JSON value the bus reads back) and hands it to every other node's
+	// JSON value the bus reads back; nil drops it: the session closed or
+	// expired here) and hands it to every other node's
 	// Feed.Presence — a node that starts later gets every live part —
 	// kept under the node's lease: a dead node's parts go (Presence with
 	// nil) within 2×lease.
@@ -72,7 +74,8 @@ type presenceShare struct {
 
 	mu     sync.Mutex
 	remote map[string]map[string]nodePart // session → node → part
-	out    map[string][]byte              // session → this node's newest part, not yet shared
+	out    map[string][]byte              // session → this node's newest part, not yet shared (nil: drop it)
+	shared map[string]bool                // sessions this node has shared a part of
 	kick   chan struct{}
 	stop   <-chan struct{}
 	done   chan struct{}
@@ -80,7 +83,7 @@ type presenceShare struct {
 
 func newPresenceShare(be LeaseBackend, lease time.Duration, mem *memStore, stop <-chan struct{}) *presenceShare {
 	sh := &presenceShare{be: be, lease: lease, mem: mem, remote: map[string]map[string]nodePart{},
-		out: map[string][]byte{}, kick: make(chan struct{}, 1), stop: stop, done: make(chan struct{})}
+		out: map[string][]byte{}, shared: map[string]bool{}, kick: make(chan struct{}, 1), stop: stop, done: make(chan struct{})}
 	go sh.run()
 	return sh
 }
@@ -90,7 +93,26 @@ func (sh *presenceShare) dirty(session string, part nodePart) {
 	b, _ := json.Marshal(part)
 	sh.mu.Lock()
 	sh.out[session] = b
+	sh.shared[session] = true
 	sh.mu.Unlock()
+	sh.wake()
+}
+
+// gone queues the drop of this node's part of session (it closed or
+// expired here), if it shared one.
+func (sh *presenceShare) gone(session string) {
+	sh.mu.Lock()
+	if !sh.shared[session] {
+		sh.mu.Unlock()
+		return
+	}
+	delete(sh.shared, session)
+	sh.out[session] = nil
+	sh.mu.Unlock()
+	sh.wake()
+}
+
+func (sh *presenceShare) wake() {
 	select {
 	case sh.kick <- struct{}{}:
 	default:
@@ -168,22 +190,32 @@ func (f *fedStore) Presence(node, session string, part []byte) {
 }
 
 // TurnLost is Feed.TurnLost: the lease of turn of session expired; unless
-// the turn has ended, this node writes its turn_end{producer_lost}.
+// the turn has ended, this node writes its turn_end{producer_lost}. It
+// first lets the feed catch up with the backend (bounded by
+// backendTimeout), so that a turn_start this node has not yet ingested
+// is not taken for a turn that never started.
 func (f *fedStore) TurnLost(session, turn string) {
+	tk := f.local.tk
 	f.h.Lock()
-	x := f.h.Get(session)
-	var path []string
-	if x != nil && !f.h.Closed() && x.ActiveTurnByID(turn) != nil {
-		path = x.Path()
-	}
-	f.h.Unlock()
-	if path == nil {
+	if f.h.Closed() {
+		f.h.Unlock()
 		return
 	}
-	tk := f.local.tk
-	tk.wg.Add(1)
+	tk.wg.Add(1) // under the lock: Close waits for it
+	f.h.Unlock()
 	go func() {
 		defer tk.wg.Done()
+		_ = f.await(context.Background(), math.MaxUint64) // bounded: backendTimeout, Close
+		f.h.Lock()
+		x := f.h.Get(session)
+		var path []string
+		if x != nil && !f.h.Closed() && x.ActiveTurnByID(turn) != nil {
+			path = x.Path()
+		}
+		f.h.Unlock()
+		if path == nil {
+			return
+		}
 		ev := Event{Session: session, Type: frame.TypeTurnEnd, Time: f.local.now(),
 			Data: mustJSON(frame.TurnData{Turn: turn, Reason: frame.ReasonProducerLost, Message: "lease expired"})}
 		_, _ = f.append(path, ev) // a second end (another node's) is not stored

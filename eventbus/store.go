@@ -244,6 +244,9 @@ func (m *memStore) closeLocked(x *session, announce bool) {
 		m.h.Tombstone(x.ID, now)
 	}
 	m.idx.endSession(x)
+	if sh := m.tk.hub.share; sh != nil && x.Subs.pres.Load() != nil {
+		sh.gone(x.ID) // this node's part of its presence goes too
+	}
 	p, kids := m.h.Remove(x, now)
 	for _, c := range kids {
 		m.idx.reparent(c, x, p)

@@ -25,6 +25,9 @@ func eventually(t *testing.T, cond func() bool, what string) {
 // returns them as turnLog renders them.
 func nodeLog(t *testing.T, b *eventbus.Bus, session string, n int) []string {
 	t.Helper()
+	// The node learns the session from its feed, maybe after the caller's
+	// write returned (a subscribe before it is session_not_found).
+	eventually(t, func() bool { return b.SessionExists(session) }, "the node learns the session")
 	var got []string
 	eventually(t, func() bool {
 		got = turnLog(logOf(t, b, session, scope.Session))

@@ -50,7 +50,12 @@ type prologue struct {
 	snapshot bool
 }
 
-type open struct{ id, session string }
+// open is an open text or reasoning message; join pairs the halves of a
+// surrogate pair that two deltas split (codec.TextJoin).
+type open struct {
+	id, session string
+	join        codec.TextJoin
+}
 
 // toolCall is what the stream said about one tool call.
 type toolCall struct {
@@ -144,14 +149,12 @@ func (e *Encoder) part(p codec.Part) {
 		}
 		if e.text.id == "" {
 			id := e.id("text", p.First())
-			e.text = open{id, p.Session}
+			e.text = open{id: id, session: p.Session}
 			e.lastText = id
 			e.add(&message{ID: id, Role: "assistant"})
 			e.emitOpen(ev, "text:"+id, map[string]any{"type": "TEXT_MESSAGE_START", "messageId": id, "role": "assistant"})
 		}
-		m := e.byID[e.text.id]
-		m.text = append(m.text, p.Text...)
-		e.emit(ev, map[string]any{"type": "TEXT_MESSAGE_CONTENT", "messageId": e.text.id, "delta": p.Text})
+		e.content(ev, &e.text, "TEXT_MESSAGE_CONTENT", e.text.join.Next(p.Text))
 		return
 	case codec.Reasoning:
 		if p.Text == "" {
@@ -164,14 +167,12 @@ func (e *Encoder) part(p codec.Part) {
 		}
 		if e.reasoning.id == "" {
 			id := e.id("reasoning", p.First())
-			e.reasoning = open{id, p.Session}
+			e.reasoning = open{id: id, session: p.Session}
 			e.add(&message{ID: id, Role: "reasoning"})
 			e.emitOpen(ev, "span:"+id, map[string]any{"type": "REASONING_START", "messageId": id})
 			e.emitOpen(ev, "reasoning:"+id, map[string]any{"type": "REASONING_MESSAGE_START", "messageId": id, "role": "reasoning"})
 		}
-		m := e.byID[e.reasoning.id]
-		m.text = append(m.text, p.Text...)
-		e.emit(ev, map[string]any{"type": "REASONING_MESSAGE_CONTENT", "messageId": e.reasoning.id, "delta": p.Text})
+		e.content(ev, &e.reasoning, "REASONING_MESSAGE_CONTENT", e.reasoning.join.Next(p.Text))
 		return
 	case codec.Finish:
 		e.closeText(ev)
@@ -360,8 +361,20 @@ func (e *Encoder) insertResult(m *message, parent *message) {
 	e.byID[m.ID] = m
 }
 
+// content writes delta d of open message o as an event of type typ (none
+// for an empty d: a half of a surrogate pair held for the next delta).
+func (e *Encoder) content(ev uint64, o *open, typ, d string) {
+	if d == "" {
+		return
+	}
+	m := e.byID[o.id]
+	m.text = append(m.text, d...)
+	e.emit(ev, map[string]any{"type": typ, "messageId": o.id, "delta": d})
+}
+
 func (e *Encoder) closeText(ev uint64) {
 	if e.text.id != "" {
+		e.content(ev, &e.text, "TEXT_MESSAGE_CONTENT", e.text.join.Flush())
 		e.emitClose(ev, "text:"+e.text.id, map[string]any{"type": "TEXT_MESSAGE_END", "messageId": e.text.id})
 		e.text = open{}
 	}
@@ -369,6 +382,7 @@ func (e *Encoder) closeText(ev uint64) {
 
 func (e *Encoder) closeReasoning(ev uint64) {
 	if e.reasoning.id != "" {
+		e.content(ev, &e.reasoning, "REASONING_MESSAGE_CONTENT", e.reasoning.join.Flush())
 		e.emitClose(ev, "reasoning:"+e.reasoning.id, map[string]any{"type": "REASONING_MESSAGE_END", "messageId": e.reasoning.id})
 		e.emitClose(ev, "span:"+e.reasoning.id, map[string]any{"type": "REASONING_END", "messageId": e.reasoning.id})
 		e.reasoning = open{}

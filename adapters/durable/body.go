@@ -14,22 +14,30 @@ import (
 	"github.com/replaybus/replaybus/internal/textutil"
 )
 
-// body reads r's body, up to MaxBodyBytes (413 beyond). A read that meets
-// the connection's read deadline (a server's bound on a body that never
-// finishes) is 408 request_timeout, as the example server's JSON routes
-// answer it. The answer's write deadline starts again once the body is in:
-// a slow upload must not spend the WriteTimeout its answer needs (the
-// append would be stored and its answer cut, and the client retry it).
+// body reads r's body, up to MaxBodyBytes (413 beyond), as readBody.
 func (h *Handler) body(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	if r.ContentLength > h.opts.MaxBodyBytes {
-		return nil, errorf(http.StatusRequestEntityTooLarge, "body_too_large", "body of %d bytes is over the %d-byte limit", r.ContentLength, h.opts.MaxBodyBytes)
+	return h.readBody(w, r, h.opts.MaxBodyBytes)
+}
+
+// readBody reads r's body, up to limit bytes (413 body_too_large beyond).
+// A read that meets the connection's read deadline (a server's bound on a
+// body that never finishes) is 408 request_timeout naming how much
+// arrived, as the example server's JSON routes answer it, with
+// Connection: close. The answer's write deadline starts again once the
+// body is in: a slow upload must not spend the WriteTimeout its answer
+// needs (an append, or a subscription, would be stored and its answer
+// cut, and the client retry it). Every body the handler reads (appends,
+// creates, the __ds subscription APIs) is read here.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, errorf(http.StatusRequestEntityTooLarge, "body_too_large", "body of %d bytes is over the %d-byte limit", r.ContentLength, limit)
 	}
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	h.deadline(w)
 	var mb *http.MaxBytesError
 	switch {
 	case errors.As(err, &mb):
-		return nil, errorf(http.StatusRequestEntityTooLarge, "body_too_large", "body over the %d-byte limit", h.opts.MaxBodyBytes)
+		return nil, errorf(http.StatusRequestEntityTooLarge, "body_too_large", "body over the %d-byte limit", limit)
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return nil, withHeader(errorf(http.StatusRequestTimeout, "request_timeout", "the body did not arrive in time (%d bytes arrived%s)", len(b), ofLength(r)),
 			"Connection", "close")

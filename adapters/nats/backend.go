@@ -50,6 +50,8 @@ type Backend struct {
 
 	lost atomic.Pointer[error] // set once the stream is gone for this node
 
+	leases *leases // the node's leases (lease.go)
+
 	feedMu    sync.Mutex // serialises every call into feed
 	feed      eventbus.Feed
 	outage    bool          // Fail was sent for the current disconnection; under feedMu
@@ -84,6 +86,7 @@ const maxCached = 4096
 var _ eventbus.Backend = (*Backend)(nil)
 var _ eventbus.Syncer = (*Backend)(nil)
 var _ eventbus.AsyncBackend = (*Backend)(nil)
+var _ eventbus.LeaseBackend = (*Backend)(nil)
 
 // New returns a bus node over NATS JetStream on connection nc: it creates
 // the stream (or updates it to the options), derives the epoch from the
@@ -201,6 +204,9 @@ func NewBackend(ctx context.Context, nc *nats.Conn, cfg eventbus.Options, opts .
 			be.o.stream, be.o.prefix, be.o.replicas, be.o.storage, be.perSubj, err)
 	}
 	be.stream = st
+	if be.leases, err = newLeases(ctx, be, cfg.TurnLease); err != nil {
+		return nil, err
+	}
 	if be.acks, err = newAcker(nc, be.o.stream, be.o.publishTimeout, be.loseStream); err != nil {
 		return nil, err
 	}
@@ -358,6 +364,12 @@ func (be *Backend) Close() error {
 		return nil
 	}
 	be.closed = true
+	started := be.started
+	be.startMu.Unlock()
+	if started {
+		be.leases.close() // while the connection is up: the node's leases go at once
+	}
+	be.startMu.Lock()
 	be.cancel()
 	if be.status != nil {
 		be.nc.RemoveStatusListener(be.status)

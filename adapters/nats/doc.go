@@ -52,6 +52,21 @@
 // window. [Backend] implements eventbus.ProducerBackend for this; the
 // window and the cost are in docs/durable-streams.md.
 //
+// # Turns and presence
+//
+// [Backend] is an [eventbus.LeaseBackend]: the turns a node runs and its
+// part of each session's presence live in a key-value bucket beside the
+// stream, <stream>_LEASES, under the node's own key, which carries a TTL
+// of eventbus.Options.TurnLease (default 5 s) and is renewed every
+// quarter lease (per-message TTLs: NATS server 2.11+). Every node watches
+// the bucket: when a node's key expires (killed, frozen, cut off) or its
+// Close purges it, the others end its turns (turn_end{producer_lost},
+// stored once however many nodes write it) about a lease later and drop
+// its presence parts; presence changes reach the other nodes in
+// milliseconds, and a node that starts reads every live part before its
+// Start returns. Cancels cross nodes as records of the log. See
+// docs/distributed.md, "Turns and presence across nodes".
+//
 // # Delivery guarantees
 //
 // Per node, exactly those of the in-memory bus (package eventbus): each

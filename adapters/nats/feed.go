@@ -78,7 +78,7 @@ func (be *Backend) Start(ctx context.Context, feed eventbus.Feed) error {
 	be.wg.Add(2)
 	go be.watch(be.status)
 	go be.consume(plan)
-	return nil
+	return be.leases.start(ctx, feed)
 }
 
 // startInfo asks for the stream's state (its subjects' counts), from the

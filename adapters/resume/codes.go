@@ -37,7 +37,7 @@ const (
 	CodeProducerSeqGap       = "producer_seq_gap"             // 409: a producer's sequence past the next (Producer-Expected-Seq names it)
 	CodeTurnActive           = "turn_active"                  // 409: the session has an active turn (eventbus.ErrTurnActive; the message names it)
 	CodeTurnEnded            = "turn_ended"                   // 409: a cancel of a turn that has ended (eventbus.ErrTurnEnded; the message names it)
-	CodeSessionClosed        = "session_closed"               // 410 (409 on a Durable Stream): the session was closed
+	CodeSessionClosed        = "session_closed"               // 410 (409 for an append to a closed Durable Stream): the session was closed
 	CodeRingEvicted          = frame.ReasonRingEvicted        // 410: a Durable Streams offset whose events the replay buffer evicted
 	CodeEpochReset           = frame.ReasonEpochReset         // 410: a Durable Streams offset of another epoch (the bus restarted)
 	CodeRequestTimeout       = "request_timeout"              // 408: a request body that did not arrive within the route's bound
