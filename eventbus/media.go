@@ -1,7 +1,6 @@
 package eventbus
 
 import (
-	"fmt"
 	"mime"
 	"strings"
 	"sync"
@@ -149,28 +148,4 @@ func (e Event) WithContentType(contentType string) (Event, error) {
 	}
 	e.media = id
 	return e, nil
-}
-
-// PublishBytes is [Bus.Publish] for a payload of media type contentType:
-// subscribers get data as published, with [Event.ContentType]. Under
-// application/json data is validated and published as by PublishJSON. Such
-// an event never merges. data is copied. Errors: Publish's, and ErrInvalid
-// for a media type that is empty, malformed, over 255 bytes or the 4,097th
-// distinct one in the process.
-func (b *Bus) PublishBytes(sessionID, typ, contentType string, data []byte, opts ...PublishOption) (Event, error) {
-	media, err := internMedia(contentType)
-	if err != nil {
-		return Event{}, err
-	}
-	if err := checkEvent(sessionID, typ); err != nil {
-		return Event{}, err
-	}
-	if media == 0 && len(data) > 0 && !validJSON(data) {
-		return Event{}, invalidJSON(fmt.Sprintf(" (media type %q)", contentType), data)
-	}
-	var raw []byte
-	if len(data) > 0 {
-		raw = append([]byte(nil), data...)
-	}
-	return b.publish(sessionID, typ, raw, media, opts)
 }
