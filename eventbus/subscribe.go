@@ -90,7 +90,7 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 		sr = &snapReq{}
 		if o.Snapshot {
 			sr.reason = frame.ReasonRequested
-			cursor = b.takeSnapshot(ctx, SnapshotRequest{Session: sessionID, Scope: o.Scope}, sr, cursor)
+			cursor = b.takeSnapshot(ctx, sessionID, o.Scope, sr, cursor)
 		}
 	}
 	if replay && o.StrictCursor && cursor != nil {
@@ -123,7 +123,7 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 				}
 				if sr != nil && sr.want {
 					sr.want = false
-					cursor = b.takeSnapshot(ctx, SnapshotRequest{Session: sessionID, Scope: o.Scope}, sr, cursor)
+					cursor = b.takeSnapshot(ctx, sessionID, o.Scope, sr, cursor)
 				}
 				continue
 			}
@@ -155,7 +155,7 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 					return nil, sr.lost // StrictCursor
 				}
 				sr.want = false
-				cursor = b.takeSnapshot(ctx, SnapshotRequest{Session: sessionID, Scope: o.Scope}, sr, cursor)
+				cursor = b.takeSnapshot(ctx, sessionID, o.Scope, sr, cursor)
 				continue
 			}
 			if job.total > snapshotAllocUnderLock && cap(buf) < job.total {
