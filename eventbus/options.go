@@ -101,6 +101,25 @@ type SubscribeOptions struct {
 	// by default. Over SSE and WebSocket: ?presence=1.
 	Presence bool
 
+	// Sessions, when not empty, adds these sessions, each with its scope
+	// (scope.All refused), to the session Subscribe names with Scope: one
+	// subscription delivers the events of every session of the set in id
+	// order, so one Cursor resumes them all (docs/protocol.md, "Many
+	// sessions on one connection"). Resync frames name their session;
+	// replay_complete and queue frames carry "" as session. Every session
+	// must exist unless created as Subscribe creates one; with
+	// RequireSession an unknown one fails the whole call, naming it.
+	// Refused (ErrInvalid) beside Snapshot, Client or Presence. Only the
+	// named session's subscriber cap counts it. While such a subscription
+	// exists, publishes take the ordering step of scope.All.
+	Sessions map[string]scope.Kind
+	// Floors, with Cursor, gives sessions of the set their own position:
+	// their events with id > Floors[id] are delivered, in id order with
+	// the others', instead of those after Cursor.ID. Ignored after an
+	// epoch_reset; a floor for a session outside the set is ErrInvalid.
+	// Non-nil (even empty) makes a set of the named session alone.
+	Floors map[string]uint64
+
 	// Throttle, with Coalesce set, holds a mergeable live event for up to
 	// this long after the previous one was handed out, merging what
 	// follows; any other event hands out

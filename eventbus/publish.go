@@ -258,7 +258,7 @@ func (m *memStore) appendLocked(x *session, r *record, forced bool, f *fan) {
 	if ix.all.n.Load() > 0 {
 		ix.all.mu.Lock()
 		r.ID = m.h.NextID()
-		ix.offer(&ix.all.list, nil, r, droppable, forced, f)
+		ix.offer(&ix.all.list, nil, x, r, droppable, forced, f)
 		ix.all.mu.Unlock()
 	} else {
 		r.ID = m.h.NextID()

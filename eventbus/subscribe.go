@@ -63,6 +63,16 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 			return nil, err
 		}
 	}
+	if len(o.Sessions) > 0 || o.Floors != nil {
+		set, err := newSessionSet(sessionID, o.Scope, o, b.hist.Get)
+		if err != nil {
+			return nil, err
+		}
+		if s.filter == nil {
+			s.filter = &typeFilter{}
+		}
+		s.filter.set, s.kind = set, scope.All // an "all" subscriber with a set (multi.go)
+	}
 	if o.Client != "" || o.Presence {
 		s.member = &presenceMember{client: o.Client, listen: o.Presence}
 	}
@@ -79,14 +89,18 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 		return nil, err
 	}
 	if cursor != nil && (cursor.Epoch == "" || cursor.Epoch == b.epoch) {
-		if err := b.st.await(ctx, cursor.ID); err != nil { // a bus over a backend may be behind
+		upTo := cursor.ID
+		for _, f := range o.Floors {
+			upTo = max(upTo, f)
+		}
+		if err := b.st.await(ctx, upTo); err != nil { // a bus over a backend may be behind
 			return nil, err
 		}
 	}
 
 	replay := !o.NoReplay
 	var sr *snapReq
-	if replay && b.cfg.Snapshots != nil {
+	if replay && b.cfg.Snapshots != nil && s.setOf() == nil {
 		sr = &snapReq{}
 		if o.Snapshot {
 			sr.reason = frame.ReasonRequested
@@ -100,13 +114,13 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 		sr.strict, sr.cursor = true, *cursor
 	}
 	var buf []*record // the snapshot's storage, allocated outside the lock when large
-	if replay && o.Scope == scope.Session && b.cfg.ReplayBufferSize > snapshotAllocUnderLock {
+	if replay && s.kind == scope.Session && b.cfg.ReplayBufferSize > snapshotAllocUnderLock {
 		// One ring in scope: its size bounds the snapshot, so the storage
 		// is allocated here and the lock taken once.
 		buf = make([]*record, 0, b.cfg.ReplayBufferSize)
 	}
 	for {
-		if o.Scope != scope.All {
+		if s.kind != scope.All {
 			// The common case, a tree-scoped subscribe on a session that
 			// exists: the structure lock's read side and the session's tree
 			// lock, as its publishers take — other trees go on publishing.
@@ -144,8 +158,16 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 			b.hist.Unlock()
 			return nil, limitf(x.ID, b.cfg.MaxSubscribers)
 		}
+		if s.setOf() != nil {
+			if err := b.openSet(s.setOf(), !o.RequireSession); err != nil {
+				b.hist.Unlock()
+				return nil, err
+			}
+		}
 		var job snapshotJob
-		if replay {
+		if replay && s.setOf() != nil {
+			job = b.snapshotPlanSetLocked(s, cursor, s.filter.list())
+		} else if replay {
 			job = b.snapshotPlanLocked(x, s.kind, cursor, s.filter.list(), sr)
 			if job.lost {
 				// The position is lost and a snapshot replaces it: ask

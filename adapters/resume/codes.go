@@ -45,6 +45,8 @@ const (
 	CodeUnsupportedMediaType = "unsupported_media_type"       // 415: a body that is not Content-Type: application/json
 	CodeUnsupportedEncoding  = "unsupported_content_encoding" // 415: a body with a Content-Encoding other than identity
 	CodeSubscriberLimit      = "subscriber_limit_exceeded"    // 429: the session is at its subscriber cap; Retry-After: 5
+	CodeTooManySessions      = "too_many_sessions"            // 400: a many-sessions set over its cap (HandlerOptions.MaxSessions; the message names both)
+	CodeConnectionNotFound   = "connection_not_found"         // 404: POST {events}/{conn} for no open many-sessions stream on this server
 	CodeInternal             = "internal_error"               // 500: anything else
 	CodeNotImplemented       = "not_implemented"              // 501: the bus cannot do it (idempotent producers on a backend without them)
 	// CodeUnavailable is the code of a 503 answer: a closed WebSocket or
