@@ -1,0 +1,78 @@
+package sse_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replaybus/replaybus/adapters/resume"
+	"github.com/replaybus/replaybus/adapters/sse"
+	"github.com/replaybus/replaybus/eventbus"
+)
+
+// Every cursor a server writes, it takes back: a connection of the default
+// cap (100 sessions) that added 60 sessions, each with its own position,
+// and removed 50 of its URL's, writes a cursor of 60 "+", 50 "-" and 60
+// "@" entries in the session_added frame's id: line. The resume with it
+// must be the whole set, not a 400 invalid_last_event_id (the parser took
+// at most 100 entries).
+func TestManyCursorTheServerWroteIsTakenBack(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, eventbus.Options{})
+	h := newHandler(t, b, sse.HandlerOptions{})
+	srv := serveMany(t, h)
+	var url []string
+	for i := range 50 {
+		id := fmt.Sprintf("u%02d", i)
+		require.NoError(t, b.CreateSession(id, ""))
+		url = append(url, "session="+id)
+	}
+	require.NoError(t, b.CreateSession("keep", ""))
+	url = append(url, "session=keep")
+	var add []string
+	for i := range 60 {
+		id := fmt.Sprintf("n%02d", i)
+		require.NoError(t, b.CreateSession(id, ""))
+		add = append(add, fmt.Sprintf(`{"session":%q}`, id))
+	}
+	publish(t, b, "keep", "m", 1) // main position 1: each added session gets @id=0
+	path := "/events?" + strings.Join(url, "&")
+	st := openMany(t, srv, path, "")
+	conn, _ := st.next()
+	var cd struct{ Connection string }
+	require.NoError(t, json.Unmarshal(conn.Data, &cd))
+	e, _ := st.next()
+	require.Equal(t, uint64(1), e.ID)
+
+	var remove []string
+	for i := range 50 {
+		remove = append(remove, fmt.Sprintf("%q", fmt.Sprintf("u%02d", i)))
+	}
+	body := `{"add":[` + strings.Join(add, ",") + `],"remove":[` + strings.Join(remove, ",") + `]}`
+	resp, err := srv.Client().Post(srv.URL+"/events/"+cd.Connection, "application/json", strings.NewReader(body))
+	require.NoError(t, err)
+	rb, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(rb))
+	var last string
+	for range 110 {
+		e, f := st.next()
+		if e.Type == resume.TypeSessionAdded {
+			last = f.ID
+		}
+	}
+	require.NotEmpty(t, last)
+	st.close()
+
+	st2 := openMany(t, srv, path, last)
+	conn, _ = st2.next()
+	var cd2 struct{ Sessions []resume.SessionScope }
+	require.NoError(t, json.Unmarshal(conn.Data, &cd2))
+	assert.Len(t, cd2.Sessions, 61)
+}
