@@ -76,3 +76,44 @@ func TestManyCursorTheServerWroteIsTakenBack(t *testing.T) {
 	require.NoError(t, json.Unmarshal(conn.Data, &cd2))
 	assert.Len(t, cd2.Sessions, 61)
 }
+
+// A change the bus refuses when the connection subscribes again (the new
+// first session at its subscriber cap) leaves the connection as it was:
+// the POST is refused naming the cause, and the stream goes on with its
+// old set, no session_removed frame, nothing lost. It used to have closed
+// its subscription already: the stream went silent for good, its set and
+// cursor those of the refused change.
+func TestManyChangeRefusedByTheBusChangesNothing(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, eventbus.Options{MaxSubscribers: 1})
+	h := newHandler(t, b, sse.HandlerOptions{})
+	srv := serveMany(t, h)
+	require.NoError(t, b.CreateSession("a", ""))
+	require.NoError(t, b.CreateSession("b", ""))
+	// a is at its cap; the connection counts against b, its first session.
+	other, err := b.Subscribe(t.Context(), "a", eventbus.SubscribeOptions{})
+	require.NoError(t, err)
+	defer other.Close()
+	st := openMany(t, srv, "/events?session=b&session=a", "")
+	conn, _ := st.next()
+	var cd struct{ Connection string }
+	require.NoError(t, json.Unmarshal(conn.Data, &cd))
+
+	resp, err := srv.Client().Post(srv.URL+"/events/"+cd.Connection, "application/json", strings.NewReader(`{"remove":["b"]}`))
+	require.NoError(t, err)
+	rb, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode, string(rb))
+
+	publish(t, b, "a", "m", 1) // 1
+	publish(t, b, "b", "m", 1) // 2
+	var got []string
+	for len(got) < 2 {
+		e, _ := st.next()
+		require.NotEqual(t, resume.TypeSessionRemoved, e.Type)
+		if e.ID != 0 {
+			got = append(got, fmt.Sprintf("%s %s %d", e.Type, e.Session, e.ID))
+		}
+	}
+	assert.Equal(t, []string{"m a 1", "m b 2"}, got)
+}
