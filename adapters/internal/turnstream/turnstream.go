@@ -367,15 +367,21 @@ func NoTurn(w http.ResponseWriter) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// ReadBodyOrEmpty is ReadBody that takes an empty body too (nil).
+// ReadBodyOrEmpty is ReadBody that takes an empty body too (nil). A body
+// whose reading failed (cut by the network, a read deadline) is 400
+// invalid_json, never an empty one: a cut stop body is not "cancel all".
 func ReadBodyOrEmpty(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
-	if err != nil || len(bytes.TrimSpace(b)) == 0 {
+	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return nil, &resume.StatusError{Status: http.StatusRequestEntityTooLarge, Code: resume.CodeBodyTooLarge,
 				Message: fmt.Sprintf("the body is over %d bytes", max)}
 		}
+		return nil, &resume.StatusError{Status: http.StatusBadRequest, Code: resume.CodeInvalidJSON,
+			Message: fmt.Sprintf("the body could not be read (%d bytes arrived): %s", len(b), textutil.PublicMessage(err))}
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
 		return nil, nil
 	}
 	return b, nil
