@@ -241,7 +241,8 @@ func first(ev eventbus.Event) uint64 {
 }
 
 // Resume prepares enc to continue turn t after cursor c: it subscribes
-// the tail (the events after c, compacted, then live), primes enc with
+// the tail (the events after c, compacted, then live; a position the bus
+// lost is its *eventbus.PositionLostError), primes enc with
 // the turn up to c from a second read of the replay buffer, and sets the
 // skip of a cursor inside an event's frames. The caller writes the
 // prologue, then reads the tail with a Reader{Turn: t.Turn, Started:
@@ -251,7 +252,11 @@ func Resume(ctx context.Context, bus *eventbus.Bus, sessionID string, dec *codec
 	if c.Mid {
 		from--
 	}
-	tail, err := Subscribe(ctx, bus, sessionID, eventbus.At(from))
+	// Strict: a position the bus lost (events after it evicted, or at or
+	// after its next id, which it would answer with epoch_reset and the
+	// whole history) is an error, never a tail with a gap or other runs.
+	tail, err := bus.Subscribe(ctx, sessionID, eventbus.SubscribeOptions{Cursor: eventbus.At(from), StrictCursor: true,
+		RequireSession: true, MaxQueued: MaxQueued, Policy: eventbus.DropSubscriber, Name: "turnstream"})
 	if err != nil {
 		return nil, err
 	}
