@@ -23,12 +23,12 @@ lint:
 	$(GO) vet $(PKGS)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
 
-## property: the long property-test run — every TestProperty* of eventbus (the delivery model, turns and
-## parallel publishers) with PROPERTY_CHECKS cases each (default 10,000; CI runs
-## 1,000), under the race detector
+## property: the long property-test run — every TestProperty* of eventbus (the delivery model, turns,
+## turns across three nodes with node deaths, and parallel publishers) with PROPERTY_CHECKS cases each
+## (default 10,000; CI runs 1,000, and 200 of the three-node one), under the race detector
 PROPERTY_CHECKS ?= 10000
 property:
-	$(GO) test -race -count=1 -timeout 60m -run '^TestProperty' -v github.com/replaybus/replaybus/eventbus -rapid.checks=$(PROPERTY_CHECKS)
+	$(GO) test -race -count=1 -timeout 60m -run '^TestProperty' -v github.com/replaybus/replaybus/eventbus -rapid.checks=$(PROPERTY_CHECKS) -property.nodechecks=$(PROPERTY_CHECKS)
 
 ## property-many: the long run of adapters/nats TestPropertyManySessions — one SSE connection over 100
 ## sessions, publishers on two NATS nodes (embedded nats-server), random cuts (resumed on either node with

@@ -417,14 +417,18 @@ func (c *faultWriter) cutNow() {
 	}
 }
 
+// cutLocked closes the socket: after what was written, or before any
+// answer (a cut while the handler had not answered yet: net/http must not
+// send its own empty 200 for the handler that returns, which no network
+// cut produces).
 func (c *faultWriter) cutLocked() {
 	c.cut = true
-	if c.started { // else the request ends before its answer: the handler writes none
-		rc := http.NewResponseController(c.ResponseWriter)
+	rc := http.NewResponseController(c.ResponseWriter)
+	if c.started {
 		_ = rc.Flush()
-		if conn, _, err := rc.Hijack(); err == nil {
-			_ = conn.Close()
-		}
+	}
+	if conn, _, err := rc.Hijack(); err == nil {
+		_ = conn.Close()
 	}
 	c.cancel()
 }

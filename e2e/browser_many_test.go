@@ -30,21 +30,42 @@ import (
 // with no history and cut before any event names it, is carried by the
 // cursor of the session_added frame's id: line;
 // rb.remove("a") stops a's events; an unknown session added is
-// refused (404 naming it) and the others go on. Per session: every event
-// once, in order; the server holds one stream.
+// refused (404 naming it) and the others go on; after a server restart
+// (a new epoch) the old cursor still carries the set: one reset per
+// session, naming it, then the new epoch's events of the set. Per
+// session: every event once, in order; the server holds one stream.
 func TestBrowserManySessions(t *testing.T) {
-	bus, err := eventbus.New(eventbus.Options{ReplayBufferSize: 100_000})
-	require.NoError(t, err)
-	for _, s := range [][2]string{{"a", ""}, {"b", ""}, {"b.1", "b"}, {"c", ""}, {"d", ""}} {
-		require.NoError(t, bus.CreateSession(s[0], s[1]))
-	}
-	h, err := sse.NewHandler(bus, sse.HandlerOptions{Retry: 50 * time.Millisecond})
-	require.NoError(t, err)
 	var (
 		mu   sync.Mutex
 		open = map[*faultWriter]struct{}{}
 		gets int
+		bus  *eventbus.Bus
+		h    *sse.Handler
+		old  []*eventbus.Bus
 	)
+	// incarnate starts a bus (a new epoch) with the sessions and its handler.
+	incarnate := func() {
+		b, err := eventbus.New(eventbus.Options{ReplayBufferSize: 100_000})
+		require.NoError(t, err)
+		for _, s := range [][2]string{{"a", ""}, {"b", ""}, {"b.1", "b"}, {"c", ""}, {"d", ""}} {
+			require.NoError(t, b.CreateSession(s[0], s[1]))
+		}
+		nh, err := sse.NewHandler(b, sse.HandlerOptions{Retry: 50 * time.Millisecond})
+		require.NoError(t, err)
+		mu.Lock()
+		if bus != nil {
+			old = append(old, bus)
+			_ = h.Close()
+		}
+		bus, h = b, nh
+		mu.Unlock()
+	}
+	incarnate()
+	handler := func() *sse.Handler {
+		mu.Lock()
+		defer mu.Unlock()
+		return h
+	}
 	mux := http.NewServeMux()
 	mux.Handle(browser.Pattern, browser.Handler{})
 	mux.HandleFunc("GET /page", func(w http.ResponseWriter, r *http.Request) {
@@ -64,16 +85,18 @@ func TestBrowserManySessions(t *testing.T) {
 			delete(open, cw)
 			mu.Unlock()
 		}()
-		h.ServeHTTP(cw, r.WithContext(ctx))
+		handler().ServeHTTP(cw, r.WithContext(ctx))
 	})
-	mux.Handle(sse.ChangePattern, h)
+	mux.HandleFunc(sse.ChangePattern, func(w http.ResponseWriter, r *http.Request) { handler().ServeHTTP(w, r) })
 	ts := httptest.NewServer(mux)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = h.Shutdown(ctx)
+		_ = handler().Shutdown(ctx)
 		ts.Close()
-		_ = bus.Close()
+		for _, b := range append(old, bus) {
+			_ = b.Close()
+		}
 	})
 	cut := func() {
 		mu.Lock()
@@ -143,7 +166,7 @@ func TestBrowserManySessions(t *testing.T) {
 		}
 	}
 	require.Eventually(t, has(map[string][]uint64{"a": published["a"], "b": published["b"], "b.1": published["b.1"]}), 20*time.Second, 20*time.Millisecond, "the live events after cuts")
-	require.Equal(t, 1, h.Stats().Active, "one stream for the set")
+	require.Equal(t, 1, handler().Stats().Active, "one stream for the set")
 
 	// Add c: its history comes (ids below the connection's position), then
 	// a cut before any later event: the reconnect still carries c.
@@ -205,13 +228,63 @@ func TestBrowserManySessions(t *testing.T) {
 		assert.Equal(t, published[s], g[s], "%s: every event once, in order", s)
 	}
 	var all []uint64
-	for _, ids := range g {
+	before := map[string]int{}
+	for s, ids := range g {
+		before[s] = len(ids)
 		all = append(all, ids...)
 	}
 	slices.Sort(all)
 	assert.Equal(t, len(all), len(slices.Compact(all)), "no id twice")
 	v, err := tab.view()
 	require.NoError(t, err)
+	recBefore := len(v.Rec)
+
+	// A restart: a new epoch, ids from 1 again. The cursor of the old
+	// epoch still carries the set (+c, +d, -a): the new server resets each
+	// session of it by name and replays its history.
+	oldEpoch := bus.Epoch()
+	incarnate()
+	require.NotEqual(t, oldEpoch, bus.Epoch())
+	cut()
+	after := map[string][]uint64{}
+	for _, s := range []string{"a", "b", "b.1", "c", "d"} {
+		for range 2 {
+			ev, err := bus.Publish(s, "note", map[string]string{"s": s})
+			require.NoError(t, err)
+			after[s] = append(after[s], ev.ID)
+		}
+	}
+	require.Eventually(t, func() bool {
+		g := got()
+		for _, s := range []string{"b", "b.1", "c", "d"} {
+			if len(g[s]) < before[s]+2 {
+				return false
+			}
+		}
+		return true
+	}, 20*time.Second, 20*time.Millisecond, "the new epoch's events of the set")
+	time.Sleep(200 * time.Millisecond)
+	v, err = tab.view()
+	require.NoError(t, err)
+	var resets []string
+	newEvents := map[string][]uint64{}
+	for _, e := range v.Rec[recBefore:] {
+		switch e[0] {
+		case "r":
+			require.Equal(t, "epoch_reset", e[1], "%v", e)
+			require.Equal(t, bus.Epoch(), e[2], "%v", e)
+			resets = append(resets, e[3].(string))
+		case "e":
+			require.NotEmpty(t, resets, "an event of the new epoch before any reset: %v", e)
+			newEvents[e[6].(string)] = append(newEvents[e[6].(string)], uint64(e[3].(float64)))
+		}
+	}
+	assert.Subset(t, resets, []string{"b", "c", "d"}, "a reset names each session of the set")
+	assert.NotContains(t, resets, "a")
+	assert.Empty(t, newEvents["a"], "a, removed before the restart, stays out")
+	for _, s := range []string{"b", "b.1", "c", "d"} {
+		assert.Equal(t, after[s], newEvents[s], "%s: the new epoch's events once, in order", s)
+	}
 	var set []string
 	for _, f := range v.T.Set {
 		set = append(set, strings.Join(f, ":"))
@@ -221,8 +294,8 @@ func TestBrowserManySessions(t *testing.T) {
 	sessions, err := eval[[]map[string]string](tab, `rb.sessions`)
 	require.NoError(t, err)
 	assert.ElementsMatch(t, []map[string]string{{"session": "b", "scope": "descendants"}, {"session": "c", "scope": "session"}, {"session": "d", "scope": "session"}}, sessions)
-	assert.Equal(t, 1, h.Stats().Active, "one stream")
+	assert.Equal(t, 1, handler().Stats().Active, "one stream")
 	mu.Lock()
-	t.Logf("many sessions: %d events in %d sessions over one connection (%d GETs), cursor %s", len(all), len(g), gets, v.Cursor)
+	t.Logf("many sessions: %d events in %d sessions over one connection before the restart (%d GETs in all), cursor %s", len(all), len(g), gets, v.Cursor)
 	mu.Unlock()
 }

@@ -61,7 +61,7 @@ type aisdkTurn struct {
 	N                 int      `json:"n"`
 	CutAfter          int      `json:"cutAfter"`
 	PartialChunks     int      `json:"partialChunks"`
-	ActiveAtResume    bool     `json:"activeAtResume"`
+	ActiveAfterNull   bool     `json:"activeAfterNull"`
 	ResumedNull       bool     `json:"resumedNull"`
 	ResumedChunks     int      `json:"resumedChunks"`
 	ResumedTextDeltas int      `json:"resumedTextDeltas"`
@@ -135,8 +135,8 @@ func checkAISDKTurns(t *testing.T, out aisdkTurnsOut, turns int) (early int) {
 		assert.True(t, tr.AfterNull, "turn %d: no active turn after it, reconnectToStream is null", i)
 		if tr.ResumedNull {
 			// The producer finished between the cut and the resume:
-			// null is right exactly when the turn was no longer active.
-			assert.False(t, tr.ActiveAtResume, "turn %d: null while its turn was active", i)
+			// null is right only when the turn is no longer active.
+			assert.False(t, tr.ActiveAfterNull, "turn %d: null while its turn was active", i)
 			early++
 			continue
 		}
@@ -187,6 +187,13 @@ func TestAISDKClientCutsAndResumesTurns(t *testing.T) {
 	runNodeFor(t, 10*time.Minute+time.Duration(*aisdkTurns)*5*time.Second, node, dir, &out, "aisdk-turns.mjs",
 		ts.ts.URL, fmt.Sprint(*aisdkTurns), fmt.Sprint(seed))
 	early := checkAISDKTurns(t, out, *aisdkTurns)
+	var deltas, partial, resumedChunks int
+	for _, tr := range out.Turns {
+		deltas += tr.N
+		partial += tr.PartialChunks
+		resumedChunks += tr.ResumedChunks
+	}
+	t.Logf("%d text deltas in all; the cut streams carried %d chunks before their cut, the resumes %d", deltas, partial, resumedChunks)
 	t.Logf("%d turns cut and resumed, each rebuilt to the uncut UIMessage, 0 schema errors, in %v; %d more ended before their client came back (reconnectToStream null, the turn inactive)",
 		len(out.Turns)-early, time.Since(start).Round(time.Millisecond), early)
 }
@@ -268,7 +275,7 @@ func TestAGUIClientAgainstTheExampleServer(t *testing.T) {
 	node, dir := needFrontends(t)
 	ts := startServer(t, frontendBusOptions(), server.Options{AgentRate: frontendAgentRate})
 	var out aguiTurnsOut
-	runNodeFor(t, 3*time.Minute, node, dir, &out, "agui-turns.mjs", ts.ts.URL, "where is the replay cursor kept", "1,2,3,5,8,13,21,30,40")
+	runNodeFor(t, 3*time.Minute, node, dir, &out, "agui-turns.mjs", ts.ts.URL, "where is the replay cursor kept", "1,3,13,21,40")
 	checkAGUITurns(t, out)
 	for _, c := range out.Cuts {
 		t.Logf("cut after %d frames at %s, resumed: %d events, %d bytes of text", c.Cut, c.LastIDs[0], len(c.Events), len(c.Text))
@@ -332,9 +339,9 @@ func checkA2ATurns(t *testing.T, out a2aTurnsOut, version string) {
 	assert.NotEmpty(t, a2aText(out.Stream))
 	assert.Equal(t, a2aText(out.Stream), a2aText(out.After), "the terminal task holds the whole reply")
 	require.Len(t, out.After, 1, "a terminal task: the task alone")
-	assert.Equal(t, streamText(3000), a2aText(out.Source))
+	assert.Equal(t, streamText(1500), a2aText(out.Source))
 	assert.Equal(t, "working", out.During[0].State, "resubscribed while it runs")
-	assert.Equal(t, streamText(3000), a2aText(out.During), "the task so far, then the rest: the whole reply once")
+	assert.Equal(t, streamText(1500), a2aText(out.During), "the task so far, then the rest: the whole reply once")
 	assert.Len(t, out.During[0].Artifacts[0].Parts, 1, "the reply so far in one part")
 	require.NotEmpty(t, out.CutHead)
 	assert.NotEqual(t, "completed", out.CutHead[len(out.CutHead)-1].State, "the head was cut")
@@ -351,7 +358,7 @@ func checkA2ATurns(t *testing.T, out a2aTurnsOut, version string) {
 // over protocol 1.0 and 0.3: a message's stream starts with the task
 // (submitted) and ends completed; resubscribeTask to the finished task
 // gets the terminal task alone, holding the whole reply; resubscribeTask
-// while a 3,000-delta task runs gets the task first (working, the reply
+// while a 1,500-delta task runs gets the task first (working, the reply
 // so far in one part), then the rest, then completed; a stream cut after
 // 37 frames and resubscribed with Last-Event-ID gets exactly the updates
 // after it; an unknown task is a JSON-RPC task-not-found error.

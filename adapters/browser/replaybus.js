@@ -276,7 +276,7 @@ export class Connection {
     this._epoch = m.e || this._epoch;
     this._synced = true;
     const c = pc(this._cur);
-    if (c && m.e && c[0] != m.e) { // another incarnation's: served as a new tab
+    if (c && m.e && c[0] != m.e && !this.multi) { // another incarnation's: served as a new tab (many sessions: the server's resets name theirs)
       this._set('');
       this._emit('reset', { reason: 'epoch_reset', epoch: m.e, session: this.session });
     }

@@ -107,9 +107,11 @@ try {
     const ac = new AbortController();
     const partial = await cut(await send(chatId, text, ac.signal), cutAfter, () => ac.abort());
     at = `turn ${i} (${text}): resume`;
-    const active = await activeTurn(chatId);
     const resumed = await resumer.reconnectToStream({ chatId });
-    const turn = { n, cutAfter, partialChunks: partial.chunks.length, activeAtResume: active, resumedNull: resumed === null };
+    // null says no turn was active when the resume was asked: none may be
+    // active after it either (nothing starts one in this chat).
+    const activeAfterNull = resumed === null ? await activeTurn(chatId) : null;
+    const turn = { n, cutAfter, partialChunks: partial.chunks.length, activeAfterNull, resumedNull: resumed === null };
     if (resumed !== null) {
       resumedTurns++;
       const r = await read(resumed);
