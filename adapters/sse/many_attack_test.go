@@ -117,3 +117,31 @@ func TestManyChangeRefusedByTheBusChangesNothing(t *testing.T) {
 	}
 	assert.Equal(t, []string{"m a 1", "m b 2"}, got)
 }
+
+// A connection cursor from beyond the bus's last id (forged, huge) is an
+// epoch_reset for each session of the set: their whole buffers once, and
+// the id: lines after it this epoch's real positions, not the forged one.
+func TestManyCursorBeyondTheLastIDResets(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, eventbus.Options{})
+	h := newHandler(t, b, sse.HandlerOptions{})
+	srv := serveMany(t, h)
+	require.NoError(t, b.CreateSession("a", ""))
+	require.NoError(t, b.CreateSession("b", ""))
+	publish(t, b, "a", "m", 1) // 1
+	publish(t, b, "b", "m", 1) // 2
+	st := openMany(t, srv, "/events?session=a&session=b", b.Epoch()+"-9007199254740991;@b=9007199254740990")
+	var resets []string
+	var got []string
+	for len(got) < 2 {
+		e, f := st.next()
+		switch {
+		case e.Type == "state_resync_required":
+			resets = append(resets, e.Session)
+		case e.ID != 0:
+			got = append(got, fmt.Sprintf("%s %d %s", e.Session, e.ID, f.ID))
+		}
+	}
+	assert.ElementsMatch(t, []string{"a", "b"}, resets)
+	assert.Equal(t, []string{"a 1 " + b.Epoch() + "-1", "b 2 " + b.Epoch() + "-2"}, got)
+}
