@@ -241,8 +241,8 @@ func first(ev eventbus.Event) uint64 {
 }
 
 // Resume prepares enc to continue turn t after cursor c: it subscribes
-// the tail (the events after c, compacted, then live; a position the bus
-// lost is its *eventbus.PositionLostError), primes enc with
+// the tail (the events after c, compacted, then live; a c after the bus's
+// last id is an *eventbus.PositionLostError, epoch_reset), primes enc with
 // the turn up to c from a second read of the replay buffer, and sets the
 // skip of a cursor inside an event's frames. The caller writes the
 // prologue, then reads the tail with a Reader{Turn: t.Turn, Started:
@@ -252,13 +252,16 @@ func Resume(ctx context.Context, bus *eventbus.Bus, sessionID string, dec *codec
 	if c.Mid {
 		from--
 	}
-	// Strict: a position the bus lost (events after it evicted, or at or
-	// after its next id, which it would answer with epoch_reset and the
-	// whole history) is an error, never a tail with a gap or other runs.
-	tail, err := bus.Subscribe(ctx, sessionID, eventbus.SubscribeOptions{Cursor: eventbus.At(from), StrictCursor: true,
-		RequireSession: true, MaxQueued: MaxQueued, Policy: eventbus.DropSubscriber, Name: "turnstream"})
+	tail, err := Subscribe(ctx, bus, sessionID, eventbus.At(from))
 	if err != nil {
 		return nil, err
+	}
+	if last := bus.LastEventID(); from > last {
+		// At or after the bus's next id (forged): the bus answered it with
+		// epoch_reset and the whole history, which is not this run's tail.
+		tail.Close()
+		return nil, &eventbus.PositionLostError{ResyncData: frame.ResyncData{Reason: frame.ReasonEpochReset,
+			LastDeliveredID: from, Epoch: bus.Epoch()}}
 	}
 	prime, err := Subscribe(ctx, bus, sessionID, eventbus.At(t.StartID-1))
 	if err != nil {
