@@ -47,6 +47,6 @@ func TestAStopWithACutBodyCancelsNothing(t *testing.T) {
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
 	assert.Equal(t, http.StatusBadRequest, w.Code, w.Body.String())
-	_, active := bus.ActiveTurn("c")
+	_, active := bus.Turn("c", "")
 	assert.True(t, active, "the turn was cancelled by a stop whose body never arrived whole")
 }
