@@ -14,6 +14,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/replaybus/replaybus/adapters/durable"
+	"github.com/replaybus/replaybus/adapters/sse"
+	"github.com/replaybus/replaybus/adapters/ws"
 )
 
 // Every route that takes a body — publish, create, a message to the model,
@@ -100,4 +104,54 @@ func partialBody(addr, head, framing string) (status string, answered, closed ti
 	answered = time.Since(start)
 	_, _ = io.Copy(io.Discard, br)
 	return strings.TrimSpace(status), answered, time.Since(start), nil
+}
+
+// Clients that never read their stream — SSE, WebSocket, a Durable
+// Streams SSE read, each on a small receive buffer while a publisher fills
+// the session — are cut off once a write waits past the stream's write
+// timeout; their subscriptions end and the goroutines return to the
+// baseline.
+func TestStreamsNobodyReadsAreCutOffAndLeakNothing(t *testing.T) {
+	const wt = 300 * time.Millisecond
+	s := newServer(t, Options{SSE: sse.HandlerOptions{WriteTimeout: wt}, WS: ws.HandlerOptions{WriteTimeout: wt},
+		Durable: durable.HandlerOptions{WriteTimeout: wt}})
+	require.NoError(t, s.Bus().CreateSession("s1", ""))
+	ts := httptest.NewUnstartedServer(s)
+	ts.Config.ConnContext = sse.LimitSendBuffer(4096)
+	ts.Start()
+	t.Cleanup(ts.Close)
+	addr := ts.Listener.Addr().String()
+	runtime.GC()
+	base := runtime.NumGoroutine()
+
+	var conns []net.Conn
+	for _, req := range []string{
+		"GET /session/s1/events HTTP/1.1\r\nHost: localhost\r\n\r\n",
+		"GET /session/s1/ws HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+		"GET /v1/stream/s1?offset=-1&live=sse HTTP/1.1\r\nHost: localhost\r\n\r\n",
+	} {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		require.NoError(t, c.(*net.TCPConn).SetReadBuffer(4096))
+		_, err = io.WriteString(c, req)
+		require.NoError(t, err)
+		conns = append(conns, c)
+	}
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	require.Eventually(t, func() bool { return s.Bus().SubscriberCounts()["s1"] == 3 }, 10*time.Second, 10*time.Millisecond)
+	payload := map[string]string{"text": strings.Repeat("x", 2000)}
+	require.Eventually(t, func() bool {
+		_, err := s.Bus().Publish("s1", "note", payload)
+		require.NoError(t, err)
+		return s.Bus().SubscriberCounts()["s1"] == 0
+	}, 20*time.Second, time.Millisecond, "the streams nobody reads are cut off")
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	assert.Eventually(t, func() bool { return runtime.NumGoroutine() <= base+1 }, 10*time.Second, 50*time.Millisecond,
+		"goroutines back to the baseline %d", base)
 }
