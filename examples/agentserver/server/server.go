@@ -217,6 +217,9 @@ func New(bus *eventbus.Bus, o Options) (*Server, error) {
 	if err := s.mountTurns(); err != nil {
 		return nil, err
 	}
+	if err := s.mountFrontends(); err != nil {
+		return nil, err
+	}
 	for _, t := range []string{frame.TypeTurnStart, frame.TypeTurnCancel, frame.TypeTurnEnd, frame.TypePresence} {
 		s.addType(t)
 	}
