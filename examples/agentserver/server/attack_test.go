@@ -22,7 +22,8 @@ import (
 
 // Every route that takes a body — publish, create, a message to the model,
 // cancel, status, a Durable Streams create and append, a change of a
-// many-session stream's set — answers a body
+// many-session stream's set, the AI SDK chat and stop, AG-UI, A2A —
+// answers a body
 // that never finishes (announced and cut, or chunked and never ended) with
 // its 408 within the body timeout, closes the connection, and leaves no
 // goroutine behind.
@@ -64,6 +65,10 @@ func routes(t *testing.T, addr string, bodyTimeout time.Duration, js string) {
 		{"PUT", "/v1/stream/d2", js},
 		{"POST", "/v1/stream/d1", "Content-Type: text/plain\r\n"},
 		{"POST", "/events/c1", js}, // read before the connection is looked up
+		{"POST", ChatAPI, js},
+		{"POST", ChatAPI + "/c1/stop", js},
+		{"POST", AGUIPath, js},
+		{"POST", A2APath, js},
 	} {
 		for _, framing := range []string{"Content-Length: 100\r\n", "Transfer-Encoding: chunked\r\n"} {
 			name := tc.method + " " + tc.target + " " + strings.Fields(framing)[0]
