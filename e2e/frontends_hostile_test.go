@@ -22,7 +22,7 @@ import (
 // announced, an ACP type whose payload has
 // another shape, event types with spaces, slashes and non-ASCII in their
 // names, a payload that is not JSON, and text with multi-byte characters,
-// CR, LF and quotes.
+// CR, LF and quotes, and a surrogate pair split between two chunks.
 func hostileTurn(t *testing.T) *turnFixture {
 	t.Helper()
 	return recordTurn(t, func(bus *eventbus.Bus, f *turnFixture, pub func(acp.Update)) {
@@ -64,6 +64,13 @@ func hostileTurn(t *testing.T) *turnFixture {
 		must(bus.Publish("s1", acp.TypeToolCall, map[string]any{"update": 5}))
 		must(bus.Publish("s1", "weird type/é x", map[string]string{"k": "v"}))
 		must(bus.PublishBytes("s1", "raw", "application/octet-stream", []byte{0, 0xff, '\n'}))
+		// A character a UTF-16 producer cut between two chunks' \u
+		// escapes: one 😀, not two U+FFFD (codec.TextJoin, coalesce).
+		for _, lit := range []string{`"\ud83d"`, `"\ude00"`} {
+			must(bus.PublishJSON("s1", acp.TypeMessageChunk, []byte(
+				`{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":`+lit+`}}}`)))
+		}
+		f.text += "😀"
 		say(30, 60)
 		must(turn.End(nil))
 	})

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -311,17 +312,12 @@ func (w *Writer) Write(b []byte) error {
 const DefaultMaxBodyBytes = 4 << 20
 
 // ReadBody reads r's body, at most max bytes: 413 body_too_large past
-// it, 400 invalid_json for a body that is not valid UTF-8 JSON.
+// it, 408 request_timeout for a body the server's read deadline cut, 400
+// invalid_json for a body that is not valid UTF-8 JSON.
 func ReadBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, &resume.StatusError{Status: http.StatusRequestEntityTooLarge, Code: resume.CodeBodyTooLarge,
-				Message: fmt.Sprintf("the body is over %d bytes", max)}
-		}
-		return nil, &resume.StatusError{Status: http.StatusBadRequest, Code: resume.CodeInvalidJSON,
-			Message: "the body could not be read: " + textutil.PublicMessage(err)}
+		return nil, bodyError(err, len(b), max)
 	}
 	if !json.Valid(b) {
 		return nil, BadJSON("the body is not JSON: %s", textutil.Quote(string(b), 48))
@@ -375,22 +371,34 @@ func NoTurn(w http.ResponseWriter) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// ReadBodyOrEmpty is ReadBody that takes an empty body too (nil). A body
-// whose reading failed (cut by the network, a read deadline) is 400
-// invalid_json, never an empty one: a cut stop body is not "cancel all".
+// ReadBodyOrEmpty is ReadBody that takes an empty body too (nil); a body
+// whose read failed is its error (bodyError), not an empty one.
 func ReadBodyOrEmpty(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, &resume.StatusError{Status: http.StatusRequestEntityTooLarge, Code: resume.CodeBodyTooLarge,
-				Message: fmt.Sprintf("the body is over %d bytes", max)}
-		}
-		return nil, &resume.StatusError{Status: http.StatusBadRequest, Code: resume.CodeInvalidJSON,
-			Message: fmt.Sprintf("the body could not be read (%d bytes arrived): %s", len(b), textutil.PublicMessage(err))}
+		return nil, bodyError(err, len(b), max) // a cut body is not an empty one
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil, nil
 	}
 	return b, nil
+}
+
+// bodyError is the answer to a body whose read failed with err after n
+// bytes: 413 body_too_large past max; 408 request_timeout (Connection:
+// close) when the server's read deadline cut it (a body that never
+// finishes), as every body route answers it; else 400 invalid_json.
+func bodyError(err error, n int, max int64) error {
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return &resume.StatusError{Status: http.StatusRequestEntityTooLarge, Code: resume.CodeBodyTooLarge,
+			Message: fmt.Sprintf("the body is over %d bytes", max)}
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return &resume.StatusError{Status: http.StatusRequestTimeout, Code: resume.CodeRequestTimeout,
+			Message: fmt.Sprintf("the body did not arrive in time (%d bytes arrived)", n),
+			Header:  http.Header{"Connection": {"close"}}}
+	}
+	return &resume.StatusError{Status: http.StatusBadRequest, Code: resume.CodeInvalidJSON,
+		Message: "the body could not be read: " + textutil.PublicMessage(err)}
 }

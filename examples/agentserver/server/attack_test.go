@@ -14,11 +14,16 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/replaybus/replaybus/adapters/durable"
+	"github.com/replaybus/replaybus/adapters/sse"
+	"github.com/replaybus/replaybus/adapters/ws"
 )
 
 // Every route that takes a body — publish, create, a message to the model,
 // cancel, status, a Durable Streams create and append, a change of a
-// many-session stream's set — answers a body
+// many-session stream's set, the AI SDK chat and stop, AG-UI, A2A —
+// answers a body
 // that never finishes (announced and cut, or chunked and never ended) with
 // its 408 within the body timeout, closes the connection, and leaves no
 // goroutine behind.
@@ -60,6 +65,10 @@ func routes(t *testing.T, addr string, bodyTimeout time.Duration, js string) {
 		{"PUT", "/v1/stream/d2", js},
 		{"POST", "/v1/stream/d1", "Content-Type: text/plain\r\n"},
 		{"POST", "/events/c1", js}, // read before the connection is looked up
+		{"POST", ChatAPI, js},
+		{"POST", ChatAPI + "/c1/stop", js},
+		{"POST", AGUIPath, js},
+		{"POST", A2APath, js},
 	} {
 		for _, framing := range []string{"Content-Length: 100\r\n", "Transfer-Encoding: chunked\r\n"} {
 			name := tc.method + " " + tc.target + " " + strings.Fields(framing)[0]
@@ -100,4 +109,54 @@ func partialBody(addr, head, framing string) (status string, answered, closed ti
 	answered = time.Since(start)
 	_, _ = io.Copy(io.Discard, br)
 	return strings.TrimSpace(status), answered, time.Since(start), nil
+}
+
+// Clients that never read their stream — SSE, WebSocket, a Durable
+// Streams SSE read, each on a small receive buffer while a publisher fills
+// the session — are cut off once a write waits past the stream's write
+// timeout; their subscriptions end and the goroutines return to the
+// baseline.
+func TestStreamsNobodyReadsAreCutOffAndLeakNothing(t *testing.T) {
+	const wt = 300 * time.Millisecond
+	s := newServer(t, Options{SSE: sse.HandlerOptions{WriteTimeout: wt}, WS: ws.HandlerOptions{WriteTimeout: wt},
+		Durable: durable.HandlerOptions{WriteTimeout: wt}})
+	require.NoError(t, s.Bus().CreateSession("s1", ""))
+	ts := httptest.NewUnstartedServer(s)
+	ts.Config.ConnContext = sse.LimitSendBuffer(4096)
+	ts.Start()
+	t.Cleanup(ts.Close)
+	addr := ts.Listener.Addr().String()
+	runtime.GC()
+	base := runtime.NumGoroutine()
+
+	var conns []net.Conn
+	for _, req := range []string{
+		"GET /session/s1/events HTTP/1.1\r\nHost: localhost\r\n\r\n",
+		"GET /session/s1/ws HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+		"GET /v1/stream/s1?offset=-1&live=sse HTTP/1.1\r\nHost: localhost\r\n\r\n",
+	} {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		require.NoError(t, c.(*net.TCPConn).SetReadBuffer(4096))
+		_, err = io.WriteString(c, req)
+		require.NoError(t, err)
+		conns = append(conns, c)
+	}
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	require.Eventually(t, func() bool { return s.Bus().SubscriberCounts()["s1"] == 3 }, 10*time.Second, 10*time.Millisecond)
+	payload := map[string]string{"text": strings.Repeat("x", 2000)}
+	require.Eventually(t, func() bool {
+		_, err := s.Bus().Publish("s1", "note", payload)
+		require.NoError(t, err)
+		return s.Bus().SubscriberCounts()["s1"] == 0
+	}, 20*time.Second, time.Millisecond, "the streams nobody reads are cut off")
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	assert.Eventually(t, func() bool { return runtime.NumGoroutine() <= base+1 }, 10*time.Second, 50*time.Millisecond,
+		"goroutines back to the baseline %d", base)
 }
