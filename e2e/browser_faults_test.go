@@ -317,7 +317,11 @@ func TestBrowserFaultRun(t *testing.T) {
 	stopPublishing()
 	s.publish(3) // the last events, once the session surely exists
 	require.Eventually(t, func() bool { return s.publish(1) == 1 }, 5*time.Second, 20*time.Millisecond, "the last incarnation's session")
-	waitCaughtUp(t, s, tabs, 60*time.Second)
+	if !t.Run("caught up", func(t *testing.T) { waitCaughtUp(t, s, tabs, 60*time.Second) }) {
+		dumpTabs(t, s, tabs)
+		t.Logf("last faults: %s", strings.Join(lastN(trace, 20), "; "))
+		t.FailNow()
+	}
 	require.Eventually(t, func() bool { return s.active() == 1 }, 10*time.Second, 20*time.Millisecond, "one connection at the end")
 	// Presence is state: every tab, leader or not, holds the server's.
 	want, err := s.cur.bus.Presence(browserSession)
@@ -446,7 +450,8 @@ func dumpTabs(t *testing.T, s *browserServer, tabs []*pageTab) {
 	for _, tab := range tabs {
 		v, err := tab.view()
 		now, _ := eval[float64](tab, `performance.now()`)
-		t.Logf("%s: leader %v, status %s, cursor %s, now %.0f, statuses %v, errors %v (%v)", tab.name, v.Leader, v.Status, v.Cursor, now, lastN(v.T.Status, 8), lastN(v.T.Errors, 4), err)
+		vis, _ := eval[string](tab, `document.visibilityState`)
+		t.Logf("%s: leader %v, %s, status %s, cursor %s, now %.0f, statuses %v, errors %v (%v)", tab.name, v.Leader, vis, v.Status, v.Cursor, now, lastN(v.T.Status, 8), lastN(v.T.Errors, 4), err)
 	}
 	for _, r := range lastN(s.requests(), 30) {
 		t.Logf("request %s %q %d", r.at.Format("15:04:05.000"), r.lastEventID, r.status)
