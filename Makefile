@@ -9,7 +9,7 @@ GO ?= go
 PKGS ?= github.com/replaybus/replaybus/...
 MODULES := . adapters/nats bench e2e examples metrics tools
 
-.PHONY: test lint bench e2e e2e-deps run property property-many browser-faults browser-build
+.PHONY: test lint bench e2e e2e-deps run property property-many browser-faults browser-build aisdk-resume
 
 ## test: every test, with the race detector (the e2e tests need node, npm ci in e2e/node, chromium and curl; they skip without them unless CI is set).
 ## go test's own output (ok and FAIL lines, failing tests' output), then the skipped tests and why (internal/testsummary runs go test -json)
@@ -23,12 +23,12 @@ lint:
 	$(GO) vet $(PKGS)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
 
-## property: the long property-test run — every TestProperty* of eventbus (the delivery model, turns and
-## parallel publishers) with PROPERTY_CHECKS cases each (default 10,000; CI runs
-## 1,000), under the race detector
+## property: the long property-test run — every TestProperty* of eventbus (the delivery model, turns,
+## turns across three nodes with node deaths, and parallel publishers) with PROPERTY_CHECKS cases each
+## (default 10,000; CI runs 1,000, and 200 of the three-node one), under the race detector
 PROPERTY_CHECKS ?= 10000
 property:
-	$(GO) test -race -count=1 -timeout 60m -run '^TestProperty' -v github.com/replaybus/replaybus/eventbus -rapid.checks=$(PROPERTY_CHECKS)
+	$(GO) test -race -count=1 -timeout 60m -run '^TestProperty' -v github.com/replaybus/replaybus/eventbus -rapid.checks=$(PROPERTY_CHECKS) -property.nodechecks=$(PROPERTY_CHECKS)
 
 ## property-many: the long run of adapters/nats TestPropertyManySessions — one SSE connection over 100
 ## sessions, publishers on two NATS nodes (embedded nats-server), random cuts (resumed on either node with
@@ -45,6 +45,16 @@ BROWSER_SEED ?= 0
 browser-faults:
 	CI=$${CI:-1} $(GO) test -count=1 -timeout 90m -run '^TestBrowserFaultRun$$' -v github.com/replaybus/replaybus/e2e \
 		-browser.faults=$(BROWSER_FAULTS) -browser.tabs=$(BROWSER_TABS) -browser.seed=$(BROWSER_SEED)
+
+## aisdk-resume: npm ai 7 against the example server's /api/chat (e2e TestAISDKClientCutsAndResumesTurns):
+## AISDK_TURNS seeded turns (default 100) of 500-2,000 text deltas and a tool call, each read whole and,
+## in another chat, cut at a random chunk and resumed with reconnectToStream; AISDK_SEED=0 picks a new
+## seed, which the test prints; make test runs 5
+AISDK_TURNS ?= 100
+AISDK_SEED ?= 0
+aisdk-resume:
+	CI=$${CI:-1} $(GO) test -count=1 -timeout 60m -run '^TestAISDKClientCutsAndResumesTurns$$' -v github.com/replaybus/replaybus/e2e \
+		-aisdk.turns=$(AISDK_TURNS) -aisdk.seed=$(AISDK_SEED)
 
 ## browser-build: regenerate adapters/browser/replaybus.min.js (the module as served) from the readable
 ## replaybus.js with the esbuild pinned in adapters/browser/build/package-lock.json; commit both

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/puzpuzpuz/xsync/v3"
+
 	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/eventbus/internal/store"
 )
@@ -66,7 +68,8 @@ type Turn struct {
 	mu    sync.Mutex
 	ended bool
 	end   Event
-	watch func() bool // stops the watch of StartTurn's context
+	endc  chan struct{} // closed once ended
+	watch func() bool   // stops the watch of StartTurn's context
 }
 
 // turnKey names a turn in the bus's table of the turns it runs.
@@ -97,7 +100,7 @@ func (b *Bus) StartTurn(ctx context.Context, sessionID string, o TurnOptions) (*
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	t := &Turn{bus: b, id: o.ID, session: sessionID, origin: o.Origin}
+	t := &Turn{bus: b, id: o.ID, session: sessionID, origin: o.Origin, endc: make(chan struct{})}
 	t.ctx, t.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	t.ctx = turnContext{t.ctx, ctx}
 	r := b.turnRecord(sessionID, frame.TypeTurnStart, frame.TurnData{Turn: o.ID, Session: sessionID}, o.Origin)
@@ -265,6 +268,7 @@ func (t *Turn) finish(ev Event, reason string, cause error) {
 		return
 	}
 	t.ended, t.end = true, ev
+	close(t.endc)
 	watch := t.watch
 	t.mu.Unlock()
 	if watch != nil {
@@ -359,4 +363,20 @@ func turnData(x *session, tn *store.Turn) frame.TurnData {
 		d.EndID, d.Reason, d.Message = tn.End.ID, tn.Reason, tn.Message
 	}
 	return d
+}
+
+// initTurns sets up the bus's turns and presence (newBus): mem is the
+// local store, fed the store over a backend (nil in memory).
+func (b *Bus) initTurns(mem *memStore, fed *fedStore) {
+	tk := &b.turns
+	tk.owned = xsync.NewMapOf[turnKey, *Turn]()
+	tk.hold, tk.lease = int64(b.cfg.CancelHold), b.cfg.TurnLease
+	tk.mem, tk.fed = mem, fed
+	tk.hub = &presenceHub{grace: b.cfg.PresenceGrace, now: b.cfg.now}
+	b.idx.hub = tk.hub
+	if fed != nil {
+		if lb := fed.lease(); lb != nil {
+			tk.hub.share = newPresenceShare(lb, b.cfg.TurnLease, mem, b.ttl.stop)
+		}
+	}
 }

@@ -39,7 +39,10 @@ type turnKeeper struct {
 	mem   *memStore
 	fed   *fedStore // nil in memory
 	hub   *presenceHub
-	wg    sync.WaitGroup // over a backend: ends being written (endLater)
+	wg    sync.WaitGroup // over a backend: ends being written, leases released (spawn)
+	// gmu guards closing: set by wait, after which spawn starts nothing.
+	gmu     sync.Mutex
+	closing bool
 
 	started, ended, cancelled, failed, lost, held, dropped atomic.Uint64
 }
@@ -261,25 +264,12 @@ func (tk *turnKeeper) endOwnTurnsLocked() {
 	})
 }
 
-// initTurns sets up the bus's turns and presence (newBus): mem is the
-// local store, fed the store over a backend (nil in memory).
-func (b *Bus) initTurns(mem *memStore, fed *fedStore) {
-	tk := &b.turns
-	tk.owned = xsync.NewMapOf[turnKey, *Turn]()
-	tk.hold, tk.lease = int64(b.cfg.CancelHold), b.cfg.TurnLease
-	tk.mem, tk.fed = mem, fed
-	tk.hub = &presenceHub{grace: b.cfg.PresenceGrace, now: b.cfg.now}
-	b.idx.hub = tk.hub
-	if fed != nil {
-		if lb := fed.lease(); lb != nil {
-			tk.hub.share = newPresenceShare(lb, b.cfg.TurnLease, mem, b.ttl.stop)
-		}
-	}
-}
-
 // wait waits for the goroutines of turns and presence over a backend
 // (Close, once the bus is closed: each ends promptly).
 func (tk *turnKeeper) wait() {
+	tk.gmu.Lock()
+	tk.closing = true
+	tk.gmu.Unlock()
 	tk.wg.Wait()
 	if sh := tk.hub.share; sh != nil {
 		<-sh.done

@@ -9,6 +9,11 @@ import (
 	"github.com/replaybus/replaybus/codec"
 )
 
+// CodeCancelled is the code of the RUN_ERROR that ends a cancelled run
+// (a turn_end with reason cancelled): the stop button, a cancel through
+// the bus, a closed session.
+const CodeCancelled = "cancelled"
+
 // Options configure an [Encoder].
 type Options struct {
 	// ThreadID and RunID name the run in RUN_STARTED and RUN_FINISHED
@@ -119,9 +124,10 @@ func (e *Encoder) Append(dst []byte, parts ...codec.Part) []byte {
 
 // Finish ends the run, once, as the Finish part of event id: it ends the
 // open messages and tool calls, then writes for reason (a codec.Reason…)
-// complete: RUN_FINISHED with outcome success; cancelled: RUN_FINISHED
-// with outcome cancelled; anything else: RUN_ERROR with message (else
-// the reason) and the reason as code.
+// complete: RUN_FINISHED with outcome success; cancelled: RUN_ERROR with
+// code CodeCancelled (message: "the run was cancelled" unless set);
+// anything else: RUN_ERROR with message (else the reason) and the reason
+// as code.
 func (e *Encoder) Finish(dst []byte, id uint64, reason, message string) []byte {
 	if !e.done {
 		e.part(codec.Part{Kind: codec.Finish, ID: id, Reason: reason, Text: message})
@@ -187,7 +193,11 @@ func (e *Encoder) part(p codec.Part) {
 		case codec.ReasonComplete:
 			e.emit(ev, e.runFinished("success"))
 		case codec.ReasonCancelled:
-			e.emit(ev, e.runFinished("cancelled"))
+			msg := p.Text
+			if msg == "" {
+				msg = "the run was cancelled"
+			}
+			e.emit(ev, map[string]any{"type": "RUN_ERROR", "message": msg, "code": CodeCancelled})
 		default:
 			msg := p.Text
 			if msg == "" {

@@ -90,7 +90,9 @@ type Options struct {
 	Ready func() error
 	// Turns configures the turn routes (adapters/turns: POST
 	// /session/{id}/cancel, GET /session/{id}/turn and /presence); a nil
-	// Turns.Logger is set to Logger, and PlainIDs follows SSE.PlainIDs.
+	// Turns.Logger is set to Logger, PlainIDs follows SSE.PlainIDs, and a
+	// zero Turns.BodyTimeout is BodyTimeout (the cancel's 408 must come
+	// within the answer's write deadline, which BodyTimeout sets).
 	Turns turns.HandlerOptions
 	// AgentRate is the simulated model's pace (POST
 	// /session/{id}/messages), in text deltas per second; zero means
@@ -213,6 +215,9 @@ func New(bus *eventbus.Bus, o Options) (*Server, error) {
 	}
 	s.handle(durable.Pattern, s.whenReady(s.durable.ServeHTTP))
 	if err := s.mountTurns(); err != nil {
+		return nil, err
+	}
+	if err := s.mountFrontends(); err != nil {
 		return nil, err
 	}
 	for _, t := range []string{frame.TypeTurnStart, frame.TypeTurnCancel, frame.TypeTurnEnd, frame.TypePresence} {
