@@ -95,14 +95,14 @@ func TestBrowserFaultRun(t *testing.T) {
 
 	var (
 		counts    = map[string]int{}
-		closed    [][][]any // records of closed tabs
-		onlineLat []float64 // ms from 'online' to the leader's next open
-		trace     []string  // the faults so far
+		closed    [][][]any   // records of closed tabs
+		onlineLat []float64   // ms from 'online' to the leader's next open
+		trace     []string    // the faults so far
 		skew      int         // ms the tabs' clocks run ahead (hidden faults)
 		jumps     []time.Time // when the tabs' clocks jumped
-		cancelled int       // turns stopped by a tab's cancel()
-		turnSeen  []float64 // ms from a turn's start until every tab knew it (rb.turn)
-		endSeen   []float64 // ms from a cancel's answer until every tab knew the turn had ended
+		cancelled int         // turns stopped by a tab's cancel()
+		turnSeen  []float64   // ms from a turn's start until every tab knew it (rb.turn)
+		endSeen   []float64   // ms from a cancel's answer until every tab knew the turn had ended
 	)
 	// allTabs waits until cond holds in every tab, or reports which do not.
 	allTabs := func(within time.Duration, expr string) (time.Duration, []string) {
