@@ -223,6 +223,7 @@ export class Connection {
     this._ch?.close();
     this._ch = null;
     clearTimeout(this._ht);
+    clearTimeout(this._zt);
     this._wake?.();
   }
 
@@ -247,8 +248,13 @@ export class Connection {
 
   _msg(m) {
     if (m.t == 'h') return this.leader && this._join(m.tab, m.c, m.n);
-    if (m.t == 'n') return this.leader && this._nudge();
+    if (m.t == 'n') return this.leader && (m.z ? Date.now() >= this._due && this._wake?.() : this._nudge());
     if (this.leader || (m.to && m.to != this.tab)) return;
+    if (m.t == 'z') { // the leader sleeps until m.at: a visible tab's timer wakes it if the browser throttles a hidden leader's
+      clearTimeout(this._zt);
+      if (G.document?.visibilityState != 'hidden') this._zt = setTimeout(() => this._post({ t: 'n', z: 1 }), m.at - Date.now() + 50);
+      return;
+    }
     if (m.t == 'l') {
       this._L = m.L;
       return this._hello();
@@ -445,6 +451,7 @@ export class Connection {
   // _sleep waits ms; _wake cuts it short, but not below floor (a Retry-After).
   _sleep(ms, floor) {
     const end = Date.now() + floor;
+    this._post({ t: 'z', at: this._due = Date.now() + ms });
     return new Promise((r) => {
       let t = setTimeout(r, ms);
       this._wake = () => {

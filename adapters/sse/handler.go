@@ -360,8 +360,11 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request) *opened {
 		s.stop()
 		defer s.cancel()
 		switch {
-		case s.ctx.Err() != nil: // the client is gone (or the handler closed): nobody to answer
-		case errors.Is(err, eventbus.ErrClosed):
+		case r.Context().Err() != nil: // the client is gone: nobody to answer
+		case s.ctx.Err() != nil, errors.Is(err, eventbus.ErrClosed):
+			// The handler (or the bus) closed while the stream was being
+			// opened: answered as a request after the close, not left to
+			// net/http's empty 200, which is no event stream at all.
 			h.goAway(w)
 		default:
 			h.reject(w, err, s.session)
