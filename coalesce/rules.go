@@ -18,7 +18,9 @@ const (
 	// Concat concatenates the JSON strings at Merge.Path (null or absent
 	// counts as ""); the rest of the payload is the FIRST event's
 	// (AgentPool: "index of the first"). An event whose value there is
-	// neither a string nor null is not merged.
+	// neither a string nor null is not merged. The strings are joined
+	// before they are unescaped: a surrogate pair whose \u escapes two
+	// events split is one character.
 	Concat Op = iota + 1
 	// Append concatenates the JSON arrays at Merge.Path in order (null or
 	// absent counts as empty; duplicates are kept); the rest of the payload
@@ -365,23 +367,25 @@ func (s *Set) Merge(key string, evs []eventbus.Event) (json.RawMessage, error) {
 	r := &s.rules[i]
 	switch r.Merge.Op {
 	case Concat:
-		var b strings.Builder
+		// The literals' contents are joined before they are unescaped, so
+		// a UTF-16 surrogate pair whose \u escapes two events split is
+		// one rune (each half unescaped alone is U+FFFD).
+		lit := []byte{'"'}
 		for _, ev := range evs {
 			v, ok := lookup(ev.Data, r.path)
 			if !ok || isNull(v) {
 				continue
 			}
-			if raw, ok := rawString(v); ok {
-				b.Write(raw) // no escapes: the bytes are the text
-				continue
+			if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
+				return nil, fmt.Errorf("coalesce: %s: event %d: %s: not a string: %.40s", s.name, ev.ID, r.Merge.Path, v)
 			}
-			str, err := stringValue(v)
-			if err != nil {
-				return nil, fmt.Errorf("coalesce: %s: event %d: %s: %w", s.name, ev.ID, r.Merge.Path, err)
-			}
-			b.WriteString(str)
+			lit = append(lit, v[1:len(v)-1]...)
 		}
-		v, err := json.Marshal(b.String())
+		str, err := stringValue(append(lit, '"'))
+		if err != nil {
+			return nil, fmt.Errorf("coalesce: %s: %s: %w", s.name, r.Merge.Path, err)
+		}
+		v, err := json.Marshal(str)
 		if err != nil {
 			return nil, err
 		}

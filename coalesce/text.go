@@ -1,7 +1,6 @@
 package coalesce
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"iter"
@@ -88,30 +87,19 @@ func (s *Set) JoinText(key string, first []byte, texts iter.Seq[[]byte]) (json.R
 	if r == nil || r.Merge.Op != Concat {
 		return nil, fmt.Errorf("coalesce: %s: not a Concat key of this set: %q", s.name, key)
 	}
-	var b strings.Builder
+	// Joined before they are unescaped, as Merge does: a surrogate pair
+	// whose \u escapes two texts split is one rune.
+	lit := []byte{'"'}
 	for t := range texts {
-		if err := appendText(&b, t); err != nil {
-			return nil, fmt.Errorf("coalesce: %s: %s: %w", s.name, r.Merge.Path, err)
-		}
+		lit = append(lit, t...)
 	}
-	v, err := json.Marshal(b.String())
+	str, err := stringValue(append(lit, '"'))
+	if err != nil {
+		return nil, fmt.Errorf("coalesce: %s: %s: %w", s.name, r.Merge.Path, err)
+	}
+	v, err := json.Marshal(str)
 	if err != nil {
 		return nil, err
 	}
 	return setPath(first, r.path, v)
-}
-
-// appendText appends the text of a JSON string literal whose contents
-// (between the quotes) are c: c itself when it has no escape.
-func appendText(b *strings.Builder, c []byte) error {
-	if bytes.IndexByte(c, '\\') < 0 {
-		b.Write(c)
-		return nil
-	}
-	var str string
-	if err := json.Unmarshal(append(append([]byte{'"'}, c...), '"'), &str); err != nil {
-		return err
-	}
-	b.WriteString(str)
-	return nil
 }

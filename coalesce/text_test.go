@@ -143,3 +143,61 @@ func TestTextSpanOnlyWhereTheKeyIgnoresTheText(t *testing.T) {
 	_, err := set.JoinText("0\x1frule0\x1fd", data, slices.Values([][]byte{[]byte("x")}))
 	assert.Error(t, err, "a key whose merge is not Concat")
 }
+
+// A UTF-16 surrogate pair a producer's JSON escapes split across two text
+// chunks ("\ud83d", then "\ude00": 😀) is one rune once merged, by the
+// subscriber-side Merge and by a compacting bus's JoinText alike; each
+// chunk's text unescaped on its own (encoding/json) was U+FFFD, and the
+// merge held two U+FFFD. A half with no partner stays U+FFFD.
+func TestMergeJoinsASurrogatePairSplitAcrossChunks(t *testing.T) {
+	chunk := func(id uint64, lit string) eventbus.Event {
+		return eventbus.Event{ID: id, Type: "agent_message_chunk", Data: json.RawMessage(
+			`{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":` + lit + `}}}`)}
+	}
+	text := func(t *testing.T, data json.RawMessage) string {
+		var v struct {
+			Update struct{ Content struct{ Text string } }
+		}
+		require.NoError(t, json.Unmarshal(data, &v), "%s", data)
+		return v.Update.Content.Text
+	}
+	for _, tc := range []struct {
+		name string
+		lits []string
+		want string
+	}{
+		{"a pair in two", []string{`"a \ud83d"`, `"\ude00 b"`}, "a 😀 b"},
+		{"upper case hex", []string{`"\uD83D"`, `"\uDE00"`}, "😀"},
+		{"with a chunk between of no text", []string{`"\ud83d"`, `null`, `"\ude00"`}, "😀"},
+		{"a lone high half", []string{`"x\ud83d"`, `"y"`}, "x\uFFFDy"},
+		{"a lone low half", []string{`"x"`, `"\ude00y"`}, "x\uFFFDy"},
+		{"an escaped backslash before u", []string{`"\\ud83d"`, `"\ude00"`}, `\ud83d` + "\uFFFD"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			evs := make([]eventbus.Event, len(tc.lits))
+			for i, l := range tc.lits {
+				evs[i] = chunk(uint64(i+1), l)
+			}
+			key, drop := coalesce.ACP.Key(evs[0])
+			require.False(t, drop)
+			require.NotEmpty(t, key)
+			merged, err := coalesce.ACP.Merge(key, evs)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, text(t, merged), "Merge")
+
+			texts := func(yield func([]byte) bool) {
+				for _, l := range tc.lits {
+					if l == "null" {
+						continue
+					}
+					if !yield([]byte(l[1 : len(l)-1])) {
+						return
+					}
+				}
+			}
+			joined, err := coalesce.ACP.JoinText(key, evs[0].Data, texts)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, text(t, joined), "JoinText")
+		})
+	}
+}

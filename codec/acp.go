@@ -78,8 +78,8 @@ func decodeChunk(dst []Part, ev eventbus.Event) ([]Part, bool) {
 		Update *struct {
 			Kind    *string `json:"sessionUpdate"`
 			Content *struct {
-				Type string `json:"type"`
-				Text string `json:"text"`
+				Type string          `json:"type"`
+				Text json.RawMessage `json:"text"`
 			} `json:"content"`
 		} `json:"update"`
 	}
@@ -87,12 +87,21 @@ func decodeChunk(dst []Part, ev eventbus.Event) ([]Part, bool) {
 		n.Update.Content == nil || n.Update.Content.Type != "text" {
 		return dst, false
 	}
+	text := ""
+	if lit := n.Update.Content.Text; len(lit) > 0 && lit[0] == '"' {
+		var ok bool
+		if text, ok = unquote(lit); !ok { // half a surrogate pair kept (TextJoin)
+			return dst, false
+		}
+	} else if len(lit) > 0 && string(lit) != "null" {
+		return dst, false // not a string: acp.Parse refuses it too
+	}
 	k := Text
 	if ev.Type == acp.TypeThoughtChunk {
 		k = Reasoning
 	}
 	p := part(k, ev)
-	p.Text = n.Update.Content.Text
+	p.Text = text
 	return append(dst, p), true
 }
 

@@ -29,6 +29,14 @@
 // merged text with the last id, so a projection's resume built from the
 // compacted log is "the reply so far" in one part, then live parts.
 //
+// # Split surrogate pairs
+//
+// A producer writing JSON from UTF-16 strings may split a character
+// between two text chunks ("\ud83d", then "\ude00"). The ACP decoder keeps
+// each half in Part.Text, and [TextJoin] (which the encoders use) makes
+// the pair one character; coalescing and compaction join the chunks'
+// JSON before unescaping it, so a merged chunk holds the character.
+//
 // docs/frontends.md has the table from bus events to each protocol's
 // events. Decoding allocates only the parts and what a payload's parse
 // needs; every decoder and Set here is safe for concurrent use.

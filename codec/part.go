@@ -83,7 +83,9 @@ type Part struct {
 	ToolCallID string
 	ToolName   string
 	Title      string
-	// Text: see the Kind.
+	// Text: see the Kind. A text chunk's may end or start with half a
+	// UTF-16 surrogate pair its producer split (WTF-8): join a stream's
+	// texts with TextJoin.
 	Text string
 	// Input, Output and Data are JSON.
 	Input  json.RawMessage

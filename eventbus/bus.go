@@ -11,9 +11,9 @@ import (
 	"github.com/replaybus/replaybus/scope"
 )
 
-// Bus is a per-session event bus with a bounded replay buffer per session,
-// the Go form of AgentPool's EventBus with qwen-code's resume and
-// backpressure protocol. [New] makes one that keeps its ids and history in
+// Bus is a per-session event bus with a bounded replay buffer per session
+// and a resume and backpressure protocol. [New] makes one that keeps its
+// ids and history in
 // this process; [NewWithBackend] makes one over a shared backend
 // (adapters/nats: NATS JetStream, several nodes), with the same API and
 // delivery protocol. The zero value is not usable.
@@ -123,36 +123,25 @@ func checkEpoch(e string) error {
 // with [Options.Epoch]. A client cursor from another epoch is an epoch_reset.
 func (b *Bus) Epoch() string { return b.epoch }
 
-// Options returns the options in force: those given to [New] with their
-// defaults applied. OverflowPolicy is the policy of an in-process
-// subscriber that sets none: drop_oldest (AgentPool's default) when the
-// options left it unset; [Bus.OverflowPolicySet] tells the two apart.
+// Options returns the options in force: those given to [New] with defaults
+// applied, and the unset OverflowPolicy read as drop_oldest
+// ([Bus.OverflowPolicySet] tells the two apart).
 func (b *Bus) Options() Options { return b.cfg }
 
 // OverflowPolicySet reports whether the options given to [New] set the
-// overflow policy (in code, or through config's environment). When they
-// did not, the SSE and WebSocket handlers give their subscribers
-// drop_subscriber instead of the in-process drop_oldest: the rule of
-// [Options.OverflowPolicy].
+// overflow policy; when not, the SSE and WebSocket handlers give their
+// subscribers drop_subscriber ([Options.OverflowPolicy]).
 func (b *Bus) OverflowPolicySet() bool { return b.policySet }
 
-// LastEventID returns the highest id assigned so far (0 before the first
-// publish), qwen-code's lastEventId getter. With publishers running in
-// parallel on other session trees, the event with that id may still be on
-// its way into its replay buffer and queues; every publish that returned
-// before the call has an id at or below it.
-//
-// It takes no lock (an atomic load) and never waits for a publish.
+// LastEventID returns the highest id assigned so far, 0 before the first
+// publish; every publish that returned before the call has an id at or
+// below it. It takes no lock.
 func (b *Bus) LastEventID() uint64 { return b.hist.LastID() }
 
 func (b *Bus) nowNanos() int64 { return b.cfg.now().UnixNano() }
 
-// Stats returns the current counters. It takes the structure lock's read
-// side briefly, for the figures only structural changes move (Sessions,
-// Expired, Retained, RetainedDropped) — it never waits for a publish; the
-// others are read from counters that publishers and
-// subscribers write without it, one by one: during concurrent publishing
-// the figures are each exact at some instant, not all at the same one.
+// Stats returns the current counters, each exact at some instant during the
+// call. It never waits for a publish.
 func (b *Bus) Stats() observe.Stats {
 	var st observe.Stats
 	tok := b.hist.RLock()

@@ -8,11 +8,10 @@ import (
 	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
-// Coalescer decides which events a coalescing subscription merges and how
-// (AgentPool's _merge_key and _merge_* helpers as one value). The coalesce
-// package implements it with rule sets: coalesce.ACP for the Agent Client
-// Protocol's session/update shapes, coalesce.AgentPool for AgentPool's
-// event shapes, and coalesce.New for rules of your own.
+// Coalescer decides which events a coalescing subscription merges and how.
+// Package coalesce implements it with rule sets (for the Agent Client
+// Protocol's session/update shapes, for AgentPool's event shapes, and
+// coalesce.New for rules of your own).
 //
 // The bus calls it only on the consumer's goroutine, only for real events
 // (never for a synthetic frame or session_closed), and never concurrently
@@ -22,8 +21,7 @@ type Coalescer interface {
 	// Key returns ev's merge key, or "" when ev passes through unmerged.
 	// Consecutive events with the same non-empty key, the same session,
 	// type and origin, and the same Replay flag are merged. drop reports
-	// an event that carries nothing and is left out altogether (AgentPool
-	// drops a part delta whose delta is null).
+	// an event that carries nothing and is left out altogether.
 	Key(ev Event) (key string, drop bool)
 	// Merge returns the payload of the one event that replaces evs: two or
 	// more consecutive events that all had merge key key, oldest first.
@@ -79,14 +77,11 @@ func (s *sliceSource) rawTake() (Event, bool) {
 	return ev, true
 }
 
-// Coalesce merges a batch of frames exactly as a coalescing subscription
-// merges what it finds queued (AgentPool's _merge_envelopes): consecutive
-// events with the same merge key, session, type, origin and Replay flag
-// become one event carrying the last one's ID and Time, Count and FirstID;
-// events c drops are left out; frames with ID 0 and session_closed pass
-// through and end any run. evs is not modified; the result is a new slice
-// (nil for an empty batch). It is a pure function: safe for concurrent use
-// when c is.
+// Coalesce merges a batch of frames as a coalescing subscription merges its
+// queue: consecutive events with the same merge key, session, type, origin
+// and Replay flag become one carrying the last one's ID, Count and FirstID;
+// events c drops are left out; frames with ID 0 and session_closed pass.
+// evs is not modified. Safe for concurrent use when c is.
 func Coalesce(c Coalescer, evs []Event) []Event {
 	co := &coalescing{c: c}
 	src := &sliceSource{evs: evs}
@@ -188,7 +183,7 @@ func (co *coalescing) pull(s source, force bool) (Event, bool) {
 		co.key, co.bytes = key, len(ev.Data)
 		co.until = time.Time{}
 		if co.window > 0 && !ev.Replay {
-			// OpenClaw: at most one send per window; the first delta
+			// At most one send per window; the first delta
 			// after a quiet window goes out as soon as the queue is empty.
 			co.until = co.last.Add(co.window)
 		}
@@ -196,7 +191,7 @@ func (co *coalescing) pull(s source, force bool) (Event, bool) {
 }
 
 // fits reports whether ev may join the held group: never across sessions
-// (AgentPool's grouping ignores the source session), types, origins or
+// (a parent's and a child's deltas are not one event), types, origins or
 // replay/live, and not past the group bounds.
 func (co *coalescing) fits(ev Event) bool {
 	g := &co.group[0]

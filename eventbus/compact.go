@@ -44,8 +44,8 @@ func (m compactor) Merge(key string, last *record, parts []store.Part) ([]byte, 
 
 // textCoalescer is a [Coalescer] some of whose merges concatenate the text
 // of one JSON string per event, the rest of the payload being the first
-// event's (a streamed reply's deltas: coalesce's Concat rules, as in
-// coalesce.ACP and coalesce.AgentPool). A compacting bus
+// event's (a streamed reply's deltas: coalesce's Concat rules). A
+// compacting bus
 // ([Options.ReplayCompact]) with a rule set that has these two methods stores such a run as its
 // text, an index of 8 bytes per event and the payloads that differ
 // outside the text, not every event's payload; and it recognises the next

@@ -10,8 +10,8 @@ import (
 )
 
 // OverflowPolicy says what the bus does when a subscriber's live queue is
-// full. The names are AgentPool's; [Options.Validate] accepts the three
-// constants below and nothing else. The zero value "" inside an [Options]
+// full. [Options.Validate] accepts the three constants below and nothing
+// else. The zero value "" inside an [Options]
 // means "not set": the default rule of Options.OverflowPolicy applies.
 type OverflowPolicy string
 
@@ -19,39 +19,34 @@ type OverflowPolicy string
 // publisher on one slow subscriber.
 const (
 	// DropSubscriber evicts the subscriber with a client_evicted frame; the
-	// client resumes from the replay buffer (qwen-code's behaviour; also
-	// AgentPool's, without the frame). The SSE handler's default.
+	// client resumes from the replay buffer. The SSE handler's default.
 	DropSubscriber OverflowPolicy = "drop_subscriber"
 	// DropOldest drops the oldest queued live event to make room and
 	// announces the loss with state_resync_required{events_dropped}.
-	// AgentPool's default, and ours for in-process subscribers.
+	// The default for in-process subscribers.
 	DropOldest OverflowPolicy = "drop_oldest"
 	// DropNewest drops the incoming event and announces the loss with
 	// state_resync_required{events_dropped}.
 	DropNewest OverflowPolicy = "drop_newest"
 )
 
-// Defaults, as AgentPool and qwen-code ship them; [Options.WithDefaults]
-// puts them into zero fields (each field's doc names its own).
+// Defaults (docs/python-parity.md says where each comes from);
+// [Options.WithDefaults] puts them into zero fields.
 const (
-	// defaultReplayBufferSize is 100 events per session, AgentPool's
-	// eventbus_replay_buffer_size.
+	// defaultReplayBufferSize is 100 events per session.
 	defaultReplayBufferSize = 100
-	// defaultMaxQueueSize is 1000 frames per subscriber, AgentPool's
-	// max_queue_size.
+	// defaultMaxQueueSize is 1000 frames per subscriber.
 	defaultMaxQueueSize = 1000
 	// defaultMaxQueuedBytes is 2 MiB of event data per subscriber.
 	defaultMaxQueuedBytes = 2 << 20
-	// defaultMaxSubscribers is 64 subscribers per session, qwen-code's
-	// maxSubscribers.
+	// defaultMaxSubscribers is 64 subscribers per session.
 	defaultMaxSubscribers = 64
 	// defaultSessionTTL is one hour of idleness before a session expires.
 	defaultSessionTTL = time.Hour
 	// defaultReplayBudgetBytes is 8 MiB of event data replayed per
 	// subscribe.
 	defaultReplayBudgetBytes = 8 << 20
-	// defaultOverflowPolicy is [DropOldest], AgentPool's default
-	// (EventBus(overflow_policy="drop_oldest")): the policy of an
+	// defaultOverflowPolicy is [DropOldest]: the policy of an
 	// in-process subscriber when neither the subscription nor the
 	// configuration sets one. Streaming adapters use drop_subscriber
 	// instead; see Options.OverflowPolicy.
@@ -86,16 +81,15 @@ const (
 // An Options is a plain value: copying it is safe, and so is sharing it
 // between goroutines that do not modify it.
 type Options struct {
-	// ReplayBufferSize is the number of events kept per session for replay
-	// (AgentPool's eventbus_replay_buffer_size). Range 1–1,000,000; zero
-	// means 100 — never "no replay" (AgentPool's replay_buffer_size=0): a
-	// subscriber that wants no history sets SubscribeOptions.NoReplay, and
-	// an explicit 0 in the variable is refused with an error naming it.
+	// ReplayBufferSize is the number of events kept per session for replay.
+	// Range 1–1,000,000; zero means 100, never "no replay" (a subscriber
+	// that wants no history sets SubscribeOptions.NoReplay; an explicit 0
+	// in the variable is refused with an error naming it).
 	// Env: AGENTPOOL_EVENTBUS_REPLAY_BUFFER_SIZE.
 	ReplayBufferSize int `env:"REPLAY_BUFFER_SIZE"`
 
-	// MaxQueueSize is the default live-queue limit per subscriber, in frames
-	// (AgentPool's max_queue_size). Replay and synthetic frames do not count.
+	// MaxQueueSize is the default live-queue limit per subscriber, in frames.
+	// Replay and synthetic frames do not count.
 	// Range 1–1,000,000; zero means 1000. Env: AGENTPOOL_EVENTBUS_MAX_QUEUE_SIZE.
 	MaxQueueSize int `env:"MAX_QUEUE_SIZE"`
 
@@ -107,8 +101,8 @@ type Options struct {
 	// 1000, KiB/MiB/GiB powers of 1024).
 	MaxQueuedBytes int64 `env:"MAX_QUEUED_BYTES"`
 
-	// MaxSubscribers caps concurrent subscribers per session (qwen-code's
-	// maxSubscribers). Range 1–1,000,000; zero means 64.
+	// MaxSubscribers caps concurrent subscribers per session. Range
+	// 1–1,000,000; zero means 64.
 	// Env: AGENTPOOL_EVENTBUS_MAX_SUBSCRIBERS.
 	MaxSubscribers int `env:"MAX_SUBSCRIBERS"`
 
@@ -126,8 +120,8 @@ type Options struct {
 	// The default rule, stated once here: a subscription's own
 	// SubscribeOptions.Policy wins; else a policy set here (by the
 	// variable or in code) applies to every subscriber; else — the field
-	// is zero — in-process subscribers get drop_oldest (AgentPool's
-	// default) and the SSE and WebSocket handlers' subscribers get
+	// is zero — in-process subscribers get drop_oldest and the SSE and
+	// WebSocket handlers' subscribers get
 	// drop_subscriber (their clients
 	// resume by themselves). Zero stays zero through WithDefaults; a bus
 	// made with it reports drop_oldest in [Bus.Options] (the policy in
@@ -136,7 +130,7 @@ type Options struct {
 	OverflowPolicy OverflowPolicy `env:"OVERFLOW_POLICY"`
 
 	// DroppableTypes lists event types that may be dropped for a slow
-	// subscriber (OpenClaw's dropIfSlow), e.g. streaming text deltas.
+	// subscriber, e.g. streaming text deltas.
 	// Default none. Entries must be non-empty and free of white space and
 	// control characters. Env: AGENTPOOL_EVENTBUS_DROPPABLE_TYPES,
 	// comma-separated; entries are trimmed, empty entries and duplicates
@@ -177,7 +171,7 @@ type Options struct {
 	// stays. Together with ReplayBufferSize and ReplayMaxAge, whichever
 	// binds first evicts the oldest; a resume that needed an evicted event
 	// gets state_resync_required{ring_evicted} as always. Range 0 or
-	// 1 B–1 GiB; zero (the default, AgentPool's count-only ring) bounds
+	// 1 B–1 GiB; zero (the default: a count-only ring) bounds
 	// nothing. Env: AGENTPOOL_EVENTBUS_REPLAY_MAX_BYTES, a byte size as
 	// for MaxQueuedBytes.
 	ReplayMaxBytes int64 `env:"REPLAY_MAX_BYTES"`
@@ -213,27 +207,17 @@ type Options struct {
 	TurnLease time.Duration `env:"TURN_LEASE"`
 
 	// ReplayCompact, when set, compacts each session's replay buffer with
-	// this rule set (the coalesce package's coalesce.ACP, coalesce.AgentPool
-	// or one compiled from a coalesce.RuleSet): an event that merges with
-	// the session's newest stored event (same type, origin and merge key,
-	// nothing of that session in between) folds into it, so the buffer
-	// counts a streamed reply of many deltas as one record. Live delivery
-	// is unchanged. A replay hands a folded record out as one event with
-	// the newest id, Count and FirstID (as a coalescing subscription
-	// reports a merged event) — or, for a cursor inside it, the merge of
-	// exactly its events after the cursor. The rule set's Merge must be a
-	// fold (merging a merged payload with more events gives what merging
-	// them all gives: true of every coalesce operation but Custom, which
-	// must ensure it). A folded record holds at most 4096 events or 1 MiB
-	// of payload. A rule set that also has the methods
-	// TextSpan(key, typ string, data []byte) (start, end int, ok bool) and
-	// JoinText(key string, first []byte, texts iter.Seq[[]byte]) (json.RawMessage, error)
-	// (coalesce.Set has them, so coalesce.ACP and coalesce.AgentPool do; see
-	// their doc) has its text deltas stored as their text and
-	// an 8-byte index entry each, not as every delta's payload (and such a
-	// record spans at most 2^32 ids); replays are the same. Nil (the default, AgentPool's behaviour) stores every
-	// event. Env: AGENTPOOL_EVENTBUS_REPLAY_COMPACT = off, acp or
-	// agentpool (read by the config package, which knows the rule sets).
+	// this rule set (package coalesce has them): an event that merges with
+	// the session's newest stored one (same type, origin and merge key)
+	// folds into it, so a streamed reply of many deltas is one record. Live
+	// delivery is unchanged; a replay hands a folded record out as one event
+	// with the newest id, Count and FirstID, or for a cursor inside it the
+	// merge of its events after the cursor. Merge must be a fold. A record
+	// holds at most 4096 events or 1 MiB. A rule set with TextSpan and
+	// JoinText methods (coalesce.Set) has its text deltas stored as text.
+	// Nil (the default) stores every event. Env:
+	// AGENTPOOL_EVENTBUS_REPLAY_COMPACT = off, acp or agentpool (read by
+	// package config).
 	ReplayCompact Coalescer `env:"-"`
 
 	// Snapshots, if set, is the application's snapshot provider: a

@@ -13,7 +13,7 @@ import (
 // for the environment.
 const (
 	// maxCount bounds ReplayBufferSize, MaxQueueSize and MaxSubscribers:
-	// 1,000,000, qwen-code's soft cap on its event ring.
+	// 1,000,000.
 	maxCount = 1_000_000
 	// maxBytes bounds MaxQueuedBytes and ReplayBudgetBytes: 1 GiB.
 	maxBytes = 1 << 30
@@ -38,17 +38,10 @@ var (
 	errPolicy     = invalid("unknown overflow policy (want drop_subscriber, drop_oldest or drop_newest)")
 )
 
-// WithDefaults returns c with every zero field replaced by its default:
-// ReplayBufferSize 100, MaxQueueSize 1000, MaxQueuedBytes 2 MiB,
-// MaxSubscribers 64, SessionTTL 1h, ReplayBudgetBytes 8 MiB,
-// ClosedRetention 10m, MaxRetained 1000, PresenceGrace 15s, CancelHold
-// 30s, TurnLease 5s. OverflowPolicy stays zero: "" is
-// not a policy but "apply the default rule" (drop_oldest in process,
-// drop_subscriber for streams; see Options.OverflowPolicy), which only the
-// subscriber's side can apply. DroppableTypes (default none) and
-// DisableSlowClientWarning (default false) have no zero to replace.
-// Negative values are kept, for [Options.Validate] to refuse. c is not modified; the
-// returned Options shares c's DroppableTypes slice.
+// WithDefaults returns c with every zero field replaced by its default
+// (each field's doc names it). OverflowPolicy stays zero: "" means "apply
+// the default rule". Negative values are kept for [Options.Validate]. c is
+// not modified.
 func (c Options) WithDefaults() Options {
 	c.ReplayBufferSize = cmp.Or(c.ReplayBufferSize, defaultReplayBufferSize)
 	c.MaxQueueSize = cmp.Or(c.MaxQueueSize, defaultMaxQueueSize)
@@ -64,15 +57,10 @@ func (c Options) WithDefaults() Options {
 	return c
 }
 
-// Validate checks c after [Options.WithDefaults] (so zero fields are fine)
-// and returns nil or every problem at once, joined with [errors.Join]. Each
-// problem is an [*OptionError] naming the Go field and its value, for
-// example `eventbus: MaxQueueSize=-5: out of range [1, 1000000]`, matching
-// [ErrInvalid] (and [ErrOutOfRange] for a range). The ranges are in the
-// fields' documentation; negative numbers and durations are always errors, and so
-// are a "block" or unknown OverflowPolicy and a DroppableTypes entry that is
-// empty or contains white space or a control character. Validate does not
-// modify c and is safe for concurrent use.
+// Validate checks c after [Options.WithDefaults] and returns nil or every
+// problem joined with [errors.Join]: each an [*OptionError] naming the field
+// and value, matching [ErrInvalid] (and [ErrOutOfRange] for a range). Safe
+// for concurrent use.
 func (c Options) Validate() error {
 	var errs []error
 	for _, p := range c.WithDefaults().problems() {

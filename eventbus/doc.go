@@ -3,10 +3,9 @@
 // in order, across reconnects and slow networks, or is told exactly what it
 // missed.
 //
-// It ports AgentPool's Python EventBus and ReplayBuffer to Go and adds the
-// resume and backpressure protocol of qwen-code's acp-bridge EventBus and
-// OpenClaw's drop-if-slow broadcasting. docs/guarantees.md states the
-// delivery contract; this documentation states it for users of the API.
+// docs/guarantees.md states the delivery contract; this documentation
+// states it for users of the API. docs/python-parity.md maps it to the
+// Python EventBus of AgentPool that it ports, element by element.
 //
 // # Events and ids
 //
@@ -38,8 +37,8 @@
 //
 // # Sessions and the tree
 //
-// A session exists from its first publish or subscribe (AgentPool's
-// create-on-first-publish; [Existing] turns that off for one publish), or
+// A session exists from its first publish or subscribe ([Existing] turns
+// that off for one publish), or
 // explicitly with [Bus.CreateSession], which also attaches a root to a
 // parent at any time (cycles refused) and reopens a closed id (ACP
 // session/resume). [Options.SessionController] supplies a new id's parent.
@@ -49,15 +48,15 @@
 // for Options.ClosedRetention, so a client of the run that resumes after a
 // sub-agent finished loses nothing. A late publish to a closed id fails with
 // ErrSessionClosed. CloseSession and ClearReplayBuffer on an unknown id are
-// no-ops, as in AgentPool.
+// no-ops.
 //
 // # Backpressure
 //
 // Each subscriber has a live queue bounded in frames and bytes; replayed and
 // synthetic frames never count. At 75 % of either limit it gets one
 // slow_client_warning per episode (re-armed when both fall to 37.5 %). When
-// the queue is full the overflow policy decides: drop_oldest (AgentPool's
-// default, and ours in process) and drop_newest keep it and announce the
+// the queue is full the overflow policy decides: drop_oldest (the default
+// in process) and drop_newest keep it and announce the
 // loss with state_resync_required{events_dropped}; drop_subscriber (the SSE
 // handler's default, see Options.OverflowPolicy for the rule) ends it
 // with client_evicted. Droppable
@@ -65,13 +64,13 @@
 //
 // # Coalescing
 //
-// [SubscribeOptions.Coalesce] turns on subscriber-side coalescing
-// (AgentPool's drain_and_merge): each read takes everything already queued
+// [SubscribeOptions.Coalesce] turns on subscriber-side coalescing: each
+// read takes everything already queued
 // and merges consecutive events with one merge key (the coalesce package
 // has the rule sets) into one event carrying the last merged id, [Event.Count]
 // and [Event.FirstID]; never across sessions, types, replay and live, or a
-// synthetic frame. [SubscribeOptions.Throttle] adds OpenClaw's delta
-// throttle. [Coalesce] merges a batch the same way.
+// synthetic frame. [SubscribeOptions.Throttle] adds a delta throttle.
+// [Coalesce] merges a batch the same way.
 //
 // # Turns
 //

@@ -11,8 +11,7 @@ import (
 // Published events have an ID from the bus-wide sequence (1, 2, 3, …, never
 // reused within an epoch). Synthetic frames — state_resync_required,
 // replay_complete, slow_client_warning, client_evicted — have ID 0: they never
-// consume a sequence number and must never move a client's Last-Event-ID
-// (qwen-code's "no slot" rule).
+// consume a sequence number and must never move a client's Last-Event-ID.
 //
 // An Event's payload is JSON unless it was published with
 // [Bus.PublishBytes] under another media type ([Event.ContentType],
@@ -40,11 +39,11 @@ type Event struct {
 	// Time is when the bus accepted the event (synthetic frames: when the
 	// frame was made).
 	Time time.Time `json:"-"`
-	// Origin optionally names the client that caused the event (qwen-code's
-	// originatorClientId), so a client can recognise its own echoes.
+	// Origin optionally names the client that caused the event, so a
+	// client can recognise its own echoes.
 	Origin string `json:"origin,omitempty"`
 	// Replay is true on the copy a subscriber receives from the replay
-	// buffer rather than live (AgentPool's is_replay).
+	// buffer rather than live.
 	Replay bool `json:"replay,omitempty"`
 	// media is the payload's media type, interned (media.go): 0 for JSON.
 	// It sits in the padding after Replay, so Event stays 128 bytes.
@@ -53,8 +52,7 @@ type Event struct {
 	// into this one (see [SubscribeOptions.Coalesce]): 0 for an event
 	// delivered as published, ≥ 2 for a merged one. A merged event carries
 	// the LAST merged event's ID (and Time), so resuming from it never
-	// replays what it holds (docs/python-parity.md compares AgentPool's
-	// drain_and_merge).
+	// replays what it holds.
 	Count int `json:"count,omitempty"`
 	// FirstID is the id of the first event merged into this one; set only
 	// when Count ≥ 2. Ids between FirstID and ID that belong to other

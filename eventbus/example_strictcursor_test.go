@@ -27,7 +27,7 @@ func ExampleSubscribeOptions_strictCursor() {
 	_, err = bus.Subscribe(ctx, "run", eventbus.SubscribeOptions{Cursor: eventbus.At(1), StrictCursor: true})
 	var lost *eventbus.PositionLostError
 	if errors.As(err, &lost) {
-		fmt.Println(lost.Reason, lost.Cursor.ID, lost.CompleteFromID)
+		fmt.Println(lost.Reason, lost.LastDeliveredID, lost.CompleteFromID)
 	}
 	info, _ := bus.SessionInfo("run")
 	fmt.Println("newest id", info.LastEventID)

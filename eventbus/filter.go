@@ -3,8 +3,21 @@ package eventbus
 import "github.com/replaybus/replaybus/eventbus/frame"
 
 // typeFilter is the set of event types a subscription receives
-// (SubscribeOptions.Types): a few types, found by a linear scan.
-type typeFilter struct{ types []string }
+// (SubscribeOptions.Types): a few types, found by a linear scan; none is
+// every type. It also holds the set of a many-sessions subscription
+// (multi.go), so that a Subscription keeps its size.
+type typeFilter struct {
+	types []string
+	set   *sessionSet
+}
+
+// setOf returns s's many-sessions set, nil for any other subscription.
+func (s *Subscription) setOf() *sessionSet {
+	if s.filter == nil {
+		return nil
+	}
+	return s.filter.set
+}
 
 // setFilter validates types and turns the filter on when there are any.
 func (s *Subscription) setFilter(types []string) error {
@@ -20,6 +33,9 @@ func (s *Subscription) setFilter(types []string) error {
 
 // has reports whether events of type t pass.
 func (f *typeFilter) has(t string) bool {
+	if f.types == nil {
+		return true
+	}
 	for _, x := range f.types {
 		if x == t {
 			return true

@@ -59,7 +59,7 @@ var testHookWake func()
 // limits and the policy: queue.Queue.Deliver). It reports what happened so
 // the bus can count it and, for an eviction, unregister the subscriber
 // (which has ended: it drains the queue, client_evicted last, then gets
-// ErrEvicted, qwen-code's eviction flow), and whether the consumer is
+// ErrEvicted), and whether the consumer is
 // parked and needs a wake-up, which the caller sends (after releasing its
 // locks on the publish path). An ended subscriber takes nothing (outcome
 // 0).

@@ -183,7 +183,9 @@ func (ix *index) endSession(x *session) {
 		s.end(ErrSessionClosed, false)
 	}
 	for i := len(ix.all.list) - 1; i >= 0; i-- {
-		if s := ix.all.list[i]; s.sess == x {
+		// A many-sessions subscriber stays: a member's session_closed
+		// merely passes (multi.go).
+		if s := ix.all.list[i]; s.sess == x && s.setOf() == nil {
 			ix.unregister(s)
 			s.end(ErrSessionClosed, false)
 		}
@@ -251,24 +253,29 @@ func newFan() fan { return fan{wakes: wakeLists.Get().(*[]*Subscription)} }
 // publisher's ordering step). The caller holds x's tree lock under the
 // structure lock's read side, or the structure lock exclusively.
 func (ix *index) fanOut(x *session, r *record, droppable, forced bool, f *fan) {
-	ix.offer(&x.Subs.own, nil, r, droppable, forced, f)
+	ix.offer(&x.Subs.own, nil, nil, r, droppable, forced, f)
 	p := x.Parent()
 	for a := p; a != nil; a = a.Parent() {
-		ix.offer(&a.Subs.desc, nil, r, droppable, forced, f)
+		ix.offer(&a.Subs.desc, nil, nil, r, droppable, forced, f)
 	}
-	ix.offer(&x.Subs.childSubtree, nil, r, droppable, forced, f)
+	ix.offer(&x.Subs.childSubtree, nil, nil, r, droppable, forced, f)
 	if p != nil {
-		ix.offer(&p.Subs.childSubtree, x, r, droppable, forced, f)
+		ix.offer(&p.Subs.childSubtree, x, nil, r, droppable, forced, f)
 	}
 }
 
 // offer offers r to each subscriber of l except those made on skip. It
 // holds each subscriber's mutex only for that subscriber (inside deliver);
 // it never blocks on a consumer. The caller holds the lock that guards l.
-func (ix *index) offer(l *subList, skip *session, r *record, droppable, forced bool, f *fan) {
+// src, r's session, is given for the "all" list: a many-sessions
+// subscriber there takes only what its set covers.
+func (ix *index) offer(l *subList, skip, src *session, r *record, droppable, forced bool, f *fan) {
 	for i := 0; i < len(*l); i++ {
 		s := (*l)[i]
 		if skip != nil && s.sess == skip {
+			continue
+		}
+		if src != nil && s.setOf() != nil && !s.setOf().covers(src) {
 			continue
 		}
 		if forced {
@@ -327,8 +334,15 @@ func (ix *index) gap(x *session, upTo uint64) {
 			if skip != nil && s.sess == skip {
 				continue
 			}
+			named := s.sess.ID
+			if s.setOf() != nil {
+				if !s.setOf().covers(x) {
+					continue
+				}
+				named = x.ID // a many-sessions subscriber learns whose events are gone
+			}
 			s.mu.Lock()
-			if !s.ended && s.q.PushGap(s.sess.ID, upTo, now) {
+			if !s.ended && s.q.PushGap(named, upTo, now) {
 				s.wakeLocked()
 				ix.cnt.resyncs.Add(1)
 			}

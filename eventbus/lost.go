@@ -7,38 +7,36 @@ import (
 )
 
 // PositionLostError is what [Bus.Subscribe] returns, with
-// [SubscribeOptions.StrictCursor] set, for a cursor whose position is
-// lost: events in scope after it are gone from the replay buffers
-// (Reason frame.ReasonRingEvicted), or it is of another epoch or at or past
-// the next id (frame.ReasonEpochReset). Without StrictCursor the same
-// subscribe succeeds and its first frame is state_resync_required with that
-// reason. Nothing is registered and no snapshot is asked for. Check it with
-// errors.As.
+// [SubscribeOptions.StrictCursor], for a cursor whose position is lost: it
+// carries the payload of the state_resync_required frame that the same
+// subscribe without StrictCursor would start with — Reason
+// (frame.ReasonRingEvicted or frame.ReasonEpochReset), LastDeliveredID
+// (the cursor's id), Epoch (the bus's) and, for ring_evicted,
+// CompleteFromID. Nothing is registered. Check it with errors.As.
 type PositionLostError struct {
-	Reason string   // frame.ReasonRingEvicted or frame.ReasonEpochReset
-	Cursor Position // the position asked for
-	Epoch  string   // the bus's epoch
-	// CompleteFromID (ring_evicted only; 0 for epoch_reset) is the lowest id
-	// from which nothing in scope is missing: a cursor at CompleteFromID-1
-	// resumes without a gap, as long as that history is still held.
-	CompleteFromID uint64
+	frame.ResyncData
+	cursorEpoch string // the cursor's epoch, for the message only
 }
 
 // Error names the reason, the cursor and what the bus still has.
 func (e *PositionLostError) Error() string {
 	if e.Reason == frame.ReasonEpochReset {
-		return fmt.Sprintf("eventbus: position lost (%s): cursor %d of epoch %q is not of the bus's epoch %q or is past its newest id",
-			e.Reason, e.Cursor.ID, e.Cursor.Epoch, e.Epoch)
+		of := ""
+		if e.cursorEpoch != "" {
+			of = fmt.Sprintf(" of epoch %q", e.cursorEpoch)
+		}
+		return fmt.Sprintf("eventbus: position lost (%s): cursor %d%s is not of the bus's epoch %q or is past its newest id",
+			e.Reason, e.LastDeliveredID, of, e.Epoch)
 	}
 	return fmt.Sprintf("eventbus: position lost (%s): events after cursor %d are gone; nothing is missing from id %d on",
-		e.Reason, e.Cursor.ID, e.CompleteFromID)
+		e.Reason, e.LastDeliveredID, e.CompleteFromID)
 }
 
 // refuseLost is wantsSnapshot's first step for a StrictCursor subscribe
 // (sr.strict): it records in sr the PositionLostError of j's lost position
 // for reason, so that Subscribe returns it instead of planning a replay.
 func (sr *snapReq) refuseLost(reason, epoch string, j *snapshotJob) {
-	sr.lost = &PositionLostError{Reason: reason, Cursor: sr.cursor, Epoch: epoch}
+	sr.lost = &PositionLostError{ResyncData: frame.ResyncData{Reason: reason, LastDeliveredID: sr.cursor.ID, Epoch: epoch}, cursorEpoch: sr.cursor.Epoch}
 	if reason == frame.ReasonRingEvicted {
 		sr.lost.CompleteFromID = j.evicted + 1
 	}

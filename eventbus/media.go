@@ -130,29 +130,18 @@ func internMedia(contentType string) (uint32, error) {
 	return id, nil
 }
 
-// ContentType returns the media type of e's payload: [ContentTypeJSON]
-// for a JSON payload (every event but one published with
-// [Bus.PublishBytes] under another media type, synthetic frames and
-// events without data included), else the media type it was published
-// with, in canonical form (type, subtype and parameter names in lower
-// case, as mime.FormatMediaType writes them).
+// ContentType returns the media type of e's payload in canonical form:
+// [ContentTypeJSON] unless it was published with [Bus.PublishBytes] under
+// another type.
 func (e Event) ContentType() string { return mediaName(e.media) }
 
-// IsJSON reports whether e's Data is JSON ([Event.ContentType] is
-// [ContentTypeJSON]); false for a byte payload, whose Data holds the
-// bytes as published.
+// IsJSON reports whether e's Data is JSON.
 func (e Event) IsJSON() bool { return e.media == 0 }
 
-// WithContentType returns a copy of e whose payload is of media type
-// contentType: its Data is then taken as the bytes of that type (a
-// decoder building the event a backend or a client received uses it;
-// publishing goes through [Bus.PublishBytes]). application/json makes the
-// copy a JSON event, without validating Data. Errors are those of
-// PublishBytes for a media type (ErrInvalid naming the value: empty,
-// malformed, over 255 bytes, or a 4,097th distinct type in this
-// process). application/octet-stream is interned at startup (it counts
-// among the 4,096), so it never fails: a decoder that cannot intern a new
-// type can fall back to it and keep the bytes. Safe for concurrent use.
+// WithContentType returns a copy of e whose Data is of media type
+// contentType, for a decoder that rebuilds a received event. It does not
+// validate Data. Errors: ErrInvalid for a media type PublishBytes refuses;
+// application/octet-stream never fails. Safe for concurrent use.
 func (e Event) WithContentType(contentType string) (Event, error) {
 	id, err := internMedia(contentType)
 	if err != nil {
@@ -162,31 +151,12 @@ func (e Event) WithContentType(contentType string) (Event, error) {
 	return e, nil
 }
 
-// PublishBytes publishes data as an event of type typ whose payload is of
-// media type contentType: [Bus.Publish] for a payload that is not JSON.
-// Subscribers receive data as published in Event.Data, with
-// [Event.ContentType] contentType (canonical form) and [Event.IsJSON]
-// false; the replay buffer, replay, a bus over a backend and the adapters
-// carry both (over SSE and WebSocket the envelope's "data" is the bytes
-// in base64 and its "contentType" the media type: docs/protocol.md).
-// Such an event never merges, neither in a compacting replay buffer
-// ([Options.ReplayCompact]) nor on a coalescing subscription.
-//
-// contentType application/json (with any parameters) claims JSON: data is
-// then validated once and the event published exactly as [Bus.PublishJSON]
-// publishes it (a JSON event). Empty data is a payload of no bytes (under
-// application/json: no payload). data is copied, not retained. The options
-// are Publish's; so are the blocking, the concurrency (safe for concurrent
-// use) and the behaviour after [Bus.Close] (ErrClosed).
-//
-// Errors: Publish's, and ErrInvalid naming the value for a media type
-// that is empty, malformed (not type/subtype; a wildcard; bad
-// parameters), longer than 255 bytes, or new when the process already
-// knows 4,096 distinct media types (an interned type is never forgotten),
-// and for data that is not valid JSON or not UTF-8 under application/json
-// (the error names the first byte that is not UTF-8). A refused
-// event consumes no id. [Pipeline] publishes JSON only: over a
-// backend, byte payloads go through PublishBytes.
+// PublishBytes is [Bus.Publish] for a payload of media type contentType:
+// subscribers get data as published, with [Event.ContentType]. Under
+// application/json data is validated and published as by PublishJSON. Such
+// an event never merges. data is copied. Errors: Publish's, and ErrInvalid
+// for a media type that is empty, malformed, over 255 bytes or the 4,097th
+// distinct one in the process.
 func (b *Bus) PublishBytes(sessionID, typ, contentType string, data []byte, opts ...PublishOption) (Event, error) {
 	media, err := internMedia(contentType)
 	if err != nil {

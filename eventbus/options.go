@@ -21,7 +21,7 @@ type SubscribeOptions struct {
 	// history in scope is replayed, or a snapshot and the events after it
 	// when a provider is set and that history is no longer whole), and end
 	// the replay with replay_complete even when nothing was replayed. nil
-	// replays the whole history in scope (AgentPool's last_event_id=None),
+	// replays the whole history in scope,
 	// ended by replay_complete{historyLost} only when older events in
 	// scope were evicted.
 	Cursor *Position
@@ -34,10 +34,9 @@ type SubscribeOptions struct {
 	// without Cursor.
 	StrictCursor bool
 
-	// NoReplay skips the history entirely (AgentPool's
-	// subscribe(replay=False)): only events published after the subscribe
-	// arrive, and no resync or replay_complete frame precedes them. It wins
-	// over Cursor, as AgentPool's replay=False wins over last_event_id.
+	// NoReplay skips the history entirely: only events published after the
+	// subscribe arrive, and no resync or replay_complete frame precedes
+	// them. It wins over Cursor.
 	NoReplay bool
 
 	// MaxQueued overrides the live-queue frame limit; 0 uses the bus's
@@ -62,16 +61,15 @@ type SubscribeOptions struct {
 	// example the remote address); it need not be unique.
 	Name string
 
-	// Coalesce, when set, turns on subscriber-side coalescing (AgentPool's
-	// drain_and_merge): each time the consumer takes a frame it takes
-	// everything already queued and merges consecutive events with the same
-	// merge key into one (see [Coalescer]; the coalesce package has the
-	// ACP and AgentPool rule sets). Nil (the default) delivers every event
-	// as published.
+	// Coalesce, when set, turns on subscriber-side coalescing: each time the
+	// consumer takes a frame it takes everything already queued and merges
+	// consecutive events with the same merge key into one (see [Coalescer];
+	// package coalesce has rule sets). Nil (the default) delivers every
+	// event as published.
 	Coalesce Coalescer
 	// Types, when not empty, selects the event types the subscriber
-	// receives, in the replay and live (AgentPool's design doc, open
-	// question 1): events of other types are neither replayed nor queued
+	// receives, in the replay and live: events of other types are neither
+	// replayed nor queued
 	// (nor count against its limits). session_closed and the bus's own
 	// frames always arrive. The cursor stays the last id delivered: a
 	// resume with the same Types neither repeats nor skips an event of
@@ -103,9 +101,28 @@ type SubscribeOptions struct {
 	// by default. Over SSE and WebSocket: ?presence=1.
 	Presence bool
 
+	// Sessions, when not empty, adds these sessions, each with its scope
+	// (scope.All refused), to the session Subscribe names with Scope: one
+	// subscription delivers the events of every session of the set in id
+	// order, so one Cursor resumes them all (docs/protocol.md, "Many
+	// sessions on one connection"). Resync frames name their session;
+	// replay_complete and queue frames carry "" as session. Every session
+	// must exist unless created as Subscribe creates one; with
+	// RequireSession an unknown one fails the whole call, naming it.
+	// Refused (ErrInvalid) beside Snapshot, Client or Presence. Only the
+	// named session's subscriber cap counts it. While such a subscription
+	// exists, publishes take the ordering step of scope.All.
+	Sessions map[string]scope.Kind
+	// Floors, with Cursor, gives sessions of the set their own position:
+	// their events with id > Floors[id] are delivered, in id order with
+	// the others', instead of those after Cursor.ID. Ignored after an
+	// epoch_reset; a floor for a session outside the set is ErrInvalid.
+	// Non-nil (even empty) makes a set of the named session alone.
+	Floors map[string]uint64
+
 	// Throttle, with Coalesce set, holds a mergeable live event for up to
-	// this long after the previous one was handed out, merging what follows
-	// (OpenClaw's 150 ms chat-delta throttle); any other event hands out
+	// this long after the previous one was handed out, merging what
+	// follows; any other event hands out
 	// the held one first. 0 (the default) holds nothing. Range 0–1 min
 	// (adapters/sse and adapters/ws allow a client 0–5 s with ?throttle=).
 	Throttle time.Duration
@@ -121,11 +138,10 @@ type publishOptions struct {
 }
 
 // Existing makes Publish refuse, with ErrSessionNotFound, a session the bus
-// does not know instead of creating it (the default, AgentPool's
-// create-on-first-publish). A server that publishes on a client's behalf
-// uses it so that a mistyped session id is an error, not a new session.
+// does not know instead of creating it (the default), so that a mistyped
+// session id is an error, not a new session.
 func Existing() PublishOption { return func(o *publishOptions) { o.existing = true } }
 
 // WithOrigin stamps the event with the id of the client that caused it
-// (qwen-code's originatorClientId).
+// ([Event.Origin]).
 func WithOrigin(origin string) PublishOption { return func(o *publishOptions) { o.origin = origin } }

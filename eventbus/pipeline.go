@@ -89,13 +89,11 @@ func NewPipeline(b *Bus, opts PipelineOptions) (*Pipeline, error) {
 	return p, nil
 }
 
-// Publish publishes one event as [Bus.Publish] does (its checks, options
-// and errors for bad input, a closed session or bus), but over an
-// [AsyncBackend] returns once the event is sent, first waiting for the
-// oldest ack when Window events are in flight. When an earlier event
-// failed it waits for every event in flight and returns a [*PipelineError];
-// this call's event is then not published. Over an AsyncBackend a
-// stamped publish ([WithProducer]) is refused with producer.ErrUnsupported.
+// Publish publishes one event as [Bus.Publish] does, but over an
+// [AsyncBackend] returns once it is sent, waiting for the oldest ack when
+// Window events are in flight. After an earlier failure it waits for every
+// event in flight, publishes nothing and returns a [*PipelineError]. A
+// stamped publish over an AsyncBackend is producer.ErrUnsupported.
 func (p *Pipeline) Publish(sessionID, typ string, data any, opts ...PublishOption) error {
 	if p.f == nil {
 		ev, err := p.b.Publish(sessionID, typ, data, opts...)

@@ -8,13 +8,11 @@ package eventbus
 // what a client sends back as Last-Event-ID: adapters/sse parses
 // "<id>" and "<epoch>-<id>" into one, and [SubscribeOptions.Cursor] takes
 // one (nil: no cursor). It is a plain value, safe to copy and share.
-//
-// AgentPool's subscribe(last_event_id=N) is Position{ID: N}.
 type Position struct {
 	// ID is the last event id received; 0 means nothing yet.
 	ID uint64
 	// Epoch is the bus epoch ID belongs to; "" trusts the cursor to be
-	// from the current epoch (AgentPool's and a plain Last-Event-ID's case).
+	// from the current epoch (a plain Last-Event-ID's case).
 	Epoch string
 }
 

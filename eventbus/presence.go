@@ -336,13 +336,10 @@ func (p *presence) data() frame.PresenceData {
 	return frame.PresenceData{Session: p.session, Clients: v.clients, Status: v.status, Turn: v.turn}
 }
 
-// SetStatus sets the agent status of session sessionID — idle, thinking,
-// streaming, awaiting_input or the application's own — which every
-// presence frame and [Bus.Presence] carry; it returns to idle when a turn
-// of the session ends. A status is 1 to 64 bytes of ASCII letters,
-// digits and _ . : -. Errors: ErrInvalid naming a bad status or id;
-// ErrSessionNotFound, ErrSessionClosed, ErrClosed. It waits only for a
-// publish to the session's tree.
+// SetStatus sets the agent status of session sessionID (1–64 bytes of
+// letters, digits and _ . : -), carried by presence frames; it returns to
+// idle when a turn ends. Errors: ErrInvalid, ErrSessionNotFound,
+// ErrSessionClosed, ErrClosed.
 func (b *Bus) SetStatus(sessionID, status string) error {
 	if err := checkName("session id", sessionID); err != nil {
 		return err

@@ -10,38 +10,21 @@ import (
 // memory, or against the backend's record with a revision check over a
 // backend that keeps producers (ProducerBackend).
 
-// WithProducer makes the publish idempotent for the producer stamp p
-// (package producer has the rules): checked and recorded against the
-// session's state of p.ID under the lock the publish takes, or, over a
-// backend that keeps producers ([ProducerBackend], as
-// adapters/nats does), against the backend's record, stored with the
-// event in one atomic step. A refused publish returns a *producer.Error
-// (ErrDuplicate: acknowledged, nothing stored; ErrStaleEpoch;
-// ErrSequenceGap) or ErrInvalid; over a backend without producer records,
-// and through a [Pipeline] over a backend that pipelines appends,
-// producer.ErrUnsupported; and the backend's errors as Publish returns
-// them. A session remembers its 1,024 most recently used producers: a
-// producer forgotten past them is unknown again, so its next publish is
-// refused with ErrSequenceGap (expected 0) unless it is at sequence 0
-// (docs/guarantees.md).
+// WithProducer makes the publish idempotent for stamp p (package producer
+// has the rules), checked atomically with the store: in memory, or against a
+// [ProducerBackend]'s record. A refused publish returns a *producer.Error
+// (ErrDuplicate, ErrStaleEpoch, ErrSequenceGap), ErrInvalid, or
+// producer.ErrUnsupported (a backend without records, or a pipelined one).
+// A session remembers its 1,024 most recent producers.
 func WithProducer(p producer.Stamp) PublishOption {
 	return func(o *publishOptions) { o.producer = &p }
 }
 
-// CheckProducer reports what a publish WithProducer(p) to session
-// sessionID would meet, without publishing or recording anything: nil (it
-// would be stored), a *producer.Error (producer.ErrDuplicate, producer.ErrStaleEpoch,
-// producer.ErrSequenceGap) or an ErrInvalid error, as the publish would return
-// them. It is for an operation that carries no event but is part of a
-// producer's sequence (a Durable Streams close-only request); the caller
-// serialises it with the producer's publishes if it needs the answer to
-// stay true. In memory it takes the session tree's lock, as a publish
-// there does; over a backend that keeps producers it reads the backend's
-// record (one request to it, bounded by 10 s). Errors besides: ErrInvalid
-// naming a bad session or producer id, ErrSessionNotFound (a session this
-// node does not know), ErrSessionClosed, ErrClosed after Close,
-// producer.ErrUnsupported over a backend without producer records, the
-// backend's errors wrapped.
+// CheckProducer returns what a publish WithProducer(p) to sessionID would
+// meet, storing nothing: nil, a *producer.Error, or Publish's errors
+// (ErrInvalid, ErrSessionNotFound, ErrSessionClosed, ErrClosed,
+// producer.ErrUnsupported, a backend's). Over a backend it reads the
+// backend's record, bounded by 10 s.
 func (b *Bus) CheckProducer(sessionID string, p producer.Stamp) error {
 	if err := checkName("session id", sessionID); err != nil {
 		return err
@@ -70,15 +53,15 @@ func checkStamp(session string, st producer.State, known bool, p *producer.Stamp
 	case !known && p.Seq == 0, known && p.Epoch > st.Epoch && p.Seq == 0:
 		return nil
 	case !known:
-		return &producer.Error{Kind: producer.ErrSequenceGap, Session: session, Stamp: *p, Epoch: p.Epoch, Expected: 0}
+		return &producer.Error{Kind: producer.ErrSequenceGap, Session: session, Stamp: *p, Expected: 0, State: producer.State{Epoch: p.Epoch}}
 	case p.Epoch < st.Epoch:
-		return &producer.Error{Kind: producer.ErrStaleEpoch, Session: session, Stamp: *p, Epoch: st.Epoch, LastSeq: st.LastSeq}
+		return &producer.Error{Kind: producer.ErrStaleEpoch, Session: session, Stamp: *p, State: producer.State{Epoch: st.Epoch, LastSeq: st.LastSeq}}
 	case p.Epoch > st.Epoch:
 		return invalidf("producer %q of session %q: a new epoch %d must start at sequence 0, not %d", p.ID, session, p.Epoch, p.Seq)
 	case p.Seq <= st.LastSeq:
-		return &producer.Error{Kind: producer.ErrDuplicate, Session: session, Stamp: *p, Epoch: st.Epoch, LastSeq: st.LastSeq, LastID: st.LastID}
+		return &producer.Error{Kind: producer.ErrDuplicate, Session: session, Stamp: *p, State: producer.State{Epoch: st.Epoch, LastSeq: st.LastSeq, LastID: st.LastID}}
 	case p.Seq > st.LastSeq+1:
-		return &producer.Error{Kind: producer.ErrSequenceGap, Session: session, Stamp: *p, Epoch: st.Epoch, LastSeq: st.LastSeq, Expected: st.LastSeq + 1}
+		return &producer.Error{Kind: producer.ErrSequenceGap, Session: session, Stamp: *p, Expected: st.LastSeq + 1, State: producer.State{Epoch: st.Epoch, LastSeq: st.LastSeq}}
 	}
 	return nil
 }

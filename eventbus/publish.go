@@ -81,33 +81,13 @@ func encode(data any) (out []byte, err error) {
 	return out, nil
 }
 
-// Publish stores an event of type typ with payload data in session's replay
-// buffer and queues it for every subscriber whose scope covers the session
-// (AgentPool's publish; qwen-code's "publish is always safe to call").
-//
-// data is encoded to JSON once and shared (a json.RawMessage is validated
-// — accepted when encoding/json's json.Valid accepts it and it is UTF-8
-// (RFC 8259 §8.1) — and copied as is; nil means no payload; whatever a
-// json.Marshaler or a nested json.RawMessage gives must be UTF-8 too). The session is created if it
-// does not exist (AgentPool's create-on-first-publish) — as a root, or under
-// the parent the [Options.SessionController] names — unless [Existing] is given.
-// It returns the stored Event with its id, from one bus-wide sequence that
-// starts at 1.
-//
-// It never blocks on a subscriber and never panics. It waits only for
-// what touches the same session tree (another publish there, a tree-scoped
-// subscribe or unsubscribe there), for structural changes (CreateSession,
-// CloseSession, expiry, an "all" Subscribe, Close, a session created by a
-// publish) and, while an "all" subscriber exists, for the moment another
-// publish takes its id; publishes to distinct trees run in parallel.
-// Errors: an ErrInvalid
-// error naming the value for an empty or over-long session id or type, a
-// type with a control character (CR, LF, …), a [frame.Reserved] type (the bus's
-// own frames: use CloseSession for session_closed), data that cannot be
-// encoded, or a [Options.SessionController] that panicked creating the session —
-// a refused event consumes no id; ErrSessionClosed for a closed session
-// that was not reopened; ErrSessionNotFound for an unknown session with
-// [Existing]; ErrClosed after [Bus.Close].
+// Publish stores an event of type typ with payload data (encoded to JSON
+// once; a json.RawMessage is validated and copied; nil is no payload) in the
+// session's replay buffer, queues it for every subscriber in scope and
+// returns it with its id. The session is created unless [Existing] is given.
+// It never blocks on a subscriber; it waits only for work on the same
+// session tree and for structural changes. Errors: ErrInvalid naming the bad
+// value (no id consumed), ErrSessionClosed, ErrSessionNotFound, ErrClosed.
 func (b *Bus) Publish(sessionID, typ string, data any, opts ...PublishOption) (Event, error) {
 	if err := checkEvent(sessionID, typ); err != nil {
 		return Event{}, err
@@ -119,12 +99,9 @@ func (b *Bus) Publish(sessionID, typ string, data any, opts ...PublishOption) (E
 	return b.publish(sessionID, typ, raw, 0, opts)
 }
 
-// PublishJSON is [Bus.Publish] for a payload that is already JSON: data is
-// validated (accepted when encoding/json's json.Valid accepts it and it is
-// UTF-8) and copied, as Publish does with a json.RawMessage, but without passing
-// through an interface value, which costs Publish an allocation per call.
-// Empty data means no payload. Errors and behaviour are Publish's; data is
-// not retained.
+// PublishJSON is [Bus.Publish] for data that is already JSON, without the
+// allocation of an interface value. Empty data is no payload; data is
+// copied. Errors are Publish's.
 func (b *Bus) PublishJSON(sessionID, typ string, data []byte, opts ...PublishOption) (Event, error) {
 	if err := checkEvent(sessionID, typ); err != nil {
 		return Event{}, err
@@ -280,7 +257,7 @@ func (m *memStore) appendLocked(x *session, r *record, forced bool, f *fan) {
 	if ix.all.n.Load() > 0 {
 		ix.all.mu.Lock()
 		r.ID = m.h.NextID()
-		ix.offer(&ix.all.list, nil, r, droppable, forced, f)
+		ix.offer(&ix.all.list, nil, x, r, droppable, forced, f)
 		ix.all.mu.Unlock()
 	} else {
 		r.ID = m.h.NextID()

@@ -11,33 +11,13 @@ import (
 // (store.go, package internal/store); these methods check their arguments
 // and take the locks.
 
-// CreateSession creates session id under parent ("" for a root), or
-// brings it into the tree:
-//
-//   - an unknown id is created under parent;
-//   - a closed id is reopened (AgentPool's closed sessions come back with
-//     ACP session/resume or session/load, same id): a new incarnation under
-//     the same bus sequence, so its ids go on rising. It takes back its old
-//     replay buffer (session_closed included) while that is still kept for
-//     its tree (Options.ClosedRetention), so a resume from before the close
-//     loses nothing; otherwise it starts empty and a subscriber that
-//     resumes with a cursor from before the close is told what it cannot
-//     get back with state_resync_required{ring_evicted} — never silence;
-//   - an existing root is attached to parent, at any time, even after it
-//     published (agent pools learn the link late): from then on its events
-//     reach parent's descendants, subtree and ancestors' subscribers, and a
-//     descendants subscribe or resume on an ancestor replays its history
-//     merged by id;
-//   - calling it again with the same parent is a no-op.
-//
-// Errors (each naming the ids): ErrInvalid for a bad id, or when id already
-// has another parent (a session is attached once; it is not moved between
-// parents); scope.ErrUnknownParent for an unknown parent; scope.ErrCycle
-// when parent is id or lies below it; ErrSessionClosed when parent was
-// closed (reopen it first); ErrClosed after Close. Over a backend
-// ([NewWithBackend]) the creation, reopening or attachment is also
-// appended to the backend so every node learns it, and the backend's
-// error is returned.
+// CreateSession creates session id under parent ("" for a root); reopens a
+// closed id (a new incarnation that takes back its kept replay buffer, or
+// starts empty with ring_evicted for older cursors); or attaches an existing
+// root to parent, after which its history joins parent's wider scopes. The
+// same parent again is a no-op. Errors: ErrInvalid (bad id, or id has
+// another parent), scope.ErrUnknownParent, scope.ErrCycle, ErrSessionClosed
+// (closed parent), ErrClosed, a backend's error.
 func (b *Bus) CreateSession(id, parent string) error {
 	if err := checkName("session id", id); err != nil {
 		return err
@@ -50,25 +30,17 @@ func (b *Bus) CreateSession(id, parent string) error {
 	return b.st.create(id, parent)
 }
 
-// SessionClosed reports whether session id was closed and has not been
-// reopened since. A closed id is remembered for the session TTL; after that
-// it is simply unknown (SessionClosed and SessionExists both false).
-//
-// It takes the structure lock's read side: it waits only for a structural
-// change, never for a publish.
+// SessionClosed reports whether session id was closed and not reopened
+// since; a closed id is remembered for the session TTL.
 func (b *Bus) SessionClosed(id string) bool {
 	tok := b.hist.RLock()
 	defer b.hist.RUnlock(tok)
 	return b.hist.Tombstoned(id)
 }
 
-// ClearReplayBuffer empties session id's replay buffer, as AgentPool's
-// clear_replay_buffer (which agent servers call at the start of every
-// turn). The cleared ids count as evicted: a later resume from before them
-// gets ring_evicted. Like AgentPool's, it is a no-op (nil) for an id the bus
-// does not know or that was closed. It holds the lock of id's session tree
-// (under the structure lock's read side), as a publish there does: other
-// trees' publishers do not wait for it. Errors: ErrClosed after Close.
+// ClearReplayBuffer empties session id's replay buffer; a resume from
+// before it gets ring_evicted. An unknown or closed id is a no-op. It waits
+// only for publishes to id's tree. Errors: ErrClosed.
 func (b *Bus) ClearReplayBuffer(id string) error {
 	tok := b.hist.RLock()
 	defer b.hist.RUnlock(tok)
@@ -84,34 +56,17 @@ func (b *Bus) ClearReplayBuffer(id string) error {
 	return nil
 }
 
-// CloseSession closes session id (AgentPool's close_session): it publishes a
-// session_closed event (a real event with an id) that every subscriber in
-// scope receives even when its queue is full, ends the session's own
-// subscribers once they have drained (their Err is ErrSessionClosed) and
-// removes it from the tree. Its replay buffer stays readable for the
-// descendants and all scopes of its open ancestors, so that a client of the
-// run that resumes after the sub-agent finished loses nothing, until the
-// tree's root closes, Options.ClosedRetention passes or Options.MaxRetained
-// buffers are kept (a root's buffer goes at once). Its children move up to
-// its parent (roots when it was a root), so the tree stays connected: a
-// descendants subscriber of an ancestor keeps hearing them, as in
-// AgentPool, whose tree keeps the closed link. Subscribers of other
-// sessions that heard it (descendants, subtree, all) receive session_closed
-// and go on.
-//
-// Later publishes and subscribes to id fail with ErrSessionClosed for the
-// session TTL, unless [Bus.CreateSession] reopens it, so that a late
-// publish cannot resurrect a closed session unnoticed (docs/python-parity.md
-// compares AgentPool).
-//
-// Closing a closed or unknown session is a no-op (nil), as in AgentPool.
-// Errors: ErrClosed after Close; over a backend, the backend's error.
+// CloseSession publishes session_closed to session id (a real event, queued
+// even into full queues), ends its own subscribers once they have drained
+// (ErrSessionClosed) and moves its children up to its parent. Its buffer
+// stays readable for its ancestors' scopes (Options.ClosedRetention). Later
+// publishes and subscribes to id fail with ErrSessionClosed until
+// [Bus.CreateSession] reopens it. A closed or unknown id is a no-op. Errors:
+// ErrClosed, a backend's error.
 func (b *Bus) CloseSession(id string) error { return b.st.closeSession(id, false) }
 
-// CloseSessionTree closes session id and every session below it, however
-// deep, each as [Bus.CloseSession] does: children before their parent (so
-// each child's session_closed precedes its parent's), siblings in id order.
-// On a closed or unknown id it is a no-op (nil).
+// CloseSessionTree closes session id and every session below it as
+// [Bus.CloseSession] does, children first. A closed or unknown id is a no-op.
 func (b *Bus) CloseSessionTree(id string) error { return b.st.closeSession(id, true) }
 
 // SessionExists reports whether session id exists: created and neither
@@ -121,29 +76,21 @@ func (b *Bus) SessionExists(id string) bool {
 	return ok
 }
 
-// Sessions lists every live session, in no particular order, O(sessions).
-// It never waits for a publish (only, briefly, for a structural change, to
-// read parents). A session created or closed during the call may or may
-// not be listed; each session's figures are read one by one.
+// Sessions lists every live session, in no order. It never waits for a
+// publish; each figure is exact at some instant during the call.
 func (b *Bus) Sessions() []observe.SessionInfo { return b.hist.Sessions() }
 
-// SessionInfo returns what [Bus.Sessions] lists for session id — its
-// parent, subscribers, events buffered and LastEventID, the newest id
-// published to it — and false when no such session exists (never created,
-// closed or expired). Like Sessions it never waits for a publish: one
-// lookup in the session registry and atomic reads, O(1). Safe for
-// concurrent use.
+// SessionInfo returns what [Bus.Sessions] lists for session id, and false
+// when it does not exist. O(1); it never waits for a publish.
 func (b *Bus) SessionInfo(id string) (observe.SessionInfo, bool) { return b.hist.Info(id) }
 
 // SubscriberCounts returns the number of subscribers made on each session
 // that has any. Like Sessions, it never waits for a publish.
 func (b *Bus) SubscriberCounts() map[string]int { return b.hist.SubscriberCounts() }
 
-// ExpireIdle frees every session idle — no publish, no subscriber of its
-// own, no child — for at least the session TTL, and forgets closed ids
-// older than it; it returns how many sessions it expired. The bus's
-// expiry goroutine calls it periodically. An expired id can be used again
-// (a new session); a resume that needed its events gets ring_evicted.
+// ExpireIdle frees every session idle (no publish, own subscriber or child)
+// for the session TTL, forgets older closed ids and returns how many sessions
+// it expired. The bus calls it periodically.
 func (b *Bus) ExpireIdle() int {
 	defer b.idx.flush() // after the lock is released
 	b.hist.Lock()

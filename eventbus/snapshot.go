@@ -118,6 +118,8 @@ type snapshotJob struct {
 	lead      []entry   // frames before the replay (snapshot, epoch_reset)
 	snap      []*record // the copied entries, oldest first per ring
 	lost      bool      // the position is lost and a snapshot is to replace it: nothing was planned
+	set       bool      // a many-sessions subscription's (multi.go): per holds its logs, lead its resync frames
+	per       []setRings
 }
 
 // snapshotPlanLocked decides what a subscribe of x with scope k and cursor
@@ -183,14 +185,19 @@ func (b *Bus) snapshotPlanLocked(x *session, k scope.Kind, pos *Position, types 
 // The race it closes: taken under the same lock as register, the snapshot
 // holds exactly the events published before s was registered, and the live
 // queue exactly those after — so nothing falls between history and live
-// and nothing is in both (AgentPool's Python subscribe takes its snapshot
-// after releasing the lock).
+// and nothing is in both (taking it after releasing the lock would let a
+// publish fall between the two).
 func (b *Bus) snapshotLocked(j *snapshotJob, buf []*record) {
 	j.snap = buf[:0]
 	for _, r := range j.rings {
 		j.snap = r.AppendAfter(j.snap, j.cursor)
 	}
-	j.rings = nil
+	for _, p := range j.per {
+		for _, r := range p.rings {
+			j.snap = r.AppendAfter(j.snap, p.pos)
+		}
+	}
+	j.rings, j.per = nil, nil
 }
 
 // finishSnapshot is the rest of step 2, without any bus lock: it turns the
@@ -203,6 +210,14 @@ func (b *Bus) snapshotLocked(j *snapshotJob, buf []*record) {
 func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 	sid := s.sess.ID
 	snap, cursor, hasCursor := j.snap, j.cursor, j.hasCursor
+	if j.set {
+		// Frames of the whole set name no session. Sessions of a set may
+		// share logs (a session and its parent's descendants): the
+		// copies are merged by id, each record once.
+		sid = ""
+		slices.SortFunc(snap, func(a, b *record) int { return cmpID(a.ID, b.ID) })
+		snap = slices.CompactFunc(snap, func(a, b *record) bool { return a.ID == b.ID })
+	}
 	if s.filter != nil {
 		// The copy is s's own: filter it in place.
 		snap = slices.DeleteFunc(snap, func(r *record) bool { return !s.filter.has(r.Type) })
@@ -229,7 +244,7 @@ func (b *Bus) finishSnapshot(s *Subscription, j *snapshotJob) {
 		n, _, _ = budgetCut(snap, b.cfg.ReplayBudgetBytes)
 	}
 	lead := j.lead
-	if hasCursor && !j.reset && j.evicted > cursor {
+	if hasCursor && !j.reset && j.evicted > cursor && !j.set {
 		// The first id after which nothing is missing: with several rings
 		// in scope a quiet ring may still hold ids older than what a busy
 		// one already evicted, so it is not simply snap[0].

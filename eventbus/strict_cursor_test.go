@@ -33,16 +33,16 @@ func TestStrictCursorRefusesALostPosition(t *testing.T) {
 		name   string
 		cursor eventbus.Position
 		sc     scope.Kind
-		want   *eventbus.PositionLostError // nil: subscribes
+		want   *frame.ResyncData // the error's payload; nil: subscribes
 	}{
 		{"evicted", eventbus.Position{ID: ids[1], Epoch: "e1"}, scope.Session,
-			&eventbus.PositionLostError{Reason: frame.ReasonRingEvicted, Cursor: eventbus.Position{ID: ids[1], Epoch: "e1"}, Epoch: "e1", CompleteFromID: ids[6]}},
+			&frame.ResyncData{Reason: frame.ReasonRingEvicted, LastDeliveredID: ids[1], Epoch: "e1", CompleteFromID: ids[6]}},
 		{"evicted, all scope", eventbus.Position{ID: ids[1]}, scope.All,
-			&eventbus.PositionLostError{Reason: frame.ReasonRingEvicted, Cursor: eventbus.Position{ID: ids[1]}, Epoch: "e1", CompleteFromID: ids[6]}},
+			&frame.ResyncData{Reason: frame.ReasonRingEvicted, LastDeliveredID: ids[1], Epoch: "e1", CompleteFromID: ids[6]}},
 		{"another epoch", eventbus.Position{ID: ids[8], Epoch: "e0"}, scope.Session,
-			&eventbus.PositionLostError{Reason: frame.ReasonEpochReset, Cursor: eventbus.Position{ID: ids[8], Epoch: "e0"}, Epoch: "e1"}},
+			&frame.ResyncData{Reason: frame.ReasonEpochReset, LastDeliveredID: ids[8], Epoch: "e1"}},
 		{"past the newest id", eventbus.Position{ID: ids[9] + 5}, scope.Session,
-			&eventbus.PositionLostError{Reason: frame.ReasonEpochReset, Cursor: eventbus.Position{ID: ids[9] + 5}, Epoch: "e1"}},
+			&frame.ResyncData{Reason: frame.ReasonEpochReset, LastDeliveredID: ids[9] + 5, Epoch: "e1"}},
 		{"the newest evicted id", eventbus.Position{ID: ids[5], Epoch: "e1"}, scope.Session, nil},
 		{"the tail", eventbus.Position{ID: ids[9], Epoch: "e1"}, scope.Descendants, nil},
 	} {
@@ -60,7 +60,7 @@ func TestStrictCursorRefusesALostPosition(t *testing.T) {
 			assert.Nil(t, sub)
 			var lost *eventbus.PositionLostError
 			require.True(t, errors.As(err, &lost), "%#v", err)
-			assert.Equal(t, tc.want, lost)
+			assert.Equal(t, *tc.want, lost.ResyncData)
 			assert.Contains(t, err.Error(), tc.want.Reason)
 			assert.Zero(t, b.SubscriberCounts()["s"], "nothing registered")
 		})
@@ -105,7 +105,7 @@ func TestStrictCursorMatchesTheResyncFrame(t *testing.T) {
 		case frame.ReasonRingEvicted, frame.ReasonEpochReset:
 			require.ErrorAs(rt, err, &lost)
 			assert.Equal(rt, d.Reason, lost.Reason)
-			assert.Equal(rt, cursor, lost.Cursor)
+			assert.Equal(rt, cursor.ID, lost.LastDeliveredID)
 		default:
 			require.NoError(rt, err)
 			strict.Close()

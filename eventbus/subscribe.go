@@ -8,54 +8,16 @@ import (
 	"github.com/replaybus/replaybus/scope"
 )
 
-// Subscribe registers a subscriber on session sessionID and returns its
-// [Subscription]. It follows AgentPool's subscribe protocol — register,
-// snapshot, drain, reinsert — made race-free for real threads; the four
-// steps are named functions, in that order: register (this file);
-// snapshotLocked (planned by snapshotPlanLocked, finished outside the lock
-// by finishSnapshot; snapshot.go); drain; reinsert (this file):
-//
-//  1. register the subscriber under the lock that Publish holds;
-//  2. snapshot: copy, under that same lock, the replay-buffer entries in
-//     scope with id > cursor, so nothing falls between register and
-//     snapshot and nothing is in both; then, with the lock released, merge
-//     them by id across sessions for multi-session scopes, cut them at the
-//     replay byte budget and build the frames (so a large resume does not
-//     stall other publishers);
-//  3. drain: live events published from then on wait in the live queue and
-//     reach the consumer in one batch per wake-up;
-//  4. reinsert: the consumer reads the snapshot first (Replay=true), then
-//     replay_complete (with a cursor, or when the replay byte budget cut the
-//     replay short), then the drained live events, skipping any id ≤ the
-//     last one handed out as a guard.
-//
-// With a cursor (o.Cursor), a state_resync_required frame precedes the
-// replay when the cursor is from another epoch or at/after the next id
-// (epoch_reset: the whole buffer is replayed) or when a session in scope
-// already dropped events after the cursor (ring_evicted). The replay stops
-// at the replay byte budget (replay_budget_exceeded). Replayed and synthetic
-// frames never count against the live queue limits (qwen-code's forced
-// entries). o.NoReplay skips steps 2 and 4's history entirely, cursor or
-// not (AgentPool's replay=False).
-//
-// The session is created when it does not exist, unless o.RequireSession is
-// set: as a root, or under the parent the [Options.SessionController] names. The
-// subscription ends when ctx is done (Err is ctx's error); Subscribe itself
-// does not block, except on a bus over a backend whose feed is behind the
-// cursor (see [Syncer]).
-//
-// With o.StrictCursor a lost position is an error instead:
-// [*PositionLostError], and nothing is registered.
-//
-// Errors: ErrInvalid naming a bad option value (or a [Options.SessionController]
-// that panicked creating the session); ErrSessionNotFound;
-// ErrSessionClosed for a closed session that was not reopened;
-// ErrSubscriberLimit (wrapped, naming the session and the limit) when the
-// session has MaxSubscribers subscribers; ErrClosed after Close; ctx's error when ctx is
-// already done; on a bus over a backend, [ErrBackend] wrapping the
-// backend's error when the cursor is past this node's last id and the
-// backend cannot say how far behind the node is ([Syncer]: a node cut
-// off from its backend).
+// Subscribe registers a subscriber on session sessionID and returns it. The
+// subscriber reads the history in scope after o.Cursor (all of it without
+// one; none with o.NoReplay), then replay_complete, then live events, each id
+// once and in increasing order (docs/guarantees.md; the protocol is in
+// docs/architecture.md). A lost position is announced with
+// state_resync_required, or is a [*PositionLostError] with o.StrictCursor.
+// The session is created unless o.RequireSession. The subscription ends when
+// ctx is done. It does not block, except over a backend whose feed is behind
+// the cursor ([Syncer]). Errors: ErrInvalid, ErrSessionNotFound,
+// ErrSessionClosed, ErrSubscriberLimit, ErrClosed, ctx's, [ErrBackend].
 func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOptions) (*Subscription, error) {
 	if err := checkName("session id", sessionID); err != nil {
 		return nil, err
@@ -101,12 +63,22 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 			return nil, err
 		}
 	}
+	if len(o.Sessions) > 0 || o.Floors != nil {
+		set, err := newSessionSet(sessionID, o.Scope, o, b.hist.Get)
+		if err != nil {
+			return nil, err
+		}
+		if s.filter == nil {
+			s.filter = &typeFilter{}
+		}
+		s.filter.set, s.kind = set, scope.All // an "all" subscriber with a set (multi.go)
+	}
 	if o.Client != "" || o.Presence {
 		s.member = &presenceMember{client: o.Client, listen: o.Presence}
 	}
 	cursor := o.Cursor
 	if o.NoReplay {
-		cursor = nil // AgentPool's replay=False wins over last_event_id
+		cursor = nil // no history at all, whatever the cursor says
 	}
 	if cursor != nil && cursor.Epoch != "" {
 		if err := checkEpoch(cursor.Epoch); err != nil {
@@ -117,14 +89,18 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 		return nil, err
 	}
 	if cursor != nil && (cursor.Epoch == "" || cursor.Epoch == b.epoch) {
-		if err := b.st.await(ctx, cursor.ID); err != nil { // a bus over a backend may be behind
+		upTo := cursor.ID
+		for _, f := range o.Floors {
+			upTo = max(upTo, f)
+		}
+		if err := b.st.await(ctx, upTo); err != nil { // a bus over a backend may be behind
 			return nil, err
 		}
 	}
 
 	replay := !o.NoReplay
 	var sr *snapReq
-	if replay && b.cfg.Snapshots != nil {
+	if replay && b.cfg.Snapshots != nil && s.setOf() == nil {
 		sr = &snapReq{}
 		if o.Snapshot {
 			sr.reason = frame.ReasonRequested
@@ -138,13 +114,13 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 		sr.strict, sr.cursor = true, *cursor
 	}
 	var buf []*record // the snapshot's storage, allocated outside the lock when large
-	if replay && o.Scope == scope.Session && b.cfg.ReplayBufferSize > snapshotAllocUnderLock {
+	if replay && s.kind == scope.Session && b.cfg.ReplayBufferSize > snapshotAllocUnderLock {
 		// One ring in scope: its size bounds the snapshot, so the storage
 		// is allocated here and the lock taken once.
 		buf = make([]*record, 0, b.cfg.ReplayBufferSize)
 	}
 	for {
-		if o.Scope != scope.All {
+		if s.kind != scope.All {
 			// The common case, a tree-scoped subscribe on a session that
 			// exists: the structure lock's read side and the session's tree
 			// lock, as its publishers take — other trees go on publishing.
@@ -182,8 +158,16 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 			b.hist.Unlock()
 			return nil, limitf(x.ID, b.cfg.MaxSubscribers)
 		}
+		if s.setOf() != nil {
+			if err := b.openSet(s.setOf(), !o.RequireSession); err != nil {
+				b.hist.Unlock()
+				return nil, err
+			}
+		}
 		var job snapshotJob
-		if replay {
+		if replay && s.setOf() != nil {
+			job = b.snapshotPlanSetLocked(s, cursor, s.filter.list())
+		} else if replay {
 			job = b.snapshotPlanLocked(x, s.kind, cursor, s.filter.list(), sr)
 			if job.lost {
 				// The position is lost and a snapshot replaces it: ask

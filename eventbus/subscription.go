@@ -92,21 +92,17 @@ type pumpState struct {
 // ID returns the subscriber's id, unique within the bus.
 func (s *Subscription) ID() uint64 { return s.id }
 
-// Err returns nil while the subscription is live, and afterwards why it
-// ended: ErrSessionClosed, ErrEvicted, ErrClosed, ErrUnsubscribed or the
-// context's error — or, on a bus over a backend, [ErrBackend]
-// wrapping the backend's failure. It does not
-// block.
+// Err returns nil while the subscription is live, then why it ended:
+// ErrSessionClosed, ErrEvicted, ErrClosed, ErrUnsubscribed, the context's
+// error, or [ErrBackend] wrapping a backend failure. It does not block.
 func (s *Subscription) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.reason
 }
 
-// Done returns a channel that is closed when the subscription has ended (it
-// may still hold frames to read with Next). The channel is made on the first
-// call (a subscription nobody asks does not carry one); every call returns
-// the same channel.
+// Done returns a channel closed when the subscription has ended (frames may
+// still be queued for Next). Every call returns the same channel.
 func (s *Subscription) Done() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -119,40 +115,23 @@ func (s *Subscription) Done() <-chan struct{} {
 	return s.done
 }
 
-// Close ends the subscription at once, discarding what is still queued,
-// and releases its slot: the consumer's next read returns the reason.
-// Err then reports ErrUnsubscribed — unless the subscription had already
-// ended (evicted, session closed, bus closed, context done), whose reason
-// stays; its queued frames are discarded all the same (a coalescing
-// consumer still gets the merged event it was holding in its Throttle
-// window). It is idempotent and safe to call from any goroutine. To let
-// the consumer read what was already queued, use [Subscription.Unsubscribe].
+// Close ends the subscription at once and discards what is queued; Err
+// reports ErrUnsubscribed unless it had already ended. Idempotent; safe from
+// any goroutine. [Subscription.Unsubscribe] lets the reader drain first.
 func (s *Subscription) Close() { s.bus.cancel(s, ErrUnsubscribed, true) }
 
-// Unsubscribe ends the subscription and releases its slot at once, but
-// lets the consumer read what was already queued (replayed and live
-// frames alike): Next (and Events, All) hand those out, then return
-// ErrUnsubscribed. Nothing published after the call is queued. If the
-// subscription had already ended, its reason stays and nothing more is
-// done; a Close after it still discards what is left. It is idempotent
-// and safe to call from any goroutine. (Close is the discarding end.)
+// Unsubscribe ends the subscription at once but lets the reader take what
+// was already queued, then ErrUnsubscribed. An ended subscription keeps its
+// reason. Idempotent; safe from any goroutine.
 func (s *Subscription) Unsubscribe() { s.bus.cancel(s, ErrUnsubscribed, false) }
 
-// Next returns the next frame, blocking until one is queued, the
-// subscription ends, or ctx is done. Frames come in delivery order: resync
-// and snapshot frames (if any), replayed events, replay_complete (with a
-// cursor, after a replay cut short by the budget, or when older history in
-// scope is gone), then live events and the synthetic frames among them.
-//
-// With [SubscribeOptions.Coalesce] each call takes everything queued and a
-// frame may hold several merged events ([Event.Count]); with a Throttle a
-// mergeable event may be held for up to the window, and when ctx (or the
-// subscription) ends while one is held, that one is returned first.
-//
-// After the subscription ended and every frame queued before the end has
-// been returned, Next returns the reason (see [Subscription.Err]); when ctx
-// is done first it returns ctx.Err() and the subscription stays usable.
-// Next must not be called concurrently with itself or with Events.
+// Next returns the next frame in delivery order, blocking until one is
+// queued, the subscription ends or ctx is done. With
+// [SubscribeOptions.Coalesce] a frame may hold several merged events. Once
+// the subscription ended and its queue is read, Next returns the reason (see
+// [Subscription.Err]); when ctx is done first it returns ctx.Err() and the
+// subscription stays usable. Not safe for concurrent use with itself or
+// Events.
 func (s *Subscription) Next(ctx context.Context) (Event, error) {
 	return s.next(ctx, nil)
 }
@@ -214,11 +193,8 @@ func (s *Subscription) nextBefore(ctx context.Context, abandon <-chan struct{}, 
 	}
 }
 
-// TryNext returns the next frame if one is queued, without blocking; ok is
-// false when none is (check Err to tell an ended subscription). A coalescing
-// subscription merges what is queued as Next does; a merged event still in
-// its Throttle window is not due yet (ok false) unless the subscription
-// has ended.
+// TryNext returns the next frame if one is ready, without blocking; ok is
+// false otherwise (Err tells an ended subscription).
 func (s *Subscription) TryNext() (ev Event, ok bool) {
 	if s.co != nil {
 		return s.tryNextMerged()
@@ -247,16 +223,10 @@ func (s *Subscription) mergeDrops(d *queue.Drop) {
 	s.mu.Unlock()
 }
 
-// Events returns a channel that yields the same frames as Next and is closed
-// when the subscription has ended and everything queued was read; then Err
-// says why. The first call starts one goroutine that feeds the channel; it
-// exits when the channel is closed, at once when the subscription is closed
-// or its context cancelled, and after [Bus.Close]: it still hands over what
-// is queued while the reader keeps taking it, but closes the channel once
-// the reader has not taken a frame for one second — so channels nobody
-// reads never keep a goroutine past Close. A caller that stops reading
-// while the bus runs must Close the subscription or cancel its context.
-// Do not mix with Next or All.
+// Events returns a channel of the frames Next would return, closed when the
+// subscription has ended and its queue is read (Err says why). The first call
+// starts a goroutine that exits when the channel closes, or one second after
+// Bus.Close if nobody reads. Do not mix with Next or All.
 func (s *Subscription) Events() <-chan Event {
 	s.mu.Lock()
 	p := s.pump
@@ -294,23 +264,10 @@ func (s *Subscription) handOver(p *pumpState, ev Event) bool {
 	return false
 }
 
-// All returns an iterator over the subscription's frames, the Go form of
-// AgentPool's `async for event in queue`:
-//
-//	for ev, err := range sub.All(ctx) {
-//		if err != nil {
-//			// the subscription ended (err is why: ErrSessionClosed,
-//			// ErrEvicted, ErrClosed, …) or ctx is done (ctx.Err())
-//			break
-//		}
-//		handle(ev)
-//	}
-//
-// Each step is [Subscription.Next] with ctx: it yields (frame, nil) in
-// delivery order, blocking until one is queued; when Next fails it yields
-// (Event{}, err) once and stops. Breaking out of the loop leaves the
-// subscription open (Close it, or range again to go on). Do not mix with
-// Events; one goroutine at a time.
+// All returns an iterator of [Subscription.Next] with ctx: it yields
+// (frame, nil) in delivery order, then (Event{}, err) once when Next fails,
+// and stops. Breaking out leaves the subscription open. Do not mix with
+// Events.
 func (s *Subscription) All(ctx context.Context) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
 		for {

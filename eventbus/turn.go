@@ -73,15 +73,12 @@ type Turn struct {
 // turnKey names a turn in the bus's table of the turns it runs.
 type turnKey struct{ session, id string }
 
-// StartTurn starts a turn on the existing session sessionID: it writes a
-// turn_start record {"turn", "session"} and returns the turn, whose
-// context (with ctx's values) ends when a cancel is applied to it, when
-// ctx ends — ctx is the producer's lifetime, not a request's that ends
-// first — or when the bus closes. A cancel held for o.ID applies at once.
-// It does not block in process; over a backend it waits for the store.
-// Errors: ctx's error; ErrInvalid naming a bad turn id; ErrTurnActive
-// when the session has an active turn; ErrTurnEnded when it remembers a
-// turn o.ID as ended; ErrSessionNotFound, ErrSessionClosed, ErrClosed.
+// StartTurn writes a turn_start record to the existing session sessionID
+// and returns the turn. Its context (with ctx's values) ends on a cancel,
+// when ctx ends, or when the bus closes; a held cancel applies at once. It
+// blocks only over a backend. Errors: ctx's, ErrInvalid, ErrTurnActive,
+// ErrTurnEnded (o.ID already ended), ErrSessionNotFound, ErrSessionClosed,
+// ErrClosed.
 func (b *Bus) StartTurn(ctx context.Context, sessionID string, o TurnOptions) (*Turn, error) {
 	if err := checkName("session id", sessionID); err != nil {
 		return nil, err
@@ -282,15 +279,10 @@ func (t *Turn) finish(ev Event, reason string, cause error) {
 }
 
 // Cancel writes a turn_cancel record d to session sessionID and cancels
-// the turn d.Turn names (empty: the session's active turns; d.Cascade:
-// also its descendants'); it returns their ids, each turn's context
-// cancelled and, in process, its turn_end{cancelled} written. A d.Turn
-// the session does not know is held: applied if it starts there within
-// [Options.CancelHold] (16 held per session, the oldest go first).
-// Errors, nothing written: ErrInvalid naming a bad turn id or By;
-// ErrTurnEnded naming a turn the session remembers as ended; the session
-// errors, ErrClosed; ctx's. Over a backend it waits (ctx bounds it) for
-// the record to be stored; the node running a turn ends it.
+// d.Turn (empty: the active turns; d.Cascade: descendants' too), returning
+// their ids; a turn not started yet is held for [Options.CancelHold].
+// Errors, nothing written: ErrInvalid, ErrTurnEnded, the session errors,
+// ErrClosed, ctx's. Over a backend it waits for the record to be stored.
 func (b *Bus) Cancel(ctx context.Context, sessionID string, d frame.CancelData) (CancelResult, error) {
 	if err := checkName("session id", sessionID); err != nil {
 		return CancelResult{}, err
@@ -313,10 +305,8 @@ func (b *Bus) Cancel(ctx context.Context, sessionID string, d frame.CancelData) 
 	return b.st.cancelTurns(ctx, sessionID, d, r)
 }
 
-// ActiveTurn returns the active turn of session sessionID — Turn,
-// Session, StartID — and true, or false when it has none or the bus does
-// not know the session. Answered from the store: the same on every node
-// of a backend once its feed has the records. It waits only for a
+// ActiveTurn returns the active turn of session sessionID and true, or
+// false when it has none or the session is unknown. It waits only for a
 // publish to the session's tree.
 func (b *Bus) ActiveTurn(sessionID string) (frame.TurnData, bool) {
 	var out frame.TurnData

@@ -19,35 +19,11 @@ import (
 // context.DeadlineExceeded) is never mistaken for a quiet one.
 var ErrTimeout = errors.New("eventbus: no frame before the deadline")
 
-// NextBefore returns the next frame as [Subscription.Next] does, blocking
-// until one is queued, the subscription ends (its context is done, Close,
-// eviction, CloseSession, Bus.Close — then it returns the reason, as Err
-// does, once every frame queued before the end has been returned) or
-// deadline passes (then it returns ErrTimeout and the subscription stays
-// usable). A zero deadline waits without one, as does one after the year
-// 2262 (the last instant Unix nanoseconds in an int64 hold); a deadline
-// already past still returns a frame that is ready.
-//
-// It is the wait a stream writer with heartbeats needs (adapters/sse writes
-// a heartbeat comment after each ErrTimeout), without a deadline context:
-// Next with a context.WithDeadline child costs that context (≈ 270 bytes
-// while it lives, an allocation per renewal) and a select on every park.
-// NextBefore parks on the subscription alone; the deadline is kept in the
-// bus's one queue of deadlines, served by one runtime timer, which the subscription
-// enters only when its reader parks with an earlier deadline than the one
-// already queued for it — so a busy stream whose deadline moves on with
-// every write touches the queue about once per deadline interval, and an
-// idle one costs a queue slot (16 bytes), not a timer. A deadline may be
-// noticed up to the runtime timer's latency late, never early. Early and
-// late are as time.Time measures them: by the deadline's monotonic clock
-// reading when it has one (time.Now().Add(d) does), otherwise by the wall
-// clock at the call (as context.WithDeadline); a wall clock step after the
-// call moves no deadline.
-//
-// A coalescing subscription ([SubscribeOptions.Coalesce]) merges as Next
-// does; a group held in its Throttle window stays held across an
-// ErrTimeout. NextBefore must not be called concurrently with itself, Next,
-// TryNext, Events or All.
+// NextBefore is [Subscription.Next] with a deadline instead of a context:
+// it returns ErrTimeout when deadline passes first (the subscription stays
+// usable). A zero deadline waits without one. It allocates nothing while it
+// waits. Not safe for concurrent use with itself, Next, TryNext, Events or
+// All.
 func (s *Subscription) NextBefore(deadline time.Time) (ev Event, err error) {
 	dl := s.deadlineOf(deadline) // on the deadline queue's clock (monotonic), 0 none
 	// No caller context: the plain-receive path of nextBefore, woken by
@@ -118,29 +94,11 @@ func (b *Bus) deadlineDue(s *Subscription, at, now int64) {
 	}
 }
 
-// NextBatch is [Subscription.NextBefore] for a reader that takes frames in
-// batches, as a stream writer does before one flush: it waits as
-// NextBefore does for the next frame, writes it into buf[0], then every
-// further frame that is ready without waiting into buf[1:], in delivery
-// order, and returns how many it wrote: at least 1 and at most len(buf).
-// On an error it writes nothing and returns 0 and the error NextBefore
-// would (ErrTimeout after the deadline, the subscription's end reason once
-// everything queued before the end was read). A buf of length 0 is an
-// ErrInvalid.
-//
-// The frames are those Next, NextBefore and TryNext hand out — replay
-// first (Replay set), then replay_complete, then live events and the
-// synthetic frames among them, each id at most once and in increasing
-// order, type filters and coalescing applied — built in place in buf:
-// nothing is allocated and no Event is copied on its way out. A replay is
-// read straight from the snapshot of shared records, one tight loop per
-// batch (see docs/benchmarks.md, "W3 replay (issue 22.2)"); a reader that
-// keeps buf between calls (64 frames is the SSE handler's batch) reads a
-// 10,000-event replay in about 160 calls. A deadline before the bus was
-// made (time.Unix(1, 0)) asks for what is ready without reading the clock.
-//
-// It may be mixed with Next, NextBefore and TryNext on one goroutine, and
-// must not be called concurrently with any of them, Events or All.
+// NextBatch waits as [Subscription.NextBefore] does for the next frame, then
+// writes it and every further frame ready without waiting into buf, in
+// delivery order, and returns how many (1 to len(buf)). On an error it
+// returns 0 and NextBefore's error; an empty buf is ErrInvalid. It allocates
+// nothing. Not safe for concurrent use with the other readers.
 func (s *Subscription) NextBatch(deadline time.Time, buf []Event) (int, error) {
 	if len(buf) == 0 {
 		return 0, invalidf("NextBatch: buf has length 0")

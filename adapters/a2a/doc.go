@@ -19,6 +19,10 @@
 // Frame ids follow package agui's rule ("<epoch>-<N>:k" inside the frames
 // of event N, "<epoch>-<N>" for its last), an extension of A2A's stream:
 // a client that sends one back as Last-Event-ID resumes exactly.
+// [Handler] serves the streaming methods of both versions from the bus's
+// turns (a message starts a turn through the application's [StartFunc];
+// a resubscribe sends the task first, then live updates), and
+// [CardHandler] the agent card.
 // [ParseRequest] reads the JSON-RPC requests of both versions,
 // [AppendError] writes a JSON-RPC error. docs/frontends.md has the
 // mapping table. An Encoder is for one stream and one goroutine.

@@ -43,7 +43,12 @@ type Encoder struct {
 	frames    evframe.Queue
 }
 
-type block struct{ id, kind, session string }
+// block is the open text or reasoning artifact; join pairs the halves of
+// a surrogate pair that two deltas split (codec.TextJoin).
+type block struct {
+	id, kind, session string
+	join              codec.TextJoin
+}
 
 // artifact is one artifact of the task as it stands.
 type artifact struct {
@@ -57,6 +62,15 @@ type part struct {
 	isText bool
 	text   []byte
 	data   json.RawMessage
+}
+
+// endText ends the open text artifact: a half of a surrogate pair it
+// held goes out as U+FFFD (codec.TextJoin.Flush).
+func (e *Encoder) endText(ev uint64) {
+	if d := e.text.join.Flush(); d != "" {
+		e.update(ev, e.text.id, e.text.kind, textPart(d), true)
+	}
+	e.text = block{}
 }
 
 func textPart(s string) part { return part{isText: true, text: []byte(s)} }
@@ -150,16 +164,18 @@ func (e *Encoder) part(p codec.Part) {
 			kind = "reasoning"
 		}
 		if e.text.id != "" && (e.text.kind != kind || e.text.session != p.Session) {
-			e.text = block{}
+			e.endText(ev)
 		}
 		if e.text.id == "" {
-			e.text = block{kind + "-" + strconv.FormatUint(p.First(), 10), kind, p.Session}
-			e.update(ev, e.text.id, kind, textPart(p.Text), false)
+			e.text = block{id: kind + "-" + strconv.FormatUint(p.First(), 10), kind: kind, session: p.Session}
+			e.update(ev, e.text.id, kind, textPart(e.text.join.Next(p.Text)), false)
 			return
 		}
-		e.update(ev, e.text.id, kind, textPart(p.Text), true)
+		if d := e.text.join.Next(p.Text); d != "" {
+			e.update(ev, e.text.id, kind, textPart(d), true)
+		}
 	case codec.ToolInputStart, codec.ToolInputDelta, codec.ToolInput, codec.ToolOutput, codec.ToolError:
-		e.text = block{}
+		e.endText(ev)
 		id := "tool-" + p.ToolCallID
 		var d map[string]any
 		switch p.Kind {
@@ -181,10 +197,10 @@ func (e *Encoder) part(p codec.Part) {
 		}
 		e.update(ev, id, name, part{data: b}, e.byID[id] != nil)
 	case codec.Plan:
-		e.text = block{}
+		e.endText(ev)
 		e.update(ev, "plan", "plan", part{data: orNull(p.Data)}, false)
 	case codec.Finish:
-		e.text = block{}
+		e.endText(ev)
 		e.done = true
 		switch p.Reason {
 		case codec.ReasonComplete:
@@ -203,7 +219,7 @@ func (e *Encoder) part(p codec.Part) {
 		}
 		e.statusUpdate(ev, e.state, msg, nil)
 	default: // codec.Data and kinds this encoder does not know
-		e.text = block{}
+		e.endText(ev)
 		name := p.Name
 		if name == "" {
 			name = p.Kind.String()

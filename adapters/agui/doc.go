@@ -33,6 +33,16 @@
 // known id as a continuation). Prime the encoder with the events before
 // the stream's start, [Encoder.Skip](-1) set, first.
 //
+// # Routes
+//
+// [Handler] serves AG-UI from the bus's turns: POST {path} with a
+// RunAgentInput hands its user message to the application's [StartFunc]
+// and streams the turn it starts (run id: the turn id); with a
+// Last-Event-ID it continues that run exactly after the id; GET
+// {path}/{threadId}/stream resumes the same way or, without a cursor,
+// joins the active run (snapshot then tail). A cancelled run ends with
+// RUN_ERROR code [CodeCancelled].
+//
 // docs/frontends.md has the mapping table. An Encoder is for one stream
 // and one goroutine.
 package agui

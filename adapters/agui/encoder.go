@@ -9,6 +9,11 @@ import (
 	"github.com/replaybus/replaybus/codec"
 )
 
+// CodeCancelled is the code of the RUN_ERROR that ends a cancelled run
+// (a turn_end with reason cancelled): the stop button, a cancel through
+// the bus, a closed session.
+const CodeCancelled = "cancelled"
+
 // Options configure an [Encoder].
 type Options struct {
 	// ThreadID and RunID name the run in RUN_STARTED and RUN_FINISHED
@@ -50,7 +55,12 @@ type prologue struct {
 	snapshot bool
 }
 
-type open struct{ id, session string }
+// open is an open text or reasoning message; join pairs the halves of a
+// surrogate pair that two deltas split (codec.TextJoin).
+type open struct {
+	id, session string
+	join        codec.TextJoin
+}
 
 // toolCall is what the stream said about one tool call.
 type toolCall struct {
@@ -114,9 +124,10 @@ func (e *Encoder) Append(dst []byte, parts ...codec.Part) []byte {
 
 // Finish ends the run, once, as the Finish part of event id: it ends the
 // open messages and tool calls, then writes for reason (a codec.Reason…)
-// complete: RUN_FINISHED with outcome success; cancelled: RUN_FINISHED
-// with outcome cancelled; anything else: RUN_ERROR with message (else
-// the reason) and the reason as code.
+// complete: RUN_FINISHED with outcome success; cancelled: RUN_ERROR with
+// code CodeCancelled (message: "the run was cancelled" unless set);
+// anything else: RUN_ERROR with message (else the reason) and the reason
+// as code.
 func (e *Encoder) Finish(dst []byte, id uint64, reason, message string) []byte {
 	if !e.done {
 		e.part(codec.Part{Kind: codec.Finish, ID: id, Reason: reason, Text: message})
@@ -144,14 +155,12 @@ func (e *Encoder) part(p codec.Part) {
 		}
 		if e.text.id == "" {
 			id := e.id("text", p.First())
-			e.text = open{id, p.Session}
+			e.text = open{id: id, session: p.Session}
 			e.lastText = id
 			e.add(&message{ID: id, Role: "assistant"})
 			e.emitOpen(ev, "text:"+id, map[string]any{"type": "TEXT_MESSAGE_START", "messageId": id, "role": "assistant"})
 		}
-		m := e.byID[e.text.id]
-		m.text = append(m.text, p.Text...)
-		e.emit(ev, map[string]any{"type": "TEXT_MESSAGE_CONTENT", "messageId": e.text.id, "delta": p.Text})
+		e.content(ev, &e.text, "TEXT_MESSAGE_CONTENT", e.text.join.Next(p.Text))
 		return
 	case codec.Reasoning:
 		if p.Text == "" {
@@ -164,14 +173,12 @@ func (e *Encoder) part(p codec.Part) {
 		}
 		if e.reasoning.id == "" {
 			id := e.id("reasoning", p.First())
-			e.reasoning = open{id, p.Session}
+			e.reasoning = open{id: id, session: p.Session}
 			e.add(&message{ID: id, Role: "reasoning"})
 			e.emitOpen(ev, "span:"+id, map[string]any{"type": "REASONING_START", "messageId": id})
 			e.emitOpen(ev, "reasoning:"+id, map[string]any{"type": "REASONING_MESSAGE_START", "messageId": id, "role": "reasoning"})
 		}
-		m := e.byID[e.reasoning.id]
-		m.text = append(m.text, p.Text...)
-		e.emit(ev, map[string]any{"type": "REASONING_MESSAGE_CONTENT", "messageId": e.reasoning.id, "delta": p.Text})
+		e.content(ev, &e.reasoning, "REASONING_MESSAGE_CONTENT", e.reasoning.join.Next(p.Text))
 		return
 	case codec.Finish:
 		e.closeText(ev)
@@ -186,7 +193,11 @@ func (e *Encoder) part(p codec.Part) {
 		case codec.ReasonComplete:
 			e.emit(ev, e.runFinished("success"))
 		case codec.ReasonCancelled:
-			e.emit(ev, e.runFinished("cancelled"))
+			msg := p.Text
+			if msg == "" {
+				msg = "the run was cancelled"
+			}
+			e.emit(ev, map[string]any{"type": "RUN_ERROR", "message": msg, "code": CodeCancelled})
 		default:
 			msg := p.Text
 			if msg == "" {
@@ -360,8 +371,20 @@ func (e *Encoder) insertResult(m *message, parent *message) {
 	e.byID[m.ID] = m
 }
 
+// content writes delta d of open message o as an event of type typ (none
+// for an empty d: a half of a surrogate pair held for the next delta).
+func (e *Encoder) content(ev uint64, o *open, typ, d string) {
+	if d == "" {
+		return
+	}
+	m := e.byID[o.id]
+	m.text = append(m.text, d...)
+	e.emit(ev, map[string]any{"type": typ, "messageId": o.id, "delta": d})
+}
+
 func (e *Encoder) closeText(ev uint64) {
 	if e.text.id != "" {
+		e.content(ev, &e.text, "TEXT_MESSAGE_CONTENT", e.text.join.Flush())
 		e.emitClose(ev, "text:"+e.text.id, map[string]any{"type": "TEXT_MESSAGE_END", "messageId": e.text.id})
 		e.text = open{}
 	}
@@ -369,6 +392,7 @@ func (e *Encoder) closeText(ev uint64) {
 
 func (e *Encoder) closeReasoning(ev uint64) {
 	if e.reasoning.id != "" {
+		e.content(ev, &e.reasoning, "REASONING_MESSAGE_CONTENT", e.reasoning.join.Flush())
 		e.emitClose(ev, "reasoning:"+e.reasoning.id, map[string]any{"type": "REASONING_MESSAGE_END", "messageId": e.reasoning.id})
 		e.emitClose(ev, "span:"+e.reasoning.id, map[string]any{"type": "REASONING_END", "messageId": e.reasoning.id})
 		e.reasoning = open{}

@@ -93,7 +93,7 @@ func TestFinishByReason(t *testing.T) {
 	t.Parallel()
 	rows := []struct{ reason, message, want string }{
 		{codec.ReasonComplete, "", `{"outcome":{"type":"success"},"runId":"r1","threadId":"th","type":"RUN_FINISHED"}`},
-		{codec.ReasonCancelled, "", `{"outcome":{"type":"cancelled"},"runId":"r1","threadId":"th","type":"RUN_FINISHED"}`},
+		{codec.ReasonCancelled, "", `{"code":"cancelled","message":"the run was cancelled","type":"RUN_ERROR"}`},
 		{codec.ReasonError, "quota", `{"code":"error","message":"quota","type":"RUN_ERROR"}`},
 		{codec.ReasonProducerLost, "", `{"code":"producer_lost","message":"producer_lost","type":"RUN_ERROR"}`},
 	}

@@ -16,6 +16,20 @@
 //	for each event: buf = enc.Append(buf, codec.Default.Decode(parts[:0], ev)...)
 //	buf = enc.Finish(buf, codec.ReasonComplete, "")
 //
+// # Routes
+//
+// [Handler] serves the chat routes from the bus's turns: POST {api} (the
+// body DefaultChatTransport sends) hands the new user message to the
+// application's [StartFunc] and streams the turn it starts; GET
+// {api}/{chatId}/stream is 204 when no turn is active, else the active
+// turn from its start, compacted, then live; POST {api}/{chatId}/stop
+// cancels the turn through the bus (its streams end with abort). A chat
+// id never seen creates its session; a refused request writes nothing.
+//
+//	h, err := aisdk.NewHandler(bus, aisdk.HandlerOptions{Start: start})
+//	mux.Handle("/api/chat", h)
+//	mux.Handle("/api/chat/", h)
+//
 // # Resume
 //
 // The AI SDK resumes by asking for the active stream again (GET

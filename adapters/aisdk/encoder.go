@@ -47,6 +47,7 @@ type Encoder struct {
 type block struct {
 	id      string // "" when none is open
 	session string
+	join    codec.TextJoin // pairs the halves of a surrogate pair two deltas split
 }
 
 // toolCall is what the stream said about one tool call.
@@ -198,11 +199,20 @@ func (e *Encoder) delta(dst []byte, b, other *block, kind string, p codec.Part) 
 			ID   string `json:"id"`
 		}{kind + "-start", b.id})
 	}
+	return deltaChunk(dst, b, kind, b.join.Next(p.Text))
+}
+
+// deltaChunk appends a delta chunk of d to block b (none for an empty d:
+// half a surrogate pair held for the next delta).
+func deltaChunk(dst []byte, b *block, kind, d string) []byte {
+	if d == "" {
+		return dst
+	}
 	return chunk(dst, struct {
 		Type  string `json:"type"`
 		ID    string `json:"id"`
 		Delta string `json:"delta"`
-	}{kind + "-delta", b.id, p.Text})
+	}{kind + "-delta", b.id, d})
 }
 
 func otherKind(kind string) string {
@@ -221,6 +231,7 @@ func closeBlock(dst []byte, b *block, kind string) []byte {
 	if b.id == "" {
 		return dst
 	}
+	dst = deltaChunk(dst, b, kind, b.join.Flush())
 	dst = chunk(dst, struct {
 		Type string `json:"type"`
 		ID   string `json:"id"`

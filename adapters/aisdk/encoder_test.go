@@ -17,6 +17,7 @@ import (
 	"github.com/replaybus/replaybus/adapters/aisdk"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/codec"
+	"github.com/replaybus/replaybus/eventbus"
 )
 
 // chunks decodes a stream into its data lines.
@@ -236,4 +237,34 @@ func TestALateToolInputKeepsTheOutput(t *testing.T) {
 		`[DONE]`,
 	}, got)
 	require.NoError(t, check(got))
+}
+
+// A surrogate pair that an ACP producer split across two text chunks
+// ("\ud83d" then "\ude00") is one 😀 in the UI-message stream: the first
+// half waits for the second (no delta for it alone), and a half that no
+// partner follows is U+FFFD when the block ends. Each delta was U+FFFD.
+func TestASplitSurrogatePairIsOneCharacter(t *testing.T) {
+	t.Parallel()
+	chunk := func(id uint64, lit string) []codec.Part {
+		ev := eventbus.Event{ID: id, Session: "s1", Type: "agent_message_chunk", Data: []byte(
+			`{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":` + lit + `}}}`)}
+		return codec.Default.Decode(nil, ev)
+	}
+	enc := aisdk.NewEncoder("m1")
+	var b []byte
+	b = enc.Append(b, chunk(1, `"a \ud83d"`)...)
+	b = enc.Append(b, chunk(2, `"\ude00 b \ud83d"`)...)
+	b = enc.Finish(b, aisdk.FinishStop, "")
+	var text strings.Builder
+	for _, c := range chunks(t, b) {
+		if c == "[DONE]" {
+			continue
+		}
+		var v struct{ Type, Delta string }
+		require.NoError(t, json.Unmarshal([]byte(c), &v))
+		if v.Type == "text-delta" {
+			text.WriteString(v.Delta)
+		}
+	}
+	assert.Equal(t, "a 😀 b \uFFFD", text.String())
 }

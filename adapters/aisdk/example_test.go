@@ -1,7 +1,14 @@
 package aisdk_test
 
 import (
+	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+
+	"github.com/replaybus/replaybus/acp"
+	"github.com/replaybus/replaybus/eventbus"
 
 	"github.com/replaybus/replaybus/adapters/aisdk"
 	"github.com/replaybus/replaybus/codec"
@@ -22,6 +29,43 @@ func ExampleEncoder() {
 	// data: {"type":"text-delta","id":"text-7","delta":"Hello"}
 	//
 	// data: {"type":"text-end","id":"text-7"}
+	//
+	// data: {"type":"finish","finishReason":"stop"}
+	//
+	// data: [DONE]
+}
+
+// A chat route whose Start runs the reply of a made-up model in the
+// turn: POST /api/chat with the body DefaultChatTransport sends.
+func ExampleHandler() {
+	bus, _ := eventbus.New(eventbus.Options{})
+	defer bus.Close()
+	h, _ := aisdk.NewHandler(bus, aisdk.HandlerOptions{Start: func(r *http.Request, m aisdk.Message) (string, error) {
+		t, err := bus.StartTurn(context.Background(), m.Chat, eventbus.TurnOptions{ID: "turn-1"})
+		if err != nil {
+			return "", err
+		}
+		go func() {
+			n := acp.Notification{SessionID: m.Chat, Update: acp.MessageChunk("You said: " + m.Text)}
+			_, _ = t.Publish(n.Type(), n)
+			_, _ = t.End(nil)
+		}()
+		return t.ID(), nil
+	}})
+	body := `{"id":"chat-1","trigger":"submit-message","messages":[{"id":"u1","role":"user","parts":[{"type":"text","text":"hi"}]}]}`
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/api/chat", strings.NewReader(body)))
+	fmt.Println(rec.Code, rec.Header().Get(aisdk.HeaderStream))
+	fmt.Print(rec.Body.String())
+	// Output:
+	// 200 v1
+	// data: {"type":"start","messageId":"turn-1"}
+	//
+	// data: {"type":"text-start","id":"text-2"}
+	//
+	// data: {"type":"text-delta","id":"text-2","delta":"You said: hi"}
+	//
+	// data: {"type":"text-end","id":"text-2"}
 	//
 	// data: {"type":"finish","finishReason":"stop"}
 	//

@@ -1,6 +1,7 @@
 package durable
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -14,22 +15,30 @@ import (
 	"github.com/replaybus/replaybus/internal/textutil"
 )
 
-// body reads r's body, up to MaxBodyBytes (413 beyond). A read that meets
-// the connection's read deadline (a server's bound on a body that never
-// finishes) is 408 request_timeout, as the example server's JSON routes
-// answer it. The answer's write deadline starts again once the body is in:
-// a slow upload must not spend the WriteTimeout its answer needs (the
-// append would be stored and its answer cut, and the client retry it).
+// body reads r's body, up to MaxBodyBytes (413 beyond), as readBody.
 func (h *Handler) body(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	if r.ContentLength > h.opts.MaxBodyBytes {
-		return nil, errorf(http.StatusRequestEntityTooLarge, "body_too_large", "body of %d bytes is over the %d-byte limit", r.ContentLength, h.opts.MaxBodyBytes)
+	return h.readBody(w, r, h.opts.MaxBodyBytes)
+}
+
+// readBody reads r's body, up to limit bytes (413 body_too_large beyond).
+// A read that meets the connection's read deadline (a server's bound on a
+// body that never finishes) is 408 request_timeout naming how much
+// arrived, as the example server's JSON routes answer it, with
+// Connection: close. The answer's write deadline starts again once the
+// body is in: a slow upload must not spend the WriteTimeout its answer
+// needs (an append, or a subscription, would be stored and its answer
+// cut, and the client retry it). Every body the handler reads (appends,
+// creates, the __ds subscription APIs) is read here.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, errorf(http.StatusRequestEntityTooLarge, "body_too_large", "body of %d bytes is over the %d-byte limit", r.ContentLength, limit)
 	}
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	h.deadline(w)
 	var mb *http.MaxBytesError
 	switch {
 	case errors.As(err, &mb):
-		return nil, errorf(http.StatusRequestEntityTooLarge, "body_too_large", "body over the %d-byte limit", h.opts.MaxBodyBytes)
+		return nil, errorf(http.StatusRequestEntityTooLarge, "body_too_large", "body over the %d-byte limit", limit)
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return nil, withHeader(errorf(http.StatusRequestTimeout, "request_timeout", "the body did not arrive in time (%d bytes arrived%s)", len(b), ofLength(r)),
 			"Connection", "close")
@@ -47,9 +56,16 @@ func ofLength(r *http.Request) string {
 	return ""
 }
 
+// maxAppendMessages bounds the messages of one JSON append (a top-level
+// array flattened): each is a bus event published under the stream's
+// lock, and 8 MiB of one-byte messages (4 million) took 45 s, past the
+// answer's write deadline.
+const maxAppendMessages = 10000
+
 // split turns an append's body into items: for a JSON stream each element
 // of a top-level array (one level flattened, PROTOCOL.md §9.1.2; an empty
-// array is refused on POST, allowed on PUT) or the single value; else the
+// array is refused on POST, allowed on PUT; more than maxAppendMessages is
+// 413) or the single value; else the
 // bytes as one item. JSON that is not UTF-8 is refused (400 invalid_json
 // naming the first bad byte): encoding/json's json.Valid lets invalid
 // bytes inside strings through, and such an event would reach the SSE and
@@ -71,16 +87,27 @@ func (h *Handler) split(s *stream, body []byte, create bool) ([][]byte, error) {
 	if !strings.HasPrefix(trim, "[") {
 		return [][]byte{body}, nil
 	}
-	var arr []json.RawMessage
-	if err := json.Unmarshal(body, &arr); err != nil {
+	// Decoded one message at a time, so that an array over the cap is
+	// refused having held at most the cap (8 MiB of one-byte messages
+	// is 4 million of them).
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if _, err := dec.Token(); err != nil { // '['
 		return nil, errorf(http.StatusBadRequest, "invalid_json", "the body is not valid JSON: %v", err)
 	}
-	if len(arr) == 0 && !create {
-		return nil, errorf(http.StatusBadRequest, "empty_array", "an empty JSON array appends nothing")
+	var out [][]byte
+	for dec.More() {
+		if len(out) == maxAppendMessages {
+			return nil, errorf(http.StatusRequestEntityTooLarge, "body_too_large",
+				"a JSON array of more than %d messages: one append holds at most %d; append it in parts", maxAppendMessages, maxAppendMessages)
+		}
+		var m json.RawMessage
+		if err := dec.Decode(&m); err != nil {
+			return nil, errorf(http.StatusBadRequest, "invalid_json", "the body is not valid JSON: %v", err)
+		}
+		out = append(out, m)
 	}
-	out := make([][]byte, len(arr))
-	for i, m := range arr {
-		out[i] = m
+	if len(out) == 0 && !create {
+		return nil, errorf(http.StatusBadRequest, "empty_array", "an empty JSON array appends nothing")
 	}
 	return out, nil
 }

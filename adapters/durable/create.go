@@ -142,6 +142,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, name string) er
 		}
 	}
 	h.streams.Store(name, s)
+	h.forgotten.Delete(name)
 	if s.src != nil {
 		s.src.refs++
 	}

@@ -47,7 +47,9 @@
 //     the end (an SSE client its session_closed). The handler keeps a closed
 //     stream's content (the bus frees a closed root session's buffer), so it
 //     stays readable until deleted. A session closed by another route is the
-//     stream's EOF at the offset the handler last knew.
+//     stream's EOF at the offset the handler last knew; one the handler
+//     never served is 410 session_closed, as on every route (an append to
+//     it 409, PROTOCOL.md §5.2).
 //
 //   - DELETE closes the session and forgets the stream; while forks read
 //     it, it is soft-deleted (410) and kept.

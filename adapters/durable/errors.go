@@ -47,17 +47,19 @@ func withHeader(err error, kv ...string) error {
 // every route does.
 func quote(s string) string { return textutil.Quote(s, 64) }
 
-// statusOf is the answer to err for stream name: resume.StatusFor's, with
-// the status Durable Streams gives a closed stream (409 with Stream-Closed:
-// true, PROTOCOL.md §5.2, where the SSE route says 410). An error the
-// mapping does not know (500) is logged.
-func (h *Handler) statusOf(err error, name string) resume.StatusError {
+// statusOf is the answer to err for stream name on a request of method:
+// resume.StatusFor's, with the status Durable Streams gives an append to a
+// closed stream (409 with Stream-Closed: true, PROTOCOL.md §5.2, where the
+// other routes say 410). Any other request on a closed session keeps the
+// 410 every route gives. An error the mapping does not know (500) is
+// logged.
+func (h *Handler) statusOf(err error, name, method string) resume.StatusError {
 	var se *resume.StatusError
 	errors.As(resume.StatusFor(err, name), &se)
 	out := *se
 	switch out.Code {
 	case resume.CodeSessionClosed:
-		if out.Status == http.StatusGone {
+		if out.Status == http.StatusGone && method == http.MethodPost {
 			out.Status = http.StatusConflict
 			out.Header = out.Header.Clone()
 			if out.Header == nil {
@@ -73,7 +75,8 @@ func (h *Handler) statusOf(err error, name string) resume.StatusError {
 
 // fail writes err as the error answer to r, on stream name.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, name string, err error) {
-	se := h.statusOf(err, name)
+	se := h.statusOf(err, name, r.Method)
+	h.deadline(w) // a request with a body may be refused before it is read
 	h.cnt.rejected.Add(1)
 	h.log.LogAttrs(r.Context(), slog.LevelDebug, "durable: refused", slog.String("method", r.Method),
 		slog.String("path", r.URL.Path), slog.Int("status", se.Status), slog.String("message", se.Message))

@@ -119,13 +119,17 @@ type Handler struct {
 	chunk int
 	log   *slog.Logger
 
-	streams  *xsync.MapOf[string, *stream]
-	requests *serve.Registry[context.CancelFunc] // requests being served, for Close and Shutdown
-	cnt      counters                            // Stats
-	mu       sync.Mutex                          // creation, deletion, fork reference counts
-	gen      atomic.Uint64
-	swept    atomic.Int64 // Unix ns of the last sweep
-	subs     *subsState   // nil without HandlerOptions.Subscriptions
+	streams *xsync.MapOf[string, *stream]
+	// forgotten holds the names of streams this handler deleted or
+	// expired while the bus remembers their closed ids: they read as
+	// deleted (404), a session closed by another route as closed (410).
+	forgotten *xsync.MapOf[string, struct{}]
+	requests  *serve.Registry[context.CancelFunc] // requests being served, for Close and Shutdown
+	cnt       counters                            // Stats
+	mu        sync.Mutex                          // creation, deletion, fork reference counts
+	gen       atomic.Uint64
+	swept     atomic.Int64 // Unix ns of the last sweep
+	subs      *subsState   // nil without HandlerOptions.Subscriptions
 
 	mediaMu sync.Mutex          // guards media
 	media   map[string]struct{} // canonical media types had interned (see mayIntern)
@@ -167,7 +171,7 @@ func NewHandler(bus *eventbus.Bus, o HandlerOptions) (*Handler, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	h := &Handler{bus: bus, epoch: bus.Epoch(), opts: o, chunk: o.ChunkBytes, log: o.Logger,
-		streams:  xsync.NewMapOf[string, *stream](),
+		streams: xsync.NewMapOf[string, *stream](), forgotten: xsync.NewMapOf[string, struct{}](),
 		requests: serve.NewRegistry(func(cancel context.CancelFunc) { cancel() })}
 	if o.Subscriptions {
 		h.subs = newSubsState()
@@ -184,7 +188,7 @@ func (h *Handler) Prefix() string { return h.opts.Prefix }
 // preflight) with 204 and any other method with 405. Errors are
 // resume.StatusError answers {"code","message"} in the codes every route
 // shares (session_not_found, invalid_session_id, session_closed — 409 with
-// Stream-Closed here —, subscriber_limit_exceeded with Retry-After,
+// Stream-Closed on an append, else 410 —, subscriber_limit_exceeded with Retry-After,
 // unavailable, …) and the stream's own (invalid_offset, stream_exists, …);
 // an offset of lost history is 410 ring_evicted or epoch_reset, naming it.
 //
@@ -198,7 +202,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Cross-Origin-Resource-Policy", "cross-origin")
 	hd.Set("Access-Control-Allow-Origin", "*")
 	hd.Set("Access-Control-Expose-Headers", exposed)
-	h.deadline(w)
+	if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
+		// A request with a body has its write deadline armed when the
+		// body is in (readBody), or when it is refused before (fail):
+		// armed now, a slow upload spent it, and over HTTP/2 a passed
+		// deadline resets the stream mid-upload.
+		h.deadline(w)
+	}
 	r, id, cancel, ok := h.admit(w, r)
 	if !ok {
 		return

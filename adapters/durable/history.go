@@ -117,11 +117,11 @@ func (h *Handler) closedElsewhereLocked(s *stream) {
 func (h *Handler) readFrozen(s *stream, fr *frozen, f from) (batch, error) {
 	switch {
 	case f.epoch != "" && f.epoch != h.epoch:
-		return batch{}, &eventbus.PositionLostError{Reason: frame.ReasonEpochReset,
-			Cursor: eventbus.Position{ID: f.after, Epoch: f.epoch}, Epoch: h.epoch}
+		return batch{}, &eventbus.PositionLostError{ResyncData: frame.ResyncData{Reason: frame.ReasonEpochReset,
+			LastDeliveredID: f.after, Epoch: h.epoch}}
 	case f.after < fr.from && !f.start:
-		return batch{}, &eventbus.PositionLostError{Reason: frame.ReasonRingEvicted,
-			Cursor: eventbus.Position{ID: f.after, Epoch: h.epoch}, Epoch: h.epoch, CompleteFromID: fr.from + 1}
+		return batch{}, &eventbus.PositionLostError{ResyncData: frame.ResyncData{Reason: frame.ReasonRingEvicted,
+			LastDeliveredID: f.after, Epoch: h.epoch, CompleteFromID: fr.from + 1}}
 	}
 	after := max(f.after, fr.from)
 	b := batch{start: after, next: after}

@@ -67,7 +67,7 @@ func (s *stream) notePartial(p *producerReq, body []byte, stored int, first, las
 // partial_append, a message naming how many and which offsets were
 // stored (first, last), and what a producer does next.
 func (h *Handler) partialError(err error, p *producerReq, stored, total int, first, last uint64) error {
-	se := h.statusOf(err, "")
+	se := h.statusOf(err, "", http.MethodPost)
 	next := "the rest is not stored: append it again without the stored messages"
 	if p != nil {
 		next = "retry the same request (same producer tuple and body) on this server to store the rest"

@@ -14,7 +14,10 @@ import (
 // lookup returns the live stream named name: 404 when there is none (an
 // expired one is removed first), 410 when it is soft-deleted. A bus
 // session that exists without a record (created by another route) is
-// served as an application/json stream.
+// served as an application/json stream; one the bus knows as closed by
+// another route is 410 session_closed, as on every route (an append
+// makes it 409, statusOf), unless this handler deleted or expired it
+// (then it is the protocol's deleted stream, 404).
 func (h *Handler) lookup(name string) (*stream, error) {
 	s, ok := h.streams.Load(name)
 	if ok && s.expired(time.Now()) {
@@ -23,8 +26,12 @@ func (h *Handler) lookup(name string) (*stream, error) {
 	}
 	if !ok {
 		if !h.bus.SessionExists(name) {
+			if _, gone := h.forgotten.Load(name); !gone && h.bus.SessionClosed(name) {
+				return nil, resume.StatusFor(eventbus.ErrSessionClosed, name)
+			}
 			return nil, errorf(http.StatusNotFound, resume.CodeSessionNotFound, "no stream %s", quote(name))
 		}
+		h.forgotten.Delete(name) // created again by another route
 		h.mu.Lock()
 		if s, ok = h.streams.Load(name); !ok {
 			s = h.newStream(name, "application/json")
@@ -65,16 +72,35 @@ func (h *Handler) newStream(name, ct string) *stream {
 			s.media = ct
 		}
 	}
-	s.text = s.json || strings.HasPrefix(mt, "text/")
+	s.text = s.json || strings.HasPrefix(mt, "text/") && utf8Charset(ct)
 	s.touch()
 	s.seen.Store(s.access.Load())
 	return s
 }
 
+// utf8Charset reports whether content type ct's text is UTF-8: a charset
+// parameter of utf-8 or us-ascii (a subset), any case, or none (RFC 6657:
+// new text/* types default to UTF-8; the handler reads them so). A text
+// stream of another charset (iso-8859-1, shift_jis, utf-16…) is not
+// UTF-8 text: over SSE it is sent as bytes, in base64.
+func utf8Charset(ct string) bool {
+	_, params, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return true // newStream's callers have checked ct; an odd one stays text, U+FFFD where not UTF-8
+	}
+	switch strings.ToLower(params["charset"]) {
+	case "", "utf-8", "utf8", "us-ascii":
+		return true
+	}
+	return false
+}
+
 // remove deletes s (DELETE, expiry, the sweep): a soft delete while forks
 // read it (its content is kept, frozen), else the record goes, its session
 // is closed (the bus frees it) and its source's reference drops, cascading
-// to a soft-deleted source.
+// to a soft-deleted source. The name is remembered in h.forgotten (it
+// reads as deleted, 404, not as closed, 410) while the bus remembers the
+// closed id.
 func (h *Handler) remove(s *stream) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -96,6 +122,7 @@ func (h *Handler) removeLocked(s *stream) {
 		return
 	}
 	h.streams.Delete(s.id)
+	h.forgotten.Store(s.id, struct{}{})
 	if s.frozen.Load() == nil {
 		_ = h.bus.CloseSession(s.id)
 	}
@@ -123,20 +150,35 @@ func (h *Handler) maybeSweep() {
 // sweep drops the records nobody can read any more, so the handler's
 // memory follows the bus's: a stream past its TTL or expiry time (as a
 // request for it would); a record made for another route's session once
-// the bus no longer has that session (expired, closed and forgotten); and
-// a closed stream, whose content the handler holds, unseen for the bus's
-// SessionTTL (the time the bus remembers a closed session's id).
+// the bus no longer has that session (expired, or closed: it reads as
+// closed, 410, as on the other routes); and a closed stream, whose content
+// the handler holds, unseen for the bus's SessionTTL (the time the bus
+// remembers a closed session's id). A deleted name is forgotten once the
+// bus no longer remembers its id as closed.
 func (h *Handler) sweep(now time.Time) {
 	idle := int64(h.bus.Options().SessionTTL)
 	h.streams.Range(func(_ string, s *stream) bool {
+		closedElsewhere := false
 		switch {
 		case s.expired(now):
 		case s.implicit && s.frozen.Load() == nil && !h.bus.SessionExists(s.id):
+			closedElsewhere = true
 		case s.frozen.Load() != nil && idle > 0 && now.UnixNano()-s.seen.Load() >= idle:
 		default:
 			return true
 		}
-		h.remove(s)
+		h.mu.Lock()
+		h.removeLocked(s)
+		if closedElsewhere {
+			h.forgotten.Delete(s.id)
+		}
+		h.mu.Unlock()
+		return true
+	})
+	h.forgotten.Range(func(name string, _ struct{}) bool {
+		if !h.bus.SessionClosed(name) {
+			h.forgotten.Delete(name)
+		}
 		return true
 	})
 }

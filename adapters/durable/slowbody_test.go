@@ -106,3 +106,81 @@ func TestASlowBodyIsAnswered(t *testing.T) {
 		})
 	}
 }
+
+// The subscription APIs' bodies (__ds/subscriptions/…: PUT, POST streams,
+// claim, ack, release, callback) keep the appends' rule: a body that
+// arrives slowly but whole is answered, however long it took within the
+// server's read deadline (the write deadline starts when the body is in),
+// and one that never finishes is 408 REQUEST_TIMEOUT in the APIs' own
+// shape, naming how much arrived; one over 1 MiB is 413 PAYLOAD_TOO_LARGE.
+// Before, the WriteTimeout armed when the request came in was spent by
+// the upload: the subscription was made and its answer cut.
+func TestASlowSubscriptionBodyIsAnswered(t *testing.T) {
+	const writeTimeout = 250 * time.Millisecond
+	const readDeadline = 1500 * time.Millisecond
+	bus, err := eventbus.New(eventbus.Options{Epoch: "e1"})
+	require.NoError(t, err)
+	defer func() { _ = bus.Close() }()
+	h, err := durable.NewHandler(bus, durable.HandlerOptions{WriteTimeout: writeTimeout, Subscriptions: true})
+	require.NoError(t, err)
+	defer func() { _ = h.Close() }()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(readDeadline))
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	base := srv.URL + durable.Pattern
+	put, err := http.NewRequest(http.MethodPut, base+"s", strings.NewReader(`{"n":1}`))
+	require.NoError(t, err)
+	put.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(put)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+
+	send := func(method, path string, body io.Reader, length int64) (int, string, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, base+path, body)
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.ContentLength = length
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err, "an answer, not a cut connection")
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var e struct {
+			Error struct{ Code, Message string }
+		}
+		_ = json.Unmarshal(b, &e)
+		return resp.StatusCode, e.Error.Code, e.Error.Message
+	}
+	slow := func(s string) *slowReader { // four pauses of 150 ms: over twice the write timeout
+		q := len(s) / 4
+		return &slowReader{parts: []string{s[:q], s[q : 2*q], s[2*q : 3*q], s[3*q:]}, pause: 150 * time.Millisecond, stop: make(chan struct{})}
+	}
+
+	sub := `{"type":"pull-wake","streams":["s"],"wake_stream":"s"}`
+	status, _, msg := send(http.MethodPut, "__ds/subscriptions/p", slow(sub), int64(len(sub)))
+	assert.Equal(t, http.StatusCreated, status, "a slow PUT: %s", msg)
+	streams := `{"streams":["s","t"]}`
+	status, _, msg = send(http.MethodPost, "__ds/subscriptions/p/streams", slow(streams), int64(len(streams)))
+	assert.Equal(t, http.StatusNoContent, status, "a slow POST streams: %s", msg)
+	claim := `{"worker":"w1"}`
+	status, code, msg := send(http.MethodPost, "__ds/subscriptions/p/claim", slow(claim), int64(len(claim)))
+	assert.NotEqual(t, http.StatusRequestTimeout, status, "a slow claim: %s %s", code, msg)
+
+	for _, path := range []string{"__ds/subscriptions/q", "__ds/subscriptions/p/streams", "__ds/subscriptions/p/ack", "__ds/subscriptions/p/release"} {
+		method := http.MethodPost
+		if path == "__ds/subscriptions/q" {
+			method = http.MethodPut
+		}
+		never := &slowReader{parts: []string{`{"st`, ""}, pause: readDeadline + 500*time.Millisecond, stop: make(chan struct{})}
+		status, code, msg = send(method, path, never, 40)
+		close(never.stop)
+		assert.Equal(t, [2]any{http.StatusRequestTimeout, "REQUEST_TIMEOUT"}, [2]any{status, code}, "%s %s: %s", method, path, msg)
+		assert.Contains(t, msg, "bytes arrived of 40", "%s", path)
+	}
+	big := strings.Repeat(" ", 1<<20+1)
+	status, code, _ = send(http.MethodPut, "__ds/subscriptions/r", strings.NewReader(big), int64(len(big)))
+	assert.Equal(t, [2]any{http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE"}, [2]any{status, code})
+}

@@ -22,15 +22,17 @@ type control struct {
 // the offset on, until the stream closes (a final control event with
 // streamClosed), the client goes, or SSEDuration passes.
 //
-// A text stream's data events are text, and every one is valid UTF-8: an
-// append that ends inside a character (a producer that cut one between
-// two appends) is held, with the appends after it, until an append ends
+// A text stream's data events are text (a text/* stream of another
+// charset than UTF-8 is not text here: it goes in base64, utf8Charset),
+// and every one is valid UTF-8: an append that ends inside a character (a
+// producer that cut one between two appends) is held, with the appends after it, until an append ends
 // between characters — they go out together — and the control event's
 // offset stays before it, so a client that resumes from there loses
 // nothing. Bytes that are not UTF-8 at all, a stream closed inside a
-// character, and a run of appends that never ends between characters
-// (wholeText's bound) go out with U+FFFD, the text a client's decoder
-// would show; catch-up and long-poll reads give the bytes as appended.
+// character, a run of appends that never ends between characters
+// (wholeText's bound) and a cut character whose rest does not come within
+// maxHoldTime (2 s) go out with U+FFFD, the text a client's decoder would
+// show; catch-up and long-poll reads give the bytes as appended.
 func (h *Handler) sse(w http.ResponseWriter, r *http.Request, s *stream, q readReq) error {
 	// The first read happens before the answer starts, so an offset the
 	// stream no longer holds is a 410, not a broken stream.
@@ -49,15 +51,19 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, s *stream, q readR
 	rc := http.NewResponseController(w)
 	end := time.Now().Add(h.opts.SSEDuration)
 	cur := q.cursor
-	pos := b.start  // the offset the client has: its last control event's
-	var held []item // read, not sent: they end inside a character
+	pos := b.start       // the offset the client has: its last control event's
+	var held []item      // read, not sent: they end inside a character
+	var heldAt time.Time // when held began waiting
 	var buf bytes.Buffer
 	for first := true; ; first = false {
 		items := append(held, b.items...)
 		closed := b.closed && !b.more
 		n := len(items)
-		if s.text && !s.json && !closed {
+		if s.text && !s.json && !closed && (len(held) == 0 || time.Since(heldAt) < maxHoldTime) {
 			n = wholeText(items)
+		}
+		if n < len(items) && (len(held) == 0 || n > 0) {
+			heldAt = time.Now()
 		}
 		held = slices.Clone(items[n:])
 		next := b.next
@@ -100,6 +106,9 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, s *stream, q readR
 			wait := time.Duration(0)
 			if !b.more {
 				wait = min(left, 15*time.Second)
+				if len(held) > 0 {
+					wait = max(0, min(wait, time.Until(heldAt.Add(maxHoldTime))))
+				}
 			}
 			b, err = h.read(r.Context(), s, from{after: after}, wait)
 			if err != nil {
@@ -107,6 +116,9 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, s *stream, q readR
 			}
 			if len(b.items) > 0 || b.closed {
 				break
+			}
+			if len(held) > 0 && time.Since(heldAt) >= maxHoldTime {
+				break // the held text goes out as it is
 			}
 			if b.more { // cut short with nothing to send (an eviction of the reader)
 				if idle++; idle > 3 {
@@ -140,6 +152,14 @@ func (h *Handler) send(w http.ResponseWriter, rc *http.ResponseController, b []b
 	}
 	return true
 }
+
+// maxHoldTime bounds how long a live SSE answer holds text that ends
+// inside a character for the append that completes it: past it, the held
+// text goes out with U+FFFD for the cut character (and the rest, when it
+// comes, with U+FFFD for its orphan bytes), so a writer that never
+// completes a character cannot hold a reader's data back. A producer that
+// cuts characters between appends sends their rest at once, well within.
+const maxHoldTime = 2 * time.Second
 
 // maxHeldItems and maxHeldBytes bound what wholeText holds back: past
 // them, a producer that keeps cutting characters between appends gets its

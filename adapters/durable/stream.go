@@ -43,7 +43,7 @@ type stream struct {
 	ctype string // the content type as created
 	media string // the media type its appends are published with (byte streams; registry.go)
 	json  bool   // application/json: message mode (PROTOCOL.md §9.1)
-	text  bool   // text/* or JSON: SSE sends it as text, else base64
+	text  bool   // JSON, or text/* of UTF-8 (utf8Charset): SSE sends it as text, else base64
 
 	ttl       int64        // Stream-TTL in seconds; 0 none
 	expiresAt time.Time    // Stream-Expires-At; zero none

@@ -121,6 +121,31 @@ func subError(w http.ResponseWriter, status int, code, msg string, extra map[str
 	writeJSON(w, status, map[string]any{"error": e})
 }
 
+// maxSubBody bounds a subscription API's request body.
+const maxSubBody = 1 << 20
+
+// subBody reads a subscription API's body as readBody does (the write
+// deadline starts when it is in; 408 for a body that never finishes, 413
+// over maxSubBody) and, when it fails, answers in the APIs' shape
+// (REQUEST_TIMEOUT, PAYLOAD_TOO_LARGE, INVALID_REQUEST) and returns false.
+func (h *Handler) subBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	b, err := h.readBody(w, r, maxSubBody)
+	if err == nil {
+		return b, true
+	}
+	se := h.statusOf(err, "", r.Method)
+	code := map[string]string{"request_timeout": "REQUEST_TIMEOUT", "body_too_large": "PAYLOAD_TOO_LARGE"}[se.Code]
+	if code == "" {
+		code = "INVALID_REQUEST"
+	}
+	for k, v := range se.Header {
+		w.Header()[k] = v
+	}
+	h.cnt.rejected.Add(1)
+	subError(w, se.Status, code, se.Message, nil)
+	return nil, false
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, _ := json.Marshal(v)
 	w.Header().Set("Content-Type", "application/json")

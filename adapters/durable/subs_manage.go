@@ -3,7 +3,7 @@ package durable
 import (
 	"encoding/json"
 	"fmt"
-	"io"
+
 	"maps"
 	"net"
 	"net/http"
@@ -43,11 +43,11 @@ func checkWebhookURL(raw string) error {
 // an identical configuration (200); another configuration is 409.
 func (h *Handler) putSub(w http.ResponseWriter, r *http.Request, id string) {
 	var c subConfig
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
-	if err == nil {
-		err = json.Unmarshal(body, &c)
+	body, ok := h.subBody(w, r)
+	if !ok {
+		return
 	}
-	if err != nil {
+	if err := json.Unmarshal(body, &c); err != nil {
 		subError(w, http.StatusBadRequest, "INVALID_REQUEST", fmt.Sprintf("the body is not a subscription: %v", err), nil)
 		return
 	}
@@ -180,7 +180,11 @@ func (h *Handler) addSubStreams(w http.ResponseWriter, r *http.Request, id strin
 	var req struct {
 		Streams []string `json:"streams"`
 	}
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil {
+	body, ok := h.subBody(w, r)
+	if !ok {
+		return
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
 		subError(w, http.StatusBadRequest, "INVALID_REQUEST", fmt.Sprintf("the body is not {\"streams\":[…]}: %v", err), nil)
 		return
 	}

@@ -236,7 +236,11 @@ func (h *Handler) subAction(w http.ResponseWriter, r *http.Request, id, action s
 		} `json:"acks"`
 		Done bool `json:"done"`
 	}
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil && err != io.EOF {
+	body, ok := h.subBody(w, r)
+	if !ok {
+		return
+	}
+	if err := json.Unmarshal(body, &req); err != nil && len(bytes.TrimSpace(body)) > 0 {
 		subError(w, http.StatusBadRequest, "INVALID_REQUEST", fmt.Sprintf("the body does not parse: %v", err), nil)
 		return
 	}

@@ -119,3 +119,79 @@ func TestDurableAnswersSpeakTheSharedVocabulary(t *testing.T) {
 	assert.Equal(t, "content_type_mismatch", e.Code)
 	assert.Contains(t, e.Message, "…(305 bytes)", "cut to 64 bytes: %s", e.Message)
 }
+
+// A session closed by another route, which the Durable Streams handler
+// never served, is 410 session_closed on /v1/stream as on the SSE route —
+// reads, HEAD, live reads and DELETE alike (it was 404 session_not_found,
+// as if it had never existed); an append to it is the protocol's closed
+// stream (409 session_closed with Stream-Closed: true, PROTOCOL.md §5.2).
+// A stream the handler deleted (or expired) is 404, as PROTOCOL.md asks of
+// a deleted stream, although its bus session id is closed too.
+func TestClosedSessionIsGoneOnEveryRoute(t *testing.T) {
+	bus, err := eventbus.New(eventbus.Options{Epoch: "e1"})
+	require.NoError(t, err)
+	dh, err := durable.NewHandler(bus, durable.HandlerOptions{LongPollTimeout: 30 * time.Second})
+	require.NoError(t, err)
+	sh, err := sse.NewHandler(bus, sse.HandlerOptions{})
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.Handle(durable.Pattern, dh)
+	mux.Handle(sse.Pattern, sh)
+	srv := httptest.NewServer(mux)
+	defer func() {
+		srv.Close()
+		_ = dh.Close()
+		_ = bus.Close()
+	}()
+	answer := func(method, path, body string, hdr ...string) (int, string, http.Header) {
+		t.Helper()
+		req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		require.NoError(t, err)
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var e struct{ Code, Message string }
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		return resp.StatusCode, e.Code, resp.Header
+	}
+
+	require.NoError(t, bus.CreateSession("run", ""))
+	_, err = bus.Publish("run", "agent_message_chunk", map[string]string{"text": "hi"})
+	require.NoError(t, err)
+	require.NoError(t, bus.CloseSession("run"))
+
+	status, code, _ := answer("GET", "/session/run/events", "")
+	require.Equal(t, [2]any{410, resume.CodeSessionClosed}, [2]any{status, code}, "sse")
+	for _, path := range []string{"run", "run?offset=-1", "run?offset=now", "run?offset=-1&live=long-poll", "run?offset=now&live=sse"} {
+		status, code, _ = answer("GET", "/v1/stream/"+path, "")
+		assert.Equal(t, [2]any{410, resume.CodeSessionClosed}, [2]any{status, code}, "GET %s", path)
+	}
+	status, _, _ = answer("HEAD", "/v1/stream/run", "")
+	assert.Equal(t, 410, status, "HEAD")
+	status, code, _ = answer("DELETE", "/v1/stream/run", "")
+	assert.Equal(t, [2]any{410, resume.CodeSessionClosed}, [2]any{status, code}, "DELETE")
+	status, code, hdr := answer("POST", "/v1/stream/run", `{"n":1}`, "Content-Type", "application/json")
+	assert.Equal(t, [3]any{409, resume.CodeSessionClosed, "true"}, [3]any{status, code, hdr.Get("Stream-Closed")}, "append")
+
+	// Deleted through the handler: 404, the protocol's deleted stream.
+	status, _, _ = answer("PUT", "/v1/stream/del", `{"n":1}`, "Content-Type", "application/json")
+	require.Equal(t, http.StatusCreated, status)
+	status, _, _ = answer("DELETE", "/v1/stream/del", "")
+	require.Equal(t, http.StatusNoContent, status)
+	require.True(t, bus.SessionClosed("del"), "DELETE closes the session")
+	status, code, _ = answer("GET", "/v1/stream/del?offset=-1", "")
+	assert.Equal(t, [2]any{404, resume.CodeSessionNotFound}, [2]any{status, code}, "a deleted stream")
+	status, code, _ = answer("POST", "/v1/stream/del", "", "Stream-Closed", "true")
+	assert.Equal(t, [2]any{404, resume.CodeSessionNotFound}, [2]any{status, code}, "a deleted stream's close")
+	// Created again by another route, read, then closed there: the
+	// stream's EOF (a closed stream the handler read reads as closed).
+	require.NoError(t, bus.CreateSession("del", ""))
+	status, _, _ = answer("GET", "/v1/stream/del?offset=-1", "")
+	require.Equal(t, http.StatusOK, status, "served again")
+	require.NoError(t, bus.CloseSession("del"))
+	status, _, hdr = answer("GET", "/v1/stream/del?offset=-1", "")
+	assert.Equal(t, [2]any{200, "true"}, [2]any{status, hdr.Get("Stream-Closed")}, "the record's EOF")
+}

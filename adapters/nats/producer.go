@@ -245,7 +245,7 @@ func (be *Backend) parseBatchAck(data []byte, session string, p producer.Stamp) 
 		case errCodeWrongLastSeq, errCodeWrongLastSeqConst, errCodeDupMsgIDInProcess, errCodeBatchInflight:
 			return 0, fmt.Errorf("%w: %s (err_code %d)", eventbus.ErrProducerConflict, e.Description, e.ErrCode)
 		case errCodeBatchDupMsgID:
-			return 0, &producer.Error{Kind: producer.ErrDuplicate, Session: session, Stamp: p, Epoch: p.Epoch, LastSeq: p.Seq}
+			return 0, &producer.Error{Kind: producer.ErrDuplicate, Session: session, Stamp: p, State: producer.State{Epoch: p.Epoch, LastSeq: p.Seq}}
 		}
 		return 0, fmt.Errorf("nats: publish refused: %s (code %d, err_code %d)", e.Description, e.Code, e.ErrCode)
 	}

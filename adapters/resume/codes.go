@@ -37,7 +37,7 @@ const (
 	CodeProducerSeqGap       = "producer_seq_gap"             // 409: a producer's sequence past the next (Producer-Expected-Seq names it)
 	CodeTurnActive           = "turn_active"                  // 409: the session has an active turn (eventbus.ErrTurnActive; the message names it)
 	CodeTurnEnded            = "turn_ended"                   // 409: a cancel of a turn that has ended (eventbus.ErrTurnEnded; the message names it)
-	CodeSessionClosed        = "session_closed"               // 410 (409 on a Durable Stream): the session was closed
+	CodeSessionClosed        = "session_closed"               // 410 (409 for an append to a closed Durable Stream): the session was closed
 	CodeRingEvicted          = frame.ReasonRingEvicted        // 410: a Durable Streams offset whose events the replay buffer evicted
 	CodeEpochReset           = frame.ReasonEpochReset         // 410: a Durable Streams offset of another epoch (the bus restarted)
 	CodeRequestTimeout       = "request_timeout"              // 408: a request body that did not arrive within the route's bound
@@ -45,6 +45,8 @@ const (
 	CodeUnsupportedMediaType = "unsupported_media_type"       // 415: a body that is not Content-Type: application/json
 	CodeUnsupportedEncoding  = "unsupported_content_encoding" // 415: a body with a Content-Encoding other than identity
 	CodeSubscriberLimit      = "subscriber_limit_exceeded"    // 429: the session is at its subscriber cap; Retry-After: 5
+	CodeTooManySessions      = "too_many_sessions"            // 400: a many-sessions set over its cap (HandlerOptions.MaxSessions; the message names both)
+	CodeConnectionNotFound   = "connection_not_found"         // 404: POST {events}/{conn} for no open many-sessions stream on this server
 	CodeInternal             = "internal_error"               // 500: anything else
 	CodeNotImplemented       = "not_implemented"              // 501: the bus cannot do it (idempotent producers on a backend without them)
 	// CodeUnavailable is the code of a 503 answer: a closed WebSocket or

@@ -14,6 +14,7 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/eventbus/producer"
 )
 
@@ -32,7 +33,7 @@ func TestStatusErrorIs(t *testing.T) {
 func TestStatusForMapsEachCauseToOneCode(t *testing.T) {
 	t.Parallel()
 	own := &resume.StatusError{Status: 401, Code: "unauthorized"}
-	stale := &producer.Error{Kind: producer.ErrStaleEpoch, Session: "s", Stamp: producer.Stamp{ID: "p", Epoch: 1}, Epoch: 2}
+	stale := &producer.Error{Kind: producer.ErrStaleEpoch, Session: "s", Stamp: producer.Stamp{ID: "p", Epoch: 1}, State: producer.State{Epoch: 2}}
 	gap := &producer.Error{Kind: producer.ErrSequenceGap, Session: "s", Stamp: producer.Stamp{ID: "p", Seq: 9}, Expected: 3}
 	for _, tc := range []struct {
 		err    error
@@ -51,8 +52,8 @@ func TestStatusForMapsEachCauseToOneCode(t *testing.T) {
 		{gap, 409, resume.CodeProducerSeqGap, 0, http.Header{"Producer-Expected-Seq": {"3"}, "Producer-Received-Seq": {"9"}}, ""},
 		{producer.ErrUnsupported, 501, resume.CodeNotImplemented, 0, nil, ""},
 		{context.DeadlineExceeded, 503, resume.CodeUnavailable, time.Second, nil, ""},
-		{&eventbus.PositionLostError{Reason: "ring_evicted", Cursor: eventbus.Position{ID: 3}, CompleteFromID: 9}, 410, resume.CodeRingEvicted, 0, nil, ""},
-		{&eventbus.PositionLostError{Reason: "epoch_reset", Cursor: eventbus.Position{ID: 3, Epoch: "x"}, Epoch: "e"}, 410, resume.CodeEpochReset, 0, nil, ""},
+		{&eventbus.PositionLostError{ResyncData: frame.ResyncData{Reason: "ring_evicted", LastDeliveredID: 3, CompleteFromID: 9}}, 410, resume.CodeRingEvicted, 0, nil, ""},
+		{&eventbus.PositionLostError{ResyncData: frame.ResyncData{Reason: "epoch_reset", LastDeliveredID: 3, Epoch: "e"}}, 410, resume.CodeEpochReset, 0, nil, ""},
 		{errors.New("disk on fire"), 500, resume.CodeInternal, 0, nil, "disk on fire"},
 		{fmt.Errorf("hook: %w", own), 401, "unauthorized", 0, nil, ""},
 	} {

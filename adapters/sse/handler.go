@@ -3,6 +3,7 @@ package sse
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -11,6 +12,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/puzpuzpuz/xsync/v3"
 
 	"github.com/replaybus/replaybus/adapters/internal/serve"
 	"github.com/replaybus/replaybus/adapters/resume"
@@ -103,6 +106,14 @@ type HandlerOptions struct {
 	// silently resumes in the new history. Both forms are accepted as a
 	// cursor either way.
 	PlainIDs bool
+	// MaxSessions caps the set of a many-sessions stream (ManyPattern):
+	// zero means resume.DefaultMaxSessions (100); at most
+	// resume.MaxMaxSessions (1,000). Over it: 400 too_many_sessions.
+	MaxSessions int
+	// CrossOrigin guards POST {events}/{conn} against pages of other
+	// origins (403 forbidden_origin); nil is
+	// http.NewCrossOriginProtection(): same origin only.
+	CrossOrigin *http.CrossOriginProtection
 	// Logger receives a debug record per stream end and per failed write
 	// (a client that went away), and a warning per write that hit
 	// WriteTimeout. Nil: no logging.
@@ -127,9 +138,12 @@ type Handler struct {
 	wt      time.Duration
 	encOpts EncodeOptions
 
-	streams *serve.Registry[*streamState]
-	cache   frameCache   // one encoding of each event, shared by every stream
-	active  atomic.Int32 // open streams; with one, nothing is shared and the cache is skipped
+	streams     *serve.Registry[*streamState]
+	conns       *xsync.MapOf[string, *resume.Many] // open many-sessions streams by connection id
+	cross       *http.CrossOriginProtection
+	maxSessions int
+	cache       frameCache   // one encoding of each event, shared by every stream
+	active      atomic.Int32 // open streams; with one, nothing is shared and the cache is skipped
 
 	started, rejected, writeErrors atomic.Uint64
 	// frames and heartbeats of streams that have ended; a live stream
@@ -155,6 +169,16 @@ func NewHandler(bus *eventbus.Bus, o HandlerOptions) (*Handler, error) {
 		return nil, err
 	}
 	h := &Handler{bus: bus, o: o, hooks: hooks, streams: serve.NewRegistry(func(s *streamState) { s.cancel() })}
+	h.conns, h.cross, h.maxSessions = newConns(), o.CrossOrigin, o.MaxSessions
+	if h.cross == nil {
+		h.cross = http.NewCrossOriginProtection()
+	}
+	switch {
+	case h.maxSessions == 0:
+		h.maxSessions = resume.DefaultMaxSessions
+	case h.maxSessions < 0 || h.maxSessions > resume.MaxMaxSessions:
+		return nil, fmt.Errorf("sse: NewHandler: MaxSessions %d out of range [1, %d]: %w", o.MaxSessions, resume.MaxMaxSessions, eventbus.ErrInvalid)
+	}
 	h.retry = serve.DurationOr(o.Retry, DefaultRetry)
 	h.hb = serve.DurationOr(o.Heartbeat, DefaultHeartbeat)
 	h.wt = serve.DurationOr(o.WriteTimeout, DefaultWriteTimeout)
@@ -244,6 +268,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// garbage collector shrinks its stack to 8 KiB (it halves a stack
 	// whose use is under a quarter of it): 8 KiB less per idle
 	// connection than with the setup's locals in this frame.
+	if r.Method == http.MethodPost && r.PathValue("conn") != "" {
+		h.serveChange(w, r)
+		return
+	}
+	if h.o.SessionID == nil && r.PathValue("id") == "" && h.isMany(r) {
+		h.serveMany(w, r)
+		return
+	}
 	s := h.open(w, r)
 	if s == nil {
 		return

@@ -2,6 +2,7 @@ package ws
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -152,6 +153,11 @@ type HandlerOptions struct {
 	// every id, so that a client resumes with both and a server restart is
 	// an epoch_reset, never a silent resume in the new history.
 	PlainIDs bool
+	// MaxSessions caps the set of a many-sessions socket (ManyPattern):
+	// zero means resume.DefaultMaxSessions (100); at most
+	// resume.MaxMaxSessions. Over it: 400 too_many_sessions, or a
+	// session_error frame for a subscribe message.
+	MaxSessions int
 	// Logger receives a debug record per connection end (with its close
 	// code) and a warning per eviction. Nil: no logging.
 	Logger *slog.Logger
@@ -175,6 +181,7 @@ type Handler struct {
 
 	resumeWait, ping, wt, grace time.Duration
 	readLimit                   int64
+	maxSessions                 int
 
 	hooks   serve.Hooks
 	accept  *websocket.AcceptOptions // o.Accept with SubprotocolBatch added
@@ -207,6 +214,12 @@ func NewHandler(bus *eventbus.Bus, o HandlerOptions) (*Handler, error) {
 	h.grace = o.CloseGrace
 	if h.grace <= 0 {
 		h.grace = DefaultCloseGrace
+	}
+	switch h.maxSessions = o.MaxSessions; {
+	case h.maxSessions == 0:
+		h.maxSessions = resume.DefaultMaxSessions
+	case h.maxSessions < 0 || h.maxSessions > resume.MaxMaxSessions:
+		return nil, fmt.Errorf("ws: NewHandler: MaxSessions %d out of range [1, %d]: %w", o.MaxSessions, resume.MaxMaxSessions, eventbus.ErrInvalid)
 	}
 	h.readLimit = o.ReadLimit
 	if h.readLimit <= 0 {
@@ -286,6 +299,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// are JSON like every other and a foreign page reaches neither
 	// Authorize nor the bus. ?events= is accepted for parity: every frame
 	// is one message either way.
+	if h.o.SessionID == nil && r.PathValue("id") == "" && isMany(r) {
+		h.serveMany(w, r, h.maxSessions)
+		return
+	}
 	adm, err := serve.Admit(w, r, h.bus, h.hooks, func() error { return checkHandshake(w, r, h.accept) })
 	if err != nil {
 		h.reject(w, err, adm.Session)

@@ -184,14 +184,17 @@ type SessionClosedData struct {
 // Reserved reports whether typ is one of the bus's own frame types —
 // state_resync_required, replay_complete, slow_client_warning,
 // client_evicted, session_closed, snapshot, the turn records turn_start,
-// turn_end and turn_cancel, presence, and the handlers' stream_start —
+// turn_end and turn_cancel, presence, and the handlers' stream_start and
+// many-sessions frames (connection, session_added, session_removed,
+// session_error) —
 // or starts with "_replaybus.". Publish
 // refuses them, so a publisher cannot forge a protocol frame (a real event
 // with an id that a client would take for the end of its session, say).
 func Reserved(typ string) bool {
 	switch typ {
 	case TypeStateResyncRequired, TypeReplayComplete, TypeSlowClientWarning, TypeClientEvicted, TypeSessionClosed, TypeSnapshot, TypeStreamStart,
-		TypeTurnStart, TypeTurnEnd, TypeTurnCancel, TypePresence:
+		TypeTurnStart, TypeTurnEnd, TypeTurnCancel, TypePresence,
+		"connection", "session_added", "session_removed", "session_error":
 		return true
 	}
 	return strings.HasPrefix(typ, "_replaybus.")

@@ -36,20 +36,17 @@ var (
 )
 
 // Error reports a producer publish the bus did not store. Kind is
-// ErrDuplicate, ErrStaleEpoch or ErrSequenceGap; errors.Is matches it.
+// ErrDuplicate, ErrStaleEpoch or ErrSequenceGap; errors.Is matches it. The
+// embedded State is the producer's record the stamp met: for ErrStaleEpoch
+// its Epoch fences the stamp, for ErrDuplicate its LastID names the event
+// that accepted LastSeq.
 type Error struct {
 	Kind    error
 	Session string // the session published to
 	Stamp   Stamp  // the stamp the refused publish carried
-	// Epoch is the epoch in force for the producer (for ErrStaleEpoch the
-	// one that fences it).
-	Epoch uint64
-	// LastSeq is the highest sequence accepted in Epoch.
-	LastSeq uint64
+	State
 	// Expected is the sequence the bus expects next (ErrSequenceGap).
 	Expected uint64
-	// LastID is the id of the event that accepted LastSeq (ErrDuplicate).
-	LastID uint64
 }
 
 // Error names the session, the producer and what was wrong.

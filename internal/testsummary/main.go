@@ -113,6 +113,7 @@ func (s *summary) handle(ev event) {
 	case "fail":
 		if ev.Test == "" {
 			s.failed = true
+			s.unfinished(ev.Package)
 			return
 		}
 		s.failedTests++
@@ -132,6 +133,30 @@ func (s *summary) handle(ev event) {
 			s.passed++
 		}
 		delete(s.buf, key)
+	}
+}
+
+// unfinished prints the output of pkg's tests that never ended: a package
+// that failed without a failing test (a -timeout panic, a crash, os.Exit)
+// printed its reason into the output of whichever test was running, and
+// that test has no pass or fail event to print it by. Each counts as failed.
+func (s *summary) unfinished(pkg string) {
+	var keys []string
+	for k := range s.buf {
+		if strings.HasPrefix(k, pkg+"\x00") {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		s.failedTests++
+		fmt.Fprintf(s.w, "--- UNFINISHED: %s (still running when %s failed)\n", strings.TrimPrefix(k, pkg+"\x00"), pkg)
+		for _, l := range s.buf[k] {
+			if !framing(l) {
+				fmt.Fprint(s.w, l)
+			}
+		}
+		delete(s.buf, k)
 	}
 }
 

@@ -48,3 +48,27 @@ func TestSummaryKeepsPlainOutputAndListsSkips(t *testing.T) {
 		"  node not installed (run make e2e-deps)\n    m/a.TestNode\n"+
 		"tests: 1 passed, 1 failed, 1 skipped\n", out.String())
 }
+
+// make test once ended "FAIL e2e 600.906s" and "0 failed" with nothing
+// else: the -timeout panic went into the output of the test that was
+// running, which never ended. A package that fails with unfinished tests
+// prints their output and counts them.
+func TestSummaryPrintsTestsStillRunningWhenThePackageFailed(t *testing.T) {
+	in := strings.Join([]string{
+		`{"Action":"run","Package":"m/c","Test":"TestSlow"}`,
+		`{"Action":"output","Package":"m/c","Test":"TestSlow","Output":"=== RUN   TestSlow\n"}`,
+		`{"Action":"output","Package":"m/c","Test":"TestSlow","Output":"panic: test timed out after 10m0s\n"}`,
+		`{"Action":"output","Package":"m/c","Test":"TestSlow","Output":"\trunning tests:\n\t\tTestSlow (10m0s)\n"}`,
+		`{"Action":"output","Package":"m/c","Output":"FAIL\tm/c\t600.906s\n"}`,
+		`{"Action":"fail","Package":"m/c"}`,
+	}, "\n")
+	var out bytes.Buffer
+	s := newSummary(&out)
+	s.read(strings.NewReader(in))
+	s.printSkips()
+	assert.True(t, s.failed)
+	assert.Equal(t, "FAIL\tm/c\t600.906s\n"+
+		"--- UNFINISHED: TestSlow (still running when m/c failed)\n"+
+		"panic: test timed out after 10m0s\n\trunning tests:\n\t\tTestSlow (10m0s)\n"+
+		"tests: 0 passed, 1 failed, 0 skipped\n", out.String())
+}

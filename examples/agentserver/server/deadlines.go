@@ -86,7 +86,7 @@ func (s *Server) boundWrites(w http.ResponseWriter, r *http.Request) {
 	}
 	rc := http.NewResponseController(w)
 	if _, pattern := s.mux.Handler(r); r.Method == http.MethodGet &&
-		(pattern == sse.Pattern && s.o.SSE.WriteTimeout < 0 || pattern == ws.Pattern && s.o.WS.WriteTimeout < 0) {
+		((pattern == sse.Pattern || pattern == sse.ManyPattern) && s.o.SSE.WriteTimeout < 0 || (pattern == ws.Pattern || pattern == ws.ManyPattern) && s.o.WS.WriteTimeout < 0) {
 		_ = rc.SetWriteDeadline(time.Time{}) // ErrNotSupported: nothing was set
 		return
 	}

@@ -30,9 +30,27 @@
 //	GET    /session/{id}/presence   200 {"session", "clients", "status", "turn"?}
 //	PUT    /session/{id}/status     {"status"} → 204: the agent status (idle, thinking, streaming, …; 1–64 bytes
 //	                                of [A-Za-z0-9_.:-]) of a producer that publishes over HTTP
+//	POST   /api/chat                the AI SDK chat route ([aisdk.Handler]): DefaultChatTransport's body {id,
+//	                                messages, trigger, …} starts a turn of the model on session {id} (created
+//	                                when new) → the turn as a UI-message stream; 409 turn_active
+//	GET    /api/chat/{id}/stream    the AI SDK resume: the active turn from its start, compacted, then live; 204
+//	                                when none
+//	POST   /api/chat/{id}/stop      cancel the chat's turn → 202 {"cancelled", "held"}; the stream ends with abort
+//	POST   /agui                    AG-UI ([agui.Handler]): a RunAgentInput starts a turn (run id: the turn id) → the
+//	                                run as AG-UI events, each frame with an id:; with Last-Event-ID, the run resumed
+//	GET    /agui/{id}/stream        AG-UI resume (Last-Event-ID) or join (RUN_STARTED, MESSAGES_SNAPSHOT, live); 204
+//	POST   /a2a                     A2A JSON-RPC over SSE ([a2a.Handler]), 1.0 and 0.3: a message starts a turn (task id
+//	                                "<turn>@<contextId>"); resubscribe: the task first, then live; Last-Event-ID
+//	GET    /.well-known/agent-card.json  the A2A agent card
 //	GET    /session/{id}/events     the SSE stream ([sse.Handler]; ?scope=, ?lastEventId=, ?client=, ?presence=1, …)
 //	GET    /session/{id}/ws         the same stream over WebSocket ([ws.Handler]: same parameters, resume and cancel
 //	                                messages, close codes)
+//	GET    /events                  many sessions on one SSE stream (?session=a&session=b:descendants):
+//	                                the sessions' events in id order under one cursor; the first frame
+//	                                names the connection (docs/protocol.md, "Many sessions on one connection")
+//	POST   /events/{conn}           {"add": [{"session", "scope"?, "from"?}], "remove": [ids]} → 200
+//	                                {"connection", "sessions", "cursor"}: changes that stream's set
+//	GET    /ws                      many sessions on one WebSocket; subscribe/unsubscribe messages
 //	*      /v1/stream/{name}        the session as a Durable Stream ([durable.Handler])
 //
 // [Routes] lists them (the agentserver command's -h prints it).

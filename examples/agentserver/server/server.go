@@ -37,9 +37,9 @@ type Options struct {
 	Logger *slog.Logger
 	// SSE configures the SSE handler; a nil SSE.Logger is set to Logger.
 	SSE sse.HandlerOptions
-	// WrapEvents, when set, wraps the SSE handler (GET
-	// /session/{id}/events): middleware for authentication, logging, or
-	// tests that cut connections.
+	// WrapEvents, when set, wraps the SSE handler's streams (GET
+	// /session/{id}/events and GET /events): middleware for
+	// authentication, logging, or tests that cut connections.
 	WrapEvents func(http.Handler) http.Handler
 	// DefaultSession is the session the page opens first; "" means the
 	// first one listed.
@@ -90,7 +90,9 @@ type Options struct {
 	Ready func() error
 	// Turns configures the turn routes (adapters/turns: POST
 	// /session/{id}/cancel, GET /session/{id}/turn and /presence); a nil
-	// Turns.Logger is set to Logger, and PlainIDs follows SSE.PlainIDs.
+	// Turns.Logger is set to Logger, PlainIDs follows SSE.PlainIDs, and a
+	// zero Turns.BodyTimeout is BodyTimeout (the cancel's 408 must come
+	// within the answer's write deadline, which BodyTimeout sets).
 	Turns turns.HandlerOptions
 	// AgentRate is the simulated model's pace (POST
 	// /session/{id}/messages), in text deltas per second; zero means
@@ -181,6 +183,18 @@ func New(bus *eventbus.Bus, o Options) (*Server, error) {
 		events = o.WrapEvents(events)
 	}
 	s.handle(sse.Pattern, events)
+	// Many sessions on one connection: the stream at /events, the route
+	// that changes its set, and the WebSocket at /ws (docs/protocol.md).
+	var many http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.ready(w) {
+			h.ServeHTTP(w, r)
+		}
+	})
+	s.handle(sse.ChangePattern, many)
+	if o.WrapEvents != nil {
+		many = o.WrapEvents(many)
+	}
+	s.handle(sse.ManyPattern, many)
 	s.handle("GET /{$}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-cache")
 		http.ServeFileFS(w, r, static, "index.html")
@@ -201,6 +215,9 @@ func New(bus *eventbus.Bus, o Options) (*Server, error) {
 	}
 	s.handle(durable.Pattern, s.whenReady(s.durable.ServeHTTP))
 	if err := s.mountTurns(); err != nil {
+		return nil, err
+	}
+	if err := s.mountFrontends(); err != nil {
 		return nil, err
 	}
 	for _, t := range []string{frame.TypeTurnStart, frame.TypeTurnCancel, frame.TypeTurnEnd, frame.TypePresence} {

@@ -82,6 +82,13 @@ func (s *Server) mountTurns() error {
 		o.Logger = s.log
 	}
 	o.PlainIDs = s.o.SSE.PlainIDs
+	if o.BodyTimeout == 0 {
+		// The server's bound on every body: its write deadline leaves
+		// room for a 408 at BodyTimeout, not at the turns package's
+		// default (a cancel's 408 came after the answer's deadline and
+		// the connection closed without one).
+		o.BodyTimeout = s.bodyTimeout
+	}
 	th, err := turns.NewHandler(s.bus, o)
 	if err != nil {
 		return err
@@ -139,19 +146,38 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	reply, err := agent.Plan(req.Text)
+	t, err := s.startAgent(id, req.Text, req.Turn)
 	if err != nil {
-		resume.WriteError(w, err, id)
-		return
-	}
-	t, err := s.bus.StartTurn(s.agents.ctx, id, eventbus.TurnOptions{ID: req.Turn})
-	if err != nil {
-		if s.agents.ctx.Err() != nil {
+		if errors.Is(err, errShuttingDown) {
 			writeUnavailable(w, errShuttingDown)
+			return
+		}
+		if errors.Is(err, eventbus.ErrInvalid) {
+			resume.WriteError(w, err, id)
 			return
 		}
 		s.writeSessionError(w, err, id)
 		return
+	}
+	a := s.answer(t.Start().ID-1, false)
+	writeJSON(w, http.StatusAccepted, messageAnswer{Turn: t.ID(), StartID: t.Start().ID, Cursor: a.Cursor, Epoch: a.Epoch})
+}
+
+// startAgent starts a turn of the simulated model on session id answering
+// text (turn: its id, "" generated) and runs the reply in the
+// background. Errors: agent.Plan's (eventbus.ErrInvalid), StartTurn's,
+// errShuttingDown after StopAgents.
+func (s *Server) startAgent(id, text, turn string) (*eventbus.Turn, error) {
+	reply, err := agent.Plan(text)
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.bus.StartTurn(s.agents.ctx, id, eventbus.TurnOptions{ID: turn})
+	if err != nil {
+		if s.agents.ctx.Err() != nil {
+			return nil, errShuttingDown
+		}
+		return nil, err
 	}
 	if !s.agents.start(func() {
 		if err := reply.Run(t, s.o.AgentRate); err != nil {
@@ -159,11 +185,9 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 		}
 	}) {
 		_, _ = t.End(errShuttingDown)
-		writeUnavailable(w, errShuttingDown)
-		return
+		return nil, errShuttingDown
 	}
-	a := s.answer(t.Start().ID-1, false)
-	writeJSON(w, http.StatusAccepted, messageAnswer{Turn: t.ID(), StartID: t.Start().ID, Cursor: a.Cursor, Epoch: a.Epoch})
+	return t, nil
 }
 
 type statusRequest struct {

@@ -57,6 +57,11 @@ func (s *Server) newWS() error {
 			h.ServeHTTP(w, r)
 		}
 	}))
+	s.handle(ws.ManyPattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.ready(w) {
+			h.ServeHTTP(w, r)
+		}
+	}))
 	return nil
 }
 

@@ -1,0 +1,382 @@
+package turnstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/replaybus/replaybus/adapters/resume"
+	"github.com/replaybus/replaybus/codec"
+	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
+	"github.com/replaybus/replaybus/internal/textutil"
+)
+
+// MaxQueued is the live queue of a turn stream's subscription: a turn of
+// many deltas is read as fast as the client takes it; a client slower than
+// that is evicted (drop_subscriber) and resumes.
+const MaxQueued = 1 << 16
+
+// Subscribe subscribes to session sessionID (which must exist) for a turn
+// stream: from cursor (nil: live only, no replay).
+func Subscribe(ctx context.Context, bus *eventbus.Bus, sessionID string, cursor *eventbus.Position) (*eventbus.Subscription, error) {
+	o := eventbus.SubscribeOptions{Cursor: cursor, NoReplay: cursor == nil, RequireSession: true,
+		MaxQueued: MaxQueued, Policy: eventbus.DropSubscriber, Name: "turnstream"}
+	return bus.Subscribe(ctx, sessionID, o)
+}
+
+// Reader reads the events of one turn from a subscription: nothing before
+// the turn's turn_start (unless Started), the turn's events, and its
+// turn_end last. The bus's own frames and turn_cancel records are
+// skipped (the turn_end says the cancel).
+type Reader struct {
+	Sub *eventbus.Subscription
+	// Turn is the turn read; "" takes the first turn_start seen.
+	Turn string
+	// Started: the subscription starts inside the turn.
+	Started bool
+	ended   bool
+	pending []eventbus.Event
+}
+
+// ErrEvicted is the error of a turn stream whose subscription ended before
+// the turn did (evicted as too slow, the session closed, the bus closed).
+var ErrEvicted = errors.New("the stream's subscription ended before its turn")
+
+// Next returns the turn's next events, at least one, waiting for the
+// first: what is queued, up to 256. Once the turn_end has been returned
+// it returns done true and nothing. Errors: ctx's, ErrEvicted wrapping
+// the subscription's reason.
+func (r *Reader) Next(ctx context.Context) (evs []eventbus.Event, done bool, err error) {
+	r.pending = r.pending[:0]
+	for len(r.pending) == 0 {
+		if r.ended {
+			return nil, true, nil
+		}
+		ev, err := r.Sub.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, false, ctx.Err()
+			}
+			return nil, false, fmt.Errorf("%w: %w", ErrEvicted, err)
+		}
+		r.take(ev)
+		for len(r.pending) < 256 && !r.ended {
+			ev, ok := r.Sub.TryNext()
+			if !ok {
+				break
+			}
+			r.take(ev)
+		}
+	}
+	return r.pending, false, nil
+}
+
+func (r *Reader) take(ev eventbus.Event) {
+	if ev.Synthetic() || r.ended || ev.Type == frame.TypeTurnCancel {
+		return
+	}
+	if !r.Started {
+		if ev.Type != frame.TypeTurnStart {
+			return
+		}
+		t, ok := turnOf(ev)
+		if !ok || r.Turn != "" && t != r.Turn {
+			return
+		}
+		r.Turn, r.Started = t, true
+	}
+	if ev.Type == frame.TypeTurnEnd {
+		if t, ok := turnOf(ev); ok && t == r.Turn {
+			r.ended = true
+		}
+	}
+	r.pending = append(r.pending, ev)
+}
+
+// turnOf returns the turn a turn_start or turn_end names.
+func turnOf(ev eventbus.Event) (string, bool) {
+	ps, ok := codec.Turns.Decode(nil, ev)
+	if !ok || len(ps) == 0 {
+		return "", false
+	}
+	return ps[0].Turn, true
+}
+
+// Cursor is a parsed frame id of package evframe: "<epoch>-<N>" (after
+// event N) or "<epoch>-<N>:<k>" (after frame k of event N's).
+type Cursor struct {
+	Seq   uint64
+	K     int
+	Mid   bool
+	Epoch string
+}
+
+// ParseCursor parses a Last-Event-ID of the frontend streams: "" is no
+// cursor (ok false); a malformed one is 400 invalid_last_event_id naming
+// it. An epoch other than the bus's, or a seq of 0, is no position here:
+// ok false (the stream starts as a join).
+func ParseCursor(s, epoch string) (c Cursor, ok bool, err error) {
+	if s == "" {
+		return c, false, nil
+	}
+	base, k, mid := strings.Cut(s, ":")
+	if mid {
+		n, err := strconv.Atoi(k)
+		if err != nil || n < 0 || n > 1<<20 || strconv.Itoa(n) != k {
+			return c, false, badCursor(s, "the frame index after ':' is not a small decimal number")
+		}
+		c.K, c.Mid = n, true
+	}
+	p, err := resume.ParseCursor(base)
+	if err != nil {
+		return c, false, badCursor(s, strings.TrimPrefix(err.Error(), "resume: "))
+	}
+	c.Seq, c.Epoch = p.ID, p.Epoch
+	if p.Epoch != "" && p.Epoch != epoch || p.ID == 0 {
+		return c, false, nil
+	}
+	return c, true, nil
+}
+
+func badCursor(s, why string) error {
+	return &resume.StatusError{Status: http.StatusBadRequest, Code: resume.CodeInvalidLastEventID,
+		Message: fmt.Sprintf("Last-Event-ID %.64q: %s", s, why)}
+}
+
+// Locate returns the turn of session sessionID that event seq falls in:
+// the active turn when it started at or before seq, else the last turn
+// that started at or before seq, found in the session's replay buffer.
+// ok false: no such turn.
+func Locate(ctx context.Context, bus *eventbus.Bus, sessionID string, seq uint64) (frame.TurnData, bool, error) {
+	if t, ok := bus.ActiveTurn(sessionID); ok && t.StartID <= seq {
+		return t, true, nil
+	}
+	sub, err := Subscribe(ctx, bus, sessionID, eventbus.At(0))
+	if err != nil {
+		return frame.TurnData{}, false, err
+	}
+	defer sub.Close()
+	var found frame.TurnData
+	for {
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			return frame.TurnData{}, false, err
+		}
+		if ev.Synthetic() {
+			if ev.Type == frame.TypeReplayComplete {
+				break
+			}
+			continue
+		}
+		if ev.ID > seq {
+			break
+		}
+		switch ev.Type {
+		case frame.TypeTurnStart:
+			if t, ok := turnOf(ev); ok {
+				found = frame.TurnData{Turn: t, Session: sessionID, StartID: ev.ID}
+			}
+		case frame.TypeTurnEnd:
+			if t, ok := turnOf(ev); ok && t == found.Turn {
+				found.EndID = ev.ID
+			}
+		}
+	}
+	if found.Turn == "" {
+		return found, false, nil
+	}
+	if full, ok := bus.Turn(sessionID, found.Turn); ok {
+		return full, true, nil
+	}
+	return found, true, nil
+}
+
+// Encoder is what Resume primes: agui.Encoder and a2a.Encoder.
+type Encoder interface {
+	Skip(n int)
+	Append(dst []byte, parts ...codec.Part) []byte
+}
+
+// Prime reads sub's replay up to its replay_complete and appends, with
+// enc skipping every frame, the events of the turn whose first event is
+// at or before limit (0: every one). It returns the last event id read.
+func Prime(ctx context.Context, sub *eventbus.Subscription, dec *codec.Set, enc Encoder, limit uint64) (uint64, error) {
+	enc.Skip(-1)
+	defer enc.Skip(0)
+	var last uint64
+	var parts []codec.Part
+	for {
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			return last, fmt.Errorf("%w: %w", ErrEvicted, err)
+		}
+		if ev.Synthetic() {
+			if ev.Type == frame.TypeReplayComplete {
+				return last, nil
+			}
+			continue
+		}
+		if ev.Type == frame.TypeTurnCancel || limit != 0 && first(ev) > limit {
+			continue
+		}
+		last = ev.ID
+		parts = dec.Decode(parts[:0], ev)
+		enc.Append(nil, parts...)
+	}
+}
+
+func first(ev eventbus.Event) uint64 {
+	if ev.FirstID != 0 {
+		return ev.FirstID
+	}
+	return ev.ID
+}
+
+// Resume prepares enc to continue turn t after cursor c: it subscribes
+// the tail (the events after c, compacted, then live), primes enc with
+// the turn up to c from a second read of the replay buffer, and sets the
+// skip of a cursor inside an event's frames. The caller writes the
+// prologue, then reads the tail with a Reader{Turn: t.Turn, Started:
+// true}.
+func Resume(ctx context.Context, bus *eventbus.Bus, sessionID string, dec *codec.Set, enc Encoder, t frame.TurnData, c Cursor) (*eventbus.Subscription, error) {
+	from := c.Seq
+	if c.Mid {
+		from--
+	}
+	tail, err := Subscribe(ctx, bus, sessionID, eventbus.At(from))
+	if err != nil {
+		return nil, err
+	}
+	prime, err := Subscribe(ctx, bus, sessionID, eventbus.At(t.StartID-1))
+	if err != nil {
+		tail.Close()
+		return nil, err
+	}
+	_, err = Prime(ctx, prime, dec, enc, from)
+	prime.Close()
+	if err != nil {
+		tail.Close()
+		return nil, err
+	}
+	// The tail's replay_complete and any frame before it are skipped by
+	// the Reader.
+	if c.Mid {
+		enc.Skip(c.K + 1)
+	}
+	return tail, nil
+}
+
+// Writer writes a stream's bytes, each write bounded and flushed.
+type Writer struct {
+	W       http.ResponseWriter
+	Timeout time.Duration
+	rc      *http.ResponseController
+}
+
+// Write writes b and flushes it.
+func (w *Writer) Write(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	if w.rc == nil {
+		w.rc = http.NewResponseController(w.W)
+	}
+	if w.Timeout > 0 {
+		_ = w.rc.SetWriteDeadline(time.Now().Add(w.Timeout))
+	}
+	if _, err := w.W.Write(b); err != nil {
+		return err
+	}
+	return w.rc.Flush()
+}
+
+// DefaultMaxBodyBytes bounds a request body of the frontend routes: a
+// chat's whole history travels with each of its messages.
+const DefaultMaxBodyBytes = 4 << 20
+
+// ReadBody reads r's body, at most max bytes: 413 body_too_large past
+// it, 400 invalid_json for a body that is not valid UTF-8 JSON.
+func ReadBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, &resume.StatusError{Status: http.StatusRequestEntityTooLarge, Code: resume.CodeBodyTooLarge,
+				Message: fmt.Sprintf("the body is over %d bytes", max)}
+		}
+		return nil, &resume.StatusError{Status: http.StatusBadRequest, Code: resume.CodeInvalidJSON,
+			Message: "the body could not be read: " + textutil.PublicMessage(err)}
+	}
+	if !json.Valid(b) {
+		return nil, BadJSON("the body is not JSON: %s", textutil.Quote(string(b), 48))
+	}
+	return b, nil
+}
+
+// BadJSON is a 400 invalid_json with the message format names.
+func BadJSON(format string, args ...any) error {
+	return &resume.StatusError{Status: http.StatusBadRequest, Code: resume.CodeInvalidJSON, Message: fmt.Sprintf(format, args...)}
+}
+
+// CheckSession refuses an id the bus would: 400 invalid_session_id
+// naming it, what being the field it came from.
+func CheckSession(what, id string) error {
+	if err := frame.CheckName(what, id); err != nil {
+		return &resume.StatusError{Status: http.StatusBadRequest, Code: resume.CodeInvalidSessionID, Message: "invalid argument: " + err.Error()}
+	}
+	return nil
+}
+
+// CheckOrigin refuses a request a browser page of another origin sent
+// (403 forbidden_origin), as the cancel route does.
+func CheckOrigin(co *http.CrossOriginProtection, r *http.Request) error {
+	if err := co.Check(r); err != nil {
+		return &resume.StatusError{Status: http.StatusForbidden, Code: resume.CodeForbiddenOrigin,
+			Message: "cross-origin request refused: " + textutil.PublicMessage(err)}
+	}
+	return nil
+}
+
+// Ensure makes sure session id exists, creating it when the bus has
+// never seen it (a chat id a client made up). A closed session stays
+// closed: 410.
+func Ensure(bus *eventbus.Bus, id string) error {
+	if bus.SessionExists(id) {
+		return nil
+	}
+	if bus.SessionClosed(id) {
+		return resume.StatusFor(eventbus.ErrSessionClosed, id)
+	}
+	if err := bus.CreateSession(id, ""); err != nil {
+		return resume.StatusFor(err, id)
+	}
+	return nil
+}
+
+// NoTurn answers 204: no turn to stream.
+func NoTurn(w http.ResponseWriter) {
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// ReadBodyOrEmpty is ReadBody that takes an empty body too (nil).
+func ReadBodyOrEmpty(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	if err != nil || len(bytes.TrimSpace(b)) == 0 {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, &resume.StatusError{Status: http.StatusRequestEntityTooLarge, Code: resume.CodeBodyTooLarge,
+				Message: fmt.Sprintf("the body is over %d bytes", max)}
+		}
+		return nil, nil
+	}
+	return b, nil
+}
