@@ -119,7 +119,7 @@ func TestBrowserSnapshotThenTail(t *testing.T) {
 	tail := v.Rec[len(ids)+1:]
 	newEpoch := s.cur.bus.Epoch()
 	require.GreaterOrEqual(t, len(tail), 2, "%v", tail)
-	assert.Equal(t, []any{"r", "epoch_reset", newEpoch}, tail[0], "the restart first")
+	assert.Equal(t, []any{"r", "epoch_reset", newEpoch, browserSession}, tail[0], "the restart first, naming its session")
 	require.Equal(t, "s", tail[1][0], "then the new incarnation's snapshot: %v", tail)
 	cursor, _ := tail[1][1].(string)
 	require.True(t, strings.HasPrefix(cursor, newEpoch+"-"), "snapshot cursor %s", cursor)
