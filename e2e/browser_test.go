@@ -18,6 +18,7 @@ import (
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/examples/agentserver/server"
+	"github.com/replaybus/replaybus/scope"
 )
 
 // Issue 31: eight tabs of one origin hold exactly one server connection
@@ -74,7 +75,7 @@ func TestBrowserTabsShareOneConnection(t *testing.T) {
 // first), then the new incarnation's snapshot and its tail.
 func TestBrowserSnapshotThenTail(t *testing.T) {
 	var s *browserServer
-	snapshots := func(ctx context.Context, req eventbus.SnapshotRequest) (json.RawMessage, uint64, error) {
+	snapshots := func(ctx context.Context, session string, sc scope.Kind) (json.RawMessage, uint64, error) {
 		s.mu.Lock()
 		inc := s.cur
 		s.mu.Unlock()
