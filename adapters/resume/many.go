@@ -32,8 +32,11 @@ const (
 // the largest a handler accepts.
 const DefaultMaxSessions, MaxMaxSessions = 100, 1000
 
-// maxCursorEntries bounds the entries of a connection cursor.
-const maxCursorEntries = 100
+// maxCursorEntries bounds the entries of a connection cursor: what a
+// connection of MaxMaxSessions sessions can write (a "+" and an "@" per
+// session, a "-" per URL session removed), so every cursor a server writes
+// is taken back.
+const maxCursorEntries = 3 * MaxMaxSessions
 
 // SessionScope is one session of a many-sessions set with its scope; its
 // JSON form is {"session":"a","scope":"descendants"}.
@@ -93,7 +96,7 @@ type ConnCursor struct {
 // ParseConnCursor parses a connection cursor: a cursor as [ParseCursor]
 // takes it, followed by ";"-separated entries "+<sid>:<scope>", "-<sid>"
 // and "@<sid>=<seq>", sid percent-encoded. "" is no cursor (nil, nil).
-// Anything else, more than 100 entries, or one session twice in one kind
+// Anything else, more than 3,000 entries (3 × MaxMaxSessions), or one session twice in one kind
 // of entry, is a [*CursorError] naming the value.
 func ParseConnCursor(s string) (*ConnCursor, error) {
 	if s == "" {

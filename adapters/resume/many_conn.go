@@ -42,6 +42,7 @@ type Many struct {
 	pending []*manyChange
 	kick    context.CancelFunc
 	closed  bool
+	fail    error // the connection's end: a refused change whose old set could not be subscribed again
 }
 
 // ManyAdd is one session to add: Session, Scope, and From, the client's
@@ -234,6 +235,9 @@ func (m *Many) subscribe(withCursor bool) error {
 // ends. The subscription's end (evicted, bus closed) is its error.
 func (m *Many) Next(deadline time.Time) (eventbus.Event, string, error) {
 	for {
+		if m.fail != nil {
+			return eventbus.Event{}, "", m.fail
+		}
 		if len(m.out) > 0 {
 			ev := m.out[0]
 			m.out = m.out[1:]
@@ -328,7 +332,8 @@ func (m *Many) Cursor() string { return m.cur.String(m.idEpoch) }
 // applied or ctx ends, and returns the new set. Errors: 404
 // connection_not_found once the connection has ended; the answers of
 // [ManyChange] (400 too_many_sessions, 404 session_not_found, 410
-// session_closed, 403) with nothing changed. Safe from any goroutine.
+// session_closed, 403; the bus's refusal of the new set's subscription,
+// 429 subscriber_limit_exceeded, …) with nothing changed. Safe from any goroutine.
 func (m *Many) Change(ctx context.Context, c ManyChange) (ManyResult, error) {
 	req := &manyChange{c: c, done: make(chan struct{})}
 	m.mu.Lock()
@@ -375,6 +380,7 @@ func (m *Many) Close() {
 // apply is a change on Next's goroutine: every check, then the frames, the
 // cursor, the set and the subscription.
 func (m *Many) apply(c ManyChange) (ManyResult, error) {
+	before := m.state()
 	set := slices.Clone(m.set)
 	var removed []string
 	for _, id := range c.Remove {
@@ -460,11 +466,47 @@ func (m *Many) apply(c ManyChange) (ManyResult, error) {
 			m.cur.Floors[a.Session] = floor
 		}
 	}
+	return m.switchTo(set, before, c, added)
+}
+
+// manyState is what a change may alter: restored when the bus refuses
+// the change's subscription.
+type manyState struct {
+	set []SessionScope
+	cur ConnCursor
+	out int
+}
+
+func (m *Many) state() manyState {
+	c := m.cur
+	c.Added, c.Removed, c.Floors = maps.Clone(c.Added), maps.Clone(c.Removed), maps.Clone(c.Floors)
+	return manyState{set: slices.Clone(m.set), cur: c, out: len(m.out)}
+}
+
+// switchTo subscribes set. When the bus refuses (the new first session
+// at its subscriber cap, …), the connection goes back to the state
+// before the change, subscribed again from its cursor (exact), and the
+// refusal is the change's answer; when even that fails, the connection
+// ends with the error.
+func (m *Many) switchTo(set []SessionScope, before manyState, c ManyChange, added []ManyAdd) (ManyResult, error) {
 	m.set = set
-	if err := m.subscribe(true); err != nil {
-		return ManyResult{}, err
+	err := m.subscribe(true)
+	if err == nil {
+		return m.result(), nil
 	}
-	return m.result(), nil
+	m.set, m.cur, m.out = before.set, before.cur, m.out[:before.out]
+	if rerr := m.subscribe(true); rerr != nil {
+		m.fail = rerr
+	}
+	var se *StatusError
+	errors.As(StatusFor(err, ""), &se)
+	if c.ErrorFrames && len(added) > 0 && m.fail == nil {
+		for _, a := range added {
+			m.out = append(m.out, sessionError(a.Session, se))
+		}
+		return m.result(), nil
+	}
+	return ManyResult{}, se
 }
 
 func urlScope(url []SessionScope, id string) scope.Kind {

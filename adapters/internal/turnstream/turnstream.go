@@ -241,7 +241,8 @@ func first(ev eventbus.Event) uint64 {
 }
 
 // Resume prepares enc to continue turn t after cursor c: it subscribes
-// the tail (the events after c, compacted, then live), primes enc with
+// the tail (the events after c, compacted, then live; a c after the bus's
+// last id is an *eventbus.PositionLostError, epoch_reset), primes enc with
 // the turn up to c from a second read of the replay buffer, and sets the
 // skip of a cursor inside an event's frames. The caller writes the
 // prologue, then reads the tail with a Reader{Turn: t.Turn, Started:
@@ -254,6 +255,13 @@ func Resume(ctx context.Context, bus *eventbus.Bus, sessionID string, dec *codec
 	tail, err := Subscribe(ctx, bus, sessionID, eventbus.At(from))
 	if err != nil {
 		return nil, err
+	}
+	if last := bus.LastEventID(); from > last {
+		// At or after the bus's next id (forged): the bus answered it with
+		// epoch_reset and the whole history, which is not this run's tail.
+		tail.Close()
+		return nil, &eventbus.PositionLostError{ResyncData: frame.ResyncData{Reason: frame.ReasonEpochReset,
+			LastDeliveredID: from, Epoch: bus.Epoch()}}
 	}
 	prime, err := Subscribe(ctx, bus, sessionID, eventbus.At(t.StartID-1))
 	if err != nil {
@@ -367,15 +375,21 @@ func NoTurn(w http.ResponseWriter) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// ReadBodyOrEmpty is ReadBody that takes an empty body too (nil).
+// ReadBodyOrEmpty is ReadBody that takes an empty body too (nil). A body
+// whose reading failed (cut by the network, a read deadline) is 400
+// invalid_json, never an empty one: a cut stop body is not "cancel all".
 func ReadBodyOrEmpty(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
-	if err != nil || len(bytes.TrimSpace(b)) == 0 {
+	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return nil, &resume.StatusError{Status: http.StatusRequestEntityTooLarge, Code: resume.CodeBodyTooLarge,
 				Message: fmt.Sprintf("the body is over %d bytes", max)}
 		}
+		return nil, &resume.StatusError{Status: http.StatusBadRequest, Code: resume.CodeInvalidJSON,
+			Message: fmt.Sprintf("the body could not be read (%d bytes arrived): %s", len(b), textutil.PublicMessage(err))}
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
 		return nil, nil
 	}
 	return b, nil
