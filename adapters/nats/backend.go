@@ -153,7 +153,11 @@ func (be *Backend) bus(ctx context.Context, cfg eventbus.Options) (*eventbus.Bus
 
 // NewBackend prepares the backend of one bus node: it validates cfg and
 // the options, creates or updates the stream and reads its identity (the
-// epoch). The consumer starts when [eventbus.NewWithBackend] calls Start.
+// epoch), and creates or updates the lease bucket <stream>_LEASES (see
+// the package doc, "Turns and presence"; on a NATS server before 2.11,
+// which has no per-message TTL, the node logs a warning and runs without
+// leases: a dead node's turns are not ended for it, presence is per
+// node). The consumer starts when [eventbus.NewWithBackend] calls Start.
 // Use it instead of [New] to keep a handle on the backend ([Backend.Sync]).
 func NewBackend(ctx context.Context, nc *nats.Conn, cfg eventbus.Options, opts ...Option) (*Backend, error) {
 	if nc == nil {
@@ -366,7 +370,7 @@ func (be *Backend) Close() error {
 	be.closed = true
 	started := be.started
 	be.startMu.Unlock()
-	if started {
+	if started && be.leases != nil {
 		be.leases.close() // while the connection is up: the node's leases go at once
 	}
 	be.startMu.Lock()

@@ -78,6 +78,9 @@ func (be *Backend) Start(ctx context.Context, feed eventbus.Feed) error {
 	be.wg.Add(2)
 	go be.watch(be.status)
 	go be.consume(plan)
+	if be.leases == nil {
+		return nil
+	}
 	return be.leases.start(ctx, feed)
 }
 

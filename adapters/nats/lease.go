@@ -113,6 +113,13 @@ func newLeases(ctx context.Context, be *Backend, lease time.Duration) (*leases, 
 		Replicas:       be.o.replicas,
 		LimitMarkerTTL: leaseMarkerTTL,
 	})
+	if errors.Is(err, jetstream.ErrLimitMarkerTTLNotSupported) {
+		// A server before 2.11: no per-message TTL, so no leases. The
+		// node runs without them (turns and presence stay per node).
+		be.log.Warn("replaybus/nats: the NATS server has no per-message TTL (2.11+): no turn leases, presence not shared",
+			slog.String("bucket", bucket))
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("nats: creating or updating lease bucket %q (%d replicas; per-message TTL needs NATS server 2.11+): %w",
 			bucket, be.o.replicas, err)
@@ -492,6 +499,9 @@ func (l *leases) close() {
 // node calls Feed.TurnLost about a lease later (within 2 × lease). Errors, wrapped: NATS
 // errors, ctx's.
 func (be *Backend) HoldTurn(ctx context.Context, session, turn string, _ time.Duration) error {
+	if be.leases == nil {
+		return nil // a server before 2.11 (see NewBackend)
+	}
 	if err := be.leases.holdTurn(ctx, session, turn); err != nil {
 		return fmt.Errorf("nats: holding turn %q of session %q in %q: %w", turn, session, be.leases.bucket, err)
 	}
@@ -501,6 +511,9 @@ func (be *Backend) HoldTurn(ctx context.Context, session, turn string, _ time.Du
 // ReleaseTurn implements [eventbus.LeaseBackend]: it purges the turn's key.
 // Errors, wrapped: NATS errors, ctx's.
 func (be *Backend) ReleaseTurn(ctx context.Context, session, turn string) error {
+	if be.leases == nil {
+		return nil
+	}
 	if err := be.leases.releaseTurn(ctx, session, turn); err != nil {
 		return fmt.Errorf("nats: releasing turn %q of session %q in %q: %w", turn, session, be.leases.bucket, err)
 	}
@@ -514,6 +527,9 @@ func (be *Backend) ReleaseTurn(ctx context.Context, session, turn string) error 
 // returns. The part lives while the node's key does. Errors, wrapped: NATS
 // errors, ctx's.
 func (be *Backend) SharePresence(ctx context.Context, session string, part []byte, _ time.Duration) error {
+	if be.leases == nil {
+		return nil
+	}
 	if err := be.leases.sharePart(ctx, session, part); err != nil {
 		return fmt.Errorf("nats: sharing presence of session %q in %q: %w", session, be.leases.bucket, err)
 	}
@@ -521,5 +537,11 @@ func (be *Backend) SharePresence(ctx context.Context, session string, part []byt
 }
 
 // Node returns this node's id in the lease bucket (22 characters of
-// [A-Za-z0-9], new for every backend): the <node> of its keys.
-func (be *Backend) Node() string { return be.leases.node }
+// [A-Za-z0-9], new for every backend): the <node> of its keys; "" on a
+// NATS server before 2.11, where the node runs without leases.
+func (be *Backend) Node() string {
+	if be.leases == nil {
+		return ""
+	}
+	return be.leases.node
+}

@@ -231,3 +231,73 @@ func TestSIGKILLedNodeTurnEndsProducerLost(t *testing.T) {
 	assert.Equal(t, http.StatusNoContent, resp.StatusCode, "no stuck turn")
 	assert.Equal(t, 2, presence(baseB).Clients, fmt.Sprint("watcher and mover: ", presence(baseB)))
 }
+
+// Issue 29.2 over real processes: POST /session/{id}/cancel on node B
+// stops the model's turn that node A runs (the turn_cancel crosses in the
+// log; A cancels its producer and writes turn_end{cancelled}); both
+// nodes' streams show one turn_end{cancelled}, and B's cancel answer
+// names the turn.
+func TestCancelOnAnotherExampleServer(t *testing.T) {
+	ns, err := embedded.RunServer(embedded.ServerConfig{})
+	require.NoError(t, err)
+	defer ns.Shutdown()
+	flags := []string{"-nats", ns.ClientURL(), "-nats-storage", "memory", "-demo-rate", "20"}
+	addrA, addrB := freeAddr(t), freeAddr(t)
+	startNATSChild(t, addrA, flags...)
+	startNATSChild(t, addrB, flags...)
+	baseA, baseB := "http://"+addrA, "http://"+addrB
+	client := &http.Client{Timeout: 10 * time.Second}
+	post := func(url, body string) (int, string) {
+		t.Helper()
+		resp, err := client.Post(url, "application/json", strings.NewReader(body))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, body := post(baseA+"/sessions", `{"id":"x"}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var streams []<-chan eventbus.Event
+	for _, base := range []string{baseA, baseB} {
+		var st *sse.Stream
+		require.Eventually(t, func() bool {
+			resp, err := client.Get(base + "/session/x/presence")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusOK
+		}, 10*time.Second, 20*time.Millisecond, "the node learns the session")
+		st = (&sse.Client{Retry: 100 * time.Millisecond}).Subscribe(ctx, base+"/session/x/events", sse.StreamOptions{})
+		t.Cleanup(func() { _ = st.Close() })
+		streams = append(streams, frames(st))
+	}
+	code, body = post(baseA+"/session/x/messages", `{"text":"stream 100000"}`)
+	require.Equal(t, http.StatusAccepted, code, body)
+	var started struct{ Turn string }
+	require.NoError(t, json.Unmarshal([]byte(body), &started))
+	until(t, streams[1], 10*time.Second, "the turn's first delta on B", func(ev eventbus.Event) bool {
+		return ev.Type == "agent_message_chunk"
+	})
+
+	code, body = post(baseB+"/session/x/cancel", `{}`)
+	require.Equal(t, http.StatusAccepted, code, body)
+	assert.JSONEq(t, fmt.Sprintf(`{"cancelled":[%q],"held":[]}`, started.Turn), body)
+	for i, ch := range streams {
+		end, _ := until(t, ch, 10*time.Second, "turn_end", func(ev eventbus.Event) bool { return ev.Type == frame.TypeTurnEnd })
+		var d frame.TurnData
+		require.NoError(t, json.Unmarshal(end.Data, &d))
+		assert.Equal(t, frame.TurnData{Turn: started.Turn, Reason: frame.ReasonCancelled}, d, "node %d", i)
+	}
+	// No second end. (A delta the producer published while the end was
+	// in flight may follow it over a backend: Turn.Publish says so.)
+	time.Sleep(500 * time.Millisecond)
+	for i, ch := range streams {
+		for len(ch) > 0 {
+			ev := <-ch
+			assert.NotEqual(t, frame.TypeTurnEnd, ev.Type, "node %d: a second turn_end", i)
+		}
+	}
+}
