@@ -123,7 +123,7 @@ try {
   // A resubscription while the task runs (on the other node).
   let during;
   out.source = await collect(client.sendMessageStream(req("stream 1500")), async (evs) => {
-    if (evs.length === 100) during = collect(other.resubscribeTask({ tenant: "", id: evs[0].id }));
+    if (evs.length === 20) during = collect(other.resubscribeTask({ tenant: "", id: evs[0].id }));
   });
   out.during = await during;
 

@@ -134,7 +134,7 @@ try {
   const first = await run(joinThread, {
     message: "stream 3000",
     onEvent: async (n) => {
-      if (n === 100) joined = run(joinThread, { join: true });
+      if (n === 30) joined = run(joinThread, { join: true });
     },
   });
   out.joinSource = { text: first.text, messages: first.messages, events: first.events.length };
