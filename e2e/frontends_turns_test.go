@@ -210,7 +210,9 @@ type aguiRun struct {
 	RunError    *struct {
 		Code, Message string
 	} `json:"runError"`
-	Cut int `json:"cut"`
+	Cut     int      `json:"cut"`
+	ByGet   bool     `json:"byGet"`
+	Methods []string `json:"methods"`
 }
 
 type aguiTurnsOut struct {
@@ -240,7 +242,12 @@ func checkAGUITurns(t *testing.T, out aguiTurnsOut) {
 	assert.Equal(t, "RUN_FINISHED", w.Events[len(w.Events)-1])
 	assert.NotEmpty(t, w.Text)
 	for _, c := range out.Cuts {
-		assert.Equal(t, 2, c.Attempts, "cut after %d frames: one cut run, one resumed", c.Cut)
+		assert.Equal(t, 2, c.Attempts, "cut after %d frames (resumed by GET: %v): one cut run, one resumed", c.Cut, c.ByGet)
+		if c.ByGet {
+			assert.Equal(t, []string{"POST 200", "GET 200"}, c.Methods, "cut after %d frames: resumed by GET", c.Cut)
+		} else {
+			assert.Equal(t, []string{"POST 200", "POST 200"}, c.Methods, "cut after %d frames: resumed by POST", c.Cut)
+		}
 		assert.Empty(t, c.Errors, "cut after %d", c.Cut)
 		assert.Equal(t, w.Text, c.Text, "cut after %d frames (%v): the resumed run's text is the uncut one's", c.Cut, c.LastIDs)
 		assert.JSONEq(t, string(w.Messages), string(c.Messages), "cut after %d frames: the same messages", c.Cut)
@@ -264,8 +271,9 @@ func checkAGUITurns(t *testing.T, out aguiTurnsOut) {
 // against the example server's /agui (adapters/agui). A run of the
 // model's reply (reasoning, a search tool call and its result, the
 // answer) read whole; the same reply on other threads cut after various
-// frames and resumed by Last-Event-ID (the id of the last frame read)
-// ends with the same text and messages; a join without a cursor of a
+// frames and resumed by Last-Event-ID (the id of the last frame read;
+// by the agent's POST, or by GET {path}/{threadId}/stream) ends with the
+// same text and messages; a join without a cursor of a
 // running turn starts with RUN_STARTED + MESSAGES_SNAPSHOT and ends with
 // the run's messages; a cancel ends the run with RUN_ERROR code
 // cancelled, the partial text kept. No warning of the client's schema
@@ -275,7 +283,7 @@ func TestAGUIClientAgainstTheExampleServer(t *testing.T) {
 	node, dir := needFrontends(t)
 	ts := startServer(t, frontendBusOptions(), server.Options{AgentRate: frontendAgentRate})
 	var out aguiTurnsOut
-	runNodeFor(t, 3*time.Minute, node, dir, &out, "agui-turns.mjs", ts.ts.URL, "where is the replay cursor kept", "1,3,13,21,40")
+	runNodeFor(t, 3*time.Minute, node, dir, &out, "agui-turns.mjs", ts.ts.URL, "where is the replay cursor kept", "1,3,g13,21,g40")
 	checkAGUITurns(t, out)
 	for _, c := range out.Cuts {
 		t.Logf("cut after %d frames at %s, resumed: %d events, %d bytes of text", c.Cut, c.LastIDs[0], len(c.Events), len(c.Text))
@@ -425,7 +433,7 @@ func TestFrontendsAcrossNATSNodes(t *testing.T) {
 	})
 	t.Run("agui", func(t *testing.T) {
 		var out aguiTurnsOut
-		runNodeFor(t, 3*time.Minute, node, dir, &out, "agui-turns.mjs", n1.ts.URL, "where is the replay cursor kept", "1,3,13,30", n2.ts.URL)
+		runNodeFor(t, 3*time.Minute, node, dir, &out, "agui-turns.mjs", n1.ts.URL, "where is the replay cursor kept", "1,g3,13,g30", n2.ts.URL)
 		checkAGUITurns(t, out)
 	})
 	t.Run("a2a", func(t *testing.T) {
