@@ -9,7 +9,7 @@ GO ?= go
 PKGS ?= github.com/replaybus/replaybus/...
 MODULES := . adapters/nats bench e2e examples metrics tools
 
-.PHONY: test lint bench e2e e2e-deps run property property-many browser-faults aisdk-resume
+.PHONY: test lint bench e2e e2e-deps run property property-many browser-faults browser-build aisdk-resume
 
 ## test: every test, with the race detector (the e2e tests need node, npm ci in e2e/node, chromium and curl; they skip without them unless CI is set).
 ## go test's own output (ok and FAIL lines, failing tests' output), then the skipped tests and why (internal/testsummary runs go test -json)
@@ -23,12 +23,12 @@ lint:
 	$(GO) vet $(PKGS)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
 
-## property: the long property-test run — every TestProperty* of eventbus (the delivery model, turns and
-## parallel publishers) with PROPERTY_CHECKS cases each (default 10,000; CI runs
-## 1,000), under the race detector
+## property: the long property-test run — every TestProperty* of eventbus (the delivery model, turns,
+## turns across three nodes with node deaths, and parallel publishers) with PROPERTY_CHECKS cases each
+## (default 10,000; CI runs 1,000, and 200 of the three-node one), under the race detector
 PROPERTY_CHECKS ?= 10000
 property:
-	$(GO) test -race -count=1 -timeout 60m -run '^TestProperty' -v github.com/replaybus/replaybus/eventbus -rapid.checks=$(PROPERTY_CHECKS)
+	$(GO) test -race -count=1 -timeout 60m -run '^TestProperty' -v github.com/replaybus/replaybus/eventbus -rapid.checks=$(PROPERTY_CHECKS) -property.nodechecks=$(PROPERTY_CHECKS)
 
 ## property-many: the long run of adapters/nats TestPropertyManySessions — one SSE connection over 100
 ## sessions, publishers on two NATS nodes (embedded nats-server), random cuts (resumed on either node with
@@ -38,7 +38,7 @@ property-many:
 
 ## browser-faults: the browser module's seeded fault run in headless Chromium (e2e TestBrowserFaultRun):
 ## BROWSER_FAULTS faults (default 1,000) over BROWSER_TABS tabs of one origin (default 4); BROWSER_SEED=0
-## picks a new seed, which the test prints; make test runs 11 (one of each kind)
+## picks a new seed, which the test prints; make test runs 13 (one of each kind)
 BROWSER_FAULTS ?= 1000
 BROWSER_TABS ?= 4
 BROWSER_SEED ?= 0
@@ -56,6 +56,11 @@ aisdk-resume:
 	CI=$${CI:-1} $(GO) test -count=1 -timeout 60m -run '^TestAISDKClientCutsAndResumesTurns$$' -v github.com/replaybus/replaybus/e2e \
 		-aisdk.turns=$(AISDK_TURNS) -aisdk.seed=$(AISDK_SEED)
 
+## browser-build: regenerate adapters/browser/replaybus.min.js (the module as served) from the readable
+## replaybus.js with the esbuild pinned in adapters/browser/build/package-lock.json; commit both
+browser-build:
+	cd adapters/browser/build && npm ci --no-audit --no-fund && npm run -s build
+
 ## bench: all benchmarks with allocations
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
@@ -65,6 +70,7 @@ e2e-deps:
 	cd e2e/node && npm ci --no-audit --no-fund
 	cd e2e/durable && npm ci --no-audit --no-fund
 	cd e2e/frontends && npm ci --no-audit --no-fund
+	cd adapters/browser/build && npm ci --no-audit --no-fund
 
 ## e2e: the real-client tests only (Node.js eventsource and ws, the frontend protocols' npm clients, Chromium, curl); missing clients fail
 e2e: e2e-deps

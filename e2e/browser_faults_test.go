@@ -1,11 +1,15 @@
 package e2e
 
 import (
+	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -39,13 +43,18 @@ var faultKinds = []string{
 	"show",          // another tab becomes the visible one of the window
 	"freeze",        // a tab (sometimes the leader) is frozen, then resumed
 	"cut",           // the stream drops between frames
+	"hidden",        // a tab (often the leader) hidden for a minute: the stream cut meanwhile, every tab's clock 60 s on, shown again
+	"cancel",        // a turn starts; every tab sees it (presence, turn_start); a tab's cancel() stops it; every tab sees it end
 }
 
 // Issue 31 item 3: a seeded run of faults with several tabs of one origin
-// on a coalescing stream while events are published: at the end every tab
-// holds each event exactly once, in order, a merged frame's text is exactly
-// its events', every gap is announced by a reset, and one connection is
-// open. make test runs 11 faults (each kind once);
+// on a coalescing stream with presence (?presence=1&client=) while events
+// are published: at the end every tab holds each event exactly once, in
+// order, a merged frame's text is exactly its events', every gap is
+// announced by a reset, every tab's presence is the server's, and one
+// connection is open. Each cancel fault checks that every tab sees the
+// turn start and end and that a tab's cancel() stops it (through a rotated
+// token too). make test runs 13 faults (each kind once);
 // make browser-faults runs 1,000 (-browser.faults, -browser.seed, -browser.tabs).
 func TestBrowserFaultRun(t *testing.T) {
 	seed := *browserSeed
@@ -55,9 +64,9 @@ func TestBrowserFaultRun(t *testing.T) {
 	t.Logf("seed %d (rerun: go test ./e2e -run TestBrowserFaultRun -browser.seed=%d -browser.faults=%d -browser.tabs=%d)", seed, seed, *browserFaults, *browserTabs)
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 
-	s := newBrowserServer(t, eventbus.Options{ReplayBufferSize: 1_000_000}, sse.HandlerOptions{Retry: 50 * time.Millisecond}, "coalesce=acp")
+	s := newBrowserServer(t, eventbus.Options{ReplayBufferSize: 1_000_000}, sse.HandlerOptions{Retry: 50 * time.Millisecond}, "coalesce=acp&client=run&presence=1")
 	s.rotateToken()
-	b := newHeadless(t, time.Duration(*browserFaults)*time.Second+2*time.Minute)
+	b := newHeadless(t, time.Duration(*browserFaults)*2*time.Second+2*time.Minute)
 	defer b.close()
 	opts := map[string]any{"tokenURL": "/token", "maxBackoff": 1000}
 	pageURL := s.pageURL(opts)
@@ -89,7 +98,27 @@ func TestBrowserFaultRun(t *testing.T) {
 		closed    [][][]any // records of closed tabs
 		onlineLat []float64 // ms from 'online' to the leader's next open
 		trace     []string  // the faults so far
+		skew      int       // ms the tabs' clocks run ahead (hidden faults)
+		cancelled int       // turns stopped by a tab's cancel()
+		turnSeen  []float64 // ms from a turn's start until every tab knew it (rb.turn)
+		endSeen   []float64 // ms from a cancel's answer until every tab knew the turn had ended
 	)
+	// allTabs waits until cond holds in every tab, or reports which do not.
+	allTabs := func(within time.Duration, expr string) (time.Duration, []string) {
+		start := time.Now()
+		for {
+			var not []string
+			for _, tab := range tabs {
+				if ok, err := eval[bool](tab, expr); err != nil || !ok {
+					not = append(not, tab.name)
+				}
+			}
+			if len(not) == 0 || time.Since(start) > within {
+				return time.Since(start), not
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 	pause := func(lo, hi int) { time.Sleep(time.Duration(lo+rng.IntN(hi-lo+1)) * time.Millisecond) }
 	for i := range *browserFaults {
 		kind := faultKinds[i%len(faultKinds)]
@@ -186,6 +215,101 @@ func TestBrowserFaultRun(t *testing.T) {
 			require.NoError(t, freeze(tab, false))
 		case "cut":
 			s.cutStreams()
+		case "hidden":
+			// Only the active tab of a window is visible: another one is
+			// made active, the stream cut while the tab is hidden (its timers
+			// throttled), a minute passes on every tab's clock (Date.now:
+			// backoff floors, Retry-After, the 404 grace and the online
+			// window all read it), and the tab is shown again.
+			tab := tabs[rng.IntN(len(tabs))]
+			if rng.IntN(2) == 0 {
+				if l := leaderOf(tabs); l != nil {
+					tab = l
+				}
+			}
+			other := tabs[(slices.Index(tabs, tab)+1+rng.IntN(len(tabs)-1))%len(tabs)]
+			require.NoError(t, activate(b, other))
+			pause(100, 800)
+			s.cutStreams()
+			pause(100, 800)
+			skew += 60_000
+			for _, x := range tabs {
+				_, err := eval[bool](x, `setSkew(`+strconv.Itoa(skew)+`)`)
+				require.NoError(t, err)
+			}
+			require.NoError(t, activate(b, tab))
+		case "cancel":
+			s.mu.Lock()
+			inc := s.cur
+			s.mu.Unlock()
+			turn, err := inc.bus.StartTurn(context.Background(), browserSession, eventbus.TurnOptions{})
+			if err != nil {
+				break // a restarted server whose session is not there yet
+			}
+			inc.record(turn.Start().ID)
+			require.NoError(t, turn.SetStatus("streaming"))
+			took, not := allTabs(20*time.Second, `rb.turn === `+strconv.Quote(turn.ID())+` && rb.presence !== null && rb.presence.status === "streaming"`)
+			assert.Empty(t, not, "fault %d: every tab sees turn %s running (seed %d)", i, turn.ID(), seed)
+			turnSeen = append(turnSeen, float64(took.Milliseconds()))
+			rotated := i < len(faultKinds) || rng.IntN(3) == 0
+			if rotated {
+				s.rotateToken() // the cancel's POST meets a 401 and refreshes the token
+			}
+			tab := tabs[rng.IntN(len(tabs))]
+			if l := leaderOf(tabs); l != nil && i < len(faultKinds) {
+				tab = l // make test's one cancel: a tab that holds a token, now stale
+			}
+			// A page asks for a token when it needs one and keeps it until
+			// a 401: a tab that holds none fetches the current one, a tab
+			// that holds an older one (this rotation's, or an earlier one
+			// its stream never met) meets a 401 and refreshes it.
+			held, err := eval[string](tab, `window.t.token || ""`)
+			require.NoError(t, err)
+			s.mu.Lock()
+			posted := len(s.cancels)
+			stale := held != "" && held != s.token
+			if i < len(faultKinds) {
+				assert.True(t, stale, "make test's cancel meets a stale token (seed %d)", seed)
+			}
+			s.mu.Unlock()
+			answer, err := chromedp.Run(tab.ctx, chromedp.Evaluate[string](`rb.cancel({cascade: true}).then((a) => JSON.stringify(a), (e) => JSON.stringify({error: e}))`, chromedp.EvalAwaitPromise))
+			require.NoError(t, err)
+			var res eventbus.CancelResult
+			require.NoError(t, json.Unmarshal([]byte(answer), &res), answer)
+			if !assert.Equal(t, []string{turn.ID()}, res.Cancelled, "fault %d: %s's cancel() stops the turn: %s (seed %d)", i, tab.name, answer, seed) {
+				_, _ = turn.End(nil)
+			}
+			cancelled++
+			s.mu.Lock()
+			var statuses []int
+			for _, c := range s.cancels[posted:] {
+				statuses = append(statuses, c.status)
+			}
+			s.mu.Unlock()
+			if stale {
+				assert.Equal(t, []int{401, 200}, statuses, "fault %d: a stale token, refreshed by the token callback (seed %d)", i, seed)
+			} else {
+				assert.Equal(t, []int{200}, statuses, "fault %d (seed %d)", i, seed)
+			}
+			select {
+			case <-turn.Context().Done():
+			case <-time.After(5 * time.Second):
+				t.Errorf("fault %d: the producer's context not cancelled (seed %d)", i, seed)
+			}
+			require.Eventually(t, func() bool { d, ok := inc.bus.Turn(browserSession, turn.ID()); return ok && d.EndID > 0 }, 5*time.Second, 5*time.Millisecond)
+			d, _ := inc.bus.Turn(browserSession, turn.ID())
+			var recs []uint64 // turn_start … turn_end: the cancel record and the end among the publisher's events
+			inc.mu.Lock()
+			for id := d.StartID; id <= d.EndID; id++ {
+				if _, found := slices.BinarySearch(inc.ids, id); !found {
+					recs = append(recs, id)
+				}
+			}
+			inc.mu.Unlock()
+			inc.record(recs...)
+			took, not = allTabs(20*time.Second, `rb.turn === null && rb.presence !== null && rb.presence.status === "idle"`)
+			assert.Empty(t, not, "fault %d: every tab sees turn %s end (seed %d)", i, turn.ID(), seed)
+			endSeen = append(endSeen, float64(took.Milliseconds()))
 		}
 		pause(20, 200)
 	}
@@ -195,6 +319,19 @@ func TestBrowserFaultRun(t *testing.T) {
 	require.Eventually(t, func() bool { return s.publish(1) == 1 }, 5*time.Second, 20*time.Millisecond, "the last incarnation's session")
 	waitCaughtUp(t, s, tabs, 60*time.Second)
 	require.Eventually(t, func() bool { return s.active() == 1 }, 10*time.Second, 20*time.Millisecond, "one connection at the end")
+	// Presence is state: every tab, leader or not, holds the server's.
+	want, err := s.cur.bus.Presence(browserSession)
+	require.NoError(t, err)
+	for _, tab := range tabs {
+		v, err := tab.view()
+		require.NoError(t, err)
+		if assert.NotNil(t, v.Presence, "%s has presence", tab.name) {
+			assert.Equal(t, want.Session, v.Presence["session"], tab.name)
+			assert.EqualValues(t, want.Clients, v.Presence["clients"], tab.name)
+			assert.Equal(t, want.Status, v.Presence["status"], tab.name)
+		}
+		assert.Empty(t, v.Turn, "%s: no turn runs at the end", tab.name)
+	}
 
 	var total recordCheck
 	add := func(c recordCheck) {
@@ -261,6 +398,24 @@ func TestBrowserFaultRun(t *testing.T) {
 		assert.Positive(t, unauthorized, "the rotated token was refused at least once")
 	}
 
+	var cancel401 int
+	s.mu.Lock()
+	for _, c := range s.cancels {
+		if c.status == http.StatusUnauthorized {
+			cancel401++
+		}
+	}
+	cancelPosts := len(s.cancels)
+	s.mu.Unlock()
+	sort.Float64s(turnSeen)
+	sort.Float64s(endSeen)
+	if len(turnSeen) > 0 {
+		t.Logf("seed %d: %d turns cancelled from a tab (%d POSTs, %d of them 401 then refreshed); every tab saw the turn start in median %.0f ms (max %.0f), its end in median %.0f ms (max %.0f)",
+			seed, cancelled, cancelPosts, cancel401, turnSeen[len(turnSeen)/2], turnSeen[len(turnSeen)-1], endSeen[len(endSeen)/2], endSeen[len(endSeen)-1])
+	}
+	if counts["cancel"] > 0 {
+		assert.Positive(t, cancelled, "a cancel fault stopped a turn")
+	}
 	sort.Float64s(onlineLat)
 	kinds := make([]string, 0, len(counts))
 	for _, k := range faultKinds {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/browser"
 	"github.com/replaybus/replaybus/adapters/sse"
+	"github.com/replaybus/replaybus/adapters/turns"
 	"github.com/replaybus/replaybus/eventbus"
 )
 
@@ -37,8 +38,9 @@ const browserSession = "s"
 // busLife is one life (incarnation) of the server: a bus (its epoch), its SSE handler
 // and what was published on it.
 type busLife struct {
-	bus *eventbus.Bus
-	sse *sse.Handler
+	bus   *eventbus.Bus
+	sse   *sse.Handler
+	turns *turns.Handler
 
 	mu    sync.Mutex
 	ids   []uint64       // published, in order
@@ -78,6 +80,7 @@ type browserServer struct {
 	token   string // the valid bearer token; "" asks for none
 	planned []plannedAnswer
 	reqs    []streamRequest
+	cancels []streamRequest // POST /session/{id}/cancel, as the server saw them
 	open    map[*faultWriter]struct{}
 	k       int // chunks published
 }
@@ -101,6 +104,7 @@ func newBrowserServer(t *testing.T, busOpts eventbus.Options, sseOpts sse.Handle
 		_, _ = w.Write([]byte(s.token))
 	})
 	mux.HandleFunc(sse.Pattern, s.events)
+	mux.HandleFunc(turns.CancelPattern, s.cancel)
 	s.ts = httptest.NewServer(mux)
 	t.Cleanup(func() {
 		s.mu.Lock()
@@ -124,7 +128,9 @@ func (s *browserServer) incarnate() *busLife {
 	require.NoError(s.t, err)
 	h, err := sse.NewHandler(bus, s.sseOpts)
 	require.NoError(s.t, err)
-	return &busLife{bus: bus, sse: h, chunk: map[uint64]int{}, byK: map[int]uint64{}}
+	th, err := turns.NewHandler(bus, turns.HandlerOptions{})
+	require.NoError(s.t, err)
+	return &busLife{bus: bus, sse: h, turns: th, chunk: map[uint64]int{}, byK: map[int]uint64{}}
 }
 
 // pageURL is the test page streaming the session with the module options o.
@@ -177,6 +183,38 @@ func (s *browserServer) events(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 	}()
 	cur.sse.ServeHTTP(cw, r.WithContext(ctx))
+}
+
+// cancel serves POST /session/{id}/cancel on the current incarnation,
+// with the stream's token rule: a stale token is a 401.
+func (s *browserServer) cancel(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	cur := s.cur
+	req := streamRequest{tab: r.Header.Get("X-Tab"), at: time.Now(), auth: r.Header.Get("Authorization"), status: 200}
+	if s.token != "" && req.auth != "Bearer "+s.token {
+		req.status = http.StatusUnauthorized
+	}
+	s.cancels = append(s.cancels, req)
+	s.mu.Unlock()
+	if req.status == http.StatusUnauthorized {
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = w.Write([]byte(`{"code":"unauthorized","message":"stale token"}`))
+		return
+	}
+	cur.turns.Cancel().ServeHTTP(w, r)
+}
+
+// record adds ids written on inc outside publish (turn records) to what
+// it published, in order.
+func (inc *busLife) record(ids ...uint64) {
+	inc.mu.Lock()
+	defer inc.mu.Unlock()
+	for _, id := range ids {
+		if i, found := slices.BinarySearch(inc.ids, id); !found {
+			inc.ids = slices.Insert(inc.ids, i, id)
+		}
+	}
 }
 
 // plan queues answers for the next stream requests.
@@ -379,14 +417,18 @@ func (c *faultWriter) cutNow() {
 	}
 }
 
+// cutLocked closes the socket: after what was written, or before any
+// answer (a cut while the handler had not answered yet: net/http must not
+// send its own empty 200 for the handler that returns, which no network
+// cut produces).
 func (c *faultWriter) cutLocked() {
 	c.cut = true
-	if c.started { // else the request ends before its answer: the handler writes none
-		rc := http.NewResponseController(c.ResponseWriter)
+	rc := http.NewResponseController(c.ResponseWriter)
+	if c.started {
 		_ = rc.Flush()
-		if conn, _, err := rc.Hijack(); err == nil {
-			_ = conn.Close()
-		}
+	}
+	if conn, _, err := rc.Hijack(); err == nil {
+		_ = conn.Close()
 	}
 	c.cancel()
 }

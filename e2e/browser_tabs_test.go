@@ -61,11 +61,13 @@ func eval[T any](tab *pageTab, expr string) (T, error) {
 
 // pageView is what a tab's page holds.
 type pageView struct {
-	Rec    [][]any `json:"rec"`
-	Leader bool    `json:"leader"`
-	Status string  `json:"status"`
-	Cursor string  `json:"cursor"`
-	T      struct {
+	Rec      [][]any        `json:"rec"`
+	Leader   bool           `json:"leader"`
+	Status   string         `json:"status"`
+	Cursor   string         `json:"cursor"`
+	Turn     string         `json:"turn"`
+	Presence map[string]any `json:"presence"`
+	T        struct {
 		Status    []string         `json:"status"`
 		Errors    []map[string]any `json:"errors"`
 		Online    []float64        `json:"online"`
@@ -73,11 +75,12 @@ type pageView struct {
 		Loads     int              `json:"loads"`
 		Tokens    int              `json:"tokens"`
 		Refreshes int              `json:"refreshes"`
+		Set       [][]string       `json:"set"` // connection and session_* frames: [type, session, code]
 	} `json:"t"`
 }
 
 func (tab *pageTab) view() (pageView, error) {
-	s, err := eval[string](tab, `JSON.stringify({rec: window.rec, leader: rb.leader, status: rb.status, cursor: rb.cursor, t: window.t})`)
+	s, err := eval[string](tab, `JSON.stringify({rec: window.rec, leader: rb.leader, status: rb.status, cursor: rb.cursor, turn: rb.turn, presence: rb.presence, t: window.t})`)
 	if err != nil {
 		return pageView{}, err
 	}

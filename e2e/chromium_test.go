@@ -150,8 +150,8 @@ func chromiumPage(t *testing.T, transport string) {
 	}()
 	waitIDs(20)
 
-	// Two forced disconnects: the page closes its EventSource and opens a
-	// new one with ?lastEventId= its cursor.
+	// Two forced disconnects: the page closes its stream and opens a
+	// new one from its cursor (the module sends it as Last-Event-ID).
 	for i := range 2 {
 		require.NoError(t, chromedp.Do(ctx, chromedp.Sleep(time.Second)))
 		n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`window.receivedIds.length`))

@@ -52,14 +52,27 @@ func newCluster() *cluster {
 // join starts a bus over the cluster as node name, closed with the test.
 func (c *cluster) join(t *testing.T, name string, o eventbus.Options) (*eventbus.Bus, *node) {
 	t.Helper()
+	b, n, err := c.start(name, o)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	return b, n
+}
+
+// start starts a bus over the cluster as node name; the caller closes it.
+func (c *cluster) start(name string, o eventbus.Options) (*eventbus.Bus, *node, error) {
 	n := &node{c: c, name: name, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	c.mu.Lock()
 	c.nodes = append(c.nodes, n)
 	c.mu.Unlock()
 	b, err := eventbus.NewWithBackend(context.Background(), o, n)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = b.Close() })
-	return b, n
+	return b, n, err
+}
+
+// logLen is the number of events stored.
+func (c *cluster) logLen() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return uint64(len(c.log))
 }
 
 func (n *node) Epoch() string { return "cluster" }

@@ -195,16 +195,7 @@ func (f *fedStore) Presence(node, session string, part []byte) {
 // backendTimeout), so that a turn_start this node has not yet ingested
 // is not taken for a turn that never started.
 func (f *fedStore) TurnLost(session, turn string) {
-	tk := f.local.tk
-	f.h.Lock()
-	if f.h.Closed() {
-		f.h.Unlock()
-		return
-	}
-	tk.wg.Add(1) // under the lock: Close waits for it
-	f.h.Unlock()
-	go func() {
-		defer tk.wg.Done()
+	f.local.tk.spawn(func() {
 		_ = f.await(context.Background(), math.MaxUint64) // bounded: backendTimeout, Close
 		f.h.Lock()
 		x := f.h.Get(session)
@@ -219,7 +210,7 @@ func (f *fedStore) TurnLost(session, turn string) {
 		ev := Event{Session: session, Type: frame.TypeTurnEnd, Time: f.local.now(),
 			Data: mustJSON(frame.TurnData{Turn: turn, Reason: frame.ReasonProducerLost, Message: "lease expired"})}
 		_, _ = f.append(path, ev) // a second end (another node's) is not stored
-	}()
+	})
 }
 
 // lease returns f's backend as a LeaseBackend, nil when it is none.
@@ -302,6 +293,15 @@ func (f *fedStore) endTurn(t *Turn, r *record) (Event, error) {
 		return Event{}, err
 	}
 	_ = f.await(context.Background(), ev.ID)
+	if f.cancelFirst(t) {
+		// A cancel reached the turn before this end, which the log
+		// refused: the end this node writes for the cancel is the turn's.
+		select {
+		case <-t.endc:
+		case <-time.After(backendTimeout):
+		case <-f.stop:
+		}
+	}
 	if end, ok := t.endEvent(); ok {
 		return end, nil
 	}
@@ -309,7 +309,20 @@ func (f *fedStore) endTurn(t *Turn, r *record) (Event, error) {
 	d, _ := decodeTurnData(r)
 	t.finish(ev, d.Reason, fmt.Errorf("%w: turn %q ended: %s", context.Canceled, t.id, d.Reason))
 	f.local.tk.release(t)
-	return ev, nil
+	end, _ := t.endEvent() // ev, or the end the feed brought meanwhile
+	return end, nil
+}
+
+// cancelFirst reports whether t is still active here with a cancel
+// applied to it (an end other than cancelled is then refused).
+func (f *fedStore) cancelFirst(t *Turn) bool {
+	var yes bool
+	_ = f.local.inTree(t.session, func(x *session, _ *fan) error {
+		tn := x.ActiveTurnByID(t.id)
+		yes = tn != nil && tn.Start.ID == t.start.ID && tn.Cancel != 0
+		return nil
+	})
+	return yes
 }
 
 // cancelTurns is store.cancelTurns over a backend: turn_cancel is
@@ -362,10 +375,23 @@ func decodeTurnData(r *record) (frame.TurnData, error) {
 // endLater writes t's turn_end with reason and message from a goroutine
 // of its own (the caller holds a bus lock; the append is the backend's).
 func (tk *turnKeeper) endLater(t *Turn, reason, message string) {
+	tk.spawn(func() {
+		_, _ = t.bus.endTurn(t, frame.TurnData{Turn: t.id, Reason: reason, Message: message})
+	})
+}
+
+// spawn runs fn on a goroutine that Close waits for, unless Close has
+// begun to wait (then the backend is closing: fn is skipped).
+func (tk *turnKeeper) spawn(fn func()) {
+	tk.gmu.Lock()
+	defer tk.gmu.Unlock()
+	if tk.closing {
+		return
+	}
 	tk.wg.Add(1)
 	go func() {
 		defer tk.wg.Done()
-		_, _ = t.bus.endTurn(t, frame.TurnData{Turn: t.id, Reason: reason, Message: message})
+		fn()
 	}()
 }
 
@@ -375,13 +401,11 @@ func (tk *turnKeeper) release(t *Turn) {
 	if lb == nil {
 		return
 	}
-	tk.wg.Add(1)
-	go func() {
-		defer tk.wg.Done()
+	tk.spawn(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), backendTimeout)
 		defer cancel()
 		_ = lb.ReleaseTurn(ctx, t.session, t.id)
-	}()
+	})
 }
 
 // goodbye ends the turns this node runs as the bus closes over a

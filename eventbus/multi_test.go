@@ -102,3 +102,26 @@ func TestManySessionsRefusals(t *testing.T) {
 	assert.ErrorIs(t, err, eventbus.ErrSessionNotFound)
 	assert.ErrorContains(t, err, `"nope"`)
 }
+
+func TestManySessionsScopes(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, eventbus.Options{})
+	require.NoError(t, b.CreateSession("root", ""))
+	for _, s := range []string{"a", "b", "c"} {
+		require.NoError(t, b.CreateSession(s, "root"))
+	}
+	require.NoError(t, b.CreateSession("a/1", "a"))
+	require.NoError(t, b.CreateSession("other", ""))
+	// b with subtree: b, its parent root and its siblings a and c (not a/1);
+	// a/1 alone; other not at all.
+	s := subscribe(t, b, "a/1", eventbus.SubscribeOptions{Sessions: map[string]scope.Kind{"b": scope.Subtree}, NoReplay: true})
+	for _, x := range []string{"root", "a", "a/1", "b", "c", "other"} {
+		publish(t, b, x, 1)
+	}
+	var got []string
+	for _, e := range readN(t, s, 5) {
+		got = append(got, e.Session)
+	}
+	assert.Equal(t, []string{"root", "a", "a/1", "b", "c"}, got)
+	assert.Empty(t, drain(s))
+}

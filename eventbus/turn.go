@@ -66,7 +66,8 @@ type Turn struct {
 	mu    sync.Mutex
 	ended bool
 	end   Event
-	watch func() bool // stops the watch of StartTurn's context
+	endc  chan struct{} // closed once ended
+	watch func() bool   // stops the watch of StartTurn's context
 }
 
 // turnKey names a turn in the bus's table of the turns it runs.
@@ -97,7 +98,7 @@ func (b *Bus) StartTurn(ctx context.Context, sessionID string, o TurnOptions) (*
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	t := &Turn{bus: b, id: o.ID, session: sessionID, origin: o.Origin}
+	t := &Turn{bus: b, id: o.ID, session: sessionID, origin: o.Origin, endc: make(chan struct{})}
 	t.ctx, t.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	t.ctx = turnContext{t.ctx, ctx}
 	r := b.turnRecord(sessionID, frame.TypeTurnStart, frame.TurnData{Turn: o.ID, Session: sessionID}, o.Origin)
@@ -265,6 +266,7 @@ func (t *Turn) finish(ev Event, reason string, cause error) {
 		return
 	}
 	t.ended, t.end = true, ev
+	close(t.endc)
 	watch := t.watch
 	t.mu.Unlock()
 	if watch != nil {

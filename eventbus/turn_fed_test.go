@@ -282,3 +282,24 @@ func TestSessionClosedOnAnotherNode(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, frame.ReasonCancelled, decode[frame.TurnData](t, end).Reason)
 }
+
+// Over a backend a producer's End can reach the log after a cancel from
+// another node: that end (complete, error) is not stored, on any node;
+// the cancelled end the owner writes for the cancel is.
+func TestEndAfterCancelIsRefused(t *testing.T) {
+	t.Parallel()
+	b, fb := newFedBus(t)
+	s := subscribe(t, b, "s", eventbus.SubscribeOptions{NoReplay: true})
+	ingest := func(id uint64, typ string, d any) {
+		fb.feed.Ingest([]string{"s"}, eventbus.Event{ID: id, Session: "s", Type: typ, Data: mustJSONTest(t, d), Time: time.Unix(0, int64(id))})
+	}
+	ingest(1, frame.TypeTurnStart, frame.TurnData{Turn: "t", Session: "s"})
+	ingest(2, frame.TypeTurnCancel, frame.CancelData{Turn: "t"})
+	ingest(3, frame.TypeTurnEnd, frame.TurnData{Turn: "t", Reason: frame.ReasonComplete})
+	ingest(4, frame.TypeTurnEnd, frame.TurnData{Turn: "t", Reason: frame.ReasonError, Message: "late"})
+	ingest(5, frame.TypeTurnEnd, frame.TurnData{Turn: "t", Reason: frame.ReasonCancelled})
+	assert.Equal(t, []string{"1:turn_start", "2:turn_cancel", "5:turn_end"}, describe(drain(s)))
+	got, ok := b.Turn("s", "t")
+	require.True(t, ok)
+	assert.Equal(t, frame.ReasonCancelled, got.Reason)
+}

@@ -39,7 +39,10 @@ type turnKeeper struct {
 	mem   *memStore
 	fed   *fedStore // nil in memory
 	hub   *presenceHub
-	wg    sync.WaitGroup // over a backend: ends being written (endLater)
+	wg    sync.WaitGroup // over a backend: ends being written, leases released (spawn)
+	// gmu guards closing: set by wait, after which spawn starts nothing.
+	gmu     sync.Mutex
+	closing bool
 
 	started, ended, cancelled, failed, lost, held, dropped atomic.Uint64
 }
@@ -280,6 +283,9 @@ func (b *Bus) initTurns(mem *memStore, fed *fedStore) {
 // wait waits for the goroutines of turns and presence over a backend
 // (Close, once the bus is closed: each ends promptly).
 func (tk *turnKeeper) wait() {
+	tk.gmu.Lock()
+	tk.closing = true
+	tk.gmu.Unlock()
 	tk.wg.Wait()
 	if sh := tk.hub.share; sh != nil {
 		<-sh.done

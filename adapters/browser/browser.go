@@ -22,11 +22,15 @@ const (
 	Pattern = "GET " + Path
 )
 
-//go:embed replaybus.js
+// script is the module as served: replaybus.min.js, built from the
+// readable replaybus.js beside it (build/package.json, make browser-build).
+//
+//go:embed replaybus.min.js
 var script []byte
 
-// Script returns a copy of the module's source, for an application that
-// bundles it or serves it from elsewhere.
+// Script returns a copy of the module as [Handler] serves it (the minified
+// build of replaybus.js, an ES module), for an application that bundles it
+// or serves it from elsewhere.
 func Script() []byte { return bytes.Clone(script) }
 
 // encodings are the module's two representations with their ETags.

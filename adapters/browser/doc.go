@@ -3,7 +3,14 @@
 // GET /session/{id}/events with fetch, resumes it exactly across cuts,
 // reloads and server restarts, and shares one server connection among the
 // tabs of an origin (a leader tab through Web Locks, the others fed over
-// BroadcastChannel).
+// BroadcastChannel). It also posts cancels (the Stop button), keeps the
+// sessions' presence and active turns, and reads many sessions on one
+// connection (GET /events?session=a&session=b, sessions added and removed
+// on the live stream).
+//
+// What is served is replaybus.min.js, the minified build of the readable
+// replaybus.js beside it, generated with the esbuild pinned in build/
+// (make browser-build; docs/browser.md, "The build").
 //
 // Mounting, beside the SSE handler:
 //

@@ -39,7 +39,7 @@ func TestHandlerServesTheModule(t *testing.T) {
 	assert.Regexp(t, `^"[A-Za-z0-9_-]{16}"$`, resp.Header.Get("ETag"))
 	assert.Empty(t, resp.Header.Get("Content-Encoding"))
 	assert.Equal(t, browser.Script(), body)
-	assert.Contains(t, string(body), "export const connect")
+	assert.Regexp(t, `export\s*\{[^}]*\bas connect\b[^}]*\}`, string(body), "an ES module exporting connect")
 }
 
 // Accept-Encoding decides the representation; each has its own ETag.

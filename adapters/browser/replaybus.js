@@ -5,11 +5,14 @@ const G = globalThis;
 
 export const connect = (url, options) => new Connection(url, options);
 
-// pc: "<epoch>-<seq>" → [epoch, seq], or null
+// pc: "<epoch>-<seq>" → [epoch, seq], or null; of a connection cursor
+// ("<epoch>-<seq>;+c:scope;-a;@c=17") its main part.
 const pc = (c) => {
+  c = c && c.split(';')[0];
   const i = c ? c.lastIndexOf('-') : -1;
   return i > 0 ? [c.slice(0, i), +c.slice(i + 1)] : null;
 };
+
 
 // env: a frame's data as its envelope
 const env = (d) => {
@@ -93,8 +96,13 @@ export class Parser {
 
 export class Connection {
   constructor(url, o = {}) {
-    this.url = new URL(url, G.location?.href).href;
+    const u = new URL(url, G.location?.href);
+    for (const x of o.sessions || []) u.searchParams.append('session', x.session ? x.session + ':' + (x.scope || 'session') : x + ':session');
+    this.url = u.href;
     this.o = o;
+    // many sessions on one connection: GET /events?session=a&session=b:descendants
+    this.multi = u.searchParams.has('session');
+    this.sessions = []; // the set, as the server resolved it: [{session, scope}]
     this.key = o.key || 'replaybus:' + this.url.replace(/[?&](lastEventId|last_event_id)=[^&#]*/g, '');
     const m = /\/session\/([^/?#]+)\/events/.exec(this.url);
     this.session = o.session ?? (m ? decodeURIComponent(m[1]) : '');
@@ -103,11 +111,61 @@ export class Connection {
     this.tab = Math.random().toString(36).slice(2);
     this._h = {};
     this._off = [];
+    this.turns = {}; // session → its active turn's id
+    this.presences = {}; // session → its last presence
     this._cur = o.lastEventId ?? (o.persist === false ? '' : store(this.key) || '');
     queueMicrotask(() => this._start()); // once the caller's listeners are on
   }
 
   get cursor() { return this._cur; }
+
+  get turn() { return this.turns[this.session] || null; }
+
+  get presence() { return this.presences[this.session] || null; }
+
+  // cancel posts a cancel to the session's cancel route (the stream URL's
+  // /session/{id}/events as /session/{id}/cancel): resolves to the 202's
+  // {cancelled, held}, rejects with {status, code, message}.
+  async cancel({ session = this.session, ...b } = {}) {
+    const u = this.o.cancelUrl || this.url.replace(/(\/session\/[^/?#]+)?\/events([?#].*)?$/, '/session/' + encodeURIComponent(session) + '/cancel');
+    for (let n = 0; ; n++) {
+      const h = await this._hdr(n, { 'Content-Type': 'application/json' });
+      const r = await fetch(u, { method: 'POST', headers: h, body: JSON.stringify(b), cache: 'no-store', credentials: this.o.credentials });
+      const j = await r.json().catch(() => ({}));
+      if (r.ok) return j;
+      if (r.status != 401 || !this.o.token || n) throw { status: r.status, code: j.code, message: j.message || r.statusText };
+    }
+  }
+
+  // add puts a session in the set of a many-sessions connection (POST
+  // {url}/{connection}): {scope, from} as the route's; resolves to its
+  // answer once applied; rejects with {status, code, message}.
+  add(session, { scope = 'session', from } = {}) { return this._change({ add: [{ session, scope, from }] }); }
+
+  remove(session) { return this._change({ remove: [session] }); }
+
+  async _change(b) {
+    for (let n = 0, a = 0; ; ) {
+      const conn = this._conn || await new Promise((r) => (this._cw ||= []).push(r));
+      const r = await fetch(this.url.replace(/[?#].*/, '') + '/' + conn, { method: 'POST', headers: await this._hdr(n, { 'Content-Type': 'application/json' }), body: JSON.stringify(b), cache: 'no-store', credentials: this.o.credentials });
+      const j = await r.json().catch(() => ({}));
+      if (r.ok) return j;
+      if (r.status == 401 && this.o.token && !n++) continue;
+      if (j.code == 'connection_not_found' && a++ < 5) { // the stream is being reopened: on the next one
+        if (this._conn == conn) this._conn = null;
+        continue;
+      }
+      throw { status: r.status, code: j.code, message: j.message || r.statusText };
+    }
+  }
+
+  // _hdr: the request's headers, the token refreshed when refresh.
+  async _hdr(refresh, h) {
+    const o = this.o;
+    h = { ...h, ...(typeof o.headers == 'function' ? await o.headers() : o.headers) };
+    if (o.token) h.Authorization = 'Bearer ' + await o.token({ refresh: refresh > 0 });
+    return h;
+  }
 
   on(type, fn) {
     (this._h[type] ||= new Set()).add(fn);
@@ -148,7 +206,7 @@ export class Connection {
   _begin() {
     this._stopped = false;
     const L = G.navigator?.locks;
-    if (this.o.shared === false || !L || !G.BroadcastChannel) return this._lead();
+    if (this.o.shared === false || this.multi || !L || !G.BroadcastChannel) return this._lead();
     const ch = this._ch = new BroadcastChannel(this.key);
     ch.onmessage = (e) => this._msg(e.data);
     this._lock = new AbortController();
@@ -218,12 +276,13 @@ export class Connection {
     this._epoch = m.e || this._epoch;
     this._synced = true;
     const c = pc(this._cur);
-    if (c && m.e && c[0] != m.e) { // another incarnation's: served as a new tab
+    if (c && m.e && c[0] != m.e && !this.multi) { // another incarnation's: served as a new tab (many sessions: the server's resets name theirs)
       this._set('');
       this._emit('reset', { reason: 'epoch_reset', epoch: m.e, session: this.session });
     }
     this._st(m.s, m.err);
     this._frames(m.f);
+    for (const d of Object.values(m.p || {})) this._take('', env(d)); // the current presence
   }
 
   _set(c) {
@@ -256,22 +315,54 @@ export class Connection {
         this._emit('reset', { reason: 'epoch_reset', epoch: p[0], session: env.session });
         cur = [p[0], 0];
       }
-      if (cur && p[1] <= cur[1]) return; // had it
-      if (cur && env.firstId <= cur[1]) return this._behind(); // merged across the cursor: ask again
+      if (!this.multi) { // a many-sessions connection is this tab's own: the server owes it exactly what comes
+        if (cur && p[1] <= cur[1]) return; // had it
+        if (cur && env.firstId <= cur[1]) return this._behind(); // merged across the cursor: ask again
+      }
       env.cursor = c;
       this._set(c);
+      if (t == 'turn_start') this._tn(env.session, x.turn);
+      if (t == 'turn_end' && this.turns[env.session] == x.turn) this._tn(env.session, null, x);
       this._emit('event', env);
+    } else if (t == 'state_resync_required' && this.multi) { // one per session concerned
+      if (x.reason == 'epoch_reset' && (!cur || cur[0] != x.epoch)) this._set(x.epoch + '-0' + (this._cur.match(/;[-+][^;]*/g) || []).join(''));
+      this._emit('reset', { ...x, session: env.session });
     } else if (t == 'state_resync_required') {
       if (x.reason == 'epoch_reset') {
         if (!cur || (cur[0] == x.epoch && !same)) return;
         this._set(x.epoch + '-0');
+        for (const s in this.turns) this._tn(s, this.presences[s]?.turn); // another incarnation's turns are over
       } else if (cur ? cur[1] >= (x.completeFromId ? x.completeFromId - 1 : x.lastDroppedId || 1 / 0) : x.reason == 'ring_evicted') {
         return; // a gap before this tab's cursor
       }
       this._emit('reset', { ...x, session: env.session });
+    } else if (/^(connection|session_(added|removed|error))$/.test(t)) {
+      const a = this.sessions.filter((e) => e.session != x.session);
+      if (t == 'connection') {
+        this._conn = x.connection;
+        if (c) this._set(c);
+        this._cw?.splice(0).forEach((f) => f(x.connection));
+        this.sessions = x.sessions;
+      } else {
+        this.sessions = t == 'session_added' ? [...a, { session: x.session, scope: x.scope }] : a;
+        if (c) this._set(c); // the connection cursor of the new set
+      }
+      this._emit('frame', env);
+    } else if (t == 'presence') {
+      this.presences[x.session] = x;
+      this._tn(x.session, x.turn);
+      this._emit('presence', x);
     } else {
       this._emit('frame', env);
     }
+  }
+
+  // _tn sets the session's active turn (null: none; end: its turn_end's data).
+  _tn(s, turn, end) {
+    const was = this.turns[s] || null;
+    if (was == (turn ||= null)) return;
+    this.turns[s] = turn;
+    this._emit('turn', { session: s, turn: turn || was, active: !!turn, reason: end?.reason, message: end?.message });
   }
 
   _behind() {
@@ -286,6 +377,7 @@ export class Connection {
     this.leader = true;
     this._post({ t: 'l' });
     this._pend = new Map();
+    this._lp = {};
     this._log = null;
     this._ccur = undefined;
     this._synced = false;
@@ -315,7 +407,7 @@ export class Connection {
 
   _send(tab, n, c) {
     const p = pc(c), s = p && p[0] == this._epoch ? p[1] : -1;
-    const m = { t: 's', to: tab, n, e: this._epoch, s: this.status, err: this._fatal, f: this._log.f.filter((x) => !(x.s < s)).map((x) => [x.c, x.d, x.same]) };
+    const m = { t: 's', to: tab, n, e: this._epoch, s: this.status, err: this._fatal, f: this._log.f.filter((x) => !(x.s < s || x.p)).map((x) => [x.c, x.d, x.same]), p: this._lp };
     if (tab != this.tab) return this._post(m);
     m.L = tab;
     this._sync(m);
@@ -324,6 +416,7 @@ export class Connection {
   // _base: the oldest of the connection's position and the waiting tabs'
   // cursors ('' for none); a new tab counts as position 0.
   _base() {
+    if (this.multi) return this._cur;
     let b, none = false;
     for (const c of [this._ccur, ...[...this._pend.values()].map((x) => x[0])]) {
       if (c === undefined) continue;
@@ -344,8 +437,9 @@ export class Connection {
     if (online) this._fast = Date.now() + 5000; // the network may take a moment: retry soon
     if (!this.leader) return this._post({ t: 'n' });
     if (this._wake) return this._wake();
-    // back online (or resumed), nothing read since: likely dead
-    if (online && this._open && !(this._last > this._offAt)) this._again();
+    // back online (or resumed), nothing read since — or a connect still
+    // unanswered that began before: likely dead
+    if (online && (this._open ? !(this._last > this._offAt) : this._t0 <= this._offAt)) this._again();
   }
 
   // _sleep waits ms; _wake cuts it short, but not below floor (a Retry-After).
@@ -380,10 +474,10 @@ export class Connection {
         if (idle) t = setTimeout(() => ac.abort(), idle);
       };
       arm();
+      this._t0 = Date.now();
       try {
-        const h = { Accept: 'text/event-stream', ...(typeof o.headers == 'function' ? await o.headers() : o.headers) };
+        const h = await this._hdr(n401, { Accept: 'text/event-stream' });
         if (base) h['Last-Event-ID'] = base;
-        if (o.token) h.Authorization = 'Bearer ' + await o.token({ refresh: n401 > 0 });
         r = await fetch(this.url, { method: o.method, headers: h, body: o.body, signal: ac.signal, cache: 'no-store', credentials: o.credentials });
         if (!r.ok) {
           const j = await r.json().catch(() => ({}));
@@ -454,6 +548,7 @@ export class Connection {
       }
     } catch { /* cut */ }
     this._open = false;
+    this._conn = null;
     ac.abort();
     return n;
   }
@@ -468,9 +563,10 @@ export class Connection {
         this._log = { f: [], all: true }; // a new incarnation starts here
         same = pc(base)?.[0] == x.epoch || undefined; // past its newest id, not another's cursor
       }
-      const L = this._log, s = pc(this._ccur)?.[1];
+      const L = this._log, s = pc(this._ccur)?.[1], p = e.type == 'presence';
+      if (p) this._lp[x.session] = data; // state: the newest goes to a tab that joins
       if (L.from === undefined && c) L.from = s;
-      L.f.push({ c, d: data, s, f: e.firstId, same });
+      L.f.push({ c, d: data, s, f: e.firstId, same, p });
       if (L.f.length > max) { // keep the newer half
         const k = L.f.length - (max >> 1);
         L.from = Math.max(L.from || 0, L.f[k - 1].s || 0);

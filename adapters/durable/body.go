@@ -1,6 +1,7 @@
 package durable
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -55,9 +56,16 @@ func ofLength(r *http.Request) string {
 	return ""
 }
 
+// maxAppendMessages bounds the messages of one JSON append (a top-level
+// array flattened): each is a bus event published under the stream's
+// lock, and 8 MiB of one-byte messages (4 million) took 45 s, past the
+// answer's write deadline.
+const maxAppendMessages = 10000
+
 // split turns an append's body into items: for a JSON stream each element
 // of a top-level array (one level flattened, PROTOCOL.md §9.1.2; an empty
-// array is refused on POST, allowed on PUT) or the single value; else the
+// array is refused on POST, allowed on PUT; more than maxAppendMessages is
+// 413) or the single value; else the
 // bytes as one item. JSON that is not UTF-8 is refused (400 invalid_json
 // naming the first bad byte): encoding/json's json.Valid lets invalid
 // bytes inside strings through, and such an event would reach the SSE and
@@ -79,16 +87,27 @@ func (h *Handler) split(s *stream, body []byte, create bool) ([][]byte, error) {
 	if !strings.HasPrefix(trim, "[") {
 		return [][]byte{body}, nil
 	}
-	var arr []json.RawMessage
-	if err := json.Unmarshal(body, &arr); err != nil {
+	// Decoded one message at a time, so that an array over the cap is
+	// refused having held at most the cap (8 MiB of one-byte messages
+	// is 4 million of them).
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if _, err := dec.Token(); err != nil { // '['
 		return nil, errorf(http.StatusBadRequest, "invalid_json", "the body is not valid JSON: %v", err)
 	}
-	if len(arr) == 0 && !create {
-		return nil, errorf(http.StatusBadRequest, "empty_array", "an empty JSON array appends nothing")
+	var out [][]byte
+	for dec.More() {
+		if len(out) == maxAppendMessages {
+			return nil, errorf(http.StatusRequestEntityTooLarge, "body_too_large",
+				"a JSON array of more than %d messages: one append holds at most %d; append it in parts", maxAppendMessages, maxAppendMessages)
+		}
+		var m json.RawMessage
+		if err := dec.Decode(&m); err != nil {
+			return nil, errorf(http.StatusBadRequest, "invalid_json", "the body is not valid JSON: %v", err)
+		}
+		out = append(out, m)
 	}
-	out := make([][]byte, len(arr))
-	for i, m := range arr {
-		out[i] = m
+	if len(out) == 0 && !create {
+		return nil, errorf(http.StatusBadRequest, "empty_array", "an empty JSON array appends nothing")
 	}
 	return out, nil
 }

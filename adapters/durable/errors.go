@@ -76,6 +76,7 @@ func (h *Handler) statusOf(err error, name, method string) resume.StatusError {
 // fail writes err as the error answer to r, on stream name.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, name string, err error) {
 	se := h.statusOf(err, name, r.Method)
+	h.deadline(w) // a request with a body may be refused before it is read
 	h.cnt.rejected.Add(1)
 	h.log.LogAttrs(r.Context(), slog.LevelDebug, "durable: refused", slog.String("method", r.Method),
 		slog.String("path", r.URL.Path), slog.Int("status", se.Status), slog.String("message", se.Message))

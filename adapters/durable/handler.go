@@ -202,7 +202,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Cross-Origin-Resource-Policy", "cross-origin")
 	hd.Set("Access-Control-Allow-Origin", "*")
 	hd.Set("Access-Control-Expose-Headers", exposed)
-	h.deadline(w)
+	if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
+		// A request with a body has its write deadline armed when the
+		// body is in (readBody), or when it is refused before (fail):
+		// armed now, a slow upload spent it, and over HTTP/2 a passed
+		// deadline resets the stream mid-upload.
+		h.deadline(w)
+	}
 	r, id, cancel, ok := h.admit(w, r)
 	if !ok {
 		return

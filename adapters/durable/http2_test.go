@@ -88,3 +88,52 @@ func TestHTTP2LiveReadsOutliveWriteTimeout(t *testing.T) {
 	require.NoError(t, sc.Err(), "the SSE answer")
 	assert.Equal(t, "late", got)
 }
+
+// Over HTTP/2 an append whose body never finishes is answered 408
+// request_timeout on its stream, as over HTTP/1, and the connection goes
+// on serving — also when the server's body bound is longer than the
+// handler's WriteTimeout (the example server's are equal). The handler
+// armed its write deadline when the request came in, and HTTP/2 resets a
+// stream when its write deadline passes, even mid-upload: the client saw
+// INTERNAL_ERROR, no answer (found over h2c against the example server).
+func TestHTTP2BodyThatNeverEndsIs408(t *testing.T) {
+	bus, err := eventbus.New(eventbus.Options{Epoch: "e1"})
+	require.NoError(t, err)
+	defer func() { _ = bus.Close() }()
+	h, err := durable.NewHandler(bus, durable.HandlerOptions{WriteTimeout: 200 * time.Millisecond})
+	require.NoError(t, err)
+	defer func() { _ = h.Close() }()
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(300 * time.Millisecond)) // a server's body bound
+		h.ServeHTTP(w, r)
+	}))
+	ts.EnableHTTP2 = true
+	ts.StartTLS()
+	defer ts.Close()
+	client := ts.Client()
+	req, err := http.NewRequest(http.MethodPut, ts.URL+durable.Pattern+"s", nil)
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "text/plain")
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go func() { _, _ = pw.Write([]byte("ab")) }()
+	req, err = http.NewRequest(http.MethodPost, ts.URL+durable.Pattern+"s", pr)
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "text/plain")
+	resp, err = client.Do(req)
+	require.NoError(t, err, "an answer, not a reset stream")
+	b, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	assert.Equal(t, [2]any{"HTTP/2.0", http.StatusRequestTimeout}, [2]any{resp.Proto, resp.StatusCode}, "%s", b)
+	assert.Contains(t, string(b), "request_timeout")
+
+	resp, err = client.Get(ts.URL + durable.Pattern + "s?offset=-1")
+	require.NoError(t, err, "the connection serves the next request")
+	_ = resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+}

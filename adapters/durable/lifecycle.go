@@ -104,6 +104,7 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request) (*http.Request, 
 	if !ok {
 		cancel()
 		h.cnt.rejected.Add(1)
+		h.deadline(w)
 		(&resume.StatusError{Status: http.StatusServiceUnavailable, Code: resume.CodeUnavailable,
 			Message: "the Durable Streams handler is closed", RetryAfter: 5 * time.Second}).Answer(w)
 		return r, 0, nil, false

@@ -300,12 +300,20 @@ func (m *Many) Next(deadline time.Time) (eventbus.Event, string, error) {
 			m.cur.Advance(ev.ID)
 			return ev, m.cur.String(m.idEpoch), nil
 		}
-		if ev.Type == frame.TypeStateResyncRequired {
+		switch ev.Type {
+		case frame.TypeSlowClientWarning, frame.TypeClientEvicted:
+			ev.Session = "" // the connection's, not a session's
+		case frame.TypeStateResyncRequired:
 			var d frame.ResyncData
-			if json.Unmarshal(ev.Data, &d) == nil && d.Reason == frame.ReasonEpochReset {
-				// The bus replays this history from its start.
-				m.cur.Main = eventbus.Position{Epoch: m.bus.Epoch()}
-				m.cur.Floors = nil
+			if json.Unmarshal(ev.Data, &d) == nil {
+				switch d.Reason {
+				case frame.ReasonEpochReset:
+					// The bus replays this history from its start.
+					m.cur.Main = eventbus.Position{Epoch: m.bus.Epoch()}
+					m.cur.Floors = nil
+				case frame.ReasonEventsDropped, frame.ReasonReplayBudgetExceeded:
+					ev.Session = "" // may span sessions: a gap in every one
+				}
 			}
 		}
 		return ev, "", nil

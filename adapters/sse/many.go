@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -169,7 +170,8 @@ func (h *Handler) manyLoop(ctx context.Context, w http.ResponseWriter, m *resume
 }
 
 // serveChange serves POST {events}/{conn}: it applies the body's adds and
-// removes to that open stream and answers the new set.
+// removes to that open stream and answers the new set. A body cut by the
+// server's read deadline is 408 request_timeout (Connection: close).
 func (h *Handler) serveChange(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set(resume.HeaderEpoch, h.bus.Epoch())
 	answer := func(err error) {
@@ -199,6 +201,12 @@ func (h *Handler) serveChange(w http.ResponseWriter, r *http.Request) {
 		if errors.As(err, &mbe) {
 			answer(&resume.StatusError{Status: http.StatusRequestEntityTooLarge, Code: resume.CodeBodyTooLarge,
 				Message: fmt.Sprintf("body over %d bytes", MaxChangeBytes)})
+			return
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) { // the server's bound on a body that never finishes
+			answer(&resume.StatusError{Status: http.StatusRequestTimeout, Code: resume.CodeRequestTimeout,
+				Message: fmt.Sprintf("the body did not arrive in time (%d bytes arrived)", len(body)),
+				Header:  http.Header{"Connection": {"close"}}})
 			return
 		}
 		answer(&resume.StatusError{Status: http.StatusBadRequest, Code: resume.CodeInvalidJSON, Message: "reading the body failed"})

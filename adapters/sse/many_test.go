@@ -6,8 +6,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -197,4 +199,136 @@ func TestManySessionsSSERefusals(t *testing.T) {
 	publish(t, b, "a", "m", 1)
 	e, _ := st.next()
 	assert.Equal(t, "a", e.Session)
+}
+
+// TestManySessionsSSEUnderConcurrentPublishing: four publishers write to
+// twenty sessions while the client adds, removes and cuts
+// (resuming with its last id: line and the URL unchanged); each session
+// still arrives exactly once and in order, and those in the set at the end
+// arrive whole.
+func TestManySessionsSSEUnderConcurrentPublishing(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, eventbus.Options{ReplayBufferSize: 10_000, MaxQueueSize: 100_000})
+	h := newHandler(t, b, sse.HandlerOptions{})
+	srv := serveMany(t, h)
+	var all []string
+	for i := range 20 {
+		s := "p" + string(rune('a'+i))
+		require.NoError(t, b.CreateSession(s, ""))
+		all = append(all, s)
+	}
+	urlSet := all[:10]
+	q := "/events?session=" + strings.Join(urlSet, "&session=")
+	set := map[string]bool{}
+	for _, s := range urlSet {
+		set[s] = true
+	}
+	stop := make(chan struct{})
+	done := make(chan map[string][]uint64, 4)
+	for w := range 4 {
+		go func() {
+			pub := map[string][]uint64{}
+			defer func() { done <- pub }()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				time.Sleep(200 * time.Microsecond) // the pace: no ring (10,000) overflows during the test
+				s := all[(i*7+w)%len(all)]
+				ev, err := b.Publish(s, "m", nil)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				pub[s] = append(pub[s], ev.ID)
+			}
+		}()
+	}
+	recv := map[string][]uint64{}
+	cursor := ""
+	st := openMany(t, srv, q, "")
+	conn := ""
+	readFrame := func() eventbus.Event {
+		e, f := st.next()
+		cursor = f.ID
+		if e.Type == resume.TypeConnection {
+			var cd struct{ Connection string }
+			require.NoError(t, json.Unmarshal(e.Data, &cd))
+			conn = cd.Connection
+		}
+		require.NotEqual(t, "state_resync_required", e.Type, "%s", e.Data)
+		if e.ID != 0 {
+			require.True(t, set[e.Session], "event %d of %s, not in the set", e.ID, e.Session)
+			r := recv[e.Session]
+			require.True(t, len(r) == 0 || r[len(r)-1] < e.ID, "session %s: %d after %v", e.Session, e.ID, r)
+			recv[e.Session] = append(r, e.ID)
+		}
+		return e
+	}
+	readFrame()
+	post := func(body, typ, session string) {
+		resp, err := srv.Client().Post(srv.URL+"/events/"+conn, "application/json", strings.NewReader(body))
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, body)
+		for {
+			if e := readFrame(); e.Type == typ && e.Session == session {
+				return
+			}
+		}
+	}
+	for round := range 30 {
+		for range 20 {
+			readFrame()
+		}
+		s := all[(round*3)%len(all)]
+		switch {
+		case round%5 == 4:
+			st.close()
+			st = openMany(t, srv, q, cursor)
+			readFrame()
+		case set[s] && len(set) > 1:
+			post(`{"remove":["`+s+`"]}`, resume.TypeSessionRemoved, s)
+			delete(set, s)
+		case !set[s]:
+			from := ""
+			if r := recv[s]; len(r) > 0 {
+				from = `,"from":"` + resume.FormatID(r[len(r)-1], b.Epoch()) + `"`
+			}
+			set[s] = true
+			post(`{"add":[{"session":"`+s+`"`+from+`}]}`, resume.TypeSessionAdded, s)
+		}
+	}
+	close(stop)
+	published := map[string][]uint64{}
+	for range 4 {
+		for s, ids := range <-done {
+			published[s] = append(published[s], ids...)
+		}
+	}
+	total := 0
+	for s := range set {
+		slices.Sort(published[s])
+		total += len(published[s])
+	}
+	for got := 0; got < total; {
+		got = 0
+		for s := range set {
+			got += len(recv[s])
+		}
+		if got < total {
+			readFrame()
+		}
+	}
+	for s := range set {
+		assert.Equal(t, published[s], recv[s], "session %s", s)
+	}
+	for s, r := range recv {
+		if !set[s] {
+			slices.Sort(published[s])
+			assert.Equal(t, published[s][:len(r)], r, "session %s (removed): a prefix", s)
+		}
+	}
 }

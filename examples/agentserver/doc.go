@@ -24,6 +24,9 @@
 // of config.LoadWithDefaults; AGENTPOOL_EVENTBUS_REPLAY_COMPACT=off turns
 // it off): a page that opens late receives each reply as one record.
 //
+// It serves HTTP/1.1 and HTTP/2 without TLS (h2c with prior knowledge,
+// curl --http2-prior-knowledge); the WebSocket route needs HTTP/1.1.
+//
 // Flags:
 //
 //	-addr        listen address; default 127.0.0.1:8080 (loopback only: the

@@ -215,6 +215,13 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 		BaseContext: func(net.Listener) context.Context { return baseCtx },
 		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	// HTTP/1.1, and HTTP/2 without TLS for a client that starts with its
+	// preface (h2c prior knowledge: curl --http2-prior-knowledge): one
+	// connection carries many streams. A preface read as HTTP/1 got an
+	// answer the client could not read.
+	hs.Protocols = new(http.Protocols)
+	hs.Protocols.SetHTTP1(true)
+	hs.Protocols.SetUnencryptedHTTP2(true)
 	// Shutdown waits for handlers to return; SSE streams return when the
 	// SSE handler is closed.
 	hs.RegisterOnShutdown(func() { _ = srv.Close() })

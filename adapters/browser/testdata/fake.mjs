@@ -17,6 +17,9 @@ export class FakeServer {
     this.faults = []; // applied to the next requests, one each
     this.requests = []; // {lastEventId, auth, at}
     this.streams = new Set();
+    this.cancels = [];
+    this.cancelAnswers = [];
+    this.presence = { clients: 1, status: 'idle' };
     this.srv = http.createServer((q, r) => this.serve(q, r));
   }
 
@@ -57,7 +60,33 @@ export class FakeServer {
     return `id: ${this.epoch}-${ev.id}\nevent: ${ev.type}\ndata: ${JSON.stringify(env)}\n\n`;
   }
 
+  // setPresence sets the session's presence: streams asking with
+  // presence=1 get it first, and now.
+  setPresence(p) {
+    this.presence = p;
+    for (const s of this.streams) if (s.presence) s.write(this.presenceFrame());
+  }
+
+  presenceFrame() {
+    return `event: presence\ndata: ${JSON.stringify({ v: 1, type: 'presence', session: 's', data: { session: 's', ...this.presence } })}\n\n`;
+  }
+
+  // cancel answers POST /session/{id}/cancel: the queued answer in
+  // this.cancelAnswers, else 202 naming the active turn; every request is
+  // kept in this.cancels.
+  cancel(q, r) {
+    let body = '';
+    q.on('data', (d) => { body += d; });
+    q.on('end', () => {
+      this.cancels.push({ path: q.url, auth: q.headers.authorization || '', type: q.headers['content-type'], body: JSON.parse(body || '{}') });
+      const [status, j] = this.cancelAnswers.shift() || [202, { cancelled: this.presence?.turn ? [this.presence.turn] : [], held: [] }];
+      r.writeHead(status, { 'Content-Type': 'application/json' });
+      r.end(JSON.stringify(j));
+    });
+  }
+
   serve(q, r) {
+    if (q.method == 'POST') return this.cancel(q, r);
     const last = q.headers['last-event-id'] || '';
     this.requests.push({ lastEventId: last, auth: q.headers.authorization || '', at: Date.now() });
     const f = this.faults.shift() || {};
@@ -92,6 +121,8 @@ export class FakeServer {
     };
     q.on('close', () => this.streams.delete(out));
     out.write(`retry: ${f.retry ?? 20}\n\n`);
+    out.presence = /[?&]presence=1/.test(q.url);
+    if (out.presence) out.write(this.presenceFrame());
     let from = 0;
     if (last) {
       const i = last.lastIndexOf('-'), e = last.slice(0, i), s = +last.slice(i + 1);

@@ -81,11 +81,12 @@ type TurnRefusal uint8
 
 // The refusals.
 const (
-	TurnOK        TurnRefusal = iota
-	TurnMalformed             // not a turn record's payload, or a bad turn id
-	TurnBusy                  // turn_start while a turn of the session is active
-	TurnKnown                 // turn_start of a turn id the session remembers as ended
-	TurnNotActive             // turn_end of a turn that is not active
+	TurnOK          TurnRefusal = iota
+	TurnMalformed               // not a turn record's payload, or a bad turn id
+	TurnBusy                    // turn_start while a turn of the session is active
+	TurnKnown                   // turn_start of a turn id the session remembers as ended
+	TurnNotActive               // turn_end of a turn that is not active
+	TurnCancelFirst             // turn_end complete or error of a turn a cancel was applied to
 )
 
 // TurnRecord is a turn record's payload, decoded.
@@ -130,8 +131,16 @@ func (x *Session[T]) CheckTurn(r *queue.Record) TurnRefusal {
 			return TurnKnown
 		}
 	case frame.TypeTurnEnd:
-		if x.ActiveTurnByID(d.Turn) == nil {
+		tn := x.ActiveTurnByID(d.Turn)
+		if tn == nil {
 			return TurnNotActive
+		}
+		if tn.Cancel != 0 && d.Reason != frame.ReasonCancelled && d.Reason != frame.ReasonProducerLost {
+			// The cancel came first: the end its owner writes for it
+			// (cancelled; producer_lost if the owner died) is the turn's,
+			// so that the context was cancelled iff the turn ended so. In
+			// memory the owner's end follows the cancel in one step.
+			return TurnCancelFirst
 		}
 	}
 	return TurnOK

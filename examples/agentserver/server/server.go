@@ -90,7 +90,9 @@ type Options struct {
 	Ready func() error
 	// Turns configures the turn routes (adapters/turns: POST
 	// /session/{id}/cancel, GET /session/{id}/turn and /presence); a nil
-	// Turns.Logger is set to Logger, and PlainIDs follows SSE.PlainIDs.
+	// Turns.Logger is set to Logger, PlainIDs follows SSE.PlainIDs, and a
+	// zero Turns.BodyTimeout is BodyTimeout (the cancel's 408 must come
+	// within the answer's write deadline, which BodyTimeout sets).
 	Turns turns.HandlerOptions
 	// AgentRate is the simulated model's pace (POST
 	// /session/{id}/messages), in text deltas per second; zero means

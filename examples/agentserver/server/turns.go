@@ -82,6 +82,13 @@ func (s *Server) mountTurns() error {
 		o.Logger = s.log
 	}
 	o.PlainIDs = s.o.SSE.PlainIDs
+	if o.BodyTimeout == 0 {
+		// The server's bound on every body: its write deadline leaves
+		// room for a 408 at BodyTimeout, not at the turns package's
+		// default (a cancel's 408 came after the answer's deadline and
+		// the connection closed without one).
+		o.BodyTimeout = s.bodyTimeout
+	}
 	th, err := turns.NewHandler(s.bus, o)
 	if err != nil {
 		return err

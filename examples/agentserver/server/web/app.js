@@ -1,5 +1,7 @@
-// agentserver page: watches one replaybus session over EventSource or a
-// WebSocket (the transport select; ?transport=ws).
+// agentserver page: watches one replaybus session with replaybus.js (the
+// browser module: one connection per origin across tabs, exact resume,
+// restarts, backoff) or over a WebSocket of its own (the transport select;
+// ?transport=ws).
 //
 // What tests can read:
 //   window.receivedIds  every event id received on the current subscription, in arrival order
@@ -11,21 +13,26 @@
 //   window.restarts     each server restart the page followed: {epoch, snapshot, replayed, historyLost}
 //   window.wsProtocols  the subprotocol each WebSocket opened with (ws.protocol), oldest first:
 //                       "replaybus.batch.v1" (every message an array of envelopes) or "" (one per message)
+//   window.streamErrors every refused or failed connect the module reported ({status, code, message, retry?, fatal?})
 //   <pre id="ids">      the same ids, space-separated (refreshed at most once a second)
 // The turn bar (presence, agent status, messages, Stop) is turns.js: window.pageTurns.
-'use strict';
+import { connect as connectModule } from '/replaybus.js';
+
 (() => {
   const $ = (id) => document.getElementById(id);
   const MAX_ROWS = 400;   // rows kept in the event log
   const MAX_FLOW = 60;    // items kept per agent card
   const MAX_CLOSED = 20;  // closed agents' cards kept, folded under "closed agents" (oldest go first)
   const POLL_MS = 2000;
-  const RESTART_GRACE_MS = 30000; // how long a 404 from a restarted server is retried (the Go clients' RestartGrace)
+  const NOT_FOUND_GRACE_MS = 30000; // how long the module retries a 404 (a restarted server re-creating its sessions)
   const FRAME_TYPES = new Set(['state_resync_required', 'replay_complete', 'slow_client_warning', 'client_evicted', 'snapshot']);
   const turnsBar = () => window.pageTurns; // turns.js, when loaded
 
   const st = {
-    session: '', scope: 'session', es: null,
+    session: '', scope: 'session',
+    rb: null,         // the module's Connection (SSE)
+    es: null,         // the WebSocket
+    errNotice: false, // a connect error's notice is up: gone once the stream opens
     transport: 'sse', // 'ws': one WebSocket, resumed with a {"resume": …} first message
     wsEpoch: '',      // the epoch that came with the last id over WebSocket
     wsFailures: 0,    // consecutive WebSocket drops, for the backoff
@@ -40,8 +47,6 @@
     lastSeq: 0,      // highest numeric id received
     types: new Set(), sessions: [],
     closedSessions: new Map(), // session → when its session_closed arrived (performance.now()): hidden from the list
-    startEpoch: '',   // the server's epoch when the page subscribed (for plain ids, which do not carry it)
-    notFoundSince: 0, // first 404 of a restarted server in a row (Date.now()); 0: none
     received: 0, replayed: 0, dups: 0, frames: 0, connects: 0,
   };
   window.receivedIds = [];
@@ -51,6 +56,7 @@
   window.closeCodes = [];
   window.wsProtocols = [];
   window.restarts = [];
+  window.streamErrors = [];
   window.replaybusPage = st;
 
   // ---- connection -------------------------------------------------------
@@ -66,7 +72,8 @@
     window.receivedIds = [];
     window.frames = [];
     window.agentText = {};
-    Object.assign(st, { cursor: '', lastSeq: 0, received: 0, replayed: 0, dups: 0, frames: 0, connects: 0, wsEpoch: '', wsFailures: 0, wsMessages: 0, notFoundSince: 0 });
+    Object.assign(st, { cursor: '', lastSeq: 0, received: 0, replayed: 0, dups: 0, frames: 0, connects: 0, wsEpoch: '', wsFailures: 0, wsMessages: 0 });
+    window.streamErrors = [];
     $('log').replaceChildren();
     pendingRows.length = 0;
     agents.clear();
@@ -74,88 +81,66 @@
     scheduleRender();
   }
 
-  function streamURL(cursor) {
-    // events=message: every frame arrives through onmessage, whatever its
-    // type, so a type the page has never heard of is shown, not skipped.
-    const q = new URLSearchParams({ scope: st.scope, events: 'message' });
+  function streamURL() {
+    const q = new URLSearchParams({ scope: st.scope });
     if (turnsBar()) turnsBar().query(q); // ?client=, ?presence=1
     if (st.coalesce) { q.set('coalesce', 'acp'); q.set('throttle', '150ms'); }
     if (st.maxQueued) q.set('maxQueued', st.maxQueued);
-    if (st.snapshot && !cursor) q.set('snapshot', '1');
-    if (cursor) q.set('lastEventId', cursor); // a new EventSource cannot set Last-Event-ID itself
+    if (st.snapshot) q.set('snapshot', '1'); // a cursor (Last-Event-ID) wins over it on a resume
     return `/session/${encodeURIComponent(st.session)}/events?${q}`;
   }
 
+  function closeStream() {
+    const { rb, es } = st;
+    st.rb = st.es = null;
+    if (rb) rb.close();
+    if (es) es.close();
+  }
+
   function connect(cursor) {
-    if (st.es) { st.es.close(); st.es = null; }
+    closeStream();
     if (!st.session) { setState('closed'); return; }
     if (st.transport === 'ws') { connectWS(cursor); return; }
-    const es = new EventSource(streamURL(cursor));
-    st.es = es;
-    setState(cursor ? 'reconnecting' : 'connecting');
-    es.onopen = () => {
-      if (es !== st.es) return;
-      st.connects++;
-      st.notFoundSince = 0;
-      setState('open');
-      connRow(st.connects === 1 && !cursor ? 'connected' : `connected again, resuming after ${cursor || st.cursor || 'the start'}`);
-    };
-    es.onerror = () => {
-      if (es !== st.es) return;
-      if (es.readyState === EventSource.CLOSED) {
-        setState('closed');
-        connRow('connection closed: the server refused to resume (see the notice)');
-        // Ask once more to learn why (a JSON error); abort if it streams.
-        // EventSource gives up on any non-200 answer; a 429, 408 or 5xx is
-        // transient (docs/protocol.md), so the page reopens it after
-        // Retry-After plus jitter, as sse.Client does.
-        // A 200 now (the refusal came from a proxy while the server
-        // restarted) or no answer at all (the server is still down) is
-        // transient too: reconnect, at once or after 3 s plus jitter,
-        // rather than stay closed for good.
-        const ac = new AbortController();
-        const retry = (text, after) => {
-          const delay = Math.round(after * 1000 * (1 + Math.random() / 2));
-          showNotice(`${text} — retrying in ${(delay / 1000).toFixed(1)} s`, 'info');
-          setState('reconnecting');
-          setTimeout(() => { if (st.es === es) connect(st.cursor); }, delay);
-        };
-        // A 404 whose X-Event-Epoch is not the epoch of our last id is a
-        // restarted server whose agent has not re-created the session
-        // yet: retried every 1–2 s for RESTART_GRACE_MS from the first
-        // one (docs/protocol.md, "After a restart").
-        fetch(streamURL(st.cursor), { signal: ac.signal })
-          .then((r) => {
-            if (r.ok) { ac.abort(); return { ok: true }; }
-            let transient = r.status === 429 || r.status === 408 || r.status >= 500;
-            let after = Number(r.headers.get('Retry-After')) || 3;
-            const epoch = r.headers.get('X-Event-Epoch') || '';
-            const known = epochOf(st.cursor) || st.startEpoch;
-            if (r.status === 404 && epoch && known && epoch !== known) {
-              if (!st.notFoundSince) st.notFoundSince = Date.now();
-              transient = Date.now() - st.notFoundSince < RESTART_GRACE_MS;
-              after = 1;
-            }
-            return r.json().catch(() => ({ code: String(r.status), message: r.statusText }))
-              .then((j) => ({ j, transient, after, restarted: r.status === 404 && transient }));
-          })
-          .then((x) => {
-            if (st.es !== es) return;
-            if (x.ok) { connRow('the server answers again; reconnecting'); connect(st.cursor); return; }
-            if (!x.transient) { showNotice(`${x.j.code}: ${x.j.message}`); return; }
-            if (x.restarted) {
-              retry(`the server restarted and session ${st.session} is not there yet (${x.j.code}); trying again for up to ${RESTART_GRACE_MS / 1000} s`, x.after);
-              return;
-            }
-            retry(`${x.j.code}: ${x.j.message}`, x.after);
-          })
-          .catch(() => { if (st.es === es) retry('the server is unreachable', 3); });
-      } else {
-        setState('reconnecting');
-        connRow(`connection lost; the browser reconnects with Last-Event-ID ${st.cursor || '(none)'}`);
+    // The module: every tab of this origin with the same options shares one
+    // connection; it resumes across cuts, restarts and 4xx/5xx answers
+    // worth another attempt (docs/browser.md). The page rebuilds its view
+    // from the stream on each load: persist: false.
+    const rb = connectModule(streamURL(), { persist: false, lastEventId: cursor, retry: 1000, maxBackoff: 10000, notFoundGrace: NOT_FOUND_GRACE_MS });
+    st.rb = rb;
+    const on = (type, f) => rb.on(type, (...a) => { if (rb === st.rb) f(...a); });
+    on('status', (s) => {
+      setState(s);
+      if (s === 'open') {
+        st.connects++;
+        if (st.errNotice) { st.errNotice = false; hideNotice(); }
+        const via = rb.leader ? '' : ' (through the tab that holds the connection)';
+        connRow((st.connects === 1 && !cursor ? 'connected' : `connected again, resuming after ${rb.cursor || 'the start'}`) + via);
+      } else if (s === 'reconnecting') {
+        connRow(`connection lost; resuming after ${rb.cursor || '(none)'}`);
       }
-    };
-    es.onmessage = onFrame;
+    });
+    on('event', (env) => onEnvelope(env, env.type, env.cursor));
+    on('frame', (env) => onEnvelope(env, env.type, ''));
+    on('reset', (x) => onEnvelope({ type: 'state_resync_required', session: x.session, data: x }, 'state_resync_required', ''));
+    on('snapshot', (state, x) => onEnvelope({ type: 'snapshot', session: x.session,
+      data: { state, reason: x.reason, lastEventId: +x.cursor.slice(x.cursor.lastIndexOf('-') + 1) } }, 'snapshot', x.cursor));
+    on('presence', (p) => { if (turnsBar()) turnsBar().presence(p); });
+    on('turn', () => { if (turnsBar()) turnsBar().render(); });
+    on('error', (e) => {
+      window.streamErrors.push(e);
+      const what = e.status === 0 ? 'the server is unreachable' : e.status === 404
+        ? `session ${st.session} is not there yet (${e.code}: the server may have restarted)`
+        : `${e.code || e.status}: ${e.message}`;
+      if (e.fatal) {
+        showNotice(`${what}; the stream stopped`);
+        connRow(`connection closed: ${e.status} ${e.code || ''}`);
+        return;
+      }
+      const wait = e.until ? ` in ${Math.max(0, (e.until - Date.now()) / 1000).toFixed(1)} s` : '';
+      const grace = e.status === 404 ? `; trying again for up to ${NOT_FOUND_GRACE_MS / 1000} s` : '';
+      showNotice(`${what}${grace} — retrying${wait}`, 'info');
+      st.errNotice = true;
+    });
   }
 
   // ---- WebSocket transport ---------------------------------------------
@@ -222,20 +207,15 @@
     };
   }
 
-  // epochOf returns the epoch of an epoch-qualified id ("<epoch>-<seq>"),
-  // '' for a plain one.
-  function epochOf(id) {
-    const i = String(id).lastIndexOf('-');
-    return i > 0 ? String(id).slice(0, i) : '';
-  }
-
+  // dropConnection ends this tab's stream and opens a new one from its
+  // cursor (the module's, epoch-qualified, over SSE).
   function dropConnection() {
-    if (!st.es) return;
-    st.es.close();
-    st.es = null;
+    if (!st.es && !st.rb) return;
+    const cursor = st.rb ? st.rb.cursor : st.cursor;
+    closeStream();
     setState('reconnecting');
-    connRow(`dropped by you at ${st.cursor || '(no id yet)'}`);
-    setTimeout(() => connect(st.cursor), 250);
+    connRow(`dropped by you at ${cursor || '(no id yet)'}`);
+    setTimeout(() => { if (!st.es && !st.rb) connect(cursor); }, 250);
   }
 
   function addTypes(list) {
@@ -247,23 +227,15 @@
 
   // ---- frames -----------------------------------------------------------
 
-  // onFrame takes one SSE message: one envelope, its type also the event's.
-  function onFrame(e) {
-    if (e.target !== st.es) return;
-    let env;
-    try { env = JSON.parse(e.data); } catch { env = { type: e.type, data: e.data }; }
-    onEnvelope(env, env.type || e.type, e.lastEventId);
-  }
-
-  // onEnvelope takes one frame, from SSE or WebSocket (single or batched);
-  // lastEventId is the SSE id line ('' over WebSocket).
+  // onEnvelope takes one frame, from the module or a WebSocket (single or
+  // batched); lastEventId is the module's cursor for it ('' over WebSocket).
   function onEnvelope(env, type, lastEventId) {
     if (st.slowMs) { const t = performance.now(); while (performance.now() - t < st.slowMs) { /* a slow page */ } }
     if (turnsBar()) {
       turnsBar().onEnvelope(env, type);
       // Presence and a cancel's answer are the turn bar's: state shown
       // there, not stream frames (neither counted nor logged).
-      if (!env.id && (type === 'presence' || type === 'cancel_result')) return;
+      if (!env.id && (type === 'presence' || type === 'cancel_result')) return; // WebSocket: the module hands presence apart
     }
     if (env.id) {
       let dup = false;
@@ -763,7 +735,6 @@
       if (!r.ok) return null;
       const info = await r.json();
       $('epoch').textContent = info.epoch;
-      if (!st.startEpoch) st.startEpoch = info.epoch;
       addTypes(info.types || []);
       return info;
     } catch { return null; }
@@ -806,14 +777,16 @@
   // cache): close the stream now, so the server frees the subscription at
   // once instead of when it notices the dead connection. A page restored
   // from the back-forward cache resumes where it was.
+  // The module does the same for its stream by itself.
   window.addEventListener('pagehide', () => {
     const es = st.es;
+    if (!es) return;
     st.es = null;
-    if (es) es.close();
+    es.close();
     setState('closed');
   });
   window.addEventListener('pageshow', (e) => {
-    if (e.persisted && st.session && !st.es) connect(st.cursor);
+    if (e.persisted && st.session && st.transport === 'ws' && !st.es) connect(st.cursor);
   });
 
   (async () => {

@@ -2,13 +2,18 @@
 // clients watching it) and agent status, a message box for the simulated
 // model (POST /session/{id}/messages) and a Stop button (a cascading
 // cancel: the session's turn and its sub-agents'). Kept apart from app.js,
-// which calls window.pageTurns at three points: query (the stream URL's
-// ?client= and ?presence=1), select (a new session) and onEnvelope (every
-// frame).
+// which calls window.pageTurns: query (the stream URL's ?client= and
+// ?presence=1), select (a new session), onEnvelope (every frame), presence
+// (the module's presence listener) and render (its turn listener). Over SSE
+// the module (replaybus.js, app.js's connection: window.replaybusPage.rb)
+// holds the presence and the active turn and posts the Stop; over
+// WebSocket the page reads presence frames and sends the cancel message.
 //
 // What tests can read:
-//   window.pageClient   this tab's client id (?client=), kept in sessionStorage so that a reload
-//                       within the server's presence grace is no leave and join
+//   window.pageClient   this browser's client id (?client=), kept in localStorage: the tabs of
+//                       this origin are one client (and, with the same options, share one
+//                       connection through the module), and a reload within the server's
+//                       presence grace is no leave and join
 //   window.presence     the last presence frame's data ({session, clients, status, turn?, …}), or null
 //   window.turnEnds     every turn_end of the selected session seen: {turn, reason}
 //   window.stopAnswers  every Stop's answer: {via: "http"|"ws", status, cancelled?, held?, code?, message?}
@@ -17,10 +22,10 @@
   const $ = (id) => document.getElementById(id);
   const KEY = 'replaybus.client';
   let client = '';
-  try { client = sessionStorage.getItem(KEY) || ''; } catch { /* storage disabled */ }
+  try { client = localStorage.getItem(KEY) || ''; } catch { /* storage disabled */ }
   if (!client) {
-    client = `tab-${Math.random().toString(36).slice(2, 10)}`;
-    try { sessionStorage.setItem(KEY, client); } catch { /* storage disabled */ }
+    client = `web-${Math.random().toString(36).slice(2, 10)}`;
+    try { localStorage.setItem(KEY, client); } catch { /* storage disabled */ }
   }
   window.pageClient = client;
   window.presence = null;
@@ -28,15 +33,20 @@
   window.stopAnswers = [];
   let session = '';
 
+  const rb = () => (window.replaybusPage || {}).rb;
+
   function render() {
     const p = window.presence;
     const status = (p && p.status) || 'idle';
     const el = $('agent-status');
     el.textContent = status;
     el.dataset.status = status;
-    $('turn-id').textContent = (p && p.turn) || '–';
+    // The active turn: the module's (turn events and presence) over SSE,
+    // the last presence frame's over WebSocket.
+    const turn = rb() ? rb().turn : p && p.turn;
+    $('turn-id').textContent = turn || '–';
     $('presence-clients').textContent = p ? String(p.clients) : '–';
-    $('stop').disabled = !session || !(p && p.turn);
+    $('stop').disabled = !session || !turn;
   }
 
   function note(text) { $('turn-note').textContent = text; }
@@ -51,9 +61,10 @@
     }
   }
 
-  // stop cancels the session's turn and its sub-agents' turns: over an
-  // open WebSocket with the cancel message (answered by a cancel_result
-  // frame, see onEnvelope), else with POST /session/{id}/cancel.
+  // stop cancels the session's turn and its sub-agents' turns: with the
+  // module's cancel() over SSE, with the cancel message over an open
+  // WebSocket (answered by a cancel_result frame, see onEnvelope), else
+  // with POST /session/{id}/cancel.
   async function stop() {
     if (!session) return;
     const page = window.replaybusPage || {};
@@ -61,6 +72,16 @@
     if (sock && sock.readyState === WebSocket.OPEN) {
       sock.send(JSON.stringify({ type: 'cancel', cascade: true }));
       note('stopping…');
+      return;
+    }
+    if (rb()) {
+      note('stopping…');
+      try {
+        answered({ via: 'http', status: 202, ...await rb().cancel({ cascade: true }) });
+      } catch (e) {
+        if (e && e.status) answered({ via: 'http', ...e });
+        else note(`stop failed: ${e}`);
+      }
       return;
     }
     try {
@@ -102,6 +123,11 @@
       note('');
       render();
     },
+    presence(p) {
+      window.presence = p;
+      render();
+    },
+    render,
     onEnvelope(env, type) {
       if (!env.id && type === 'presence') {
         window.presence = env.data || null;
