@@ -221,13 +221,17 @@ type aguiTurnsOut struct {
 	JoinSource struct {
 		Text     string          `json:"text"`
 		Messages json.RawMessage `json:"messages"`
+		RunError *struct {
+			Code, Message string
+		} `json:"runError"`
 	} `json:"joinSource"`
-	Join          aguiRun  `json:"join"`
-	Cancel        aguiRun  `json:"cancel"`
-	CancelStatus  int      `json:"cancelStatus"`
-	Warnings      []string `json:"warnings"`
-	ConsoleErrors []string `json:"consoleErrors"`
-	Error         string   `json:"error"`
+	JoinCancelStatus int      `json:"joinCancelStatus"`
+	Join             aguiRun  `json:"join"`
+	Cancel           aguiRun  `json:"cancel"`
+	CancelStatus     int      `json:"cancelStatus"`
+	Warnings         []string `json:"warnings"`
+	ConsoleErrors    []string `json:"consoleErrors"`
+	Error            string   `json:"error"`
 }
 
 // checkAGUITurns checks what agui-turns.mjs reports.
@@ -254,8 +258,14 @@ func checkAGUITurns(t *testing.T, out aguiTurnsOut) {
 		assert.Equal(t, "RUN_FINISHED", c.Events[len(c.Events)-1])
 	}
 	j := out.Join
-	assert.Empty(t, j.Errors)
 	assert.Equal(t, []string{"RUN_STARTED", "MESSAGES_SNAPSHOT"}, j.FirstEvents, "a join without a cursor: snapshot then tail")
+	assert.Equal(t, http.StatusAccepted, out.JoinCancelStatus)
+	for name, r := range map[string]*struct{ Code, Message string }{"source": out.JoinSource.RunError, "join": j.RunError} {
+		if assert.NotNil(t, r, "%s: cancelled once joined", name) {
+			assert.Equal(t, "cancelled", r.Code, name)
+		}
+	}
+	assert.NotEmpty(t, j.Text)
 	assert.Equal(t, out.JoinSource.Text, j.Text, "the joined agent ends with the run's text")
 	assert.JSONEq(t, string(out.JoinSource.Messages), string(j.Messages))
 	c := out.Cancel
@@ -300,6 +310,7 @@ type a2aTurnsOut struct {
 	CutHead         []a2aEvent `json:"cutHead"`
 	CutLastID       string     `json:"cutLastId"`
 	CutTail         []a2aEvent `json:"cutTail"`
+	CancelStatus    int        `json:"cancelStatus"`
 	Unknown         []struct {
 		Case, Error string
 	} `json:"unknown"`
@@ -337,20 +348,29 @@ func checkA2ATurns(t *testing.T, out a2aTurnsOut, version string) {
 	for name, evs := range map[string][]a2aEvent{"stream": out.Stream, "after": out.After, "source": out.Source, "during": out.During} {
 		require.NotEmpty(t, evs, name)
 		assert.Equal(t, "task", evs[0].Case, "%s: the task first", name)
-		last := evs[len(evs)-1]
-		assert.Equal(t, "completed", last.State, "%s: the terminal status last", name)
 		for _, e := range evs[1:] {
 			assert.NotEqual(t, "task", e.Case, "%s: one task, first", name)
 		}
+	}
+	for name, evs := range map[string][]a2aEvent{"stream": out.Stream, "after": out.After} {
+		assert.Equal(t, "completed", evs[len(evs)-1].State, "%s: the terminal status last", name)
 	}
 	assert.Equal(t, "submitted", out.Stream[0].State)
 	assert.NotEmpty(t, a2aText(out.Stream))
 	assert.Equal(t, a2aText(out.Stream), a2aText(out.After), "the terminal task holds the whole reply")
 	require.Len(t, out.After, 1, "a terminal task: the task alone")
-	assert.Equal(t, streamText(1500), a2aText(out.Source))
+	assert.Equal(t, http.StatusAccepted, out.CancelStatus)
+	for name, evs := range map[string][]a2aEvent{"source": out.Source, "during": out.During} {
+		assert.Equal(t, "canceled", evs[len(evs)-1].State, "%s: cancelled while it ran", name)
+	}
 	assert.Equal(t, "working", out.During[0].State, "resubscribed while it runs")
-	assert.Equal(t, streamText(1500), a2aText(out.During), "the task so far, then the rest: the whole reply once")
-	assert.Len(t, out.During[0].Artifacts[0].Parts, 1, "the reply so far in one part")
+	text := a2aText(out.Source)
+	assert.NotEmpty(t, text)
+	assert.True(t, strings.HasPrefix(streamText(100000), text), "the reply up to the cancel")
+	assert.Equal(t, text, a2aText(out.During), "the task so far, then the rest: the same reply, once")
+	if assert.NotEmpty(t, out.During[0].Artifacts) {
+		assert.Len(t, out.During[0].Artifacts[0].Parts, 1, "the reply so far in one part")
+	}
 	require.NotEmpty(t, out.CutHead)
 	assert.NotEqual(t, "completed", out.CutHead[len(out.CutHead)-1].State, "the head was cut")
 	require.NotEmpty(t, out.CutTail, "resumed after %s", out.CutLastID)
@@ -366,8 +386,10 @@ func checkA2ATurns(t *testing.T, out a2aTurnsOut, version string) {
 // over protocol 1.0 and 0.3: a message's stream starts with the task
 // (submitted) and ends completed; resubscribeTask to the finished task
 // gets the terminal task alone, holding the whole reply; resubscribeTask
-// while a 1,500-delta task runs gets the task first (working, the reply
-// so far in one part), then the rest, then completed; a stream cut after
+// while a task runs gets the task first (working, the reply so far in
+// one part), then the rest, then — a cancel through the bus once it has
+// its task — canceled, with the reply the message's stream got; a stream
+// cut after
 // 37 frames and resubscribed with Last-Event-ID gets exactly the updates
 // after it; an unknown task is a JSON-RPC task-not-found error.
 func TestA2AClientAgainstTheExampleServer(t *testing.T) {

@@ -135,18 +135,34 @@ try {
     const resumeByGet = arg.startsWith("g");
     out.cuts.push({ cut: c, byGet: resumeByGet, ...(await run(`ag-cut-${arg}-${stamp}`, { cut: c, resumeByGet })) });
   }
-  // A join while a run of the same text runs on another thread: the
-  // joined agent ends with the run's messages.
+  // A join while a run runs: once the joined agent has its snapshot, a
+  // cancel ends the run; both agents end with the same messages, whatever
+  // the machine's speed.
   const joinThread = `ag-join-${stamp}`;
   let joined;
+  let snapshotSeen;
+  const seen = new Promise((resolve) => { snapshotSeen = resolve; });
   const first = await run(joinThread, {
-    message: "stream 3000",
+    message: "stream 100000",
     onEvent: async (n) => {
-      if (n === 30) joined = run(joinThread, { join: true });
+      if (n !== 30) return;
+      process.stderr.write("join starts\n");
+      joined = run(joinThread, { join: true, onEvent: async (k) => { if (k <= 3) process.stderr.write(`join event ${k}\n`); if (k === 2) snapshotSeen(); } });
+      // Not to wait for the whole turn if the join never gets its
+      // snapshot (the check then fails on the join's first events).
+      const fallback = setTimeout(snapshotSeen, 15000);
+      seen.then(async () => {
+        clearTimeout(fallback);
+        const r = await fetch(`${base}/session/${encodeURIComponent(joinThread)}/cancel`, { method: "POST" });
+        out.joinCancelStatus = r.status;
+        process.stderr.write(`cancel ${r.status}\n`);
+      });
     },
   });
-  out.joinSource = { text: first.text, messages: first.messages, events: first.events.length };
+  out.joinSource = { text: first.text, messages: first.messages, events: first.events.length, runError: first.runError };
+  process.stderr.write("source ended\n");
   out.join = await joined;
+  process.stderr.write("join ended\n");
   // A stop: RUN_ERROR with the cancelled code; the partial text stays.
   const stopThread = `ag-stop-${stamp}`;
   out.cancel = await run(stopThread, {
