@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"log/slog"
 	"time"
-
-	"github.com/replaybus/replaybus/eventbus/observe"
 )
 
 // OverflowPolicy says what the bus does when a subscriber's live queue is
@@ -257,13 +255,17 @@ type Options struct {
 	// exactly. Nil (the default): no logging.
 	Logger *slog.Logger `env:"-"`
 
-	// Diagnostics, if set, is called for every slow-client warning,
-	// eviction, drop and session expiry (see [observe.Diagnostic]), unaggregated,
-	// on the goroutine of the call that caused it (Publish, ExpireIdle, a
-	// backend's feed) after the bus lock is released, before that call
-	// returns; it may call back into the bus, but a slow one slows that
-	// caller. Nil (the default): none.
-	Diagnostics func(observe.Diagnostic) `env:"-"`
+	// Diagnostics, if set, receives one record per slow-client warning,
+	// eviction, drop and session expiry, unaggregated (Logger's are
+	// aggregated): message "eventbus: " and slow_client_warning,
+	// client_evicted, events_dropped or session_expired; WARN for a drop or
+	// an eviction, else INFO; attributes session and, for a subscriber's
+	// incident, subscriber, name, event_id, event_type, queue_size,
+	// max_queued, queued_bytes, max_queued_bytes. Records are handled on
+	// the goroutine of the call that caused them, after the bus lock is
+	// released; the handler may call back into the bus. Nil (the default):
+	// none.
+	Diagnostics *slog.Logger `env:"-"`
 
 	// Epoch fixes the bus epoch (1–64 characters from [A-Za-z0-9_])
 	// instead of drawing a random one; useful for tests and for a bus that

@@ -1,6 +1,7 @@
 package eventbus_test
 
 import (
+	"log/slog"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -9,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/eventbus"
-	"github.com/replaybus/replaybus/eventbus/observe"
 )
 
 // Idle sessions expire after the TTL by the bus's own goroutine; a
@@ -17,9 +17,8 @@ import (
 func TestSessionExpiry(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		var diags []observe.Diagnostic
-		b := newBus(t, eventbus.Options{SessionTTL: time.Second,
-			Diagnostics: func(d observe.Diagnostic) { diags = append(diags, d) }})
+		diags := &diagRecorder{}
+		b := newBus(t, eventbus.Options{SessionTTL: time.Second, Diagnostics: slog.New(diags)})
 		publish(t, b, "idle", 1)
 		publish(t, b, "watched", 1)
 		s := subscribe(t, b, "watched", eventbus.SubscribeOptions{})
@@ -57,10 +56,10 @@ func TestSessionExpiry(t *testing.T) {
 		assert.Equal(t, uint64(5), st.Expired)
 		assert.Zero(t, st.Sessions)
 		assert.Empty(t, b.Sessions())
-		var kinds []observe.DiagnosticKind
-		for _, d := range diags {
+		var kinds []string
+		for _, d := range diags.all() {
 			kinds = append(kinds, d.Kind)
 		}
-		assert.Contains(t, kinds, observe.DiagSessionExpired)
+		assert.Contains(t, kinds, "session_expired")
 	})
 }

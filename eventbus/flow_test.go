@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -428,13 +429,8 @@ func TestSubscriberCap(t *testing.T) {
 
 func TestStatsAndDiagnostics(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	var diags []observe.Diagnostic
-	b := newBus(t, eventbus.Options{DroppableTypes: []string{"delta"}, OverflowPolicy: eventbus.DropSubscriber, Diagnostics: func(d observe.Diagnostic) {
-		mu.Lock()
-		diags = append(diags, d)
-		mu.Unlock()
-	}})
+	rec := &diagRecorder{}
+	b := newBus(t, eventbus.Options{DroppableTypes: []string{"delta"}, OverflowPolicy: eventbus.DropSubscriber, Diagnostics: slog.New(rec)})
 	publish(t, b, "s", 3) // 1..3
 	replayer := subscribe(t, b, "s", eventbus.SubscribeOptions{Cursor: eventbus.At(100), Name: "replayer"})
 	slow := subscribe(t, b, "s", eventbus.SubscribeOptions{MaxQueued: 2, NoReplay: true, Name: "slow"})
@@ -459,10 +455,9 @@ func TestStatsAndDiagnostics(t *testing.T) {
 		PresenceChanges: 4,
 	}, st)
 
-	mu.Lock()
-	defer mu.Unlock()
+	diags := rec.all()
 	type brief struct {
-		Kind       observe.DiagnosticKind
+		Kind       string
 		Name       string
 		Subscriber uint64
 		EventID    uint64
@@ -474,10 +469,10 @@ func TestStatsAndDiagnostics(t *testing.T) {
 		got = append(got, brief{d.Kind, d.Name, d.Subscriber, d.EventID, d.EventType})
 	}
 	assert.Equal(t, []brief{
-		{observe.DiagSlowClientWarning, "slow", slow.ID(), 5, "delta"},
-		{observe.DiagDropped, "slow", slow.ID(), 6, "delta"},
-		{observe.DiagSlowClientWarning, "dropper", dropper.ID(), 6, "delta"},
-		{observe.DiagEvicted, "slow", slow.ID(), 7, "final"},
+		{"slow_client_warning", "slow", slow.ID(), 5, "delta"},
+		{"events_dropped", "slow", slow.ID(), 6, "delta"},
+		{"slow_client_warning", "dropper", dropper.ID(), 6, "delta"},
+		{"client_evicted", "slow", slow.ID(), 7, "final"},
 	}, got)
 	assert.Equal(t, frame.QueueFigures{QueueSize: 2, MaxQueued: 2, MaxQueuedBytes: eventbus.Options{}.WithDefaults().MaxQueuedBytes}, diags[3].Queue)
 	_ = replayer

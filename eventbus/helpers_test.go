@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -190,4 +192,64 @@ func waitEnded(t testing.TB, s *eventbus.Subscription) {
 	case <-time.After(waitFor):
 		require.FailNow(t, "subscription did not end")
 	}
+}
+
+// diagRecord is one record of Options.Diagnostics, its attributes read
+// back.
+type diagRecord struct {
+	Kind       string // the message without "eventbus: "
+	Session    string
+	Subscriber uint64
+	Name       string
+	EventID    uint64
+	EventType  string
+	Queue      frame.QueueFigures
+}
+
+// diagRecorder is a slog.Handler that keeps every Options.Diagnostics
+// record; safe for concurrent use.
+type diagRecorder struct {
+	mu   sync.Mutex
+	recs []diagRecord
+}
+
+func (d *diagRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (d *diagRecorder) WithAttrs([]slog.Attr) slog.Handler       { return d }
+func (d *diagRecorder) WithGroup(string) slog.Handler            { return d }
+func (d *diagRecorder) Handle(_ context.Context, r slog.Record) error {
+	x := diagRecord{Kind: strings.TrimPrefix(r.Message, "eventbus: ")}
+	r.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "session":
+			x.Session = a.Value.String()
+		case "subscriber":
+			x.Subscriber = a.Value.Uint64()
+		case "name":
+			x.Name = a.Value.String()
+		case "event_id":
+			x.EventID = a.Value.Uint64()
+		case "event_type":
+			x.EventType = a.Value.String()
+		case "queue_size":
+			x.Queue.QueueSize = int(a.Value.Int64())
+		case "max_queued":
+			x.Queue.MaxQueued = int(a.Value.Int64())
+		case "queued_bytes":
+			x.Queue.QueuedBytes = a.Value.Int64()
+		case "max_queued_bytes":
+			x.Queue.MaxQueuedBytes = a.Value.Int64()
+		}
+		return true
+	})
+	d.mu.Lock()
+	d.recs = append(d.recs, x)
+	d.mu.Unlock()
+	return nil
+}
+
+// all returns the records so far.
+func (d *diagRecorder) all() []diagRecord {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]diagRecord(nil), d.recs...)
 }

@@ -6,10 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/eventbus/internal/diag"
 	"github.com/replaybus/replaybus/eventbus/internal/queue"
-	"github.com/replaybus/replaybus/eventbus/observe"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -45,9 +43,9 @@ type index struct {
 	all       allSubs
 	droppable map[string]struct{} // Options.DroppableTypes
 	now       func() time.Time
-	report    func(observe.Diagnostic) // Options.Diagnostics
-	logger    *slog.Logger             // Options.Logger
-	hub       *presenceHub             // who is attached to each session (presence.go)
+	report    *slog.Logger // Options.Diagnostics
+	logger    *slog.Logger // Options.Logger
+	hub       *presenceHub // who is attached to each session (presence.go)
 
 	_    [64]byte // the counters, written on subscribe, off the line publishers read all.n on
 	cnt  counters
@@ -306,13 +304,13 @@ func (ix *index) offer(l *subList, skip, src *session, r *record, droppable, for
 		switch o {
 		case queue.Warned:
 			ix.cnt.warnings.Add(1)
-			ix.diagnose(observe.DiagSlowClientWarning, s, r)
+			ix.diagnose(diag.Warning, s, r)
 		case queue.Dropped, queue.DroppedOld:
 			ix.cnt.dropped.Add(1)
-			ix.diagnose(observe.DiagDropped, s, r)
+			ix.diagnose(diag.Dropped, s, r)
 		case queue.Evicted:
 			ix.cnt.evicted.Add(1)
-			ix.diagnose(observe.DiagEvicted, s, r)
+			ix.diagnose(diag.Evicted, s, r)
 			ix.unregister(s) // its slot is free at once
 			s.stopWatch()
 			i-- // the last subscriber of l moved into slot i
@@ -364,11 +362,11 @@ func (ix *index) gap(x *session, upTo uint64) {
 // diagnose queues one diagnostic (package internal/diag); flush delivers
 // it once every bus lock is released. A bus lock is held: it must stay
 // cheap and never log or call the hook.
-func (ix *index) diagnose(kind observe.DiagnosticKind, s *Subscription, r *record) {
+func (ix *index) diagnose(kind string, s *Subscription, r *record) {
 	if ix.report == nil && ix.logger == nil {
 		return
 	}
-	d := diag.Item{Kind: string(kind), Session: s.sess.ID, Subscriber: s.id, Name: s.name, EventID: r.ID, EventType: r.Type}
+	d := diag.Item{Kind: kind, Session: s.sess.ID, Subscriber: s.id, Name: s.name, EventID: r.ID, EventType: r.Type}
 	if s.id != 0 {
 		s.mu.Lock()
 		q := s.figuresLocked()
@@ -385,17 +383,5 @@ func (ix *index) flush() {
 	if ix.report == nil && ix.logger == nil {
 		return // nothing was queued (diagnose)
 	}
-	ix.diag.Flush(ix.now, ix.reportItem, ix.logger)
-}
-
-// reportItem turns an incident into the observe.Diagnostic of Options.Diagnostics.
-func (ix *index) reportItem(d diag.Item) {
-	if ix.report == nil {
-		return
-	}
-	ix.report(observe.Diagnostic{
-		Kind: observe.DiagnosticKind(d.Kind), Session: d.Session, Subscriber: d.Subscriber, Name: d.Name,
-		EventID: d.EventID, EventType: d.EventType,
-		Queue: frame.QueueFigures{QueueSize: d.QueueSize, MaxQueued: d.MaxQueued, QueuedBytes: d.QueuedBytes, MaxQueuedBytes: d.MaxQueuedBytes},
-	})
+	ix.diag.Flush(ix.now, ix.report, ix.logger)
 }

@@ -1,7 +1,6 @@
 package eventbus
 
 import (
-	"fmt"
 	"mime"
 	"strings"
 	"sync"
@@ -22,11 +21,11 @@ import (
 // extension (queue.Ext, which JSON records without an origin do not
 // have). Index 0 is JSON.
 
-// ContentTypeJSON is the media type of every event whose payload is JSON:
+// contentTypeJSON is the media type of every event whose payload is JSON:
 // what [Event.ContentType] returns for an event published with
 // [Bus.Publish] or [Bus.PublishJSON], and the media type under which
 // [Bus.PublishBytes] validates its payload as JSON instead.
-const ContentTypeJSON = "application/json"
+const contentTypeJSON = "application/json"
 
 // Bounds of the media type table (one per process, shared by every bus).
 const (
@@ -64,15 +63,15 @@ func init() {
 	}
 }
 
-// mediaName returns index i's media type: ContentTypeJSON for 0.
+// mediaName returns index i's media type: contentTypeJSON for 0.
 func mediaName(i uint32) string {
 	if i == 0 || i > maxMediaTypes {
-		return ContentTypeJSON
+		return contentTypeJSON
 	}
 	if p := mediaTab.names[i].Load(); p != nil {
 		return *p
 	}
-	return ContentTypeJSON
+	return contentTypeJSON
 }
 
 // internMedia checks contentType and returns its index: 0 for JSON
@@ -100,7 +99,7 @@ func internMedia(contentType string) (uint32, error) {
 		return 0, invalidf("malformed media type %q: want type/subtype, e.g. application/octet-stream", contentType)
 	}
 	var canon string
-	if mt != ContentTypeJSON {
+	if mt != contentTypeJSON {
 		if canon = mime.FormatMediaType(mt, params); canon == "" || len(canon) > maxMediaTypeLen {
 			return 0, invalidf("malformed media type %q", contentType)
 		}
@@ -131,7 +130,7 @@ func internMedia(contentType string) (uint32, error) {
 }
 
 // ContentType returns the media type of e's payload in canonical form:
-// [ContentTypeJSON] unless it was published with [Bus.PublishBytes] under
+// "application/json" unless it was published with [Bus.PublishBytes] under
 // another type.
 func (e Event) ContentType() string { return mediaName(e.media) }
 
@@ -149,28 +148,4 @@ func (e Event) WithContentType(contentType string) (Event, error) {
 	}
 	e.media = id
 	return e, nil
-}
-
-// PublishBytes is [Bus.Publish] for a payload of media type contentType:
-// subscribers get data as published, with [Event.ContentType]. Under
-// application/json data is validated and published as by PublishJSON. Such
-// an event never merges. data is copied. Errors: Publish's, and ErrInvalid
-// for a media type that is empty, malformed, over 255 bytes or the 4,097th
-// distinct one in the process.
-func (b *Bus) PublishBytes(sessionID, typ, contentType string, data []byte, opts ...PublishOption) (Event, error) {
-	media, err := internMedia(contentType)
-	if err != nil {
-		return Event{}, err
-	}
-	if err := checkEvent(sessionID, typ); err != nil {
-		return Event{}, err
-	}
-	if media == 0 && len(data) > 0 && !validJSON(data) {
-		return Event{}, invalidJSON(fmt.Sprintf(" (media type %q)", contentType), data)
-	}
-	var raw []byte
-	if len(data) > 0 {
-		raw = append([]byte(nil), data...)
-	}
-	return b.publish(sessionID, typ, raw, media, opts)
 }

@@ -161,7 +161,7 @@ func TestPublishValidation(t *testing.T) {
 		{"forged state_resync_required", "s", frame.TypeStateResyncRequired, nil},
 		{"forged slow_client_warning", "s", frame.TypeSlowClientWarning, nil},
 		{"forged snapshot", "s", frame.TypeSnapshot, nil},
-		{"forged stream_start", "s", frame.TypeStreamStart, nil},
+		{"forged stream_start", "s", "stream_start", nil},
 		{"internal control type", "s", "_replaybus.session_created", nil},
 	}
 	b := newBus(t, eventbus.Options{})

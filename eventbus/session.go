@@ -3,6 +3,8 @@ package eventbus
 import (
 	"time"
 
+	"github.com/replaybus/replaybus/eventbus/internal/diag"
+
 	"github.com/replaybus/replaybus/eventbus/observe"
 )
 
@@ -101,7 +103,7 @@ func (b *Bus) ExpireIdle() int {
 	idle := b.hist.Expire(b.nowNanos())
 	if b.idx.report != nil || b.idx.logger != nil {
 		for _, x := range idle {
-			b.idx.diagnose(observe.DiagSessionExpired, &Subscription{sess: x}, &record{})
+			b.idx.diagnose(diag.Expired, &Subscription{sess: x}, &record{})
 		}
 	}
 	return len(idle)

@@ -114,7 +114,7 @@ func TestSendToErrors(t *testing.T) {
 	err := b.SendTo(frame.TypeClientEvicted, nil, sub)
 	assert.ErrorIs(t, err, eventbus.ErrInvalid)
 	assert.ErrorContains(t, err, "client_evicted")
-	err = b.SendTo(frame.TypeStreamStart, nil, sub)
+	err = b.SendTo("stream_start", nil, sub)
 	assert.ErrorIs(t, err, eventbus.ErrInvalid, "a targeted frame cannot pass for the handlers' stream_start")
 	assert.ErrorContains(t, err, "stream_start")
 	assert.ErrorIs(t, b.SendTo("t", make(chan int), sub), eventbus.ErrInvalid)

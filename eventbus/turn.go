@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/puzpuzpuz/xsync/v3"
+
 	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/eventbus/internal/store"
 )
@@ -361,4 +363,20 @@ func turnData(x *session, tn *store.Turn) frame.TurnData {
 		d.EndID, d.Reason, d.Message = tn.End.ID, tn.Reason, tn.Message
 	}
 	return d
+}
+
+// initTurns sets up the bus's turns and presence (newBus): mem is the
+// local store, fed the store over a backend (nil in memory).
+func (b *Bus) initTurns(mem *memStore, fed *fedStore) {
+	tk := &b.turns
+	tk.owned = xsync.NewMapOf[turnKey, *Turn]()
+	tk.hold, tk.lease = int64(b.cfg.CancelHold), b.cfg.TurnLease
+	tk.mem, tk.fed = mem, fed
+	tk.hub = &presenceHub{grace: b.cfg.PresenceGrace, now: b.cfg.now}
+	b.idx.hub = tk.hub
+	if fed != nil {
+		if lb := fed.lease(); lb != nil {
+			tk.hub.share = newPresenceShare(lb, b.cfg.TurnLease, mem, b.ttl.stop)
+		}
+	}
 }

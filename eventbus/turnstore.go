@@ -264,22 +264,6 @@ func (tk *turnKeeper) endOwnTurnsLocked() {
 	})
 }
 
-// initTurns sets up the bus's turns and presence (newBus): mem is the
-// local store, fed the store over a backend (nil in memory).
-func (b *Bus) initTurns(mem *memStore, fed *fedStore) {
-	tk := &b.turns
-	tk.owned = xsync.NewMapOf[turnKey, *Turn]()
-	tk.hold, tk.lease = int64(b.cfg.CancelHold), b.cfg.TurnLease
-	tk.mem, tk.fed = mem, fed
-	tk.hub = &presenceHub{grace: b.cfg.PresenceGrace, now: b.cfg.now}
-	b.idx.hub = tk.hub
-	if fed != nil {
-		if lb := fed.lease(); lb != nil {
-			tk.hub.share = newPresenceShare(lb, b.cfg.TurnLease, mem, b.ttl.stop)
-		}
-	}
-}
-
 // wait waits for the goroutines of turns and presence over a backend
 // (Close, once the bus is closed: each ends promptly).
 func (tk *turnKeeper) wait() {

@@ -7,7 +7,6 @@ import (
 	"strconv"
 
 	"github.com/replaybus/replaybus/eventbus"
-	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/internal/textutil"
 )
 
@@ -24,8 +23,8 @@ const EnvelopeVersion = 1
 // SSE it also carries the cursor on its id: line, so an EventSource's
 // lastEventId takes it; [Stream] takes it as its cursor and does not
 // return it.
-// It is [frame.TypeStreamStart], which the bus refuses to publish.
-const TypeStreamStart = frame.TypeStreamStart
+// The bus refuses to publish it ([frame.Reserved]).
+const TypeStreamStart = "stream_start"
 
 // AppendEnvelope appends ev's JSON envelope — the object an SSE frame
 // carries on its data: line and a WebSocket frame is — to dst and returns

@@ -8,6 +8,7 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // bytesEvent is ev with a byte payload of media type ct.
@@ -84,4 +85,10 @@ func TestDecodeEnvelopeBadBytePayload(t *testing.T) {
 			require.ErrorContains(t, err, tc.wantErr)
 		})
 	}
+}
+
+// The handlers' stream_start is one of the types the bus refuses to
+// publish, so no event can be taken for it.
+func TestStreamStartIsReserved(t *testing.T) {
+	require.True(t, frame.Reserved(resume.TypeStreamStart))
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/ws"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
@@ -49,7 +50,7 @@ func TestFramesOfEverySizeInOrder(t *testing.T) {
 			}
 			live := dialOpts(s.url("s1", "replay=0"))
 			send(t, live, `{"resume":{}}`)
-			assert.Equal(t, frame.TypeStreamStart, read(t, live).Type)
+			assert.Equal(t, resume.TypeStreamStart, read(t, live).Type)
 
 			var want []json.RawMessage
 			for _, n := range []int{1, 100, 300, 70_000, 5, 2_000} {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"runtime"
 	"strings"
@@ -21,7 +22,6 @@ import (
 	"github.com/replaybus/replaybus/adapters/ws"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
-	"github.com/replaybus/replaybus/eventbus/observe"
 )
 
 func heapAlloc() uint64 {
@@ -44,13 +44,12 @@ func TestStalledSocketEvicted(t *testing.T) {
 	var mu sync.Mutex
 	evictedAt := map[uint64]time.Time{}
 	names := map[string]uint64{} // ?who= → subscriber id
-	s, cl := newCutServer(t, eventbus.Options{ReplayBufferSize: 64, Diagnostics: func(d observe.Diagnostic) {
-		if d.Kind == observe.DiagEvicted {
-			mu.Lock()
-			evictedAt[d.Subscriber] = time.Now()
-			mu.Unlock()
-		}
-	}}, ws.HandlerOptions{
+	evictions := evictionHandler(func(subscriber uint64) {
+		mu.Lock()
+		evictedAt[subscriber] = time.Now()
+		mu.Unlock()
+	})
+	s, cl := newCutServer(t, eventbus.Options{ReplayBufferSize: 64, Diagnostics: slog.New(evictions)}, ws.HandlerOptions{
 		ResumeWait: -1, CloseGrace: grace,
 		OnSubscribe: func(r *http.Request, sub *eventbus.Subscription) {
 			mu.Lock()
@@ -178,4 +177,24 @@ func TestStalledSocketEvicted(t *testing.T) {
 	assert.Less(t, int64(after)-int64(before), int64(8<<20), "heap grew from %d to %d", before, after)
 	t.Logf("both evicted within %d events; the late reader got %d frames then 1008; the healthy client got all %d; heap %d → %d bytes",
 		last, len(evs), last, before, after)
+}
+
+// evictionHandler is a slog.Handler for Options.Diagnostics that calls its
+// function with the subscriber of every client_evicted record.
+type evictionHandler func(subscriber uint64)
+
+func (h evictionHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h evictionHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h evictionHandler) WithGroup(string) slog.Handler            { return h }
+func (h evictionHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "eventbus: client_evicted" {
+		return nil
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "subscriber" {
+			h(a.Value.Uint64())
+		}
+		return true
+	})
+	return nil
 }

@@ -34,13 +34,13 @@ const (
 	// position was lost; the events after that id follow. Data is
 	// [SnapshotData].
 	TypeSnapshot = "snapshot"
-	// TypeStreamStart is not made by the bus but by the SSE and WebSocket
-	// handlers: the frame that opens a live-only stream and names where
-	// it starts (adapters/resume documents its data). It is reserved here,
-	// with the bus's own types, so that no published or targeted event can
-	// be taken for it by a client.
-	TypeStreamStart = "stream_start"
 )
+
+// typeStreamStart is not made by the bus but by the SSE and WebSocket
+// handlers (adapters/resume.TypeStreamStart, which owns it): the frame that
+// opens a live-only stream. It is reserved here, with the bus's own types,
+// so that no published or targeted event can be taken for it by a client.
+const typeStreamStart = "stream_start"
 
 // Reasons carried in [SnapshotData.Reason] besides ReasonRingEvicted and
 // ReasonEpochReset (the position the snapshot replaces was lost).
@@ -192,7 +192,7 @@ type SessionClosedData struct {
 // with an id that a client would take for the end of its session, say).
 func Reserved(typ string) bool {
 	switch typ {
-	case TypeStateResyncRequired, TypeReplayComplete, TypeSlowClientWarning, TypeClientEvicted, TypeSessionClosed, TypeSnapshot, TypeStreamStart,
+	case TypeStateResyncRequired, TypeReplayComplete, TypeSlowClientWarning, TypeClientEvicted, TypeSessionClosed, TypeSnapshot, typeStreamStart,
 		TypeTurnStart, TypeTurnEnd, TypeTurnCancel, TypePresence,
 		"connection", "session_added", "session_removed", "session_error":
 		return true

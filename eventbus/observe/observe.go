@@ -1,7 +1,5 @@
 package observe
 
-import "github.com/replaybus/replaybus/eventbus/frame"
-
 // Stats is a snapshot of a bus's counters (eventbus.Bus.Stats). Counters
 // are totals since the bus was made;
 // Sessions and Subscribers are current.
@@ -49,27 +47,4 @@ type SessionInfo struct {
 	Subscribers int    `json:"subscribers"`      // subscribers made on it (any scope)
 	Buffered    int    `json:"buffered"`         // events in its replay buffer
 	LastEventID uint64 `json:"lastEventId"`      // newest id published to it, 0 if none
-}
-
-// DiagnosticKind says what a [Diagnostic] reports.
-type DiagnosticKind string
-
-// Diagnostic kinds.
-const (
-	DiagSlowClientWarning DiagnosticKind = "slow_client_warning"
-	DiagEvicted           DiagnosticKind = "client_evicted"
-	DiagDropped           DiagnosticKind = "events_dropped"
-	DiagSessionExpired    DiagnosticKind = "session_expired"
-)
-
-// Diagnostic reports one backpressure incident to the hook of
-// eventbus.Options.Diagnostics.
-type Diagnostic struct {
-	Kind       DiagnosticKind     // what happened
-	Session    string             // the subscription's session (or the expired session)
-	Subscriber uint64             // the subscriber's id, 0 for session_expired
-	Name       string             // the subscriber's Name
-	EventID    uint64             // the event that triggered it
-	EventType  string             // that event's type
-	Queue      frame.QueueFigures // the subscriber's live queue right after it (zero for session_expired)
 }

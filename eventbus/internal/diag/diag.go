@@ -8,7 +8,8 @@ import (
 	"time"
 )
 
-// The kinds of incident (observe.DiagnosticKind's values).
+// The kinds of incident: the message of their records is "eventbus: "
+// and the kind.
 const (
 	Warning = "slow_client_warning"
 	Evicted = "client_evicted"
@@ -16,7 +17,7 @@ const (
 	Expired = "session_expired"
 )
 
-// Item is one incident: observe.Diagnostic's fields.
+// Item is one incident.
 type Item struct {
 	Kind           string
 	Session        string
@@ -78,9 +79,10 @@ func (a *Aggregator) Add(d Item) {
 	a.mu.Unlock()
 }
 
-// Flush hands the queued incidents to hook (if not nil) and writes the
-// log lines due to logger (if not nil), at now. No bus lock may be held.
-func (a *Aggregator) Flush(now func() time.Time, hook func(Item), logger *slog.Logger) {
+// Flush writes one record per queued incident to detail (if not nil),
+// unaggregated, and the log lines due to logger (if not nil), at now. No
+// bus lock may be held.
+func (a *Aggregator) Flush(now func() time.Time, detail, logger *slog.Logger) {
 	if a.n.Load() == 0 && !a.owed.Load() {
 		return
 	}
@@ -89,15 +91,18 @@ func (a *Aggregator) Flush(now func() time.Time, hook func(Item), logger *slog.L
 	a.pending, a.lost = nil, 0
 	a.n.Store(0)
 	a.mu.Unlock()
-	if hook != nil {
+	t := now()
+	if detail != nil {
+		h := detail.Handler()
 		for _, d := range batch {
-			hook(d)
+			if rec := d.Record(t); h.Enabled(context.Background(), rec.Level) {
+				_ = h.Handle(context.Background(), rec)
+			}
 		}
 	}
 	if logger == nil {
 		return
 	}
-	t := now()
 	var lines []slog.Record
 	a.logMu.Lock()
 	for i, d := range batch {
@@ -239,4 +244,25 @@ func (ds *Aggregator) sweep(now time.Time) {
 			delete(ds.episodes, id)
 		}
 	}
+}
+
+// Record is d's own record, unaggregated: message "eventbus: " and the
+// kind, WARN for a drop or an eviction and INFO otherwise, with the
+// attributes session and, for a subscriber's incident, subscriber, name,
+// event_id, event_type, queue_size, max_queued, queued_bytes and
+// max_queued_bytes.
+func (d Item) Record(now time.Time) slog.Record {
+	level := slog.LevelInfo
+	if d.Kind == Dropped || d.Kind == Evicted {
+		level = slog.LevelWarn
+	}
+	rec := slog.NewRecord(now, level, "eventbus: "+d.Kind, 0)
+	rec.AddAttrs(slog.String("session", d.Session))
+	if d.Subscriber != 0 {
+		rec.AddAttrs(slog.Uint64("subscriber", d.Subscriber), slog.String("name", d.Name),
+			slog.Uint64("event_id", d.EventID), slog.String("event_type", d.EventType),
+			slog.Int("queue_size", d.QueueSize), slog.Int("max_queued", d.MaxQueued),
+			slog.Int64("queued_bytes", d.QueuedBytes), slog.Int64("max_queued_bytes", d.MaxQueuedBytes))
+	}
+	return rec
 }

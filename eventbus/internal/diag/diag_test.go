@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-// The hook gets every incident; the log gets one line per drop episode and
+// The detail logger gets every incident as its own record; the log gets one line per drop episode and
 // at most diagLogBurst lines per kind per window, then a summary.
 func TestAggregatorFlush(t *testing.T) {
 	var a Aggregator
@@ -18,8 +18,8 @@ func TestAggregatorFlush(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	now := time.Unix(1000, 0)
 	clock := func() time.Time { return now }
-	var hooked []Item
-	hook := func(d Item) { hooked = append(hooked, d) }
+	var detailBuf bytes.Buffer
+	hook := slog.New(slog.NewTextHandler(&detailBuf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 
 	for i := range 50 {
 		a.Add(Item{Kind: Dropped, Session: "s", Subscriber: 1, EventID: uint64(i + 1)})
@@ -28,7 +28,10 @@ func TestAggregatorFlush(t *testing.T) {
 		a.Add(Item{Kind: Evicted, Session: "s", Subscriber: uint64(100 + i), EventID: 7})
 	}
 	a.Flush(clock, hook, logger)
-	assert.Len(t, hooked, 65, "the hook sees every incident")
+	details := strings.Split(strings.TrimSpace(detailBuf.String()), "\n")
+	assert.Len(t, details, 65, "the detail logger sees every incident")
+	assert.Contains(t, details[64], `msg="eventbus: client_evicted" session=s subscriber=114`)
+	detailBuf.Reset()
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	assert.Equal(t, 1+diagLogBurst, len(lines), "one drop line, then the eviction burst limit: %s", buf.String())
 	assert.Contains(t, lines[0], "events_dropped")
@@ -37,6 +40,7 @@ func TestAggregatorFlush(t *testing.T) {
 	buf.Reset()
 	now = now.Add(diagLogEvery)
 	a.Flush(clock, hook, logger) // nothing pending: the window's summary only
+	assert.Empty(t, detailBuf.String(), "no incident, no detail")
 	assert.Contains(t, buf.String(), "client_evicted (summary)")
 	assert.Contains(t, buf.String(), "suppressed=5")
 
