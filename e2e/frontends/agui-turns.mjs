@@ -143,7 +143,7 @@ try {
   let snapshotSeen;
   const seen = new Promise((resolve) => { snapshotSeen = resolve; });
   const first = await run(joinThread, {
-    message: "stream 100000",
+    message: "stream 6000", // long enough for the join, short enough not to flood a loaded machine's client
     onEvent: async (n) => {
       if (n !== 30) return;
       process.stderr.write("join starts\n");
