@@ -18,6 +18,7 @@ import (
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/examples/agentserver/server"
+	"github.com/replaybus/replaybus/scope"
 )
 
 // Issue 31: eight tabs of one origin hold exactly one server connection
@@ -74,7 +75,7 @@ func TestBrowserTabsShareOneConnection(t *testing.T) {
 // first), then the new incarnation's snapshot and its tail.
 func TestBrowserSnapshotThenTail(t *testing.T) {
 	var s *browserServer
-	snapshots := func(ctx context.Context, req eventbus.SnapshotRequest) (json.RawMessage, uint64, error) {
+	snapshots := func(ctx context.Context, session string, sc scope.Kind) (json.RawMessage, uint64, error) {
 		s.mu.Lock()
 		inc := s.cur
 		s.mu.Unlock()
@@ -119,7 +120,7 @@ func TestBrowserSnapshotThenTail(t *testing.T) {
 	tail := v.Rec[len(ids)+1:]
 	newEpoch := s.cur.bus.Epoch()
 	require.GreaterOrEqual(t, len(tail), 2, "%v", tail)
-	assert.Equal(t, []any{"r", "epoch_reset", newEpoch}, tail[0], "the restart first")
+	assert.Equal(t, []any{"r", "epoch_reset", newEpoch, browserSession}, tail[0], "the restart first, naming its session")
 	require.Equal(t, "s", tail[1][0], "then the new incarnation's snapshot: %v", tail)
 	cursor, _ := tail[1][1].(string)
 	require.True(t, strings.HasPrefix(cursor, newEpoch+"-"), "snapshot cursor %s", cursor)

@@ -18,6 +18,7 @@ import (
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/examples/agentserver/server"
+	"github.com/replaybus/replaybus/scope"
 )
 
 // nodeResult is what e2e/node/client.mjs prints.
@@ -199,7 +200,7 @@ func TestNodeEventSourceResumesAfterSnapshot(t *testing.T) {
 	const asOf, total = 3, 10
 	c := newCutAfterStart() // the first frame with an id: line is the snapshot
 	ts := startServer(t, eventbus.Options{ReplayBufferSize: 1000,
-		Snapshots: func(context.Context, eventbus.SnapshotRequest) (json.RawMessage, uint64, error) {
+		Snapshots: func(context.Context, string, scope.Kind) (json.RawMessage, uint64, error) {
 			return json.RawMessage(`{"n":3}`), asOf, nil
 		}}, server.Options{SSE: sse.HandlerOptions{Retry: 100 * time.Millisecond}, WrapEvents: c.wrap})
 	for i := 1; i <= asOf; i++ {

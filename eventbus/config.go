@@ -1,6 +1,8 @@
 package eventbus
 
 import (
+	"github.com/replaybus/replaybus/scope"
+
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -232,8 +234,9 @@ type Options struct {
 	// snapshot as usual. It is called with no bus lock held.
 	// Nil (the default): no snapshot frame, today's resync frames.
 	//
-	// The provider returns the application's state of req.Session, as
-	// req.Scope covers it, as of an event id: state is any JSON value (the
+	// The provider returns the application's state of session, as a
+	// subscription of scope sc covers it (scope.Session: that session
+	// alone; scope.Descendants: it and every session below it; …), as of an event id: state is any JSON value (the
 	// transcript so far, say), asOf the id of the newest event it reflects
 	// — every event in the subscription's scope up to asOf is in state,
 	// none after it, and nothing of a session outside that scope. asOf
@@ -242,7 +245,7 @@ type Options struct {
 	// into the bus; ctx is the subscribe's context. An error (or an asOf
 	// the bus has not reached) makes the subscribe go on without a
 	// snapshot, as without a provider.
-	Snapshots func(ctx context.Context, req SnapshotRequest) (state json.RawMessage, asOf uint64, err error) `env:"-"`
+	Snapshots func(ctx context.Context, session string, sc scope.Kind) (state json.RawMessage, asOf uint64, err error) `env:"-"`
 
 	// Logger receives log records about slow clients, evictions, drops and
 	// session expiry, aggregated and rate-limited: one WARN line per

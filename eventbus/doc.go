@@ -83,7 +83,7 @@
 // (complete, error, cancelled, producer_lost), also when [Turn.End] races
 // a cancel, its context ends, its session or the bus closes. The store
 // derives which turn is active from the records as they are appended,
-// here or by a backend's feed ([Bus.ActiveTurn], [Bus.Turn]); over a
+// here or by a backend's feed ([Bus.Turn]); over a
 // [LeaseBackend] a node's turns live under a lease, and another node ends
 // them (producer_lost) when the node dies.
 //

@@ -16,13 +16,13 @@ func ExampleBus_StartTurn() {
 	_ = bus.CreateSession("chat", "")
 
 	turn, _ := bus.StartTurn(context.Background(), "chat", eventbus.TurnOptions{ID: "t1"})
-	active, _ := bus.ActiveTurn("chat")
+	active, _ := bus.Turn("chat", "")
 	fmt.Println("active:", active.Turn, "from id", active.StartID)
 	_, _ = turn.Publish("agent_message_chunk", map[string]string{"text": "Hello"})
 	end, _ := turn.End(nil)
 	fmt.Println(end.ID, end.Type, string(end.Data))
 
-	_, ok := bus.ActiveTurn("chat")
+	_, ok := bus.Turn("chat", "")
 	info, _ := bus.Turn("chat", "t1")
 	fmt.Println("active:", ok, "ended:", info.Reason, "at", info.EndID)
 	// Output:

@@ -12,6 +12,7 @@ import (
 	"github.com/replaybus/replaybus/coalesce"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
+	"github.com/replaybus/replaybus/scope"
 )
 
 // pubEv is one event the property publishes: its id, session, type and
@@ -92,9 +93,9 @@ func TestPropertyCompactResume(t *testing.T) {
 		}
 		cfg := eventbus.Options{Epoch: "e", ReplayBufferSize: size, ReplayCompact: rules, ReplayMaxBytes: maxBytes}
 		if snaps {
-			cfg.Snapshots = func(_ context.Context, req eventbus.SnapshotRequest) (json.RawMessage, uint64, error) {
-				state, err := json.Marshal(transcript(req.Session, points[req.Session]))
-				return state, points[req.Session], err
+			cfg.Snapshots = func(_ context.Context, session string, sc scope.Kind) (json.RawMessage, uint64, error) {
+				state, err := json.Marshal(transcript(session, points[session]))
+				return state, points[session], err
 			}
 		}
 		b, err := eventbus.New(cfg)

@@ -278,7 +278,7 @@ func (h *fedTurnHarness) finish(rt *rapid.T) {
 		idle := true
 		for _, i := range h.live() {
 			for _, s := range fedSessions {
-				if _, ok := h.buses[i].ActiveTurn(s); ok {
+				if _, ok := h.buses[i].Turn(s, ""); ok {
 					idle = false
 				}
 			}

@@ -26,7 +26,7 @@ import (
 // turn contract: at most one active turn per session, the reason each
 // turn ends with (for a race, the one the API answers name, which must
 // agree with each other), held cancels (16 per session) and the 32 ended
-// turns a session remembers. Every step checks ActiveTurn; at the end
+// turns a session remembers. Every step checks Turn(s, ""); at the end
 // (Bus.Close ends what is left as producer_lost) it checks, for every
 // subscriber — "all", descendants of r, session o, and an "all" one that
 // joins at the end and reads it all from the replay: exactly one turn_start
@@ -496,10 +496,10 @@ func (h *turnHarness) closeSession(rt *rapid.T) {
 
 func (h *turnHarness) checkActive(rt *rapid.T) {
 	for _, s := range []string{"r", "c", "g", "o"} {
-		got, ok := h.bus.ActiveTurn(s)
+		got, ok := h.bus.Turn(s, "")
 		m := h.active[s]
 		if ok != (m != nil) || ok && (got.Turn != m.id || got.Session != s || got.StartID != m.t.Start().ID) {
-			rt.Fatalf("ActiveTurn(%s) = %+v, %v; the model has %v", s, got, ok, m)
+			rt.Fatalf("Turn(%s, \"\") = %+v, %v; the model has %v", s, got, ok, m)
 		}
 	}
 }

@@ -9,15 +9,6 @@ import (
 	"github.com/replaybus/replaybus/scope"
 )
 
-// SnapshotRequest is what the snapshot provider ([Options.Snapshots]) is
-// asked for: the state of Session as a subscription of Scope sees it
-// (scope.Session: that session alone; scope.Descendants: it and every
-// session below it; …).
-type SnapshotRequest struct {
-	Session string     // the subscribed session
-	Scope   scope.Kind // the subscription's scope: the sessions the state must cover, and no others
-}
-
 // snapReq is one subscribe's snapshot: asked for at join
 // (SubscribeOptions.Snapshot), or taken when the plan finds the
 // subscriber's position lost (ring_evicted, epoch_reset). The provider is
@@ -75,10 +66,9 @@ func (b *Bus) wantsSnapshot(sr *snapReq, j *snapshotJob) bool {
 // and on success returns the cursor the replay continues from (the id the
 // state reflects) with sr.frame set; otherwise it returns cursor unchanged
 // and the subscribe goes on as without a provider.
-func (b *Bus) takeSnapshot(ctx context.Context, req SnapshotRequest, sr *snapReq, cursor *Position) *Position {
-	session := req.Session
+func (b *Bus) takeSnapshot(ctx context.Context, session string, sc scope.Kind, sr *snapReq, cursor *Position) *Position {
 	sr.asks++
-	state, asOf, err := b.cfg.Snapshots(ctx, req)
+	state, asOf, err := b.cfg.Snapshots(ctx, session, sc)
 	if err != nil || !validJSON(state) {
 		sr.asks = maxSnapshotAsks // a provider that fails is not asked again
 		return cursor

@@ -44,11 +44,11 @@ func (tr *transcript) publish(t testing.TB, b *eventbus.Bus, session, tok string
 	return ev.ID
 }
 
-func (tr *transcript) provide(_ context.Context, req eventbus.SnapshotRequest) (json.RawMessage, uint64, error) {
+func (tr *transcript) provide(_ context.Context, session string, _ scope.Kind) (json.RawMessage, uint64, error) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	state, err := json.Marshal(tr.text[req.Session])
-	return state, tr.asOf[req.Session], err
+	state, err := json.Marshal(tr.text[session])
+	return state, tr.asOf[session], err
 }
 
 // snapshotOf decodes a snapshot frame.
@@ -129,10 +129,10 @@ func TestSnapshotOnlyWhenLostOrAsked(t *testing.T) {
 	frames := readReplay(t, subscribe(t, b, "s", eventbus.SubscribeOptions{Cursor: &eventbus.Position{Epoch: "e", ID: 7}}))
 	assert.Equal(t, []string{"8r:agent_message_chunk", "9r:agent_message_chunk", "10r:agent_message_chunk", frame.TypeReplayComplete}, describe(frames))
 
-	failing := newBus(t, eventbus.Options{Epoch: "e", ReplayBufferSize: 5, Snapshots: func(context.Context, eventbus.SnapshotRequest) (json.RawMessage, uint64, error) {
+	failing := newBus(t, eventbus.Options{Epoch: "e", ReplayBufferSize: 5, Snapshots: func(context.Context, string, scope.Kind) (json.RawMessage, uint64, error) {
 		return nil, 0, errors.New("no transcript")
 	}})
-	ahead := newBus(t, eventbus.Options{Epoch: "e", ReplayBufferSize: 5, Snapshots: func(context.Context, eventbus.SnapshotRequest) (json.RawMessage, uint64, error) {
+	ahead := newBus(t, eventbus.Options{Epoch: "e", ReplayBufferSize: 5, Snapshots: func(context.Context, string, scope.Kind) (json.RawMessage, uint64, error) {
 		return json.RawMessage(`"x"`), 99, nil // an id the bus never gave
 	}})
 	none := newBus(t, eventbus.Options{Epoch: "e", ReplayBufferSize: 5})
@@ -147,7 +147,7 @@ func TestSnapshotOnlyWhenLostOrAsked(t *testing.T) {
 // A snapshot older than the buffer: the events after it are gone too, and
 // ring_evicted follows the snapshot.
 func TestSnapshotOlderThanBuffer(t *testing.T) {
-	b := newBus(t, eventbus.Options{Epoch: "e", ReplayBufferSize: 3, Snapshots: func(context.Context, eventbus.SnapshotRequest) (json.RawMessage, uint64, error) {
+	b := newBus(t, eventbus.Options{Epoch: "e", ReplayBufferSize: 3, Snapshots: func(context.Context, string, scope.Kind) (json.RawMessage, uint64, error) {
 		return json.RawMessage(`""`), 2, nil
 	}})
 	publish(t, b, "s", 10)
@@ -218,11 +218,11 @@ func TestSnapshotAskedAgainWhenOvertaken(t *testing.T) {
 	tr := newTranscript()
 	var b *eventbus.Bus
 	calls := 0
-	provide := func(ctx context.Context, req eventbus.SnapshotRequest) (json.RawMessage, uint64, error) {
-		state, asOf, err := tr.provide(ctx, req)
+	provide := func(ctx context.Context, session string, sc scope.Kind) (json.RawMessage, uint64, error) {
+		state, asOf, err := tr.provide(ctx, session, sc)
 		if calls++; calls == 1 {
 			for i := range 10 { // the buffer holds 4: asOf's tail goes
-				tr.publish(t, b, req.Session, "late"+tok(i))
+				tr.publish(t, b, session, "late"+tok(i))
 			}
 		}
 		return state, asOf, err
@@ -250,13 +250,17 @@ func TestSnapshotAskedAgainWhenOvertaken(t *testing.T) {
 func TestSnapshotProviderIsAskedForTheScope(t *testing.T) {
 	for _, k := range []scope.Kind{scope.Session, scope.Descendants, scope.Subtree, scope.All} {
 		t.Run(k.String(), func(t *testing.T) {
-			asked := make(chan eventbus.SnapshotRequest, 1)
-			b := newBus(t, eventbus.Options{Snapshots: func(_ context.Context, req eventbus.SnapshotRequest) (json.RawMessage, uint64, error) {
-				asked <- req
+			type request struct {
+				session string
+				sc      scope.Kind
+			}
+			asked := make(chan request, 1)
+			b := newBus(t, eventbus.Options{Snapshots: func(_ context.Context, session string, sc scope.Kind) (json.RawMessage, uint64, error) {
+				asked <- request{session, sc}
 				return json.RawMessage(`{}`), 0, nil
 			}})
 			subscribe(t, b, "s", eventbus.SubscribeOptions{Scope: k, Snapshot: true})
-			assert.Equal(t, eventbus.SnapshotRequest{Session: "s", Scope: k}, <-asked)
+			assert.Equal(t, request{"s", k}, <-asked)
 		})
 	}
 }

@@ -24,7 +24,7 @@ func TestStrictCursorRefusesALostPosition(t *testing.T) {
 	t.Parallel()
 	asked := 0
 	b := newBus(t, eventbus.Options{ReplayBufferSize: 4, Epoch: "e1",
-		Snapshots: func(context.Context, eventbus.SnapshotRequest) (json.RawMessage, uint64, error) {
+		Snapshots: func(context.Context, string, scope.Kind) (json.RawMessage, uint64, error) {
 			asked++
 			return json.RawMessage(`{}`), 0, nil
 		}})

@@ -104,7 +104,7 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 		sr = &snapReq{}
 		if o.Snapshot {
 			sr.reason = frame.ReasonRequested
-			cursor = b.takeSnapshot(ctx, SnapshotRequest{Session: sessionID, Scope: o.Scope}, sr, cursor)
+			cursor = b.takeSnapshot(ctx, sessionID, o.Scope, sr, cursor)
 		}
 	}
 	if replay && o.StrictCursor && cursor != nil {
@@ -137,7 +137,7 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 				}
 				if sr != nil && sr.want {
 					sr.want = false
-					cursor = b.takeSnapshot(ctx, SnapshotRequest{Session: sessionID, Scope: o.Scope}, sr, cursor)
+					cursor = b.takeSnapshot(ctx, sessionID, o.Scope, sr, cursor)
 				}
 				continue
 			}
@@ -177,7 +177,7 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOption
 					return nil, sr.lost // StrictCursor
 				}
 				sr.want = false
-				cursor = b.takeSnapshot(ctx, SnapshotRequest{Session: sessionID, Scope: o.Scope}, sr, cursor)
+				cursor = b.takeSnapshot(ctx, sessionID, o.Scope, sr, cursor)
 				continue
 			}
 			if job.total > snapshotAllocUnderLock && cap(buf) < job.total {

@@ -307,30 +307,19 @@ func (b *Bus) Cancel(ctx context.Context, sessionID string, d frame.CancelData) 
 	return b.st.cancelTurns(ctx, sessionID, d, r)
 }
 
-// ActiveTurn returns the active turn of session sessionID and true, or
-// false when it has none or the session is unknown. It waits only for a
-// publish to the session's tree.
-func (b *Bus) ActiveTurn(sessionID string) (frame.TurnData, bool) {
-	var out frame.TurnData
-	ok := b.readTurns(sessionID, func(x *session) bool {
-		tn := x.ActiveTurn()
-		if tn != nil {
-			out = turnData(x, tn)
-		}
-		return tn != nil
-	})
-	return out, ok
-}
-
-// Turn returns turn turnID of session sessionID, active or ended (then
-// with EndID, Reason and Message) and true; false when the session does
-// not know it: never started there, or ended longer ago than its 32 most
-// recently ended turns. It waits only for a publish to the session's tree.
+// Turn returns turn turnID of session sessionID — with turnID "", its
+// active turn — and true: active, or ended (then with EndID, Reason and
+// Message). It is false when the session has no such turn (never started
+// there, ended before its 32 most recently ended turns, or for "" no
+// active one) or is unknown. It waits only for a publish to the session's
+// tree.
 func (b *Bus) Turn(sessionID, turnID string) (frame.TurnData, bool) {
 	var out frame.TurnData
 	ok := b.readTurns(sessionID, func(x *session) bool {
-		tn := x.ActiveTurnByID(turnID)
-		if tn == nil {
+		var tn *store.Turn
+		if turnID == "" {
+			tn = x.ActiveTurn()
+		} else if tn = x.ActiveTurnByID(turnID); tn == nil {
 			tn = x.EndedTurn(turnID)
 		}
 		if tn != nil {
@@ -356,7 +345,7 @@ func (b *Bus) readTurns(id string, fn func(x *session) bool) bool {
 	return fn(x)
 }
 
-// turnData is what ActiveTurn and Turn report of tn.
+// turnData is what Turn reports of tn.
 func turnData(x *session, tn *store.Turn) frame.TurnData {
 	d := frame.TurnData{Turn: tn.ID, Session: x.ID, StartID: tn.Start.ID}
 	if tn.End != nil {

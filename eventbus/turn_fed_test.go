@@ -48,8 +48,8 @@ func TestTurnCancelledFromAnotherNode(t *testing.T) {
 
 	tr, err := a.StartTurn(context.Background(), "s", eventbus.TurnOptions{ID: "t1"})
 	require.NoError(t, err)
-	eventually(t, func() bool { _, ok := b.ActiveTurn("s"); return ok }, "b knows the turn is active")
-	got, _ := b.ActiveTurn("s")
+	eventually(t, func() bool { _, ok := b.Turn("s", ""); return ok }, "b knows the turn is active")
+	got, _ := b.Turn("s", "")
 	assert.Equal(t, frame.TurnData{Turn: "t1", Session: "s", StartID: tr.Start().ID}, got)
 	_, err = b.StartTurn(context.Background(), "s", eventbus.TurnOptions{})
 	require.ErrorIs(t, err, eventbus.ErrTurnActive)
@@ -68,7 +68,7 @@ func TestTurnCancelledFromAnotherNode(t *testing.T) {
 	end, err := tr.End(nil)
 	require.NoError(t, err)
 	assert.Equal(t, frame.ReasonCancelled, decode[frame.TurnData](t, end).Reason)
-	eventually(t, func() bool { _, ok := b.ActiveTurn("s"); return !ok }, "b knows the turn ended")
+	eventually(t, func() bool { _, ok := b.Turn("s", ""); return !ok }, "b knows the turn ended")
 	_, err = b.Cancel(context.Background(), "s", frame.CancelData{Turn: "t1"})
 	require.ErrorIs(t, err, eventbus.ErrTurnEnded)
 }
@@ -141,12 +141,12 @@ func TestProducerLostOnce(t *testing.T) {
 	tr, err := a.StartTurn(context.Background(), "s", eventbus.TurnOptions{ID: "t"})
 	require.NoError(t, err)
 	for _, x := range []*eventbus.Bus{b, d} {
-		eventually(t, func() bool { _, ok := x.ActiveTurn("s"); return ok }, "the turn is known")
+		eventually(t, func() bool { _, ok := x.Turn("s", ""); return ok }, "the turn is known")
 	}
 	c.kill(na)
 	for _, x := range []*eventbus.Bus{b, d} {
 		assert.Equal(t, []string{"start:t", "end:t:producer_lost"}, nodeLog(t, x, "s", 2))
-		_, ok := x.ActiveTurn("s")
+		_, ok := x.Turn("s", "")
 		assert.False(t, ok)
 		got, ok := x.Turn("s", "t")
 		require.True(t, ok)
@@ -176,7 +176,7 @@ func TestSecondEndFromTheFeedIsNotStored(t *testing.T) {
 	ingest(7, frame.TypeTurnStart, frame.TurnData{Turn: "\n"})
 	ingest(8, "msg", nil)
 	assert.Equal(t, []string{"1:turn_start", "2:turn_end", "5:turn_start", "8"}, describe(drain(s)))
-	got, _ := b.ActiveTurn("s")
+	got, _ := b.Turn("s", "")
 	assert.Equal(t, "u", got.Turn)
 	assert.Equal(t, uint64(8), b.LastEventID())
 }
@@ -265,7 +265,7 @@ func TestSessionClosedOnAnotherNode(t *testing.T) {
 	eventually(t, func() bool { return b.SessionExists("s") }, "b learns the session")
 	tr, err := b.StartTurn(context.Background(), "s", eventbus.TurnOptions{ID: "t"})
 	require.NoError(t, err)
-	eventually(t, func() bool { _, ok := a.ActiveTurn("s"); return ok }, "a knows the turn")
+	eventually(t, func() bool { _, ok := a.Turn("s", ""); return ok }, "a knows the turn")
 	require.NoError(t, a.CloseSession("s"))
 	select {
 	case <-tr.Context().Done():

@@ -87,7 +87,7 @@ func TestTurnWritesOneStartAndOneEnd(t *testing.T) {
 	assert.Equal(t, "s", tr.Session())
 	assert.Equal(t, frame.TypeTurnStart, tr.Start().Type)
 	assert.JSONEq(t, `{"turn":"t1","session":"s"}`, string(tr.Start().Data))
-	active, ok := b.ActiveTurn("s")
+	active, ok := b.Turn("s", "")
 	require.True(t, ok)
 	assert.Equal(t, frame.TurnData{Turn: "t1", Session: "s", StartID: tr.Start().ID}, active)
 
@@ -104,7 +104,7 @@ func TestTurnWritesOneStartAndOneEnd(t *testing.T) {
 	_, err = tr.Publish("msg", nil)
 	require.ErrorIs(t, err, eventbus.ErrTurnEnded)
 	assert.ErrorContains(t, err, `turn "t1" of session "s"`)
-	_, ok = b.ActiveTurn("s")
+	_, ok = b.Turn("s", "")
 	assert.False(t, ok)
 	got, ok := b.Turn("s", "t1")
 	require.True(t, ok)
@@ -192,7 +192,7 @@ func TestCascadeCancelsEveryDescendantTurn(t *testing.T) {
 	assert.ElementsMatch(t, []string{"t-root", "t-a", "t-b", "t-c"}, res.Cancelled)
 	for s, tr := range turns {
 		assert.Equal(t, s != "other", isDone(tr.Context()), "%s", s)
-		_, active := b.ActiveTurn(s)
+		_, active := b.Turn(s, "")
 		assert.Equal(t, s == "other", active, "%s", s)
 	}
 	assert.Equal(t, []string{"start:t-root", "cancel:*+cascade", "end:t-root:cancelled"}, turnLog(logOf(t, b, "root", scope.Session)))

@@ -212,7 +212,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, req Request) er
 	if err := h.authorize(r, session); err != nil {
 		return err
 	}
-	if t, ok := h.bus.ActiveTurn(session); ok {
+	if t, ok := h.bus.Turn(session, ""); ok {
 		return &resume.StatusError{Status: http.StatusConflict, Code: resume.CodeTurnActive,
 			Message: fmt.Sprintf("context %s has an active task %s: subscribe to it", textutil.Quote(session, 64), textutil.Quote(TaskID(session, t.Turn), 96))}
 	}

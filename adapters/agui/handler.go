@@ -262,7 +262,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) error {
 	if err := h.authorize(r, in.Thread); err != nil {
 		return err
 	}
-	if t, ok := h.bus.ActiveTurn(in.Thread); ok {
+	if t, ok := h.bus.Turn(in.Thread, ""); ok {
 		return &resume.StatusError{Status: http.StatusConflict, Code: resume.CodeTurnActive,
 			Message: fmt.Sprintf("thread %s has an active run %s: join it (GET %s/%s/stream)",
 				textutil.Quote(in.Thread, 64), textutil.Quote(t.Turn, 64), h.path, in.Thread)}
@@ -316,7 +316,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, thread string) err
 		h.write(w, r, enc, enc.Reattach(nil, last, false), &turnstream.Reader{Sub: tail, Turn: t.Turn, Started: true})
 		return nil
 	}
-	t, active := h.bus.ActiveTurn(thread)
+	t, active := h.bus.Turn(thread, "")
 	if !active {
 		turnstream.NoTurn(w)
 		return nil

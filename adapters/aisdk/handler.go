@@ -278,7 +278,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) error {
 	if err := h.authorize(r, m.Chat); err != nil {
 		return err
 	}
-	if t, ok := h.bus.ActiveTurn(m.Chat); ok {
+	if t, ok := h.bus.Turn(m.Chat, ""); ok {
 		return &resume.StatusError{Status: http.StatusConflict, Code: resume.CodeTurnActive,
 			Message: fmt.Sprintf("chat %s has an active turn %s: stop it or resume it (GET %s/%s/stream)",
 				textutil.Quote(m.Chat, 64), textutil.Quote(t.Turn, 64), h.api, m.Chat)}
@@ -307,7 +307,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, chat string) er
 	if err := h.authorize(r, chat); err != nil {
 		return err
 	}
-	t, ok := h.bus.ActiveTurn(chat)
+	t, ok := h.bus.Turn(chat, "")
 	if !ok {
 		turnstream.NoTurn(w)
 		return nil

@@ -18,6 +18,7 @@ import (
 	"github.com/replaybus/replaybus/adapters/durable"
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/scope"
 )
 
 // rig is a handler over a fresh bus on a loopback test server.
@@ -108,7 +109,7 @@ func TestEvictedAndForeignOffsetsAreGone(t *testing.T) {
 		t.Run(map[bool]string{false: "no provider", true: "snapshot provider"}[snapshots], func(t *testing.T) {
 			o := eventbus.Options{ReplayBufferSize: 3, Epoch: "e1"}
 			if snapshots {
-				o.Snapshots = func(context.Context, eventbus.SnapshotRequest) (json.RawMessage, uint64, error) {
+				o.Snapshots = func(context.Context, string, scope.Kind) (json.RawMessage, uint64, error) {
 					return json.RawMessage(`"state"`), 3, nil
 				}
 			}

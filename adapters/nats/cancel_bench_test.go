@@ -68,7 +68,7 @@ func BenchmarkNATSCancelToDone(b *testing.B) {
 					}
 					for _, s := range sessions {
 						for {
-							if got, ok := nb.ActiveTurn(s); ok && got.StartID >= turns[0].Start().ID {
+							if got, ok := nb.Turn(s, ""); ok && got.StartID >= turns[0].Start().ID {
 								break
 							}
 							time.Sleep(100 * time.Microsecond)
@@ -120,7 +120,7 @@ func BenchmarkNATSCancelToDone(b *testing.B) {
 func startTurnWhenIdle(b *eventbus.Bus, session string) (*eventbus.Turn, error) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if _, active := b.ActiveTurn(session); !active {
+		if _, active := b.Turn(session, ""); !active {
 			tr, err := b.StartTurn(context.Background(), session, eventbus.TurnOptions{})
 			if err == nil || time.Now().After(deadline) {
 				return tr, err

@@ -81,12 +81,12 @@ func TestTurnLostWhenNodeDies(t *testing.T) {
 	require.NoError(t, err)
 	for _, x := range []*node{b, c} {
 		syncNode(t, x.bus)
-		_, ok := x.bus.ActiveTurn("s")
+		_, ok := x.bus.Turn("s", "")
 		require.True(t, ok)
 	}
 	killed := time.Now()
 	kill(a)
-	require.Eventually(t, func() bool { _, ok := b.bus.ActiveTurn("s"); return !ok }, 4*testLease, 10*time.Millisecond,
+	require.Eventually(t, func() bool { _, ok := b.bus.Turn("s", ""); return !ok }, 4*testLease, 10*time.Millisecond,
 		"the turn is not ended for the dead node")
 	took := time.Since(killed)
 	t.Logf("producer_lost %v after the kill (lease %v)", took, testLease)
@@ -211,7 +211,7 @@ func TestCloseDropsLeases(t *testing.T) {
 	require.NoError(t, a.bus.Close())
 	require.Eventually(t, func() bool {
 		p, err := b.bus.Presence("s")
-		_, active := b.bus.ActiveTurn("s")
+		_, active := b.bus.Turn("s", "")
 		return err == nil && p.Clients == 0 && !active
 	}, 5*time.Second, 10*time.Millisecond, "the closed node's turn and client are gone at once")
 	for _, k := range leaseKeys(t, b, stream) {
@@ -255,7 +255,7 @@ func TestCancelAcrossNodes(t *testing.T) {
 
 	// Cascade from B: the root's turn and the grandchild's run on A, the
 	// child's on B itself.
-	require.Eventually(t, func() bool { _, ok := a.bus.ActiveTurn("root"); return !ok }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { _, ok := a.bus.Turn("root", ""); return !ok }, 5*time.Second, time.Millisecond)
 	root, err := a.bus.StartTurn(context.Background(), "root", eventbus.TurnOptions{ID: "r"})
 	require.NoError(t, err)
 	deep, err := a.bus.StartTurn(context.Background(), "subsub", eventbus.TurnOptions{ID: "d"})
@@ -272,7 +272,7 @@ func TestCancelAcrossNodes(t *testing.T) {
 	for _, x := range []*node{a, b} {
 		require.Eventually(t, func() bool {
 			for _, s := range []string{"root", "sub", "subsub"} {
-				if _, ok := x.bus.ActiveTurn(s); ok {
+				if _, ok := x.bus.Turn(s, ""); ok {
 					return false
 				}
 			}

@@ -12,13 +12,16 @@ import (
 	"net/url"
 	"slices"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	rbnats "github.com/replaybus/replaybus/adapters/nats"
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
@@ -41,20 +44,43 @@ func TestPropertyManySessions(t *testing.T) {
 	if f := flag.Lookup("rapid.checks"); f != nil && f.Value.String() == "100" {
 		require.NoError(t, flag.Set("rapid.checks", "10")) // the default: a short run
 	}
-	cfg := eventbus.Options{ReplayBufferSize: 1000, SessionTTL: 10 * time.Minute}
-	opts := uniqueStream()
+	// Each case has sessions of its own. Every 500 cases the two nodes are
+	// replaced by two on a new stream and the old stream is deleted, so a
+	// long run's memory stays flat (a stream that drops old messages by age
+	// would make every new session's history "possibly evicted").
+	cfg := eventbus.Options{ReplayBufferSize: 1000}
 	var nodes [2]*node
 	var srvs [2]*httptest.Server
-	for i := range nodes {
-		nodes[i] = newNode(t, shared.ClientURL(), cfg, opts...)
-		h, err := sse.NewHandler(nodes[i].bus, sse.HandlerOptions{Heartbeat: -1})
-		require.NoError(t, err)
-		mux := http.NewServeMux()
-		mux.Handle(sse.ManyPattern, h)
-		mux.Handle(sse.ChangePattern, h)
-		srvs[i] = httptest.NewServer(mux)
-		t.Cleanup(srvs[i].Close)
-		t.Cleanup(func() { _ = h.Close() })
+	var stream string
+	rotate := func(k int64) {
+		if stream != "" {
+			for i := range nodes {
+				srvs[i].Close()
+				_ = nodes[i].bus.Close()
+			}
+			js, err := jetstream.New(nodes[0].nc)
+			require.NoError(t, err)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			require.NoError(t, js.DeleteStream(ctx, stream))
+			cancel()
+			for i := range nodes {
+				nodes[i].nc.Close()
+			}
+		}
+		stream = fmt.Sprintf("MANY%d_%d", streamSeq.Add(1), k)
+		opts := []rbnats.Option{rbnats.WithStream(stream), rbnats.WithSubjectPrefix(strings.ToLower(stream)),
+			rbnats.WithStorage(jetstream.MemoryStorage), rbnats.WithHeartbeat(500 * time.Millisecond)}
+		for i := range nodes {
+			nodes[i] = newNode(t, shared.ClientURL(), cfg, opts...)
+			h, err := sse.NewHandler(nodes[i].bus, sse.HandlerOptions{Heartbeat: -1})
+			require.NoError(t, err)
+			mux := http.NewServeMux()
+			mux.Handle(sse.ManyPattern, h)
+			mux.Handle(sse.ChangePattern, h)
+			srvs[i] = httptest.NewServer(mux)
+			t.Cleanup(srvs[i].Close)
+			t.Cleanup(func() { _ = h.Close() })
+		}
 	}
 	var cases, frames, cuts, adds, removes, events atomic.Int64
 	t.Cleanup(func() {
@@ -63,6 +89,9 @@ func TestPropertyManySessions(t *testing.T) {
 	})
 	rapid.Check(t, func(rt *rapid.T) {
 		c := cases.Add(1)
+		if c%500 == 1 {
+			rotate(c)
+		}
 		m := &manyModel{rt: rt, nodes: nodes, srvs: srvs, published: map[string][]uint64{}, recv: map[string][]uint64{},
 			set: map[string]bool{}, frames: &frames, events: &events}
 		for i := range manySessions {
@@ -164,7 +193,9 @@ func (m *manyModel) publish(n int) {
 		s := rapid.SampledFrom(m.all).Draw(m.rt, "to")
 		at := rapid.IntRange(0, 1).Draw(m.rt, "from node")
 		ev, err := m.nodes[at].bus.Publish(s, "m", nil, eventbus.Existing())
-		require.NoError(m.rt, err)
+		if err != nil {
+			m.rt.Fatalf("publish to %s on node %d: %v", s, at, err)
+		}
 		m.published[s] = append(m.published[s], ev.ID)
 	}
 }

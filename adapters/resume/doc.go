@@ -25,7 +25,12 @@
 //     epoch, which answers to retry, Retry-After, a restarted server's 404
 //     — over a small [Transport] that each wire implements; a stream
 //     reads presence ([Stream.Presence]) and sends cancels ([Stream.Cancel]
-//     over a transport that is a [Canceller]).
+//     over a transport that is a [Canceller]);
+//   - many sessions on one connection: [ParseManyRequest] (the session=
+//     set), [ConnCursor] (one cursor for the set: [ParseConnCursor],
+//     [ConnCursor.Advance]), [ParseManyChange] and [ParseManyAdd] (an add or
+//     a remove), and [Many], the connection both handlers drive: it
+//     subscribes the set again, from the cursor, at every change.
 //
 // docs/protocol.md is the wire reference. Everything here is safe for
 // concurrent use, except a [Stream], which is read by one goroutine.

@@ -17,6 +17,16 @@
 //
 // Under another router, set [HandlerOptions.SessionID].
 //
+// Many sessions on one stream: the same handler mounted without a session
+// in its path serves GET /events?session=a&session=b:descendants (their
+// events in id order, each id: line the connection cursor that resumes the
+// whole set) and POST /events/{conn}, which adds sessions to and removes
+// them from an open stream (docs/protocol.md, "Many sessions on one
+// connection"):
+//
+//	mux.Handle(sse.ManyPattern, h)   // "GET /events"
+//	mux.Handle(sse.ChangePattern, h) // "POST /events/{conn}"
+//
 // # Wire format
 //
 // A stream starts with "retry: 3000" and a blank line; a live-only one

@@ -12,6 +12,7 @@ import (
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
+	"github.com/replaybus/replaybus/scope"
 )
 
 // ?types= selects the event types of the replay and of the live stream.
@@ -34,7 +35,7 @@ func TestHandlerTypesQuery(t *testing.T) {
 // the id it reflects.
 func TestHandlerSnapshotQuery(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, eventbus.Options{Snapshots: func(context.Context, eventbus.SnapshotRequest) (json.RawMessage, uint64, error) {
+	b := newBus(t, eventbus.Options{Snapshots: func(context.Context, string, scope.Kind) (json.RawMessage, uint64, error) {
 		return json.RawMessage(`{"text":"ab"}`), 2, nil
 	}})
 	publish(t, b, "s1", "a", nil)
@@ -67,7 +68,7 @@ func TestHandlerSnapshotIDResumes(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := newBus(t, eventbus.Options{Epoch: "e", ReplayBufferSize: 2,
-				Snapshots: func(context.Context, eventbus.SnapshotRequest) (json.RawMessage, uint64, error) {
+				Snapshots: func(context.Context, string, scope.Kind) (json.RawMessage, uint64, error) {
 					return json.RawMessage(`{"text":"abc"}`), 3, nil
 				}})
 			for _, typ := range []string{"a", "b", "c", "d"} { // ids 1–4; the ring holds 3 and 4

@@ -1,7 +1,7 @@
 // Package turns serves the turn routes of a replaybus session over HTTP,
 // beside the stream handlers of adapters/sse and adapters/ws: the stop
 // button (POST /session/{id}/cancel, [eventbus.Bus.Cancel]), "is a turn
-// active?" (GET /session/{id}/turn, [eventbus.Bus.ActiveTurn]) and who is
+// active?" (GET /session/{id}/turn, [eventbus.Bus.Turn]) and who is
 // attached (GET /session/{id}/presence, [eventbus.Bus.Presence]).
 // docs/protocol.md, "Turn routes", is the wire reference.
 //

@@ -264,7 +264,7 @@ func (h *Handler) serveTurn(w http.ResponseWriter, r *http.Request, session stri
 	if err != nil {
 		return err
 	}
-	t, ok := h.bus.ActiveTurn(session)
+	t, ok := h.bus.Turn(session, "")
 	if !ok {
 		w.Header().Set("Cache-Control", "no-store")
 		w.WriteHeader(http.StatusNoContent)

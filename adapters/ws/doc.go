@@ -17,6 +17,12 @@
 //	mux.Handle(ws.Pattern, h)        // "GET /session/{id}/ws"
 //	srv.RegisterOnShutdown(func() { h.Close() })
 //
+// Many sessions on one socket: mounted at [ManyPattern] ("GET /ws"), the
+// handler serves ?session=a&session=b…; the messages
+// {"type":"subscribe","session":…} and {"type":"unsubscribe","session":…}
+// change the set, and every event carries "cursor", the connection cursor
+// to resume with (docs/protocol.md, "Many sessions on one connection").
+//
 // # Before the upgrade
 //
 // The query parameters are the SSE endpoint's, validated by the same code

@@ -11,6 +11,7 @@ import (
 	"github.com/replaybus/replaybus/adapters/ws"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
+	"github.com/replaybus/replaybus/scope"
 )
 
 // A snapshot frame stands for the id its state reflects (its
@@ -21,7 +22,7 @@ import (
 func TestSnapshotCursorResumes(t *testing.T) {
 	t.Parallel()
 	s := newServer(t, eventbus.Options{Epoch: "e", ReplayBufferSize: 2,
-		Snapshots: func(context.Context, eventbus.SnapshotRequest) (json.RawMessage, uint64, error) {
+		Snapshots: func(context.Context, string, scope.Kind) (json.RawMessage, uint64, error) {
 			return json.RawMessage(`{"text":"abc"}`), 3, nil
 		}}, ws.HandlerOptions{})
 	publish(t, s.bus, "s1", 4) // ids 1–4; the ring holds 3 and 4

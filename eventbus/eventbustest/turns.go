@@ -35,7 +35,7 @@ func turns(t *testing.T, s *suite) {
 	tr, err := b.StartTurn(context.Background(), "s", eventbus.TurnOptions{ID: "t1"})
 	require.NoError(t, err)
 	assert.Equal(t, "t1", record(frame.TypeTurnStart).Turn)
-	active, ok := b.ActiveTurn("s")
+	active, ok := b.Turn("s", "")
 	require.True(t, ok)
 	assert.Equal(t, tr.Start().ID, active.StartID)
 	_, err = tr.Publish("msg", map[string]int{"n": 1})
@@ -56,7 +56,7 @@ func turns(t *testing.T, s *suite) {
 	require.NoError(t, err)
 	assert.Equal(t, frame.TypeTurnEnd, end.Type)
 	s.syncBus(t, b)
-	_, ok = b.ActiveTurn("s")
+	_, ok = b.Turn("s", "")
 	assert.False(t, ok)
 	quiet(t, sub)
 

@@ -35,7 +35,7 @@ const (
 )
 
 // TurnData is the payload of turn_start and turn_end, and what
-// eventbus.Bus.ActiveTurn and eventbus.Bus.Turn report about a turn
+// eventbus.Bus.Turn reports about a turn
 // (then with StartID, and EndID once it ended).
 type TurnData struct {
 	// Turn is the turn's id, unique within its session.

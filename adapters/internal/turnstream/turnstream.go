@@ -156,7 +156,7 @@ func badCursor(s, why string) error {
 // that started at or before seq, found in the session's replay buffer.
 // ok false: no such turn.
 func Locate(ctx context.Context, bus *eventbus.Bus, sessionID string, seq uint64) (frame.TurnData, bool, error) {
-	if t, ok := bus.ActiveTurn(sessionID); ok && t.StartID <= seq {
+	if t, ok := bus.Turn(sessionID, ""); ok && t.StartID <= seq {
 		return t, true, nil
 	}
 	sub, err := Subscribe(ctx, bus, sessionID, eventbus.At(0))

@@ -229,7 +229,7 @@ func runUntil(t *testing.T, bus *eventbus.Bus, o Options, cond func() bool) (sto
 }
 
 func active(bus *eventbus.Bus, session string) bool {
-	_, ok := bus.ActiveTurn(session)
+	_, ok := bus.Turn(session, "")
 	return ok
 }
 

@@ -222,22 +222,22 @@ type transcriptState struct {
 }
 
 // Snapshot is the bus's snapshot provider: {"text": {session: text},
-// "cut"?: {session: bytes}} for the open sessions of req.Scope around
-// req.Session (itself; it and the sessions below it; itself, its parent
+// "cut"?: {session: bytes}} for the open sessions of sc around
+// session (itself; it and the sessions below it; itself, its parent
 // and its siblings), as of the last id Follow read. It refuses (the bus
 // then announces the loss as usual) the all scope and a session outside
 // the followed tree, a scope covering a session whose text is not kept
 // (MaxSessions), and any scope once a gap was announced to the
 // transcript.
-func (t *Transcript) Snapshot(_ context.Context, req eventbus.SnapshotRequest) (json.RawMessage, uint64, error) {
+func (t *Transcript) Snapshot(_ context.Context, session string, sc scope.Kind) (json.RawMessage, uint64, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.root == "" || t.broken || req.Scope == scope.All || !t.within(req.Session, t.root) {
+	if t.root == "" || t.broken || sc == scope.All || !t.within(session, t.root) {
 		return nil, 0, errNoTranscript
 	}
 	st := transcriptState{Text: map[string]string{}}
 	for s, e := range t.sessions {
-		if !t.covers(req, s, e) {
+		if !t.covers(session, sc, s, e) {
 			continue
 		}
 		if !e.whole {
@@ -258,18 +258,18 @@ func (t *Transcript) Snapshot(_ context.Context, req eventbus.SnapshotRequest) (
 }
 
 // covers reports whether a subscription of req hears session s (entry e).
-func (t *Transcript) covers(req eventbus.SnapshotRequest, s string, e *transcriptEntry) bool {
-	switch req.Scope {
+func (t *Transcript) covers(session string, sc scope.Kind, s string, e *transcriptEntry) bool {
+	switch sc {
 	case scope.Descendants:
-		return t.within(s, req.Session)
+		return t.within(s, session)
 	case scope.Subtree:
-		if s == req.Session {
+		if s == session {
 			return true
 		}
-		me, ok := t.sessions[req.Session]
+		me, ok := t.sessions[session]
 		return ok && me.parent != "" && (s == me.parent || e.parent == me.parent)
 	}
-	return s == req.Session
+	return s == session
 }
 
 // within reports whether s is anc or lies below it, by the parents

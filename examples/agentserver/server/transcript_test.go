@@ -111,7 +111,7 @@ func TestTranscriptSnapshot(t *testing.T) {
 	assert.Equal(t, frame.TypeReplayComplete, ev.Type, "nothing after the snapshot: it is up to date")
 
 	// A session outside the tree has no transcript: today's frames.
-	_, _, err = tr.Snapshot(context.Background(), eventbus.SnapshotRequest{Session: "elsewhere", Scope: scope.Descendants})
+	_, _, err = tr.Snapshot(context.Background(), "elsewhere", scope.Descendants)
 	assert.Error(t, err)
 }
 
@@ -143,7 +143,7 @@ func TestTranscriptSnapshotHoldsOnlyTheScope(t *testing.T) {
 		{"root", scope.Subtree, []string{"root"}},
 	} {
 		t.Run(tc.session+"/"+tc.scope.String(), func(t *testing.T) {
-			raw, asOf, err := tr.Snapshot(context.Background(), eventbus.SnapshotRequest{Session: tc.session, Scope: tc.scope})
+			raw, asOf, err := tr.Snapshot(context.Background(), tc.session, tc.scope)
 			require.NoError(t, err)
 			assert.Equal(t, last, asOf)
 			var got []string
@@ -154,7 +154,7 @@ func TestTranscriptSnapshotHoldsOnlyTheScope(t *testing.T) {
 			assert.ElementsMatch(t, tc.want, got)
 		})
 	}
-	_, _, err := tr.Snapshot(context.Background(), eventbus.SnapshotRequest{Session: "root", Scope: scope.All})
+	_, _, err := tr.Snapshot(context.Background(), "root", scope.All)
 	assert.Error(t, err, "the all scope covers other trees: no snapshot")
 }
 
@@ -178,7 +178,7 @@ func TestTranscriptForgetsClosedExpiredAndCapped(t *testing.T) {
 		last = chunk("leaf", "2")
 		caughtUp(t, tr, last)
 		assert.Equal(t, 1, tr.Stats().Sessions, "mid left")
-		raw, _, err := tr.Snapshot(context.Background(), eventbus.SnapshotRequest{Session: "root", Scope: scope.Descendants})
+		raw, _, err := tr.Snapshot(context.Background(), "root", scope.Descendants)
 		require.NoError(t, err)
 		assert.Equal(t, map[string]string{"leaf": "l2"}, state(t, raw).Text, "leaf moved up under root")
 
@@ -204,7 +204,7 @@ func TestTranscriptForgetsClosedExpiredAndCapped(t *testing.T) {
 			last = chunk("root", tok)
 		}
 		caughtUp(t, tr, last)
-		raw, _, err := tr.Snapshot(context.Background(), eventbus.SnapshotRequest{Session: "root", Scope: scope.Session})
+		raw, _, err := tr.Snapshot(context.Background(), "root", scope.Session)
 		require.NoError(t, err)
 		st := state(t, raw)
 		text, cut := st.Text["root"], st.Cut["root"]
@@ -223,9 +223,9 @@ func TestTranscriptForgetsClosedExpiredAndCapped(t *testing.T) {
 		last := chunk("b", "b")
 		caughtUp(t, tr, last)
 		assert.Equal(t, TranscriptStats{Sessions: 3, Kept: 2, Bytes: 2}, tr.Stats())
-		_, _, err := tr.Snapshot(context.Background(), eventbus.SnapshotRequest{Session: "root", Scope: scope.Descendants})
+		_, _, err := tr.Snapshot(context.Background(), "root", scope.Descendants)
 		assert.Error(t, err, "b's text is not kept: no snapshot of a scope covering it")
-		raw, _, err := tr.Snapshot(context.Background(), eventbus.SnapshotRequest{Session: "a", Scope: scope.Session})
+		raw, _, err := tr.Snapshot(context.Background(), "a", scope.Session)
 		require.NoError(t, err)
 		assert.Equal(t, map[string]string{"a": "a"}, state(t, raw).Text)
 
@@ -234,7 +234,7 @@ func TestTranscriptForgetsClosedExpiredAndCapped(t *testing.T) {
 		require.NoError(t, bus.CreateSession("c", "root"))
 		last = chunk("c", "c")
 		caughtUp(t, tr, last)
-		raw, _, err = tr.Snapshot(context.Background(), eventbus.SnapshotRequest{Session: "root", Scope: scope.Descendants})
+		raw, _, err = tr.Snapshot(context.Background(), "root", scope.Descendants)
 		require.NoError(t, err, "a and b left; c's text is kept")
 		assert.Equal(t, map[string]string{"root": "r", "c": "c"}, state(t, raw).Text)
 	})
@@ -263,7 +263,7 @@ func TestTranscriptStaysBoundedOverDemoRuns(t *testing.T) {
 	start := time.Now()
 	require.NoError(t, demo.Run(ctx, bus, demo.Options{Runs: *transcriptRuns, TokensPerSecond: math.Inf(1), Pause: -1, Seed: 1}))
 	caughtUp(t, tr, bus.LastEventID())
-	raw, _, err := tr.Snapshot(ctx, eventbus.SnapshotRequest{Session: demo.DefaultParent, Scope: scope.Descendants})
+	raw, _, err := tr.Snapshot(ctx, demo.DefaultParent, scope.Descendants)
 	require.NoError(t, err, "the transcript is whole: no gap")
 	st := tr.Stats()
 	t.Logf("after %d demo runs (%d events, %v): transcript %d sessions, %d bytes of text; snapshot %d bytes",
