@@ -38,8 +38,9 @@ type Message struct {
 	Request Request
 }
 
-// StartFunc starts the turn that answers m on session m.Context (which
-// exists when it is called), with m.Turn as its id, and returns the
+// StartFunc starts the turn that answers m on session m.Context
+// (created for a new context before it is called; left empty when it
+// refuses), with m.Turn as its id, and returns the
 // turn's id (it must not contain '@'). Its error is answered as the bus's
 // errors are; it must not have published anything then.
 type StartFunc func(r *http.Request, m Message) (turn string, err error)

@@ -37,8 +37,9 @@ type Input struct {
 	Body json.RawMessage
 }
 
-// StartFunc starts the turn that answers in on session in.Thread (which
-// exists when it is called), with in.Run as its id, and returns the
+// StartFunc starts the turn that answers in on session in.Thread
+// (created for a new thread before it is called; left empty when it
+// refuses), with in.Run as its id, and returns the
 // turn's id. Its error is answered as the bus's errors are (409
 // turn_active, 409 turn_ended for a run id used before, …); it must not
 // have published anything then.

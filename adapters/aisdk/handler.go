@@ -38,8 +38,8 @@ type Message struct {
 	UIMessage, Body json.RawMessage
 }
 
-// StartFunc starts the turn that answers m on session m.Chat (which
-// exists when it is called) — typically eventbus.Bus.StartTurn and a
+// StartFunc starts the turn that answers m on session m.Chat (created
+// for a new chat id before it is called; left empty when it refuses) — typically eventbus.Bus.StartTurn and a
 // producer goroutine that publishes into the turn and ends it — and
 // returns the turn's id. It may run the turn on another node of the bus.
 // Its error is answered as the bus's errors are (409 turn_active, 400

@@ -120,10 +120,20 @@ try {
   const taskId = out.stream[0]?.id;
   out.after = await collect(other.resubscribeTask({ tenant: "", id: taskId }));
 
-  // A resubscription while the task runs (on the other node).
+  // A resubscription while the task runs (on the other node); once it
+  // has its task, a cancel ends the task: both streams end canceled with
+  // the same reply, whatever the machine's speed.
   let during;
-  out.source = await collect(client.sendMessageStream(req("stream 1500")), async (evs) => {
-    if (evs.length === 100) during = collect(other.resubscribeTask({ tenant: "", id: evs[0].id }));
+  let firstSeen;
+  const seen = new Promise((resolve) => { firstSeen = resolve; });
+  out.source = await collect(client.sendMessageStream(req("stream 100000")), async (evs) => {
+    if (evs.length !== 20) return;
+    const contextId = evs[0].id.slice(evs[0].id.indexOf("@") + 1);
+    during = collect(other.resubscribeTask({ tenant: "", id: evs[0].id }), async (d) => { if (d.length === 1) firstSeen(); });
+    seen.then(async () => {
+      const r = await fetch(`${base}/session/${encodeURIComponent(contextId)}/cancel`, { method: "POST" });
+      out.cancelStatus = r.status;
+    });
   });
   out.during = await during;
 

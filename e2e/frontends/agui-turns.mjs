@@ -7,6 +7,7 @@
 // after a given number of frames, the way a dropped connection does.
 //
 // usage: node agui-turns.mjs <base url> <text> <cuts,comma,separated> [otherBase]
+// a cut "gN" is resumed by GET {path}/{thread}/stream rather than by POST.
 // otherBase, when given, is another server node: resumes and the join go there.
 // prints {"whole": run, "cuts": [run], "join": run, "cancel": run, "warnings": [...]}
 // where run is {events, firstEvents, error, lastIds, messages, text}.
@@ -26,7 +27,8 @@ console.error = (...a) => errors.push(a.map(String).join(" ").slice(0, 300));
 function wrappedFetch(state) {
   return async (input, init) => {
     let target = input;
-    if (state.join) {
+    const hasCursor = init.headers && init.headers["Last-Event-ID"];
+    if (state.join || (state.resumeByGet && hasCursor)) {
       const body = JSON.parse(init.body);
       target = `${state.joinUrl}/${encodeURIComponent(body.threadId)}/stream`;
       const last = init.headers && init.headers["Last-Event-ID"];
@@ -35,6 +37,7 @@ function wrappedFetch(state) {
       target = state.resumeUrl;
     }
     const res = await fetch(target, init);
+    (state.methods ||= []).push(`${init.method || "POST"} ${res.status}`);
     state.status = res.status;
     if (!res.body) return res;
     const reader = res.body.getReader();
@@ -77,8 +80,8 @@ function wrappedFetch(state) {
 
 // run runs (and, when it is cut, resumes with Last-Event-ID) one run on
 // thread, returning what the agent saw.
-async function run(thread, { cut = 0, join = false, message = text, onEvent } = {}) {
-  const state = { cut, join, joinUrl: otherUrl, resumeUrl: otherUrl };
+async function run(thread, { cut = 0, join = false, resumeByGet = false, message = text, onEvent } = {}) {
+  const state = { cut, join, resumeByGet, joinUrl: otherUrl, resumeUrl: otherUrl };
   const agent = new HttpAgent({ url, threadId: thread, fetch: wrappedFetch(state) });
   if (!join) agent.addMessage({ id: "u-" + thread, role: "user", content: message });
   const out = { events: [], attempts: 0, lastIds: [], errors: [] };
@@ -102,6 +105,7 @@ async function run(thread, { cut = 0, join = false, message = text, onEvent } = 
     agent.headers = { ...agent.headers, "Last-Event-ID": state.lastId };
   }
   out.status = state.status;
+  out.methods = state.methods;
   out.firstEvents = out.events.slice(0, 2);
   out.messages = normalize(agent.messages.filter((m) => m.role !== "user"));
   out.text = agent.messages.filter((m) => m.role === "assistant" && typeof m.content === "string").map((m) => m.content).join("");
@@ -124,21 +128,41 @@ const out = { cuts: [] };
 try {
   const stamp = Date.now().toString(36);
   out.whole = await run(`ag-whole-${stamp}`);
-  for (const c of cutsArg.split(",").map(Number)) {
-    out.cuts.push({ cut: c, ...(await run(`ag-cut-${c}-${stamp}`, { cut: c })) });
+  // "g13": cut after 13 frames, resumed by GET {path}/{thread}/stream
+  // instead of the agent's own POST.
+  for (const arg of cutsArg.split(",")) {
+    const c = Number(arg.replace(/^g/, ""));
+    const resumeByGet = arg.startsWith("g");
+    out.cuts.push({ cut: c, byGet: resumeByGet, ...(await run(`ag-cut-${arg}-${stamp}`, { cut: c, resumeByGet })) });
   }
-  // A join while a run of the same text runs on another thread: the
-  // joined agent ends with the run's messages.
+  // A join while a run runs: once the joined agent has its snapshot, a
+  // cancel ends the run; both agents end with the same messages, whatever
+  // the machine's speed.
   const joinThread = `ag-join-${stamp}`;
   let joined;
+  let snapshotSeen;
+  const seen = new Promise((resolve) => { snapshotSeen = resolve; });
   const first = await run(joinThread, {
-    message: "stream 3000",
+    message: "stream 6000", // long enough for the join, short enough not to flood a loaded machine's client
     onEvent: async (n) => {
-      if (n === 100) joined = run(joinThread, { join: true });
+      if (n !== 30) return;
+      process.stderr.write("join starts\n");
+      joined = run(joinThread, { join: true, onEvent: async (k) => { if (k <= 3) process.stderr.write(`join event ${k}\n`); if (k === 2) snapshotSeen(); } });
+      // Not to wait for the whole turn if the join never gets its
+      // snapshot (the check then fails on the join's first events).
+      const fallback = setTimeout(snapshotSeen, 15000);
+      seen.then(async () => {
+        clearTimeout(fallback);
+        const r = await fetch(`${base}/session/${encodeURIComponent(joinThread)}/cancel`, { method: "POST" });
+        out.joinCancelStatus = r.status;
+        process.stderr.write(`cancel ${r.status}\n`);
+      });
     },
   });
-  out.joinSource = { text: first.text, messages: first.messages, events: first.events.length };
+  out.joinSource = { text: first.text, messages: first.messages, events: first.events.length, runError: first.runError };
+  process.stderr.write("source ended\n");
   out.join = await joined;
+  process.stderr.write("join ended\n");
   // A stop: RUN_ERROR with the cancelled code; the partial text stays.
   const stopThread = `ag-stop-${stamp}`;
   out.cancel = await run(stopThread, {
