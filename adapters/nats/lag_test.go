@@ -44,6 +44,7 @@ func cutOff(t *testing.T, n *node, p *proxy) {
 // before 20…24, not a silent gap. With the default retention (20 rings)
 // nothing was deleted: the client gets 5…24 and no frame.
 func TestLaggingNodeHidesNoGapFromLiveSubscriber(t *testing.T) {
+	t.Parallel() // a cluster that mostly waits on elections and timeouts: make test runs these side by side
 	for _, tc := range []struct {
 		name      string
 		retention int

@@ -58,6 +58,7 @@ func stepDown(t *testing.T, nc *natsgo.Conn, stream string) {
 // publish timeout is 60 s here: a publish that waited it out would fail the
 // test by its error, not by a clock.
 func TestStampedPublishesSurviveStepDowns(t *testing.T) {
+	t.Parallel() // a cluster that mostly waits on elections and timeouts: make test runs these side by side
 	cl, err := embedded.RunCluster(3, t.TempDir())
 	require.NoError(t, err)
 	defer cl.Shutdown()
@@ -118,6 +119,7 @@ func TestStampedPublishesSurviveStepDowns(t *testing.T) {
 // not sent again: it fails with ErrNoAck after the publish timeout, which
 // a producer stamp avoids.)
 func TestSyncPublishSentAgainWhenNoStreamAnswers(t *testing.T) {
+	t.Parallel() // a cluster that mostly waits on elections and timeouts: make test runs these side by side
 	cl, err := embedded.RunCluster(3, t.TempDir())
 	require.NoError(t, err)
 	defer cl.Shutdown()
@@ -168,6 +170,7 @@ func TestSyncPublishSentAgainWhenNoStreamAnswers(t *testing.T) {
 // timeout a reader waited 15–30 s; tools/failover measures how long it
 // waits now.)
 func TestReaderResumesWhenConsumerServerDies(t *testing.T) {
+	t.Parallel() // a cluster that mostly waits on elections and timeouts: make test runs these side by side
 	cl, err := embedded.RunCluster(3, t.TempDir())
 	require.NoError(t, err)
 	defer cl.Shutdown()

@@ -260,6 +260,7 @@ func TestProducerConcurrentRetriesStoreOnceOverNATS(t *testing.T) {
 // NATS server (file storage) and of the bus node finds them, recognises a
 // retry, fences a zombie and accepts the next sequence.
 func TestProducerStateSurvivesRestart(t *testing.T) {
+	t.Parallel() // a cluster that mostly waits on elections and timeouts: make test runs these side by side
 	srv, err := embedded.RunServer(embedded.ServerConfig{Dir: t.TempDir()})
 	require.NoError(t, err)
 	defer srv.Shutdown()
@@ -362,6 +363,7 @@ func TestProducerThroughPipelineRefusedOverNATS(t *testing.T) {
 // different servers agree: concurrent retries store once, a zombie is
 // fenced, and a gap names the expected sequence.
 func TestProducerInCluster(t *testing.T) {
+	t.Parallel() // a cluster that mostly waits on elections and timeouts: make test runs these side by side
 	if testing.Short() {
 		t.Skip("cluster test")
 	}

@@ -91,6 +91,7 @@ func resumeUntil(t testing.TB, n *node, session string, sub *eventbus.Subscripti
 // resumes after it returns lose nothing. A wiped stream then gives
 // epoch_reset on a new node, and the old node reports ErrStreamLost.
 func TestServerRestart(t *testing.T) {
+	t.Parallel() // a cluster that mostly waits on elections and timeouts: make test runs these side by side
 	dir := t.TempDir()
 	srv, err := embedded.RunServer(embedded.ServerConfig{Dir: dir})
 	require.NoError(t, err)
@@ -176,6 +177,7 @@ func TestServerRestart(t *testing.T) {
 // TestCluster: a 3-server NATS cluster with a 3-replica stream; one server
 // is stopped; publishing and resuming continue on the others.
 func TestCluster(t *testing.T) {
+	t.Parallel() // a cluster that mostly waits on elections and timeouts: make test runs these side by side
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
