@@ -128,10 +128,24 @@ try {
     turn.uncutChunks = uncut.chunks.length;
     turn.uncutTextDeltas = count(uncut.chunks, "text-delta");
     turn.uncutErrors = uncut.errors;
-    turn.afterNull = (await resumer.reconnectToStream({ chatId })) === null;
+    turn.afterNull = await nullSoon(chatId);
     turn.uncutText = uncut.message.parts.filter((p) => p.type === "text").map((p) => p.text).join("").length;
     turn.tool = uncut.message.parts.filter((p) => p.type === "dynamic-tool").map((p) => ({ state: p.state, input: p.input, toolName: p.toolName }));
     out.turns.push(turn);
+  }
+
+  // nullSoon: reconnectToStream is null once the resumer's node knows the
+  // turn ended. On another NATS node that is when its feed brings the
+  // turn_end (milliseconds behind the node that wrote it): asked at once,
+  // it may still see the turn active. At most 5 s.
+  async function nullSoon(chatId) {
+    for (let i = 0; i < 50; i++) {
+      const s = await resumer.reconnectToStream({ chatId });
+      if (s === null) return true;
+      await s.cancel();
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    return false;
   }
 
   // Stop: a long turn, a second POST while it runs (409), the stop route,
@@ -158,7 +172,7 @@ try {
     stopped, last: res.chunks[res.chunks.length - 1], chunks: res.chunks.length, errors: res.errors,
     text: res.message.parts.filter((p) => p.type === "text").map((p) => p.text).join(""),
   };
-  out.nulls.after = (await resumer.reconnectToStream({ chatId })) === null;
+  out.nulls.after = await nullSoon(chatId);
 } catch (e) {
   out.error = String((e && e.stack) || e);
 }
