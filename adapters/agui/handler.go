@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/replaybus/replaybus/adapters/internal/serve"
 	"github.com/replaybus/replaybus/adapters/internal/turnstream"
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/codec"
@@ -98,17 +97,8 @@ func NewHandler(bus *eventbus.Bus, o HandlerOptions) (*Handler, error) {
 	if bus == nil || o.Start == nil {
 		return nil, errors.New("agui: NewHandler needs a bus and HandlerOptions.Start")
 	}
-	h := &Handler{bus: bus, o: o, dec: o.Codec, co: o.CrossOrigin, max: o.MaxBodyBytes, path: o.Path}
-	if h.dec == nil {
-		h.dec = codec.Default
-	}
-	if h.co == nil {
-		h.co = http.NewCrossOriginProtection()
-	}
-	if h.max <= 0 {
-		h.max = turnstream.DefaultMaxBodyBytes
-	}
-	h.wt = serve.DurationOr(o.WriteTimeout, 30*time.Second)
+	l := turnstream.Resolve(o.Codec, o.CrossOrigin, o.MaxBodyBytes, o.WriteTimeout)
+	h := &Handler{bus: bus, o: o, dec: l.Codec, co: l.CrossOrigin, max: l.MaxBodyBytes, wt: l.WriteTimeout, path: o.Path}
 	if h.path == "" {
 		h.path = DefaultPath
 	}

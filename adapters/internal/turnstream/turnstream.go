@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/replaybus/replaybus/adapters/internal/serve"
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/codec"
 	"github.com/replaybus/replaybus/eventbus"
@@ -401,4 +402,30 @@ func bodyError(err error, n int, max int64) error {
 	}
 	return &resume.StatusError{Status: http.StatusBadRequest, Code: resume.CodeInvalidJSON,
 		Message: "the body could not be read: " + textutil.PublicMessage(err)}
+}
+
+// Options is what every frontend handler resolves from its options' zero
+// values: the codec (nil: codec.Default), the cross-origin check (nil: same
+// origin only), the body bound (≤ 0: DefaultMaxBodyBytes) and each write's
+// deadline (0: 30 s, negative: none).
+type Options struct {
+	Codec        *codec.Set
+	CrossOrigin  *http.CrossOriginProtection
+	MaxBodyBytes int64
+	WriteTimeout time.Duration
+}
+
+// Resolve fills the zero values of a handler's options with the defaults
+// Options names.
+func Resolve(dec *codec.Set, co *http.CrossOriginProtection, max int64, wt time.Duration) Options {
+	if dec == nil {
+		dec = codec.Default
+	}
+	if co == nil {
+		co = http.NewCrossOriginProtection()
+	}
+	if max <= 0 {
+		max = DefaultMaxBodyBytes
+	}
+	return Options{Codec: dec, CrossOrigin: co, MaxBodyBytes: max, WriteTimeout: serve.DurationOr(wt, 30*time.Second)}
 }
