@@ -285,7 +285,7 @@ func (t *Turn) finish(ev Event, reason string, cause error) {
 // their ids; a turn not started yet is held for [Options.CancelHold].
 // Errors, nothing written: ErrInvalid, ErrTurnEnded, the session errors,
 // ErrClosed, ctx's. Over a backend it waits for the record to be stored.
-func (b *Bus) Cancel(ctx context.Context, sessionID string, d frame.CancelData) (CancelResult, error) {
+func (b *Bus) Cancel(ctx context.Context, sessionID string, d frame.TurnData) (CancelResult, error) {
 	if err := checkName("session id", sessionID); err != nil {
 		return CancelResult{}, err
 	}
