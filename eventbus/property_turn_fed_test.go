@@ -204,7 +204,7 @@ func (h *fedTurnHarness) cancel(rt *rapid.T, i int) {
 			return
 		}
 		ft := rapid.SampledFrom(h.turns).Draw(rt, "cancelTurn")
-		s, d = ft.t.Session(), frame.TurnData{Turn: ft.t.ID()}
+		s, d = ft.t.Start().Session, frame.TurnData{Turn: ft.t.ID()}
 	case 1:
 		s, d = rapid.SampledFrom(fedSessions).Draw(rt, "cancelSession"), frame.TurnData{}
 	}
@@ -246,7 +246,7 @@ func (h *fedTurnHarness) race(rt *rapid.T) {
 	errs := make(chan error, 2)
 	wg.Go(func() { errs <- h.endTurn(ft, fail) })
 	wg.Go(func() {
-		_, err := h.buses[from].Cancel(context.Background(), ft.t.Session(), frame.TurnData{Turn: ft.t.ID()})
+		_, err := h.buses[from].Cancel(context.Background(), ft.t.Start().Session, frame.TurnData{Turn: ft.t.ID()})
 		if errors.Is(err, eventbus.ErrTurnEnded) {
 			err = nil
 		}

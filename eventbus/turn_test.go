@@ -84,7 +84,7 @@ func TestTurnWritesOneStartAndOneEnd(t *testing.T) {
 	tr, err := b.StartTurn(context.Background(), "s", eventbus.TurnOptions{ID: "t1"})
 	require.NoError(t, err)
 	assert.Equal(t, "t1", tr.ID())
-	assert.Equal(t, "s", tr.Session())
+	assert.Equal(t, "s", tr.Start().Session)
 	assert.Equal(t, frame.TypeTurnStart, tr.Start().Type)
 	assert.JSONEq(t, `{"turn":"t1","session":"s"}`, string(tr.Start().Data))
 	active, ok := b.Turn("s", "")
