@@ -46,6 +46,7 @@ type Instance interface {
 
 var systems = []System{
 	{Name: "replaybus", Open: openReplaybus},
+	{Name: "replaybus-next", Open: openReplaybusNext},
 	{Name: "go-sse", Open: openGoSSE},
 	{Name: "centrifuge", Open: openCentrifuge},
 	{Name: "naive", Open: openNaive},
