@@ -1100,7 +1100,7 @@ func TestSubscribeAfterCloseSession(t *testing.T) {
 }
 
 // AgentPool's _merge_envelopes merges raw events that carry no event id.
-// Here ID 0 is the mark of a synthetic frame (Event.Synthetic), so
+// Here ID 0 is the mark of a synthetic frame (ev.ID == 0), so
 // Coalesce never merges an id-0 event: it passes through and ends any run.
 // Events with ids merge as AgentPool's do.
 func TestCoalesceLeavesIDZeroEventsUnmerged(t *testing.T) {
