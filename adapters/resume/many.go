@@ -331,7 +331,7 @@ func ParseManyRequest(r *http.Request, ownEpoch string, rules QueryRules, maxSes
 	}
 	vals := q["session"]
 	if len(vals) == 0 {
-		return m, badRequest(CodeInvalidSessionID, "no session= parameter")
+		return m, badRequest(CodeInvalidSessionID, "no session= parameter (name the sessions: ?session=a&session=b:descendants)")
 	}
 	if len(vals) > maxSessions {
 		return m, &StatusError{Status: http.StatusBadRequest, Code: CodeTooManySessions,

@@ -9,11 +9,11 @@ import (
 	"mime"
 	"net/http"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/puzpuzpuz/xsync/v3"
 
+	"github.com/replaybus/replaybus/adapters/internal/serve"
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
 )
@@ -33,9 +33,10 @@ const (
 )
 
 // isMany reports whether r is a many-sessions request: session= in the
-// query and no session in the path.
+// query, or a ServeMux pattern without {id} (ManyPattern), so that a
+// request there without session= is told so rather than how to mount.
 func (h *Handler) isMany(r *http.Request) bool {
-	return strings.Contains(r.URL.RawQuery, "session=") && r.URL.Query().Has("session")
+	return serve.IsMany(r)
 }
 
 // serveMany serves GET {events}?session=…: the set's frames in id order,

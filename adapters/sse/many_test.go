@@ -332,3 +332,23 @@ func TestManySessionsSSEUnderConcurrentPublishing(t *testing.T) {
 		}
 	}
 }
+
+// TestManySessionsSSEWithoutSession: GET /events with no session= is the
+// client's mistake, told so, not the advice on mounting the handler that
+// a single-session route without {id} gets.
+func TestManySessionsSSEWithoutSession(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, eventbus.Options{})
+	srv := serveMany(t, newHandler(t, b, sse.HandlerOptions{}))
+	for _, url := range []string{"/events", "/events?scope=descendants", "/events?sessions=a"} {
+		resp, err := srv.Client().Get(srv.URL + url)
+		require.NoError(t, err)
+		var se struct{ Code, Message string }
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&se))
+		_ = resp.Body.Close()
+		assert.Equal(t, http.StatusBadRequest, resp.StatusCode, url)
+		assert.Equal(t, resume.CodeInvalidSessionID, se.Code, url)
+		assert.Contains(t, se.Message, "no session= parameter", url)
+		assert.NotContains(t, se.Message, "mount the handler", url)
+	}
+}

@@ -6,12 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/coder/websocket"
 
+	"github.com/replaybus/replaybus/adapters/internal/serve"
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
 )
@@ -360,7 +360,8 @@ func sessionErrorFrame(session string, se *resume.StatusError) eventbus.Event {
 	return eventbus.Event{Type: resume.TypeSessionError, Session: session, Data: data}
 }
 
-// isMany reports whether r asks for many sessions: session= in the query.
+// isMany reports whether r asks for many sessions: session= in the query,
+// or a ServeMux pattern without {id} (ManyPattern).
 func isMany(r *http.Request) bool {
-	return strings.Contains(r.URL.RawQuery, "session=") && r.URL.Query().Has("session")
+	return serve.IsMany(r)
 }

@@ -116,3 +116,29 @@ func TestManySessionsWebSocket(t *testing.T) {
 	}
 	assert.Equal(t, websocket.StatusPolicyViolation, websocket.CloseStatus(err))
 }
+
+// TestManySessionsWebSocketWithoutSession: GET /ws with no session= is
+// refused before the upgrade as the client's mistake, not with the advice
+// on mounting the handler.
+func TestManySessionsWebSocketWithoutSession(t *testing.T) {
+	t.Parallel()
+	b, err := eventbus.New(eventbus.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	h, err := ws.NewHandler(b, ws.HandlerOptions{})
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.Handle(ws.ManyPattern, h)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { _ = h.Close() })
+	_, resp, err := websocket.Dial(context.Background(), "ws"+strings.TrimPrefix(srv.URL, "http")+"/ws", nil)
+	require.Error(t, err)
+	require.NotNil(t, resp)
+	var se struct{ Code, Message string }
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&se))
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	assert.Equal(t, resume.CodeInvalidSessionID, se.Code)
+	assert.Contains(t, se.Message, "no session= parameter")
+	assert.NotContains(t, se.Message, "mount the handler")
+}

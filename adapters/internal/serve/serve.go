@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -126,6 +127,21 @@ func (r *Registry[S]) Wait(ctx context.Context) error {
 func (r *Registry[S]) Shutdown(ctx context.Context) error {
 	r.Close()
 	return r.Wait(ctx)
+}
+
+// IsMany reports whether a handler without HandlerOptions.SessionID
+// serves r as a many-sessions stream: no {id} path value, and session= in
+// the query or a ServeMux pattern (r.Pattern) without {id}, such as
+// "GET /events". Under another router r.Pattern is empty: only session=
+// counts.
+func IsMany(r *http.Request) bool {
+	if r.PathValue("id") != "" {
+		return false
+	}
+	if strings.Contains(r.URL.RawQuery, "session=") && r.URL.Query().Has("session") {
+		return true
+	}
+	return r.Pattern != "" && !strings.Contains(r.Pattern, "{id}")
 }
 
 // SessionID returns r's session id — fn's, or the {id} path value when
