@@ -346,7 +346,7 @@ func (s *Stream) Presence() (frame.PresenceData, bool) {
 // [*StatusError] (errors.Is matches eventbus.ErrTurnEnded,
 // ErrSessionNotFound, ErrSessionClosed); each transport says how it
 // sends it (sse.Client: a POST to the cancel route; ws.Client: the cancel
-// message on the open connection). Errors.ErrUnsupported when the
+// message on the open connection); it returns errors.ErrUnsupported when the
 // transport cannot. Safe for concurrent use, also with Next.
 func (s *Stream) Cancel(ctx context.Context, c CancelRequest) (eventbus.CancelResult, error) {
 	cc, ok := s.t.(Canceller)
