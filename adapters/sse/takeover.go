@@ -32,7 +32,7 @@ import (
 // goroutine of its own; false when it did not (Hijack off, HTTP/2, a
 // writer that cannot be hijacked), and the stream stays on net/http.
 func (h *Handler) takeOver(w http.ResponseWriter, r *http.Request, s *opened) bool {
-	if !h.o.Hijack || r.ProtoMajor != 1 {
+	if s.st.cancel == nil { // opened without a context of its own: see mayTakeOver
 		return false
 	}
 	hd := w.Header()
@@ -46,6 +46,10 @@ func (h *Handler) takeOver(w http.ResponseWriter, r *http.Request, s *opened) bo
 	go h.serveConn(conn, hd, r.RemoteAddr, s)
 	return true
 }
+
+// mayTakeOver reports whether a stream of r may take its connection over:
+// Hijack on and HTTP/1.x. Such a stream gets a context of its own in open.
+func (h *Handler) mayTakeOver(r *http.Request) bool { return h.o.Hijack && r.ProtoMajor == 1 }
 
 // serveConn serves the stream s on conn until it ends, then closes conn.
 func (h *Handler) serveConn(conn net.Conn, hd http.Header, remote string, s *opened) {
