@@ -85,17 +85,17 @@ type HandlerOptions struct {
 	Query resume.QueryRules
 	// Hijack serves each HTTP/1.x stream, once subscribed, on its
 	// connection itself (http.Hijacker) rather than through net/http: an
-	// idle stream then costs about 11 KiB of the server's memory instead
+	// idle stream then costs about 14 KiB of the server's memory instead
 	// of 28 KiB (net/http's buffers and serving goroutine are released;
-	// docs/benchmarks.md, "Connection scale"). The answer has Connection:
+	// docs/operations.md, "Memory per idle SSE stream"). The answer has Connection:
 	// close and no length (its body ends with the connection). Off by
 	// default, because a taken-over stream leaves net/http's view:
 	// http.Server.Shutdown does not wait for it and http.Server.Close does
 	// not close it (end streams with [Handler.Close] or [Handler.Shutdown],
 	// for example from http.Server.RegisterOnShutdown), and middleware
 	// that wraps the ResponseWriter no longer sees the stream's writes.
-	// HTTP/2 streams, and writers that cannot be hijacked (a wrapper
-	// without Unwrap), stay on net/http.
+	// HTTP/2 streams, writers that cannot be hijacked (a wrapper without
+	// Unwrap), and answers with a Content-Encoding stay on net/http.
 	Hijack bool
 	// PlainIDs writes ids as plain decimal sequence numbers ("id: 42"), the
 	// wire form of AgentPool and qwen-code, for clients that parse ids as
