@@ -16,7 +16,7 @@ import (
 // state_resync_required, or is a [*PositionLostError] with o.StrictCursor.
 // The session is created unless o.RequireSession. The subscription ends when
 // ctx is done. It does not block, except over a backend whose feed is behind
-// the cursor ([Syncer]). Errors: ErrInvalid, ErrSessionNotFound,
+// the cursor (backend.Syncer). Errors: ErrInvalid, ErrSessionNotFound,
 // ErrSessionClosed, ErrSubscriberLimit, ErrClosed, ctx's, [ErrBackend].
 func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOptions) (*Subscription, error) {
 	if err := checkName("session id", sessionID); err != nil {
