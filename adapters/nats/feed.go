@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -243,15 +244,15 @@ func (be *Backend) consumeOnce(plan **catchUp) error {
 		if failed {
 			return
 		}
-		meta, err := msg.Metadata()
+		sseq, dseq, err := ackSeqs(msg.Reply())
 		switch {
 		case err != nil:
-		case meta.Sequence.Consumer != delivered+1:
+		case dseq != delivered+1:
 			err = errConsumerGap
 		case !be.confirmStream(be.ctx):
 		default:
-			delivered = meta.Sequence.Consumer
-			*plan = be.handle(msg, meta.Sequence.Stream, *plan)
+			delivered = dseq
+			*plan = be.handle(msg, sseq, *plan)
 			return
 		}
 		failed = true
@@ -287,6 +288,49 @@ func (be *Backend) consumeOnce(plan **catchUp) error {
 	case err := <-errc:
 		return err
 	}
+}
+
+// ackSeqs reads the stream and consumer sequences of a delivered message
+// from its reply subject, what jetstream.Msg.Metadata reads (both layouts:
+// $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<tm>.<pending>,
+// and the one with <domain>.<account hash> after $JS.ACK. and possibly a
+// token at the end) without building the rest of the metadata: it
+// allocates nothing, where Metadata allocated per message.
+func ackSeqs(reply string) (stream, consumer uint64, err error) {
+	const prefix = "$JS.ACK."
+	n := strings.Count(reply, ".") + 1
+	if n < 9 || n > 9 && n < 11 || !strings.HasPrefix(reply, prefix) {
+		return 0, 0, fmt.Errorf("%w: reply subject %q", jetstream.ErrNotJSMessage, reply)
+	}
+	skip := 3 // <stream>.<consumer>.<delivered>
+	if n > 9 {
+		skip = 5 // <domain>.<account hash> too
+	}
+	rest := reply[len(prefix):]
+	for range skip {
+		_, rest, _ = strings.Cut(rest, ".")
+	}
+	s, rest, _ := strings.Cut(rest, ".")
+	c, _, _ := strings.Cut(rest, ".")
+	return ackNum(s), ackNum(c), nil
+}
+
+// ackNum parses a decimal token of an ack subject; anything else is 0 (as
+// nats.go's parser has it; a consumer sequence 0 is then a skipped
+// delivery).
+func ackNum(s string) uint64 {
+	if len(s) == 0 || len(s) > 19 {
+		return 0
+	}
+	var n uint64
+	for i := 0; i < len(s); i++ {
+		d := s[i] - '0'
+		if d > 9 {
+			return 0
+		}
+		n = n*10 + uint64(d)
+	}
+	return n
 }
 
 // handle ingests one message with stream sequence seq.
