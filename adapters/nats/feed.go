@@ -156,8 +156,9 @@ func (be *Backend) checkStream(ctx context.Context) bool {
 }
 
 // consume is the node's one consumer loop: every message, in stream order,
-// into the feed. It reads through a plain ephemeral consumer of its own
-// (the ordered-consumer recipe: no acks, memory storage, one replica) and
+// into the feed. It reads through a plain ephemeral push consumer of its
+// own (the ordered-consumer recipe: no acks, memory storage, one replica;
+// flow control and idle heartbeats) and
 // re-creates it from the last sequence it handled whenever it breaks — a
 // missed delivery, missed heartbeats, a lost server, a reconnect (the
 // server may have restarted without the consumer) — so that Close can
@@ -195,16 +196,23 @@ func (be *Backend) consumeOnce(plan **catchUp) error {
 		MemoryStorage:     true,
 		Replicas:          1,
 		InactiveThreshold: time.Minute,
+		// Pushed to an inbox of the node's connection, paced by flow
+		// control (the server waits for the node's answer, which goes
+		// out once the node has ingested every message before it), with
+		// idle heartbeats: cheaper for the server than pull requests.
+		DeliverSubject: be.nc.NewInbox(),
+		FlowControl:    true,
+		IdleHeartbeat:  be.o.heartbeat,
 	}
 	// The request goes to the meta leader, which places the consumer on a
 	// server of the stream: tried again after an election, or after 1 s
 	// (2 s, …): a server that just died may be chosen until the cluster
 	// sees it gone, and then the request goes unanswered (leader.go).
-	var cons jetstream.Consumer
+	var cons jetstream.PushConsumer
 	var err error
 	for n := 0; n < 4; n++ {
 		actx, cancel, retry := be.attempt(be.ctx, attemptTimeout(n))
-		cons, err = be.js.CreateOrUpdateConsumer(actx, be.o.stream, cfg)
+		cons, err = be.js.CreateOrUpdatePushConsumer(actx, be.o.stream, cfg)
 		cancel()
 		if unavailable(err) && be.pauseForLeader(be.ctx) || err != nil && retry() {
 			continue
@@ -228,9 +236,9 @@ func (be *Backend) consumeOnce(plan **catchUp) error {
 	if !be.checkStream(be.ctx) {
 		return nil
 	}
-	// The messages arrive on nats.go's delivery goroutine of the consumer
-	// (Consume: no timer per message, unlike Messages' Next); the first
-	// failure stops the ingest and is reported on errc.
+	// The messages arrive on nats.go's delivery goroutine of the
+	// consumer's subscription (Consume, callback); the first failure stops
+	// the ingest and is reported on errc.
 	errc := make(chan error, 1)
 	report := func(err error) {
 		select {
@@ -257,15 +265,14 @@ func (be *Backend) consumeOnce(plan **catchUp) error {
 		}
 		failed = true
 		report(err)
-	}, jetstream.PullHeartbeat(be.o.heartbeat), jetstream.PullExpiry(4*be.o.heartbeat),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			// Two missed heartbeats: the consumer may be gone (a
-			// restarted server); re-create it. Other errors that end the
-			// consumption close it (cc.Closed below).
-			if errors.Is(err, jetstream.ErrNoHeartbeat) {
-				report(err)
-			}
-		}))
+	}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		// Two missed heartbeats: the consumer may be gone (a
+		// restarted server); re-create it. Other errors that end the
+		// consumption close it (cc.Closed below).
+		if errors.Is(err, jetstream.ErrNoHeartbeat) {
+			report(err)
+		}
+	}))
 	if err != nil {
 		return fmt.Errorf("consuming: %w", err)
 	}
