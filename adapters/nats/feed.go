@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -156,8 +157,9 @@ func (be *Backend) checkStream(ctx context.Context) bool {
 }
 
 // consume is the node's one consumer loop: every message, in stream order,
-// into the feed. It reads through a plain ephemeral consumer of its own
-// (the ordered-consumer recipe: no acks, memory storage, one replica) and
+// into the feed. It reads through a plain ephemeral push consumer of its
+// own (the ordered-consumer recipe: no acks, memory storage, one replica;
+// flow control and idle heartbeats) and
 // re-creates it from the last sequence it handled whenever it breaks — a
 // missed delivery, missed heartbeats, a lost server, a reconnect (the
 // server may have restarted without the consumer) — so that Close can
@@ -195,16 +197,23 @@ func (be *Backend) consumeOnce(plan **catchUp) error {
 		MemoryStorage:     true,
 		Replicas:          1,
 		InactiveThreshold: time.Minute,
+		// Pushed to an inbox of the node's connection, paced by flow
+		// control (the server waits for the node's answer, which goes
+		// out once the node has ingested every message before it), with
+		// idle heartbeats: cheaper for the server than pull requests.
+		DeliverSubject: be.nc.NewInbox(),
+		FlowControl:    true,
+		IdleHeartbeat:  be.o.heartbeat,
 	}
 	// The request goes to the meta leader, which places the consumer on a
 	// server of the stream: tried again after an election, or after 1 s
 	// (2 s, …): a server that just died may be chosen until the cluster
 	// sees it gone, and then the request goes unanswered (leader.go).
-	var cons jetstream.Consumer
+	var cons jetstream.PushConsumer
 	var err error
 	for n := 0; n < 4; n++ {
 		actx, cancel, retry := be.attempt(be.ctx, attemptTimeout(n))
-		cons, err = be.js.CreateOrUpdateConsumer(actx, be.o.stream, cfg)
+		cons, err = be.js.CreateOrUpdatePushConsumer(actx, be.o.stream, cfg)
 		cancel()
 		if unavailable(err) && be.pauseForLeader(be.ctx) || err != nil && retry() {
 			continue
@@ -228,9 +237,9 @@ func (be *Backend) consumeOnce(plan **catchUp) error {
 	if !be.checkStream(be.ctx) {
 		return nil
 	}
-	// The messages arrive on nats.go's delivery goroutine of the consumer
-	// (Consume: no timer per message, unlike Messages' Next); the first
-	// failure stops the ingest and is reported on errc.
+	// The messages arrive on nats.go's delivery goroutine of the
+	// consumer's subscription (Consume, callback); the first failure stops
+	// the ingest and is reported on errc.
 	errc := make(chan error, 1)
 	report := func(err error) {
 		select {
@@ -244,28 +253,27 @@ func (be *Backend) consumeOnce(plan **catchUp) error {
 		if failed {
 			return
 		}
-		meta, err := msg.Metadata()
+		sseq, dseq, err := ackSeqs(msg.Reply())
 		switch {
 		case err != nil:
-		case meta.Sequence.Consumer != delivered+1:
+		case dseq != delivered+1:
 			err = errConsumerGap
 		case !be.confirmStream(be.ctx):
 		default:
-			delivered = meta.Sequence.Consumer
-			*plan = be.handle(msg, meta.Sequence.Stream, *plan)
+			delivered = dseq
+			*plan = be.handle(msg, sseq, *plan)
 			return
 		}
 		failed = true
 		report(err)
-	}, jetstream.PullHeartbeat(be.o.heartbeat), jetstream.PullExpiry(4*be.o.heartbeat),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			// Two missed heartbeats: the consumer may be gone (a
-			// restarted server); re-create it. Other errors that end the
-			// consumption close it (cc.Closed below).
-			if errors.Is(err, jetstream.ErrNoHeartbeat) {
-				report(err)
-			}
-		}))
+	}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		// Two missed heartbeats: the consumer may be gone (a
+		// restarted server); re-create it. Other errors that end the
+		// consumption close it (cc.Closed below).
+		if errors.Is(err, jetstream.ErrNoHeartbeat) {
+			report(err)
+		}
+	}))
 	if err != nil {
 		return fmt.Errorf("consuming: %w", err)
 	}
@@ -288,6 +296,49 @@ func (be *Backend) consumeOnce(plan **catchUp) error {
 	case err := <-errc:
 		return err
 	}
+}
+
+// ackSeqs reads the stream and consumer sequences of a delivered message
+// from its reply subject, what jetstream.Msg.Metadata reads (both layouts:
+// $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<tm>.<pending>,
+// and the one with <domain>.<account hash> after $JS.ACK. and possibly a
+// token at the end) without building the rest of the metadata: it
+// allocates nothing, where Metadata allocated per message.
+func ackSeqs(reply string) (stream, consumer uint64, err error) {
+	const prefix = "$JS.ACK."
+	n := strings.Count(reply, ".") + 1
+	if n < 9 || n > 9 && n < 11 || !strings.HasPrefix(reply, prefix) {
+		return 0, 0, fmt.Errorf("%w: reply subject %q", jetstream.ErrNotJSMessage, reply)
+	}
+	skip := 3 // <stream>.<consumer>.<delivered>
+	if n > 9 {
+		skip = 5 // <domain>.<account hash> too
+	}
+	rest := reply[len(prefix):]
+	for range skip {
+		_, rest, _ = strings.Cut(rest, ".")
+	}
+	s, rest, _ := strings.Cut(rest, ".")
+	c, _, _ := strings.Cut(rest, ".")
+	return ackNum(s), ackNum(c), nil
+}
+
+// ackNum parses a decimal token of an ack subject; anything else is 0 (as
+// nats.go's parser has it; a consumer sequence 0 is then a skipped
+// delivery).
+func ackNum(s string) uint64 {
+	if len(s) == 0 || len(s) > 19 {
+		return 0
+	}
+	var n uint64
+	for i := 0; i < len(s); i++ {
+		d := s[i] - '0'
+		if d > 9 {
+			return 0
+		}
+		n = n*10 + uint64(d)
+	}
+	return n
 }
 
 // handle ingests one message with stream sequence seq.
