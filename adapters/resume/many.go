@@ -331,7 +331,9 @@ func ParseManyRequest(r *http.Request, ownEpoch string, rules QueryRules, maxSes
 	}
 	vals := q["session"]
 	if len(vals) == 0 {
-		return m, badRequest(CodeInvalidSessionID, "no session= parameter (name the sessions: ?session=a&session=b:descendants)")
+		return m, badRequest(CodeInvalidSessionID, `no session= parameter: name the sessions `+
+			`(?session=a&session=b:descendants), or, to serve one session, mount the handler on a `+
+			`pattern with {id}, such as "GET /session/{id}/events", or set HandlerOptions.SessionID`)
 	}
 	if len(vals) > maxSessions {
 		return m, &StatusError{Status: http.StatusBadRequest, Code: CodeTooManySessions,

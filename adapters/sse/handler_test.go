@@ -642,6 +642,22 @@ func TestHandlerStrictQuery(t *testing.T) {
 func TestEmptySessionIDNamesTheCause(t *testing.T) {
 	t.Parallel()
 	b := newBus(t, eventbus.Options{})
+	t.Run("mux pattern without {id}", func(t *testing.T) {
+		mux := http.NewServeMux()
+		mux.Handle("GET /api/runs/stream", newHandler(t, b, sse.HandlerOptions{}))
+		srv := httptest.NewServer(mux)
+		defer srv.Close()
+		resp, err := http.Get(srv.URL + "/api/runs/stream")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+		var body struct{ Code, Message string }
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+		assert.Equal(t, resume.CodeInvalidSessionID, body.Code)
+		for _, w := range []string{"no session= parameter", "pattern with {id}", "HandlerOptions.SessionID"} {
+			assert.Contains(t, body.Message, w)
+		}
+	})
 	for _, tc := range []struct {
 		name string
 		o    sse.HandlerOptions
