@@ -83,9 +83,9 @@
 // (complete, error, cancelled, producer_lost), also when [Turn.End] races
 // a cancel, its context ends, its session or the bus closes. The store
 // derives which turn is active from the records as they are appended,
-// here or by a backend's feed ([Bus.Turn]); over a
-// backend.LeaseBackend a node's turns live under a lease, and another node ends
-// them (producer_lost) when the node dies.
+// here or by a backend's feed ([Bus.Turn]); over a backend.LeaseBackend
+// a node's turns live under a lease, and another node ends them
+// (producer_lost) when the node dies.
 //
 // # Presence
 //
@@ -114,8 +114,9 @@
 // environment variables (this package never reads the environment). The
 // frame package defines the bus's own frames on the wire (types, reasons,
 // payloads), the observe package what the bus reports about itself (Stats,
-// SessionInfo, Diagnostic). Package eventbus/backend is the seam for a bus whose history
-// lives outside the process (adapters/nats: NATS JetStream), consumed by
+// SessionInfo). Package eventbus/backend is the contract of a store whose
+// history lives outside the process (adapters/nats: NATS JetStream), one
+// level below as database/sql/driver is below database/sql, consumed by
 // [NewWithBackend]; [Pipeline] publishes over it with appends in flight.
 // docs/architecture.md has the package map and the locks.
 package eventbus
