@@ -204,7 +204,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, req Request) er
 		req.ContextID = session
 	}
 	if err := turnstream.CheckSession("contextId", session); err != nil {
-		return &Error{CodeInvalidParams, clip(err.Error())}
+		return err // 400: answered as invalid params with its message
 	}
 	if strings.TrimSpace(req.Text) == "" {
 		return &Error{CodeInvalidParams, "the message has no text part"}
@@ -252,7 +252,7 @@ func (h *Handler) subscribe(w http.ResponseWriter, r *http.Request, req Request)
 	last := r.Header.Get("Last-Event-ID")
 	c, resumed, err := turnstream.ParseCursor(last, h.bus.Epoch())
 	if err != nil {
-		return &Error{CodeInvalidParams, clip(err.Error())}
+		return err // 400: the handler answers its message as invalid params
 	}
 	if resumed && c.Seq >= t.StartID {
 		if t.EndID != 0 && (c.Seq > t.EndID || c.Seq == t.EndID && !c.Mid) {

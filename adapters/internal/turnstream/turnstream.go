@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"os"
 	"strconv"
@@ -385,10 +386,72 @@ const DefaultMaxBodyBytes = 4 << 20
 // routes may take to arrive, as the cancel route's does.
 const DefaultBodyTimeout = 10 * time.Second
 
+// hasBody reports whether r carries a body (a Content-Length above 0, or
+// chunked).
+func hasBody(r *http.Request) bool {
+	return r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
+}
+
+// checkMedia refuses, before the body is read, what the handlers cannot
+// read as sent: a Content-Encoding other than identity (415
+// unsupported_content_encoding: read as is it failed as invalid JSON) and
+// a body whose Content-Type is not application/json (415
+// unsupported_media_type), as the cancel route does.
+func checkMedia(r *http.Request) error {
+	for _, v := range r.Header.Values("Content-Encoding") {
+		for c := range strings.SplitSeq(v, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				return &resume.StatusError{Status: http.StatusUnsupportedMediaType, Code: resume.CodeUnsupportedEncoding,
+					Message: fmt.Sprintf("Content-Encoding %s is not supported (send the body uncompressed)", textutil.Quote(v, 64)),
+					Header:  http.Header{"Accept-Encoding": {"identity"}}}
+			}
+		}
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" || hasBody(r) {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			return &resume.StatusError{Status: http.StatusUnsupportedMediaType, Code: resume.CodeUnsupportedMediaType,
+				Message: fmt.Sprintf("Content-Type %s is not supported (want application/json)", textutil.Quote(ct, 64)),
+				Header:  http.Header{"Accept": {"application/json"}}}
+		}
+	}
+	return nil
+}
+
+// twice returns the first member of b's top-level object given twice
+// (encoding/json keeps the last, where a proxy or a log may read the
+// first), ok false when there is none or b is not an object.
+func twice(b []byte) (name string, at int64, ok bool) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return "", 0, false
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		at := dec.InputOffset()
+		tok, err := dec.Token()
+		if err != nil {
+			return "", 0, false
+		}
+		key, _ := tok.(string)
+		if seen[key] {
+			return key, at, true
+		}
+		seen[key] = true
+		var v json.RawMessage
+		if dec.Decode(&v) != nil {
+			return "", 0, false
+		}
+	}
+	return "", 0, false
+}
+
 // readAll reads r's body, at most max bytes, within timeout (> 0: a read
 // deadline on the connection, cleared after a whole body; a body it cut
-// leaves the connection to be closed).
+// leaves the connection to be closed), after checkMedia.
 func readAll(w http.ResponseWriter, r *http.Request, max int64, timeout time.Duration) ([]byte, error) {
+	if err := checkMedia(r); err != nil {
+		return nil, err
+	}
 	rc := http.NewResponseController(w)
 	if timeout > 0 {
 		_ = rc.SetReadDeadline(time.Now().Add(timeout)) // ErrNotSupported: nothing to bound
@@ -400,10 +463,11 @@ func readAll(w http.ResponseWriter, r *http.Request, max int64, timeout time.Dur
 	return b, err
 }
 
-// ReadBody reads r's body, at most max bytes, within timeout (> 0): 413
-// body_too_large past max, 408 request_timeout for a body the deadline
-// (or the server's own) cut, 400 invalid_json for a body that is not
-// valid UTF-8 JSON.
+// ReadBody reads r's body, at most max bytes, within timeout (> 0): 415
+// for a Content-Encoding or a body's Content-Type it cannot read (see
+// checkMedia), 413 body_too_large past max, 408 request_timeout for a
+// body the deadline (or the server's own) cut, 400 invalid_json for a
+// body that is not valid UTF-8 JSON or gives a top-level member twice.
 func ReadBody(w http.ResponseWriter, r *http.Request, max int64, timeout time.Duration) ([]byte, error) {
 	b, err := readAll(w, r, max, timeout)
 	if err != nil {
@@ -411,6 +475,9 @@ func ReadBody(w http.ResponseWriter, r *http.Request, max int64, timeout time.Du
 	}
 	if !json.Valid(b) {
 		return nil, BadJSON("the body is not JSON: %s", textutil.Quote(string(b), 48))
+	}
+	if name, at, ok := twice(b); ok {
+		return nil, BadJSON("invalid JSON at byte %d: member %s given twice", at, textutil.Quote(name, 48))
 	}
 	return b, nil
 }
@@ -471,6 +538,9 @@ func ReadBodyOrEmpty(w http.ResponseWriter, r *http.Request, max int64, timeout 
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil, nil
 	}
+	if name, at, ok := twice(b); ok {
+		return nil, BadJSON("invalid JSON at byte %d: member %s given twice", at, textutil.Quote(name, 48))
+	}
 	return b, nil
 }
 
@@ -480,7 +550,10 @@ func ReadBodyOrEmpty(w http.ResponseWriter, r *http.Request, max int64, timeout 
 // finishes), as every body route answers it; else 400 invalid_json.
 func bodyError(err error, n int, max int64) error {
 	var mbe *http.MaxBytesError
+	var se *resume.StatusError
 	switch {
+	case errors.As(err, &se): // checkMedia's
+		return se
 	case errors.As(err, &mbe):
 		return &resume.StatusError{Status: http.StatusRequestEntityTooLarge, Code: resume.CodeBodyTooLarge,
 			Message: fmt.Sprintf("the body is over %d bytes", max)}
