@@ -238,6 +238,12 @@ func Locate(ctx context.Context, bus *eventbus.Bus, sessionID string, seq uint64
 			continue
 		}
 		if ev.ID > seq {
+			if found.Turn == "" {
+				// No turn_start held at or before seq: seq may still be
+				// inside a turn whose start was evicted, which the first
+				// turn boundary after it tells (a turn_end: inside it).
+				return lostStart(ctx, bus, sessionID, sub, ev)
+			}
 			break
 		}
 		switch ev.Type {
@@ -258,6 +264,38 @@ func Locate(ctx context.Context, bus *eventbus.Bus, sessionID string, seq uint64
 		return full, true, nil
 	}
 	return found, true, nil
+}
+
+// lostStart reads sub from ev (the first event after the cursor) to the
+// first turn boundary: a turn_end is of a turn the cursor is inside,
+// whose turn_start the replay buffer no longer holds — found, with the
+// bus's record of it (its StartID) when it has one, so that Resume
+// refuses it (410 ring_evicted) instead of a 204 that would leave the
+// client with half a turn; a turn_start, or none, is no turn.
+func lostStart(ctx context.Context, bus *eventbus.Bus, sessionID string, sub *eventbus.Subscription, ev eventbus.Event) (frame.TurnData, bool, error) {
+	for {
+		if !ev.Synthetic() {
+			switch ev.Type {
+			case frame.TypeTurnStart:
+				return frame.TurnData{}, false, nil
+			case frame.TypeTurnEnd:
+				t, ok := turnOf(ev)
+				if !ok {
+					return frame.TurnData{}, false, nil
+				}
+				if full, ok := bus.Turn(sessionID, t); ok {
+					return full, true, nil
+				}
+				return frame.TurnData{Turn: t, Session: sessionID, StartID: 1, EndID: ev.ID}, true, nil
+			}
+		} else if ev.Type == frame.TypeReplayComplete {
+			return frame.TurnData{}, false, nil
+		}
+		var err error
+		if ev, err = sub.Next(ctx); err != nil {
+			return frame.TurnData{}, false, err
+		}
+	}
 }
 
 // Encoder is what Resume primes: agui.Encoder and a2a.Encoder.

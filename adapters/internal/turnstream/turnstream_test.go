@@ -177,3 +177,47 @@ func TestOpenNeverGivesATurnFromItsMiddle(t *testing.T) {
 		})
 	}
 }
+
+// A cursor inside an ended turn whose turn_start has left the replay
+// buffer is located in that turn (not "no turn", which a handler answers
+// 204, leaving the client half a turn), and its resume is refused 410
+// ring_evicted; a cursor between turns is still no turn.
+func TestLocateFindsATurnWhoseStartWasEvicted(t *testing.T) {
+	t.Parallel()
+	bus, err := eventbus.New(eventbus.Options{ReplayBufferSize: 8})
+	require.NoError(t, err)
+	defer bus.Close()
+	require.NoError(t, bus.CreateSession("s", ""))
+	ctx := context.Background()
+	t1, err := bus.StartTurn(ctx, "s", eventbus.TurnOptions{ID: "t1"})
+	require.NoError(t, err)
+	var evs []eventbus.Event
+	for range 20 {
+		ev, err := t1.Publish("x", nil)
+		require.NoError(t, err)
+		evs = append(evs, ev)
+	}
+	end, err := t1.End(nil)
+	require.NoError(t, err)
+	between, err := bus.Publish("s", "x", nil)
+	require.NoError(t, err)
+	t2, err := bus.StartTurn(ctx, "s", eventbus.TurnOptions{ID: "t2"})
+	require.NoError(t, err)
+	_, err = t2.Publish("x", nil)
+	require.NoError(t, err)
+
+	inside := evs[len(evs)-2].ID // held, its turn_start not
+	got, found, err := turnstream.Locate(ctx, bus, "s", inside)
+	require.NoError(t, err)
+	require.True(t, found, "the cursor is inside t1")
+	assert.Equal(t, "t1", got.Turn)
+	assert.Equal(t, end.ID, got.EndID)
+	_, err = turnstream.Resume(ctx, bus, "s", codec.Default, nopEncoder{}, got, turnstream.Cursor{Seq: inside})
+	var se *resume.StatusError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, resume.CodeRingEvicted, se.Code)
+
+	_, found, err = turnstream.Locate(ctx, bus, "s", between.ID)
+	require.NoError(t, err)
+	assert.False(t, found, "between turns")
+}
