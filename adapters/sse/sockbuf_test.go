@@ -167,3 +167,34 @@ func TestManySessionsStreamFreesAClientThatNeverReads(t *testing.T) {
 	}()
 	goleak.VerifyNone(t, base)
 }
+
+// POST /events/{conn} with a body that never finishes, on a plain
+// http.Server with no timeouts of its own, is answered 408 once the
+// handler's BodyTimeout has passed, with Connection: close, and pins no
+// goroutine. Not parallel: it counts the process's goroutines.
+func TestManyChangeBodyThatNeverFinishesIs408(t *testing.T) {
+	base := goleak.IgnoreCurrent()
+	func() {
+		b, err := eventbus.New(eventbus.Options{})
+		require.NoError(t, err)
+		defer b.Close()
+		h, err := sse.NewHandler(b, sse.HandlerOptions{BodyTimeout: 200 * time.Millisecond})
+		require.NoError(t, err)
+		defer h.Close()
+		mux := http.NewServeMux()
+		mux.Handle(sse.ChangePattern, h)
+		srv := httptest.NewServer(mux)
+		defer srv.Close()
+		c, err := net.Dial("tcp", srv.Listener.Addr().String())
+		require.NoError(t, err)
+		defer c.Close()
+		_, err = io.WriteString(c, "POST /events/x HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"add\"")
+		require.NoError(t, err)
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
+		got, _ := io.ReadAll(c) // the server closes it after the answer
+		assert.True(t, strings.HasPrefix(string(got), "HTTP/1.1 408 "), "%s", got)
+		assert.Contains(t, string(got), "request_timeout")
+		assert.Contains(t, string(got), "Connection: close")
+	}()
+	goleak.VerifyNone(t, base)
+}
