@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/backend"
 )
 
 // catchUp is what the node knows about the stream it starts on, to tell the
@@ -32,11 +34,11 @@ type catchUp struct {
 	full     map[string]bool // subjects at the limit at start, not yet reached
 }
 
-// Start implements [eventbus.Backend]: it checks the stream is the one the
+// Start implements [backend.Backend]: it checks the stream is the one the
 // epoch came from, reads its state, and starts one ordered consumer over the
 // whole stream (from its first retained message) that ingests every event
 // into feed in sequence order, plus a goroutine watching the connection.
-func (be *Backend) Start(ctx context.Context, feed eventbus.Feed) error {
+func (be *Backend) Start(ctx context.Context, feed backend.Feed) error {
 	be.startMu.Lock()
 	defer be.startMu.Unlock()
 	if be.closed {
@@ -155,8 +157,9 @@ func (be *Backend) checkStream(ctx context.Context) bool {
 }
 
 // consume is the node's one consumer loop: every message, in stream order,
-// into the feed. It reads through a plain ephemeral consumer of its own
-// (the ordered-consumer recipe: no acks, memory storage, one replica) and
+// into the feed. It reads through a plain ephemeral push consumer of its
+// own (the ordered-consumer recipe: no acks, memory storage, one replica;
+// flow control and idle heartbeats) and
 // re-creates it from the last sequence it handled whenever it breaks — a
 // missed delivery, missed heartbeats, a lost server, a reconnect (the
 // server may have restarted without the consumer) — so that Close can
@@ -194,16 +197,23 @@ func (be *Backend) consumeOnce(plan **catchUp) error {
 		MemoryStorage:     true,
 		Replicas:          1,
 		InactiveThreshold: time.Minute,
+		// Pushed to an inbox of the node's connection, paced by flow
+		// control (the server waits for the node's answer, which goes
+		// out once the node has ingested every message before it), with
+		// idle heartbeats: cheaper for the server than pull requests.
+		DeliverSubject: be.nc.NewInbox(),
+		FlowControl:    true,
+		IdleHeartbeat:  be.o.heartbeat,
 	}
 	// The request goes to the meta leader, which places the consumer on a
 	// server of the stream: tried again after an election, or after 1 s
 	// (2 s, …): a server that just died may be chosen until the cluster
 	// sees it gone, and then the request goes unanswered (leader.go).
-	var cons jetstream.Consumer
+	var cons jetstream.PushConsumer
 	var err error
 	for n := 0; n < 4; n++ {
 		actx, cancel, retry := be.attempt(be.ctx, attemptTimeout(n))
-		cons, err = be.js.CreateOrUpdateConsumer(actx, be.o.stream, cfg)
+		cons, err = be.js.CreateOrUpdatePushConsumer(actx, be.o.stream, cfg)
 		cancel()
 		if unavailable(err) && be.pauseForLeader(be.ctx) || err != nil && retry() {
 			continue
@@ -227,9 +237,9 @@ func (be *Backend) consumeOnce(plan **catchUp) error {
 	if !be.checkStream(be.ctx) {
 		return nil
 	}
-	// The messages arrive on nats.go's delivery goroutine of the consumer
-	// (Consume: no timer per message, unlike Messages' Next); the first
-	// failure stops the ingest and is reported on errc.
+	// The messages arrive on nats.go's delivery goroutine of the
+	// consumer's subscription (Consume, callback); the first failure stops
+	// the ingest and is reported on errc.
 	errc := make(chan error, 1)
 	report := func(err error) {
 		select {
@@ -243,28 +253,27 @@ func (be *Backend) consumeOnce(plan **catchUp) error {
 		if failed {
 			return
 		}
-		meta, err := msg.Metadata()
+		sseq, dseq, err := ackSeqs(msg.Reply())
 		switch {
 		case err != nil:
-		case meta.Sequence.Consumer != delivered+1:
+		case dseq != delivered+1:
 			err = errConsumerGap
 		case !be.confirmStream(be.ctx):
 		default:
-			delivered = meta.Sequence.Consumer
-			*plan = be.handle(msg, meta.Sequence.Stream, *plan)
+			delivered = dseq
+			*plan = be.handle(msg, sseq, *plan)
 			return
 		}
 		failed = true
 		report(err)
-	}, jetstream.PullHeartbeat(be.o.heartbeat), jetstream.PullExpiry(4*be.o.heartbeat),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			// Two missed heartbeats: the consumer may be gone (a
-			// restarted server); re-create it. Other errors that end the
-			// consumption close it (cc.Closed below).
-			if errors.Is(err, jetstream.ErrNoHeartbeat) {
-				report(err)
-			}
-		}))
+	}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		// Two missed heartbeats: the consumer may be gone (a
+		// restarted server); re-create it. Other errors that end the
+		// consumption close it (cc.Closed below).
+		if errors.Is(err, jetstream.ErrNoHeartbeat) {
+			report(err)
+		}
+	}))
 	if err != nil {
 		return fmt.Errorf("consuming: %w", err)
 	}
@@ -287,6 +296,49 @@ func (be *Backend) consumeOnce(plan **catchUp) error {
 	case err := <-errc:
 		return err
 	}
+}
+
+// ackSeqs reads the stream and consumer sequences of a delivered message
+// from its reply subject, what jetstream.Msg.Metadata reads (both layouts:
+// $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<tm>.<pending>,
+// and the one with <domain>.<account hash> after $JS.ACK. and possibly a
+// token at the end) without building the rest of the metadata: it
+// allocates nothing, where Metadata allocated per message.
+func ackSeqs(reply string) (stream, consumer uint64, err error) {
+	const prefix = "$JS.ACK."
+	n := strings.Count(reply, ".") + 1
+	if n < 9 || n > 9 && n < 11 || !strings.HasPrefix(reply, prefix) {
+		return 0, 0, fmt.Errorf("%w: reply subject %q", jetstream.ErrNotJSMessage, reply)
+	}
+	skip := 3 // <stream>.<consumer>.<delivered>
+	if n > 9 {
+		skip = 5 // <domain>.<account hash> too
+	}
+	rest := reply[len(prefix):]
+	for range skip {
+		_, rest, _ = strings.Cut(rest, ".")
+	}
+	s, rest, _ := strings.Cut(rest, ".")
+	c, _, _ := strings.Cut(rest, ".")
+	return ackNum(s), ackNum(c), nil
+}
+
+// ackNum parses a decimal token of an ack subject; anything else is 0 (as
+// nats.go's parser has it; a consumer sequence 0 is then a skipped
+// delivery).
+func ackNum(s string) uint64 {
+	if len(s) == 0 || len(s) > 19 {
+		return 0
+	}
+	var n uint64
+	for i := 0; i < len(s); i++ {
+		d := s[i] - '0'
+		if d > 9 {
+			return 0
+		}
+		n = n*10 + uint64(d)
+	}
+	return n
 }
 
 // handle ingests one message with stream sequence seq.
@@ -327,7 +379,7 @@ func (be *Backend) handle(msg jetstream.Msg, seq uint64, plan *catchUp) *catchUp
 		be.markLag(lagAfter, lagUpTo)
 	}
 	if perr == nil {
-		if ev, err := be.decode(msg.Data(), seq, path); err == nil {
+		if ev, err := be.decode(msg.Data(), seq); err == nil {
 			be.feed.Ingest(path, ev)
 		} else {
 			be.log.Warn("replaybus/nats: skipping undecodable message", slog.Uint64("seq", seq), slog.String("subject", subject))
@@ -418,38 +470,24 @@ func (be *Backend) pathOf(subject string) ([]string, error) {
 	return p, nil
 }
 
-// decode turns the message body b at sequence seq of path's subject into
-// the event it stores: a byte payload (version 2) gets its media type
-// back; a malformed envelope is an error. A media type this process cannot
-// intern (it already knows 4,096, the table eventbus keeps for the life of
-// the process; or another node stored one this one finds malformed) does
-// not drop the event: it becomes application/octet-stream, which eventbus
-// interns at startup, with its bytes kept, and a warning is logged: the
-// type is lost on this node only (docs/guarantees.md).
-func (be *Backend) decode(b []byte, seq uint64, path []string) (eventbus.Event, error) {
+// decode turns the message body b at sequence seq into the record it
+// stores: a byte payload (version 2) gets its media type back (the bus
+// delivers one this process cannot intern as application/octet-stream); a
+// malformed envelope is an error.
+func (be *Backend) decode(b []byte, seq uint64) (backend.Record, error) {
 	d, err := decodeEnvelope(b)
 	if err != nil {
-		return eventbus.Event{}, err
+		return backend.Record{}, err
 	}
-	ev := eventbus.Event{
-		ID: seq, Session: path[len(path)-1], Type: be.intern(d.typ), Data: d.data,
+	r := backend.Record{
+		ID: seq, Type: be.intern(d.typ), Data: d.data,
 		Time: time.Unix(0, d.nanos), Origin: string(d.origin),
 	}
-	if d.ctype == nil {
-		return ev, nil
+	if d.ctype != nil {
+		r.ContentType = be.intern(d.ctype)
 	}
-	typed, err := ev.WithContentType(be.intern(d.ctype))
-	if err != nil {
-		be.log.Warn("replaybus/nats: delivering a byte event as application/octet-stream: its media type cannot be interned here",
-			slog.Uint64("seq", seq), slog.String("session", ev.Session), slog.Any("err", err))
-		return ev.WithContentType(octetStream)
-	}
-	return typed, nil
+	return r, nil
 }
-
-// octetStream is decode's fallback media type (eventbus interns it at
-// startup, so it always resolves).
-const octetStream = "application/octet-stream"
 
 // intern returns typ as a string, shared between events of one type (or
 // media type).

@@ -87,7 +87,8 @@ func (o *options) validate() error {
 		return fmt.Errorf("nats: retention %d out of range [1, %d] replay buffers", o.retention, maxRetention)
 	}
 	if o.heartbeat < 500*time.Millisecond || o.heartbeat > 30*time.Second {
-		// nats.go's pull consumer refuses any other idle heartbeat.
+		// The range this option has always had (nats.go's pull
+		// consumer, which the node used before, refused any other).
 		return fmt.Errorf("nats: heartbeat %v out of range [500ms, 30s]", o.heartbeat)
 	}
 	return nil
@@ -151,7 +152,7 @@ func WithStorage(st jetstream.StorageType) Option { return func(o *options) { o.
 func WithPublishTimeout(d time.Duration) Option { return func(o *options) { o.publishTimeout = d } }
 
 // WithHeartbeat sets the idle heartbeat of the node's consumer, 500ms–30s
-// (the range nats.go's pull consumer accepts; default [DefaultHeartbeat]):
+// (default [DefaultHeartbeat]):
 // a lost consumer is noticed after two missed heartbeats and re-created
 // from the last event the node ingested.
 func WithHeartbeat(d time.Duration) Option { return func(o *options) { o.heartbeat = d } }
