@@ -100,7 +100,7 @@ func TestBrowserCancelNamesItsSession(t *testing.T) {
 	module := ts.URL + browser.Path
 	got = call(`import("` + module + `").then((m) => { const c = m.connect("/session/a/events", {persist: false, shared: false, cancelUrl: "/x/{session}/stop"}); return Promise.all([c.cancel(), c.cancel({session: "b/1 é"})]).finally(() => c.close()); })`)
 	require.Nil(t, got["error"], "%v", got)
-	assert.Equal(t, []string{"/session/b/cancel", "/x/a/stop", "/x/b%2F1%20%C3%A9/stop"}, posted(), "the session put in for {session}, escaped")
+	assert.ElementsMatch(t, []string{"/session/b/cancel", "/x/a/stop", "/x/b%2F1%20%C3%A9/stop"}, posted(), "the session put in for {session}, escaped (the two cancels race)")
 
 	got = call(`import("` + module + `").then((m) => { const c = m.connect("/session/a/events", {persist: false, shared: false, cancelUrl: "/x/a/stop"}); return c.cancel({session: "b"}).finally(() => c.close()); })`)
 	require.NotNil(t, got["error"], "a fixed cancelUrl and another session: %v", got)

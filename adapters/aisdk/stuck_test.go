@@ -21,6 +21,7 @@ import (
 	"github.com/replaybus/replaybus/adapters/aisdk"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/internal/testkit"
 )
 
 // dialStuck opens a TCP connection whose receive buffer is held at
@@ -106,7 +107,7 @@ func TestFrontendStreamsFreeAClientThatNeverReads(t *testing.T) {
 			_, err = io.WriteString(c, req)
 			require.NoError(t, err)
 			tn := <-turns
-			require.Eventually(t, func() bool { return bus.SubscriberCounts()["s1"] == 1 }, 5*time.Second, time.Millisecond)
+			require.Eventually(t, func() bool { return testkit.SubscriberCounts(bus)["s1"] == 1 }, 5*time.Second, time.Millisecond)
 			payload := strings.Repeat("x", 32<<10)
 			n := 0
 			require.Eventually(t, func() bool {
@@ -116,7 +117,7 @@ func TestFrontendStreamsFreeAClientThatNeverReads(t *testing.T) {
 					require.NoError(t, err)
 					n++
 				}
-				return bus.SubscriberCounts()["s1"] == 0
+				return testkit.SubscriberCounts(bus)["s1"] == 0
 			}, 20*time.Second, 2*time.Millisecond, "the stuck client's stream was never cut")
 			t.Logf("cut after %d deltas of 32 KiB (%d MiB); evicted by the queue: %d", n, n/32, bus.Stats().Evicted)
 			_, _ = tn.End(nil)

@@ -274,7 +274,7 @@ func Locate(ctx context.Context, bus *eventbus.Bus, sessionID string, seq uint64
 // client with half a turn; a turn_start, or none, is no turn.
 func lostStart(ctx context.Context, bus *eventbus.Bus, sessionID string, sub *eventbus.Subscription, ev eventbus.Event) (frame.TurnData, bool, error) {
 	for {
-		if !ev.Synthetic() {
+		if ev.ID != 0 {
 			switch ev.Type {
 			case frame.TypeTurnStart:
 				return frame.TurnData{}, false, nil
