@@ -63,6 +63,11 @@ type HandlerOptions struct {
 	// WriteTimeout bounds each write of a stream; 0 means 30 s, negative
 	// none.
 	WriteTimeout time.Duration
+	// BodyTimeout bounds how long a request body may take to arrive (a
+	// read deadline on the connection, cleared after the body): 408
+	// request_timeout past it, the connection closed. 0 means 10 s,
+	// negative none (the server's own deadlines then bound it, if any).
+	BodyTimeout time.Duration
 }
 
 // Handler serves A2A's streaming JSON-RPC methods from the bus's turns
@@ -87,6 +92,7 @@ type Handler struct {
 	dec *codec.Set
 	co  *http.CrossOriginProtection
 	wt  time.Duration
+	bt  time.Duration
 	max int64
 }
 
@@ -95,8 +101,8 @@ func NewHandler(bus *eventbus.Bus, o HandlerOptions) (*Handler, error) {
 	if bus == nil || o.Start == nil {
 		return nil, errors.New("a2a: NewHandler needs a bus and HandlerOptions.Start")
 	}
-	l := turnstream.Resolve(o.Codec, o.CrossOrigin, o.MaxBodyBytes, o.WriteTimeout)
-	h := &Handler{bus: bus, o: o, dec: l.Codec, co: l.CrossOrigin, max: l.MaxBodyBytes, wt: l.WriteTimeout}
+	l := turnstream.Resolve(o.Codec, o.CrossOrigin, o.MaxBodyBytes, o.WriteTimeout, o.BodyTimeout)
+	h := &Handler{bus: bus, o: o, dec: l.Codec, co: l.CrossOrigin, max: l.MaxBodyBytes, wt: l.WriteTimeout, bt: l.BodyTimeout}
 	return h, nil
 }
 
@@ -131,6 +137,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case se.Status == http.StatusBadRequest || se.Status == http.StatusRequestEntityTooLarge:
 			rpc.Code = CodeInvalidParams
+		case se.Code == resume.CodeRingEvicted:
+			// The task's first updates have left the replay buffer: this
+			// server cannot give the task whole (it exists; it is not lost).
+			rpc.Code = CodeUnsupportedOp
 		case se.Status == http.StatusNotFound || se.Status == http.StatusGone:
 			rpc.Code = CodeTaskNotFound
 		case se.Status >= 500:
@@ -153,7 +163,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, req *Request) er
 	if err := turnstream.CheckOrigin(h.co, r); err != nil {
 		return err
 	}
-	body, err := turnstream.ReadBodyOrEmpty(w, r, h.max)
+	body, err := turnstream.ReadBodyOrEmpty(w, r, h.max, h.bt)
 	if err != nil {
 		return err
 	}
@@ -194,7 +204,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, req Request) er
 		req.ContextID = session
 	}
 	if err := turnstream.CheckSession("contextId", session); err != nil {
-		return &Error{CodeInvalidParams, clip(err.Error())}
+		return err // 400: answered as invalid params with its message
 	}
 	if strings.TrimSpace(req.Text) == "" {
 		return &Error{CodeInvalidParams, "the message has no text part"}
@@ -242,7 +252,7 @@ func (h *Handler) subscribe(w http.ResponseWriter, r *http.Request, req Request)
 	last := r.Header.Get("Last-Event-ID")
 	c, resumed, err := turnstream.ParseCursor(last, h.bus.Epoch())
 	if err != nil {
-		return &Error{CodeInvalidParams, clip(err.Error())}
+		return err // 400: the handler answers its message as invalid params
 	}
 	if resumed && c.Seq >= t.StartID {
 		if t.EndID != 0 && (c.Seq > t.EndID || c.Seq == t.EndID && !c.Mid) {
@@ -257,12 +267,12 @@ func (h *Handler) subscribe(w http.ResponseWriter, r *http.Request, req Request)
 		h.write(w, r, enc, enc.Append(nil), &turnstream.Reader{Sub: tail, Turn: turn, Started: true})
 		return nil
 	}
-	sub, err := turnstream.Subscribe(ctx, h.bus, session, eventbus.At(t.StartID-1))
+	sub, lead, err := turnstream.Open(ctx, h.bus, session, t)
 	if err != nil {
 		return err
 	}
 	defer sub.Close()
-	at, err := turnstream.Prime(ctx, sub, h.dec, enc, 0)
+	at, err := turnstream.Prime(ctx, sub, h.dec, enc, 0, lead...)
 	if err != nil {
 		return err
 	}

@@ -55,10 +55,22 @@ func TestBadA2ARequestsPublishNothing(t *testing.T) {
 		{"a task runs in the context", msg("busy", "hi"), 409, a2a.CodeInvalidRequest, "running@busy"},
 		{"unknown task", `{"jsonrpc":"2.0","id":1,"method":"tasks/resubscribe","params":{"id":"nope@busy"}}`, 404, a2a.CodeTaskNotFound, `"nope@busy"`},
 		{"task id without context", `{"jsonrpc":"2.0","id":1,"method":"SubscribeToTask","params":{"id":"nope"}}`, 404, a2a.CodeTaskNotFound, "<turn>@<contextId>"},
+		// A batch, a bare value and a member of the wrong type are named
+		// as such, not as a Go type.
+		{"a batch", `[` + msg("c1", "hi") + `]`, 400, a2a.CodeInvalidRequest, "a batch (a JSON array) is not served here"},
+		{"a bare string", `"hi"`, 400, a2a.CodeInvalidRequest, "not a JSON-RPC request object"},
+		{"jsonrpc a number", `{"jsonrpc":2,"id":1,"method":"message/stream"}`, 400, a2a.CodeInvalidRequest, `member "jsonrpc" is a JSON number`},
+		{"a bad Last-Event-ID", `{"jsonrpc":"2.0","id":1,"method":"tasks/resubscribe","params":{"id":"running@busy"},"_lastEventId":"x-1:99999999999"}`, 400, a2a.CodeInvalidParams, "Last-Event-ID"},
 	}
 	before := bus.LastEventID()
 	for _, r := range rows {
-		resp, err := http.Post(ts.URL, "application/json", strings.NewReader(r.body))
+		req, err := http.NewRequest(http.MethodPost, ts.URL, strings.NewReader(r.body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		if strings.Contains(r.body, "_lastEventId") {
+			req.Header.Set("Last-Event-ID", "x-1:99999999999")
+		}
+		resp, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)
 		var e struct {
 			JSONRPC string
@@ -70,6 +82,8 @@ func TestBadA2ARequestsPublishNothing(t *testing.T) {
 		assert.Equal(t, "2.0", e.JSONRPC, r.name)
 		assert.Equal(t, r.code, e.Error.Code, r.name)
 		assert.Contains(t, e.Error.Message, r.says, r.name)
+		assert.NotContains(t, e.Error.Message, "Go ", r.name)
+		assert.NotContains(t, e.Error.Message, "resume: ", r.name)
 	}
 	assert.Equal(t, before, bus.LastEventID(), "nothing published")
 	assert.False(t, bus.SessionExists("c1"))

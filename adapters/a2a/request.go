@@ -3,6 +3,7 @@ package a2a
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -73,7 +74,17 @@ func ParseRequest(body []byte) (Request, error) {
 		Method  *string         `json:"method"`
 		Params  json.RawMessage `json:"params"`
 	}
+	if trimmed := bytes.TrimSpace(body); json.Valid(trimmed) && (len(trimmed) == 0 || trimmed[0] != '{') {
+		if len(trimmed) > 0 && trimmed[0] == '[' {
+			return Request{}, &Error{CodeInvalidRequest, "a batch (a JSON array) is not served here: send one request object"}
+		}
+		return Request{}, &Error{CodeInvalidRequest, "the body is " + quote(string(trimmed)) + ", not a JSON-RPC request object"}
+	}
 	if err := json.Unmarshal(body, &env); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return Request{}, &Error{CodeInvalidRequest, fmt.Sprintf("member %s is a JSON %s, not what JSON-RPC 2.0 asks for", quote(te.Field), te.Value)}
+		}
 		return Request{}, &Error{CodeParseError, "the body is not a JSON object: " + clip(textutil.PublicMessage(err))}
 	}
 	r := Request{ID: env.ID}

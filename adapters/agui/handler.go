@@ -64,6 +64,11 @@ type HandlerOptions struct {
 	// WriteTimeout bounds each write of a stream; 0 means 30 s, negative
 	// none.
 	WriteTimeout time.Duration
+	// BodyTimeout bounds how long a request body may take to arrive (a
+	// read deadline on the connection, cleared after the body): 408
+	// request_timeout past it, the connection closed. 0 means 10 s,
+	// negative none (the server's own deadlines then bound it, if any).
+	BodyTimeout time.Duration
 }
 
 // Handler serves AG-UI from the bus's turns:
@@ -87,6 +92,7 @@ type Handler struct {
 	dec    *codec.Set
 	co     *http.CrossOriginProtection
 	wt     time.Duration
+	bt     time.Duration
 	max    int64
 	path   string
 	byPath string
@@ -97,8 +103,8 @@ func NewHandler(bus *eventbus.Bus, o HandlerOptions) (*Handler, error) {
 	if bus == nil || o.Start == nil {
 		return nil, errors.New("agui: NewHandler needs a bus and HandlerOptions.Start")
 	}
-	l := turnstream.Resolve(o.Codec, o.CrossOrigin, o.MaxBodyBytes, o.WriteTimeout)
-	h := &Handler{bus: bus, o: o, dec: l.Codec, co: l.CrossOrigin, max: l.MaxBodyBytes, wt: l.WriteTimeout, path: o.Path}
+	l := turnstream.Resolve(o.Codec, o.CrossOrigin, o.MaxBodyBytes, o.WriteTimeout, o.BodyTimeout)
+	h := &Handler{bus: bus, o: o, dec: l.Codec, co: l.CrossOrigin, max: l.MaxBodyBytes, wt: l.WriteTimeout, bt: l.BodyTimeout, path: o.Path}
 	if h.path == "" {
 		h.path = DefaultPath
 	}
@@ -231,7 +237,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) error {
 	if err := turnstream.CheckOrigin(h.co, r); err != nil {
 		return err
 	}
-	body, err := turnstream.ReadBody(w, r, h.max)
+	body, err := turnstream.ReadBody(w, r, h.max, h.bt)
 	if err != nil {
 		return err
 	}
@@ -311,13 +317,13 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, thread string) err
 		turnstream.NoTurn(w)
 		return nil
 	}
-	sub, err := turnstream.Subscribe(ctx, h.bus, thread, eventbus.At(t.StartID-1))
+	sub, lead, err := turnstream.Open(ctx, h.bus, thread, t)
 	if err != nil {
 		return h.gone(w, err, thread)
 	}
 	defer sub.Close()
 	enc := NewEncoder(Options{ThreadID: thread, RunID: t.Turn, Epoch: h.bus.Epoch()})
-	at, err := turnstream.Prime(ctx, sub, h.dec, enc, 0)
+	at, err := turnstream.Prime(ctx, sub, h.dec, enc, 0, lead...)
 	if err != nil {
 		return h.gone(w, err, thread)
 	}

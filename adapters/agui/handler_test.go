@@ -68,6 +68,7 @@ func TestBadRunInputsPublishNothing(t *testing.T) {
 	for _, r := range rows {
 		req, err := http.NewRequest(http.MethodPost, ts.URL+"/agui", strings.NewReader(r.body))
 		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
 		if r.lastID != "" {
 			req.Header.Set("Last-Event-ID", r.lastID)
 		}

@@ -53,8 +53,10 @@ func ExampleHandler() {
 		return t.ID(), nil
 	}})
 	body := `{"id":"chat-1","trigger":"submit-message","messages":[{"id":"u1","role":"user","parts":[{"type":"text","text":"hi"}]}]}`
+	req := httptest.NewRequest(http.MethodPost, "/api/chat", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/api/chat", strings.NewReader(body)))
+	h.ServeHTTP(rec, req)
 	fmt.Println(rec.Code, rec.Header().Get(aisdk.HeaderStream))
 	fmt.Print(rec.Body.String())
 	// Output:

@@ -70,6 +70,11 @@ type HandlerOptions struct {
 	// WriteTimeout bounds each write of a stream; 0 means 30 s, negative
 	// none.
 	WriteTimeout time.Duration
+	// BodyTimeout bounds how long a request body may take to arrive (a
+	// read deadline on the connection, cleared after the body): 408
+	// request_timeout past it, the connection closed. 0 means 10 s,
+	// negative none (the server's own deadlines then bound it, if any).
+	BodyTimeout time.Duration
 }
 
 // Handler serves the AI SDK's chat routes from the bus's turns:
@@ -92,6 +97,7 @@ type Handler struct {
 	dec   *codec.Set
 	co    *http.CrossOriginProtection
 	wt    time.Duration
+	bt    time.Duration
 	max   int64
 	api   string
 	byAPI string // api + "/"
@@ -102,8 +108,8 @@ func NewHandler(bus *eventbus.Bus, o HandlerOptions) (*Handler, error) {
 	if bus == nil || o.Start == nil {
 		return nil, errors.New("aisdk: NewHandler needs a bus and HandlerOptions.Start")
 	}
-	l := turnstream.Resolve(o.Codec, o.CrossOrigin, o.MaxBodyBytes, o.WriteTimeout)
-	h := &Handler{bus: bus, o: o, dec: l.Codec, co: l.CrossOrigin, max: l.MaxBodyBytes, wt: l.WriteTimeout, api: o.API}
+	l := turnstream.Resolve(o.Codec, o.CrossOrigin, o.MaxBodyBytes, o.WriteTimeout, o.BodyTimeout)
+	h := &Handler{bus: bus, o: o, dec: l.Codec, co: l.CrossOrigin, max: l.MaxBodyBytes, wt: l.WriteTimeout, bt: l.BodyTimeout, api: o.API}
 	if h.api == "" {
 		h.api = DefaultAPI
 	}
@@ -258,7 +264,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) error {
 	if err := turnstream.CheckOrigin(h.co, r); err != nil {
 		return err
 	}
-	body, err := turnstream.ReadBody(w, r, h.max)
+	body, err := turnstream.ReadBody(w, r, h.max, h.bt)
 	if err != nil {
 		return err
 	}
@@ -303,7 +309,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, chat string) er
 		turnstream.NoTurn(w)
 		return nil
 	}
-	sub, err := turnstream.Subscribe(r.Context(), h.bus, chat, eventbus.At(t.StartID-1))
+	sub, lead, err := turnstream.Open(r.Context(), h.bus, chat, t)
 	if err != nil {
 		if errors.Is(err, eventbus.ErrSessionNotFound) || errors.Is(err, eventbus.ErrSessionClosed) {
 			turnstream.NoTurn(w)
@@ -312,7 +318,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, chat string) er
 		return resume.StatusFor(err, chat)
 	}
 	defer sub.Close()
-	h.write(w, r, &turnstream.Reader{Sub: sub, Turn: t.Turn, Started: true}, t.Turn)
+	h.write(w, r, &turnstream.Reader{Sub: sub, Turn: t.Turn, Started: true, Lead: lead}, t.Turn)
 	return nil
 }
 
@@ -358,7 +364,7 @@ func (h *Handler) stop(w http.ResponseWriter, r *http.Request, chat string) erro
 	if err := h.authorize(r, chat); err != nil {
 		return err
 	}
-	body, err := turnstream.ReadBodyOrEmpty(w, r, h.max)
+	body, err := turnstream.ReadBodyOrEmpty(w, r, h.max, h.bt)
 	if err != nil {
 		return err
 	}

@@ -124,10 +124,14 @@ export class Connection {
   get presence() { return this.presences[this.session] || null; }
 
   // cancel posts a cancel to the session's cancel route (the stream URL's
-  // /session/{id}/events as /session/{id}/cancel): resolves to the 202's
-  // {cancelled, held}, rejects with {status, code, message}.
+  // /session/{id}/events as /session/{id}/cancel; a cancelUrl's {session}
+  // replaced): resolves to the 202's {cancelled, held}, rejects with
+  // {status, code, message} (status 0: nothing was posted).
   async cancel({ session = this.session, ...b } = {}) {
-    const u = this.o.cancelUrl || this.url.replace(/(\/session\/[^/?#]+)?\/events([?#].*)?$/, '/session/' + encodeURIComponent(session) + '/cancel');
+    const c = this.o.cancelUrl, e = encodeURIComponent(session);
+    if (!session) throw { status: 0, code: 'invalid_session_id', message: 'cancel() needs {session}: this connection has no session of its own (' + this.url + ')' };
+    if (c && !c.includes('{session}') && session != this.session) throw { status: 0, code: 'invalid_session_id', message: 'cancelUrl ' + c + ' has no {session} for session ' + JSON.stringify(session) };
+    const u = c ? c.replaceAll('{session}', e) : this.url.replace(/(\/session\/[^/?#]+)?\/events([?#].*)?$/, '/session/' + e + '/cancel');
     for (let n = 0; ; n++) {
       const h = await this._hdr(n, { 'Content-Type': 'application/json' });
       const r = await fetch(u, { method: 'POST', headers: h, body: JSON.stringify(b), cache: 'no-store', credentials: this.o.credentials });

@@ -411,9 +411,12 @@ func ParseManyChange(body []byte) (ManyChange, error) {
 		} `json:"add"`
 		Remove []string `json:"remove"`
 	}
+	var c ManyChange
+	if err := exactMembers(body, []string{"add", "remove"}, "add", []string{"session", "scope", "from"}); err != nil {
+		return c, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	var c ManyChange
 	if err := dec.Decode(&in); err != nil {
 		return c, badRequest(CodeInvalidJSON, "invalid body: %v (want {\"add\":[{\"session\",\"scope\",\"from\"}],\"remove\":[…]})", err)
 	}
@@ -434,4 +437,63 @@ func ParseManyChange(body []byte) (ManyChange, error) {
 		c.Remove = append(c.Remove, id)
 	}
 	return c, nil
+}
+
+// exactMembers refuses what encoding/json would take silently in body's
+// object: a member given twice (the last won) or named in another case
+// than one of names ({"ADD":…} was an add) — at the top and in each
+// object of the array member list (with its names inner). A body that
+// does not tokenize passes: the decode that follows names its error.
+func exactMembers(body []byte, names []string, list string, inner []string) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var object func(names []string, nested bool) error
+	object = func(names []string, nested bool) error {
+		seen := map[string]bool{}
+		for dec.More() {
+			at := dec.InputOffset()
+			tok, err := dec.Token()
+			if err != nil {
+				return nil
+			}
+			key, _ := tok.(string)
+			if seen[key] {
+				return badRequest(CodeInvalidJSON, "invalid body at byte %d: member %s given twice", at, quote(key))
+			}
+			seen[key] = true
+			for _, n := range names {
+				if key != n && strings.EqualFold(key, n) {
+					return badRequest(CodeInvalidJSON, "invalid body at byte %d: member %s (names are case-sensitive: want %q)", at, quote(key), n)
+				}
+			}
+			if key != list || nested {
+				var v json.RawMessage
+				if dec.Decode(&v) != nil {
+					return nil
+				}
+				continue
+			}
+			if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+				return nil
+			}
+			for dec.More() {
+				if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+					return nil
+				}
+				if err := object(inner, true); err != nil {
+					return err
+				}
+				if _, err := dec.Token(); err != nil { // '}'
+					return nil
+				}
+			}
+			if _, err := dec.Token(); err != nil { // ']'
+				return nil
+			}
+		}
+		return nil
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil
+	}
+	return object(names, false)
 }

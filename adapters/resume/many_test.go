@@ -59,3 +59,29 @@ func TestParseSessionScope(t *testing.T) {
 	_, err = resume.ParseSessionScope(":session", scope.Session)
 	assert.ErrorContains(t, err, "empty session id")
 }
+
+// A change body encoding/json would take silently is refused naming the
+// member: one given twice ({"add":[b],"add":[zz]} added zz only) or named
+// in another case ({"ADD":…} was an add), at the top or in an add entry.
+func TestParseManyChangeRefusesAmbiguousMembers(t *testing.T) {
+	t.Parallel()
+	rows := []struct{ body, says string }{
+		{`{"add":[{"session":"b"}],"add":[{"session":"zz"}]}`, `member "add" given twice`},
+		{`{"remove":["a"],"remove":[]}`, `member "remove" given twice`},
+		{`{"ADD":[{"session":"b"}]}`, `member "ADD" (names are case-sensitive: want "add")`},
+		{`{"add":[{"session":"b","session":"c"}]}`, `member "session" given twice`},
+		{`{"add":[{"Session":"b"}]}`, `member "Session" (names are case-sensitive: want "session")`},
+		{`{"add":[{"session":"b"},{"session":"c","from":"1","from":"2"}]}`, `member "from" given twice`},
+	}
+	for _, r := range rows {
+		_, err := resume.ParseManyChange([]byte(r.body))
+		var se *resume.StatusError
+		require.ErrorAs(t, err, &se, r.body)
+		assert.Equal(t, resume.CodeInvalidJSON, se.Code, r.body)
+		assert.Contains(t, se.Message, r.says, r.body)
+	}
+	c, err := resume.ParseManyChange([]byte(`{"add":[{"session":"b","scope":"descendants"},{"session":"c"}],"remove":["a"]}`))
+	require.NoError(t, err)
+	assert.Len(t, c.Add, 2)
+	assert.Equal(t, []string{"a"}, c.Remove)
+}

@@ -70,6 +70,11 @@ type HandlerOptions struct {
 	// negative sets none. It overrides http.Server.WriteTimeout for the
 	// stream.
 	WriteTimeout time.Duration
+	// BodyTimeout bounds how long the body of POST {events}/{conn} may
+	// take to arrive (a read deadline on the connection, cleared after
+	// it): 408 request_timeout past it, the connection closed. Zero means
+	// 10 s; negative sets none (the server's own deadlines then bound it).
+	BodyTimeout time.Duration
 	// OverflowPolicy is the overflow policy of each stream's subscription
 	// (Configure may still change it). Empty means the bus's
 	// Options.OverflowPolicy when that is set, else drop_subscriber: a
@@ -136,6 +141,7 @@ type Handler struct {
 	retry   time.Duration
 	hb      time.Duration
 	wt      time.Duration
+	bt      time.Duration
 	encOpts EncodeOptions
 
 	streams     *serve.Registry[*streamState]
@@ -212,6 +218,7 @@ func NewHandler(bus *eventbus.Bus, o HandlerOptions) (*Handler, error) {
 	h.retry = serve.DurationOr(o.Retry, DefaultRetry)
 	h.hb = serve.DurationOr(o.Heartbeat, DefaultHeartbeat)
 	h.wt = serve.DurationOr(o.WriteTimeout, DefaultWriteTimeout)
+	h.bt = serve.DurationOr(o.BodyTimeout, 10*time.Second)
 	if !o.PlainIDs {
 		h.encOpts.Epoch = bus.Epoch()
 	}

@@ -2,6 +2,8 @@ package sse_test
 
 import (
 	"context"
+	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -135,4 +137,87 @@ func TestHandlerHTTP2StreamThatNeverReadsIsFreed(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 1, b.Stats().Subscribers)
+}
+
+// The many-sessions stream and its change route over HTTP/2, with TLS
+// and h2c (prior knowledge): the connection frame, the set's events, an
+// add through POST /events/{conn} on the same connection while the
+// stream is open, the added session's live events, each flushed as it
+// comes (nothing waits for a buffer to fill).
+func TestManySessionsOverHTTP2(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"tls", "h2c"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			b := newBus(t, eventbus.Options{})
+			for _, s := range []string{"a", "b", "c"} {
+				require.NoError(t, b.CreateSession(s, ""))
+			}
+			h := newHandler(t, b, sse.HandlerOptions{Heartbeat: -1})
+			mux := http.NewServeMux()
+			mux.Handle(sse.ManyPattern, h)
+			mux.Handle(sse.ChangePattern, h)
+			srv := httptest.NewUnstartedServer(mux)
+			client := &http.Client{}
+			if mode == "tls" {
+				srv.EnableHTTP2 = true
+				srv.StartTLS()
+				client = srv.Client()
+			} else {
+				var p http.Protocols
+				p.SetUnencryptedHTTP2(true)
+				srv.Config.Protocols = &p
+				srv.Start()
+				client.Transport = &http.Transport{Protocols: &p}
+			}
+			t.Cleanup(srv.Close)
+			t.Cleanup(func() { _ = h.Close() })
+
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/events?session=a&session=b", nil)
+			require.NoError(t, err)
+			resp, err := client.Do(req)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			require.Equal(t, 2, resp.ProtoMajor, "the test needs HTTP/2")
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+			assert.Empty(t, resp.Header.Get("Connection"))
+			dec := sse.NewDecoder(resp.Body)
+			next := func() eventbus.Event {
+				t.Helper()
+				for {
+					f, err := dec.Next()
+					require.NoError(t, err)
+					ev, err := sse.DecodeEvent(f)
+					require.NoError(t, err)
+					if ev.ID != 0 || ev.Type == resume.TypeConnection || ev.Type == resume.TypeSessionAdded {
+						return ev
+					}
+				}
+			}
+			conn := next()
+			require.Equal(t, resume.TypeConnection, conn.Type)
+			var cd struct {
+				Connection string `json:"connection"`
+			}
+			require.NoError(t, json.Unmarshal(conn.Data, &cd))
+			for _, s := range []string{"a", "b"} {
+				ev := publish(t, b, s, "m", 1)
+				got := next()
+				assert.Equal(t, []any{s, ev.ID}, []any{got.Session, got.ID})
+			}
+			add, err := client.Post(srv.URL+"/events/"+cd.Connection, "application/json", strings.NewReader(`{"add":[{"session":"c"}]}`))
+			require.NoError(t, err)
+			body, _ := io.ReadAll(add.Body)
+			_ = add.Body.Close()
+			require.Equal(t, http.StatusOK, add.StatusCode, "%s", body)
+			assert.Equal(t, 2, add.ProtoMajor)
+			got := next()
+			assert.Equal(t, []string{resume.TypeSessionAdded, "c"}, []string{got.Type, got.Session})
+			ev := publish(t, b, "c", "m", 1)
+			got = next()
+			assert.Equal(t, []any{"c", ev.ID}, []any{got.Session, got.ID})
+		})
+	}
 }

@@ -196,7 +196,14 @@ func (h *Handler) serveChange(w http.ResponseWriter, r *http.Request) {
 			Message: fmt.Sprintf("Content-Type %q is not supported (want application/json)", ct)})
 		return
 	}
+	rc := http.NewResponseController(w)
+	if h.bt > 0 {
+		_ = rc.SetReadDeadline(time.Now().Add(h.bt)) // ErrNotSupported: nothing to bound
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxChangeBytes))
+	if err == nil && h.bt > 0 {
+		_ = rc.SetReadDeadline(time.Time{})
+	}
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -204,7 +211,7 @@ func (h *Handler) serveChange(w http.ResponseWriter, r *http.Request) {
 				Message: fmt.Sprintf("body over %d bytes", MaxChangeBytes)})
 			return
 		}
-		if errors.Is(err, os.ErrDeadlineExceeded) { // the server's bound on a body that never finishes
+		if errors.Is(err, os.ErrDeadlineExceeded) { // BodyTimeout, or the server's own bound
 			answer(&resume.StatusError{Status: http.StatusRequestTimeout, Code: resume.CodeRequestTimeout,
 				Message: fmt.Sprintf("the body did not arrive in time (%d bytes arrived)", len(body)),
 				Header:  http.Header{"Connection": {"close"}}})

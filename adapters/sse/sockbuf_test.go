@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
@@ -109,4 +110,91 @@ func TestLimitSendBufferLeavesOtherConnsAlone(t *testing.T) {
 	ctx := context.WithValue(context.Background(), key{}, "v")
 	assert.Equal(t, ctx, f(ctx, a), "ctx passes through; a pipe is not TCP")
 	assert.Equal(t, ctx, sse.LimitSendBuffer(0)(ctx, a))
+}
+
+// A many-sessions stream (GET /events?session=a&session=b) whose client
+// connects and never reads is cut off by the write deadline once its
+// socket is full, not held by a queue that grows: its subscription ends
+// (by the deadline, not by a queue eviction), the handler returns, and
+// with the client's socket closed the goroutines are back at the
+// baseline. Not parallel: it counts the process's goroutines.
+func TestManySessionsStreamFreesAClientThatNeverReads(t *testing.T) {
+	base := goleak.IgnoreCurrent()
+	func() {
+		b, err := eventbus.New(eventbus.Options{MaxQueueSize: 100_000, MaxQueuedBytes: 1 << 30})
+		require.NoError(t, err)
+		defer b.Close()
+		for _, s := range []string{"a", "b"} {
+			require.NoError(t, b.CreateSession(s, ""))
+		}
+		h, err := sse.NewHandler(b, sse.HandlerOptions{WriteTimeout: 200 * time.Millisecond, Heartbeat: -1})
+		require.NoError(t, err)
+		defer h.Close()
+		mux := http.NewServeMux()
+		mux.Handle(sse.ManyPattern, h)
+		srv := httptest.NewUnstartedServer(mux)
+		srv.Config.ConnContext = sse.LimitSendBuffer(sse.DefaultSendBuffer)
+		srv.Start()
+		defer srv.Close()
+		d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+			var serr error
+			err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 16<<10) })
+			if err != nil {
+				return err
+			}
+			return serr
+		}}
+		c, err := d.Dial("tcp", srv.Listener.Addr().String())
+		require.NoError(t, err)
+		defer c.Close()
+		_, err = io.WriteString(c, "GET /events?session=a&session=b HTTP/1.1\r\nHost: x\r\n\r\n")
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return b.Stats().Subscribers == 1 }, 5*time.Second, time.Millisecond)
+		payload := strings.Repeat("x", 32<<10)
+		n := 0
+		require.Eventually(t, func() bool {
+			for i := range 8 {
+				_, err := b.Publish([]string{"a", "b"}[i%2], "big", payload)
+				require.NoError(t, err)
+				n++
+			}
+			return h.Stats().WriteErrors > 0
+		}, 20*time.Second, 2*time.Millisecond, "the stream never hit its write deadline")
+		waitIdle(t, h, b)
+		assert.Zero(t, b.Stats().Evicted, "cut by the write deadline, not by a queue eviction")
+		t.Logf("cut after %d events of 32 KiB", n)
+		c.Close()
+	}()
+	goleak.VerifyNone(t, base)
+}
+
+// POST /events/{conn} with a body that never finishes, on a plain
+// http.Server with no timeouts of its own, is answered 408 once the
+// handler's BodyTimeout has passed, with Connection: close, and pins no
+// goroutine. Not parallel: it counts the process's goroutines.
+func TestManyChangeBodyThatNeverFinishesIs408(t *testing.T) {
+	base := goleak.IgnoreCurrent()
+	func() {
+		b, err := eventbus.New(eventbus.Options{})
+		require.NoError(t, err)
+		defer b.Close()
+		h, err := sse.NewHandler(b, sse.HandlerOptions{BodyTimeout: 200 * time.Millisecond})
+		require.NoError(t, err)
+		defer h.Close()
+		mux := http.NewServeMux()
+		mux.Handle(sse.ChangePattern, h)
+		srv := httptest.NewServer(mux)
+		defer srv.Close()
+		c, err := net.Dial("tcp", srv.Listener.Addr().String())
+		require.NoError(t, err)
+		defer c.Close()
+		_, err = io.WriteString(c, "POST /events/x HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"add\"")
+		require.NoError(t, err)
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
+		got, _ := io.ReadAll(c) // the server closes it after the answer
+		assert.True(t, strings.HasPrefix(string(got), "HTTP/1.1 408 "), "%s", got)
+		assert.Contains(t, string(got), "request_timeout")
+		assert.Contains(t, string(got), "Connection: close")
+	}()
+	goleak.VerifyNone(t, base)
 }

@@ -109,3 +109,17 @@ test('a tab that joins gets the current presence from the leader', async (t) => 
   const ans = await b.cancel({ cascade: true });
   assert.deepEqual(ans, { cancelled: [], held: [] });
 });
+
+test('cancel names its session: none on a many-sessions connection is an error; cancelUrl takes {session}', async (t) => {
+  const srv = await new FakeServer().start();
+  const many = connect(srv.url.replace(/\/session\/[^/]+\/events$/, '/events') + '?session=a&session=b', { persist: false, shared: false, retry: 20 });
+  const fixed = connect(srv.url, { persist: false, shared: false, retry: 20, cancelUrl: srv.url.replace(/events$/, 'cancel') });
+  t.after(async () => { many.close(); fixed.close(); await srv.stop(); });
+  await assert.rejects(many.cancel({ cascade: true }), (e) => e.status == 0 && e.code == 'invalid_session_id' && /\{session\}/.test(e.message));
+  await assert.rejects(fixed.cancel({ session: 'other' }), (e) => e.status == 0 && e.code == 'invalid_session_id' && /"other"/.test(e.message));
+  assert.equal(srv.cancels.length, 0, 'nothing posted');
+  await many.cancel({ session: 'b' });
+  assert.equal(srv.cancels.at(-1).path, '/session/b/cancel');
+  await fixed.cancel();
+  assert.equal(srv.cancels.at(-1).path, '/session/s/cancel', "a fixed cancelUrl serves the connection's own session");
+});

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"os"
 	"strconv"
@@ -34,6 +35,55 @@ func Subscribe(ctx context.Context, bus *eventbus.Bus, sessionID string, cursor 
 	return bus.Subscribe(ctx, sessionID, o)
 }
 
+// Open subscribes to session sessionID from turn t's turn_start, which
+// the bus must still hold whole: every event of the turn after its
+// turn_start in the replay buffer (StrictCursor). A turn whose
+// turn_start alone was evicted is rebuilt from t (lead: the turn_start
+// event, to be read before sub's events). Errors: the bus's, and a 410
+// ring_evicted *resume.StatusError naming the turn when events of it
+// after its turn_start have left the buffer: half a turn would be a wrong
+// message to the client.
+func Open(ctx context.Context, bus *eventbus.Bus, sessionID string, t frame.TurnData) (sub *eventbus.Subscription, lead []eventbus.Event, err error) {
+	sub, err = subscribeStrict(ctx, bus, sessionID, t.StartID-1)
+	var lost *eventbus.PositionLostError
+	if !errors.As(err, &lost) || lost.Reason != frame.ReasonRingEvicted {
+		return sub, nil, err
+	}
+	if lost.CompleteFromID > t.StartID+1 {
+		return nil, nil, turnLost(sessionID, t, lost)
+	}
+	// Only the turn_start itself is gone: what follows it is whole.
+	sub, err = subscribeStrict(ctx, bus, sessionID, t.StartID)
+	if errors.As(err, &lost) && lost.Reason == frame.ReasonRingEvicted {
+		return nil, nil, turnLost(sessionID, t, lost)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return sub, []eventbus.Event{StartEvent(sessionID, t)}, nil
+}
+
+// StartEvent is turn t's turn_start event as the bus wrote it, rebuilt
+// from the turn's state.
+func StartEvent(sessionID string, t frame.TurnData) eventbus.Event {
+	data, _ := json.Marshal(frame.TurnData{Turn: t.Turn, Session: sessionID})
+	return eventbus.Event{ID: t.StartID, Session: sessionID, Type: frame.TypeTurnStart, Data: data, Replay: true}
+}
+
+func subscribeStrict(ctx context.Context, bus *eventbus.Bus, sessionID string, after uint64) (*eventbus.Subscription, error) {
+	o := eventbus.SubscribeOptions{Cursor: eventbus.At(after), StrictCursor: true, RequireSession: true,
+		MaxQueued: MaxQueued, Policy: eventbus.DropSubscriber, Name: "turnstream"}
+	return bus.Subscribe(ctx, sessionID, o)
+}
+
+// turnLost is the 410 ring_evicted answer to a turn whose first events
+// the replay buffer no longer holds.
+func turnLost(sessionID string, t frame.TurnData, lost *eventbus.PositionLostError) error {
+	return &resume.StatusError{Status: http.StatusGone, Code: resume.CodeRingEvicted,
+		Message: fmt.Sprintf("turn %s started at event %d; the replay buffer holds session %s only from event %d on: the turn cannot be streamed from its start",
+			textutil.Quote(t.Turn, 48), t.StartID, textutil.Quote(sessionID, 48), lost.CompleteFromID)}
+}
+
 // Reader reads the events of one turn from a subscription: nothing before
 // the turn's turn_start (unless Started), the turn's events, and its
 // turn_end last. The bus's own frames and turn_cancel records are
@@ -44,6 +94,8 @@ type Reader struct {
 	Turn string
 	// Started: the subscription starts inside the turn.
 	Started bool
+	// Lead is read before Sub's events (Open's rebuilt turn_start).
+	Lead    []eventbus.Event
 	ended   bool
 	pending []eventbus.Event
 }
@@ -61,6 +113,13 @@ func (r *Reader) Next(ctx context.Context) (evs []eventbus.Event, done bool, err
 	for len(r.pending) == 0 {
 		if r.ended {
 			return nil, true, nil
+		}
+		if len(r.Lead) > 0 {
+			for _, ev := range r.Lead {
+				r.take(ev)
+			}
+			r.Lead = nil
+			continue
 		}
 		ev, err := r.Sub.Next(ctx)
 		if err != nil {
@@ -179,6 +238,12 @@ func Locate(ctx context.Context, bus *eventbus.Bus, sessionID string, seq uint64
 			continue
 		}
 		if ev.ID > seq {
+			if found.Turn == "" {
+				// No turn_start held at or before seq: seq may still be
+				// inside a turn whose start was evicted, which the first
+				// turn boundary after it tells (a turn_end: inside it).
+				return lostStart(ctx, bus, sessionID, sub, ev)
+			}
 			break
 		}
 		switch ev.Type {
@@ -201,6 +266,38 @@ func Locate(ctx context.Context, bus *eventbus.Bus, sessionID string, seq uint64
 	return found, true, nil
 }
 
+// lostStart reads sub from ev (the first event after the cursor) to the
+// first turn boundary: a turn_end is of a turn the cursor is inside,
+// whose turn_start the replay buffer no longer holds — found, with the
+// bus's record of it (its StartID) when it has one, so that Resume
+// refuses it (410 ring_evicted) instead of a 204 that would leave the
+// client with half a turn; a turn_start, or none, is no turn.
+func lostStart(ctx context.Context, bus *eventbus.Bus, sessionID string, sub *eventbus.Subscription, ev eventbus.Event) (frame.TurnData, bool, error) {
+	for {
+		if ev.ID != 0 {
+			switch ev.Type {
+			case frame.TypeTurnStart:
+				return frame.TurnData{}, false, nil
+			case frame.TypeTurnEnd:
+				t, ok := turnOf(ev)
+				if !ok {
+					return frame.TurnData{}, false, nil
+				}
+				if full, ok := bus.Turn(sessionID, t); ok {
+					return full, true, nil
+				}
+				return frame.TurnData{Turn: t, Session: sessionID, StartID: 1, EndID: ev.ID}, true, nil
+			}
+		} else if ev.Type == frame.TypeReplayComplete {
+			return frame.TurnData{}, false, nil
+		}
+		var err error
+		if ev, err = sub.Next(ctx); err != nil {
+			return frame.TurnData{}, false, err
+		}
+	}
+}
+
 // Encoder is what Resume primes: agui.Encoder and a2a.Encoder.
 type Encoder interface {
 	Skip(n int)
@@ -209,12 +306,17 @@ type Encoder interface {
 
 // Prime reads sub's replay up to its replay_complete and appends, with
 // enc skipping every frame, the events of the turn whose first event is
-// at or before limit (0: every one). It returns the last event id read.
-func Prime(ctx context.Context, sub *eventbus.Subscription, dec *codec.Set, enc Encoder, limit uint64) (uint64, error) {
+// at or before limit (0: every one), lead's first (Open's). It returns
+// the last event id read.
+func Prime(ctx context.Context, sub *eventbus.Subscription, dec *codec.Set, enc Encoder, limit uint64, lead ...eventbus.Event) (uint64, error) {
 	enc.Skip(-1)
 	defer enc.Skip(0)
 	var last uint64
 	var parts []codec.Part
+	for _, ev := range lead {
+		last = ev.ID
+		enc.Append(nil, dec.Decode(parts[:0], ev)...)
+	}
 	for {
 		ev, err := sub.Next(ctx)
 		if err != nil {
@@ -244,7 +346,9 @@ func first(ev eventbus.Event) uint64 {
 
 // Resume prepares enc to continue turn t after cursor c: it subscribes
 // the tail (the events after c, compacted, then live; a c after the bus's
-// last id is an *eventbus.PositionLostError, epoch_reset), primes enc with
+// last id is an *eventbus.PositionLostError, epoch_reset; events after c
+// evicted from the replay buffer, or the turn's first ones, are a 410
+// ring_evicted *resume.StatusError: see Open), primes enc with
 // the turn up to c from a second read of the replay buffer, and sets the
 // skip of a cursor inside an event's frames. The caller writes the
 // prologue, then reads the tail with a Reader{Turn: t.Turn, Started:
@@ -254,23 +358,27 @@ func Resume(ctx context.Context, bus *eventbus.Bus, sessionID string, dec *codec
 	if c.Mid {
 		from--
 	}
-	tail, err := Subscribe(ctx, bus, sessionID, eventbus.At(from))
+	// A cursor at or after the bus's next id (forged) is an epoch_reset
+	// PositionLostError of the strict subscribe (after it waited for a
+	// backend's feed to catch up with it).
+	tail, err := subscribeStrict(ctx, bus, sessionID, from)
+	var lost *eventbus.PositionLostError
+	if errors.As(err, &lost) && lost.Reason == frame.ReasonRingEvicted {
+		// Events after the cursor are gone: the rest of the turn would
+		// have a hole.
+		return nil, &resume.StatusError{Status: http.StatusGone, Code: resume.CodeRingEvicted,
+			Message: fmt.Sprintf("the events after cursor %d have left the replay buffer (it holds session %s from event %d on): turn %s cannot be continued there",
+				from, textutil.Quote(sessionID, 48), lost.CompleteFromID, textutil.Quote(t.Turn, 48))}
+	}
 	if err != nil {
 		return nil, err
 	}
-	if last := bus.LastEventID(); from > last {
-		// At or after the bus's next id (forged): the bus answered it with
-		// epoch_reset and the whole history, which is not this run's tail.
-		tail.Close()
-		return nil, &eventbus.PositionLostError{ResyncData: frame.ResyncData{Reason: frame.ReasonEpochReset,
-			LastDeliveredID: from, Epoch: bus.Epoch()}}
-	}
-	prime, err := Subscribe(ctx, bus, sessionID, eventbus.At(t.StartID-1))
+	prime, lead, err := Open(ctx, bus, sessionID, t)
 	if err != nil {
 		tail.Close()
 		return nil, err
 	}
-	_, err = Prime(ctx, prime, dec, enc, from)
+	_, err = Prime(ctx, prime, dec, enc, from, lead...)
 	prime.Close()
 	if err != nil {
 		tail.Close()
@@ -312,16 +420,102 @@ func (w *Writer) Write(b []byte) error {
 // chat's whole history travels with each of its messages.
 const DefaultMaxBodyBytes = 4 << 20
 
-// ReadBody reads r's body, at most max bytes: 413 body_too_large past
-// it, 408 request_timeout for a body the server's read deadline cut, 400
-// invalid_json for a body that is not valid UTF-8 JSON.
-func ReadBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
+// DefaultBodyTimeout bounds how long a request body of the frontend
+// routes may take to arrive, as the cancel route's does.
+const DefaultBodyTimeout = 10 * time.Second
+
+// hasBody reports whether r carries a body (a Content-Length above 0, or
+// chunked).
+func hasBody(r *http.Request) bool {
+	return r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
+}
+
+// checkMedia refuses, before the body is read, what the handlers cannot
+// read as sent: a Content-Encoding other than identity (415
+// unsupported_content_encoding: read as is it failed as invalid JSON) and
+// a body whose Content-Type is not application/json (415
+// unsupported_media_type), as the cancel route does.
+func checkMedia(r *http.Request) error {
+	for _, v := range r.Header.Values("Content-Encoding") {
+		for c := range strings.SplitSeq(v, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				return &resume.StatusError{Status: http.StatusUnsupportedMediaType, Code: resume.CodeUnsupportedEncoding,
+					Message: fmt.Sprintf("Content-Encoding %s is not supported (send the body uncompressed)", textutil.Quote(v, 64)),
+					Header:  http.Header{"Accept-Encoding": {"identity"}}}
+			}
+		}
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" || hasBody(r) {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			return &resume.StatusError{Status: http.StatusUnsupportedMediaType, Code: resume.CodeUnsupportedMediaType,
+				Message: fmt.Sprintf("Content-Type %s is not supported (want application/json)", textutil.Quote(ct, 64)),
+				Header:  http.Header{"Accept": {"application/json"}}}
+		}
+	}
+	return nil
+}
+
+// twice returns the first member of b's top-level object given twice
+// (encoding/json keeps the last, where a proxy or a log may read the
+// first), ok false when there is none or b is not an object.
+func twice(b []byte) (name string, at int64, ok bool) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return "", 0, false
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		at := dec.InputOffset()
+		tok, err := dec.Token()
+		if err != nil {
+			return "", 0, false
+		}
+		key, _ := tok.(string)
+		if seen[key] {
+			return key, at, true
+		}
+		seen[key] = true
+		var v json.RawMessage
+		if dec.Decode(&v) != nil {
+			return "", 0, false
+		}
+	}
+	return "", 0, false
+}
+
+// readAll reads r's body, at most max bytes, within timeout (> 0: a read
+// deadline on the connection, cleared after a whole body; a body it cut
+// leaves the connection to be closed), after checkMedia.
+func readAll(w http.ResponseWriter, r *http.Request, max int64, timeout time.Duration) ([]byte, error) {
+	if err := checkMedia(r); err != nil {
+		return nil, err
+	}
+	rc := http.NewResponseController(w)
+	if timeout > 0 {
+		_ = rc.SetReadDeadline(time.Now().Add(timeout)) // ErrNotSupported: nothing to bound
+	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	if err == nil && timeout > 0 {
+		_ = rc.SetReadDeadline(time.Time{})
+	}
+	return b, err
+}
+
+// ReadBody reads r's body, at most max bytes, within timeout (> 0): 415
+// for a Content-Encoding or a body's Content-Type it cannot read (see
+// checkMedia), 413 body_too_large past max, 408 request_timeout for a
+// body the deadline (or the server's own) cut, 400 invalid_json for a
+// body that is not valid UTF-8 JSON or gives a top-level member twice.
+func ReadBody(w http.ResponseWriter, r *http.Request, max int64, timeout time.Duration) ([]byte, error) {
+	b, err := readAll(w, r, max, timeout)
 	if err != nil {
 		return nil, bodyError(err, len(b), max)
 	}
 	if !json.Valid(b) {
 		return nil, BadJSON("the body is not JSON: %s", textutil.Quote(string(b), 48))
+	}
+	if name, at, ok := twice(b); ok {
+		return nil, BadJSON("invalid JSON at byte %d: member %s given twice", at, textutil.Quote(name, 48))
 	}
 	return b, nil
 }
@@ -374,13 +568,16 @@ func NoTurn(w http.ResponseWriter) {
 
 // ReadBodyOrEmpty is ReadBody that takes an empty body too (nil); a body
 // whose read failed is its error (bodyError), not an empty one.
-func ReadBodyOrEmpty(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+func ReadBodyOrEmpty(w http.ResponseWriter, r *http.Request, max int64, timeout time.Duration) ([]byte, error) {
+	b, err := readAll(w, r, max, timeout)
 	if err != nil {
 		return nil, bodyError(err, len(b), max) // a cut body is not an empty one
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil, nil
+	}
+	if name, at, ok := twice(b); ok {
+		return nil, BadJSON("invalid JSON at byte %d: member %s given twice", at, textutil.Quote(name, 48))
 	}
 	return b, nil
 }
@@ -391,7 +588,10 @@ func ReadBodyOrEmpty(w http.ResponseWriter, r *http.Request, max int64) ([]byte,
 // finishes), as every body route answers it; else 400 invalid_json.
 func bodyError(err error, n int, max int64) error {
 	var mbe *http.MaxBytesError
+	var se *resume.StatusError
 	switch {
+	case errors.As(err, &se): // checkMedia's
+		return se
 	case errors.As(err, &mbe):
 		return &resume.StatusError{Status: http.StatusRequestEntityTooLarge, Code: resume.CodeBodyTooLarge,
 			Message: fmt.Sprintf("the body is over %d bytes", max)}
@@ -406,18 +606,20 @@ func bodyError(err error, n int, max int64) error {
 
 // Options is what every frontend handler resolves from its options' zero
 // values: the codec (nil: codec.Default), the cross-origin check (nil: same
-// origin only), the body bound (≤ 0: DefaultMaxBodyBytes) and each write's
-// deadline (0: 30 s, negative: none).
+// origin only), the body bound (≤ 0: DefaultMaxBodyBytes), each write's
+// deadline (0: 30 s, negative: none) and the body's (0:
+// DefaultBodyTimeout, negative: none).
 type Options struct {
 	Codec        *codec.Set
 	CrossOrigin  *http.CrossOriginProtection
 	MaxBodyBytes int64
 	WriteTimeout time.Duration
+	BodyTimeout  time.Duration
 }
 
 // Resolve fills the zero values of a handler's options with the defaults
 // Options names.
-func Resolve(dec *codec.Set, co *http.CrossOriginProtection, max int64, wt time.Duration) Options {
+func Resolve(dec *codec.Set, co *http.CrossOriginProtection, max int64, wt, bt time.Duration) Options {
 	if dec == nil {
 		dec = codec.Default
 	}
@@ -427,5 +629,6 @@ func Resolve(dec *codec.Set, co *http.CrossOriginProtection, max int64, wt time.
 	if max <= 0 {
 		max = DefaultMaxBodyBytes
 	}
-	return Options{Codec: dec, CrossOrigin: co, MaxBodyBytes: max, WriteTimeout: serve.DurationOr(wt, 30*time.Second)}
+	return Options{Codec: dec, CrossOrigin: co, MaxBodyBytes: max, WriteTimeout: serve.DurationOr(wt, 30*time.Second),
+		BodyTimeout: serve.DurationOr(bt, DefaultBodyTimeout)}
 }

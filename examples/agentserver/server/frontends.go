@@ -38,9 +38,10 @@ func (s *Server) startTurn(session, text, turn string) (string, error) {
 }
 
 // mountFrontends mounts the AI SDK chat routes at ChatAPI, AG-UI at
-// AGUIPath, A2A at A2APath with its agent card.
+// AGUIPath, A2A at A2APath with its agent card; their body bound is the
+// server's (its write deadline leaves room for a 408 at BodyTimeout).
 func (s *Server) mountFrontends() error {
-	ai, err := aisdk.NewHandler(s.bus, aisdk.HandlerOptions{API: ChatAPI,
+	ai, err := aisdk.NewHandler(s.bus, aisdk.HandlerOptions{API: ChatAPI, BodyTimeout: s.bodyTimeout,
 		Start: func(r *http.Request, m aisdk.Message) (string, error) { return s.startTurn(m.Chat, m.Text, "") }})
 	if err != nil {
 		return err
@@ -48,7 +49,7 @@ func (s *Server) mountFrontends() error {
 	for _, p := range []string{"POST " + ChatAPI, "GET " + ChatAPI + "/{id}/stream", "POST " + ChatAPI + "/{id}/stop"} {
 		s.handle(p, s.whenReady(ai.ServeHTTP))
 	}
-	ag, err := agui.NewHandler(s.bus, agui.HandlerOptions{Path: AGUIPath,
+	ag, err := agui.NewHandler(s.bus, agui.HandlerOptions{Path: AGUIPath, BodyTimeout: s.bodyTimeout,
 		Start: func(r *http.Request, in agui.Input) (string, error) { return s.startTurn(in.Thread, in.Text, in.Run) }})
 	if err != nil {
 		return err
@@ -56,7 +57,7 @@ func (s *Server) mountFrontends() error {
 	for _, p := range []string{"POST " + AGUIPath, "GET " + AGUIPath + "/{id}/stream"} {
 		s.handle(p, s.whenReady(ag.ServeHTTP))
 	}
-	aa, err := a2a.NewHandler(s.bus, a2a.HandlerOptions{Path: A2APath,
+	aa, err := a2a.NewHandler(s.bus, a2a.HandlerOptions{Path: A2APath, BodyTimeout: s.bodyTimeout,
 		Start: func(r *http.Request, m a2a.Message) (string, error) {
 			return s.startTurn(m.Context, m.Request.Text, m.Turn)
 		}})

@@ -145,6 +145,9 @@ func New(bus *eventbus.Bus, o Options) (*Server, error) {
 	s := &Server{mux: http.NewServeMux(), bus: bus, log: o.Logger, o: o, bodyTimeout: o.BodyTimeout}
 	s.agents.ctx, s.agents.stop = context.WithCancelCause(context.Background())
 	o.SSE.OnSubscribe = s.greeter("sse", o.SSE.OnSubscribe)
+	if o.SSE.BodyTimeout == 0 && o.BodyTimeout > 0 {
+		o.SSE.BodyTimeout = o.BodyTimeout // the server's bound on every body, the change route's too
+	}
 	h, err := sse.NewHandler(bus, o.SSE)
 	if err != nil {
 		return nil, err
