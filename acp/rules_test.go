@@ -100,7 +100,7 @@ func TestCompactionFoldsAHelperReply(t *testing.T) {
 		for {
 			ev, ok := sub.TryNext()
 			require.True(t, ok, "the replay ends with replay_complete")
-			if ev.Synthetic() {
+			if ev.ID == 0 {
 				return out
 			}
 			out = append(out, ev)

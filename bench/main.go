@@ -68,7 +68,7 @@ func main() {
 	quick := flag.Bool("quick", false, "small sizes: finishes in under a minute")
 	runs := flag.Int("runs", 0, "runs per figure (default 3)")
 	only := flag.String("only", "", "comma-separated workloads to run (W1,W1d,W2,W2s,W3,W4,W5,W6,W7,W8,W8ws); default all")
-	sysList := flag.String("systems", "", "comma-separated systems (replaybus,go-sse,centrifuge,naive,chan); default all")
+	sysList := flag.String("systems", "", "comma-separated systems (replaybus,replaybus-next,go-sse,centrifuge,naive,chan); default all but replaybus-next")
 	sizes := flag.String("s", "", "W1 and W8 subscriber counts, comma-separated (default 1,10,100,1000)")
 	flag.BoolVar(&wsPlain, "ws-plain", false, "W8ws: replaybus's clients do not offer the batched subprotocol (one message per frame, the form every WebSocket client gets)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -101,7 +101,7 @@ func main() {
 		}
 		return slices.Contains(strings.Split(*only, ","), w)
 	}
-	syss := systems
+	syss := slices.DeleteFunc(slices.Clone(systems), func(s System) bool { return s.OptIn })
 	if *sysList != "" {
 		syss = nil
 		for _, name := range strings.Split(*sysList, ",") {
@@ -184,6 +184,9 @@ func (b *bench) summary(verdict string) string {
 	for _, key := range keys {
 		if m, sp, ok := b.t.Ratio(key, "replaybus", "go-sse"); ok {
 			parts = append(parts, fmt.Sprintf("%s %.2f ±%.0f%%", key, m, sp))
+		}
+		if m, sp, ok := b.t.Ratio(key, "replaybus-next", "go-sse"); ok {
+			parts = append(parts, fmt.Sprintf("%s (Next) %.2f ±%.0f%%", key, m, sp))
 		}
 	}
 	line := "replaybus ÷ go-sse per delivery (W3: per replayed event), below 1 is faster (median of per-run ratios ± spread): "

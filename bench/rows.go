@@ -18,7 +18,7 @@ type bench struct {
 }
 
 func (b *bench) lossless(sys string, res w1Result) {
-	if sys != "replaybus" {
+	if sys != "replaybus" && sys != "replaybus-next" {
 		return
 	}
 	b.losslessRuns++

@@ -17,6 +17,9 @@ type SubOpts struct {
 type System struct {
 	Name string
 	Open func(o Opts) (Instance, error)
+	// OptIn keeps the system out of a run that names no systems: it runs
+	// only when -systems asks for it.
+	OptIn bool
 }
 
 // Instance is one running system. Ids are the system's own: replaybus's
@@ -46,6 +49,7 @@ type Instance interface {
 
 var systems = []System{
 	{Name: "replaybus", Open: openReplaybus},
+	{Name: "replaybus-next", Open: openReplaybusNext, OptIn: true},
 	{Name: "go-sse", Open: openGoSSE},
 	{Name: "centrifuge", Open: openCentrifuge},
 	{Name: "naive", Open: openNaive},

@@ -18,6 +18,7 @@ import (
 type rbInstance struct {
 	bus      *eventbus.Bus
 	lossless bool
+	next     bool // read with Next, frame by frame (replaybus-next)
 	ctx      context.Context
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -46,6 +47,18 @@ func openReplaybus(o Opts) (Instance, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &rbInstance{bus: bus, lossless: o.Lossless, ctx: ctx, cancel: cancel}, nil
+}
+
+// openReplaybusNext is replaybus read the way a porter's loop reads: one
+// Subscription.Next(ctx) per frame, with the request's context (the
+// subscription's own), no deadline and no batch buffer of the reader's.
+func openReplaybusNext(o Opts) (Instance, error) {
+	inst, err := openReplaybus(o)
+	if err != nil {
+		return nil, err
+	}
+	inst.(*rbInstance).next = true
+	return inst, nil
 }
 
 func (r *rbInstance) Publish(session string, data []byte) (uint64, error) {
@@ -85,6 +98,23 @@ func (r *rbInstance) Subscribe(session string, so SubOpts, k *Sink) error {
 		return nil
 	}
 	r.wg.Add(1)
+	if r.next {
+		go func() {
+			defer r.wg.Done()
+			defer subCancel()
+			for {
+				ev, err := sub.Next(subCtx)
+				if err != nil {
+					if !errors.Is(err, context.Canceled) {
+						k.End(err.Error())
+					}
+					return
+				}
+				rbDeliver(k, &ev)
+			}
+		}()
+		return nil
+	}
 	go func() {
 		defer r.wg.Done()
 		defer subCancel()

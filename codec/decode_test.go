@@ -237,7 +237,7 @@ func TestCompactedRecordsDecode(t *testing.T) {
 				for {
 					e, ok := sub.TryNext()
 					require.True(t, ok)
-					if e.Synthetic() {
+					if e.ID == 0 {
 						return parts
 					}
 					parts = codec.Default.Decode(parts, e)

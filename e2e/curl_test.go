@@ -17,6 +17,7 @@ import (
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/examples/agentserver/server"
+	"github.com/replaybus/replaybus/internal/testkit"
 )
 
 // curlStream runs `curl -sN [args] url` and returns its frames as events,
@@ -83,7 +84,7 @@ func TestCurl(t *testing.T) {
 
 	// curl -N localhost:8080/session/demo/events: replay 1…5, then live 6…8.
 	go func() {
-		assert.Eventually(t, func() bool { return ts.bus.SubscriberCounts()["demo"] == 1 }, 10*time.Second, 5*time.Millisecond)
+		assert.Eventually(t, func() bool { return testkit.SubscriberCounts(ts.bus)["demo"] == 1 }, 10*time.Second, 5*time.Millisecond)
 		for i := 6; i <= 8; i++ {
 			_, err := ts.bus.Publish("demo", "note", map[string]int{"n": i})
 			assert.NoError(t, err)
@@ -96,12 +97,12 @@ func TestCurl(t *testing.T) {
 		assert.Equal(t, ev.ID <= 5, ev.Replay, "id %d: replayed iff published before the connect", ev.ID)
 	}
 	assert.Equal(t, []uint64{1, 2, 3, 4, 5, 6, 7, 8}, ids)
-	require.Eventually(t, func() bool { return ts.bus.SubscriberCounts()["demo"] == 0 }, 5*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return testkit.SubscriberCounts(ts.bus)["demo"] == 0 }, 5*time.Second, 5*time.Millisecond,
 		"curl's exit frees its subscriber")
 
 	// curl -N -H 'Last-Event-ID: 6' …: 7 and 8 replayed, replay_complete, then live 9.
 	go func() {
-		assert.Eventually(t, func() bool { return ts.bus.SubscriberCounts()["demo"] == 1 }, 10*time.Second, 5*time.Millisecond)
+		assert.Eventually(t, func() bool { return testkit.SubscriberCounts(ts.bus)["demo"] == 1 }, 10*time.Second, 5*time.Millisecond)
 		_, err := ts.bus.Publish("demo", "note", map[string]int{"n": 9})
 		assert.NoError(t, err)
 	}()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/examples/agentserver/server"
+	"github.com/replaybus/replaybus/internal/testkit"
 )
 
 // TestDurableClientReadsAnotherCharsetOverSSE: npm @durable-streams/client
@@ -46,7 +47,7 @@ func TestDurableClientReadsAnotherCharsetOverSSE(t *testing.T) {
 	cmd := exec.CommandContext(ctx, node, "bytes.mjs", url, strconv.Itoa(len(data)))
 	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, &stdout, &stderr
 	require.NoError(t, cmd.Start())
-	require.Eventually(t, func() bool { return ts.srv.Durable().Stats().SSE > 0 && ts.bus.SubscriberCounts()["latin1"] > 0 },
+	require.Eventually(t, func() bool { return ts.srv.Durable().Stats().SSE > 0 && testkit.SubscriberCounts(ts.bus)["latin1"] > 0 },
 		30*time.Second, 10*time.Millisecond, "the client's SSE read")
 	require.Equal(t, http.StatusNoContent, do(http.MethodPost, data))
 	require.NoError(t, cmd.Wait(), "%s %s", stdout.String(), stderr.String())

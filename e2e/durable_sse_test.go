@@ -18,6 +18,7 @@ import (
 	"github.com/replaybus/replaybus/adapters/ws"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/examples/agentserver/server"
+	"github.com/replaybus/replaybus/internal/testkit"
 )
 
 // durableItem is one item of a session read as a Durable Stream: the
@@ -179,7 +180,7 @@ func TestDurableAndSSEReadOneSession(t *testing.T) {
 			sseIDs = append(sseIDs, ev.ID)
 		}
 	}
-	require.Eventually(t, func() bool { return bus.SubscriberCounts()["run"] >= 3 }, 10*time.Second, time.Millisecond,
+	require.Eventually(t, func() bool { return testkit.SubscriberCounts(bus)["run"] >= 3 }, 10*time.Second, time.Millisecond,
 		"the long-poll waits beside the two SSE streams")
 	ev, err := bus.Publish("run", "tick", map[string]int{"n": 21})
 	require.NoError(t, err)

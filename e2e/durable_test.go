@@ -24,6 +24,7 @@ import (
 	"github.com/replaybus/replaybus/adapters/durable"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/examples/agentserver/server"
+	"github.com/replaybus/replaybus/internal/testkit"
 )
 
 // conformanceFloor is the number of the Durable Streams conformance suite's
@@ -254,7 +255,7 @@ func TestDurableClientResumesAfterCuts(t *testing.T) {
 			out, stderr := runDurableClient(ctx, t, node, dir, ts.URL+durable.Pattern+"run", total, live)
 			// Publish once the client tails the (empty) stream, so that
 			// everything arrives over the live mode.
-			require.Eventually(t, func() bool { return bus.SubscriberCounts()["run"] > 0 }, 30*time.Second, time.Millisecond,
+			require.Eventually(t, func() bool { return testkit.SubscriberCounts(bus)["run"] > 0 }, 30*time.Second, time.Millisecond,
 				"the client never tailed the stream; stderr: %s", stderr)
 			for i := 1; i <= total; i++ {
 				_, err := bus.Publish("run", "tick", map[string]int{"n": i})

@@ -153,7 +153,7 @@ func replayed(t *testing.T, bus *eventbus.Bus) []eventbus.Event {
 	for {
 		ev, ok := sub.TryNext()
 		require.True(t, ok, "the replay ends with replay_complete")
-		if ev.Synthetic() {
+		if ev.ID == 0 {
 			return out
 		}
 		out = append(out, ev)

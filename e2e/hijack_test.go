@@ -19,6 +19,7 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/internal/testkit"
 )
 
 // TestNodeEventSourceReadsHijackedStream: a real EventSource (the npm
@@ -64,7 +65,7 @@ func TestNodeEventSourceReadsHijackedStream(t *testing.T) {
 	require.NoError(t, cmd.Start())
 	waitErr := make(chan error, 1)
 	go func() { waitErr <- cmd.Wait() }()
-	require.Eventually(t, func() bool { return bus.SubscriberCounts()["run"] == 1 }, 20*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return testkit.SubscriberCounts(bus)["run"] == 1 }, 20*time.Second, 5*time.Millisecond,
 		"the node client never subscribed; stderr: %s", &stderr)
 	second := newH()
 	defer func() {

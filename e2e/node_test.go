@@ -18,6 +18,7 @@ import (
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/examples/agentserver/server"
+	"github.com/replaybus/replaybus/internal/testkit"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -68,7 +69,7 @@ func TestNodeEventSourceResumes(t *testing.T) {
 	// Publish once the client is subscribed, about one event a millisecond,
 	// so that the cuts land while publishing goes on: each resume replays
 	// what was published meanwhile, then goes on live.
-	require.Eventually(t, func() bool { return ts.bus.SubscriberCounts()["run"] == 1 }, 20*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return testkit.SubscriberCounts(ts.bus)["run"] == 1 }, 20*time.Second, 5*time.Millisecond,
 		"the node client never subscribed; stderr: %s", &stderr)
 	start := time.Now()
 	for i := 1; i <= total; i++ {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
+	"github.com/replaybus/replaybus/internal/testkit"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -132,7 +133,7 @@ var agentPoolTwins = []twin{
 		b := pyBus(t, 3, 0)
 		s1 := subscribe(t, b, "sess-1", eventbus.SubscribeOptions{})
 		s2 := subscribe(t, b, "sess-1", eventbus.SubscribeOptions{})
-		assert.Equal(t, 2, b.SubscriberCounts()["sess-1"])
+		assert.Equal(t, 2, testkit.SubscriberCounts(b)["sess-1"])
 		assert.NotSame(t, s1, s2)
 	}},
 	{python: "eb:test_unsubscribe_removes_stream", run: func(t *testing.T) {
@@ -140,9 +141,9 @@ var agentPoolTwins = []twin{
 		s1 := subscribe(t, b, "sess-1", eventbus.SubscribeOptions{})
 		s2 := subscribe(t, b, "sess-1", eventbus.SubscribeOptions{})
 		s1.Close()
-		assert.Equal(t, 1, b.SubscriberCounts()["sess-1"])
+		assert.Equal(t, 1, testkit.SubscriberCounts(b)["sess-1"])
 		s2.Close()
-		assert.NotContains(t, b.SubscriberCounts(), "sess-1")
+		assert.NotContains(t, testkit.SubscriberCounts(b), "sess-1")
 	}},
 	{python: "eb:test_unsubscribe_unknown_session_noop", run: func(t *testing.T) {
 		// Go has no unsubscribe(session, queue) to call with a stranger's
@@ -152,14 +153,14 @@ var agentPoolTwins = []twin{
 		s := subscribe(t, b, "missing", eventbus.SubscribeOptions{})
 		s.Close()
 		s.Close()
-		assert.Empty(t, b.SubscriberCounts())
+		assert.Empty(t, testkit.SubscriberCounts(b))
 	}},
 	{python: "eb:test_unsubscribe_wrong_stream_noop", run: func(t *testing.T) {
 		b := pyBus(t, 3, 0)
 		subscribe(t, b, "sess-1", eventbus.SubscribeOptions{})
 		fake := subscribe(t, pyBus(t, 10, 0), "sess-1", eventbus.SubscribeOptions{}) // never subscribed here
 		fake.Close()
-		assert.Equal(t, 1, b.SubscriberCounts()["sess-1"])
+		assert.Equal(t, 1, testkit.SubscriberCounts(b)["sess-1"])
 	}},
 
 	// --- publish ---
@@ -181,7 +182,7 @@ var agentPoolTwins = []twin{
 	{python: "eb:test_publish_no_subscribers_is_noop", run: func(t *testing.T) {
 		b := pyBus(t, 3, 0)
 		run(t, b, "sess-1", "run-1")
-		assert.Empty(t, b.SubscriberCounts())
+		assert.Empty(t, testkit.SubscriberCounts(b))
 	}},
 	{python: "eb:test_publish_different_sessions_isolated", run: func(t *testing.T) {
 		b := pyBus(t, 3, 0)
@@ -203,7 +204,7 @@ var agentPoolTwins = []twin{
 			}
 			evs, err := drainEnd(t, s)
 			assert.LessOrEqual(t, len(runIDs(t, evs)), 3)
-			assert.NotContains(t, b.SubscriberCounts(), "sess-1")
+			assert.NotContains(t, testkit.SubscriberCounts(b), "sess-1")
 			assert.ErrorIs(t, err, eventbus.ErrEvicted)
 			assert.Equal(t, frame.TypeClientEvicted, evs[len(evs)-1].Type)
 		}},
@@ -214,7 +215,7 @@ var agentPoolTwins = []twin{
 		s := subscribe(t, b, "sess-1", eventbus.SubscribeOptions{})
 		s.Close()
 		run(t, b, "sess-1", "run-1")
-		assert.NotContains(t, b.SubscriberCounts(), "sess-1")
+		assert.NotContains(t, testkit.SubscriberCounts(b), "sess-1")
 	}},
 
 	// --- close_session ---
@@ -239,12 +240,12 @@ var agentPoolTwins = []twin{
 		subscribe(t, b, "sess-1", eventbus.SubscribeOptions{})
 		subscribe(t, b, "sess-1", eventbus.SubscribeOptions{})
 		require.NoError(t, b.CloseSession("sess-1"))
-		assert.NotContains(t, b.SubscriberCounts(), "sess-1")
+		assert.NotContains(t, testkit.SubscriberCounts(b), "sess-1")
 	}},
 	{python: "eb:test_close_session_unknown_session_noop", run: func(t *testing.T) {
 		b := pyBus(t, 3, 0)
 		require.NoError(t, b.CloseSession("missing"))
-		assert.Empty(t, b.SubscriberCounts())
+		assert.Empty(t, testkit.SubscriberCounts(b))
 		assert.Zero(t, b.LastEventID())
 	}},
 
@@ -254,7 +255,7 @@ var agentPoolTwins = []twin{
 		subscribe(t, b, "sess-a", eventbus.SubscribeOptions{})
 		subscribe(t, b, "sess-a", eventbus.SubscribeOptions{})
 		subscribe(t, b, "sess-b", eventbus.SubscribeOptions{})
-		counts := b.SubscriberCounts()
+		counts := testkit.SubscriberCounts(b)
 		assert.Equal(t, map[string]int{"sess-a": 2, "sess-b": 1}, counts)
 		subscribe(t, b, "sess-c", eventbus.SubscribeOptions{})
 		assert.Len(t, counts, 2, "a snapshot: later subscribes do not change it")
@@ -535,7 +536,7 @@ var agentPoolTwins = []twin{
 		}
 		run(t, b, "sess-bp", "overflow-1")
 		run(t, b, "sess-bp", "overflow-2")
-		assert.Contains(t, b.SubscriberCounts(), "sess-bp", "drop_oldest, the default, keeps the subscriber")
+		assert.Contains(t, testkit.SubscriberCounts(b), "sess-bp", "drop_oldest, the default, keeps the subscriber")
 	}},
 	{python: "eb:test_subscribe_returns_asyncio_queue", run: func(t *testing.T) {
 		// get / get_nowait / shutdown are Next / TryNext / Close.
@@ -563,7 +564,7 @@ var agentPoolTwins = []twin{
 		require.NoError(t, b.CloseSession("sess-bp"))
 		_, err := readToEnd(t, s)
 		assert.ErrorIs(t, err, eventbus.ErrSessionClosed)
-		assert.NotContains(t, b.SubscriberCounts(), "sess-bp")
+		assert.NotContains(t, testkit.SubscriberCounts(b), "sess-bp")
 	}},
 	{python: "eb:test_parallel_publishers_no_deadlock",
 		differs: "drops under the 5-frame queue are announced with events_dropped frames, and the stream ends with session_closed",
@@ -1040,7 +1041,7 @@ func TestUnsubscribeClosesQueue(t *testing.T) {
 	s := subscribe(t, b, "sess-bp", eventbus.SubscribeOptions{})
 	ev := run(t, b, "sess-bp", "ev-1")
 	s.Unsubscribe()
-	assert.NotContains(t, b.SubscriberCounts(), "sess-bp", "the slot is released at once")
+	assert.NotContains(t, testkit.SubscriberCounts(b), "sess-bp", "the slot is released at once")
 	after := run(t, b, "sess-bp", "ev-2")
 	evs, err := readToEnd(t, s)
 	assert.ErrorIs(t, err, eventbus.ErrUnsubscribed)

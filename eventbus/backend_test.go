@@ -10,20 +10,21 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/backend"
 	"github.com/replaybus/replaybus/eventbus/frame"
 )
 
 // fakeBackend lets a test play the feed of a distributed backend by hand.
 type fakeBackend struct {
 	mu   sync.Mutex
-	feed eventbus.Feed
+	feed backend.Feed
 }
 
 func (f *fakeBackend) Epoch() string { return "fake" }
-func (f *fakeBackend) Append(context.Context, []string, eventbus.Event) (uint64, error) {
+func (f *fakeBackend) Append(context.Context, []string, backend.Record) (uint64, error) {
 	return 0, eventbus.ErrClosed
 }
-func (f *fakeBackend) Start(_ context.Context, feed eventbus.Feed) error {
+func (f *fakeBackend) Start(_ context.Context, feed backend.Feed) error {
 	f.mu.Lock()
 	f.feed = feed
 	f.mu.Unlock()
@@ -32,7 +33,7 @@ func (f *fakeBackend) Start(_ context.Context, feed eventbus.Feed) error {
 func (f *fakeBackend) Close() error { return nil }
 
 func (f *fakeBackend) ingest(id uint64, typ string, path ...string) {
-	f.feed.Ingest(path, eventbus.Event{ID: id, Session: path[len(path)-1], Type: typ, Time: time.Unix(0, int64(id))})
+	f.feed.Ingest(path, backend.Record{ID: id, Type: typ, Time: time.Unix(0, int64(id))})
 }
 
 func newFedBus(t *testing.T) (*eventbus.Bus, *fakeBackend) {

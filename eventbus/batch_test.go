@@ -34,6 +34,26 @@ func batchAll(t testing.TB, s *eventbus.Subscription, n int) ([]eventbus.Event, 
 	}
 }
 
+// nextAll reads every frame ready with Next, and returns them with the
+// error that stopped the reads: the end's reason, or ErrTimeout when
+// nothing more came for 100 ms.
+func nextAll(s *eventbus.Subscription) ([]eventbus.Event, error) {
+	var out []eventbus.Event
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		ev, err := s.Next(ctx)
+		timedOut := ctx.Err() != nil
+		cancel()
+		if err != nil {
+			if timedOut {
+				err = eventbus.ErrTimeout
+			}
+			return out, err
+		}
+		out = append(out, ev)
+	}
+}
+
 // untimed drops the frames' times: two subscriptions made one after the
 // other date their synthetic frames apart.
 func untimed(evs []eventbus.Event) []eventbus.Event {
@@ -47,7 +67,8 @@ func untimed(evs []eventbus.Event) []eventbus.Event {
 
 // NextBatch hands out exactly the frames TryNext does, in the same order,
 // whatever the size of its buffer: two subscriptions with the same options
-// on one bus, one read frame by frame, the other in batches.
+// on one bus, one read frame by frame, the other in batches; and so does
+// Next (a third subscription, with the buffer of 1).
 func TestNextBatchSameFramesAsTryNext(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -182,6 +203,10 @@ func TestNextBatchSameFramesAsTryNext(t *testing.T) {
 				}
 				ref := subscribe(t, b, "s", tc.opts)
 				bat := subscribe(t, b, "s", tc.opts)
+				var nxt *eventbus.Subscription
+				if n == 1 {
+					nxt = subscribe(t, b, "s", tc.opts) // and once read with Next
+				}
 				if tc.post != nil {
 					tc.post(t, b)
 				}
@@ -195,6 +220,11 @@ func TestNextBatchSameFramesAsTryNext(t *testing.T) {
 				assert.Equal(t, untimed(want), untimed(got), "buffer of %d", n)
 				if tc.check != nil && len(got) == len(want) {
 					tc.check(t, got)
+				}
+				if nxt != nil {
+					got, err := nextAll(nxt)
+					assert.ErrorIs(t, err, tc.err, "Next")
+					assert.Equal(t, untimed(want), untimed(got), "Next")
 				}
 				assert.Zero(t, b.Stats().Guarded)
 			})
@@ -338,4 +368,28 @@ func TestNextBatchReplayAllocations(t *testing.T) {
 		}
 	})
 	assert.Zero(t, allocs)
+}
+
+// What a NextBatch takes out of the live limits counts from its return:
+// a full queue read in one batch leaves room for as many again, with no
+// eviction and one slow_client_warning per episode (each filling passes
+// 75 %; emptying it re-arms the warning), whatever the buffer's size.
+func TestNextBatchFreesTheLiveQueue(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{1, 3, 64} {
+		t.Run(fmt.Sprintf("buf=%d", n), func(t *testing.T) {
+			t.Parallel()
+			b := newBus(t, eventbus.Options{})
+			s := subscribe(t, b, "s", eventbus.SubscribeOptions{NoReplay: true, MaxQueued: 4, Policy: eventbus.DropSubscriber})
+			for round := range 5 {
+				publish(t, b, "s", 4)
+				got, err := batchAll(t, s, n)
+				require.ErrorIs(t, err, eventbus.ErrTimeout, "round %d", round)
+				d := describe(got)
+				require.Len(t, d, 5, "round %d: %v", round, d)
+				assert.Equal(t, frame.TypeSlowClientWarning, got[3].Type, "round %d: %v", round, d)
+			}
+			require.NoError(t, s.Err())
+		})
+	}
 }

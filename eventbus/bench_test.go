@@ -232,6 +232,27 @@ func BenchmarkSubscribeReplay(b *testing.B) {
 	})
 }
 
+// BenchmarkSubscribeReplayNext is BenchmarkSubscribeReplay read frame by
+// frame with Next and a caller's context that is not the subscription's (the
+// default read path porters use; issue 32.5).
+func BenchmarkSubscribeReplayNext(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	benchReplay(b, func(s *eventbus.Subscription) (int, bool) {
+		got := 0
+		for {
+			ev, err := s.Next(ctx)
+			if err != nil {
+				return got, false
+			}
+			if ev.Type == frame.TypeReplayComplete {
+				return got, true
+			}
+			got++
+		}
+	})
+}
+
 // BenchmarkSubscribeReplayBatch is BenchmarkSubscribeReplay read in batches
 // of 64 with NextBatch, as the SSE handler reads (issue 22.2).
 func BenchmarkSubscribeReplayBatch(b *testing.B) {

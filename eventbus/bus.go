@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"time"
 
+	"github.com/replaybus/replaybus/eventbus/backend"
 	"github.com/replaybus/replaybus/eventbus/internal/deadline"
 	"github.com/replaybus/replaybus/eventbus/internal/store"
 	"github.com/replaybus/replaybus/eventbus/observe"
@@ -60,7 +61,7 @@ func New(cfg Options) (*Bus, error) {
 
 // newBus is New, and with be set the bus of NewWithBackend, whose store it
 // returns (the backend not started).
-func newBus(cfg Options, be Backend) (*Bus, *fedStore, error) {
+func newBus(cfg Options, be backend.Backend) (*Bus, *fedStore, error) {
 	if be != nil {
 		cfg.Epoch = be.Epoch()
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
+	"github.com/replaybus/replaybus/internal/testkit"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -188,7 +189,7 @@ func TestClosedSessionsLeaveNothing(t *testing.T) {
 	st := b.Stats()
 	assert.Zero(t, st.Sessions)
 	assert.Zero(t, st.Subscribers)
-	assert.Empty(t, b.SubscriberCounts())
+	assert.Empty(t, testkit.SubscriberCounts(b))
 	assert.Empty(t, b.Sessions())
 	assert.Zero(t, st.Guarded)
 	require.NoError(t, b.Close())
@@ -216,7 +217,7 @@ func TestCancelEndsSubscription(t *testing.T) {
 			s, err := b.Subscribe(ctx, "s", eventbus.SubscribeOptions{})
 			require.NoError(t, err)
 			publish(t, b, "s", 3)
-			assert.Equal(t, map[string]int{"s": 1}, b.SubscriberCounts())
+			assert.Equal(t, map[string]int{"s": 1}, testkit.SubscriberCounts(b))
 			_, err = b.Subscribe(context.Background(), "s", eventbus.SubscribeOptions{})
 			require.ErrorIs(t, err, eventbus.ErrSubscriberLimit)
 
@@ -225,7 +226,7 @@ func TestCancelEndsSubscription(t *testing.T) {
 			ev, err := s.Next(context.Background())
 			require.ErrorIs(t, err, tt.want, "queued frames are discarded: got %v", describe([]eventbus.Event{ev}))
 			require.ErrorIs(t, s.Err(), tt.want)
-			assert.Empty(t, b.SubscriberCounts())
+			assert.Empty(t, testkit.SubscriberCounts(b))
 			assert.Zero(t, b.Stats().Subscribers)
 			// Its slot is free.
 			s2 := subscribe(t, b, "s", eventbus.SubscribeOptions{})

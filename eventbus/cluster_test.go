@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/backend"
 )
 
 // cluster is a backend several buses share in one process, as nodes
@@ -27,14 +28,14 @@ type cluster struct {
 
 type stored struct {
 	path []string
-	ev   eventbus.Event
+	ev   backend.Record
 }
 
 // node is one bus's view of the cluster: its Backend.
 type node struct {
 	c      *cluster
 	name   string
-	feed   eventbus.Feed
+	feed   backend.Feed
 	next   int // index of the next stored event to feed
 	wake   chan struct{}
 	stop   chan struct{}
@@ -77,7 +78,7 @@ func (c *cluster) logLen() uint64 {
 
 func (n *node) Epoch() string { return "cluster" }
 
-func (n *node) Append(_ context.Context, path []string, ev eventbus.Event) (uint64, error) {
+func (n *node) Append(_ context.Context, path []string, ev backend.Record) (uint64, error) {
 	c := n.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -101,7 +102,7 @@ func (n *node) LastID(context.Context) (uint64, error) {
 	return uint64(len(n.c.log)), nil
 }
 
-func (n *node) Start(_ context.Context, feed eventbus.Feed) error {
+func (n *node) Start(_ context.Context, feed backend.Feed) error {
 	n.feed = feed
 	go n.run()
 	return nil

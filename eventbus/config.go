@@ -199,7 +199,7 @@ type Options struct {
 	CancelHold time.Duration `env:"CANCEL_HOLD"`
 
 	// TurnLease is the lease on the turns a node runs and on its part of
-	// presence, over a backend that has leases (LeaseBackend,
+	// presence, over a backend that has leases (backend.LeaseBackend,
 	// adapters/nats): a node that dies without a goodbye has its turns
 	// ended (turn_end{producer_lost}) and its clients leave within twice
 	// the lease. Range 1s–5m; zero means 5s. Unused in memory.

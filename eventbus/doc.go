@@ -84,7 +84,7 @@
 // a cancel, its context ends, its session or the bus closes. The store
 // derives which turn is active from the records as they are appended,
 // here or by a backend's feed ([Bus.Turn]); over a
-// [LeaseBackend] a node's turns live under a lease, and another node ends
+// backend.LeaseBackend a node's turns live under a lease, and another node ends
 // them (producer_lost) when the node dies.
 //
 // # Presence
@@ -114,7 +114,7 @@
 // environment variables (this package never reads the environment). The
 // frame package defines the bus's own frames on the wire (types, reasons,
 // payloads), the observe package what the bus reports about itself (Stats,
-// SessionInfo, Diagnostic). [Backend] is the seam for a bus whose history
+// SessionInfo, Diagnostic). Package eventbus/backend is the seam for a bus whose history
 // lives outside the process (adapters/nats: NATS JetStream), consumed by
 // [NewWithBackend]; [Pipeline] publishes over it with appends in flight.
 // docs/architecture.md has the package map and the locks.

@@ -59,6 +59,3 @@ type Event struct {
 	// sessions or were not in this subscriber's scope are not included.
 	FirstID uint64 `json:"firstId,omitempty"`
 }
-
-// Synthetic reports whether e is a synthetic frame (ID 0).
-func (e Event) Synthetic() bool { return e.ID == 0 }

@@ -65,7 +65,7 @@ func ExampleBus_Subscribe_resume() {
 		if !ok {
 			break
 		}
-		if ev.Synthetic() {
+		if ev.ID == 0 {
 			fmt.Println("frame", ev.Type, string(ev.Data))
 		} else {
 			fmt.Println("event", ev.ID, "replay", ev.Replay)

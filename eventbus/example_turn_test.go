@@ -39,7 +39,7 @@ func ExampleBus_Cancel() {
 	_ = bus.CreateSession("chat", "")
 	turn, _ := bus.StartTurn(context.Background(), "chat", eventbus.TurnOptions{ID: "t1"})
 
-	res, _ := bus.Cancel(context.Background(), "chat", frame.CancelData{By: "alice"})
+	res, _ := bus.Cancel(context.Background(), "chat", frame.TurnData{By: "alice"})
 	<-turn.Context().Done()
 	fmt.Println("cancelled:", res.Cancelled)
 

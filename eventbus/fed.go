@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync/atomic"
 	"time"
 
+	"github.com/replaybus/replaybus/eventbus/backend"
 	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/eventbus/internal/store"
 	"github.com/replaybus/replaybus/eventbus/producer"
@@ -21,10 +23,10 @@ import (
 type fedStore struct {
 	local *memStore
 	h     *history // local.h
-	be    Backend
-	prod  ProducerBackend // be, when it keeps producers' records; nil otherwise
-	async AsyncBackend    // be, when it keeps appends in flight; nil otherwise
-	stop  <-chan struct{} // closed by Bus.Close: waits give up
+	be    backend.Backend
+	prod  backend.ProducerBackend // be, when it keeps producers' records; nil otherwise
+	async backend.AsyncBackend    // be, when it keeps appends in flight; nil otherwise
+	stop  <-chan struct{}         // closed by Bus.Close: waits give up
 	// highWater is the highest id the backend acknowledged to this node
 	// (only rises; atomic, so that an ack takes no lock); waiters are the
 	// subscribes waiting for the feed (await), under the structure lock.
@@ -42,10 +44,10 @@ const backendTimeout = 10 * time.Second
 // delivered ([frame.Reserved] refuses it to publishers).
 const typeSessionCreated = "_replaybus.session_created"
 
-func newFedStore(local *memStore, be Backend, stop <-chan struct{}) *fedStore {
+func newFedStore(local *memStore, be backend.Backend, stop <-chan struct{}) *fedStore {
 	f := &fedStore{local: local, h: local.h, be: be, stop: stop}
-	f.prod, _ = be.(ProducerBackend)
-	f.async, _ = be.(AsyncBackend)
+	f.prod, _ = be.(backend.ProducerBackend)
+	f.async, _ = be.(backend.AsyncBackend)
 	return f
 }
 
@@ -100,7 +102,7 @@ func (f *fedStore) open(id string, create bool) (*session, error) { return f.loc
 
 // append hands one event to the backend and returns it with its id.
 func (f *fedStore) append(path []string, ev Event) (Event, error) {
-	id, err := f.be.Append(context.Background(), path, ev)
+	id, err := f.be.Append(context.Background(), path, recordOf(&ev))
 	if err != nil {
 		return Event{}, fmt.Errorf("eventbus: publish to backend: %w", err)
 	}
@@ -148,8 +150,8 @@ func (f *fedStore) publishProducer(path []string, ev Event, p *producer.Stamp) (
 			}
 			return Event{}, err
 		}
-		eid, rev, err := f.prod.AppendProducer(ctx, path, ev, *p, rec.Rev)
-		if errors.Is(err, ErrProducerConflict) && ctx.Err() == nil {
+		eid, rev, err := f.prod.AppendProducer(ctx, path, recordOf(&ev), *p, rec.Rev)
+		if errors.Is(err, backend.ErrProducerConflict) && ctx.Err() == nil {
 			fresh = true
 			continue
 		}
@@ -313,7 +315,7 @@ func (f *fedStore) await(ctx context.Context, cursor uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, backendTimeout)
 	defer cancel()
 	target := cursor
-	if sy, ok := f.be.(Syncer); ok {
+	if sy, ok := f.be.(backend.Syncer); ok {
 		last, err := sy.LastID(ctx)
 		if err != nil && caller.Err() != nil {
 			return caller.Err() // the subscriber went away
@@ -377,14 +379,15 @@ func (f *fedStore) pipeline() *fedStore {
 // shutdown closes the backend.
 func (f *fedStore) shutdown() error { return f.be.Close() }
 
-// Ingest is Feed.Ingest: the event is appended and delivered as in memory,
-// under the structure lock (the feed ingests one event at a time), its id
-// the backend's.
-func (f *fedStore) Ingest(path []string, ev Event) {
+// Ingest is Feed.Ingest: the record is appended and delivered as in
+// memory, under the structure lock (the feed ingests one record at a
+// time), its id the backend's.
+func (f *fedStore) Ingest(path []string, ev backend.Record) {
 	if len(path) == 0 {
 		return
 	}
 	defer f.local.idx.flush() // after the lock is released
+	media := f.mediaOf(path, &ev)
 	// Subscribers are woken once the lock is released, as on the in-memory
 	// publish path: the publishers of this node wait for it meanwhile.
 	fn := newFan()
@@ -405,7 +408,7 @@ func (f *fedStore) Ingest(path []string, ev Event) {
 		f.h.SetLastID(ev.ID)
 		return
 	}
-	r := &record{Session: x.ID, Type: ev.Type, Data: ev.Data, Ext: extOf(ev.Origin, ev.media), Nanos: ev.Time.UnixNano()}
+	r := &record{Session: x.ID, Type: ev.Type, Data: ev.Data, Ext: extOf(ev.Origin, media), Nanos: ev.Time.UnixNano()}
 	if ev.Type == frame.TypeSessionClosed {
 		f.local.appendLocked(x, r, true, &fan{}) // wakes at once, as closeLocked does
 		f.h.Tombstone(x.ID, r.Nanos)
@@ -426,6 +429,27 @@ func (f *fedStore) Ingest(path []string, ev Event) {
 		return
 	}
 	f.local.appendLocked(x, r, false, &fn)
+}
+
+// mediaOf returns the interned media type of r. One this process cannot
+// intern (it already knows 4,096; or another node stored one this one
+// finds malformed) does not drop the event: it becomes
+// application/octet-stream, interned at startup, with its bytes kept, and a
+// warning goes to Options.Logger: the type is lost on this node only
+// (docs/guarantees.md). No lock is held.
+func (f *fedStore) mediaOf(path []string, r *backend.Record) uint32 {
+	if r.ContentType == "" {
+		return 0
+	}
+	m, err := internMedia(r.ContentType)
+	if err != nil {
+		if lg := f.local.idx.logger; lg != nil {
+			lg.Warn("eventbus: delivering a byte event as application/octet-stream: its media type cannot be interned here",
+				slog.Uint64("id", r.ID), slog.String("session", path[len(path)-1]), slog.Any("err", err))
+		}
+		m, _ = internMedia(octetStream) // interned at startup: never fails
+	}
+	return m
 }
 
 // Evicted is Feed.Evicted.

@@ -17,6 +17,7 @@ import (
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/eventbus/observe"
+	"github.com/replaybus/replaybus/internal/testkit"
 )
 
 // MaxQueued=2, nobody reading, publish 1, 2, 3.
@@ -29,7 +30,7 @@ func TestEvictionSequence(t *testing.T) {
 		require.NoError(t, err)
 	}
 	// The slot is free before the consumer reads anything.
-	assert.Empty(t, b.SubscriberCounts())
+	assert.Empty(t, testkit.SubscriberCounts(b))
 	assert.True(t, ended(s))
 
 	got, err := readToEnd(t, s)
@@ -399,7 +400,7 @@ func TestSubscriberCap(t *testing.T) {
 		assert.Equal(t, 5, b.Options().MaxSubscribers)
 		assert.Equal(t, `eventbus: subscriber limit exceeded: session "s" has 5 subscribers (the limit)`, err.Error())
 	}
-	assert.Equal(t, map[string]int{"s": 5}, b.SubscriberCounts())
+	assert.Equal(t, map[string]int{"s": 5}, testkit.SubscriberCounts(b))
 
 	cancels[0]()
 	waitEnded(t, ok[0])

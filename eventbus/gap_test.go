@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/backend"
 	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -80,7 +81,7 @@ func (p fakePending) Wait(ctx context.Context) (uint64, error) {
 	return p.id, p.err
 }
 
-func (a *asyncBackend) AppendAsync(_ []string, ev eventbus.Event) (eventbus.PendingAppend, error) {
+func (a *asyncBackend) AppendAsync(_ []string, ev backend.Record) (backend.PendingAppend, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.sent++

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/replaybus/replaybus/eventbus/backend"
 	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/eventbus/producer"
 )
@@ -20,32 +21,6 @@ import (
 // NewWithBackend): a node that dies without a goodbye has its turns ended
 // for it (turn_end{producer_lost}, by whichever node learns it first; a
 // second end is never stored) and its clients leave.
-
-// LeaseBackend is a [Backend] that keeps what this node holds alive under
-// a lease ([Options.TurnLease]), so that the other nodes learn when it
-// dies without a goodbye (killed, cut off): the turns it runs and its part
-// of each session's presence (state shared between nodes, never in the
-// log). A bus over a Backend without it keeps both to each node. Close
-// drops this node's leases and parts (the bus has written its goodbye:
-// turn_end{producer_lost} for the turns it ran). Methods are called from
-// several goroutines, never under a bus lock.
-type LeaseBackend interface {
-	Backend
-	// HoldTurn leases turn of session to this node, renewed until
-	// ReleaseTurn or Close. Once the node stops renewing it without a
-	// release, the backend calls Feed.TurnLost(session, turn) on at least
-	// one other node within 2×lease.
-	HoldTurn(ctx context.Context, session, turn string, lease time.Duration) error
-	// ReleaseTurn drops turn's lease: the turn ended.
-	ReleaseTurn(ctx context.Context, session, turn string) error
-	// SharePresence replaces this node's part of session's presence (a
-	// JSON value the bus reads back; nil drops it: the session closed or
-	// expired here) and hands it to every other node's
-	// Feed.Presence — a node that starts later gets every live part —
-	// kept under the node's lease: a dead node's parts go (Presence with
-	// nil) within 2×lease.
-	SharePresence(ctx context.Context, session string, part []byte, lease time.Duration) error
-}
 
 // nodePart is one node's part of a session's presence, as it shares it.
 type nodePart struct {
@@ -68,7 +43,7 @@ func (p *presence) partLocked() nodePart {
 // and this node's parts waiting to be shared by the sharer goroutine
 // (one at a time per session, the newest).
 type presenceShare struct {
-	be    LeaseBackend
+	be    backend.LeaseBackend
 	lease time.Duration
 	mem   *memStore
 
@@ -81,7 +56,7 @@ type presenceShare struct {
 	done   chan struct{}
 }
 
-func newPresenceShare(be LeaseBackend, lease time.Duration, mem *memStore, stop <-chan struct{}) *presenceShare {
+func newPresenceShare(be backend.LeaseBackend, lease time.Duration, mem *memStore, stop <-chan struct{}) *presenceShare {
 	sh := &presenceShare{be: be, lease: lease, mem: mem, remote: map[string]map[string]nodePart{},
 		out: map[string][]byte{}, shared: map[string]bool{}, kick: make(chan struct{}, 1), stop: stop, done: make(chan struct{})}
 	go sh.run()
@@ -214,8 +189,8 @@ func (f *fedStore) TurnLost(session, turn string) {
 }
 
 // lease returns f's backend as a LeaseBackend, nil when it is none.
-func (f *fedStore) lease() LeaseBackend {
-	lb, _ := f.be.(LeaseBackend)
+func (f *fedStore) lease() backend.LeaseBackend {
+	lb, _ := f.be.(backend.LeaseBackend)
 	return lb
 }
 
@@ -329,7 +304,7 @@ func (f *fedStore) cancelFirst(t *Turn) bool {
 // appended, and Cancel waits until this node's feed has it; every node
 // applies it, and the node that runs a cancelled turn ends it. The result
 // is what this node's state says the cancel does.
-func (f *fedStore) cancelTurns(ctx context.Context, id string, d frame.CancelData, r *record) (CancelResult, error) {
+func (f *fedStore) cancelTurns(ctx context.Context, id string, d frame.TurnData, r *record) (CancelResult, error) {
 	res := CancelResult{Cancelled: []string{}, Held: []string{}}
 	path, err := f.turnPath(id, func(x *session) error {
 		if d.Turn != "" && x.ActiveTurnByID(d.Turn) == nil {

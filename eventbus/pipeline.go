@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/replaybus/replaybus/eventbus/backend"
 	"github.com/replaybus/replaybus/eventbus/producer"
 )
 
@@ -33,7 +34,7 @@ type PipelineOptions struct {
 // order of the Publish calls and reach subscribers as any published event.
 // A failure is reported by the Publish or Flush that finds it, as a
 // [*PipelineError]. On the in-memory bus, and over a backend without
-// [AsyncBackend], each Publish is a [Bus.Publish]. Safe for concurrent use
+// backend.AsyncBackend, each Publish is a [Bus.Publish]. Safe for concurrent use
 // (calls are serialised); it holds no goroutine.
 type Pipeline struct {
 	b      *Bus
@@ -49,7 +50,7 @@ type Pipeline struct {
 
 type inflight struct {
 	ev Event
-	p  PendingAppend
+	p  backend.PendingAppend
 }
 
 // PipelineError reports events a [Pipeline] sent whose storing failed or is
@@ -90,10 +91,10 @@ func NewPipeline(b *Bus, opts PipelineOptions) (*Pipeline, error) {
 }
 
 // Publish publishes one event as [Bus.Publish] does, but over an
-// [AsyncBackend] returns once it is sent, waiting for the oldest ack when
+// backend.AsyncBackend returns once it is sent, waiting for the oldest ack when
 // Window events are in flight. After an earlier failure it waits for every
 // event in flight, publishes nothing and returns a [*PipelineError]. A
-// stamped publish over an AsyncBackend is producer.ErrUnsupported.
+// stamped publish over a backend.AsyncBackend is producer.ErrUnsupported.
 func (p *Pipeline) Publish(sessionID, typ string, data any, opts ...PublishOption) error {
 	if p.f == nil {
 		ev, err := p.b.Publish(sessionID, typ, data, opts...)
@@ -113,7 +114,7 @@ func (p *Pipeline) Publish(sessionID, typ string, data any, opts ...PublishOptio
 			return err
 		}
 	}
-	pa, err := p.f.async.AppendAsync(path, ev)
+	pa, err := p.f.async.AppendAsync(path, recordOf(&ev))
 	if err != nil {
 		if perr := p.settleLocked(context.Background(), p.n); perr != nil {
 			return perr

@@ -15,6 +15,7 @@ import (
 
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
+	"github.com/replaybus/replaybus/internal/testkit"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -718,7 +719,7 @@ func (h *harness) checkState(t *rapid.T) {
 			wantCounts[m.session]++
 		}
 	}
-	if got := h.bus.SubscriberCounts(); !mapsEqual(got, wantCounts) {
+	if got := testkit.SubscriberCounts(h.bus); !mapsEqual(got, wantCounts) {
 		h.fatalf("SubscriberCounts %v, model %v", got, wantCounts)
 	}
 	type info struct {

@@ -197,16 +197,16 @@ func (h *fedTurnHarness) end(rt *rapid.T) {
 // active turns, or cascading from the root. A turn it names that has
 // ended is refused (ErrTurnEnded), which is no failure.
 func (h *fedTurnHarness) cancel(rt *rapid.T, i int) {
-	s, d := "r", frame.CancelData{Cascade: true}
+	s, d := "r", frame.TurnData{Cascade: true}
 	switch rapid.IntRange(0, 2).Draw(rt, "cancel") {
 	case 0:
 		if len(h.turns) == 0 {
 			return
 		}
 		ft := rapid.SampledFrom(h.turns).Draw(rt, "cancelTurn")
-		s, d = ft.t.Session(), frame.CancelData{Turn: ft.t.ID()}
+		s, d = ft.t.Start().Session, frame.TurnData{Turn: ft.t.ID()}
 	case 1:
-		s, d = rapid.SampledFrom(fedSessions).Draw(rt, "cancelSession"), frame.CancelData{}
+		s, d = rapid.SampledFrom(fedSessions).Draw(rt, "cancelSession"), frame.TurnData{}
 	}
 	_, err := h.buses[i].Cancel(context.Background(), s, d)
 	if err != nil && !errors.Is(err, eventbus.ErrTurnEnded) {
@@ -246,7 +246,7 @@ func (h *fedTurnHarness) race(rt *rapid.T) {
 	errs := make(chan error, 2)
 	wg.Go(func() { errs <- h.endTurn(ft, fail) })
 	wg.Go(func() {
-		_, err := h.buses[from].Cancel(context.Background(), ft.t.Session(), frame.CancelData{Turn: ft.t.ID()})
+		_, err := h.buses[from].Cancel(context.Background(), ft.t.Start().Session, frame.TurnData{Turn: ft.t.ID()})
 		if errors.Is(err, eventbus.ErrTurnEnded) {
 			err = nil
 		}

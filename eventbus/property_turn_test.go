@@ -268,7 +268,7 @@ func (h *turnHarness) checkEnd(rt *rapid.T, m *mTurn, ev eventbus.Event) {
 
 // cancelTargets is the model of a cancel of session s: the turns it
 // cancels, the id it holds ("" none), or the error it is refused with.
-func (h *turnHarness) cancelTargets(s string, d frame.CancelData) (turns []*mTurn, held string, err error) {
+func (h *turnHarness) cancelTargets(s string, d frame.TurnData) (turns []*mTurn, held string, err error) {
 	if h.closed[s] {
 		return nil, "", eventbus.ErrSessionClosed
 	}
@@ -324,7 +324,7 @@ func (h *turnHarness) applyCancel(s string, turns []*mTurn, held string, id uint
 
 func (h *turnHarness) cancel(rt *rapid.T) {
 	s := rapid.SampledFrom([]string{"r", "c", "g", "o"}).Draw(rt, "session")
-	var d frame.CancelData
+	var d frame.TurnData
 	switch rapid.IntRange(0, 3).Draw(rt, "mode") {
 	case 0:
 		if m := h.pick(rt, false); m != nil {
@@ -409,7 +409,7 @@ func (h *turnHarness) raceEndCancel(rt *rapid.T) {
 	go func() { defer wg.Done(); end, endErr = m.t.End(nil) }()
 	go func() {
 		defer wg.Done()
-		res, err = h.bus.Cancel(context.Background(), m.session, frame.CancelData{Turn: m.id})
+		res, err = h.bus.Cancel(context.Background(), m.session, frame.TurnData{Turn: m.id})
 	}()
 	wg.Wait()
 	mustOK(rt, endErr)
@@ -465,7 +465,7 @@ func (h *turnHarness) raceCancels(rt *rapid.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res[i], errs[i] = h.bus.Cancel(context.Background(), m.session, frame.CancelData{})
+			res[i], errs[i] = h.bus.Cancel(context.Background(), m.session, frame.TurnData{})
 		}()
 	}
 	wg.Wait()
@@ -587,7 +587,7 @@ func (h *turnHarness) checkLog(rt *rapid.T, name string, evs []eventbus.Event, s
 	cancels := map[uint64]bool{}
 	var last uint64
 	for _, ev := range evs {
-		if ev.Synthetic() {
+		if ev.ID == 0 {
 			continue // replay_complete
 		}
 		if ev.ID <= last {

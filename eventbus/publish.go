@@ -301,11 +301,11 @@ func (b *Bus) PublishBytes(sessionID, typ, contentType string, data []byte, opts
 // Idempotent producers: the checks of package producer's stamps (see its
 // documentation for the rules), made under the lock a publish takes in
 // memory, or against the backend's record with a revision check over a
-// backend that keeps producers (ProducerBackend).
+// backend that keeps producers (backend.ProducerBackend).
 
 // WithProducer makes the publish idempotent for stamp p (package producer
 // has the rules), checked atomically with the store: in memory, or against a
-// [ProducerBackend]'s record. A refused publish returns a *producer.Error
+// backend.ProducerBackend's record. A refused publish returns a *producer.Error
 // (ErrDuplicate, ErrStaleEpoch, ErrSequenceGap), ErrInvalid, or
 // producer.ErrUnsupported (a backend without records, or a pipelined one).
 // A session remembers its 1,024 most recent producers.

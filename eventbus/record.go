@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/replaybus/replaybus/eventbus/backend"
 	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/eventbus/internal/queue"
 )
@@ -63,6 +64,15 @@ func fillEntry(ev *Event, e *entry) {
 	if e.Kind == queue.KindDropped || e.Kind == queue.KindGap {
 		ev.Data = e.Data()
 	}
+}
+
+// recordOf is the record a backend stores for ev (its ID 0 unless set).
+func recordOf(ev *Event) backend.Record {
+	r := backend.Record{ID: ev.ID, Type: ev.Type, Data: ev.Data, Time: ev.Time, Origin: ev.Origin}
+	if ev.media != 0 {
+		r.ContentType = mediaName(ev.media)
+	}
+	return r
 }
 
 // mustJSON encodes one of the package's own frame payloads, which cannot

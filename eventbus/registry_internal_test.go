@@ -15,7 +15,7 @@ import (
 
 // Lookups read the session registry, not the bus: while the bus lock is
 // held (as a publish, or a large resume, holds it), SessionExists,
-// Sessions and SubscriberCounts still answer, with the right figures.
+// Sessions and the registry's subscriber counts still answer, with the right figures.
 func TestLookupsDoNotWaitForTheBusLock(t *testing.T) {
 	b, err := New(Options{})
 	require.NoError(t, err)
@@ -38,7 +38,7 @@ func TestLookupsDoNotWaitForTheBusLock(t *testing.T) {
 	got := make(chan answer, 1)
 	go func() {
 		got <- answer{exists: b.SessionExists("c"), gone: b.SessionExists("nope"),
-			sessions: b.Sessions(), counts: b.SubscriberCounts()}
+			sessions: b.Sessions(), counts: b.hist.SubscriberCounts()}
 	}()
 	var a answer
 	select {
@@ -84,7 +84,7 @@ func TestRegistryFollowsTheTree(t *testing.T) {
 					assert.NotEqual(t, s.ID, s.Parent)
 				}
 			}
-			b.SubscriberCounts()
+			b.hist.SubscriberCounts()
 			b.SessionExists("p0")
 		}
 	}()

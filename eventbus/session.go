@@ -86,10 +86,6 @@ func (b *Bus) Sessions() []observe.SessionInfo { return b.hist.Sessions() }
 // when it does not exist. O(1); it never waits for a publish.
 func (b *Bus) SessionInfo(id string) (observe.SessionInfo, bool) { return b.hist.Info(id) }
 
-// SubscriberCounts returns the number of subscribers made on each session
-// that has any. Like Sessions, it never waits for a publish.
-func (b *Bus) SubscriberCounts() map[string]int { return b.hist.SubscriberCounts() }
-
 // ExpireIdle frees every session idle (no publish, own subscriber or child)
 // for the session TTL, forgets older closed ids and returns how many sessions
 // it expired. The bus calls it periodically.

@@ -50,7 +50,7 @@ type eventStore interface {
 	// API's records and a turn's events (turnstore.go, lease.go).
 	startTurn(ctx context.Context, t *Turn, r *record) error
 	endTurn(t *Turn, r *record) (Event, error)
-	cancelTurns(ctx context.Context, id string, d frame.CancelData, r *record) (CancelResult, error)
+	cancelTurns(ctx context.Context, id string, d frame.TurnData, r *record) (CancelResult, error)
 	publishInTurn(t *Turn, r *record, p *producer.Stamp) (Event, error)
 	// await returns once the history holds cursor, or gives up (a
 	// backend's feed may be behind); an error wraps ErrBackend when the

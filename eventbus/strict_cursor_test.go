@@ -12,6 +12,7 @@ import (
 
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
+	"github.com/replaybus/replaybus/internal/testkit"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -62,7 +63,7 @@ func TestStrictCursorRefusesALostPosition(t *testing.T) {
 			require.True(t, errors.As(err, &lost), "%#v", err)
 			assert.Equal(t, *tc.want, lost.ResyncData)
 			assert.Contains(t, err.Error(), tc.want.Reason)
-			assert.Zero(t, b.SubscriberCounts()["s"], "nothing registered")
+			assert.Zero(t, testkit.SubscriberCounts(b)["s"], "nothing registered")
 		})
 	}
 	assert.Zero(t, asked, "the snapshot provider was not asked")

@@ -16,7 +16,7 @@ import (
 // state_resync_required, or is a [*PositionLostError] with o.StrictCursor.
 // The session is created unless o.RequireSession. The subscription ends when
 // ctx is done. It does not block, except over a backend whose feed is behind
-// the cursor ([Syncer]). Errors: ErrInvalid, ErrSessionNotFound,
+// the cursor (backend.Syncer). Errors: ErrInvalid, ErrSessionNotFound,
 // ErrSessionClosed, ErrSubscriberLimit, ErrClosed, ctx's, [ErrBackend].
 func (b *Bus) Subscribe(ctx context.Context, sessionID string, o SubscribeOptions) (*Subscription, error) {
 	if err := checkName("session id", sessionID); err != nil {
@@ -314,7 +314,13 @@ func (s *Subscription) drain() { s.q.Drain(&s.rd) }
 //
 // It writes the frame into *ev (the caller's result: an Event is built once
 // per delivery, never copied on its way out) and reports whether it did.
-func (s *Subscription) reinsert(ev *Event) bool {
+func (s *Subscription) reinsert(ev *Event) bool { return s.reinsertOwing(ev, nil) }
+
+// reinsertOwing is reinsert for a batch reader (fill): with owed non-nil,
+// what the frame takes out of the live limits is added to *owed, which the
+// reader settles (queue.Reader.Settle) before it takes s.mu and before it
+// returns its batch, instead of one atomic add per frame.
+func (s *Subscription) reinsertOwing(ev *Event, owed *uint64) bool {
 	if s.discard.Load() {
 		s.rd.Reset()
 		s.lead = nil
@@ -335,7 +341,7 @@ func (s *Subscription) reinsert(ev *Event) bool {
 		return true
 	}
 	for {
-		e, last := s.rd.Take()
+		e, last := s.rd.Take(owed)
 		if e == nil {
 			return false
 		}
@@ -349,6 +355,9 @@ func (s *Subscription) reinsert(ev *Event) bool {
 			s.lastSeen = id
 		}
 		if e.Kind == queue.KindDropped && last {
+			if owed != nil {
+				s.rd.Settle(owed) // before s.mu, as fill does
+			}
 			s.mergeDrops(e.Drop)
 		}
 		if e.Kind == queue.KindDropped || e.Kind == queue.KindGap {

@@ -135,17 +135,14 @@ func (b *Bus) turnRecord(session, typ string, d any, origin string) *record {
 // ID returns the turn's id.
 func (t *Turn) ID() string { return t.id }
 
-// Session returns the id of the turn's session.
-func (t *Turn) Session() string { return t.session }
-
 // Context returns the turn's context: done once a cancel was applied to
 // the turn, StartTurn's context ended, the session closed or the bus
 // closed (context.Cause says which), never by an End of the producer's
 // own. It carries the values of StartTurn's context.
 func (t *Turn) Context() context.Context { return t.ctx }
 
-// Start returns the turn_start event, with its id: subscribe from
-// Start().ID-1 to read the turn from its start.
+// Start returns the turn_start event, with its id and session: subscribe
+// from Start().ID-1 to read the turn from its start.
 func (t *Turn) Start() Event { return t.start }
 
 // Publish publishes an event of the turn to its session, as [Bus.Publish]
@@ -285,7 +282,7 @@ func (t *Turn) finish(ev Event, reason string, cause error) {
 // their ids; a turn not started yet is held for [Options.CancelHold].
 // Errors, nothing written: ErrInvalid, ErrTurnEnded, the session errors,
 // ErrClosed, ctx's. Over a backend it waits for the record to be stored.
-func (b *Bus) Cancel(ctx context.Context, sessionID string, d frame.CancelData) (CancelResult, error) {
+func (b *Bus) Cancel(ctx context.Context, sessionID string, d frame.TurnData) (CancelResult, error) {
 	if err := checkName("session id", sessionID); err != nil {
 		return CancelResult{}, err
 	}

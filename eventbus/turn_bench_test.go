@@ -56,12 +56,12 @@ func BenchmarkCancelToDone(b *testing.B) {
 						}()
 					}
 					time.Sleep(time.Duration(rng.IntN(200)) * time.Microsecond)
-					req := frame.CancelData{Turn: turns[0].ID()}
+					req := frame.TurnData{Turn: turns[0].ID()}
 					switch kind {
 					case "active":
 						req.Turn = ""
 					case "cascade":
-						req = frame.CancelData{Cascade: true}
+						req = frame.TurnData{Cascade: true}
 					}
 					t0 := time.Now()
 					res, err := bus.Cancel(context.Background(), "root", req)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/backend"
 	"github.com/replaybus/replaybus/eventbus/frame"
 	"github.com/replaybus/replaybus/scope"
 )
@@ -54,7 +55,7 @@ func TestTurnCancelledFromAnotherNode(t *testing.T) {
 	_, err = b.StartTurn(context.Background(), "s", eventbus.TurnOptions{})
 	require.ErrorIs(t, err, eventbus.ErrTurnActive)
 
-	res, err := b.Cancel(context.Background(), "s", frame.CancelData{Turn: "t1", By: "alice"})
+	res, err := b.Cancel(context.Background(), "s", frame.TurnData{Turn: "t1", By: "alice"})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"t1"}, res.Cancelled)
 	select {
@@ -69,7 +70,7 @@ func TestTurnCancelledFromAnotherNode(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, frame.ReasonCancelled, decode[frame.TurnData](t, end).Reason)
 	eventually(t, func() bool { _, ok := b.Turn("s", ""); return !ok }, "b knows the turn ended")
-	_, err = b.Cancel(context.Background(), "s", frame.CancelData{Turn: "t1"})
+	_, err = b.Cancel(context.Background(), "s", frame.TurnData{Turn: "t1"})
 	require.ErrorIs(t, err, eventbus.ErrTurnEnded)
 }
 
@@ -81,7 +82,7 @@ func TestHeldCancelAcrossNodes(t *testing.T) {
 	b, _ := c.join(t, "b", eventbus.Options{})
 	require.NoError(t, a.CreateSession("s", ""))
 	eventually(t, func() bool { return b.SessionExists("s") }, "b learns the session")
-	res, err := b.Cancel(context.Background(), "s", frame.CancelData{Turn: "early"})
+	res, err := b.Cancel(context.Background(), "s", frame.TurnData{Turn: "early"})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"early"}, res.Held)
 	eventually(t, func() bool { return len(turnLog(logOf(t, a, "s", scope.Session))) == 1 }, "a has the cancel")
@@ -165,7 +166,7 @@ func TestSecondEndFromTheFeedIsNotStored(t *testing.T) {
 	b, fb := newFedBus(t)
 	s := subscribe(t, b, "s", eventbus.SubscribeOptions{NoReplay: true})
 	ingest := func(id uint64, typ string, d any) {
-		fb.feed.Ingest([]string{"s"}, eventbus.Event{ID: id, Session: "s", Type: typ, Data: mustJSONTest(t, d), Time: time.Unix(0, int64(id))})
+		fb.feed.Ingest([]string{"s"}, backend.Record{ID: id, Type: typ, Data: mustJSONTest(t, d), Time: time.Unix(0, int64(id))})
 	}
 	ingest(1, frame.TypeTurnStart, frame.TurnData{Turn: "t", Session: "s"})
 	ingest(2, frame.TypeTurnEnd, frame.TurnData{Turn: "t", Reason: frame.ReasonComplete})
@@ -291,10 +292,10 @@ func TestEndAfterCancelIsRefused(t *testing.T) {
 	b, fb := newFedBus(t)
 	s := subscribe(t, b, "s", eventbus.SubscribeOptions{NoReplay: true})
 	ingest := func(id uint64, typ string, d any) {
-		fb.feed.Ingest([]string{"s"}, eventbus.Event{ID: id, Session: "s", Type: typ, Data: mustJSONTest(t, d), Time: time.Unix(0, int64(id))})
+		fb.feed.Ingest([]string{"s"}, backend.Record{ID: id, Type: typ, Data: mustJSONTest(t, d), Time: time.Unix(0, int64(id))})
 	}
 	ingest(1, frame.TypeTurnStart, frame.TurnData{Turn: "t", Session: "s"})
-	ingest(2, frame.TypeTurnCancel, frame.CancelData{Turn: "t"})
+	ingest(2, frame.TypeTurnCancel, frame.TurnData{Turn: "t"})
 	ingest(3, frame.TypeTurnEnd, frame.TurnData{Turn: "t", Reason: frame.ReasonComplete})
 	ingest(4, frame.TypeTurnEnd, frame.TurnData{Turn: "t", Reason: frame.ReasonError, Message: "late"})
 	ingest(5, frame.TypeTurnEnd, frame.TurnData{Turn: "t", Reason: frame.ReasonCancelled})

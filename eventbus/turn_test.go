@@ -39,7 +39,7 @@ func turnLog(evs []eventbus.Event) []string {
 			d := decode[frame.TurnData](nil, e)
 			out = append(out, "end:"+d.Turn+":"+d.Reason)
 		case frame.TypeTurnCancel:
-			d := decode[frame.CancelData](nil, e)
+			d := decode[frame.TurnData](nil, e)
 			s := "cancel:" + d.Turn
 			if d.Turn == "" {
 				s += "*"
@@ -84,7 +84,7 @@ func TestTurnWritesOneStartAndOneEnd(t *testing.T) {
 	tr, err := b.StartTurn(context.Background(), "s", eventbus.TurnOptions{ID: "t1"})
 	require.NoError(t, err)
 	assert.Equal(t, "t1", tr.ID())
-	assert.Equal(t, "s", tr.Session())
+	assert.Equal(t, "s", tr.Start().Session)
 	assert.Equal(t, frame.TypeTurnStart, tr.Start().Type)
 	assert.JSONEq(t, `{"turn":"t1","session":"s"}`, string(tr.Start().Data))
 	active, ok := b.Turn("s", "")
@@ -136,11 +136,11 @@ func TestCancelEndsTheTurnAtOnce(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name string
-		req  frame.CancelData
+		req  frame.TurnData
 		log  []string
 	}{
-		{"by id", frame.CancelData{Turn: "t1", By: "alice"}, []string{"start:t1", "cancel:t1", "end:t1:cancelled"}},
-		{"the session's active turn", frame.CancelData{}, []string{"start:t1", "cancel:*", "end:t1:cancelled"}},
+		{"by id", frame.TurnData{Turn: "t1", By: "alice"}, []string{"start:t1", "cancel:t1", "end:t1:cancelled"}},
+		{"the session's active turn", frame.TurnData{}, []string{"start:t1", "cancel:*", "end:t1:cancelled"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -169,7 +169,7 @@ func TestCancelEndsTheTurnAtOnce(t *testing.T) {
 func TestCancelWithNothingActiveIsRecorded(t *testing.T) {
 	t.Parallel()
 	b := created(t, eventbus.Options{}, "s")
-	res, err := b.Cancel(context.Background(), "s", frame.CancelData{By: "bob"})
+	res, err := b.Cancel(context.Background(), "s", frame.TurnData{By: "bob"})
 	require.NoError(t, err)
 	assert.Equal(t, eventbus.CancelResult{Cancelled: []string{}, Held: []string{}}, res)
 	evs := logOf(t, b, "s", scope.Session)
@@ -187,7 +187,7 @@ func TestCascadeCancelsEveryDescendantTurn(t *testing.T) {
 		require.NoError(t, err)
 		turns[s] = tr
 	}
-	res, err := b.Cancel(context.Background(), "root", frame.CancelData{Cascade: true})
+	res, err := b.Cancel(context.Background(), "root", frame.TurnData{Cascade: true})
 	require.NoError(t, err)
 	assert.ElementsMatch(t, []string{"t-root", "t-a", "t-b", "t-c"}, res.Cancelled)
 	for s, tr := range turns {
@@ -203,7 +203,7 @@ func TestCascadeCancelsEveryDescendantTurn(t *testing.T) {
 	root2 := created(t, eventbus.Options{}, "r", "k:r")
 	tr, err := root2.StartTurn(context.Background(), "r", eventbus.TurnOptions{ID: "tr"})
 	require.NoError(t, err)
-	_, err = root2.Cancel(context.Background(), "k", frame.CancelData{Cascade: true})
+	_, err = root2.Cancel(context.Background(), "k", frame.TurnData{Cascade: true})
 	require.NoError(t, err)
 	assert.False(t, isDone(tr.Context()))
 }
@@ -211,7 +211,7 @@ func TestCascadeCancelsEveryDescendantTurn(t *testing.T) {
 func TestHeldCancelAppliesWhenItsTurnStarts(t *testing.T) {
 	t.Parallel()
 	b := created(t, eventbus.Options{}, "s")
-	res, err := b.Cancel(context.Background(), "s", frame.CancelData{Turn: "client-7"})
+	res, err := b.Cancel(context.Background(), "s", frame.TurnData{Turn: "client-7"})
 	require.NoError(t, err)
 	assert.Equal(t, eventbus.CancelResult{Cancelled: []string{}, Held: []string{"client-7"}}, res)
 	tr, err := b.StartTurn(context.Background(), "s", eventbus.TurnOptions{ID: "client-7"})
@@ -224,7 +224,7 @@ func TestHeldCancelAppliesWhenItsTurnStarts(t *testing.T) {
 
 	// Another session's turn of the same id is not touched.
 	other := created(t, eventbus.Options{}, "x", "y")
-	_, err = other.Cancel(context.Background(), "x", frame.CancelData{Turn: "t"})
+	_, err = other.Cancel(context.Background(), "x", frame.TurnData{Turn: "t"})
 	require.NoError(t, err)
 	ty, err := other.StartTurn(context.Background(), "y", eventbus.TurnOptions{ID: "t"})
 	require.NoError(t, err)
@@ -237,7 +237,7 @@ func TestHeldCancelsAreBoundedInTimeAndCount(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		b := created(t, eventbus.Options{CancelHold: 30 * time.Second}, "s")
-		_, err := b.Cancel(context.Background(), "s", frame.CancelData{Turn: "late"})
+		_, err := b.Cancel(context.Background(), "s", frame.TurnData{Turn: "late"})
 		require.NoError(t, err)
 		time.Sleep(31 * time.Second)
 		tr, err := b.StartTurn(context.Background(), "s", eventbus.TurnOptions{ID: "late"})
@@ -248,7 +248,7 @@ func TestHeldCancelsAreBoundedInTimeAndCount(t *testing.T) {
 		assert.Equal(t, uint64(1), b.Stats().CancelsExpired)
 
 		for i := range 17 {
-			_, err := b.Cancel(context.Background(), "s", frame.CancelData{Turn: fmt.Sprint("h", i)})
+			_, err := b.Cancel(context.Background(), "s", frame.TurnData{Turn: fmt.Sprint("h", i)})
 			require.NoError(t, err)
 		}
 		st := b.Stats()
@@ -322,16 +322,16 @@ func TestCancelRefusals(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		session string
-		req     frame.CancelData
+		req     frame.TurnData
 		err     error
 		text    string
 	}{
-		{"ended turn", "s", frame.CancelData{Turn: "done"}, eventbus.ErrTurnEnded, `turn "done" of session "s"`},
-		{"malformed turn id", "s", frame.CancelData{Turn: "x\ty"}, eventbus.ErrInvalid, `turn id "x\ty"`},
-		{"malformed by", "s", frame.CancelData{By: "\n"}, eventbus.ErrInvalid, `By "\n"`},
-		{"closed session", "gone", frame.CancelData{}, eventbus.ErrSessionClosed, `"gone"`},
-		{"unknown session", "nope", frame.CancelData{}, eventbus.ErrSessionNotFound, `"nope"`},
-		{"bad session id", "", frame.CancelData{}, eventbus.ErrInvalid, "empty session id"},
+		{"ended turn", "s", frame.TurnData{Turn: "done"}, eventbus.ErrTurnEnded, `turn "done" of session "s"`},
+		{"malformed turn id", "s", frame.TurnData{Turn: "x\ty"}, eventbus.ErrInvalid, `turn id "x\ty"`},
+		{"malformed by", "s", frame.TurnData{By: "\n"}, eventbus.ErrInvalid, `By "\n"`},
+		{"closed session", "gone", frame.TurnData{}, eventbus.ErrSessionClosed, `"gone"`},
+		{"unknown session", "nope", frame.TurnData{}, eventbus.ErrSessionNotFound, `"nope"`},
+		{"bad session id", "", frame.TurnData{}, eventbus.ErrInvalid, "empty session id"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			last := b.LastEventID()

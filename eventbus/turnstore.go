@@ -184,7 +184,7 @@ func (m *memStore) endTurn(t *Turn, r *record) (Event, error) {
 
 // cancelTurns writes the turn_cancel r (request d) to session id and
 // applies it (store.cancelTurns in memory).
-func (m *memStore) cancelTurns(_ context.Context, id string, d frame.CancelData, r *record) (CancelResult, error) {
+func (m *memStore) cancelTurns(_ context.Context, id string, d frame.TurnData, r *record) (CancelResult, error) {
 	res := CancelResult{Cancelled: []string{}, Held: []string{}}
 	err := m.inTree(id, func(x *session, f *fan) error {
 		if d.Turn != "" && x.ActiveTurnByID(d.Turn) == nil && x.EndedTurn(d.Turn) != nil {

@@ -96,7 +96,8 @@ func (b *Bus) deadlineDue(s *Subscription, at, now int64) {
 
 // NextBatch waits as [Subscription.NextBefore] does for the next frame, then
 // writes it and every further frame ready without waiting into buf, in
-// delivery order, and returns how many (1 to len(buf)). On an error it
+// delivery order, and returns how many (1 to len(buf)). The live frames it
+// takes leave the live-queue limits when it returns. On an error it
 // returns 0 and NextBefore's error; an empty buf is ErrInvalid. It allocates
 // nothing. Not safe for concurrent use with the other readers.
 func (s *Subscription) NextBatch(deadline time.Time, buf []Event) (int, error) {
@@ -159,7 +160,16 @@ func (s *Subscription) NextBatch(deadline time.Time, buf []Event) (int, error) {
 // len(buf), and returns how many: the replay snapshot in one tight loop
 // (replayInto), then reinsert frame by frame, draining the shared queue
 // when the local batch is spent and more is pending.
+//
+// What the live frames take out of the queue's limits is published once
+// per batch, not per frame (owed): before each s.mu, so that a publisher
+// that read the counter before it cannot have its event left out of this
+// batch by the drain that follows, and before the batch is returned. A
+// publisher deciding meanwhile sees the frames of the batch still queued,
+// as if it had published just before the batch was taken.
 func (s *Subscription) fill(buf []Event) int {
+	var owed uint64
+	defer s.rd.Settle(&owed)
 	n := 0
 	for n < len(buf) {
 		if s.rd.Replaying() {
@@ -168,13 +178,14 @@ func (s *Subscription) fill(buf []Event) int {
 				break
 			}
 		}
-		if s.reinsert(&buf[n]) {
+		if s.reinsertOwing(&buf[n], &owed) {
 			n++
 			continue
 		}
 		if n == 0 {
 			return 0 // the caller waits
 		}
+		s.rd.Settle(&owed)
 		s.mu.Lock()
 		pending := s.q.Pending() && !s.discard.Load()
 		if pending {

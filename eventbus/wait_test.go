@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/internal/testkit"
 )
 
 // nextBefore runs NextBefore on its own goroutine and reports what it
@@ -101,7 +102,7 @@ func TestNextBeforeWakesForAFrameAndTheEnd(t *testing.T) {
 		r = <-c
 		require.ErrorIs(t, r.err, context.Canceled)
 		assert.Equal(t, start.Add(2*time.Second), r.at)
-		assert.Zero(t, b.SubscriberCounts()["s1"])
+		assert.Zero(t, testkit.SubscriberCounts(b)["s1"])
 
 		// Close and a zero deadline (no deadline at all).
 		s2 := subscribe(t, b, "s1", eventbus.SubscribeOptions{NoReplay: true})

@@ -63,7 +63,7 @@ func TestCollectorReportsTurns(t *testing.T) {
 	require.NoError(t, bus.CreateSession("s", ""))
 	_, err = bus.StartTurn(context.Background(), "s", eventbus.TurnOptions{ID: "t"})
 	require.NoError(t, err)
-	_, err = bus.Cancel(context.Background(), "s", frame.CancelData{})
+	_, err = bus.Cancel(context.Background(), "s", frame.TurnData{})
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
 	require.NoError(t, reg.Register(metrics.NewCollector(bus, "replaybus")))

@@ -73,7 +73,7 @@ func frames(t *testing.T, body io.Reader, each func(data string) bool) {
 
 func say(t *testing.T, tn *eventbus.Turn, s string) {
 	t.Helper()
-	n := acp.Notification{SessionID: tn.Session(), Update: acp.MessageChunk(s)}
+	n := acp.Notification{SessionID: tn.Start().Session, Update: acp.MessageChunk(s)}
 	_, err := tn.Publish(n.Type(), n)
 	require.NoError(t, err)
 }

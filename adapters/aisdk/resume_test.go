@@ -68,7 +68,7 @@ func TestResumeOfALongReplyIsFewFrames(t *testing.T) {
 	require.NoError(t, err)
 	defer resume.Close()
 	var compacted []eventbus.Event
-	for ev, ok := resume.TryNext(); ok && !ev.Synthetic(); ev, ok = resume.TryNext() {
+	for ev, ok := resume.TryNext(); ok && ev.ID != 0; ev, ok = resume.TryNext() {
 		compacted = append(compacted, ev)
 	}
 

@@ -18,6 +18,7 @@ import (
 	"github.com/replaybus/replaybus/adapters/durable"
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/internal/testkit"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -178,7 +179,7 @@ func TestSessionClosedByGoIsEOF(t *testing.T) {
 		resp, _ := r.do(t, http.MethodGet, "run?live=long-poll&offset="+tail, "")
 		done <- resp
 	}()
-	require.Eventually(t, func() bool { return r.bus.SubscriberCounts()["run"] == 1 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return testkit.SubscriberCounts(r.bus)["run"] == 1 }, 10*time.Second, time.Millisecond)
 	require.NoError(t, r.bus.CloseSession("run"))
 	resp = <-done
 	assert.Equal(t, http.StatusNoContent, resp.StatusCode)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/durable"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/internal/testkit"
 )
 
 // Over HTTP/2 a write deadline left in place resets the stream when it
@@ -63,7 +64,7 @@ func TestHTTP2LiveReadsOutliveWriteTimeout(t *testing.T) {
 	require.Equal(t, http.StatusOK, sse.StatusCode)
 	sc := bufio.NewScanner(sse.Body)
 	require.True(t, sc.Scan(), "the first control event")
-	require.Eventually(t, func() bool { return bus.SubscriberCounts()["s"] == 2 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return testkit.SubscriberCounts(bus)["s"] == 2 }, 10*time.Second, time.Millisecond)
 
 	time.Sleep(3 * wt) // quiet for longer than WriteTimeout
 	req, err = http.NewRequest(http.MethodPost, base+"s", strings.NewReader("late"))

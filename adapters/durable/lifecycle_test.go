@@ -15,6 +15,7 @@ import (
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/adapters/ws"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/internal/testkit"
 )
 
 // lifecycle is the contract every handler keeps under the same names.
@@ -49,7 +50,7 @@ func TestCloseEndsReadsAndRefusesRequests(t *testing.T) {
 	require.NoError(t, err)
 	defer res.Body.Close()
 	require.Equal(t, http.StatusOK, res.StatusCode)
-	require.Eventually(t, func() bool { return r.bus.SubscriberCounts()["s"] == 2 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return testkit.SubscriberCounts(r.bus)["s"] == 2 }, 10*time.Second, time.Millisecond)
 	assert.Equal(t, 2, r.h.Stats().Active)
 
 	require.NoError(t, r.h.Close())

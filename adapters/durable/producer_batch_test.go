@@ -12,10 +12,11 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/durable"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/backend"
 	"github.com/replaybus/replaybus/eventbus/producer"
 )
 
-// flakyBackend is a eventbus.ProducerBackend kept in memory whose plain
+// flakyBackend is a backend.ProducerBackend kept in memory whose plain
 // appends can be made to fail (failNext), as a NATS publish times out; it
 // records what it stored and feeds nothing back.
 type flakyBackend struct {
@@ -30,10 +31,10 @@ type flakyBackend struct {
 
 var errFlaky = errors.New("flaky: no ack")
 
-func (f *flakyBackend) Epoch() string                              { return "flaky" }
-func (f *flakyBackend) Start(context.Context, eventbus.Feed) error { return nil }
-func (f *flakyBackend) Close() error                               { return nil }
-func (f *flakyBackend) Append(_ context.Context, _ []string, ev eventbus.Event) (uint64, error) {
+func (f *flakyBackend) Epoch() string                             { return "flaky" }
+func (f *flakyBackend) Start(context.Context, backend.Feed) error { return nil }
+func (f *flakyBackend) Close() error                              { return nil }
+func (f *flakyBackend) Append(_ context.Context, _ []string, ev backend.Record) (uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.failNext > 0 && ev.Type == durable.DefaultEventType {
@@ -55,12 +56,12 @@ func (f *flakyBackend) ProducerState(_ context.Context, session, id string) (pro
 	defer f.mu.Unlock()
 	return f.recs[session+"/"+id], f.revs[session+"/"+id], nil
 }
-func (f *flakyBackend) AppendProducer(_ context.Context, _ []string, ev eventbus.Event, p producer.Stamp, rev uint64) (uint64, uint64, error) {
+func (f *flakyBackend) AppendProducer(_ context.Context, path []string, ev backend.Record, p producer.Stamp, rev uint64) (uint64, uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	k := ev.Session + "/" + p.ID
+	k := path[len(path)-1] + "/" + p.ID
 	if f.revs[k] != rev {
-		return 0, 0, eventbus.ErrProducerConflict
+		return 0, 0, backend.ErrProducerConflict
 	}
 	f.id += 2
 	f.stored = append(f.stored, string(ev.Data))

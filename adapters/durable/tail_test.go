@@ -13,6 +13,7 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/durable"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/internal/testkit"
 )
 
 // busy publishes n events into session from another route (Go) and returns
@@ -74,7 +75,7 @@ func TestTheTailOfABusySessionIsItsNewestID(t *testing.T) {
 				}
 			}
 			_ = res.Body.Close()
-			require.Eventually(t, func() bool { return r.bus.SubscriberCounts()["busy"] == 0 }, 10*time.Second, time.Millisecond,
+			require.Eventually(t, func() bool { return testkit.SubscriberCounts(r.bus)["busy"] == 0 }, 10*time.Second, time.Millisecond,
 				"the SSE reader is gone")
 
 			busy(t, r, "busy", 150)
@@ -83,7 +84,7 @@ func TestTheTailOfABusySessionIsItsNewestID(t *testing.T) {
 				resp, _ := r.do(t, http.MethodGet, "busy?offset=now&live=long-poll", "")
 				done <- resp
 			}()
-			require.Eventually(t, func() bool { return r.bus.SubscriberCounts()["busy"] == 1 }, 10*time.Second, time.Millisecond,
+			require.Eventually(t, func() bool { return testkit.SubscriberCounts(r.bus)["busy"] == 1 }, 10*time.Second, time.Millisecond,
 				"the long-poll waits at the tail")
 			next := busy(t, r, "busy", 1)
 			resp = <-done

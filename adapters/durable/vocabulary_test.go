@@ -15,6 +15,7 @@ import (
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/internal/testkit"
 )
 
 // One cause, one code: the Durable Streams route answers the causes it
@@ -76,7 +77,7 @@ func TestDurableAnswersSpeakTheSharedVocabulary(t *testing.T) {
 			_ = resp.Body.Close()
 		}
 	}()
-	require.Eventually(t, func() bool { return bus.SubscriberCounts()["busy"] == 1 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return testkit.SubscriberCounts(bus)["busy"] == 1 }, 10*time.Second, time.Millisecond)
 	status, code, hdr := answer("GET", "/v1/stream/busy?offset=-1", "")
 	assert.Equal(t, [3]any{429, resume.CodeSubscriberLimit, "5"}, [3]any{status, code, hdr.Get("Retry-After")}, "durable")
 	status, code, hdr = answer("GET", "/session/busy/events", "")

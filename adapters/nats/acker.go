@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/backend"
 )
 
 // ErrNoAck: JetStream did not acknowledge a publish within the publish
@@ -75,7 +76,7 @@ func (a *acker) close() {
 }
 
 // pendingAck is one publish waiting for its ack; it implements
-// [eventbus.PendingAppend].
+// [backend.PendingAppend].
 type pendingAck struct {
 	a        *acker
 	token    uint64
@@ -98,7 +99,7 @@ func (p *pendingAck) settleLocked(seq uint64, err error) {
 
 // send publishes the envelope of ev to subject and returns the pending
 // ack. An error means the message was not sent.
-func (a *acker) send(subject string, ev *eventbus.Event) (*pendingAck, error) {
+func (a *acker) send(subject string, ev *backend.Record) (*pendingAck, error) {
 	p := &pendingAck{a: a, subject: subject}
 	a.mu.Lock()
 	if len(a.pending) >= maxAsyncPending {
@@ -122,8 +123,8 @@ func (a *acker) send(subject string, ev *eventbus.Event) (*pendingAck, error) {
 	if bp == nil {
 		bp = new([]byte)
 	}
-	body := slices.Grow((*bp)[:0], envelopeSize(ev.Type, ev.Origin, storedContentType(ev), ev.Data))
-	body = appendEnvelope(body, ev.Type, ev.Time.UnixNano(), ev.Origin, storedContentType(ev), ev.Data)
+	body := slices.Grow((*bp)[:0], envelopeSize(ev.Type, ev.Origin, ev.ContentType, ev.Data))
+	body = appendEnvelope(body, ev.Type, ev.Time.UnixNano(), ev.Origin, ev.ContentType, ev.Data)
 	err := a.nc.PublishRequest(subject, reply, body)
 	if cap(body) <= maxPooledBody {
 		*bp = body
@@ -246,7 +247,7 @@ func uintField(b []byte, key string) (uint64, bool) {
 	return n, err == nil
 }
 
-// Wait implements [eventbus.PendingAppend]: the stream sequence once the
+// Wait implements [backend.PendingAppend]: the stream sequence once the
 // ack arrived; [ErrNoAck] once the publish timeout since the send has
 // passed; ctx's error (still pending) when ctx ends first. An ack from
 // another stream (ours deleted, another took over the subjects:

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/backend"
 )
 
 // Errors of the backend. Subscriptions that a backend failure ends report
@@ -32,7 +33,7 @@ var (
 	ErrStreamLost = errors.New("nats: stream deleted or re-created")
 )
 
-// Backend is the [eventbus.Backend] over one JetStream stream. Make one with
+// Backend is the [backend.Backend] over one JetStream stream. Make one with
 // [NewBackend] and hand it to [eventbus.NewWithBackend], or let [New] do
 // both. All methods are safe for concurrent use.
 type Backend struct {
@@ -53,7 +54,7 @@ type Backend struct {
 	leases *leases // the node's leases (lease.go)
 
 	feedMu    sync.Mutex // serialises every call into feed
-	feed      eventbus.Feed
+	feed      backend.Feed
 	outage    bool          // Fail was sent for the current disconnection; under feedMu
 	processed atomic.Uint64 // highest stream sequence the consumer handled
 
@@ -83,10 +84,10 @@ type Backend struct {
 // maxCached bounds each ingest cache.
 const maxCached = 4096
 
-var _ eventbus.Backend = (*Backend)(nil)
-var _ eventbus.Syncer = (*Backend)(nil)
-var _ eventbus.AsyncBackend = (*Backend)(nil)
-var _ eventbus.LeaseBackend = (*Backend)(nil)
+var _ backend.Backend = (*Backend)(nil)
+var _ backend.Syncer = (*Backend)(nil)
+var _ backend.AsyncBackend = (*Backend)(nil)
+var _ backend.LeaseBackend = (*Backend)(nil)
 
 // New returns a bus node over NATS JetStream on connection nc: it creates
 // the stream (or updates it to the options), derives the epoch from the
@@ -229,7 +230,7 @@ func epochOf(stream string, created time.Time) string {
 	return hex.EncodeToString(h[:8])
 }
 
-// Epoch implements [eventbus.Backend]: 16 hex digits derived from the stream
+// Epoch implements [backend.Backend]: 16 hex digits derived from the stream
 // name and its creation time.
 func (be *Backend) Epoch() string { return be.epoch }
 
@@ -271,7 +272,7 @@ func (be *Backend) ready(ctx context.Context) error {
 	return fmt.Errorf("nats: stream %q: %w", be.o.stream, eventbus.ErrClosed)
 }
 
-// Append implements [eventbus.Backend]: a JetStream publish of ev to the
+// Append implements [backend.Backend]: a JetStream publish of ev to the
 // subject of path, waiting for the ack (bounded by ctx and the publish
 // timeout); the id is the stream sequence. A publish no stream received
 // (an election) is sent again once a leader is elected. The payload is
@@ -280,7 +281,7 @@ func (be *Backend) ready(ctx context.Context) error {
 // closed connection, a payload over the server's limit, an over-long
 // subject ([eventbus.ErrInvalid]), [ErrNoAck] (may be stored),
 // [ErrNoStream], [ErrStreamLost].
-func (be *Backend) Append(ctx context.Context, path []string, ev eventbus.Event) (uint64, error) {
+func (be *Backend) Append(ctx context.Context, path []string, ev backend.Record) (uint64, error) {
 	// No stream received it (no responders: the stream has no leader, an
 	// election is under way), so it is certainly not stored, and the
 	// caller waits for this one event: it is sent again after the
@@ -308,7 +309,7 @@ func (be *Backend) Append(ctx context.Context, path []string, ev eventbus.Event)
 	}
 }
 
-// AppendAsync implements [eventbus.AsyncBackend]: it sends ev as Append
+// AppendAsync implements [backend.AsyncBackend]: it sends ev as Append
 // does without waiting for the ack, and returns the handle whose Wait
 // yields the stream sequence, or [ErrNoAck] once the publish timeout has
 // passed. Messages on one connection reach the stream in the order sent,
@@ -316,7 +317,7 @@ func (be *Backend) Append(ctx context.Context, path []string, ev eventbus.Event)
 // pipeline's events are stored in order or not at all. Errors returned at
 // once mean the event was not sent: as for Append, and more than 65,536
 // publishes of this node awaiting their ack.
-func (be *Backend) AppendAsync(path []string, ev eventbus.Event) (eventbus.PendingAppend, error) {
+func (be *Backend) AppendAsync(path []string, ev backend.Record) (backend.PendingAppend, error) {
 	p, err := be.send(context.Background(), path, ev)
 	if err != nil {
 		return nil, err
@@ -325,7 +326,7 @@ func (be *Backend) AppendAsync(path []string, ev eventbus.Event) (eventbus.Pendi
 }
 
 // send checks the node may publish, and sends ev.
-func (be *Backend) send(ctx context.Context, path []string, ev eventbus.Event) (*pendingAck, error) {
+func (be *Backend) send(ctx context.Context, path []string, ev backend.Record) (*pendingAck, error) {
 	if err := be.ready(ctx); err != nil {
 		return nil, err
 	}
@@ -358,7 +359,7 @@ func (be *Backend) Ready() error {
 	return nil
 }
 
-// Close implements [eventbus.Backend]: it stops the consumer and its
+// Close implements [backend.Backend]: it stops the consumer and its
 // goroutines, deletes the consumer, and closes the connection when
 // [Connect] made it. Idempotent.
 func (be *Backend) Close() error {

@@ -187,7 +187,7 @@ func subRead(s *eventbus.Subscription, n int, done chan<- error) {
 			done <- fmt.Errorf("after %d of %d events: %s %s", got, n, ev.Type, ev.Data)
 			return
 		}
-		if !ev.Synthetic() {
+		if ev.ID != 0 {
 			got++
 		}
 	}
@@ -464,7 +464,7 @@ func BenchmarkNATSFanout10(b *testing.B) {
 							return
 						}
 						switch {
-						case ev.Synthetic():
+						case ev.ID == 0:
 							gaps.Add(1)
 						case ev.Type == "bench_end":
 							lost.Add(int64(b.N - got))

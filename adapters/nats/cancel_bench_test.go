@@ -75,9 +75,9 @@ func BenchmarkNATSCancelToDone(b *testing.B) {
 						}
 					}
 					time.Sleep(time.Duration(rng.IntN(200)) * time.Microsecond)
-					req := frame.CancelData{Turn: turns[0].ID()}
+					req := frame.TurnData{Turn: turns[0].ID()}
 					if kind == "cascade" {
-						req = frame.CancelData{Cascade: true}
+						req = frame.TurnData{Cascade: true}
 					}
 					t0 := time.Now()
 					if _, err := nb.Cancel(context.Background(), "root", req); err != nil {

@@ -1,5 +1,5 @@
 // Package nats runs the replaybus event bus across several nodes on NATS
-// JetStream: the second implementation of the [eventbus.Backend] seam
+// JetStream: the second implementation of the [backend.Backend] seam
 // (ids, history, cross-node fan-out), not a fork of the bus. A client connected to node B sees
 // events published on node A, resumes on node C after B dies, and gets the
 // same ids, frames and guarantees as from the in-memory bus, with the
@@ -49,12 +49,12 @@
 // the record under Nats-Expected-Last-Subject-Sequence, so the check and
 // the event are one step whichever node publishes, and the event carries a
 // Nats-Msg-Id that JetStream de-duplicates within the stream's Duplicates
-// window. [Backend] implements eventbus.ProducerBackend for this; the
+// window. [Backend] implements backend.ProducerBackend for this; the
 // window and the cost are in docs/durable-streams.md.
 //
 // # Turns and presence
 //
-// [Backend] is an [eventbus.LeaseBackend]: the turns a node runs and its
+// [Backend] is an [backend.LeaseBackend]: the turns a node runs and its
 // part of each session's presence live in a key-value bucket beside the
 // stream, <stream>_LEASES, under the node's own key, which carries a TTL
 // of eventbus.Options.TurnLease (default 5 s) and is renewed every
@@ -74,7 +74,7 @@
 // gap that no frame announces. Across nodes, all nodes see the same ids in
 // the same order, so a client resumes on any node with its last id. A
 // resume whose cursor is ahead of a node that lags waits for that node to
-// catch up (see [eventbus.Syncer]). Events that JetStream dropped before a
+// catch up (see [backend.Syncer]). Events that JetStream dropped before a
 // node read them (a node that starts after a session's subject filled, one
 // that fell more than the retention behind, or one cut off from NATS while
 // the stream moved on) are announced, conservatively: to the node's live

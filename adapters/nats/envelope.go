@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-
-	"github.com/replaybus/replaybus/eventbus"
 )
 
 // The stored form of an event (the session comes from the subject).
@@ -57,15 +55,6 @@ func appendEnvelope(dst []byte, typ string, nanos int64, origin, contentType str
 		dst = append(dst, contentType...)
 	}
 	return append(dst, data...)
-}
-
-// storedContentType is the content type appendEnvelope stores for ev: ""
-// for JSON (a version 1 envelope), else its media type.
-func storedContentType(ev *eventbus.Event) string {
-	if ev.IsJSON() {
-		return ""
-	}
-	return ev.ContentType()
 }
 
 // envelopeSize is the length appendEnvelope produces.

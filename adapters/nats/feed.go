@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/backend"
 )
 
 // catchUp is what the node knows about the stream it starts on, to tell the
@@ -32,11 +33,11 @@ type catchUp struct {
 	full     map[string]bool // subjects at the limit at start, not yet reached
 }
 
-// Start implements [eventbus.Backend]: it checks the stream is the one the
+// Start implements [backend.Backend]: it checks the stream is the one the
 // epoch came from, reads its state, and starts one ordered consumer over the
 // whole stream (from its first retained message) that ingests every event
 // into feed in sequence order, plus a goroutine watching the connection.
-func (be *Backend) Start(ctx context.Context, feed eventbus.Feed) error {
+func (be *Backend) Start(ctx context.Context, feed backend.Feed) error {
 	be.startMu.Lock()
 	defer be.startMu.Unlock()
 	if be.closed {
@@ -327,7 +328,7 @@ func (be *Backend) handle(msg jetstream.Msg, seq uint64, plan *catchUp) *catchUp
 		be.markLag(lagAfter, lagUpTo)
 	}
 	if perr == nil {
-		if ev, err := be.decode(msg.Data(), seq, path); err == nil {
+		if ev, err := be.decode(msg.Data(), seq); err == nil {
 			be.feed.Ingest(path, ev)
 		} else {
 			be.log.Warn("replaybus/nats: skipping undecodable message", slog.Uint64("seq", seq), slog.String("subject", subject))
@@ -418,38 +419,24 @@ func (be *Backend) pathOf(subject string) ([]string, error) {
 	return p, nil
 }
 
-// decode turns the message body b at sequence seq of path's subject into
-// the event it stores: a byte payload (version 2) gets its media type
-// back; a malformed envelope is an error. A media type this process cannot
-// intern (it already knows 4,096, the table eventbus keeps for the life of
-// the process; or another node stored one this one finds malformed) does
-// not drop the event: it becomes application/octet-stream, which eventbus
-// interns at startup, with its bytes kept, and a warning is logged: the
-// type is lost on this node only (docs/guarantees.md).
-func (be *Backend) decode(b []byte, seq uint64, path []string) (eventbus.Event, error) {
+// decode turns the message body b at sequence seq into the record it
+// stores: a byte payload (version 2) gets its media type back (the bus
+// delivers one this process cannot intern as application/octet-stream); a
+// malformed envelope is an error.
+func (be *Backend) decode(b []byte, seq uint64) (backend.Record, error) {
 	d, err := decodeEnvelope(b)
 	if err != nil {
-		return eventbus.Event{}, err
+		return backend.Record{}, err
 	}
-	ev := eventbus.Event{
-		ID: seq, Session: path[len(path)-1], Type: be.intern(d.typ), Data: d.data,
+	r := backend.Record{
+		ID: seq, Type: be.intern(d.typ), Data: d.data,
 		Time: time.Unix(0, d.nanos), Origin: string(d.origin),
 	}
-	if d.ctype == nil {
-		return ev, nil
+	if d.ctype != nil {
+		r.ContentType = be.intern(d.ctype)
 	}
-	typed, err := ev.WithContentType(be.intern(d.ctype))
-	if err != nil {
-		be.log.Warn("replaybus/nats: delivering a byte event as application/octet-stream: its media type cannot be interned here",
-			slog.Uint64("seq", seq), slog.String("session", ev.Session), slog.Any("err", err))
-		return ev.WithContentType(octetStream)
-	}
-	return typed, nil
+	return r, nil
 }
-
-// octetStream is decode's fallback media type (eventbus interns it at
-// startup, so it always resolves).
-const octetStream = "application/octet-stream"
 
 // intern returns typ as a string, shared between events of one type (or
 // media type).

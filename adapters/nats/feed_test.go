@@ -13,6 +13,7 @@ import (
 
 	"github.com/replaybus/replaybus/adapters/nats/embedded"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/backend"
 )
 
 // recorder is a Feed that records what it is told.
@@ -23,7 +24,7 @@ type recorder struct {
 	fails   []error
 }
 
-func (r *recorder) Ingest(_ []string, ev eventbus.Event) {
+func (r *recorder) Ingest(_ []string, ev backend.Record) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.ingest = append(r.ingest, ev.ID)
@@ -72,11 +73,11 @@ func lagBackend(t *testing.T) (*Backend, *recorder) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = be.Close() })
 	for i := 0; i < 12; i++ {
-		_, err := be.Append(context.Background(), []string{"full"}, eventbus.Event{Type: "m", Time: time.Now()})
+		_, err := be.Append(context.Background(), []string{"full"}, backend.Record{Type: "m", Time: time.Now()})
 		require.NoError(t, err)
 	}
 	for i := 0; i < 2; i++ {
-		_, err := be.Append(context.Background(), []string{"root", "small"}, eventbus.Event{Type: "m", Time: time.Now()})
+		_, err := be.Append(context.Background(), []string{"root", "small"}, backend.Record{Type: "m", Time: time.Now()})
 		require.NoError(t, err)
 	}
 	rec := &recorder{}

@@ -131,7 +131,7 @@ func readIDs(t testing.TB, s *eventbus.Subscription, n int) (ids []uint64, frame
 	t.Helper()
 	for len(ids) < n {
 		ev := next(t, s)
-		if ev.Synthetic() {
+		if ev.ID == 0 {
 			frames = append(frames, ev.Type)
 			continue
 		}

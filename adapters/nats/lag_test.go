@@ -120,7 +120,7 @@ func collect(t *testing.T, s *eventbus.Subscription, last uint64) (seq sequence,
 		if err != nil {
 			return seq, fmt.Errorf("after %d ids: %w", len(seq.ids), err)
 		}
-		if ev.Synthetic() {
+		if ev.ID == 0 {
 			seq.frames = append(seq.frames, ev)
 			seq.at = append(seq.at, len(seq.ids))
 			continue

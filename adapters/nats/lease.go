@@ -13,10 +13,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
-	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/backend"
 )
 
-// Leases (eventbus.LeaseBackend) over a JetStream key-value bucket, one
+// Leases (backend.LeaseBackend) over a JetStream key-value bucket, one
 // per bus beside its stream: <stream>_LEASES. The bucket is made with a
 // LimitMarkerTTL, which lets a message carry its own TTL (Nats-TTL,
 // NATS server 2.11+) and makes the server write a delete marker when a
@@ -92,7 +92,7 @@ type leases struct {
 	wg     sync.WaitGroup
 
 	mu      sync.Mutex
-	feed    eventbus.Feed
+	feed    backend.Feed
 	closing bool
 	own     map[string][]byte               // this node's part keys → value, to share again after an expiry
 	turns   map[string]bool                 // this node's turn keys
@@ -177,7 +177,7 @@ func parseLeaseKey(key string) (leaseRef, bool) {
 // start writes the node's key, then reads the whole bucket (every live
 // part reaches feed before it returns; ctx bounds it) and keeps watching
 // it, and renews the key until close.
-func (l *leases) start(ctx context.Context, feed eventbus.Feed) error {
+func (l *leases) start(ctx context.Context, feed backend.Feed) error {
 	l.mu.Lock()
 	l.feed = feed
 	l.mu.Unlock()
@@ -379,7 +379,7 @@ func (l *leases) goneLocked(node string, a *leaseAction) {
 }
 
 // act hands a to the feed and purges the keys of a node that went.
-func (l *leases) act(feed eventbus.Feed, a leaseAction) {
+func (l *leases) act(feed backend.Feed, a leaseAction) {
 	if feed == nil {
 		return
 	}
@@ -491,7 +491,7 @@ func (l *leases) close() {
 	}
 }
 
-// HoldTurn implements [eventbus.LeaseBackend]: it writes the key of turn
+// HoldTurn implements [backend.LeaseBackend]: it writes the key of turn
 // of session under this node (t.<node>.<session>.<turn> in the lease
 // bucket), alive while the node's own key is renewed (every lease/4, with
 // the lease of eventbus.Options.TurnLease given to [NewBackend]; the lease
@@ -508,7 +508,7 @@ func (be *Backend) HoldTurn(ctx context.Context, session, turn string, _ time.Du
 	return nil
 }
 
-// ReleaseTurn implements [eventbus.LeaseBackend]: it purges the turn's key.
+// ReleaseTurn implements [backend.LeaseBackend]: it purges the turn's key.
 // Errors, wrapped: NATS errors, ctx's.
 func (be *Backend) ReleaseTurn(ctx context.Context, session, turn string) error {
 	if be.leases == nil {
@@ -520,7 +520,7 @@ func (be *Backend) ReleaseTurn(ctx context.Context, session, turn string) error 
 	return nil
 }
 
-// SharePresence implements [eventbus.LeaseBackend]: it writes this node's
+// SharePresence implements [backend.LeaseBackend]: it writes this node's
 // part of session's presence (p.<node>.<session>; nil purges it), which
 // every other node's watcher hands to its Feed.Presence within
 // milliseconds; a node that starts later reads every part before Start

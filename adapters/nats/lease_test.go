@@ -247,7 +247,7 @@ func TestCancelAcrossNodes(t *testing.T) {
 	tr, err := a.bus.StartTurn(context.Background(), "root", eventbus.TurnOptions{ID: "one"})
 	require.NoError(t, err)
 	syncNode(t, b.bus)
-	res, err := b.bus.Cancel(context.Background(), "root", frame.CancelData{Turn: "one"})
+	res, err := b.bus.Cancel(context.Background(), "root", frame.TurnData{Turn: "one"})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"one"}, res.Cancelled)
 	done(tr)
@@ -263,7 +263,7 @@ func TestCancelAcrossNodes(t *testing.T) {
 	syncNode(t, b.bus)
 	mid, err := b.bus.StartTurn(context.Background(), "sub", eventbus.TurnOptions{ID: "m"})
 	require.NoError(t, err)
-	res, err = b.bus.Cancel(context.Background(), "root", frame.CancelData{Cascade: true})
+	res, err = b.bus.Cancel(context.Background(), "root", frame.TurnData{Cascade: true})
 	require.NoError(t, err)
 	assert.ElementsMatch(t, []string{"r", "m", "d"}, res.Cancelled)
 	for _, tr := range []*eventbus.Turn{root, mid, deep} {

@@ -15,10 +15,11 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/backend"
 	"github.com/replaybus/replaybus/eventbus/producer"
 )
 
-// Idempotent producers over JetStream (eventbus.ProducerBackend).
+// Idempotent producers over JetStream (backend.ProducerBackend).
 //
 // The record of producer P in session S is the last message on its own
 // subject of the stream, <prefix>.$P.<S>.<P> (ids escaped as for session
@@ -32,7 +33,7 @@ import (
 // the bus checked the stamp against. JetStream stores both or neither, so
 // the check and the event are one step whichever node publishes: a record
 // that moved meanwhile (a retry, a zombie, another node) fails the batch
-// (eventbus.ErrProducerConflict) and the bus checks again. The record lives
+// (backend.ErrProducerConflict) and the bus checks again. The record lives
 // in the stream, so every node and every restart sees it; the Nats-Msg-Id
 // makes JetStream itself refuse a repeat within the stream's Duplicates
 // window (2 minutes by default) even if the record were gone.
@@ -41,7 +42,7 @@ import (
 // skips them (they are no session's): an event id is followed by a gap of
 // one where a record was stored.
 
-var _ eventbus.ProducerBackend = (*Backend)(nil)
+var _ backend.ProducerBackend = (*Backend)(nil)
 
 // producerToken is the subject token under the prefix that holds the
 // producers' records; escapeToken never produces it.
@@ -89,7 +90,7 @@ func (be *Backend) producersReady(ctx context.Context) error {
 	return nil
 }
 
-// ProducerState implements [eventbus.ProducerBackend]: the last message on
+// ProducerState implements [backend.ProducerBackend]: the last message on
 // the producer's record subject, asked of the stream (one request). Errors:
 // [eventbus.ErrInvalid] for an over-long subject, producer.ErrUnsupported
 // on a server without atomic batch publish, the stream's errors wrapped.
@@ -128,22 +129,23 @@ func (be *Backend) ProducerState(ctx context.Context, session, id string) (produ
 	return producer.State{Epoch: rec.Epoch, LastSeq: rec.Seq, LastID: m.Sequence - 1}, m.Sequence, nil
 }
 
-// AppendProducer implements [eventbus.ProducerBackend]: one atomic batch
+// AppendProducer implements [backend.ProducerBackend]: one atomic batch
 // of the event and the producer's new record, the record under
 // Nats-Expected-Last-Subject-Sequence rev, the event with a Nats-Msg-Id of
 // (session, producer, epoch, sequence). It waits for the batch's ack
 // (bounded by ctx and the publish timeout) and returns the event's id and
 // the record's new revision (the next stream sequence).
-// Errors: [eventbus.ErrProducerConflict] when the record moved (or in a
+// Errors: [backend.ErrProducerConflict] when the record moved (or in a
 // cluster is being written, or the same event is, or too many batches are
 // in flight on the stream: read the record again and try again); a
 // *producer.Error with producer.ErrDuplicate (LastID 0) when JetStream
 // already holds the event's Nats-Msg-Id; otherwise Append's.
-func (be *Backend) AppendProducer(ctx context.Context, path []string, ev eventbus.Event, p producer.Stamp, rev uint64) (id, newRev uint64, err error) {
+func (be *Backend) AppendProducer(ctx context.Context, path []string, ev backend.Record, p producer.Stamp, rev uint64) (id, newRev uint64, err error) {
+	session := path[len(path)-1]
 	if err := be.producersReady(ctx); err != nil {
 		return 0, 0, err
 	}
-	recSubj, err := be.producerSubject(ev.Session, p.ID)
+	recSubj, err := be.producerSubject(session, p.ID)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -152,8 +154,8 @@ func (be *Backend) AppendProducer(ctx context.Context, path []string, ev eventbu
 		return 0, 0, fmt.Errorf("nats: session path %q gives a subject of %d bytes, over %d: %w",
 			path, len(subject), MaxSubjectLen, eventbus.ErrInvalid)
 	}
-	body := make([]byte, 0, envelopeSize(ev.Type, ev.Origin, storedContentType(&ev), ev.Data))
-	body = appendEnvelope(body, ev.Type, ev.Time.UnixNano(), ev.Origin, storedContentType(&ev), ev.Data)
+	body := make([]byte, 0, envelopeSize(ev.Type, ev.Origin, ev.ContentType, ev.Data))
+	body = appendEnvelope(body, ev.Type, ev.Time.UnixNano(), ev.Origin, ev.ContentType, ev.Data)
 	rec, _ := json.Marshal(producerRecord{Epoch: p.Epoch, Seq: p.Seq})
 	rctx, cancel := context.WithTimeout(ctx, be.o.publishTimeout)
 	defer cancel()
@@ -163,7 +165,7 @@ func (be *Backend) AppendProducer(ctx context.Context, path []string, ev eventbu
 	// timeout) cut short, or that no stream received, is sent again with a
 	// new batch id until the publish timeout.
 	for attempt := 0; ; attempt++ {
-		seq, again, err := be.appendBatch(rctx, attempt, subject, recSubj, body, rec, ev.Session, p, rev)
+		seq, again, err := be.appendBatch(rctx, attempt, subject, recSubj, body, rec, session, p, rev)
 		if !again {
 			if errors.Is(err, ErrStreamLost) {
 				be.loseStream(err) // an ack from another stream, as for Append
@@ -216,10 +218,10 @@ func (be *Backend) appendBatch(rctx context.Context, n int, subject, recSubj str
 	}
 	seq, err = be.parseBatchAck(resp.Data, session, p)
 	var pe *producer.Error
-	if n > 0 && (errors.As(err, &pe) || errors.Is(err, eventbus.ErrProducerConflict)) {
+	if n > 0 && (errors.As(err, &pe) || errors.Is(err, backend.ErrProducerConflict)) {
 		// An earlier try may have been stored after all: the bus reads
 		// the record again, which then names that try's event.
-		return 0, false, fmt.Errorf("%w: an earlier try of this publish may be stored (%w)", eventbus.ErrProducerConflict, err)
+		return 0, false, fmt.Errorf("%w: an earlier try of this publish may be stored (%w)", backend.ErrProducerConflict, err)
 	}
 	return seq, false, err
 }
@@ -243,7 +245,7 @@ func (be *Backend) parseBatchAck(data []byte, session string, p producer.Stamp) 
 	if e := r.Error; e != nil {
 		switch e.ErrCode {
 		case errCodeWrongLastSeq, errCodeWrongLastSeqConst, errCodeDupMsgIDInProcess, errCodeBatchInflight:
-			return 0, fmt.Errorf("%w: %s (err_code %d)", eventbus.ErrProducerConflict, e.Description, e.ErrCode)
+			return 0, fmt.Errorf("%w: %s (err_code %d)", backend.ErrProducerConflict, e.Description, e.ErrCode)
 		case errCodeBatchDupMsgID:
 			return 0, &producer.Error{Kind: producer.ErrDuplicate, Session: session, Stamp: p, State: producer.State{Epoch: p.Epoch, LastSeq: p.Seq}}
 		}

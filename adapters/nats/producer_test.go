@@ -16,6 +16,7 @@ import (
 	rbnats "github.com/replaybus/replaybus/adapters/nats"
 	"github.com/replaybus/replaybus/adapters/nats/embedded"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/backend"
 	"github.com/replaybus/replaybus/eventbus/producer"
 	"github.com/replaybus/replaybus/internal/testkit"
 )
@@ -53,7 +54,7 @@ func TestProducerRetryAfterLostAckIsStoredOnceOverNATS(t *testing.T) {
 	require.Zero(t, rev, "no record yet")
 	require.Zero(t, st)
 	first, _, err := n.be.AppendProducer(context.Background(), []string{"s"},
-		eventbus.Event{Session: "s", Type: "msg", Data: []byte(`{"n":1}`), Time: time.Now()}, p, rev)
+		backend.Record{Type: "msg", Data: []byte(`{"n":1}`), Time: time.Now()}, p, rev)
 	require.NoError(t, err)
 	// The producer retries.
 	again, err := stamped(n.bus, "s", p, `{"n":1}`)
@@ -289,7 +290,7 @@ func TestProducerStateSurvivesRestart(t *testing.T) {
 
 // The check and the append are one step: an append against a record that
 // moved since it was read (another publish of the producer, through any
-// node) stores nothing and reports eventbus.ErrProducerConflict, after
+// node) stores nothing and reports backend.ErrProducerConflict, after
 // which the bus reads the record again.
 func TestAppendProducerRefusesMovedRecord(t *testing.T) {
 	n := newNode(t, shared.ClientURL(), eventbus.Options{}, uniqueStream()...)
@@ -299,14 +300,14 @@ func TestAppendProducerRefusesMovedRecord(t *testing.T) {
 	ev, err := stamped(n.bus, "s", producer.Stamp{ID: "w"}, `0`)
 	require.NoError(t, err)
 	_, _, err = n.be.AppendProducer(context.Background(), []string{"s"},
-		eventbus.Event{Session: "s", Type: "msg", Time: time.Now()}, producer.Stamp{ID: "w", Epoch: 1}, rev)
-	require.ErrorIs(t, err, eventbus.ErrProducerConflict)
+		backend.Record{Type: "msg", Time: time.Now()}, producer.Stamp{ID: "w", Epoch: 1}, rev)
+	require.ErrorIs(t, err, backend.ErrProducerConflict)
 	st, now, err := n.be.ProducerState(context.Background(), "s", "w")
 	require.NoError(t, err)
 	assert.Equal(t, producer.State{Epoch: 0, LastSeq: 0, LastID: ev.ID}, st, "the record is the accepted publish's")
 	assert.NotEqual(t, rev, now)
 	id, rev2, err := n.be.AppendProducer(context.Background(), []string{"s"},
-		eventbus.Event{Session: "s", Type: "msg", Time: time.Now()}, producer.Stamp{ID: "w", Epoch: 1}, now)
+		backend.Record{Type: "msg", Time: time.Now()}, producer.Stamp{ID: "w", Epoch: 1}, now)
 	require.NoError(t, err, "at the current revision it goes in")
 	st, now, err = n.be.ProducerState(context.Background(), "s", "w")
 	require.NoError(t, err)

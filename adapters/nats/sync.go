@@ -9,12 +9,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// How far the node is behind its stream (eventbus.Syncer, Backend.Sync).
+// How far the node is behind its stream (backend.Syncer, Backend.Sync).
 // The stream's last sequence is no target to wait for: its message may be
 // gone (deleted, purged, replaced, aged out) before the node read it, and
 // then no consumer delivers it.
 
-// LastID implements [eventbus.Syncer]: the id of the last event the stream
+// LastID implements [backend.Syncer]: the id of the last event the stream
 // still holds (0: none), asked of the server with one request (the last
 // message under the prefix, its body included). It is a message this node
 // reads, so a bus waiting for its feed to reach LastID does not wait for a

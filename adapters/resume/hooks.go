@@ -55,4 +55,4 @@ type OnSubscribeFunc func(r *http.Request, sub *eventbus.Subscription)
 // non-nil error answers 403 forbidden with the error's text, or the
 // [*StatusError] it is or wraps, and the log is unchanged. It runs on the
 // request's goroutine (the WebSocket's reader) and may block.
-type AuthorizeCancelFunc func(r *http.Request, sessionID string, c *frame.CancelData) error
+type AuthorizeCancelFunc func(r *http.Request, sessionID string, c *frame.TurnData) error

@@ -132,6 +132,6 @@ func ParseCancel(b []byte) (CancelRequest, error) {
 
 // Data is the request as the bus takes it ([eventbus.Bus.Cancel]), with by
 // as who asked ("" for nobody named).
-func (c CancelRequest) Data(by string) frame.CancelData {
-	return frame.CancelData{Turn: c.Turn, Cascade: c.Cascade, By: by}
+func (c CancelRequest) Data(by string) frame.TurnData {
+	return frame.TurnData{Turn: c.Turn, Cascade: c.Cascade, By: by}
 }

@@ -145,7 +145,7 @@
 // then each HTTP/1.x stream, once subscribed, takes its connection over and
 // is served by a goroutine of the handler, with a second one that reads the
 // connection to notice the client going (net/http's request goroutine and
-// buffers are released: an idle stream costs 11 KiB instead of 28 KiB). A
+// buffers are released: an idle stream costs 14 KiB instead of 28 KiB). A
 // client that disconnects is unsubscribed at once and frees its slot under
 // the subscriber cap, either way. [Handler.Close] ends every stream;
 // [Handler.Shutdown] also waits for them. [Encoder], [Decoder] and [Stream]

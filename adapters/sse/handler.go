@@ -85,17 +85,17 @@ type HandlerOptions struct {
 	Query resume.QueryRules
 	// Hijack serves each HTTP/1.x stream, once subscribed, on its
 	// connection itself (http.Hijacker) rather than through net/http: an
-	// idle stream then costs about 11 KiB of the server's memory instead
+	// idle stream then costs about 14 KiB of the server's memory instead
 	// of 28 KiB (net/http's buffers and serving goroutine are released;
-	// docs/benchmarks.md, "Connection scale"). The answer has Connection:
+	// docs/operations.md, "Memory per idle SSE stream"). The answer has Connection:
 	// close and no length (its body ends with the connection). Off by
 	// default, because a taken-over stream leaves net/http's view:
 	// http.Server.Shutdown does not wait for it and http.Server.Close does
 	// not close it (end streams with [Handler.Close] or [Handler.Shutdown],
 	// for example from http.Server.RegisterOnShutdown), and middleware
 	// that wraps the ResponseWriter no longer sees the stream's writes.
-	// HTTP/2 streams, and writers that cannot be hijacked (a wrapper
-	// without Unwrap), stay on net/http.
+	// HTTP/2 streams, writers that cannot be hijacked (a wrapper without
+	// Unwrap), and answers with a Content-Encoding stay on net/http.
 	Hijack bool
 	// PlainIDs writes ids as plain decimal sequence numbers ("id: 42"), the
 	// wire form of AgentPool and qwen-code, for clients that parse ids as
@@ -154,8 +154,38 @@ type Handler struct {
 
 // streamState is one open stream: how to end it and its own counters.
 type streamState struct {
+	// cancel ends the context of a stream that has one of its own (one
+	// that may take its connection over); nil for a stream that runs on
+	// its request's context, which end closes the subscription of.
 	cancel             context.CancelFunc
+	sub                atomic.Pointer[eventbus.Subscription]
+	ended              atomic.Bool
 	frames, heartbeats atomic.Uint64
+}
+
+// end ends the stream (Handler.Close): its parked read returns at once.
+// Safe for concurrent use; a stream not yet subscribed learns it from
+// subscribed.
+func (st *streamState) end() {
+	if st.cancel != nil {
+		st.cancel()
+		return
+	}
+	st.ended.Store(true)
+	if sub := st.sub.Load(); sub != nil {
+		sub.Close()
+	}
+}
+
+// subscribed records the stream's subscription; false when end came
+// first (the subscription is then closed).
+func (st *streamState) subscribed(sub *eventbus.Subscription) bool {
+	st.sub.Store(sub)
+	if st.ended.Load() {
+		sub.Close()
+		return false
+	}
+	return true
 }
 
 // NewHandler returns a Handler serving bus. It fails when bus is nil, and
@@ -168,7 +198,7 @@ func NewHandler(bus *eventbus.Bus, o HandlerOptions) (*Handler, error) {
 	if err := hooks.Check("sse: NewHandler", bus); err != nil {
 		return nil, err
 	}
-	h := &Handler{bus: bus, o: o, hooks: hooks, streams: serve.NewRegistry(func(s *streamState) { s.cancel() })}
+	h := &Handler{bus: bus, o: o, hooks: hooks, streams: serve.NewRegistry((*streamState).end)}
 	h.conns, h.cross, h.maxSessions = newConns(), o.CrossOrigin, o.MaxSessions
 	if h.cross == nil {
 		h.cross = http.NewCrossOriginProtection()
@@ -333,12 +363,20 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request) *opened {
 	s := &opened{session: adm.Session, enc: h.encOpts}
 	opts := adm.Options
 	s.enc.NoEventField = adm.Message
-	// The stream's context ends with the request's, unless the stream
-	// takes its connection over (takeover.go): net/http ends the request
-	// when ServeHTTP returns, and the stream goes on.
-	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(r.Context()))
-	s.stop = context.AfterFunc(r.Context(), s.cancel)
-	s.st = &streamState{cancel: s.cancel}
+	s.st = &streamState{}
+	if h.mayTakeOver(r) {
+		// The stream's context ends with the request's unless the stream
+		// takes its connection over (takeover.go): net/http ends the
+		// request when ServeHTTP returns, and the stream goes on.
+		s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(r.Context()))
+		s.stop = context.AfterFunc(r.Context(), s.cancel)
+		s.st.cancel = s.cancel
+	} else {
+		// The request's own context, and Handler.Close closes the
+		// subscription: no context, cancel func or AfterFunc of the
+		// stream's own (about 0.5 KiB per idle stream).
+		s.ctx, s.cancel, s.stop = r.Context(), func() {}, func() bool { return false }
+	}
 	id, ok := h.register(s.st)
 	if !ok {
 		s.stop()
@@ -361,7 +399,7 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request) *opened {
 		defer s.cancel()
 		switch {
 		case r.Context().Err() != nil: // the client is gone: nobody to answer
-		case s.ctx.Err() != nil, errors.Is(err, eventbus.ErrClosed):
+		case s.ctx.Err() != nil, s.st.ended.Load(), errors.Is(err, eventbus.ErrClosed):
 			// The handler (or the bus) closed while the stream was being
 			// opened: answered as a request after the close, not left to
 			// net/http's empty 200, which is no event stream at all.
@@ -369,6 +407,14 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request) *opened {
 		default:
 			h.reject(w, err, s.session)
 		}
+		return nil
+	}
+	if !s.st.subscribed(sub) {
+		// The handler closed while the stream was being opened.
+		h.unregister(id)
+		s.stop()
+		s.cancel()
+		h.goAway(w)
 		return nil
 	}
 	s.sub = sub

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -665,5 +666,42 @@ func TestEmptySessionIDNamesTheCause(t *testing.T) {
 				assert.Contains(t, body.Message, w)
 			}
 		})
+	}
+}
+
+// Handler.Close that comes while streams are being opened ends every one of
+// them: a stream on its request's context is ended by closing its
+// subscription, and one subscribed just after Close sees it and goes away
+// (200 and a retry: line), so that no ServeHTTP is left waiting.
+func TestHandlerCloseWhileStreamsOpen(t *testing.T) {
+	t.Parallel()
+	for round := range 20 {
+		b := newBus(t, eventbus.Options{})
+		publish(t, b, "s1", "a", nil)
+		h := newHandler(t, b, sse.HandlerOptions{})
+		var wg sync.WaitGroup
+		recs := make([]*recorder, 8)
+		for i := range recs {
+			recs[i] = newRecorder()
+			r := httptest.NewRequest(http.MethodGet, "/session/s1/events", nil)
+			r.SetPathValue("id", "s1")
+			wg.Go(func() { h.ServeHTTP(recs[i], r) })
+		}
+		if round%2 == 1 {
+			time.Sleep(time.Duration(round) * 50 * time.Microsecond)
+		}
+		require.NoError(t, h.Close())
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: a stream outlived Handler.Close", round)
+		}
+		for _, w := range recs {
+			assert.Equal(t, http.StatusOK, w.status)
+		}
+		assert.Zero(t, h.Stats().Active)
+		assert.Zero(t, b.Stats().Subscribers)
 	}
 }

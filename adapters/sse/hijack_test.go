@@ -105,6 +105,28 @@ func TestHijackedStreamServesOnItsConnection(t *testing.T) {
 	assert.Equal(t, []string{"4", "5", "6"}, readIDLines(t, br, 3))
 }
 
+// TestHijackLeavesEncodedAnswersOnNetHTTP: a middleware that set a
+// Content-Encoding encodes the body in its writer; taking the connection
+// over would send raw frames under that header, so the stream stays on
+// net/http (chunked, no Connection: close).
+func TestHijackLeavesEncodedAnswersOnNetHTTP(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, eventbus.Options{})
+	require.NoError(t, b.CreateSession("s1", ""))
+	h := newHandler(t, b, sse.HandlerOptions{Hijack: true})
+	srv := serve(t, h, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Encoding", "gzip") // a compressor that forwards Hijack
+			next.ServeHTTP(w, r)
+		})
+	})
+	_, _, head := rawGet(t, srv.Listener.Addr().String(), "/session/s1/events?replay=0")
+	require.NotEmpty(t, head)
+	headers := strings.Join(head[1:], "\n")
+	assert.Contains(t, headers, "Transfer-Encoding: chunked")
+	assert.NotContains(t, headers, "Connection: close")
+}
+
 // TestHijackedStreamsEndOnShutdown: http.Server does not see a hijacked
 // stream; Handler.Shutdown ends every one (the client reads the end of
 // its body) and waits for them.

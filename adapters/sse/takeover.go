@@ -24,18 +24,24 @@ import (
 // idle (a batch is built in a pooled one and written with one write), and
 // a goroutine that reads the connection to learn when the client goes
 // (what net/http's background reader did). net/http's buffers and its
-// goroutine are then released. HTTP/2 streams, and a ResponseWriter that
-// cannot be hijacked (a wrapper without Unwrap, a recorder), stay on
-// net/http.
+// goroutine are then released. HTTP/2 streams, a ResponseWriter that
+// cannot be hijacked (a wrapper without Unwrap, a recorder), and an answer
+// a middleware set a Content-Encoding on (it encodes the body in its
+// writer) stay on net/http.
 
 // takeOver hijacks w's connection for the stream s and serves it on a
 // goroutine of its own; false when it did not (Hijack off, HTTP/2, a
 // writer that cannot be hijacked), and the stream stays on net/http.
 func (h *Handler) takeOver(w http.ResponseWriter, r *http.Request, s *opened) bool {
-	if !h.o.Hijack || r.ProtoMajor != 1 {
+	if s.st.cancel == nil { // opened without a context of its own: see mayTakeOver
 		return false
 	}
 	hd := w.Header()
+	if hd.Get("Content-Encoding") != "" {
+		// A middleware encodes the body (compression) in its writer,
+		// which a taken-over stream would bypass under its header.
+		return false
+	}
 	conn, _, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		return false
@@ -46,6 +52,10 @@ func (h *Handler) takeOver(w http.ResponseWriter, r *http.Request, s *opened) bo
 	go h.serveConn(conn, hd, r.RemoteAddr, s)
 	return true
 }
+
+// mayTakeOver reports whether a stream of r may take its connection over:
+// Hijack on and HTTP/1.x. Such a stream gets a context of its own in open.
+func (h *Handler) mayTakeOver(r *http.Request) bool { return h.o.Hijack && r.ProtoMajor == 1 }
 
 // serveConn serves the stream s on conn until it ends, then closes conn.
 func (h *Handler) serveConn(conn net.Conn, hd http.Header, remote string, s *opened) {

@@ -117,10 +117,10 @@ func TestCancelRefusalsNameTheValueAndWriteNothing(t *testing.T) {
 		{name: "compressed", body: `{}`, header: http.Header{"Content-Encoding": {"gzip"}}, status: 415, code: "unsupported_content_encoding", message: `"gzip"`},
 		{name: "too large", body: `{"turn":"` + strings.Repeat(" ", turns.MaxBodyBytes) + `"}`, status: 413, code: "body_too_large", message: "over 4096 bytes"},
 		{name: "a page of another site", header: http.Header{"Sec-Fetch-Site": {"cross-site"}}, status: 403, code: "forbidden_origin", message: "cross-origin"},
-		{name: "the hook refuses", opts: turns.HandlerOptions{AuthorizeCancel: func(*http.Request, string, *frame.CancelData) error {
+		{name: "the hook refuses", opts: turns.HandlerOptions{AuthorizeCancel: func(*http.Request, string, *frame.TurnData) error {
 			return errors.New("only the session's owner may stop it")
 		}}, status: 403, code: "forbidden", message: "only the session's owner may stop it"},
-		{name: "the hook chooses its answer", opts: turns.HandlerOptions{AuthorizeCancel: func(*http.Request, string, *frame.CancelData) error {
+		{name: "the hook chooses its answer", opts: turns.HandlerOptions{AuthorizeCancel: func(*http.Request, string, *frame.TurnData) error {
 			return &resume.StatusError{Status: 401, Code: "unauthorized", Message: "no token"}
 		}}, status: 401, code: "unauthorized", message: "no token"},
 		{name: "a bad session id", session: "a%0Ab", status: 400, code: "invalid_session_id", message: `session id "a\nb"`},
@@ -161,15 +161,15 @@ func TestCancelHookSetsWhoAsked(t *testing.T) {
 	t.Parallel()
 	b := newBus(t)
 	require.NoError(t, b.CreateSession("s", ""))
-	var seen frame.CancelData
-	_, srv := serve(t, b, turns.HandlerOptions{AuthorizeCancel: func(r *http.Request, session string, c *frame.CancelData) error {
+	var seen frame.TurnData
+	_, srv := serve(t, b, turns.HandlerOptions{AuthorizeCancel: func(r *http.Request, session string, c *frame.TurnData) error {
 		seen = *c
 		c.By = r.Header.Get("X-User") + "@" + session
 		return nil
 	}})
 	a := do(t, http.MethodPost, srv.URL+"/session/s/cancel", `{"turn":"t9","cascade":true}`, http.Header{"X-User": {"alice"}})
 	require.Equal(t, http.StatusAccepted, a.status, a.body)
-	assert.Equal(t, frame.CancelData{Turn: "t9", Cascade: true}, seen)
+	assert.Equal(t, frame.TurnData{Turn: "t9", Cascade: true}, seen)
 
 	sub, err := b.Subscribe(context.Background(), "s", eventbus.SubscribeOptions{})
 	require.NoError(t, err)

@@ -21,6 +21,7 @@ import (
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/adapters/ws"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/internal/testkit"
 )
 
 // BenchmarkW8Loopback is the W8 workload of docs/benchmarks.md for both
@@ -120,9 +121,9 @@ func benchW8(b *testing.B, transport string, S int) {
 		}
 	}
 	deadline := time.Now().Add(60 * time.Second)
-	for bus.SubscriberCounts()["w8"] < S {
+	for testkit.SubscriberCounts(bus)["w8"] < S {
 		if time.Now().After(deadline) {
-			b.Fatalf("only %d of %d clients subscribed", bus.SubscriberCounts()["w8"], S)
+			b.Fatalf("only %d of %d clients subscribed", testkit.SubscriberCounts(bus)["w8"], S)
 		}
 		time.Sleep(time.Millisecond)
 	}

@@ -41,7 +41,7 @@ func TestCancelMessageAnswersAsTheRoute(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name, msg string
-		hook      func(*http.Request, string, *frame.CancelData) error
+		hook      func(*http.Request, string, *frame.TurnData) error
 		want      string
 		ended     bool // the running turn ended
 	}{
@@ -53,7 +53,7 @@ func TestCancelMessageAnswersAsTheRoute(t *testing.T) {
 			want: `{"status":409,"code":"turn_ended","message":"turn ended: turn \"done\" of session \"s\""}`},
 		{name: "a bad turn id", msg: `{"type":"cancel","turn":"a\u0007b"}`,
 			want: `{"status":400,"code":"invalid_turn_id","message":"invalid turn: turn id \"a\\ab\" contains control character '\\a'"}`},
-		{name: "the hook refuses", msg: `{"type":"cancel"}`, hook: func(r *http.Request, session string, c *frame.CancelData) error {
+		{name: "the hook refuses", msg: `{"type":"cancel"}`, hook: func(r *http.Request, session string, c *frame.TurnData) error {
 			return errors.New("tab " + c.By + " may not stop " + session + " (" + r.URL.Query().Get("client") + ")")
 		}, want: `{"status":403,"code":"forbidden","message":"tab tab-1 may not stop s (tab-1)"}`},
 	} {
@@ -102,7 +102,7 @@ func TestCancelMessageAnswersAsTheRoute(t *testing.T) {
 			ev, ok := sub.TryNext()
 			require.True(t, ok)
 			assert.Equal(t, frame.TypeTurnCancel, ev.Type)
-			var cd frame.CancelData
+			var cd frame.TurnData
 			require.NoError(t, json.Unmarshal(ev.Data, &cd))
 			assert.Equal(t, "tab-1", cd.By)
 			assert.EqualValues(t, 1, s.h.Stats().Cancels)

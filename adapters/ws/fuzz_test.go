@@ -15,6 +15,7 @@ import (
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/adapters/ws"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/internal/testkit"
 )
 
 // FuzzParseClientMessage: any bytes give a message or a *MessageError,
@@ -129,6 +130,6 @@ func FuzzUpgradeParams(f *testing.F) {
 		assert.Equal(t, perr.Code, body.Code)
 		assert.NotEmpty(t, body.Message)
 		assert.Less(t, len(body.Message), 512, "the message quotes the value cut short")
-		assert.Zero(t, bus.SubscriberCounts()["s1"], "nothing subscribed")
+		assert.Zero(t, testkit.SubscriberCounts(bus)["s1"], "nothing subscribed")
 	})
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/replaybus/replaybus/adapters/ws"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
+	"github.com/replaybus/replaybus/internal/testkit"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -97,7 +98,7 @@ func TestErrorsBeforeUpgrade(t *testing.T) {
 	require.NoError(t, err)
 	_ = r.Body.Close()
 	assert.Equal(t, http.StatusUpgradeRequired, r.StatusCode)
-	assert.Equal(t, 1, s.bus.SubscriberCounts()["s1"])
+	assert.Equal(t, 1, testkit.SubscriberCounts(s.bus)["s1"])
 	assert.EqualValues(t, 10, s.h.Stats().Rejected)
 }
 

@@ -88,7 +88,7 @@ func subscribeRacingPublish(t *testing.T, s *suite) {
 		replaying, completed := true, !withComplete
 		for len(got) == 0 || got[len(got)-1] < last || !completed {
 			ev := s.next(t, sub)
-			if ev.Synthetic() {
+			if ev.ID == 0 {
 				require.Equal(t, frame.TypeReplayComplete, ev.Type, "%s", ev.Data)
 				require.False(t, completed, "second replay_complete")
 				completed, replaying = true, false

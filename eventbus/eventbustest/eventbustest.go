@@ -97,7 +97,7 @@ func (s *suite) ids(t *testing.T, sub *eventbus.Subscription, n int, replay bool
 	out := make([]uint64, 0, n)
 	for len(out) < n {
 		ev := s.next(t, sub)
-		require.False(t, ev.Synthetic(), "unexpected frame %s %s after %v", ev.Type, ev.Data, out)
+		require.False(t, ev.ID == 0, "unexpected frame %s %s after %v", ev.Type, ev.Data, out)
 		assert.Equal(t, replay, ev.Replay, "Replay flag of id %d", ev.ID)
 		out = append(out, ev.ID)
 	}

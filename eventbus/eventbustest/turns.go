@@ -42,7 +42,7 @@ func turns(t *testing.T, s *suite) {
 	require.NoError(t, err)
 	record("msg")
 
-	res, err := b.Cancel(context.Background(), "s", frame.CancelData{Turn: "t1"})
+	res, err := b.Cancel(context.Background(), "s", frame.TurnData{Turn: "t1"})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"t1"}, res.Cancelled)
 	record(frame.TypeTurnCancel)
@@ -60,7 +60,7 @@ func turns(t *testing.T, s *suite) {
 	assert.False(t, ok)
 	quiet(t, sub)
 
-	res, err = b.Cancel(context.Background(), "s", frame.CancelData{Turn: "t2"})
+	res, err = b.Cancel(context.Background(), "s", frame.TurnData{Turn: "t2"})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"t2"}, res.Held)
 	record(frame.TypeTurnCancel)

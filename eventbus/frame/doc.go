@@ -6,7 +6,7 @@
 // replay_complete into [ReplayCompleteData], slow_client_warning into
 // [SlowClientWarningData], client_evicted into [ClientEvictedData],
 // session_closed into [SessionClosedData], snapshot into [SnapshotData],
-// turn_start and turn_end into [TurnData], turn_cancel into [CancelData],
+// turn_start, turn_end and turn_cancel into [TurnData],
 // presence into [PresenceData].
 // docs/protocol.md has the wire. [CheckName] and [CheckTypes] say which
 // session ids, event types and type filters a bus accepts, so that an

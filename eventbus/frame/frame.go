@@ -80,7 +80,7 @@ const (
 	// session in scope before this node received them (a NATS node that fell
 	// behind what the stream retained, or that was cut off from NATS while
 	// the stream moved on). CompleteFromID is the first id after the
-	// gap. See eventbus.Feed.Evicted.
+	// gap. See backend.Feed.Evicted (package eventbus/backend).
 	ReasonFeedGap = "feed_gap"
 	// ReasonQueueOverflow: evicted because the live queue hit its frame limit.
 	ReasonQueueOverflow = "queue_overflow"

@@ -11,7 +11,7 @@ const (
 	// TypeTurnEnd closes a turn, exactly once; data is [TurnData] with
 	// Turn, Reason and, for ReasonError, Message.
 	TypeTurnEnd = "turn_end"
-	// TypeTurnCancel records a cancel request; data is [CancelData].
+	// TypeTurnCancel records a cancel request; data is [TurnData].
 	TypeTurnCancel = "turn_cancel"
 	// TypePresence is a subscriber's view of who is attached to its
 	// session and what the agent is doing; data is [PresenceData]. Sent
@@ -34,12 +34,14 @@ const (
 	ReasonProducerLost = "producer_lost"
 )
 
-// TurnData is the payload of turn_start and turn_end, and what
-// eventbus.Bus.Turn reports about a turn
-// (then with StartID, and EndID once it ended).
+// TurnData is the payload of turn_start, turn_end and turn_cancel, what
+// eventbus.Bus.Turn reports about a turn (then with StartID, and EndID once
+// it ended), and the request of eventbus.Bus.Cancel (Turn, Cascade, By).
 type TurnData struct {
-	// Turn is the turn's id, unique within its session.
-	Turn string `json:"turn"`
+	// Turn is the turn's id, unique within its session; never empty in
+	// turn_start and turn_end. In a cancel, empty means every active turn
+	// of the session.
+	Turn string `json:"turn,omitempty"`
 	// Session is the turn's session (set in turn_start).
 	Session string `json:"session,omitempty"`
 	// Reason and Message say why the turn ended (turn_end only).
@@ -49,16 +51,11 @@ type TurnData struct {
 	// events; never set in a record's own payload (its id is its own).
 	StartID uint64 `json:"startId,omitempty"`
 	EndID   uint64 `json:"endId,omitempty"`
-}
-
-// CancelData is the payload of turn_cancel, and the request of
-// eventbus.Bus.Cancel: the turn named by Turn, or with Turn empty every
-// active turn of the session; with Cascade also every active turn of the
-// session's descendants. By names who asked (a client id; free text).
-type CancelData struct {
-	Turn    string `json:"turn,omitempty"`
-	Cascade bool   `json:"cascade,omitempty"`
-	By      string `json:"by,omitempty"`
+	// Cascade (turn_cancel only) also cancels every active turn of the
+	// session's descendants.
+	Cascade bool `json:"cascade,omitempty"`
+	// By (turn_cancel only) names who asked: a client id, free text.
+	By string `json:"by,omitempty"`
 }
 
 // PresenceData is the payload of a presence frame, and what

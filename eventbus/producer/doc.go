@@ -24,7 +24,7 @@
 //
 // The record ([State]) lives with the session in memory (one small entry
 // per producer id, kept until the session is closed or expires). Over a
-// backend that keeps producers (eventbus.ProducerBackend) it lives
+// backend that keeps producers (backend.ProducerBackend) it lives
 // in the backend, so that every node checks against the same record: over
 // NATS JetStream one subject per producer and session, updated in one
 // atomic batch with the event under an expected-last-subject-sequence

@@ -15,7 +15,7 @@ type Stamp struct {
 
 // State is a session's record of one producer: what a [Stamp] is checked
 // against. The in-memory bus keeps it with the session; a bus over a
-// backend that keeps producers (eventbus.ProducerBackend: over NATS
+// backend that keeps producers (backend.ProducerBackend: over NATS
 // JetStream, one subject per producer and session) reads it from there. A
 // plain value, safe to copy and share.
 type State struct {
@@ -67,7 +67,7 @@ func (e *Error) Is(target error) bool { return target == e.Kind }
 // ErrUnsupported: a publish eventbus.WithProducer (or Bus.CheckProducer)
 // that the bus cannot check, so refuses rather than stores unchecked: on a
 // bus over a backend that keeps no producer records (one without
-// eventbus.ProducerBackend, or adapters/nats on a NATS server
+// backend.ProducerBackend, or adapters/nats on a NATS server
 // without atomic batch publish), and through an eventbus.Pipeline over a
 // backend that pipelines appends (publish the stamped event with
 // Bus.Publish instead). errors.Is(err, errors.ErrUnsupported) holds.

@@ -105,3 +105,15 @@ func Main(m *testing.M, r Rapid) {
 	def("rapid.nofailfile", "RAPID_NOFAILFILE", "true")
 	goleak.VerifyTestMain(m)
 }
+
+// SubscriberCounts returns how many subscribers were made on each session
+// of b that has any, from [eventbus.Bus.Sessions].
+func SubscriberCounts(b *eventbus.Bus) map[string]int {
+	out := make(map[string]int)
+	for _, s := range b.Sessions() {
+		if s.Subscribers > 0 {
+			out[s.ID] = s.Subscribers
+		}
+	}
+	return out
+}

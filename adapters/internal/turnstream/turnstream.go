@@ -82,7 +82,7 @@ func (r *Reader) Next(ctx context.Context) (evs []eventbus.Event, done bool, err
 }
 
 func (r *Reader) take(ev eventbus.Event) {
-	if ev.Synthetic() || r.ended || ev.Type == frame.TypeTurnCancel {
+	if ev.ID == 0 || r.ended || ev.Type == frame.TypeTurnCancel {
 		return
 	}
 	if !r.Started {
@@ -172,7 +172,7 @@ func Locate(ctx context.Context, bus *eventbus.Bus, sessionID string, seq uint64
 		if err != nil {
 			return frame.TurnData{}, false, err
 		}
-		if ev.Synthetic() {
+		if ev.ID == 0 {
 			if ev.Type == frame.TypeReplayComplete {
 				break
 			}
@@ -220,7 +220,7 @@ func Prime(ctx context.Context, sub *eventbus.Subscription, dec *codec.Set, enc 
 		if err != nil {
 			return last, fmt.Errorf("%w: %w", ErrEvicted, err)
 		}
-		if ev.Synthetic() {
+		if ev.ID == 0 {
 			if ev.Type == frame.TypeReplayComplete {
 				return last, nil
 			}

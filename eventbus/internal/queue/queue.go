@@ -333,16 +333,34 @@ func (q *Queue) MergeDrops(d *Drop) {
 // batch is spent (Drain again, or wait). It takes a counted entry out of
 // the live limits. last reports whether the entry was the batch's last.
 // The caller clears the entry (*e = Entry{}) once it has read it.
-func (rd *Reader) Take() (e *Entry, last bool) {
+//
+// With owed non-nil the entry's share of the live limits is added to
+// *owed instead of the counter publishers read: a batch reader takes
+// several entries and publishes what it took with one Settle, before it
+// next takes the owner's lock and before it hands its batch out.
+func (rd *Reader) Take(owed *uint64) (e *Entry, last bool) {
 	if int(rd.li) >= len(rd.local) {
 		return nil, false
 	}
 	e = &rd.local[rd.li]
 	rd.li++
 	if e.Counts() {
-		rd.consumed.Add(packLive(e.Cost()))
+		if owed != nil {
+			*owed += packLive(e.Cost())
+		} else {
+			rd.consumed.Add(packLive(e.Cost()))
+		}
 	}
 	return e, int(rd.li) == len(rd.local)
+}
+
+// Settle adds what a batch reader took (Take's owed) to the counter the
+// publishers read, in one atomic step, and zeroes owed.
+func (rd *Reader) Settle(owed *uint64) {
+	if *owed != 0 {
+		rd.consumed.Add(*owed)
+		*owed = 0
+	}
 }
 
 // SetReplay hands the consumer the replay snapshot, read (NextReplay)

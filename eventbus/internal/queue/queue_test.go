@@ -35,7 +35,7 @@ func rec(id uint64, size int) *Record {
 func drainAll(q *Queue, rd *Reader) []Entry {
 	q.Drain(rd)
 	var out []Entry
-	for e, _ := rd.Take(); e != nil; e, _ = rd.Take() {
+	for e, _ := rd.Take(nil); e != nil; e, _ = rd.Take(nil) {
 		out = append(out, *e)
 	}
 	return out

@@ -198,7 +198,7 @@ func (r Reply) Run(t *eventbus.Turn, rate float64) error {
 			}
 			status = s.status
 		}
-		n := acp.Notification{SessionID: t.Session(), Update: s.u}
+		n := acp.Notification{SessionID: t.Start().Session, Update: s.u}
 		if _, err := t.Publish(n.Type(), n); err != nil {
 			return r.fail(t, err)
 		}

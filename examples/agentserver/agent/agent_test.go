@@ -87,7 +87,7 @@ func TestRunStopsAtTheCancel(t *testing.T) {
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- r.Run(tr, 1000) }()
-	_, err = bus.Cancel(context.Background(), "s", frame.CancelData{})
+	_, err = bus.Cancel(context.Background(), "s", frame.TurnData{})
 	require.NoError(t, err)
 	require.NoError(t, <-done)
 	info, ok := bus.Turn("s", "t")

@@ -259,7 +259,7 @@ func TestStopParentStopsTheRun(t *testing.T) {
 		bus := newBus(t)
 		stop := runUntil(t, bus, Options{Parent: "p", TokensPerSecond: 100, Pause: 10 * time.Millisecond},
 			func() bool { return active(bus, "p-coder-1") && active(bus, "p-researcher-1") })
-		res, err := bus.Cancel(context.Background(), "p", frame.CancelData{Cascade: cascade})
+		res, err := bus.Cancel(context.Background(), "p", frame.TurnData{Cascade: cascade})
 		require.NoError(t, err)
 		if cascade {
 			assert.ElementsMatch(t, []string{"turn-1", "turn-1", "turn-1"}, res.Cancelled)
@@ -284,7 +284,7 @@ func TestStopSubAgentAlone(t *testing.T) {
 	bus := newBus(t)
 	stop := runUntil(t, bus, Options{Parent: "p", TokensPerSecond: 2000, Pause: time.Hour, Runs: 1},
 		func() bool { return active(bus, "p-coder-1") })
-	_, err := bus.Cancel(context.Background(), "p-coder-1", frame.CancelData{})
+	_, err := bus.Cancel(context.Background(), "p-coder-1", frame.TurnData{})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return reason(t, bus, "p", "turn-1") != "" }, 30*time.Second, time.Millisecond)
 	assert.Equal(t, frame.ReasonComplete, reason(t, bus, "p", "turn-1"))

@@ -18,6 +18,7 @@ import (
 	"github.com/replaybus/replaybus/adapters/durable"
 	"github.com/replaybus/replaybus/adapters/sse"
 	"github.com/replaybus/replaybus/adapters/ws"
+	"github.com/replaybus/replaybus/internal/testkit"
 )
 
 // Every route that takes a body — publish, create, a message to the model,
@@ -147,12 +148,12 @@ func TestStreamsNobodyReadsAreCutOffAndLeakNothing(t *testing.T) {
 			_ = c.Close()
 		}
 	}()
-	require.Eventually(t, func() bool { return s.Bus().SubscriberCounts()["s1"] == 3 }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return testkit.SubscriberCounts(s.Bus())["s1"] == 3 }, 10*time.Second, 10*time.Millisecond)
 	payload := map[string]string{"text": strings.Repeat("x", 2000)}
 	require.Eventually(t, func() bool {
 		_, err := s.Bus().Publish("s1", "note", payload)
 		require.NoError(t, err)
-		return s.Bus().SubscriberCounts()["s1"] == 0
+		return testkit.SubscriberCounts(s.Bus())["s1"] == 0
 	}, 20*time.Second, time.Millisecond, "the streams nobody reads are cut off")
 	for _, c := range conns {
 		_ = c.Close()

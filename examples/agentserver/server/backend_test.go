@@ -15,19 +15,20 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/eventbus/backend"
 )
 
 // cutOffBackend is a backend whose node is cut off: its feed works (the
 // session exists), but it cannot say how far its history goes, so a
 // subscribe with a cursor ahead of the node fails with eventbus.ErrBackend.
-type cutOffBackend struct{ feed eventbus.Feed }
+type cutOffBackend struct{ feed backend.Feed }
 
 func (c *cutOffBackend) Epoch() string { return "cut" }
-func (c *cutOffBackend) Append(context.Context, []string, eventbus.Event) (uint64, error) {
+func (c *cutOffBackend) Append(context.Context, []string, backend.Record) (uint64, error) {
 	return 0, errors.New("nats: connection closed")
 }
-func (c *cutOffBackend) Start(_ context.Context, feed eventbus.Feed) error { c.feed = feed; return nil }
-func (c *cutOffBackend) Close() error                                      { return nil }
+func (c *cutOffBackend) Start(_ context.Context, feed backend.Feed) error { c.feed = feed; return nil }
+func (c *cutOffBackend) Close() error                                     { return nil }
 func (c *cutOffBackend) LastID(context.Context) (uint64, error) {
 	return 0, errors.New("nats: timeout")
 }
@@ -44,7 +45,7 @@ func TestBackendFailureIs503WithRetryAfter(t *testing.T) {
 	bus, err := eventbus.NewWithBackend(context.Background(), eventbus.Options{}, be)
 	require.NoError(t, err)
 	defer bus.Close()
-	be.feed.Ingest([]string{"s1"}, eventbus.Event{ID: 1, Session: "s1", Type: "_replaybus.session_created", Time: time.Now()})
+	be.feed.Ingest([]string{"s1"}, backend.Record{ID: 1, Type: "_replaybus.session_created", Time: time.Now()})
 	require.True(t, bus.SessionExists("s1"))
 	s, err := New(bus, Options{})
 	require.NoError(t, err)
