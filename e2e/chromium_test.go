@@ -29,25 +29,85 @@ import (
 // to this package (the repository's gitignored artifacts/ folder).
 const screenshotPath = "../artifacts/agentserver.png"
 
-// chromiumFlags are the flags Chromium needs as root on a machine without a
-// network beyond loopback.
-// browserTab starts headless Chromium (exec, see chromiumAllocator) and
-// opens a tab whose context ends after timeout. The returned func closes
-// the tab and kills the browser; defer it where the browser must be gone
-// (before the servers it talks to are stopped, for instance).
+// browserTab opens a tab of the package's one headless Chromium (exec,
+// started by the first call, see sharedBrowser) in a browser context of
+// its own (Target.createBrowserContext: its own window, cookies, storage
+// and cache, as a fresh browser had), whose chromedp context ends after
+// timeout. The returned func closes the tab and disposes of its browser
+// context; defer it where the tab must be gone (before the servers it
+// talks to are stopped, for instance). TestMain stops the browser.
 func browserTab(t *testing.T, exec string, timeout time.Duration) (context.Context, func()) {
 	t.Helper()
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), chromiumAllocator(t, exec)...)
-	ctx, cancel := chromedp.NewContext(actx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, timeout)
+	browser, err := sharedBrowser(exec)
+	require.NoError(t, err, "starting %s", exec)
+	tab, cancelTab := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
+	ctx, cancelTimeout := context.WithTimeout(tab, timeout)
 	return ctx, func() {
 		cancelTimeout()
-		cancel()
-		cancelAlloc()
+		cancelTab()
 	}
 }
 
-func chromiumAllocator(t *testing.T, exec string) []chromedp.ExecAllocatorOption {
+// The package's one Chromium: starting a browser costs about a second of
+// CPU and more on a busy machine, once per test before; the tests now
+// share it, each in a browser context of its own.
+var browserState struct {
+	mu      sync.Mutex
+	ctx     context.Context // the browser's first tab, left blank
+	cancel  func()          // stops the browser
+	dataDir string
+}
+
+// sharedBrowser returns the chromedp context of the running browser,
+// starting it first when there is none or the last one ended (crashed).
+func sharedBrowser(exec string) (context.Context, error) {
+	b := &browserState
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ctx != nil && b.ctx.Err() == nil {
+		return b.ctx, nil
+	}
+	stopBrowserLocked()
+	dir, err := os.MkdirTemp("", "replaybus-e2e-chromium-")
+	if err != nil {
+		return nil, err
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), chromiumAllocator(exec, dir)...)
+	ctx, cancel := chromedp.NewContext(actx)
+	b.ctx, b.dataDir = ctx, dir
+	b.cancel = func() {
+		cancel()
+		cancelAlloc()
+	}
+	if err := chromedp.Do(ctx); err != nil { // starts it
+		stopBrowserLocked()
+		return nil, err
+	}
+	return ctx, nil
+}
+
+// stopBrowser stops the shared browser, if one runs, and removes its
+// profile. TestMain calls it before looking for leaked goroutines.
+func stopBrowser() {
+	browserState.mu.Lock()
+	defer browserState.mu.Unlock()
+	stopBrowserLocked()
+}
+
+func stopBrowserLocked() {
+	b := &browserState
+	if b.cancel != nil {
+		b.cancel()
+	}
+	if b.dataDir != "" {
+		_ = os.RemoveAll(b.dataDir)
+	}
+	b.ctx, b.cancel, b.dataDir = nil, nil, ""
+}
+
+// chromiumAllocator: the flags Chromium needs as root on a machine without
+// a network beyond loopback, with its profile in dataDir.
+func chromiumAllocator(exec, dataDir string) []chromedp.ExecAllocatorOption {
 	return append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exec),
 		chromedp.Headless,
@@ -58,7 +118,7 @@ func chromiumAllocator(t *testing.T, exec string) []chromedp.ExecAllocatorOption
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(dataDir),
 		chromedp.WindowSize(1440, 900),
 	)
 }

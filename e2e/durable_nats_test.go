@@ -98,7 +98,7 @@ func resumesAcrossRestartOverNATS(t *testing.T, node, dir, live string) {
 func TestDurableProducersOverNATS(t *testing.T) {
 	ns, err := embedded.RunServer(embedded.ServerConfig{})
 	require.NoError(t, err)
-	defer ns.Shutdown()
+	t.Cleanup(ns.Shutdown) // after the buses' Close (t.Cleanup runs last in, first out): a node closed after its server waits out the publish timeout
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	start := func() *eventbus.Bus {

@@ -61,7 +61,7 @@ func TestStampedPublishesSurviveStepDowns(t *testing.T) {
 	t.Parallel() // a cluster that mostly waits on elections and timeouts: make test runs these side by side
 	cl, err := embedded.RunCluster(3, t.TempDir())
 	require.NoError(t, err)
-	defer cl.Shutdown()
+	t.Cleanup(cl.Shutdown) // after the nodes' Close (t.Cleanup runs last in, first out): a node closed after its servers waits out the publish timeout
 	opts := uniqueStream(rbnats.WithReplicas(3), rbnats.WithPublishTimeout(60*time.Second))
 	n := newNode(t, cl.ClientURLs(), eventbus.Options{ReplayBufferSize: 10_000}, opts...)
 	require.NoError(t, n.bus.CreateSession("s", ""))
@@ -122,7 +122,7 @@ func TestSyncPublishSentAgainWhenNoStreamAnswers(t *testing.T) {
 	t.Parallel() // a cluster that mostly waits on elections and timeouts: make test runs these side by side
 	cl, err := embedded.RunCluster(3, t.TempDir())
 	require.NoError(t, err)
-	defer cl.Shutdown()
+	t.Cleanup(cl.Shutdown) // after the nodes' Close (t.Cleanup runs last in, first out): a node closed after its servers waits out the publish timeout
 	opts := uniqueStream(rbnats.WithReplicas(3))
 	n := newNode(t, cl.ClientURLs(), eventbus.Options{ReplayBufferSize: 10_000}, opts...)
 	stream := n.be.Stream()
@@ -173,7 +173,7 @@ func TestReaderResumesWhenConsumerServerDies(t *testing.T) {
 	t.Parallel() // a cluster that mostly waits on elections and timeouts: make test runs these side by side
 	cl, err := embedded.RunCluster(3, t.TempDir())
 	require.NoError(t, err)
-	defer cl.Shutdown()
+	t.Cleanup(cl.Shutdown) // after the nodes' Close (t.Cleanup runs last in, first out): a node closed after its servers waits out the publish timeout
 	opts := uniqueStream(rbnats.WithReplicas(3), rbnats.WithPublishTimeout(10*time.Second))
 	cfg := eventbus.Options{ReplayBufferSize: 1000}
 	// Node a is connected to server 0 alone; its consumer must be

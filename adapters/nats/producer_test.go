@@ -264,7 +264,7 @@ func TestProducerStateSurvivesRestart(t *testing.T) {
 	t.Parallel() // a cluster that mostly waits on elections and timeouts: make test runs these side by side
 	srv, err := embedded.RunServer(embedded.ServerConfig{Dir: t.TempDir()})
 	require.NoError(t, err)
-	defer srv.Shutdown()
+	t.Cleanup(srv.Shutdown) // after the nodes' Close (t.Cleanup runs last in, first out): a node closed after its server waits out the publish timeout
 	opts := uniqueStream(rbnats.WithStorage(jetstream.FileStorage))
 	before := newNode(t, srv.ClientURL(), eventbus.Options{}, opts...)
 	p := producer.Stamp{ID: "w", Epoch: 3}
@@ -370,7 +370,7 @@ func TestProducerInCluster(t *testing.T) {
 	}
 	cl, err := embedded.RunCluster(3, t.TempDir())
 	require.NoError(t, err)
-	defer cl.Shutdown()
+	t.Cleanup(cl.Shutdown) // after the nodes' Close (t.Cleanup runs last in, first out): a node closed after its servers waits out the publish timeout
 	opts := uniqueStream(rbnats.WithReplicas(3), rbnats.WithPublishTimeout(2*time.Second))
 	a := newNode(t, cl.Servers[0].ClientURL(), eventbus.Options{}, opts...)
 	b := newNode(t, cl.Servers[2].ClientURL(), eventbus.Options{}, opts...)

@@ -95,7 +95,7 @@ func TestServerRestart(t *testing.T) {
 	dir := t.TempDir()
 	srv, err := embedded.RunServer(embedded.ServerConfig{Dir: dir})
 	require.NoError(t, err)
-	defer srv.Shutdown()
+	t.Cleanup(srv.Shutdown) // after the nodes' Close (t.Cleanup runs last in, first out): a node closed after its server waits out the publish timeout
 	cfg := eventbus.Options{ReplayBufferSize: 1000}
 	opts := uniqueStream(rbnats.WithStorage(jetstream.FileStorage), rbnats.WithPublishTimeout(time.Second))
 	pub := newNode(t, srv.ClientURL(), cfg, opts...)
@@ -183,7 +183,7 @@ func TestCluster(t *testing.T) {
 	}
 	cl, err := embedded.RunCluster(3, t.TempDir())
 	require.NoError(t, err)
-	defer cl.Shutdown()
+	t.Cleanup(cl.Shutdown) // after the nodes' Close (t.Cleanup runs last in, first out): a node closed after its servers waits out the publish timeout
 	cfg := eventbus.Options{ReplayBufferSize: 1000}
 	opts := uniqueStream(rbnats.WithReplicas(3), rbnats.WithPublishTimeout(2*time.Second))
 	// Each node prefers its own server.
@@ -241,7 +241,7 @@ func TestCluster(t *testing.T) {
 func TestConsumerResumesAtOnceAfterServerRestart(t *testing.T) {
 	srv, err := embedded.RunServer(embedded.ServerConfig{Dir: t.TempDir()})
 	require.NoError(t, err)
-	defer srv.Shutdown()
+	t.Cleanup(srv.Shutdown) // after the nodes' Close (t.Cleanup runs last in, first out): a node closed after its server waits out the publish timeout
 	const heartbeat = 30 * time.Second
 	n := newNode(t, srv.ClientURL(), eventbus.Options{},
 		uniqueStream(rbnats.WithStorage(jetstream.FileStorage), rbnats.WithHeartbeat(heartbeat))...)
