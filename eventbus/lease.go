@@ -385,13 +385,21 @@ func (tk *turnKeeper) release(t *Turn) {
 
 // goodbye ends the turns this node runs as the bus closes over a
 // backend: turn_end{producer_lost} appended for each, before the backend
-// closes, so that no other node has to wait for the lease.
+// closes, so that no other node has to wait for the lease. The appends run
+// side by side: with the backend unreachable each waits out its timeout,
+// and Close should wait that once, not once per turn.
 func (tk *turnKeeper) goodbye() {
 	if tk.fed == nil {
 		return
 	}
+	var wg sync.WaitGroup
 	tk.owned.Range(func(_ turnKey, t *Turn) bool {
-		_, _ = t.bus.endTurn(t, frame.TurnData{Turn: t.id, Reason: frame.ReasonProducerLost, Message: "bus closed"})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = t.bus.endTurn(t, frame.TurnData{Turn: t.id, Reason: frame.ReasonProducerLost, Message: "bus closed"})
+		}()
 		return true
 	})
+	wg.Wait()
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
@@ -463,7 +464,8 @@ func (l *leases) purge(ctx context.Context, key string) error {
 }
 
 // close drops the node's keys — its turns, its parts, then its own key —
-// bounded by the publish timeout, and stops the watcher and the renewals.
+// bounded by the publish timeout (not tried while the connection is down),
+// and stops the watcher and the renewals.
 func (l *leases) close() {
 	l.mu.Lock()
 	l.closing = true
@@ -477,6 +479,12 @@ func (l *leases) close() {
 	l.mu.Unlock()
 	l.cancel()
 	l.wg.Wait()
+	if l.be.nc.Status() != nats.CONNECTED {
+		// Over a connection that is down each purge would wait out the
+		// publish timeout; the keys expire with their lease instead, and
+		// the other nodes write producer_lost as for a node that died.
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), l.be.o.publishTimeout)
 	defer cancel()
 	seen := map[string]bool{}
