@@ -105,6 +105,34 @@ func newBare(b *testing.B, st jetstream.StorageType, asyncPending int) *bare {
 	return x
 }
 
+// publishAll publishes b.N events of benchPayload to the bench subject,
+// pipelined up to the async window, and waits (at most 30 s) until every
+// one is acknowledged.
+func (x *bare) publishAll(b *testing.B) {
+	subj := x.prefix + ".bench"
+	for range b.N {
+		if _, err := x.pub.PublishAsync(subj, benchPayload, jetstream.WithStallWait(time.Minute)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	select {
+	case <-x.pub.PublishAsyncComplete():
+	case <-time.After(30 * time.Second):
+		b.Fatal("async publishes not acknowledged")
+	}
+}
+
+// waitReceived waits (at most 30 s) for done, naming how many of n events
+// got counted if it does not come.
+func waitReceived(b *testing.B, done <-chan error, got *atomic.Int64, n int64) {
+	select {
+	case err := <-done:
+		require.NoError(b, err)
+	case <-time.After(30 * time.Second):
+		b.Fatalf("received %d of %d", got.Load(), n)
+	}
+}
+
 // consume starts an ordered consumer of new messages on the receiving
 // connection, which reports on done once it has received n. It uses
 // nats.go's callback API (Consume), the cheaper of its two: the iterator
@@ -333,18 +361,8 @@ func BenchmarkNATSPipelined(b *testing.B) {
 			x := newBare(b, sto.st, 256)
 			done := make(chan error, 1)
 			x.consume(b, b.N, done)
-			subj := x.prefix + ".bench"
 			m := startMeter(b)
-			for range b.N {
-				if _, err := x.pub.PublishAsync(subj, benchPayload, jetstream.WithStallWait(time.Minute)); err != nil {
-					b.Fatal(err)
-				}
-			}
-			select {
-			case <-x.pub.PublishAsyncComplete():
-			case <-time.After(30 * time.Second):
-				b.Fatal("async publishes not acknowledged")
-			}
+			x.publishAll(b)
 			require.NoError(b, <-done)
 			m.stop(b, b.N)
 			reportStored(b, x.pubNC, x.stream.CachedInfo().Config.Name)
@@ -499,14 +517,8 @@ func BenchmarkNATSFanout10(b *testing.B) {
 			for range subscribers {
 				x.consume(b, b.N, done)
 			}
-			subj := x.prefix + ".bench"
 			m := startMeter(b)
-			for range b.N {
-				if _, err := x.pub.PublishAsync(subj, benchPayload, jetstream.WithStallWait(time.Minute)); err != nil {
-					b.Fatal(err)
-				}
-			}
-			<-x.pub.PublishAsyncComplete()
+			x.publishAll(b)
 			for range subscribers {
 				require.NoError(b, <-done)
 			}

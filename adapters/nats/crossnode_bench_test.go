@@ -82,18 +82,8 @@ func crossNodeBare(b *testing.B, st jetstream.StorageType, two bool) {
 		require.NoError(b, err)
 		b.Cleanup(cc.Stop)
 	}
-	subj := x.prefix + ".bench"
 	m := startMeter(b)
-	for range b.N {
-		if _, err := x.pub.PublishAsync(subj, benchPayload, jetstream.WithStallWait(time.Minute)); err != nil {
-			b.Fatal(err)
-		}
-	}
-	select {
-	case <-x.pub.PublishAsyncComplete():
-	case <-time.After(30 * time.Second):
-		b.Fatal("async publishes not acknowledged")
-	}
+	x.publishAll(b)
 	require.NoError(b, <-done)
 	m.stop(b, b.N)
 }
@@ -131,24 +121,9 @@ func crossNodePush(b *testing.B, st jetstream.StorageType, two bool) {
 		require.NoError(b, err)
 		b.Cleanup(cc.Stop)
 	}
-	subj := x.prefix + ".bench"
 	m := startMeter(b)
-	for range b.N {
-		if _, err := x.pub.PublishAsync(subj, benchPayload, jetstream.WithStallWait(time.Minute)); err != nil {
-			b.Fatal(err)
-		}
-	}
-	select {
-	case <-x.pub.PublishAsyncComplete():
-	case <-time.After(30 * time.Second):
-		b.Fatal("async publishes not acknowledged")
-	}
-	select {
-	case err := <-done:
-		require.NoError(b, err)
-	case <-time.After(30 * time.Second):
-		b.Fatalf("received %d of %d", got.Load(), n)
-	}
+	x.publishAll(b)
+	waitReceived(b, done, &got, n)
 	m.stop(b, b.N)
 }
 
@@ -181,23 +156,8 @@ func crossNodeShared(b *testing.B, st jetstream.StorageType) {
 		MemoryStorage: true, Replicas: 1,
 	})
 	require.NoError(b, err)
-	subj := x.prefix + ".bench"
 	m := startMeter(b)
-	for range b.N {
-		if _, err := x.pub.PublishAsync(subj, benchPayload, jetstream.WithStallWait(time.Minute)); err != nil {
-			b.Fatal(err)
-		}
-	}
-	select {
-	case <-x.pub.PublishAsyncComplete():
-	case <-time.After(30 * time.Second):
-		b.Fatal("async publishes not acknowledged")
-	}
-	select {
-	case err := <-done:
-		require.NoError(b, err)
-	case <-time.After(30 * time.Second):
-		b.Fatalf("received %d of %d", got.Load(), n)
-	}
+	x.publishAll(b)
+	waitReceived(b, done, &got, n)
 	m.stop(b, b.N)
 }
