@@ -4,12 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"os"
-	"strings"
 	"time"
 
+	"github.com/replaybus/replaybus/adapters/internal/serve"
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/internal/textutil"
 )
@@ -23,20 +22,11 @@ import (
 // request_timeout, the connection closed: what is left of it is not
 // read).
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	if enc := contentEncoding(r.Header); enc != "" {
-		return nil, &resume.StatusError{Status: http.StatusUnsupportedMediaType, Code: resume.CodeUnsupportedEncoding,
-			Message: fmt.Sprintf("Content-Encoding %s is not supported (send the body uncompressed)", quote(enc)),
-			Header:  http.Header{"Accept-Encoding": {"identity"}}}
+	if err := serve.CheckJSONMedia(r); err != nil {
+		return nil, err
 	}
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return nil, nil
-	}
-	// A body of unknown length (chunked) is a body: it must be JSON too.
-	ct := r.Header.Get("Content-Type")
-	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-		return nil, &resume.StatusError{Status: http.StatusUnsupportedMediaType, Code: resume.CodeUnsupportedMediaType,
-			Message: fmt.Sprintf("Content-Type %s is not supported (want application/json)", quote(ct)),
-			Header:  http.Header{"Accept": {"application/json"}}}
 	}
 	if r.ContentLength > MaxBodyBytes {
 		return nil, tooLarge(fmt.Sprintf("Content-Length %d is over %d bytes", r.ContentLength, MaxBodyBytes))
@@ -69,19 +59,3 @@ func tooLarge(msg string) error {
 	return &resume.StatusError{Status: http.StatusRequestEntityTooLarge, Code: resume.CodeBodyTooLarge, Message: msg,
 		Header: http.Header{"Connection": {"close"}}}
 }
-
-// contentEncoding returns the request's Content-Encoding when it names a
-// coding other than identity, else "".
-func contentEncoding(h http.Header) string {
-	vals := h.Values("Content-Encoding")
-	for _, v := range vals {
-		for c := range strings.SplitSeq(v, ",") {
-			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
-				return strings.Join(vals, ", ")
-			}
-		}
-	}
-	return ""
-}
-
-func quote(s string) string { return textutil.Quote(s, 64) }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"os"
 	"strconv"
@@ -424,37 +423,6 @@ const DefaultMaxBodyBytes = 4 << 20
 // routes may take to arrive, as the cancel route's does.
 const DefaultBodyTimeout = 10 * time.Second
 
-// hasBody reports whether r carries a body (a Content-Length above 0, or
-// chunked).
-func hasBody(r *http.Request) bool {
-	return r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
-}
-
-// checkMedia refuses, before the body is read, what the handlers cannot
-// read as sent: a Content-Encoding other than identity (415
-// unsupported_content_encoding: read as is it failed as invalid JSON) and
-// a body whose Content-Type is not application/json (415
-// unsupported_media_type), as the cancel route does.
-func checkMedia(r *http.Request) error {
-	for _, v := range r.Header.Values("Content-Encoding") {
-		for c := range strings.SplitSeq(v, ",") {
-			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
-				return &resume.StatusError{Status: http.StatusUnsupportedMediaType, Code: resume.CodeUnsupportedEncoding,
-					Message: fmt.Sprintf("Content-Encoding %s is not supported (send the body uncompressed)", textutil.Quote(v, 64)),
-					Header:  http.Header{"Accept-Encoding": {"identity"}}}
-			}
-		}
-	}
-	if ct := r.Header.Get("Content-Type"); ct != "" || hasBody(r) {
-		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-			return &resume.StatusError{Status: http.StatusUnsupportedMediaType, Code: resume.CodeUnsupportedMediaType,
-				Message: fmt.Sprintf("Content-Type %s is not supported (want application/json)", textutil.Quote(ct, 64)),
-				Header:  http.Header{"Accept": {"application/json"}}}
-		}
-	}
-	return nil
-}
-
 // twice returns the first member of b's top-level object given twice
 // (encoding/json keeps the last, where a proxy or a log may read the
 // first), ok false when there is none or b is not an object.
@@ -485,9 +453,9 @@ func twice(b []byte) (name string, at int64, ok bool) {
 
 // readAll reads r's body, at most max bytes, within timeout (> 0: a read
 // deadline on the connection, cleared after a whole body; a body it cut
-// leaves the connection to be closed), after checkMedia.
+// leaves the connection to be closed), after serve.CheckJSONMedia.
 func readAll(w http.ResponseWriter, r *http.Request, max int64, timeout time.Duration) ([]byte, error) {
-	if err := checkMedia(r); err != nil {
+	if err := serve.CheckJSONMedia(r); err != nil {
 		return nil, err
 	}
 	rc := http.NewResponseController(w)
@@ -503,7 +471,7 @@ func readAll(w http.ResponseWriter, r *http.Request, max int64, timeout time.Dur
 
 // ReadBody reads r's body, at most max bytes, within timeout (> 0): 415
 // for a Content-Encoding or a body's Content-Type it cannot read (see
-// checkMedia), 413 body_too_large past max, 408 request_timeout for a
+// serve.CheckJSONMedia), 413 body_too_large past max, 408 request_timeout for a
 // body the deadline (or the server's own) cut, 400 invalid_json for a
 // body that is not valid UTF-8 JSON or gives a top-level member twice.
 func ReadBody(w http.ResponseWriter, r *http.Request, max int64, timeout time.Duration) ([]byte, error) {
@@ -590,7 +558,7 @@ func bodyError(err error, n int, max int64) error {
 	var mbe *http.MaxBytesError
 	var se *resume.StatusError
 	switch {
-	case errors.As(err, &se): // checkMedia's
+	case errors.As(err, &se): // serve.CheckJSONMedia's
 		return se
 	case errors.As(err, &mbe):
 		return &resume.StatusError{Status: http.StatusRequestEntityTooLarge, Code: resume.CodeBodyTooLarge,
