@@ -3,6 +3,7 @@ package a2a_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -106,4 +107,30 @@ func TestCardHandlerFillsTheURL(t *testing.T) {
 	assert.Equal(t, ts.URL+"/a2a", c.URL)
 	require.NotEmpty(t, c.SupportedInterfaces)
 	assert.Equal(t, ts.URL+"/a2a", c.SupportedInterfaces[0].URL)
+}
+
+// A JSON-RPC error names the value as sent: '&', '<' and '>' are written
+// as themselves, not as \u0026, \u003c, \u003e.
+func TestA2AErrorBodiesDoNotEscapeHTML(t *testing.T) {
+	t.Parallel()
+	bus, err := eventbus.New(eventbus.Options{})
+	require.NoError(t, err)
+	defer bus.Close()
+	h, err := a2a.NewHandler(bus, a2a.HandlerOptions{Start: func(*http.Request, a2a.Message) (string, error) { return "", nil }})
+	require.NoError(t, err)
+	ts := httptest.NewServer(h)
+	defer ts.Close()
+	require.NoError(t, bus.CreateSession("c&d", ""))
+	for _, id := range []string{"a&b<c>@c&d", "x>y"} {
+		resp, err := http.Post(ts.URL, "application/json", strings.NewReader(
+			`{"jsonrpc":"2.0","id":1,"method":"tasks/resubscribe","params":{"id":"`+id+`"}}`))
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusNotFound, resp.StatusCode, id)
+		assert.Contains(t, string(body), id, "the task id as sent")
+		for _, esc := range []string{`\u0026`, `\u003c`, `\u003e`} {
+			assert.NotContains(t, string(body), esc, id)
+		}
+	}
 }

@@ -143,7 +143,7 @@ func ParseRequest(body []byte) (Request, error) {
 // AppendError appends a JSON-RPC error response for request id (nil:
 // null) to dst: the body of a refused request, or an SSE frame's data.
 func AppendError(dst []byte, id json.RawMessage, err *Error) []byte {
-	b, _ := json.Marshal(struct {
+	b, _ := textutil.MarshalJSON(struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
 		Error   *Error          `json:"error"`

@@ -376,7 +376,7 @@ func (h *Handler) stop(w http.ResponseWriter, r *http.Request, chat string) erro
 	if err != nil {
 		return err
 	}
-	b, _ := json.Marshal(res)
+	b, _ := textutil.MarshalJSON(res)
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusAccepted)

@@ -72,9 +72,10 @@ func (Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.Set("Allow", "GET, HEAD")
 		h.Set("Content-Type", "application/json; charset=utf-8")
 		w.WriteHeader(http.StatusMethodNotAllowed)
-		b, _ := json.Marshal(map[string]string{"code": "method_not_allowed",
+		enc := json.NewEncoder(w) // a method may hold '&': not escaped, as the other handlers' answers
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(map[string]string{"code": "method_not_allowed",
 			"message": "method " + strconv.Quote(r.Method) + " not allowed on the module (allowed: GET, HEAD)"})
-		_, _ = w.Write(append(b, '\n'))
 		return
 	}
 	rep := representations()

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/replaybus/replaybus/internal/textutil"
 )
 
 // Subscriptions (PROTOCOL.md §6–7), served below <prefix>__ds/ when
@@ -147,7 +149,7 @@ func (h *Handler) subBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, _ := json.Marshal(v)
+	b, _ := textutil.MarshalJSON(v)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/internal/textutil"
 )
 
 // StatusError is an HTTP error answer: what the SSE, WebSocket and
@@ -89,7 +90,7 @@ func (e *StatusError) Answer(w http.ResponseWriter) {
 	for k, v := range e.Header {
 		h[k] = v
 	}
-	b, _ := json.Marshal(errorBody{Code: e.Code, Message: e.Message})
+	b, _ := textutil.MarshalJSON(errorBody{Code: e.Code, Message: e.Message})
 	w.WriteHeader(e.Status)
 	_, _ = w.Write(append(b, '\n'))
 }

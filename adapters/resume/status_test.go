@@ -2,10 +2,12 @@ package resume_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,4 +96,24 @@ func TestWriteErrorWritesTheAnswer(t *testing.T) {
 	resume.WriteError(w, nil, "s")
 	assert.Equal(t, 200, w.Code, "nothing written")
 	assert.Zero(t, w.Body.Len())
+}
+
+// An error body is read by people and by scripts as it stands: '&', '<'
+// and '>' in a message are written as themselves, not as \u0026, \u003c,
+// \u003e (encoding/json's HTML escaping, which a JSON body never needs).
+func TestErrorBodiesDoNotEscapeHTML(t *testing.T) {
+	t.Parallel()
+	for _, msg := range []string{`a & b`, `<script>`, `turn "x&y<z>" of session "s"`, "line\nbreak \u2028"} {
+		w := httptest.NewRecorder()
+		(&resume.StatusError{Status: 409, Code: resume.CodeTurnEnded, Message: msg}).Answer(w)
+		body := w.Body.String()
+		assert.NotContains(t, body, `\u0026`, msg)
+		assert.NotContains(t, body, `\u003c`, msg)
+		assert.NotContains(t, body, `\u003e`, msg)
+		var got struct{ Code, Message string }
+		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &got), body)
+		assert.Equal(t, msg, got.Message)
+		assert.True(t, strings.HasSuffix(body, "}\n"), "one newline after the object: %q", body)
+		assert.Equal(t, 1, strings.Count(body, "\n"), "one newline only: %q", body)
+	}
 }

@@ -241,7 +241,9 @@ func (h *Handler) serveChange(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	_ = json.NewEncoder(w).Encode(res)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // as every other answer
+	_ = enc.Encode(res)
 }
 
 // newConns returns the registry of open many-sessions streams by id.

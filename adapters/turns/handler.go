@@ -1,7 +1,6 @@
 package turns
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -286,7 +285,7 @@ func (h *Handler) servePresence(w http.ResponseWriter, r *http.Request, session 
 
 // writeJSON writes v as the answer, with the headers of the error answers.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
+	b, err := textutil.MarshalJSON(v)
 	if err != nil {
 		resume.WriteError(w, err, "")
 		return

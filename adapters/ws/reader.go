@@ -12,6 +12,7 @@ import (
 	"github.com/replaybus/replaybus/adapters/internal/serve"
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/internal/textutil"
 )
 
 // readLoop reads client messages until the connection ends. While the
@@ -98,7 +99,7 @@ func (cn *conn) cancelTurns(m ClientMessage) error {
 	if err != nil {
 		var se *resume.StatusError
 		errors.As(resume.StatusFor(err, cn.sessionID), &se)
-		b, _ = json.Marshal(CancelResultData{Status: se.Status, Code: se.Code, Message: se.Message})
+		b, _ = textutil.MarshalJSON(CancelResultData{Status: se.Status, Code: se.Code, Message: se.Message})
 	} else {
 		cn.h.cancels.Add(1)
 		// The route's 202 body, lists empty rather than absent.

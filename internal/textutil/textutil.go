@@ -1,6 +1,8 @@
 package textutil
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -130,6 +132,21 @@ func InvalidUTF8At(b []byte) int {
 }
 
 const hexDigits = "0123456789abcdef"
+
+// MarshalJSON is json.Marshal without HTML escaping: '&', '<' and '>'
+// are written as themselves (a JSON body or frame is not HTML), the rest
+// as json.Marshal writes it; no newline after it. Every answer body the
+// handlers write goes through it, so none reads \u0026 where the message
+// said '&'. Its errors are json.Marshal's.
+func MarshalJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte{'\n'}), nil
+}
 
 // AppendJSONString appends s to dst as a JSON string the way encoding/json
 // does with SetEscapeHTML(false): control characters escaped, invalid

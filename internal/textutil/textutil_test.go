@@ -85,3 +85,28 @@ func TestAppendJSONStringMatchesEncodingJSON(t *testing.T) {
 		assert.True(t, utf8.Valid(got), "string %q", s)
 	}
 }
+
+func TestMarshalJSONDoesNotEscapeHTML(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		v    any
+		want string
+	}{
+		{"ampersand", map[string]string{"message": "a & b"}, `{"message":"a & b"}`},
+		{"angles", []string{"<b>", "x>y"}, `["<b>","x>y"]`},
+		{"controls still escaped", "a\nb\u2028\x00", `"a\nb\u2028\u0000"`},
+		{"invalid UTF-8 as an escaped U+FFFD", "a\xffb", `"a\ufffdb"`},
+		{"no trailing newline", 1, `1`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b, err := MarshalJSON(tc.v)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, string(b))
+		})
+	}
+	_, err := MarshalJSON(make(chan int))
+	var ute *json.UnsupportedTypeError
+	assert.ErrorAs(t, err, &ute)
+}
