@@ -25,8 +25,9 @@ import (
 // Bus.Close — over a tree r > c > g and a root o, against a model of the
 // turn contract: at most one active turn per session, the reason each
 // turn ends with (for a race, the one the API answers name, which must
-// agree with each other), held cancels (16 per session) and the 32 ended
-// turns a session remembers. Every step checks Turn(s, ""); at the end
+// agree with each other), held cancels (16 per session) and the ended
+// turns a session remembers (every one: the replay buffer of 10,000
+// holds every turn_end of a run). Every step checks Turn(s, ""); at the end
 // (Bus.Close ends what is left as producer_lost) it checks, for every
 // subscriber — "all", descendants of r, session o, and an "all" one that
 // joins at the end and reads it all from the replay: exactly one turn_start
@@ -89,7 +90,7 @@ type turnHarness struct {
 	closed  map[string]bool
 	turns   []*mTurn
 	active  map[string]*mTurn   // session → its active turn
-	ended   map[string][]string // session → its ended turn ids, newest last, at most 32
+	ended   map[string][]string // session → its ended turn ids, newest last
 	held    map[string][]string // session → held cancel ids, oldest first, at most 16
 	next    int
 	tally   *turnTally
@@ -140,11 +141,7 @@ func (h *turnHarness) activeTurns() []*mTurn {
 func (h *turnHarness) endModel(m *mTurn, reason string) {
 	m.reason = reason
 	delete(h.active, m.session)
-	e := append(h.ended[m.session], m.id)
-	if len(e) > 32 {
-		e = e[1:]
-	}
-	h.ended[m.session] = e
+	h.ended[m.session] = append(h.ended[m.session], m.id)
 	switch reason {
 	case frame.ReasonComplete:
 		h.tally.Complete++

@@ -35,9 +35,11 @@ var (
 // TurnOptions configure [Bus.StartTurn]. The zero value starts a turn
 // with a generated id.
 type TurnOptions struct {
-	// ID is the turn's id, unique within the session (a client may
-	// choose it, to cancel the turn before its start is seen); the rules
-	// of a session id apply. "" generates "turn_" and 16 hex digits.
+	// ID is the turn's id, unique within the session while the session
+	// remembers the turn (see [Bus.Turn]: a reuse is ErrTurnEnded); a
+	// client may choose it, to cancel the turn before its start is seen.
+	// The rules of a session id apply. "" generates "turn_" and 16 hex
+	// digits.
 	ID string
 	// Origin stamps the turn's records with the id of the client that
 	// caused the turn (as [WithOrigin]).
@@ -306,10 +308,12 @@ func (b *Bus) Cancel(ctx context.Context, sessionID string, d frame.TurnData) (C
 
 // Turn returns turn turnID of session sessionID — with turnID "", its
 // active turn — and true: active, or ended (then with EndID, Reason and
-// Message). It is false when the session has no such turn (never started
-// there, ended before its 32 most recently ended turns, or for "" no
-// active one) or is unknown. It waits only for a publish to the session's
-// tree.
+// Message). A session remembers an ended turn while its replay buffer
+// holds the turn's turn_end, and its 32 most recently ended turns
+// always: at most 32 + ReplayBufferSize per session. It is false when
+// the session has no such turn (never started there, forgotten, or for
+// "" no active one) or is unknown. It waits only for a publish to the
+// session's tree.
 func (b *Bus) Turn(sessionID, turnID string) (frame.TurnData, bool) {
 	var out frame.TurnData
 	ok := b.readTurns(sessionID, func(x *session) bool {

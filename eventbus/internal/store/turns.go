@@ -21,9 +21,12 @@ import (
 
 // Bounds of one session's turn state.
 const (
-	// MaxEndedTurns is how many ended turns a session remembers, newest
-	// first: what Turn finds after the end, and what makes a cancel of
-	// an ended turn an error rather than a held cancel.
+	// MaxEndedTurns is how many of its most recently ended turns a
+	// session remembers even once their records have left its log. An
+	// ended turn whose turn_end the log still holds is remembered too, so
+	// a session remembers at most MaxEndedTurns + its log's capacity
+	// ended turns: what Turn finds after the end, and what makes a start
+	// reusing the id, or a cancel of it, an error.
 	MaxEndedTurns = 32
 	// MaxHeldCancels is how many cancels of turns not yet started a
 	// session holds; one more drops the oldest (TurnHeldDropped).
@@ -40,6 +43,8 @@ type Turn struct {
 	// Cancel is the id of the turn_cancel applied to the turn, 0 when
 	// none was.
 	Cancel uint64
+	// nth counts the session's ended turns: this one ended nth (from 1).
+	nth uint64
 }
 
 // held is a cancel of a turn that has not started (yet).
@@ -52,8 +57,13 @@ type held struct {
 // turns is a session's turn state.
 type turns struct {
 	active []*Turn // in start order; one at most, as CheckTurn admits
-	ended  []*Turn // newest last, at most MaxEndedTurns
-	held   []held  // oldest first, at most MaxHeldCancels
+	// ended are the ended turns remembered (and perhaps some no longer
+	// remembered, dropped at the next end: forget), oldest end first;
+	// byID indexes them.
+	ended []*Turn
+	byID  map[string]*Turn
+	nth   uint64 // turns ended so far
+	held  []held // oldest first, at most MaxHeldCancels
 }
 
 // TurnChange is one change a turn record made.
@@ -179,10 +189,14 @@ func (x *Session[T]) ApplyTurn(r *queue.Record, hold int64, dst []TurnChange[T])
 		tn := t.active[i]
 		t.active = slices.Delete(t.active, i, i+1)
 		tn.End, tn.Reason, tn.Message = r, d.Reason, d.Message
-		if len(t.ended) == MaxEndedTurns {
-			t.ended = slices.Delete(t.ended, 0, 1)
+		t.nth++
+		tn.nth = t.nth
+		x.forget()
+		if t.byID == nil {
+			t.byID = make(map[string]*Turn)
 		}
 		t.ended = append(t.ended, tn)
+		t.byID[tn.ID] = tn
 		dst = append(dst, TurnChange[T]{Kind: TurnEnded, Session: x, Turn: tn})
 	case frame.TypeTurnCancel:
 		switch {
@@ -273,17 +287,37 @@ func (x *Session[T]) ActiveTurnByID(id string) *Turn {
 	return nil
 }
 
-// EndedTurn returns the ended turn id if x still remembers it, else nil.
+// EndedTurn returns the ended turn id if x remembers it, else nil: while
+// x's log holds its turn_end (and so every record of it), and while it is
+// one of x's MaxEndedTurns most recently ended turns.
 func (x *Session[T]) EndedTurn(id string) *Turn {
 	if x.turns == nil {
 		return nil
 	}
-	for i := len(x.turns.ended) - 1; i >= 0; i-- {
-		if tn := x.turns.ended[i]; tn.ID == id {
-			return tn
-		}
+	if tn := x.turns.byID[id]; tn != nil && x.remembers(tn) {
+		return tn
 	}
 	return nil
+}
+
+// remembers reports whether x remembers tn, one of its ended turns.
+func (x *Session[T]) remembers(tn *Turn) bool {
+	return x.turns.nth-tn.nth < MaxEndedTurns || tn.End.ID > x.log.HighestEvicted()
+}
+
+// forget drops the ended turns x no longer remembers. Ends are appended in
+// id order, so those are a prefix: the oldest ends, evicted first.
+func (x *Session[T]) forget() {
+	t := x.turns
+	n := 0
+	for n < len(t.ended) && !x.remembers(t.ended[n]) {
+		if tn := t.ended[n]; t.byID[tn.ID] == tn {
+			delete(t.byID, tn.ID)
+		}
+		t.ended[n] = nil
+		n++
+	}
+	t.ended = t.ended[n:]
 }
 
 // ActiveTurns appends x's active turns to dst, and with cascade those of
