@@ -39,9 +39,9 @@ type Message struct {
 
 // StartFunc starts the turn that answers m on session m.Context
 // (created for a new context before it is called; left empty when it
-// refuses), with m.Turn as its id, and returns the
-// turn's id (it must not contain '@'). Its error is answered as the bus's
-// errors are; it must not have published anything then.
+// refuses), with m.Turn as its id, and returns the turn's id (any id the
+// bus accepts; [TaskID] makes the task's). Its error is answered as the
+// bus's errors are; it must not have published anything then.
 type StartFunc func(r *http.Request, m Message) (turn string, err error)
 
 // HandlerOptions configure a [Handler]. Start is required.
@@ -79,8 +79,8 @@ type HandlerOptions struct {
 //	                                      text merged), then live updates, until it is terminal;
 //	                                      with Last-Event-ID: exactly the updates after that frame
 //
-// A task id is "<turn>@<context>": a resubscribe on any node finds its
-// session. A refused request writes nothing to the bus and is answered
+// A task id is "<turn>@<context>" ([TaskID]): a resubscribe on any node
+// finds its session. A refused request writes nothing to the bus and is answered
 // with a JSON-RPC error response under the HTTP status of the other
 // routes: 400 (CodeParseError, CodeInvalidRequest, CodeInvalidParams
 // naming the value), 404 (CodeMethodNotFound; CodeTaskNotFound), 409
@@ -106,13 +106,51 @@ func NewHandler(bus *eventbus.Bus, o HandlerOptions) (*Handler, error) {
 	return h, nil
 }
 
-// TaskID returns the task id of turn in session: "<turn>@<session>".
-func TaskID(session, turn string) string { return turn + "@" + session }
+// TaskID returns the task id of turn in session: "<turn>@<session>". A
+// turn id holding '@' is written "@<turn>@<session>" with the turn's '%'
+// as "%25" and '@' as "%40" (a plain id never starts with '@'), so every
+// pair of a session and a turn id has one task id that splits back into
+// it, and the session is what follows the first '@' after the turn.
+func TaskID(session, turn string) string {
+	if !strings.Contains(turn, "@") {
+		return turn + "@" + session
+	}
+	return "@" + turnEscaper.Replace(turn) + "@" + session
+}
 
-// splitTask splits a task id into its session and turn.
+var turnEscaper = strings.NewReplacer("%", "%25", "@", "%40")
+
+// splitTask splits a task id into its session and turn; ok is false for
+// an id TaskID does not write.
 func splitTask(id string) (session, turn string, ok bool) {
-	turn, session, ok = strings.Cut(id, "@")
-	return session, turn, ok && turn != "" && session != ""
+	esc, escaped := strings.CutPrefix(id, "@")
+	if !escaped {
+		turn, session, ok = strings.Cut(id, "@")
+		return session, turn, ok && turn != "" && session != ""
+	}
+	esc, session, ok = strings.Cut(esc, "@")
+	if !ok || session == "" {
+		return "", "", false
+	}
+	var b strings.Builder
+	for i := 0; i < len(esc); i++ {
+		c := esc[i]
+		if c == '%' {
+			switch {
+			case strings.HasPrefix(esc[i:], "%25"):
+				c = '%'
+			case strings.HasPrefix(esc[i:], "%40"):
+				c = '@'
+			default:
+				return "", "", false
+			}
+			i += 2
+		}
+		b.WriteByte(c)
+	}
+	turn = b.String()
+	// Only a turn holding '@' is written escaped: one id per task.
+	return session, turn, strings.Contains(turn, "@")
 }
 
 // ServeHTTP serves one JSON-RPC request (POST only: 405 otherwise).

@@ -61,6 +61,8 @@ func TestBadRunInputsPublishNothing(t *testing.T) {
 		{"content not text", `{"threadId":"t","runId":"r","messages":[{"id":"u","role":"user","content":5}]}`, "", 400, "invalid_json", "messages[0].content"},
 		{"thread the bus refuses", `{"threadId":"a\u0001","runId":"r",` + msg + `}`, "", 400, "invalid_session_id", "control character"},
 		{"run id the bus refuses", `{"threadId":"t","runId":"",` + msg + `}`, "", 400, "invalid_turn_id", "empty run id"},
+		{"run id with a control character", `{"threadId":"t","runId":"r<&>\u0001",` + msg + `}`, "", 400, "invalid_turn_id", `run id "r<&>\x01" contains control character`},
+		{"run id too long", `{"threadId":"t","runId":"` + strings.Repeat("r", 300) + `",` + msg + `}`, "", 400, "invalid_turn_id", `run id "rrrr`},
 		{"a run is active", `{"threadId":"busy","runId":"r",` + msg + `}`, "", 409, "turn_active", `"running"`},
 		{"bad Last-Event-ID", `{"threadId":"busy","runId":"r",` + msg + `}`, "x-y:z", 400, "invalid_last_event_id", `"x-y:z"`},
 	}
