@@ -37,8 +37,8 @@ func TestTaskIDRoundTrips(t *testing.T) {
 	}
 	for _, id := range []string{
 		"", "t", "@s", "t@", "@", "@@", "@a%40b@", // no turn or no session
-		"@ab@s",        // the escaped form of a turn without '@': not an id TaskID writes
-		"@a%41b@s",     // an escape other than %25 and %40
+		"@ab@s",                      // the escaped form of a turn without '@': not an id TaskID writes
+		"@a%41b@s",                   // an escape other than %25 and %40
 		"@a%4@s", "@a%@s", "@a%2f@s", // cut or unknown escapes
 	} {
 		_, _, ok := splitTask(id)
