@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -35,7 +36,9 @@ func textOfTask(evs []taskIDEvent) string {
 // context whose id holds '@' (me@host): the stream names the task by an
 // id that resubscribeTask finds — while it runs (the task, working, then
 // the rest) and once it is terminal (the task alone, the whole reply) —
-// and a task of a turn without '@' is found by its plain id, as before.
+// and a task of a turn without '@' is found by its plain id, as before,
+// 41 turns after it ended (the session remembers every turn its replay
+// buffer holds the end of, not only the 32 newest).
 func TestA2AClientFindsATaskWhoseTurnIDHoldsAt(t *testing.T) {
 	t.Parallel()
 	node, dir := needFrontends(t)
@@ -73,6 +76,11 @@ func TestA2AClientFindsATaskWhoseTurnIDHoldsAt(t *testing.T) {
 	plain, err := bus.StartTurn(context.Background(), "me@host", eventbus.TurnOptions{ID: "plain"})
 	require.NoError(t, err)
 	run(plain, 0)
+	for i := range 40 { // the plain task is 41 turns back: still in the buffer, so still found
+		tn, err := bus.StartTurn(context.Background(), "me@host", eventbus.TurnOptions{ID: fmt.Sprint("later", i)})
+		require.NoError(t, err)
+		run(tn, 0)
+	}
 	plainID := a2a.TaskID("me@host", "plain")
 	require.Equal(t, "plain@me@host", plainID, "a turn without '@': the id as before")
 	whole := strings.Join(chunks, "")
