@@ -3,6 +3,7 @@ package agui_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -99,5 +100,37 @@ func TestStreamWithoutARunIs204(t *testing.T) {
 		require.NoError(t, err)
 		resp.Body.Close()
 		assert.Equal(t, http.StatusNoContent, resp.StatusCode, path)
+	}
+}
+
+// A run id used before is 409 turn_ended while the thread's replay buffer
+// holds that run — 40 runs later too, not only among the 32 newest — so a
+// run id never names two runs a resume could find.
+func TestARunIDUsedBeforeIsRefusedWhileTheBufferHoldsIt(t *testing.T) {
+	t.Parallel()
+	started := 0
+	bus, ts := newAGUIServer(t, &started)
+	require.NoError(t, bus.CreateSession("t", ""))
+	for i := range 40 {
+		tn, err := bus.StartTurn(context.Background(), "t", eventbus.TurnOptions{ID: fmt.Sprint("r", i)})
+		require.NoError(t, err)
+		_, err = tn.End(nil)
+		require.NoError(t, err)
+	}
+	for _, run := range []string{"r0", "r7", "r39"} {
+		before := bus.LastEventID()
+		req, err := http.NewRequest(http.MethodPost, ts.URL+"/agui", strings.NewReader(
+			`{"threadId":"t","runId":"`+run+`","messages":[{"id":"u","role":"user","content":"hi"}]}`))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		var e struct{ Code, Message string }
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&e), run)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusConflict, resp.StatusCode, run)
+		assert.Equal(t, "turn_ended", e.Code, run)
+		assert.Contains(t, e.Message, `"`+run+`"`, run)
+		assert.Equal(t, before, bus.LastEventID(), "%s: nothing written", run)
 	}
 }
