@@ -38,6 +38,7 @@ type node struct {
 	feed   backend.Feed
 	next   int // index of the next stored event to feed
 	wake   chan struct{}
+	gate   sync.Mutex // held around each batch fed; a test holds it to stall the feed
 	stop   chan struct{}
 	done   chan struct{}
 	killed bool
@@ -112,6 +113,7 @@ func (n *node) Start(_ context.Context, feed backend.Feed) error {
 func (n *node) run() {
 	defer close(n.done)
 	for {
+		n.gate.Lock()
 		n.c.mu.Lock()
 		batch := n.c.log[n.next:]
 		n.next = len(n.c.log)
@@ -119,6 +121,7 @@ func (n *node) run() {
 		for _, s := range batch {
 			n.feed.Ingest(s.path, s.ev)
 		}
+		n.gate.Unlock()
 		select {
 		case <-n.stop:
 			return

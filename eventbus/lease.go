@@ -209,8 +209,9 @@ func (f *fedStore) turnPath(id string, check func(x *session) error) ([]string, 
 
 // startTurn is store.startTurn over a backend: the turn's lease is taken,
 // turn_start appended, and StartTurn waits until the feed brought it
-// back: stored, it started the turn — or, another node's turn having
-// started first, it was not stored (ErrTurnActive).
+// back: stored, it started the turn — or it was not stored: another
+// node's turn started first (ErrTurnActive), or a turn of its id ended
+// first (ErrTurnEnded).
 func (f *fedStore) startTurn(ctx context.Context, t *Turn, r *record) error {
 	path, err := f.turnPath(t.session, func(x *session) error { return refusal(x, r, t.id) })
 	if err != nil {
@@ -240,6 +241,10 @@ func (f *fedStore) startTurn(ctx context.Context, t *Turn, r *record) error {
 			case f.h.LastID() >= ev.ID:
 				if a := x.ActiveTurn(); a != nil {
 					return fmt.Errorf("%w: session %q has turn %q", ErrTurnActive, x.ID, a.ID)
+				}
+				if tn != nil && tn.End != nil {
+					// Its id was a turn's whose end reached the log first.
+					return fmt.Errorf("%w: turn %q of session %q (a turn id is used once)", ErrTurnEnded, t.id, x.ID)
 				}
 				return fmt.Errorf("%w: session %q", ErrTurnActive, x.ID)
 			}

@@ -304,3 +304,40 @@ func TestEndAfterCancelIsRefused(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, frame.ReasonCancelled, got.Reason)
 }
+
+// A start that reuses the id of a turn another node ended, sent before
+// this node's feed brought that end: its turn_start reaches the log after
+// the end, so no node stores it, and StartTurn says why — ErrTurnEnded,
+// not ErrTurnActive (no turn is active).
+func TestStartReusingAnIDEndedOnAnotherNodeIsTurnEnded(t *testing.T) {
+	t.Parallel()
+	c := newCluster()
+	a, _ := c.join(t, "a", eventbus.Options{})
+	b, nb := c.join(t, "b", eventbus.Options{})
+	require.NoError(t, a.CreateSession("s", ""))
+	eventually(t, func() bool { return b.SessionExists("s") }, "b learns the session")
+	nb.gate.Lock() // b's feed stalls: b does not learn of x
+	tr, err := a.StartTurn(context.Background(), "s", eventbus.TurnOptions{ID: "x"})
+	require.NoError(t, err)
+	_, err = tr.End(nil)
+	require.NoError(t, err)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := b.StartTurn(context.Background(), "s", eventbus.TurnOptions{ID: "x"})
+		errc <- err
+	}()
+	eventually(t, func() bool { return c.logLen() == 4 }, "b's turn_start is stored in the backend") // created, start, end, start
+	nb.gate.Unlock()
+	select {
+	case err = <-errc:
+	case <-time.After(waitFor):
+		t.Fatal("StartTurn does not return")
+	}
+	require.ErrorIs(t, err, eventbus.ErrTurnEnded)
+	assert.ErrorContains(t, err, `turn "x" of session "s"`)
+	want := []string{"start:x", "end:x:complete"}
+	assert.Equal(t, want, nodeLog(t, a, "s", 2))
+	assert.Equal(t, want, nodeLog(t, b, "s", 2))
+	_, active := b.Turn("s", "")
+	assert.False(t, active)
+}
