@@ -36,7 +36,9 @@ func loopbackHosts(h http.Handler, bodyTimeout time.Duration) http.Handler {
 			w.Header().Set("Content-Type", "application/json; charset=utf-8")
 			w.Header().Set("Cache-Control", "no-store")
 			w.WriteHeader(http.StatusMisdirectedRequest)
-			_ = json.NewEncoder(w).Encode(map[string]string{
+			enc := json.NewEncoder(w)
+			enc.SetEscapeHTML(false) // as every other answer
+			_ = enc.Encode(map[string]string{
 				"code": "misdirected_request",
 				"message": fmt.Sprintf("Host %q is not a loopback name: this server listens on loopback only "+
 					"(use localhost or 127.0.0.1, or start it with -addr :port to serve other hosts)", cut(r.Host, 64)),

@@ -1,12 +1,12 @@
 package server
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/internal/textutil"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -75,7 +75,7 @@ func writeError(w http.ResponseWriter, status int, code, message string) {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
+	b, err := textutil.MarshalJSON(v)
 	if err != nil {
 		status = http.StatusInternalServerError
 		b = []byte(`{"code":"internal_error","message":"encoding the answer failed"}`)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -101,4 +102,20 @@ func TestRoutesListEveryMountedRoute(t *testing.T) {
 		assert.NotEmpty(t, r.Doc)
 	}
 	assert.ElementsMatch(t, s.patterns, listed)
+}
+
+// The example's own answers are written as the handlers' are: a name
+// holding '&', '<' or '>' reads as sent, not as \u0026, \u003c, \u003e.
+func TestAPIErrorBodiesDoNotEscapeHTML(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, Options{})
+	require.NoError(t, s.Bus().CreateSession("root", ""))
+	req := httptest.NewRequest("DELETE", "/session/root?a%26b%3Cc%3E=1", nil)
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, req)
+	assert.Equal(t, http.StatusBadRequest, rec.Code)
+	assert.Contains(t, rec.Body.String(), `a&b<c>`)
+	for _, esc := range []string{`\u0026`, `\u003c`, `\u003e`} {
+		assert.NotContains(t, rec.Body.String(), esc)
+	}
 }
