@@ -2,6 +2,7 @@ package eventbus_test
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -85,6 +86,49 @@ func BenchmarkCancelToDone(b *testing.B) {
 			b.ReportMetric(us(0.5), "p50-µs")
 			b.ReportMetric(us(0.99), "p99-µs")
 			b.ReportMetric(us(1), "max-µs")
+		})
+	}
+}
+
+// BenchmarkTurnStartEnd is one turn started and ended on a session that
+// has ended many before (ns per turn): what remembering every ended turn
+// whose turn_end the replay buffer holds costs — an index by id, and
+// forgetting the turns whose end left the buffer — at the default buffer
+// of 100 and at 10,000, where up to 5,000 ended turns are remembered.
+//
+//	go test -run '^$' -bench TurnStartEnd -benchmem ./eventbus/
+func BenchmarkTurnStartEnd(b *testing.B) {
+	for _, ring := range []int{100, 10_000} {
+		b.Run(fmt.Sprint("ring=", ring), func(b *testing.B) {
+			bus := benchNewBus(b, eventbus.Options{ReplayBufferSize: ring})
+			defer bus.Close()
+			if err := bus.CreateSession("s", ""); err != nil {
+				b.Fatal(err)
+			}
+			ids := make([]string, b.N+ring)
+			for i := range ids {
+				ids[i] = fmt.Sprint("turn-", i)
+			}
+			for _, id := range ids[:ring] { // the buffer full of ended turns
+				tr, err := bus.StartTurn(context.Background(), "s", eventbus.TurnOptions{ID: id})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := tr.End(nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				tr, err := bus.StartTurn(context.Background(), "s", eventbus.TurnOptions{ID: ids[ring+i]})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := tr.End(nil); err != nil {
+					b.Fatal(err)
+				}
+			}
 		})
 	}
 }
