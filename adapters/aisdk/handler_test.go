@@ -250,3 +250,42 @@ func TestStopEndsTheStreamWithAbort(t *testing.T) {
 	resp2.Body.Close()
 	assert.Equal(t, http.StatusNotFound, resp2.StatusCode, "stop of an unknown chat")
 }
+
+// The stop route's refusals name the turn as sent: a turn id the bus
+// refuses (400 invalid_turn_id), a turn that has ended (409 turn_ended,
+// 40 turns back too, while the buffer holds it); '&', '<', '>' written
+// as themselves. Nothing is written.
+func TestStopRefusalsNameTheTurn(t *testing.T) {
+	t.Parallel()
+	cs := newChatServer(t)
+	require.NoError(t, cs.bus.CreateSession("c1", ""))
+	for i := range 40 {
+		tn, err := cs.bus.StartTurn(context.Background(), "c1", eventbus.TurnOptions{ID: fmt.Sprint("t&", i)})
+		require.NoError(t, err)
+		_, err = tn.End(nil)
+		require.NoError(t, err)
+	}
+	for _, r := range []struct {
+		name, body string
+		status     int
+		code, says string
+	}{
+		{"control character", `{"turn":"a<&>\u0001"}`, 400, "invalid_turn_id", `turn id "a<&>\x01" contains control character`},
+		{"empty", `{"turn":""}`, 400, "invalid_turn_id", "empty turn id"},
+		{"ended", `{"turn":"t&39"}`, 409, "turn_ended", `turn "t&39" of session "c1"`},
+		{"ended 40 turns back", `{"turn":"t&0"}`, 409, "turn_ended", `turn "t&0" of session "c1"`},
+	} {
+		before := cs.bus.LastEventID()
+		resp, err := http.Post(cs.ts.URL+"/api/chat/c1/stop", "application/json", strings.NewReader(r.body))
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var e struct{ Code, Message string }
+		require.NoError(t, json.Unmarshal(b, &e), r.name)
+		assert.Equal(t, r.status, resp.StatusCode, r.name)
+		assert.Equal(t, r.code, e.Code, r.name)
+		assert.Contains(t, e.Message, r.says, r.name)
+		assert.NotContains(t, string(b), `\u0026`, r.name)
+		assert.Equal(t, before, cs.bus.LastEventID(), "%s: nothing written", r.name)
+	}
+}
