@@ -236,13 +236,13 @@ func (f *fedStore) startTurn(ctx context.Context, t *Turn, r *record) error {
 				tn = x.EndedTurn(t.id)
 			}
 			switch {
-			case tn != nil && tn.Start.ID == ev.ID:
+			case tn != nil && tn.StartID == ev.ID:
 				return nil
 			case f.h.LastID() >= ev.ID:
 				if a := x.ActiveTurn(); a != nil {
 					return fmt.Errorf("%w: session %q has turn %q", ErrTurnActive, x.ID, a.ID)
 				}
-				if tn != nil && tn.End != nil {
+				if tn != nil && tn.EndID != 0 {
 					// Its id was a turn's whose end reached the log first.
 					return fmt.Errorf("%w: turn %q of session %q (a turn id is used once)", ErrTurnEnded, t.id, x.ID)
 				}
@@ -299,7 +299,7 @@ func (f *fedStore) cancelFirst(t *Turn) bool {
 	var yes bool
 	_ = f.local.inTree(t.session, func(x *session, _ *fan) error {
 		tn := x.ActiveTurnByID(t.id)
-		yes = tn != nil && tn.Start.ID == t.start.ID && tn.Cancel != 0
+		yes = tn != nil && tn.StartID == t.start.ID && tn.Cancel != 0
 		return nil
 	})
 	return yes

@@ -308,12 +308,12 @@ func (b *Bus) Cancel(ctx context.Context, sessionID string, d frame.TurnData) (C
 
 // Turn returns turn turnID of session sessionID — with turnID "", its
 // active turn — and true: active, or ended (then with EndID, Reason and
-// Message). A session remembers an ended turn while its replay buffer
-// holds the turn's turn_end, and its 32 most recently ended turns
-// always: at most 32 + ReplayBufferSize per session. It is false when
-// the session has no such turn (never started there, forgotten, or for
-// "" no active one) or is unknown. It waits only for a publish to the
-// session's tree.
+// Message). A session remembers its max(32, ReplayBufferSize) most
+// recently ended turns — every turn whose turn_end its replay buffer
+// holds, and the same turns on every node — whatever ClearReplayBuffer
+// does. It is false when the session has no such turn (never started
+// there, forgotten, or for "" no active one) or is unknown. It waits only
+// for a publish to the session's tree.
 func (b *Bus) Turn(sessionID, turnID string) (frame.TurnData, bool) {
 	var out frame.TurnData
 	ok := b.readTurns(sessionID, func(x *session) bool {
@@ -348,9 +348,9 @@ func (b *Bus) readTurns(id string, fn func(x *session) bool) bool {
 
 // turnData is what Turn reports of tn.
 func turnData(x *session, tn *store.Turn) frame.TurnData {
-	d := frame.TurnData{Turn: tn.ID, Session: x.ID, StartID: tn.Start.ID}
-	if tn.End != nil {
-		d.EndID, d.Reason, d.Message = tn.End.ID, tn.Reason, tn.Message
+	d := frame.TurnData{Turn: tn.ID, Session: x.ID, StartID: tn.StartID}
+	if tn.EndID != 0 {
+		d.EndID, d.Reason, d.Message = tn.EndID, tn.Reason, tn.Message
 	}
 	return d
 }

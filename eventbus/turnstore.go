@@ -87,7 +87,7 @@ func (m *memStore) applyTurnLocked(x *session, r *record, f *fan) []turnChange {
 			}
 			tk.hub.turnChanged(c.Session, c.Turn.ID, true)
 			if t, ok := tk.owned.Load(turnKey{c.Session.ID, c.Turn.ID}); ok {
-				t.finish(eventOf(c.Turn.End, false), c.Turn.Reason, turnCause(c.Turn, c.Turn.Reason, c.Turn.Message))
+				t.finish(eventOf(c.Record, false), c.Turn.Reason, turnCause(c.Turn, c.Turn.Reason, c.Turn.Message))
 				if tk.fed != nil {
 					tk.release(t)
 				}
@@ -167,7 +167,7 @@ func refusal(x *session, r *record, id string) error {
 // that end (store.endTurn in memory).
 func (m *memStore) endTurn(t *Turn, r *record) (Event, error) {
 	err := m.inTree(t.session, func(x *session, f *fan) error {
-		if tn := x.ActiveTurnByID(t.id); tn != nil && tn.Start.ID == t.start.ID {
+		if tn := x.ActiveTurnByID(t.id); tn != nil && tn.StartID == t.start.ID {
 			m.appendLocked(x, r, false, f)
 			m.applyTurnLocked(x, r, f)
 		}
@@ -211,7 +211,7 @@ func (m *memStore) cancelTurns(_ context.Context, id string, d frame.TurnData, r
 func (m *memStore) publishInTurn(t *Turn, r *record, p *producer.Stamp) (Event, error) {
 	var ev Event
 	err := m.inTree(t.session, func(x *session, f *fan) error {
-		if tn := x.ActiveTurnByID(t.id); tn == nil || tn.Start.ID != t.start.ID {
+		if tn := x.ActiveTurnByID(t.id); tn == nil || tn.StartID != t.start.ID {
 			return t.endedErr()
 		}
 		if p != nil {

@@ -13,11 +13,12 @@ import (
 )
 
 // Over NATS a node learns turns from the stream: the node that ran 40
-// turns, one that watched them, and one that joins after them all
-// remember every turn their replay buffer holds the end of (not only the
-// 32 newest), and each refuses a start reusing such an id (ErrTurnEnded,
-// nothing written) and a cancel of it; a turn whose records have all
-// left the buffer, beyond the 32 newest, is forgotten on every node alike.
+// turns, one that watched them (and cleared its own replay buffer), and
+// one that joins after them all remember the same turns — the
+// max(32, ReplayBufferSize) newest, so every turn a buffer holds the end
+// of, not only the 32 newest — and each refuses a start reusing such an
+// id (ErrTurnEnded, nothing written) and a cancel of it; older ones are
+// forgotten on every node alike.
 func TestEndedTurnsAreRememberedAcrossNodes(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -48,6 +49,8 @@ func TestEndedTurnsAreRememberedAcrossNodes(t *testing.T) {
 				require.NoError(t, err)
 			}
 			late := newNode(t, shared.ClientURL(), cfg, opts...)
+			syncNode(t, watcher.bus)
+			require.NoError(t, watcher.bus.ClearReplayBuffer("s")) // this node's own: it forgets no turn
 			for _, n := range []struct {
 				name string
 				b    *eventbus.Bus

@@ -184,7 +184,7 @@ func (h *History[T]) Add(id, parent string, now int64) (*Session[T], error) {
 	} else {
 		log.MarkEvicted(h.forgotten)
 	}
-	x := &Session[T]{ID: id, log: log}
+	x := &Session[T]{ID: id, log: log, keepEnded: h.cfg.Log.Records}
 	x.active.Store(now)
 	h.treeMu.Lock()
 	n, err := h.tree.Add(id, parent, x)

@@ -55,8 +55,10 @@ type Session[T any] struct {
 	producers *producerLRU[ProducerRecord]
 
 	// turns is the session's turn state (turns.go); nil until its first
-	// turn record.
-	turns *turns
+	// turn record. keepEnded is how many ended turns it remembers: its
+	// log's record bound (at least MaxEndedTurns).
+	turns     *turns
+	keepEnded int
 }
 
 // Parent returns x's parent, nil for a root. The structure lock is held.

@@ -21,30 +21,29 @@ import (
 
 // Bounds of one session's turn state.
 const (
-	// MaxEndedTurns is how many of its most recently ended turns a
-	// session remembers even once their records have left its log. An
-	// ended turn whose turn_end the log still holds is remembered too, so
-	// a session remembers at most MaxEndedTurns + its log's capacity
-	// ended turns: what Turn finds after the end, and what makes a start
-	// reusing the id, or a cancel of it, an error.
+	// MaxEndedTurns is the fewest ended turns a session remembers, newest
+	// first: it remembers max(MaxEndedTurns, its log's record bound) — so
+	// every turn whose turn_end its log holds, the log holding no more
+	// records than that, and on every node with that bound the same
+	// turns. They are what Turn finds after the end, and what makes a
+	// start reusing the id, or a cancel of it, an error.
 	MaxEndedTurns = 32
 	// MaxHeldCancels is how many cancels of turns not yet started a
 	// session holds; one more drops the oldest (TurnHeldDropped).
 	MaxHeldCancels = 16
 )
 
-// Turn is one turn of a session.
+// Turn is one turn of a session. It holds ids, not its records, so that
+// a turn remembered after they left the log keeps nothing of them.
 type Turn struct {
-	ID    string
-	Start *queue.Record // its turn_start
-	End   *queue.Record // its turn_end; nil while the turn is active
+	ID      string
+	StartID uint64 // its turn_start's id
+	EndID   uint64 // its turn_end's id; 0 while the turn is active
 	// Reason and Message are the turn_end's.
 	Reason, Message string
 	// Cancel is the id of the turn_cancel applied to the turn, 0 when
 	// none was.
 	Cancel uint64
-	// nth counts the session's ended turns: this one ended nth (from 1).
-	nth uint64
 }
 
 // held is a cancel of a turn that has not started (yet).
@@ -57,12 +56,11 @@ type held struct {
 // turns is a session's turn state.
 type turns struct {
 	active []*Turn // in start order; one at most, as CheckTurn admits
-	// ended are the ended turns remembered (and perhaps some no longer
-	// remembered, dropped at the next end: forget), oldest end first;
-	// byID indexes them.
+	// ended are the ended turns remembered, oldest end first, at most
+	// Session.keepEnded; byID indexes them (an id is in ended once:
+	// CheckTurn refuses to start a turn of a remembered id).
 	ended []*Turn
 	byID  map[string]*Turn
-	nth   uint64 // turns ended so far
 	held  []held // oldest first, at most MaxHeldCancels
 }
 
@@ -72,6 +70,9 @@ type TurnChange[T any] struct {
 	Session *Session[T] // the turn's session
 	Turn    *Turn       // nil for TurnHeldDropped
 	Held    string      // the turn id of a held cancel (TurnHeld, TurnHeldDropped)
+	// Record is the turn record that made the change (TurnStarted,
+	// TurnEnded: the turn's turn_start, turn_end), nil for the others.
+	Record *queue.Record
 }
 
 // TurnChangeKind says what a [TurnChange] is.
@@ -173,9 +174,9 @@ func (x *Session[T]) ApplyTurn(r *queue.Record, hold int64, dst []TurnChange[T])
 	dst = x.expireHeld(r.Nanos, dst)
 	switch r.Type {
 	case frame.TypeTurnStart:
-		tn := &Turn{ID: d.Turn, Start: r}
+		tn := &Turn{ID: d.Turn, StartID: r.ID}
 		t.active = append(t.active, tn)
-		dst = append(dst, TurnChange[T]{Kind: TurnStarted, Session: x, Turn: tn})
+		dst = append(dst, TurnChange[T]{Kind: TurnStarted, Session: x, Turn: tn, Record: r})
 		if i := slices.IndexFunc(t.held, func(h held) bool { return h.turn == d.Turn }); i >= 0 {
 			tn.Cancel = t.held[i].cancel
 			t.held = slices.Delete(t.held, i, i+1)
@@ -188,16 +189,18 @@ func (x *Session[T]) ApplyTurn(r *queue.Record, hold int64, dst []TurnChange[T])
 		}
 		tn := t.active[i]
 		t.active = slices.Delete(t.active, i, i+1)
-		tn.End, tn.Reason, tn.Message = r, d.Reason, d.Message
-		t.nth++
-		tn.nth = t.nth
-		x.forget()
+		tn.EndID, tn.Reason, tn.Message = r.ID, d.Reason, d.Message
+		if len(t.ended) >= max(x.keepEnded, MaxEndedTurns) {
+			delete(t.byID, t.ended[0].ID)
+			t.ended[0] = nil
+			t.ended = t.ended[1:] // append reallocates: the array stays within twice the bound
+		}
 		if t.byID == nil {
 			t.byID = make(map[string]*Turn)
 		}
 		t.ended = append(t.ended, tn)
 		t.byID[tn.ID] = tn
-		dst = append(dst, TurnChange[T]{Kind: TurnEnded, Session: x, Turn: tn})
+		dst = append(dst, TurnChange[T]{Kind: TurnEnded, Session: x, Turn: tn, Record: r})
 	case frame.TypeTurnCancel:
 		switch {
 		case d.Turn == "":
@@ -287,37 +290,13 @@ func (x *Session[T]) ActiveTurnByID(id string) *Turn {
 	return nil
 }
 
-// EndedTurn returns the ended turn id if x remembers it, else nil: while
-// x's log holds its turn_end (and so every record of it), and while it is
-// one of x's MaxEndedTurns most recently ended turns.
+// EndedTurn returns the ended turn id if x remembers it (one of its
+// max(MaxEndedTurns, log bound) most recently ended turns), else nil.
 func (x *Session[T]) EndedTurn(id string) *Turn {
 	if x.turns == nil {
 		return nil
 	}
-	if tn := x.turns.byID[id]; tn != nil && x.remembers(tn) {
-		return tn
-	}
-	return nil
-}
-
-// remembers reports whether x remembers tn, one of its ended turns.
-func (x *Session[T]) remembers(tn *Turn) bool {
-	return x.turns.nth-tn.nth < MaxEndedTurns || tn.End.ID > x.log.HighestEvicted()
-}
-
-// forget drops the ended turns x no longer remembers. Ends are appended in
-// id order, so those are a prefix: the oldest ends, evicted first.
-func (x *Session[T]) forget() {
-	t := x.turns
-	n := 0
-	for n < len(t.ended) && !x.remembers(t.ended[n]) {
-		if tn := t.ended[n]; t.byID[tn.ID] == tn {
-			delete(t.byID, tn.ID)
-		}
-		t.ended[n] = nil
-		n++
-	}
-	t.ended = t.ended[n:]
+	return x.turns.byID[id]
 }
 
 // ActiveTurns appends x's active turns to dst, and with cascade those of

@@ -11,11 +11,10 @@ import (
 	"github.com/replaybus/replaybus/eventbus/internal/queue"
 )
 
-// An ended turn is remembered exactly while its session's log holds its
-// turn_end or it is one of the MaxEndedTurns most recently ended; the
-// state never holds more than MaxEndedTurns + the log's capacity + 1
-// ended turns, whatever the mix of turns, other records, clears and
-// reused ids.
+// A session remembers exactly its max(MaxEndedTurns, log bound) most
+// recently ended turns, so every turn whose turn_end its log holds, and
+// never more, whatever the mix of turns, other records, clears and reused
+// ids; a start of a remembered id is refused, of a forgotten one admitted.
 func TestEndedTurnsAreBoundedByTheLog(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		records := rapid.IntRange(1, 80).Draw(rt, "records")
@@ -69,28 +68,31 @@ func TestEndedTurnsAreBoundedByTheLog(t *testing.T) {
 			default:
 				put("other", frame.TurnData{})
 			}
-			// The model: the newest end of each id, remembered while held
-			// or among the MaxEndedTurns newest.
+			// The model: the newest end of each id, remembered while among
+			// the keep newest ends; a turn whose end the log holds always is.
+			keep := max(MaxEndedTurns, records)
 			newest := map[string]ended{}
 			for _, e := range model {
 				newest[e.id] = e
 			}
 			for id, e := range newest {
-				want := len(model)-e.nth < MaxEndedTurns || e.end > x.log.HighestEvicted()
+				want := len(model)-e.nth < keep
 				tn := x.EndedTurn(id)
 				if (tn != nil) != want {
-					rt.Fatalf("step %d: turn %s (end %d, %d of %d ends; evicted up to %d): remembered %v, want %v",
-						i, id, e.end, e.nth, len(model), x.log.HighestEvicted(), tn != nil, want)
+					rt.Fatalf("step %d: turn %s (end %d, %d of %d ends): remembered %v, want %v", i, id, e.end, e.nth, len(model), tn != nil, want)
 				}
-				if tn != nil && tn.End.ID != e.end {
-					rt.Fatalf("turn %s: end %d, want the newest %d", id, tn.End.ID, e.end)
+				if tn == nil && e.end > x.log.HighestEvicted() {
+					rt.Fatalf("step %d: turn %s forgotten, its end %d still in the log", i, id, e.end)
+				}
+				if tn != nil && tn.EndID != e.end {
+					rt.Fatalf("turn %s: end %d, want the newest %d", id, tn.EndID, e.end)
 				}
 			}
 			if x.turns == nil {
 				continue
 			}
-			if n, most := len(x.turns.ended), MaxEndedTurns+records+1; n > most || len(x.turns.byID) > most {
-				rt.Fatalf("step %d: %d ended turns held (%d indexed), more than %d", i, n, len(x.turns.byID), most)
+			if n := len(x.turns.ended); n > keep || len(x.turns.byID) != n {
+				rt.Fatalf("step %d: %d ended turns held (%d indexed), more than %d", i, n, len(x.turns.byID), keep)
 			}
 		}
 	})
