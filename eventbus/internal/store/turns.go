@@ -21,12 +21,13 @@ import (
 
 // Bounds of one session's turn state.
 const (
-	// MaxEndedTurns is the fewest ended turns a session remembers, newest
-	// first: it remembers max(MaxEndedTurns, its log's record bound) — so
-	// every turn whose turn_end its log holds, the log holding no more
-	// records than that, and on every node with that bound the same
-	// turns. They are what Turn finds after the end, and what makes a
-	// start reusing the id, or a cancel of it, an error.
+	// MaxEndedTurns is the fewest ended turns a session remembers. It
+	// remembers its max(MaxEndedTurns, log record bound) most recently
+	// ended: every turn whose turn_end its log can hold, counted by ends
+	// (not read from the log), so the same turns on every node with that
+	// bound, whatever a node cleared or aged out. They are what Turn
+	// finds after the end, and what makes a start reusing the id, or a
+	// cancel of it, an error.
 	MaxEndedTurns = 32
 	// MaxHeldCancels is how many cancels of turns not yet started a
 	// session holds; one more drops the oldest (TurnHeldDropped).
