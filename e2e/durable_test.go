@@ -5,13 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,7 +69,11 @@ type vitestReport struct {
 // TestDurableStreamsConformance runs the Durable Streams conformance suite
 // (e2e/durable/conformance.test.mjs, vitest) against the example server on
 // loopback, whose root is the suite's base URL, and requires at least
-// conformanceFloor passing cases.
+// conformanceFloor passing cases. The suite's TTL sliding-window cases
+// (ttlMarginCase) leave 0.5 s between a 1.5 s sleep and a 2 s TTL; a
+// stall of the loaded machine that eats it fails them all at once, so
+// those (and only those) are run again, up to twice, when they are all
+// that failed: each must then pass in a run of its own.
 func TestDurableStreamsConformance(t *testing.T) {
 	node, dir := needDurableDeps(t)
 	ts := startServer(t, eventbus.Options{ReplayBufferSize: 100000, MaxSubscribers: 10000},
@@ -76,18 +82,63 @@ func TestDurableStreamsConformance(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	rep, failed := runConformance(ctx, t, node, dir, ts.ts.URL)
+	passed := rep.NumPassedTests
+	for attempt := 1; attempt <= 2 && len(failed) > 0 && allTTLMargin(failed); attempt++ {
+		names := slices.Sorted(maps.Keys(failed))
+		t.Logf("run %d: the TTL sliding-window cases %q failed (a stall of over 0.5 s): running them again", attempt, names)
+		pattern := make([]string, len(names))
+		for i, n := range names {
+			pattern[i] = "^" + regexp.QuoteMeta(n) + "$"
+		}
+		again, still := runConformance(ctx, t, node, dir, ts.ts.URL, "-t", strings.Join(pattern, "|"))
+		require.Equal(t, len(names), again.NumPassedTests+again.NumFailedTests, "the rerun ran exactly the failed cases")
+		passed += again.NumPassedTests
+		failed = still
+	}
+	for _, n := range slices.Sorted(maps.Keys(failed)) {
+		t.Logf("failed: %s\n      %s", n, failed[n])
+	}
+	t.Logf("Durable Streams conformance: %d passed, %d failed, %d skipped of %d",
+		passed, len(failed), rep.NumPendingTests, rep.NumTotalTests)
+	require.GreaterOrEqual(t, passed, conformanceFloor, "fewer conformance cases pass than before")
+}
+
+// ttlMarginCase reports whether the conformance case named name is one
+// of the TTL sliding-window cases: a stream of Stream-TTL 2 read or
+// written 1.5 s after its creation (and 1.5 s later again) must still be
+// there, a margin of 0.5 s that a loaded machine's stall can eat.
+func ttlMarginCase(name string) bool {
+	return strings.HasPrefix(name, "TTL Expiration Behavior ") &&
+		(strings.HasSuffix(name, " (sliding window)") || strings.HasSuffix(name, " should NOT extend TTL on HEAD"))
+}
+
+func allTTLMargin(failed map[string]string) bool {
+	for n := range failed {
+		if !ttlMarginCase(n) {
+			return false
+		}
+	}
+	return true
+}
+
+// runConformance runs the conformance suite (with vitest's args) against
+// url and returns vitest's report and its failed cases by full name, each
+// with the start of its first failure message.
+func runConformance(ctx context.Context, t *testing.T, node, dir, url string, args ...string) (vitestReport, map[string]string) {
+	t.Helper()
 	report := filepath.Join(t.TempDir(), "report.json")
 	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, node, filepath.Join("node_modules", "vitest", "vitest.mjs"), "run",
-		"--reporter=json", "--outputFile="+report, "conformance.test.mjs")
+	cmd := exec.CommandContext(ctx, node, append([]string{filepath.Join("node_modules", "vitest", "vitest.mjs"), "run",
+		"--reporter=json", "--outputFile=" + report, "conformance.test.mjs"}, args...)...)
 	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, &out, &out
-	cmd.Env = append(os.Environ(), "DURABLE_BASE_URL="+ts.ts.URL, "DURABLE_LONG_POLL_MS=2000", "DURABLE_SUBSCRIPTIONS=1", "NO_COLOR=1")
+	cmd.Env = append(os.Environ(), "DURABLE_BASE_URL="+url, "DURABLE_LONG_POLL_MS=2000", "DURABLE_SUBSCRIPTIONS=1", "NO_COLOR=1")
 	runErr := cmd.Run() // non-zero when any case fails: the count decides
 	raw, err := os.ReadFile(report)
 	require.NoError(t, err, "vitest wrote no report (run error %v); output:\n%s", runErr, out.String())
 	var rep vitestReport
 	require.NoError(t, json.Unmarshal(raw, &rep))
-	var failed []string
+	failed := map[string]string{}
 	for _, f := range rep.TestResults {
 		for _, a := range f.AssertionResults {
 			if a.Status == "failed" {
@@ -98,17 +149,11 @@ func TestDurableStreamsConformance(t *testing.T) {
 						msg = msg[:300]
 					}
 				}
-				failed = append(failed, a.FullName+"\n      "+msg)
+				failed[a.FullName] = msg
 			}
 		}
 	}
-	sort.Strings(failed)
-	for _, f := range failed {
-		t.Logf("failed: %s", f)
-	}
-	t.Logf("Durable Streams conformance: %d passed, %d failed, %d skipped of %d",
-		rep.NumPassedTests, rep.NumFailedTests, rep.NumPendingTests, rep.NumTotalTests)
-	require.GreaterOrEqual(t, rep.NumPassedTests, conformanceFloor, "fewer conformance cases pass than before")
+	return rep, failed
 }
 
 // durableCutter aborts GET responses of the Durable Streams route the way

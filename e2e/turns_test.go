@@ -93,7 +93,11 @@ func TestChromiumPageStopButton(t *testing.T) {
 
 func chromiumStopButton(t *testing.T, transport string) {
 	chromium := needTool(t, "chromium", "/usr/bin/chromium", "chromium-browser")
-	ts := startServer(t, eventbus.Options{}, server.Options{DefaultSession: "chat", AgentRate: 100})
+	// The model streams 10 deltas a second: the turn is streaming when Stop
+	// is clicked, and a page on a loaded machine keeps up (at 100 a second
+	// it fell behind, and the cancel's answer, the turn_end and the
+	// presence frames queued behind the deltas for longer than the waits).
+	ts := startServer(t, eventbus.Options{}, server.Options{DefaultSession: "chat", AgentRate: 10})
 	require.NoError(t, ts.bus.CreateSession("chat", ""))
 	require.NoError(t, ts.bus.CreateSession("chat.sub", "chat"))
 	sub, err := ts.bus.StartTurn(context.Background(), "chat.sub", eventbus.TurnOptions{ID: "sub-turn"})

@@ -94,9 +94,21 @@ func (sh *presenceShare) wake() {
 	}
 }
 
-// run shares the queued parts until the bus closes.
+// run shares the queued parts until the bus closes. A share in flight
+// then is cancelled: the backend's Close drops the node's parts (or they
+// expire with its lease), and Close must not wait out a reply that a cut
+// connection lost.
 func (sh *presenceShare) run() {
 	defer close(sh.done)
+	closing, cancelAll := context.WithCancel(context.Background())
+	defer cancelAll()
+	go func() {
+		select {
+		case <-sh.stop:
+			cancelAll()
+		case <-closing.Done():
+		}
+	}()
 	for {
 		select {
 		case <-sh.stop:
@@ -108,7 +120,7 @@ func (sh *presenceShare) run() {
 		sh.out = map[string][]byte{}
 		sh.mu.Unlock()
 		for session, part := range out {
-			ctx, cancel := context.WithTimeout(context.Background(), backendTimeout)
+			ctx, cancel := context.WithTimeout(closing, backendTimeout)
 			_ = sh.be.SharePresence(ctx, session, part, sh.lease) // the next change shares it again
 			cancel()
 		}

@@ -341,3 +341,46 @@ func TestStartReusingAnIDEndedOnAnotherNodeIsTurnEnded(t *testing.T) {
 	_, active := b.Turn("s", "")
 	assert.False(t, active)
 }
+
+// stuckShare is a cluster node whose SharePresence blocks until its
+// context ends, as a NATS request whose reply was lost does (the node was
+// cut off while it was in flight).
+type stuckShare struct {
+	*node
+	entered chan struct{}
+	once    sync.Once
+	ended   chan error
+}
+
+func (s *stuckShare) SharePresence(ctx context.Context, _ string, _ []byte, _ time.Duration) error {
+	s.once.Do(func() { close(s.entered) })
+	<-ctx.Done()
+	s.ended <- ctx.Err()
+	return ctx.Err()
+}
+
+// Close does not wait out a presence share in flight: the share is
+// moot once the bus closes (the backend's Close drops the node's parts,
+// or they expire with its lease), so Close cancels it.
+func TestCloseCancelsPresenceShareInFlight(t *testing.T) {
+	t.Parallel()
+	c := newCluster()
+	n := &node{c: c, name: "a", wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	c.nodes = append(c.nodes, n)
+	be := &stuckShare{node: n, entered: make(chan struct{}), ended: make(chan error, 8)}
+	b, err := eventbus.NewWithBackend(context.Background(), eventbus.Options{}, be)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	require.NoError(t, b.CreateSession("s", ""))
+	subscribe(t, b, "s", eventbus.SubscribeOptions{Client: "c"})
+	select {
+	case <-be.entered:
+	case <-time.After(waitFor):
+		t.Fatal("the client's part was never shared")
+	}
+	start := time.Now()
+	require.NoError(t, b.Close())
+	// Before: Close waited for the share's own timeout (10 s).
+	assert.Less(t, time.Since(start), 2*time.Second, "Close waited for a presence share in flight")
+	assert.ErrorIs(t, <-be.ended, context.Canceled, "the share's context is cancelled by Close")
+}

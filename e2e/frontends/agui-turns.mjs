@@ -137,13 +137,16 @@ try {
   }
   // A join while a run runs: once the joined agent has its snapshot, a
   // cancel ends the run; both agents end with the same messages, whatever
-  // the machine's speed.
+  // the machine's speed. The run is one the cancel ends (100,000 deltas:
+  // 25 s at the tests' 4,000 a second), so that the join always finds it
+  // running: with 6,000 (1.5 s) a loaded machine's join came after the
+  // end and got 204.
   const joinThread = `ag-join-${stamp}`;
   let joined;
   let snapshotSeen;
   const seen = new Promise((resolve) => { snapshotSeen = resolve; });
   const first = await run(joinThread, {
-    message: "stream 6000", // long enough for the join, short enough not to flood a loaded machine's client
+    message: "stream 100000",
     onEvent: async (n) => {
       if (n !== 30) return;
       process.stderr.write("join starts\n");

@@ -18,9 +18,17 @@ import (
 	"github.com/replaybus/replaybus/examples/agentserver/agent"
 )
 
+// turnBus is the bus of the servers whose turns turnEvents reads: its ring
+// holds a whole turn of "stream 2000" (2,004 records), so that the read,
+// which starts after the POST returned, misses nothing however far the
+// reply ran ahead meanwhile (with the default ring of 100, a loaded machine
+// evicted the turn's start first).
+var turnBus = eventbus.Options{ReplayBufferSize: 10_000}
+
 // turnEvents posts text to session and returns the events of the turn it
 // starts, between its turn_start and its turn_end (both excluded), and the
-// turn_end; it waits for the end.
+// turn_end; it waits for the end. A gap (any frame but replay_complete)
+// fails the test.
 func turnEvents(t *testing.T, s *Server, session, text string) ([]eventbus.Event, eventbus.Event) {
 	t.Helper()
 	code, _, body := do(t, s, http.MethodPost, "/session/"+session+"/messages", `{"text":`+jsonString(text)+`}`)
@@ -28,7 +36,7 @@ func turnEvents(t *testing.T, s *Server, session, text string) ([]eventbus.Event
 	turn := body["turn"].(string)
 	start := uint64(body["startId"].(float64))
 	assert.Equal(t, s.answer(start-1, false).Cursor, body["cursor"], "the cursor reads the turn from its start")
-	sub, err := s.Bus().Subscribe(context.Background(), session, eventbus.SubscribeOptions{Cursor: eventbus.At(start - 1)})
+	sub, err := s.Bus().Subscribe(context.Background(), session, eventbus.SubscribeOptions{Cursor: eventbus.At(start - 1), MaxQueued: 1_000_000})
 	require.NoError(t, err)
 	defer sub.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -39,6 +47,7 @@ func turnEvents(t *testing.T, s *Server, session, text string) ([]eventbus.Event
 		require.NoError(t, err)
 		switch {
 		case ev.ID == 0:
+			require.Equal(t, frame.TypeReplayComplete, ev.Type, "a gap in the turn: %s", ev.Data)
 		case ev.Type == frame.TypeTurnStart:
 			assert.JSONEq(t, `{"turn":"`+turn+`","session":"`+session+`"}`, string(ev.Data))
 		case ev.Type == frame.TypeTurnEnd:
@@ -59,7 +68,7 @@ func jsonString(s string) string {
 // reply.
 func TestMessageReplyIsDeterministic(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, Options{AgentRate: agent.MaxStream})
+	s := newServerBus(t, turnBus, Options{AgentRate: agent.MaxStream})
 	require.NoError(t, s.Bus().CreateSession("s", ""))
 	const text = "Why does the nightly export write an empty file?"
 	first, end := turnEvents(t, s, "s", text)
@@ -95,7 +104,7 @@ func turnOf(t *testing.T, ev eventbus.Event) string {
 // shapes), then one tool call with its result, and ends the turn.
 func TestStreamNGivesNDeltasThenOneToolCall(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, Options{AgentRate: agent.MaxStream})
+	s := newServerBus(t, turnBus, Options{AgentRate: agent.MaxStream})
 	require.NoError(t, s.Bus().CreateSession("s", ""))
 	for _, n := range []int{1, 7, 2000} {
 		evs, end := turnEvents(t, s, "s", fmt.Sprintf("stream %d", n))

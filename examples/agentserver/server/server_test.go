@@ -25,7 +25,13 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func newServer(t *testing.T, o Options) *Server {
 	t.Helper()
-	bus, err := eventbus.New(eventbus.Options{})
+	return newServerBus(t, eventbus.Options{}, o)
+}
+
+// newServerBus is newServer over a bus with options bo.
+func newServerBus(t *testing.T, bo eventbus.Options, o Options) *Server {
+	t.Helper()
+	bus, err := eventbus.New(bo)
 	require.NoError(t, err)
 	s, err := New(bus, o)
 	require.NoError(t, err)
