@@ -163,7 +163,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, req *Request) er
 	if err := turnstream.CheckOrigin(h.co, r); err != nil {
 		return err
 	}
-	body, err := turnstream.ReadBodyOrEmpty(w, r, h.max, h.bt)
+	body, err := turnstream.ReadBodyOrEmpty(w, r, h.max, h.bt, "", "params", "params.message", "params.message.parts[]")
 	if err != nil {
 		return err
 	}

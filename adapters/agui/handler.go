@@ -237,7 +237,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) error {
 	if err := turnstream.CheckOrigin(h.co, r); err != nil {
 		return err
 	}
-	body, err := turnstream.ReadBody(w, r, h.max, h.bt)
+	body, err := turnstream.ReadBody(w, r, h.max, h.bt, "", "messages[]", "messages[].content[]")
 	if err != nil {
 		return err
 	}

@@ -264,7 +264,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) error {
 	if err := turnstream.CheckOrigin(h.co, r); err != nil {
 		return err
 	}
-	body, err := turnstream.ReadBody(w, r, h.max, h.bt)
+	body, err := turnstream.ReadBody(w, r, h.max, h.bt, "", "messages[]", "messages[].parts[]")
 	if err != nil {
 		return err
 	}
@@ -364,7 +364,7 @@ func (h *Handler) stop(w http.ResponseWriter, r *http.Request, chat string) erro
 	if err := h.authorize(r, chat); err != nil {
 		return err
 	}
-	body, err := turnstream.ReadBodyOrEmpty(w, r, h.max, h.bt)
+	body, err := turnstream.ReadBodyOrEmpty(w, r, h.max, h.bt, "")
 	if err != nil {
 		return err
 	}
