@@ -199,7 +199,11 @@ func ParseCursor(s, epoch string) (c Cursor, ok bool, err error) {
 	}
 	p, err := resume.ParseCursor(base)
 	if err != nil {
-		return c, false, badCursor(s, strings.TrimPrefix(err.Error(), "resume: "))
+		why := strings.TrimPrefix(err.Error(), "resume: ")
+		if ce := (*resume.CursorError)(nil); errors.As(err, &ce) {
+			why = ce.Reason // the value is named once, by badCursor
+		}
+		return c, false, badCursor(s, why)
 	}
 	c.Seq, c.Epoch = p.ID, p.Epoch
 	if p.Epoch != "" && p.Epoch != epoch || p.ID == 0 {
@@ -210,7 +214,7 @@ func ParseCursor(s, epoch string) (c Cursor, ok bool, err error) {
 
 func badCursor(s, why string) error {
 	return &resume.StatusError{Status: http.StatusBadRequest, Code: resume.CodeInvalidLastEventID,
-		Message: fmt.Sprintf("Last-Event-ID %.64q: %s", s, why)}
+		Message: fmt.Sprintf("invalid Last-Event-ID %.64q: %s", s, why)}
 }
 
 // Locate returns the turn of session sessionID that event seq falls in:
