@@ -170,7 +170,8 @@ func (h *Handler) authorize(r *http.Request, thread string) error {
 // ParseInput reads a RunAgentInput: its thread and run ids and its last
 // message, which must be the user's, with a text. A malformed input is a
 // 400 invalid_json *resume.StatusError naming the member; a thread id
-// the bus refuses 400 invalid_session_id, a run id 400 invalid_turn_id.
+// the bus refuses, "." or ".." (which no join URL can carry) 400
+// invalid_session_id, a run id 400 invalid_turn_id.
 func ParseInput(body []byte) (Input, error) {
 	var in struct {
 		ThreadID *string `json:"threadId"`
@@ -187,7 +188,7 @@ func ParseInput(body []byte) (Input, error) {
 	if in.ThreadID == nil {
 		return Input{}, turnstream.BadJSON(`the RunAgentInput has no "threadId"`)
 	}
-	if err := turnstream.CheckSession("thread id", *in.ThreadID); err != nil {
+	if err := turnstream.CheckSegment("thread id", *in.ThreadID); err != nil {
 		return Input{}, err
 	}
 	out := Input{Thread: *in.ThreadID, Body: body}
@@ -261,7 +262,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) error {
 	if t, ok := h.bus.Turn(in.Thread, ""); ok {
 		return &resume.StatusError{Status: http.StatusConflict, Code: resume.CodeTurnActive,
 			Message: fmt.Sprintf("thread %s has an active run %s: join it (GET %s/%s/stream)",
-				textutil.Quote(in.Thread, 64), textutil.Quote(t.Turn, 64), h.path, in.Thread)}
+				textutil.Quote(in.Thread, 64), textutil.Quote(t.Turn, 64), h.path, url.PathEscape(in.Thread))}
 	}
 	if err := turnstream.Ensure(h.bus, in.Thread); err != nil {
 		return err

@@ -60,6 +60,10 @@ func TestBadRunInputsPublishNothing(t *testing.T) {
 		{"last not the user's", `{"threadId":"t","runId":"r","messages":[{"id":"a","role":"assistant","content":"x"}]}`, "", 400, "invalid_json", "assistant"},
 		{"content not text", `{"threadId":"t","runId":"r","messages":[{"id":"u","role":"user","content":5}]}`, "", 400, "invalid_json", "messages[0].content"},
 		{"thread the bus refuses", `{"threadId":"a\u0001","runId":"r",` + msg + `}`, "", 400, "invalid_session_id", "control character"},
+		// GET {path}/./stream is GET {path}/stream once a client's URL
+		// parser has read it: such a run could never be joined.
+		{"thread a dot segment", `{"threadId":".","runId":"r",` + msg + `}`, "", 400, "invalid_session_id", "dot segment"},
+		{"thread two dots", `{"threadId":"..","runId":"r",` + msg + `}`, "", 400, "invalid_session_id", "dot segment"},
 		{"run id the bus refuses", `{"threadId":"t","runId":"",` + msg + `}`, "", 400, "invalid_turn_id", "empty run id"},
 		{"a run is active", `{"threadId":"busy","runId":"r",` + msg + `}`, "", 409, "turn_active", `"running"`},
 		{"bad Last-Event-ID", `{"threadId":"busy","runId":"r",` + msg + `}`, "x-y:z", 400, "invalid_last_event_id", `"x-y:z"`},

@@ -196,7 +196,8 @@ type uiMessage struct {
 // ParseRequest reads a chat request body: its chat id, trigger and last
 // message, which must be the user's. A malformed body is a 400
 // invalid_json *resume.StatusError naming the member (messages[2].parts,
-// …); a chat id the bus refuses 400 invalid_session_id.
+// …); a chat id the bus refuses, "." or ".." (which no resume URL can
+// carry) 400 invalid_session_id.
 func ParseRequest(body []byte) (Message, error) {
 	var req chatRequest
 	if err := json.Unmarshal(body, &req); err != nil {
@@ -205,7 +206,7 @@ func ParseRequest(body []byte) (Message, error) {
 	if req.ID == nil {
 		return Message{}, turnstream.BadJSON(`the body has no "id" (the chat id)`)
 	}
-	if err := turnstream.CheckSession("chat id", *req.ID); err != nil {
+	if err := turnstream.CheckSegment("chat id", *req.ID); err != nil {
 		return Message{}, err
 	}
 	m := Message{Chat: *req.ID, Body: body}
@@ -278,7 +279,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) error {
 	if t, ok := h.bus.Turn(m.Chat, ""); ok {
 		return &resume.StatusError{Status: http.StatusConflict, Code: resume.CodeTurnActive,
 			Message: fmt.Sprintf("chat %s has an active turn %s: stop it or resume it (GET %s/%s/stream)",
-				textutil.Quote(m.Chat, 64), textutil.Quote(t.Turn, 64), h.api, m.Chat)}
+				textutil.Quote(m.Chat, 64), textutil.Quote(t.Turn, 64), h.api, url.PathEscape(m.Chat))}
 	}
 	if err := turnstream.Ensure(h.bus, m.Chat); err != nil {
 		return err

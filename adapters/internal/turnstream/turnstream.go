@@ -659,6 +659,21 @@ func CheckSession(what, id string) error {
 	return nil
 }
 
+// CheckSegment is CheckSession for an id that a resume route puts in a URL
+// path segment ({api}/{chatId}/stream, {path}/{threadId}/stream): "." and
+// ".." are refused too, since a client's URL parser removes them (a chat
+// "." would be resumed at {api}/stream).
+func CheckSegment(what, id string) error {
+	if err := CheckSession(what, id); err != nil {
+		return err
+	}
+	if id == "." || id == ".." {
+		return &resume.StatusError{Status: http.StatusBadRequest, Code: resume.CodeInvalidSessionID,
+			Message: fmt.Sprintf("%s %q is a dot segment: the resume URL could not carry it", what, id)}
+	}
+	return nil
+}
+
 // CheckOrigin refuses a request a browser page of another origin sent
 // (403 forbidden_origin), as the cancel route does.
 func CheckOrigin(co *http.CrossOriginProtection, r *http.Request) error {
