@@ -167,6 +167,15 @@ func (h *Handler) authorize(r *http.Request, thread string) error {
 	return nil
 }
 
+// inputObjects are the objects of a RunAgentInput that ParseInput
+// decodes, with the names it reads: a name in another case is refused,
+// not folded.
+var inputObjects = []turnstream.Object{
+	{Path: "", Names: []string{"threadId", "runId", "messages"}},
+	{Path: "messages[]", Names: []string{"id", "role", "content"}},
+	{Path: "messages[].content[]", Names: []string{"type", "text"}},
+}
+
 // ParseInput reads a RunAgentInput: its thread and run ids and its last
 // message, which must be the user's, with a text. A malformed input is a
 // 400 invalid_json *resume.StatusError naming the member; a thread id
@@ -238,7 +247,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) error {
 	if err := turnstream.CheckOrigin(h.co, r); err != nil {
 		return err
 	}
-	body, err := turnstream.ReadBody(w, r, h.max, h.bt, "", "messages[]", "messages[].content[]")
+	body, err := turnstream.ReadBody(w, r, h.max, h.bt, inputObjects...)
 	if err != nil {
 		return err
 	}

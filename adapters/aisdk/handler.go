@@ -179,6 +179,14 @@ func (h *Handler) authorize(r *http.Request, chat string) error {
 	return nil
 }
 
+// chatObjects are the objects of a chat request that ParseRequest decodes,
+// with the names it reads: a name in another case is refused, not folded.
+var chatObjects = []turnstream.Object{
+	{Path: "", Names: []string{"id", "messages", "trigger", "messageId"}},
+	{Path: "messages[]", Names: []string{"id", "role", "parts"}},
+	{Path: "messages[].parts[]", Names: []string{"type", "text"}},
+}
+
 // chatRequest is the body DefaultChatTransport sends.
 type chatRequest struct {
 	ID        *string           `json:"id"`
@@ -265,7 +273,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) error {
 	if err := turnstream.CheckOrigin(h.co, r); err != nil {
 		return err
 	}
-	body, err := turnstream.ReadBody(w, r, h.max, h.bt, "", "messages[]", "messages[].parts[]")
+	body, err := turnstream.ReadBody(w, r, h.max, h.bt, chatObjects...)
 	if err != nil {
 		return err
 	}
@@ -365,7 +373,7 @@ func (h *Handler) stop(w http.ResponseWriter, r *http.Request, chat string) erro
 	if err := h.authorize(r, chat); err != nil {
 		return err
 	}
-	body, err := turnstream.ReadBodyOrEmpty(w, r, h.max, h.bt, "")
+	body, err := turnstream.ReadBodyOrEmpty(w, r, h.max, h.bt, turnstream.Object{Names: []string{"turn", "cascade"}})
 	if err != nil {
 		return err
 	}

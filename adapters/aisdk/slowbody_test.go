@@ -128,7 +128,10 @@ func TestFrontendRoutesRefuseBodiesTheyCannotRead(t *testing.T) {
 		// encoding/json also matches names regardless of case, and the
 		// inner objects are read too: {"threadId":"a","THREADID":"zz"} ran
 		// on zz, a contextId given twice inside params.message ran on the last.
-		{"thread twice in another case", "/agui", js, "", `{"THREADID":"zz",` + run[1:], 400, `member "threadId" given twice (as "THREADID"`},
+		{"thread twice in another case", "/agui", js, "", `{"THREADID":"zz",` + run[1:], 400, `member "THREADID" (member names are case-sensitive: want "threadId")`},
+		{"thread in another case, then as is", "/agui", js, "", `{"threadId":"c1",` + strings.Replace(run[1:], `"threadId":"c1"`, `"THREADID":"zz"`, 1), 400, `member "THREADID" given twice (as "threadId"`},
+		{"chat id in another case alone", "/api/chat", js, "", strings.Replace(chat, `{"id":"c1"`, `{"Id":"zz"`, 1), 400, `member "Id" (member names are case-sensitive: want "id")`},
+		{"contextId in another case alone", "/a2a", js, "", strings.Replace(rpc, `"contextId":"c1"`, `"contextID":"zz"`, 1), 400, `member "contextID" (member names are case-sensitive: want "contextId")`},
 		{"chat id twice in another case", "/api/chat", js, "", chatBody("c1", "hi")[:len(chatBody("c1", "hi"))-1] + `,"ID":"zz"}`, 400, `member "ID" given twice (as "id"`},
 		{"a message's role twice", "/api/chat", js, "", strings.Replace(chat, `"role":"user"`, `"role":"user","role":"assistant"`, 1), 400, `member "role" given twice`},
 		{"contextId twice inside the message", "/a2a", js, "", strings.Replace(rpc, `"contextId":"c1"`, `"contextId":"c1","contextID":"zz"`, 1), 400, `member "contextID" given twice (as "contextId"`},

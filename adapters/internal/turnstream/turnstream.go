@@ -429,25 +429,40 @@ const DefaultMaxBodyBytes = 4 << 20
 // routes may take to arrive, as the cancel route's does.
 const DefaultBodyTimeout = 10 * time.Second
 
-// twice returns the first member of the JSON text b's top-level object, or
-// of an object at one of the paths read (those the route decodes into a Go
-// struct: "" the body, "messages[]" each element of its messages,
-// "params.message" …), whose name another member of that object has,
-// exactly or — in the objects read — in another case: encoding/json
-// matches names regardless of case and keeps the last, where a proxy or a
-// log may read the first. The other objects (metadata, forwardedProps) are
-// the application's data, passed on as sent. It returns the name, the name
-// it repeats and the byte offset of the comma before it; ok false when
-// there is none. b is valid JSON (ReadBody checks it first); one pass over
-// its bytes, no tokenizer.
-func twice(b []byte, read []string) (name, first string, at int64, ok bool) {
+// Object is an object of a request body that a route decodes into a Go
+// struct: its path ("" the body, "messages[]" each element of the body's
+// messages, "params.message" …) and the member names the struct reads.
+type Object struct {
+	Path  string
+	Names []string
+}
+
+// finding is what twice found: member name, given twice (first: the name
+// it repeats) or, lone, in another case than the name first that its
+// object reads; at is the byte offset of the comma before it.
+type finding struct {
+	name, first string
+	at          int64
+	lone        bool
+}
+
+// twice finds the first member of the JSON text b's top-level object, or of
+// an object read, whose name another member of that object has, exactly or
+// — in the objects read — in another case, or that names in another case a
+// member its object reads: encoding/json matches names regardless of case
+// and keeps the last, where a proxy or a log reads the exact name. The
+// other objects (metadata, forwardedProps) are the application's data,
+// passed on as sent. ok is false when there is none. b is valid JSON
+// (ReadBody checks it first); one pass over its bytes, no tokenizer.
+func twice(b []byte, read []Object) (f finding, ok bool) {
 	type level struct {
-		obj, key   bool   // an object; its next string is a member name
-		fold, live bool   // names fold (a path read); a path read may lie below
-		check      bool   // its names are checked: the top level, or fold
-		path       string // its path, while live (interned)
-		last       []byte // the last member name read
-		from       int    // its names are names[from:] (up to smallObject)
+		obj, key   bool     // an object; its next string is a member name
+		fold, live bool     // names fold (a path read); a path read may lie below
+		check      bool     // its names are checked: the top level, or fold
+		want       []string // the names its struct reads (fold)
+		path       string   // its path, while live (interned)
+		last       []byte   // the last member name read
+		from       int      // its names are names[from:] (up to smallObject)
 		seen       map[string][]byte
 	}
 	const smallObject = 16 // names compared one by one; a map past it
@@ -464,7 +479,8 @@ func twice(b []byte, read []string) (name, first string, at int64, ok bool) {
 		intern = map[string]bool{} // every prefix of a path read
 		paths  = map[string]string{}
 	)
-	for _, r := range read {
+	for _, o := range read {
+		r := o.Path
 		for i := range len(r) + 1 {
 			if i == len(r) || r[i] == '.' || r[i] == '[' {
 				intern[r[:i]] = true
@@ -494,7 +510,9 @@ func twice(b []byte, read []string) (name, first string, at int64, ok bool) {
 				}
 			}
 		}
-		l.fold = obj && l.live && slices.Contains(read, l.path)
+		if i := slices.IndexFunc(read, func(o Object) bool { return o.Path == l.path }); obj && l.live && i >= 0 {
+			l.fold, l.want = true, read[i].Names
+		}
 		l.check = obj && (l.fold || len(stack) == 0)
 		stack = append(stack, l)
 	}
@@ -503,6 +521,7 @@ func twice(b []byte, read []string) (name, first string, at int64, ok bool) {
 		switch b[i] {
 		case '{':
 			open(true)
+			comma = i
 		case '[':
 			open(false)
 		case '}', ']':
@@ -563,11 +582,18 @@ func twice(b []byte, read []string) (name, first string, at int64, ok bool) {
 				top.seen[mapKey(top.fold, key)] = key
 			}
 			if prev != nil {
-				return string(key), string(prev), int64(comma), true
+				return finding{name: string(key), first: string(prev), at: int64(comma)}, true
+			}
+			if top.fold && !slices.Contains(top.want, string(key)) {
+				for _, w := range top.want {
+					if strings.EqualFold(w, string(key)) {
+						return finding{name: string(key), first: w, at: int64(comma), lone: true}, true
+					}
+				}
 			}
 		}
 	}
-	return "", "", 0, false
+	return finding{}, false
 }
 
 // foldName maps every rune of s to the smallest of its case-folding orbit
@@ -594,16 +620,19 @@ func foldName(s string) string {
 }
 
 // twiceError is twice's finding as a 400 invalid_json, or nil.
-func twiceError(b []byte, read []string) error {
-	name, first, at, ok := twice(b, read)
+func twiceError(b []byte, read []Object) error {
+	f, ok := twice(b, read)
 	switch {
 	case !ok:
 		return nil
-	case name != first:
+	case f.lone:
+		return BadJSON("invalid JSON at byte %d: member %s (member names are case-sensitive: want %s)",
+			f.at, textutil.Quote(f.name, 48), textutil.Quote(f.first, 48))
+	case f.name != f.first:
 		return BadJSON("invalid JSON at byte %d: member %s given twice (as %s: member names are matched regardless of case)",
-			at, textutil.Quote(name, 48), textutil.Quote(first, 48))
+			f.at, textutil.Quote(f.name, 48), textutil.Quote(f.first, 48))
 	}
-	return BadJSON("invalid JSON at byte %d: member %s given twice", at, textutil.Quote(name, 48))
+	return BadJSON("invalid JSON at byte %d: member %s given twice", f.at, textutil.Quote(f.name, 48))
 }
 
 // readAll reads r's body, at most max bytes, within timeout (> 0: a read
@@ -631,7 +660,7 @@ func readAll(w http.ResponseWriter, r *http.Request, max int64, timeout time.Dur
 // body that is not valid UTF-8 JSON or gives a member twice in one object
 // (in another case too in the objects at the paths read, those the route
 // decodes: see twice).
-func ReadBody(w http.ResponseWriter, r *http.Request, max int64, timeout time.Duration, read ...string) ([]byte, error) {
+func ReadBody(w http.ResponseWriter, r *http.Request, max int64, timeout time.Duration, read ...Object) ([]byte, error) {
 	b, err := readAll(w, r, max, timeout)
 	if err != nil {
 		return nil, bodyError(err, len(b), max)
@@ -708,7 +737,7 @@ func NoTurn(w http.ResponseWriter) {
 
 // ReadBodyOrEmpty is ReadBody that takes an empty body too (nil); a body
 // whose read failed is its error (bodyError), not an empty one.
-func ReadBodyOrEmpty(w http.ResponseWriter, r *http.Request, max int64, timeout time.Duration, read ...string) ([]byte, error) {
+func ReadBodyOrEmpty(w http.ResponseWriter, r *http.Request, max int64, timeout time.Duration, read ...Object) ([]byte, error) {
 	b, err := readAll(w, r, max, timeout)
 	if err != nil {
 		return nil, bodyError(err, len(b), max) // a cut body is not an empty one
