@@ -201,7 +201,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, req *Request) er
 	if err := turnstream.CheckOrigin(h.co, r); err != nil {
 		return err
 	}
-	body, err := turnstream.ReadBodyOrEmpty(w, r, h.max, h.bt)
+	body, err := turnstream.ReadBodyOrEmpty(w, r, h.max, h.bt, requestObjects...)
 	if err != nil {
 		return err
 	}
@@ -232,6 +232,16 @@ func newID(prefix string) string {
 	var raw [8]byte
 	_, _ = rand.Read(raw[:])
 	return prefix + hex.EncodeToString(raw[:])
+}
+
+// requestObjects are the objects of a JSON-RPC request that ParseRequest
+// decodes, with the names it reads: a name in another case is refused,
+// not folded.
+var requestObjects = []turnstream.Object{
+	{Path: "", Names: []string{"jsonrpc", "id", "method", "params"}},
+	{Path: "params", Names: []string{"id", "message"}},
+	{Path: "params.message", Names: []string{"messageId", "contextId", "taskId", "parts"}},
+	{Path: "params.message.parts[]", Names: []string{"kind", "text"}},
 }
 
 // stream serves SendStreamingMessage / message/stream.

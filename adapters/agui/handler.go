@@ -167,10 +167,20 @@ func (h *Handler) authorize(r *http.Request, thread string) error {
 	return nil
 }
 
+// inputObjects are the objects of a RunAgentInput that ParseInput
+// decodes, with the names it reads: a name in another case is refused,
+// not folded.
+var inputObjects = []turnstream.Object{
+	{Path: "", Names: []string{"threadId", "runId", "messages"}},
+	{Path: "messages[]", Names: []string{"id", "role", "content"}},
+	{Path: "messages[].content[]", Names: []string{"type", "text"}},
+}
+
 // ParseInput reads a RunAgentInput: its thread and run ids and its last
 // message, which must be the user's, with a text. A malformed input is a
 // 400 invalid_json *resume.StatusError naming the member; a thread id
-// the bus refuses 400 invalid_session_id, a run id 400 invalid_turn_id.
+// the bus refuses, "." or ".." (which no join URL can carry) 400
+// invalid_session_id, a run id 400 invalid_turn_id.
 func ParseInput(body []byte) (Input, error) {
 	var in struct {
 		ThreadID *string `json:"threadId"`
@@ -187,7 +197,7 @@ func ParseInput(body []byte) (Input, error) {
 	if in.ThreadID == nil {
 		return Input{}, turnstream.BadJSON(`the RunAgentInput has no "threadId"`)
 	}
-	if err := turnstream.CheckSession("thread id", *in.ThreadID); err != nil {
+	if err := turnstream.CheckSegment("thread id", *in.ThreadID); err != nil {
 		return Input{}, err
 	}
 	out := Input{Thread: *in.ThreadID, Body: body}
@@ -237,7 +247,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) error {
 	if err := turnstream.CheckOrigin(h.co, r); err != nil {
 		return err
 	}
-	body, err := turnstream.ReadBody(w, r, h.max, h.bt)
+	body, err := turnstream.ReadBody(w, r, h.max, h.bt, inputObjects...)
 	if err != nil {
 		return err
 	}
@@ -261,7 +271,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) error {
 	if t, ok := h.bus.Turn(in.Thread, ""); ok {
 		return &resume.StatusError{Status: http.StatusConflict, Code: resume.CodeTurnActive,
 			Message: fmt.Sprintf("thread %s has an active run %s: join it (GET %s/%s/stream)",
-				textutil.Quote(in.Thread, 64), textutil.Quote(t.Turn, 64), h.path, in.Thread)}
+				textutil.Quote(in.Thread, 64), textutil.Quote(t.Turn, 64), h.path, url.PathEscape(in.Thread))}
 	}
 	if err := turnstream.Ensure(h.bus, in.Thread); err != nil {
 		return err

@@ -61,6 +61,10 @@ func TestBadRunInputsPublishNothing(t *testing.T) {
 		{"last not the user's", `{"threadId":"t","runId":"r","messages":[{"id":"a","role":"assistant","content":"x"}]}`, "", 400, "invalid_json", "assistant"},
 		{"content not text", `{"threadId":"t","runId":"r","messages":[{"id":"u","role":"user","content":5}]}`, "", 400, "invalid_json", "messages[0].content"},
 		{"thread the bus refuses", `{"threadId":"a\u0001","runId":"r",` + msg + `}`, "", 400, "invalid_session_id", "control character"},
+		// GET {path}/./stream is GET {path}/stream once a client's URL
+		// parser has read it: such a run could never be joined.
+		{"thread a dot segment", `{"threadId":".","runId":"r",` + msg + `}`, "", 400, "invalid_session_id", "dot segment"},
+		{"thread two dots", `{"threadId":"..","runId":"r",` + msg + `}`, "", 400, "invalid_session_id", "dot segment"},
 		{"run id the bus refuses", `{"threadId":"t","runId":"",` + msg + `}`, "", 400, "invalid_turn_id", "empty run id"},
 		{"run id with a control character", `{"threadId":"t","runId":"r<&>\u0001",` + msg + `}`, "", 400, "invalid_turn_id", `run id "r<&>\x01" contains control character`},
 		{"run id too long", `{"threadId":"t","runId":"` + strings.Repeat("r", 300) + `",` + msg + `}`, "", 400, "invalid_turn_id", `run id "rrrr`},

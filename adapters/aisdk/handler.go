@@ -179,6 +179,14 @@ func (h *Handler) authorize(r *http.Request, chat string) error {
 	return nil
 }
 
+// chatObjects are the objects of a chat request that ParseRequest decodes,
+// with the names it reads: a name in another case is refused, not folded.
+var chatObjects = []turnstream.Object{
+	{Path: "", Names: []string{"id", "messages", "trigger", "messageId"}},
+	{Path: "messages[]", Names: []string{"id", "role", "parts"}},
+	{Path: "messages[].parts[]", Names: []string{"type", "text"}},
+}
+
 // chatRequest is the body DefaultChatTransport sends.
 type chatRequest struct {
 	ID        *string           `json:"id"`
@@ -196,7 +204,8 @@ type uiMessage struct {
 // ParseRequest reads a chat request body: its chat id, trigger and last
 // message, which must be the user's. A malformed body is a 400
 // invalid_json *resume.StatusError naming the member (messages[2].parts,
-// …); a chat id the bus refuses 400 invalid_session_id.
+// …); a chat id the bus refuses, "." or ".." (which no resume URL can
+// carry) 400 invalid_session_id.
 func ParseRequest(body []byte) (Message, error) {
 	var req chatRequest
 	if err := json.Unmarshal(body, &req); err != nil {
@@ -205,7 +214,7 @@ func ParseRequest(body []byte) (Message, error) {
 	if req.ID == nil {
 		return Message{}, turnstream.BadJSON(`the body has no "id" (the chat id)`)
 	}
-	if err := turnstream.CheckSession("chat id", *req.ID); err != nil {
+	if err := turnstream.CheckSegment("chat id", *req.ID); err != nil {
 		return Message{}, err
 	}
 	m := Message{Chat: *req.ID, Body: body}
@@ -264,7 +273,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) error {
 	if err := turnstream.CheckOrigin(h.co, r); err != nil {
 		return err
 	}
-	body, err := turnstream.ReadBody(w, r, h.max, h.bt)
+	body, err := turnstream.ReadBody(w, r, h.max, h.bt, chatObjects...)
 	if err != nil {
 		return err
 	}
@@ -278,7 +287,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) error {
 	if t, ok := h.bus.Turn(m.Chat, ""); ok {
 		return &resume.StatusError{Status: http.StatusConflict, Code: resume.CodeTurnActive,
 			Message: fmt.Sprintf("chat %s has an active turn %s: stop it or resume it (GET %s/%s/stream)",
-				textutil.Quote(m.Chat, 64), textutil.Quote(t.Turn, 64), h.api, m.Chat)}
+				textutil.Quote(m.Chat, 64), textutil.Quote(t.Turn, 64), h.api, url.PathEscape(m.Chat))}
 	}
 	if err := turnstream.Ensure(h.bus, m.Chat); err != nil {
 		return err
@@ -364,7 +373,7 @@ func (h *Handler) stop(w http.ResponseWriter, r *http.Request, chat string) erro
 	if err := h.authorize(r, chat); err != nil {
 		return err
 	}
-	body, err := turnstream.ReadBodyOrEmpty(w, r, h.max, h.bt)
+	body, err := turnstream.ReadBodyOrEmpty(w, r, h.max, h.bt, turnstream.Object{Names: []string{"turn", "cascade"}})
 	if err != nil {
 		return err
 	}

@@ -178,6 +178,9 @@ func TestBadChatRequestsPublishNothing(t *testing.T) {
 	require.NoError(t, cs.bus.CreateSession("busy", ""))
 	_, err := cs.bus.StartTurn(context.Background(), "busy", eventbus.TurnOptions{ID: "running"})
 	require.NoError(t, err)
+	require.NoError(t, cs.bus.CreateSession("busy ?", ""))
+	_, err = cs.bus.StartTurn(context.Background(), "busy ?", eventbus.TurnOptions{ID: "running"})
+	require.NoError(t, err)
 	require.NoError(t, cs.bus.CreateSession("gone", ""))
 	require.NoError(t, cs.bus.CloseSession("gone"))
 	rows := []struct {
@@ -195,7 +198,12 @@ func TestBadChatRequestsPublishNothing(t *testing.T) {
 		{"bad trigger", `{"id":"c","messages":[{"id":"u","role":"user","parts":[]}],"trigger":"go"}`, 400, "invalid_json", `"go"`},
 		{"no id", `{"messages":[{"id":"u","role":"user","parts":[]}],"trigger":"submit-message"}`, 400, "invalid_json", `"id"`},
 		{"chat id the bus refuses", `{"id":"a\u0001b","messages":[{"id":"u","role":"user","parts":[]}],"trigger":"submit-message"}`, 400, "invalid_session_id", "control character"},
+		// reconnectToStream fetches {api}/./stream, which the client's URL
+		// parser makes {api}/stream: such a chat could never be resumed.
+		{"chat id a dot segment", chatBody(".", "x"), 400, "invalid_session_id", "dot segment"},
+		{"chat id two dots", chatBody("..", "x"), 400, "invalid_session_id", "dot segment"},
 		{"a turn runs", chatBody("busy", "x"), 409, "turn_active", `"running"`},
+		{"the resume URL it names is escaped", chatBody("busy ?", "x"), 409, "turn_active", "GET /api/chat/busy%20%3F/stream"},
 		{"closed chat", chatBody("gone", "x"), 410, "session_closed", `"gone"`},
 	}
 	before := cs.bus.LastEventID()

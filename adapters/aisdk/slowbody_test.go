@@ -125,6 +125,17 @@ func TestFrontendRoutesRefuseBodiesTheyCannotRead(t *testing.T) {
 		{"thread twice", "/agui", js, "", `{"threadId":"zz",` + run[1:], 400, `member "threadId" given twice`},
 		{"method twice", "/a2a", js, "", `{"method":"tasks/resubscribe",` + rpc[1:], 400, `member "method" given twice`},
 		{"stop turn twice", "/api/chat/c1/stop", js, "", `{"turn":"a","turn":"b"}`, 400, `"turn" given twice`},
+		// encoding/json also matches names regardless of case, and the
+		// inner objects are read too: {"threadId":"a","THREADID":"zz"} ran
+		// on zz, a contextId given twice inside params.message ran on the last.
+		{"thread twice in another case", "/agui", js, "", `{"THREADID":"zz",` + run[1:], 400, `member "THREADID" (member names are case-sensitive: want "threadId")`},
+		{"thread in another case, then as is", "/agui", js, "", `{"threadId":"c1",` + strings.Replace(run[1:], `"threadId":"c1"`, `"THREADID":"zz"`, 1), 400, `member "THREADID" given twice (as "threadId"`},
+		{"chat id in another case alone", "/api/chat", js, "", strings.Replace(chat, `{"id":"c1"`, `{"Id":"zz"`, 1), 400, `member "Id" (member names are case-sensitive: want "id")`},
+		{"contextId in another case alone", "/a2a", js, "", strings.Replace(rpc, `"contextId":"c1"`, `"contextID":"zz"`, 1), 400, `member "contextID" (member names are case-sensitive: want "contextId")`},
+		{"chat id twice in another case", "/api/chat", js, "", chatBody("c1", "hi")[:len(chatBody("c1", "hi"))-1] + `,"ID":"zz"}`, 400, `member "ID" given twice (as "id"`},
+		{"a message's role twice", "/api/chat", js, "", strings.Replace(chat, `"role":"user"`, `"role":"user","role":"assistant"`, 1), 400, `member "role" given twice`},
+		{"contextId twice inside the message", "/a2a", js, "", strings.Replace(rpc, `"contextId":"c1"`, `"contextId":"c1","contextID":"zz"`, 1), 400, `member "contextID" given twice (as "contextId"`},
+		{"stop turn twice in another case", "/api/chat/c1/stop", js, "", `{"turn":"a","Turn":"b"}`, 400, `"Turn"`},
 		{"a JSON bomb", "/api/chat", js, "", bomb, 400, "not JSON"},
 		{"a 100 KB chat id", "/api/chat", js, "", chatBody(strings.Repeat("c", 100_000), "hi"), 400, "chat id"},
 	}
@@ -148,7 +159,16 @@ func TestFrontendRoutesRefuseBodiesTheyCannotRead(t *testing.T) {
 	assert.Equal(t, uint64(0), bus.LastEventID(), "nothing written to the bus")
 	assert.False(t, bus.SessionExists("zz"))
 
-	resp, err := http.Post(ts.URL+"/api/chat/c1/stop", "", nil)
+	// Names in other cases in what the route does not decode are the
+	// application's data, taken as sent: the request reaches Start (which
+	// refuses every turn here).
+	resp, err := http.Post(ts.URL+"/agui", js, strings.NewReader(`{"threadId":"fp","runId":"r1","forwardedProps":{"ID":1,"id":2},"state":{"K":1,"k":2},"messages":[{"id":"u","role":"user","content":"hi"}]}`))
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusConflict, resp.StatusCode, string(b))
+
+	resp, err = http.Post(ts.URL+"/api/chat/c1/stop", "", nil)
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusAccepted, resp.StatusCode, "a stop without a body needs no Content-Type")

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,6 +44,9 @@ func parseManyMsg(b []byte) (manyMsg, error) {
 		}
 		return m, msgErr("%s", err.Error())
 	}
+	if err := exactNames(b, "type", "session", "scope", "from", "resume", "ping"); err != nil {
+		return m, err
+	}
 	switch {
 	case m.Type == "subscribe" || m.Type == "unsubscribe":
 		if m.Session == nil || m.Resume != nil || m.Ping != nil {
@@ -61,6 +65,30 @@ func parseManyMsg(b []byte) (manyMsg, error) {
 	return m, nil
 }
 
+// exactNames refuses what encoding/json takes silently in the object b,
+// which has decoded: a member given twice (the last won) or named in
+// another case than one of names (it was folded onto that name). The
+// error is a *MessageError naming the member.
+func exactNames(b []byte, names ...string) error {
+	fields, err := objectMembers(bytes.TrimSpace(b))
+	if err != nil {
+		return err
+	}
+	seen := make(map[string]bool, len(fields))
+	for _, f := range fields {
+		if seen[f.name] {
+			return msgErr("member %s given twice", quoteCut(f.name))
+		}
+		seen[f.name] = true
+		for _, n := range names {
+			if f.name != n && strings.EqualFold(f.name, n) {
+				return msgErr("member %s (names are case-sensitive: want %q)", quoteCut(f.name), n)
+			}
+		}
+	}
+	return nil
+}
+
 // manyResume reads a resume message's cursor: {"lastEventId": "<cursor>",
 // "epoch"?: "…"}, {} or null.
 func manyResume(raw json.RawMessage) (*resume.ConnCursor, string, error) {
@@ -75,6 +103,9 @@ func manyResume(raw json.RawMessage) (*resume.ConnCursor, string, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&r); err != nil {
 		return nil, "", msgErr("resume: %s", err.Error())
+	}
+	if err := exactNames(raw, "lastEventId", "epoch"); err != nil {
+		return nil, "", msgErr("resume: %s", err.(*MessageError).Reason)
 	}
 	if r.LastEventID == nil {
 		return nil, r.Epoch, nil

@@ -3,6 +3,7 @@ package turnstream_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -37,13 +38,18 @@ func TestParseCursor(t *testing.T) {
 		{"7", turnstream.Cursor{Seq: 7}, true, ""},
 		{"other-7", turnstream.Cursor{Seq: 7, Epoch: "other"}, false, ""}, // another epoch: a join
 		{"ep-0", turnstream.Cursor{Epoch: "ep"}, false, ""},
-		{"ep-x", turnstream.Cursor{}, false, `"ep-x"`},
-		{"ep-7:", turnstream.Cursor{}, false, "frame index"},
+		{"ep-x", turnstream.Cursor{}, false, `invalid Last-Event-ID "ep-x": want`},
+		{"x", turnstream.Cursor{}, false, `invalid Last-Event-ID "x": want decimal digits only, got 'x' at byte 0`},
+		{"ep-7:", turnstream.Cursor{}, false, `invalid Last-Event-ID "ep-7:": the frame index`},
 		{"ep-7:01", turnstream.Cursor{}, false, "frame index"},
 		{"ep-7:-1", turnstream.Cursor{}, false, "frame index"},
 	}
 	for _, r := range rows {
 		c, ok, err := turnstream.ParseCursor(r.in, "ep")
+		if err != nil {
+			// Said once: it read `Last-Event-ID "x": invalid Last-Event-ID "x": want …`.
+			assert.Equal(t, 1, strings.Count(err.Error(), "Last-Event-ID"), err.Error())
+		}
 		if r.errHas != "" {
 			require.Error(t, err, r.in)
 			assert.Contains(t, err.Error(), r.errHas, r.in)

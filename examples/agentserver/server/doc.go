@@ -74,8 +74,9 @@
 // an unknown member, one in another case ("TYPE") or one given twice is 400
 // invalid_json (encoding/json alone would fold the case and keep the last
 // value), and so is a lone UTF-16 surrogate escape ("\ud800") in a member
-// (encoding/json would read it as U+FFFD). Session ids are validated the same way on every route: what the bus
-// accepts, and one URL path segment (no "/", ".", "..").
+// (encoding/json would read it as U+FFFD). Session ids are validated the same way on every route, the
+// frontend routes' chat id, threadId and contextId included: what the bus accepts, and one URL path
+// segment (no "/", ".", "..").
 //
 // The POST routes take no query parameters and DELETE only cascade; any
 // other is 400 invalid_argument naming it (?cascde=1 must not quietly close

@@ -9,6 +9,7 @@ import (
 	"github.com/replaybus/replaybus/adapters/agui"
 	"github.com/replaybus/replaybus/adapters/aisdk"
 	"github.com/replaybus/replaybus/adapters/resume"
+	"github.com/replaybus/replaybus/scope"
 )
 
 // The frontend protocols' routes (docs/frontends.md).
@@ -37,11 +38,23 @@ func (s *Server) startTurn(session, text, turn string) (string, error) {
 	return t.ID(), nil
 }
 
+// frontendID admits a frontend request's session id (the chat id, the
+// thread id, the contextId) by the server's one validation, checkID, as
+// its Authorize hook: a session those routes create must be reachable by
+// its URL, and the AI SDK's resume URL ({api}/{chatId}/stream) cannot
+// carry "." or "..". 400 invalid_session_id, before anything is created.
+func frontendID(_ *http.Request, session string, _ scope.Kind) error {
+	if msg := checkID("session id", session); msg != "" {
+		return &resume.StatusError{Status: http.StatusBadRequest, Code: resume.CodeInvalidSessionID, Message: msg}
+	}
+	return nil
+}
+
 // mountFrontends mounts the AI SDK chat routes at ChatAPI, AG-UI at
 // AGUIPath, A2A at A2APath with its agent card; their body bound is the
 // server's (its write deadline leaves room for a 408 at BodyTimeout).
 func (s *Server) mountFrontends() error {
-	ai, err := aisdk.NewHandler(s.bus, aisdk.HandlerOptions{API: ChatAPI, BodyTimeout: s.bodyTimeout,
+	ai, err := aisdk.NewHandler(s.bus, aisdk.HandlerOptions{API: ChatAPI, BodyTimeout: s.bodyTimeout, Authorize: frontendID,
 		Start: func(r *http.Request, m aisdk.Message) (string, error) { return s.startTurn(m.Chat, m.Text, "") }})
 	if err != nil {
 		return err
@@ -49,7 +62,7 @@ func (s *Server) mountFrontends() error {
 	for _, p := range []string{"POST " + ChatAPI, "GET " + ChatAPI + "/{id}/stream", "POST " + ChatAPI + "/{id}/stop"} {
 		s.handle(p, s.whenReady(ai.ServeHTTP))
 	}
-	ag, err := agui.NewHandler(s.bus, agui.HandlerOptions{Path: AGUIPath, BodyTimeout: s.bodyTimeout,
+	ag, err := agui.NewHandler(s.bus, agui.HandlerOptions{Path: AGUIPath, BodyTimeout: s.bodyTimeout, Authorize: frontendID,
 		Start: func(r *http.Request, in agui.Input) (string, error) { return s.startTurn(in.Thread, in.Text, in.Run) }})
 	if err != nil {
 		return err
@@ -57,7 +70,7 @@ func (s *Server) mountFrontends() error {
 	for _, p := range []string{"POST " + AGUIPath, "GET " + AGUIPath + "/{id}/stream"} {
 		s.handle(p, s.whenReady(ag.ServeHTTP))
 	}
-	aa, err := a2a.NewHandler(s.bus, a2a.HandlerOptions{Path: A2APath, BodyTimeout: s.bodyTimeout,
+	aa, err := a2a.NewHandler(s.bus, a2a.HandlerOptions{Path: A2APath, BodyTimeout: s.bodyTimeout, Authorize: frontendID,
 		Start: func(r *http.Request, m a2a.Message) (string, error) {
 			return s.startTurn(m.Context, m.Request.Text, m.Turn)
 		}})
