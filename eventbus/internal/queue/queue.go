@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"slices"
 	"sync/atomic"
 
 	"github.com/replaybus/replaybus/eventbus/frame"
@@ -195,6 +196,7 @@ func (q *Queue) flush() {
 		return
 	}
 	m := uint64(len(q.ring) - 1)
+	q.q = slices.Grow(q.q, int(t-h))
 	for ; h != t; h++ {
 		q.q = append(q.q, Entry{Rec: q.ring[h&m]})
 		q.ring[h&m] = nil // let the data go
@@ -427,11 +429,14 @@ func (q *Queue) Drain(rd *Reader) {
 	if int(q.qh) == len(q.q) {
 		// Only the lane's records (the common case): copied into the
 		// reader's own spent buffer.
-		local := rd.local[:0]
-		if cap(local) > 2*laneMax {
-			local = nil // do not keep a burst-sized buffer forever
-		}
 		h, t := q.head.Load(), q.tail.Load()
+		n := int(t - h)
+		local := rd.local[:0]
+		if cap(local) < n || cap(local) > 4*n+2*laneMax {
+			// One allocation for the batch; and do not keep a burst-sized
+			// buffer forever.
+			local = make([]Entry, 0, max(2*n, laneMin))
+		}
 		m := uint64(len(q.ring) - 1)
 		for ; h != t; h++ {
 			local = append(local, Entry{Rec: q.ring[h&m]})
