@@ -432,9 +432,10 @@ func (q *Queue) Drain(rd *Reader) {
 		h, t := q.head.Load(), q.tail.Load()
 		n := int(t - h)
 		local := rd.local[:0]
-		if cap(local) < n || cap(local) > 4*n+2*laneMax {
-			// One allocation for the batch; and do not keep a burst-sized
-			// buffer forever.
+		if cap(local) < n || cap(local) > 2*laneMax {
+			// One allocation for the batch (at most laneMax records: at
+			// most 2*laneMax kept); and do not keep a burst-sized buffer
+			// from the locked queue forever.
 			local = make([]Entry, 0, max(2*n, laneMin))
 		}
 		m := uint64(len(q.ring) - 1)
