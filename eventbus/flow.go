@@ -29,12 +29,13 @@ func (s *Subscription) wakeLocked() {
 // and clears the mark, so that exactly one wake-up is sent: by the caller,
 // possibly after it released its locks (see fan.wake). s.mu must be
 // held.
-func (s *Subscription) takeWakeLocked() bool {
-	if s.waiting {
-		s.waiting = false
-		return true
-	}
-	return false
+func (s *Subscription) takeWakeLocked() bool { return s.takeWake() }
+
+// takeWake is takeWakeLocked for a publisher without s.mu (a lock-free
+// delivery): the mark is cleared by compare-and-swap, so exactly one of
+// the callers that find it set sends the wake-up.
+func (s *Subscription) takeWake() bool {
+	return s.waiting.Load() && s.waiting.CompareAndSwap(true, false)
 }
 
 // sendWake hands the parked consumer its wake-up; it never blocks (the
@@ -64,6 +65,14 @@ var testHookWake func()
 // locks on the publish path). An ended subscriber takes nothing (outcome
 // 0).
 func (s *Subscription) deliver(r *record, droppable bool) (queue.Outcome, bool) {
+	if s.q.DeliverLockFree(r) {
+		// Queued lock-free (far from every limit). A registered subscriber
+		// has not ended: every end unregisters it first, under the lock
+		// the caller holds. The lane's tail is stored before the mark is
+		// read, and parkLocked sets the mark before it looks at the
+		// lane again, so a reader that parks is always seen or sees r.
+		return queue.Queued, s.takeWake()
+	}
 	s.mu.Lock()
 	if s.ended {
 		s.mu.Unlock()
@@ -102,7 +111,7 @@ func (s *Subscription) endLocked(reason error, discard bool) bool {
 		s.bus.waits.Remove(&s.dl)
 		s.dlAt = 0
 	}
-	s.waiting = true // force the wake below
+	s.waiting.Store(true) // force the wake below
 	s.wakeLocked()
 	return true
 }

@@ -263,7 +263,8 @@ func (ix *index) fanOut(x *session, r *record, droppable, forced bool, f *fan) {
 }
 
 // offer offers r to each subscriber of l except those made on skip. It
-// holds each subscriber's mutex only for that subscriber (inside deliver);
+// holds each subscriber's mutex only for that subscriber, and only near a
+// limit (inside deliver: away from them a delivery takes no lock);
 // it never blocks on a consumer. The caller holds the lock that guards l.
 // src, r's session, is given for the "all" list: a many-sessions
 // subscriber there takes only what its set covers.

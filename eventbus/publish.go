@@ -28,7 +28,10 @@ package eventbus
 //     only; a goroutine holds at most one.
 //  3. index.all.mu, the ordering step, only while an "all" subscriber
 //     exists (index.all.n > 0), or for an "all" subscriber's unsubscribe.
-//  4. Subscription.mu, one subscriber's queue, for one delivery at a time.
+//  4. Subscription.mu, one subscriber's locked queue, for one delivery at a
+//     time — a delivery near a limit or with a full lane; one away from
+//     every limit fills the subscriber's lane under 2 or 3 alone
+//     (queue.Queue.DeliverLockFree).
 //  5. the deadline queue's own lock (internal/deadline), under
 //     Subscription.mu when a reader parks or ends; the queue releases it
 //     before it calls back (Bus.deadlineDue), which takes 4.

@@ -22,28 +22,29 @@ import (
 // when the bus is closed; [Subscription.Err] then says why. Ending releases
 // its registration and its slot under the subscriber cap at once.
 type Subscription struct {
-	// What a delivery touches, first and together: 96 bytes, so that
-	// offering an event to a subscriber reads and writes two cache lines
-	// of it, not the four it took when these fields were spread over the
-	// struct. mu guards ended, waiting and q: q is the publishers' side
-	// of the subscriber's queue, with its live limits (internal/queue);
-	// rd, below, is the consumer's. filter (the types it receives; nil for
-	// all, filter.go) and sess (the session subscribed to) are fixed at
-	// Subscribe, before the subscription is visible.
+	// What a delivery touches, first and together (128 bytes: two cache
+	// lines): waiting (the parked reader's mark), filter (the types it
+	// receives; nil for all, filter.go) and the publisher's half of q, the
+	// publishers' side of the subscriber's queue with its live limits
+	// (internal/queue); rd, below, is the consumer's. A delivery away from
+	// every limit takes no lock: it fills q's lane
+	// (queue.Queue.DeliverLockFree) and takes the mark by
+	// compare-and-swap. mu guards ended, the rest of q (every other
+	// writer, a delivery near a limit, the consumer's Drain), reason and
+	// the parking fields; waiting is set under it. filter and sess are
+	// fixed at Subscribe, before the subscription is visible.
 	//
-	// The layout keeps what the consumer touches on every event (discard,
-	// co, lead, rd, lastSeen) off those two lines at either alignment the
-	// size class gives a Subscription (a multiple of 32 bytes: 352), and
-	// off the lines of its neighbours in memory: the 32 bytes after the
-	// delivery fields and the last 32 of the struct hold only fields
-	// written at a park with a deadline or at the end.
-	// TestSubscriptionLayout checks it.
-	mu      sync.Mutex
+	// The size class of a Subscription (448 bytes) keeps it 64-byte
+	// aligned, so the delivery lines are its first two; what the consumer
+	// writes at a drain (q's second half, mu) and on every event (discard,
+	// co, lead, rd, lastSeen) is off them. TestSubscriptionLayout checks
+	// it.
+	waiting atomic.Bool
 	ended   bool
-	waiting bool
 	filter  *typeFilter
-	sess    *session
 	q       queue.Queue
+	mu      sync.Mutex
+	sess    *session
 
 	// Written rarely (at the end, a park with a deadline); guarded by mu.
 	reason    error
@@ -201,7 +202,7 @@ func (s *Subscription) nextBefore(ctx context.Context, abandon <-chan struct{}, 
 		case <-s.wake:
 		case <-abandon:
 			s.mu.Lock()
-			s.waiting = false
+			s.waiting.Store(false)
 			err := s.reason
 			s.mu.Unlock()
 			return Event{}, err

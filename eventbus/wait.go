@@ -47,19 +47,40 @@ func (s *Subscription) parkLocked(dl int64) bool {
 	if dl != 0 && s.bus.waits.Now() >= dl {
 		return false
 	}
-	s.waiting, s.waitUntil = true, dl
+	if testHookPark != nil {
+		testHookPark()
+	}
+	s.waiting.Store(true)
+	s.waitUntil = dl
 	if dl != 0 && (s.dlAt == 0 || dl < s.dlAt) {
 		s.dlAt = dl
 		s.bus.waits.Add(dl, &s.dl, s)
 	}
+	// A lock-free delivery (deliver) stores the lane's tail, then reads
+	// the mark; here the mark is set, then the lane read again. When a
+	// record landed in between and its publisher did not take the mark,
+	// the reader takes it back and gives itself the token, so that its
+	// wait returns at once.
+	if s.q.Pending() && s.waiting.CompareAndSwap(true, false) {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
 	return true
 }
+
+// testHookPark, when set by a test, runs in parkLocked after the reader
+// found nothing queued and before it sets its parked mark (s.mu held): a
+// lock-free delivery there must still wake it. Set it only while no other
+// test reads.
+var testHookPark func()
 
 // stopWaiting marks the reader no longer parked, as it leaves its wait
 // without a wake (its context, the pump's exit, a coalescing timer).
 func (s *Subscription) stopWaiting() {
 	s.mu.Lock()
-	s.waiting = false
+	s.waiting.Store(false)
 	s.mu.Unlock()
 }
 
@@ -80,7 +101,7 @@ func (b *Bus) deadlineDue(s *Subscription, at, now int64) {
 		s.dlAt = 0
 	}
 	var wake bool
-	if s.waiting && s.waitUntil != 0 {
+	if s.waiting.Load() && s.waitUntil != 0 {
 		if s.waitUntil <= now {
 			wake = s.takeWakeLocked()
 		} else if s.dlAt == 0 || s.waitUntil < s.dlAt {

@@ -208,3 +208,58 @@ func TestWakeOnlyAParkedConsumer(t *testing.T) {
 		synctest.Wait()
 	})
 }
+
+// A lock-free delivery (the lane: no s.mu) that lands after the reader
+// found nothing queued and before it set its parked mark still reaches it:
+// the reader looks at the lane again once the mark is set and does not
+// sleep. Without that second look the publisher finds no mark, sends no
+// wake-up, and the reader sleeps until its deadline. Each row parks
+// through one reader.
+func TestParkSeesLaneDelivery(t *testing.T) {
+	const parkDeadline = 6 * time.Second
+	for _, tc := range []struct {
+		name string
+		read func(s *Subscription) (Event, error)
+	}{
+		{"NextBefore", func(s *Subscription) (Event, error) { return s.NextBefore(time.Now().Add(parkDeadline)) }},
+		{"NextBatch", func(s *Subscription) (Event, error) {
+			buf := make([]Event, 4)
+			n, err := s.NextBatch(time.Now().Add(parkDeadline), buf)
+			return buf[0], errors.Join(err, map[bool]error{false: fmt.Errorf("%d frames", n)}[n == 1])
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := New(Options{})
+			require.NoError(t, err)
+			defer func() { require.NoError(t, b.Close()) }()
+			s, err := b.Subscribe(context.Background(), "s", SubscribeOptions{NoReplay: true})
+			require.NoError(t, err)
+			// The first delivery makes the lane (locked); read it.
+			_, err = b.PublishJSON("s", "msg", nil)
+			require.NoError(t, err)
+			_, ok := s.TryNext()
+			require.True(t, ok)
+
+			fired := false
+			testHookPark = func() {
+				if fired {
+					return
+				}
+				fired = true
+				done := make(chan error)
+				go func() {
+					_, err := b.PublishJSON("s", "msg", nil)
+					done <- err
+				}()
+				assert.NoError(t, <-done)
+			}
+			defer func() { testHookPark = nil }()
+			start := time.Now()
+			ev, err := tc.read(s)
+			require.NoError(t, err)
+			require.Less(t, time.Since(start), parkDeadline/2, "the reader slept past the delivery until its deadline")
+			assert.EqualValues(t, 2, ev.ID)
+			assert.True(t, fired)
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"slices"
 	"sync/atomic"
 
 	"github.com/replaybus/replaybus/eventbus/frame"
@@ -64,20 +65,55 @@ func unpackLive(d uint64) (frames, bytes int64) {
 	return int64(d >> liveByteBits), int64(d & liveByteMask)
 }
 
-// Queue is the publishers' side of a subscriber's queue. Every method
-// runs with the owner's lock held (the lock that serialises publishers and
-// the consumer's Drain); none blocks. The zero value with Lim set is ready.
+// Queue is the publishers' side of a subscriber's queue. Its publisher
+// (one goroutine at a time: the owner serialises its publishers) offers
+// live records with [Queue.DeliverLockFree] without the owner's lock
+// while they are away from every limit; every other method runs with the
+// owner's lock held (the lock that serialises the other writers, the
+// publisher's locked deliveries and the consumer's Drain). None blocks.
+// The zero value with Lim set is ready.
+//
+// Entries live in two places: the lane, a single-producer ring of live
+// records the publisher fills without the owner's lock, and q, filled
+// under it. Every writer under the lock first moves the lane's records to
+// the end of q (flush), so q always precedes the lane and the order of
+// the whole queue is q, then the lane.
 type Queue struct {
 	Lim Limits
-	// q[qh:] are the entries queued and not yet drained.
-	q      []Entry
-	qh     int32
-	warned bool // a warning episode is on (re-armed at ≤ 37.5 %)
 	// enq packs the live frames ever queued (minus those dropped while
-	// queued) and their bytes; seen is the publisher's copy of the
-	// reader's consumed as of its last refresh (liveBound).
-	enq, seen uint64
+	// queued) and their bytes: the publisher adds with a compare-and-swap
+	// without the owner's lock, the other writers add under it. seen is
+	// the publisher's copy of the reader's consumed as of its last
+	// refresh (liveBound).
+	enq  atomic.Uint64
+	seen uint64
+	// The lane: ring[tail%len] is the next slot the publisher fills; it
+	// publishes the slot with tail. head (below, written under the
+	// owner's lock) is where the lane's unmoved records begin; headSeen is
+	// the publisher's copy of it.
+	ring     []*Record
+	tail     atomic.Uint64
+	headSeen uint64
+	warned   bool // a warning episode is on (re-armed at ≤ 37.5 %)
+	laneFull bool // the lane was found full: the next locked delivery grows it
+
+	// Keeps what the consumer writes at each Drain (below) off the
+	// publisher's cache lines (above); see publisherBytes.
+	_ [32]byte
+
+	// Under the owner's lock: q[qh:] are the entries queued and not yet
+	// drained, ahead of the lane's.
+	q    []Entry
+	qh   int32
+	head atomic.Uint64
 }
+
+// The lane's sizes: it starts at laneMin slots on the first delivery and
+// doubles, up to laneMax, each time the publisher finds it full.
+const (
+	laneMin = 8
+	laneMax = 512
+)
 
 // Reader is the consumer's side: the batch it took with Drain, read
 // without the owner's lock by one goroutine at a time. consumed is written
@@ -92,11 +128,18 @@ type Reader struct {
 }
 
 // Live returns the live frames and bytes queued and not yet taken by the
-// consumer, exactly: it refreshes the publisher's copy of the reader's
-// counter.
+// consumer, exactly (counting a record the publisher is adding to the
+// lane). The owner's lock is held.
 func (q *Queue) Live(rd *Reader) (frames, bytes int64) {
+	c := rd.consumed.Load() // first: every record it counts is in enq
+	return unpackLive(q.enq.Load() - c)
+}
+
+// refresh is Live for the publisher: it also refreshes the publisher's
+// copy of the reader's counter (liveBound).
+func (q *Queue) refresh(rd *Reader) (frames, bytes int64) {
 	q.seen = rd.consumed.Load()
-	return unpackLive(q.enq - q.seen)
+	return unpackLive(q.enq.Load() - q.seen)
 }
 
 // liveBound is Live from the publisher's copy of the reader's counter,
@@ -106,7 +149,72 @@ func (q *Queue) Live(rd *Reader) (frames, bytes int64) {
 // event; near a threshold it refreshes, so every decision and every figure
 // is the one the exact values give.
 func (q *Queue) liveBound() (frames, bytes int64) {
-	return unpackLive(q.enq - q.seen)
+	return unpackLive(q.enq.Load() - q.seen)
+}
+
+// DeliverLockFree is Deliver's common case without the owner's lock: when
+// r, counted with everything queued, stays below 75 % of both limits and no
+// warning episode is on (so no threshold, drop or warning is in play) and
+// the lane has a free slot, it queues r at the end of the lane and returns
+// true; otherwise it does nothing and returns false, and the publisher
+// calls Deliver under the owner's lock. Only the publisher calls it,
+// without the owner's lock.
+func (q *Queue) DeliverLockFree(r *Record) bool {
+	if q.warned {
+		return false
+	}
+	cost := int64(len(r.Data))
+	enq := q.enq.Load()
+	frames, bytes := unpackLive(enq - q.seen)
+	if (frames+1)*4 >= int64(q.Lim.Frames)*3 || (bytes+cost)*4 >= q.Lim.Bytes*3 {
+		return false
+	}
+	t := q.tail.Load()
+	if t-q.headSeen >= uint64(len(q.ring)) {
+		q.headSeen = q.head.Load()
+		if t-q.headSeen >= uint64(len(q.ring)) {
+			q.laneFull = true
+			return false
+		}
+	}
+	// Counted with a compare-and-swap: a frame another writer queued
+	// meanwhile under the owner's lock changed the count, and the
+	// decision is made again under the lock.
+	if !q.enq.CompareAndSwap(enq, enq+packLive(cost)) {
+		return false
+	}
+	q.ring[t&uint64(len(q.ring)-1)] = r
+	q.tail.Store(t + 1)
+	return true
+}
+
+// flush moves the lane's records to the end of q. The owner's lock is
+// held.
+func (q *Queue) flush() {
+	h, t := q.head.Load(), q.tail.Load()
+	if h == t {
+		return
+	}
+	m := uint64(len(q.ring) - 1)
+	q.q = slices.Grow(q.q, int(t-h))
+	for ; h != t; h++ {
+		q.q = append(q.q, Entry{Rec: q.ring[h&m]})
+		q.ring[h&m] = nil // let the data go
+	}
+	q.head.Store(t)
+}
+
+// growLane gives the lane its first slots, or twice as many when the
+// publisher found it full, up to laneMax. The publisher calls it with the
+// owner's lock held, the lane empty (flushed).
+func (q *Queue) growLane() {
+	switch {
+	case q.ring == nil:
+		q.ring = make([]*Record, laneMin)
+	case q.laneFull && len(q.ring) < laneMax:
+		q.ring = make([]*Record, 2*len(q.ring))
+	}
+	q.laneFull = false
 }
 
 // Figures describes the live queue now.
@@ -120,6 +228,8 @@ func (q *Queue) Figures(rd *Reader) frame.QueueFigures {
 // warning level (OpenClaw's dropIfSlow). On Evicted the client_evicted
 // frame is queued last and the owner must end the subscriber.
 func (q *Queue) Deliver(rd *Reader, session string, r *Record, droppable bool) Outcome {
+	q.flush()
+	q.growLane()
 	max, maxB := int64(q.Lim.Frames), q.Lim.Bytes
 	cost := int64(len(r.Data))
 	frames, bytes := q.liveBound()
@@ -128,7 +238,7 @@ func (q *Queue) Deliver(rd *Reader, session string, r *Record, droppable bool) O
 	// condition; the bound is at least the exact value, so when the bound
 	// does not meet it, the exact values decide nothing either.
 	if q.warned || (frames+1)*4 >= max*3 || (bytes+cost)*4 >= maxB*3 {
-		frames, bytes = q.Live(rd)
+		frames, bytes = q.refresh(rd)
 	}
 	if q.warned && frames*8 <= max*3 && bytes*8 <= maxB*3 {
 		q.warned = false // hysteresis: re-armed at ≤ 37.5 % on both axes
@@ -186,24 +296,28 @@ func (q *Queue) Deliver(rd *Reader, session string, r *Record, droppable bool) O
 
 func (q *Queue) pushLive(r *Record, cost int64) {
 	q.q = append(q.q, Entry{Rec: r})
-	q.enq += packLive(cost)
+	q.enq.Add(packLive(cost))
 }
 
 // Push queues an entry that never counts against the limits (replay,
 // synthetic frames, a forced event such as session_closed).
-func (q *Queue) Push(e Entry) { q.q = append(q.q, e) }
+func (q *Queue) Push(e Entry) {
+	q.flush()
+	q.q = append(q.q, e)
+}
 
 // PushTargeted queues r as a targeted frame, counted against the live
 // limits, when it fits them (one oversized frame fits an empty queue); it
 // reports whether it did. drop_oldest never drops it.
 func (q *Queue) PushTargeted(rd *Reader, r *Record) bool {
+	q.flush()
 	frames, bytes := q.Live(rd)
 	cost := int64(len(r.Data))
 	if frames >= int64(q.Lim.Frames) || (frames > 0 && bytes+cost > q.Lim.Bytes) {
 		return false
 	}
 	q.q = append(q.q, Entry{Rec: r, Kind: KindTargeted})
-	q.enq += packLive(cost)
+	q.enq.Add(packLive(cost))
 	return true
 }
 
@@ -211,6 +325,7 @@ func (q *Queue) PushTargeted(rd *Reader, r *Record) bool {
 // received them: a feed_gap frame for session, or, when the queue already
 // ends with one, that frame extended. It reports whether a frame was added.
 func (q *Queue) PushGap(session string, upTo uint64, nanos int64) bool {
+	q.flush()
 	if n := len(q.q); n > int(q.qh) && q.q[n-1].Kind == KindGap {
 		d := q.q[n-1].Drop
 		d.Earliest = max(d.Earliest, upTo+1)
@@ -227,15 +342,19 @@ func (q *Queue) PushGap(session string, upTo uint64, nanos int64) bool {
 // Prepend puts head before everything queued (the frames that follow a
 // replay go ahead of live events queued meanwhile).
 func (q *Queue) Prepend(head []Entry) {
+	q.flush()
 	q.q = append(head, q.q[q.qh:]...)
 	q.qh = 0
 }
 
 // Pending reports whether entries are queued and not yet drained.
-func (q *Queue) Pending() bool { return int(q.qh) < len(q.q) }
+func (q *Queue) Pending() bool {
+	return int(q.qh) < len(q.q) || q.head.Load() != q.tail.Load()
+}
 
 // Clear drops everything queued (a discarding end).
 func (q *Queue) Clear() {
+	q.flush()
 	clear(q.q)
 	q.q, q.qh = nil, 0
 }
@@ -263,7 +382,7 @@ func (q *Queue) dropNewest(session string, r *Record) {
 // drop (the consumer already holds them all).
 func (q *Queue) dropOldest(rd *Reader, session string, cost int64) bool {
 	for {
-		frames, bytes := q.Live(rd)
+		frames, bytes := q.refresh(rd)
 		if frames < int64(q.Lim.Frames) && (frames == 0 || bytes+cost <= q.Lim.Bytes) {
 			return true
 		}
@@ -276,7 +395,7 @@ func (q *Queue) dropOldest(rd *Reader, session string, cost int64) bool {
 			return false
 		}
 		victim := q.q[i].Rec
-		q.enq -= packLive(int64(len(victim.Data)))
+		q.enq.Add(-packLive(int64(len(victim.Data))))
 		// Extend the run before the victim when nothing with an id stands
 		// between them (a slow_client_warning may): one gap, one frame.
 		j := i - 1
@@ -307,6 +426,29 @@ func (q *Queue) dropOldest(rd *Reader, session string, cost int64) bool {
 // Taking the whole queue under the lock means a publish lands either in
 // this batch or in the next one — never lost, never read twice.
 func (q *Queue) Drain(rd *Reader) {
+	if int(q.qh) == len(q.q) {
+		// Only the lane's records (the common case): copied into the
+		// reader's own spent buffer.
+		h, t := q.head.Load(), q.tail.Load()
+		n := int(t - h)
+		local := rd.local[:0]
+		if cap(local) < n || cap(local) > 2*laneMax {
+			// One allocation for the batch (at most laneMax records: at
+			// most 2*laneMax kept); and do not keep a burst-sized buffer
+			// from the locked queue forever.
+			local = make([]Entry, 0, max(2*n, laneMin))
+		}
+		m := uint64(len(q.ring) - 1)
+		for ; h != t; h++ {
+			local = append(local, Entry{Rec: q.ring[h&m]})
+			q.ring[h&m] = nil
+		}
+		q.head.Store(t)
+		rd.local, rd.li = local, 0
+		q.q, q.qh = q.q[:0], 0
+		return
+	}
+	q.flush()
 	spent := rd.local[:0]
 	rd.local, rd.li = q.q[q.qh:], 0
 	if cap(spent) > 4*cap(rd.local)+64 {

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -145,4 +146,15 @@ func TestReaderReplays(t *testing.T) {
 	assert.False(t, rd.Replaying(), "an empty snapshot is nothing to replay")
 	rd.SetReplay(recs[:1])
 	assert.True(t, rd.Replaying())
+}
+
+// The publisher's half of a Queue (what DeliverLockFree touches) ends
+// within its first 112 bytes and the half the consumer writes at a Drain
+// starts there: the Subscription that holds a Queue at byte 16 keeps the
+// two on different cache lines (TestSubscriptionLayout).
+func TestQueueLayout(t *testing.T) {
+	var q Queue
+	assert.LessOrEqual(t, unsafe.Offsetof(q.laneFull)+unsafe.Sizeof(q.laneFull), uintptr(112))
+	assert.LessOrEqual(t, unsafe.Offsetof(q.warned)+unsafe.Sizeof(q.warned), uintptr(112))
+	assert.EqualValues(t, 112, unsafe.Offsetof(q.q))
 }
