@@ -13,6 +13,7 @@ import (
 
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
+	"github.com/replaybus/replaybus/internal/jsonmember"
 	"github.com/replaybus/replaybus/scope"
 )
 
@@ -442,58 +443,20 @@ func ParseManyChange(body []byte) (ManyChange, error) {
 // exactMembers refuses what encoding/json would take silently in body's
 // object: a member given twice (the last won) or named in another case
 // than one of names ({"ADD":…} was an add) — at the top and in each
-// object of the array member list (with its names inner). A body that
-// does not tokenize passes: the decode that follows names its error.
+// object of the array member list (with its names inner). A body that is
+// not JSON passes: the decode that follows names its error.
 func exactMembers(body []byte, names []string, list string, inner []string) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	var object func(names []string, nested bool) error
-	object = func(names []string, nested bool) error {
-		seen := map[string]bool{}
-		for dec.More() {
-			at := dec.InputOffset()
-			tok, err := dec.Token()
-			if err != nil {
-				return nil
-			}
-			key, _ := tok.(string)
-			if seen[key] {
-				return badRequest(CodeInvalidJSON, "invalid body at byte %d: member %s given twice", at, quote(key))
-			}
-			seen[key] = true
-			for _, n := range names {
-				if key != n && strings.EqualFold(key, n) {
-					return badRequest(CodeInvalidJSON, "invalid body at byte %d: member %s (names are case-sensitive: want %q)", at, quote(key), n)
-				}
-			}
-			if key != list || nested {
-				var v json.RawMessage
-				if dec.Decode(&v) != nil {
-					return nil
-				}
-				continue
-			}
-			if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
-				return nil
-			}
-			for dec.More() {
-				if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-					return nil
-				}
-				if err := object(inner, true); err != nil {
-					return err
-				}
-				if _, err := dec.Token(); err != nil { // '}'
-					return nil
-				}
-			}
-			if _, err := dec.Token(); err != nil { // ']'
-				return nil
-			}
-		}
+	if !json.Valid(body) {
 		return nil
 	}
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+	f, ok := jsonmember.Find(body, []jsonmember.Object{{Names: names}, {Path: list + "[]", Names: inner}})
+	switch {
+	case !ok:
 		return nil
+	case f.Lone:
+		return badRequest(CodeInvalidJSON, "invalid body at byte %d: member %s (names are case-sensitive: want %q)", f.At, quote(f.Name), f.First)
+	case f.Name != f.First:
+		return badRequest(CodeInvalidJSON, "invalid body at byte %d: member %s given twice (as %q: names are matched regardless of case)", f.At, quote(f.Name), f.First)
 	}
-	return object(names, false)
+	return badRequest(CodeInvalidJSON, "invalid body at byte %d: member %s given twice", f.At, quote(f.Name))
 }

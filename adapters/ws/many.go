@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/replaybus/replaybus/adapters/internal/serve"
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/eventbus"
+	"github.com/replaybus/replaybus/internal/jsonmember"
 )
 
 // ManyPattern is the pattern of the many-sessions socket (docs/protocol.md,
@@ -70,23 +70,16 @@ func parseManyMsg(b []byte) (manyMsg, error) {
 // another case than one of names (it was folded onto that name). The
 // error is a *MessageError naming the member.
 func exactNames(b []byte, names ...string) error {
-	fields, err := objectMembers(bytes.TrimSpace(b))
-	if err != nil {
-		return err
+	f, ok := jsonmember.Find(b, []jsonmember.Object{{Names: names}})
+	switch {
+	case !ok:
+		return nil
+	case f.Lone:
+		return msgErr("member %s (names are case-sensitive: want %q)", quoteCut(f.Name), f.First)
+	case f.Name != f.First:
+		return msgErr("member %s given twice (as %q: names are matched regardless of case)", quoteCut(f.Name), f.First)
 	}
-	seen := make(map[string]bool, len(fields))
-	for _, f := range fields {
-		if seen[f.name] {
-			return msgErr("member %s given twice", quoteCut(f.name))
-		}
-		seen[f.name] = true
-		for _, n := range names {
-			if f.name != n && strings.EqualFold(f.name, n) {
-				return msgErr("member %s (names are case-sensitive: want %q)", quoteCut(f.name), n)
-			}
-		}
-	}
-	return nil
+	return msgErr("member %s given twice", quoteCut(f.Name))
 }
 
 // manyResume reads a resume message's cursor: {"lastEventId": "<cursor>",

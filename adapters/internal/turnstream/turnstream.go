@@ -9,17 +9,16 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/replaybus/replaybus/adapters/internal/serve"
 	"github.com/replaybus/replaybus/adapters/resume"
 	"github.com/replaybus/replaybus/codec"
 	"github.com/replaybus/replaybus/eventbus"
 	"github.com/replaybus/replaybus/eventbus/frame"
+	"github.com/replaybus/replaybus/internal/jsonmember"
 	"github.com/replaybus/replaybus/internal/textutil"
 )
 
@@ -429,210 +428,24 @@ const DefaultMaxBodyBytes = 4 << 20
 // routes may take to arrive, as the cancel route's does.
 const DefaultBodyTimeout = 10 * time.Second
 
-// Object is an object of a request body that a route decodes into a Go
-// struct: its path ("" the body, "messages[]" each element of the body's
-// messages, "params.message" …) and the member names the struct reads.
-type Object struct {
-	Path  string
-	Names []string
-}
+// Object is an object of a request body that a route decodes: see
+// jsonmember.Object.
+type Object = jsonmember.Object
 
-// finding is what twice found: member name, given twice (first: the name
-// it repeats) or, lone, in another case than the name first that its
-// object reads; at is the byte offset of the comma before it.
-type finding struct {
-	name, first string
-	at          int64
-	lone        bool
-}
-
-// twice finds the first member of the JSON text b's top-level object, or of
-// an object read, whose name another member of that object has, exactly or
-// — in the objects read — in another case, or that names in another case a
-// member its object reads: encoding/json matches names regardless of case
-// and keeps the last, where a proxy or a log reads the exact name. The
-// other objects (metadata, forwardedProps) are the application's data,
-// passed on as sent. ok is false when there is none. b is valid JSON
-// (ReadBody checks it first); one pass over its bytes, no tokenizer.
-func twice(b []byte, read []Object) (f finding, ok bool) {
-	type level struct {
-		obj, key   bool     // an object; its next string is a member name
-		fold, live bool     // names fold (a path read); a path read may lie below
-		check      bool     // its names are checked: the top level, or fold
-		want       []string // the names its struct reads (fold)
-		path       string   // its path, while live (interned)
-		last       []byte   // the last member name read
-		from       int      // its names are names[from:] (up to smallObject)
-		seen       map[string][]byte
-	}
-	const smallObject = 16 // names compared one by one; a map past it
-	mapKey := func(fold bool, x []byte) string {
-		if fold {
-			return foldName(string(x))
-		}
-		return string(x)
-	}
-	var (
-		stack  []level
-		names  [][]byte            // the names of the checked objects open
-		buf    []byte              // a path being built
-		intern = map[string]bool{} // every prefix of a path read
-		paths  = map[string]string{}
-	)
-	for _, o := range read {
-		r := o.Path
-		for i := range len(r) + 1 {
-			if i == len(r) || r[i] == '.' || r[i] == '[' {
-				intern[r[:i]] = true
-			}
-		}
-	}
-	open := func(obj bool) {
-		l := level{obj: obj, key: obj, from: len(names)}
-		if n := len(stack); n == 0 {
-			l.live = len(read) > 0
-		} else if p := &stack[n-1]; p.live {
-			buf = append(buf[:0], p.path...)
-			switch {
-			case !p.obj:
-				buf = append(buf, "[]"...)
-			case p.path == "":
-				buf = append(buf, p.last...)
-			default:
-				buf = append(append(buf, '.'), p.last...)
-			}
-			if intern[string(buf)] {
-				var known bool
-				l.live = true
-				if l.path, known = paths[string(buf)]; !known {
-					l.path = string(buf)
-					paths[l.path] = l.path
-				}
-			}
-		}
-		if i := slices.IndexFunc(read, func(o Object) bool { return o.Path == l.path }); obj && l.live && i >= 0 {
-			l.fold, l.want = true, read[i].Names
-		}
-		l.check = obj && (l.fold || len(stack) == 0)
-		stack = append(stack, l)
-	}
-	comma := 0
-	for i := 0; i < len(b); i++ {
-		switch b[i] {
-		case '{':
-			open(true)
-			comma = i
-		case '[':
-			open(false)
-		case '}', ']':
-			if n := len(stack); n > 0 {
-				names = names[:stack[n-1].from]
-				stack = stack[:n-1]
-			}
-		case ',':
-			if n := len(stack); n > 0 && stack[n-1].obj {
-				stack[n-1].key, comma = true, i
-			}
-		case '"':
-			j := i + 1
-			for j < len(b) && b[j] != '"' {
-				if b[j] == '\\' {
-					j++
-				}
-				j++
-			}
-			n := len(stack)
-			if n == 0 || !stack[n-1].key || j >= len(b) {
-				i = j
-				continue
-			}
-			top := &stack[n-1]
-			key := b[i+1 : j]
-			top.key, top.last, i = false, key, j
-			if !top.check {
-				continue
-			}
-			if bytes.IndexByte(key, '\\') >= 0 {
-				var s string
-				_ = json.Unmarshal(b[i-len(key)-1:i+1], &s)
-				key = []byte(s)
-				top.last = key
-			}
-			var prev []byte
-			if top.seen == nil {
-				for _, x := range names[top.from:] {
-					if bytes.Equal(x, key) || top.fold && bytes.EqualFold(x, key) {
-						prev = x
-						break
-					}
-				}
-				if prev == nil {
-					names = append(names, key)
-				}
-				if len(names)-top.from > smallObject {
-					top.seen = make(map[string][]byte, 2*smallObject)
-					for _, x := range names[top.from:] {
-						top.seen[mapKey(top.fold, x)] = x
-					}
-					names = names[:top.from]
-				}
-			} else if x, dup := top.seen[mapKey(top.fold, key)]; dup {
-				prev = x
-			} else {
-				top.seen[mapKey(top.fold, key)] = key
-			}
-			if prev != nil {
-				return finding{name: string(key), first: string(prev), at: int64(comma)}, true
-			}
-			if top.fold && !slices.Contains(top.want, string(key)) {
-				for _, w := range top.want {
-					if strings.EqualFold(w, string(key)) {
-						return finding{name: string(key), first: w, at: int64(comma), lone: true}, true
-					}
-				}
-			}
-		}
-	}
-	return finding{}, false
-}
-
-// foldName maps every rune of s to the smallest of its case-folding orbit
-// (an ASCII letter to its upper case), so that foldName(x) == foldName(y)
-// exactly when strings.EqualFold(x, y), the matching of encoding/json.
-func foldName(s string) string {
-	ascii := true
-	for i := 0; i < len(s); i++ {
-		if s[i] >= 0x80 {
-			ascii = false
-			break
-		}
-	}
-	if ascii {
-		return strings.ToUpper(s)
-	}
-	return strings.Map(func(r rune) rune {
-		m := r
-		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
-			m = min(m, f)
-		}
-		return m
-	}, s)
-}
-
-// twiceError is twice's finding as a 400 invalid_json, or nil.
+// twiceError is jsonmember.Find's finding as a 400 invalid_json, or nil.
 func twiceError(b []byte, read []Object) error {
-	f, ok := twice(b, read)
+	f, ok := jsonmember.Find(b, read)
 	switch {
 	case !ok:
 		return nil
-	case f.lone:
+	case f.Lone:
 		return BadJSON("invalid JSON at byte %d: member %s (member names are case-sensitive: want %s)",
-			f.at, textutil.Quote(f.name, 48), textutil.Quote(f.first, 48))
-	case f.name != f.first:
+			f.At, textutil.Quote(f.Name, 48), textutil.Quote(f.First, 48))
+	case f.Name != f.First:
 		return BadJSON("invalid JSON at byte %d: member %s given twice (as %s: member names are matched regardless of case)",
-			f.at, textutil.Quote(f.name, 48), textutil.Quote(f.first, 48))
+			f.At, textutil.Quote(f.Name, 48), textutil.Quote(f.First, 48))
 	}
-	return BadJSON("invalid JSON at byte %d: member %s given twice", f.at, textutil.Quote(f.name, 48))
+	return BadJSON("invalid JSON at byte %d: member %s given twice", f.At, textutil.Quote(f.Name, 48))
 }
 
 // readAll reads r's body, at most max bytes, within timeout (> 0: a read
