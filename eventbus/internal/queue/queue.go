@@ -195,13 +195,19 @@ func (q *Queue) flush() {
 	if h == t {
 		return
 	}
+	q.q = q.takeLane(slices.Grow(q.q, int(t-h)), h, t)
+}
+
+// takeLane appends the lane's records h up to t to dst, frees their
+// slots and marks them moved. The owner's lock is held.
+func (q *Queue) takeLane(dst []Entry, h, t uint64) []Entry {
 	m := uint64(len(q.ring) - 1)
-	q.q = slices.Grow(q.q, int(t-h))
 	for ; h != t; h++ {
-		q.q = append(q.q, Entry{Rec: q.ring[h&m]})
+		dst = append(dst, Entry{Rec: q.ring[h&m]})
 		q.ring[h&m] = nil // let the data go
 	}
 	q.head.Store(t)
+	return dst
 }
 
 // growLane gives the lane its first slots, or twice as many when the
@@ -438,13 +444,7 @@ func (q *Queue) Drain(rd *Reader) {
 			// from the locked queue forever.
 			local = make([]Entry, 0, max(2*n, laneMin))
 		}
-		m := uint64(len(q.ring) - 1)
-		for ; h != t; h++ {
-			local = append(local, Entry{Rec: q.ring[h&m]})
-			q.ring[h&m] = nil
-		}
-		q.head.Store(t)
-		rd.local, rd.li = local, 0
+		rd.local, rd.li = q.takeLane(local, h, t), 0
 		q.q, q.qh = q.q[:0], 0
 		return
 	}
